@@ -1,0 +1,42 @@
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { test } from 'node:test';
+
+const root = new URL('..', import.meta.url).pathname;
+
+function sources(dir: string): string[] {
+  return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sources(path);
+    return entry.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+test('src/ uses only Web-standard APIs: no node:, Deno or Bun globals, no peer SDK imports', () => {
+  const offenders: string[] = [];
+  for (const file of sources('src')) {
+    const text = readFileSync(join(root, file), 'utf8');
+    const found = text.match(/from\s+['"](node:[^'"]+|hono[^'"]*|ky|@modelcontextprotocol\/[^'"]+|@a2a-js\/[^'"]+)['"]|\bDeno\.|\bBun\./);
+    if (found) offenders.push(`${file}: ${found[0]}`);
+  }
+  assert.deepEqual(offenders, []);
+});
+
+test('adapters/ use no node:, Deno or Bun APIs', () => {
+  const offenders: string[] = [];
+  for (const file of sources('adapters')) {
+    const text = readFileSync(join(root, file), 'utf8');
+    const found = text.match(/from\s+['"]node:[^'"]+['"]|\bDeno\.|\bBun\./);
+    if (found) offenders.push(`${file}: ${found[0]}`);
+  }
+  assert.deepEqual(offenders, []);
+});
+
+test('every public entry point in package.json has a matching Deno export and tsup entry', () => {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
+  const deno = JSON.parse(readFileSync(join(root, 'deno.json'), 'utf8')) as { exports: Record<string, string> };
+  const subpaths = Object.keys(pkg.exports).filter((k) => k !== './package.json');
+  assert.deepEqual(subpaths.sort(), Object.keys(deno.exports).sort());
+  assert.deepEqual(subpaths.sort(), ['.', './a2a', './hono', './ky', './mcp', './providers']);
+});
