@@ -5,12 +5,43 @@
  *
  * @example
  * ```ts
- * import { retryDelay } from 'breakwater';
+ * import { captureStatus, createFetch, throwOnStatus } from 'breakwater';
  *
+ * const capture = captureStatus();
+ * const fetch = createFetch({ use: [throwOnStatus(), capture] });
  * const res = await fetch('https://api.example.com/v1/things');
- * if (res.status === 429) console.log(`server asked us to wait ${retryDelay(res.headers)} ms`);
  * ```
  */
 
-export type { HeadersLike, RateLimitInfo, RateLimitPolicy, RateLimitState } from './timing.ts';
-export { parseRateLimit, retryDelay, shouldRetryHeader } from './timing.ts';
+export type { FetchLike, KeyOption, Middleware, Next } from './call.ts';
+export { Call } from './call.ts';
+export type { CaptureScope, CaptureStatus, CaptureStatusOptions, StatusSnapshot } from './capture.ts';
+export { captureStatus } from './capture.ts';
+export type { CreateFetchOptions } from './chain.ts';
+export { createFetch, isAbort } from './chain.ts';
+export type { Classification, ClassifyOptions, Outcome, OutcomeKind } from './classify.ts';
+export { classify, DEFAULT_RETRYABLE_STATUSES, isRetryableStatus } from './classify.ts';
+export type {
+  BreakwaterErrorOptions,
+  HttpStatusErrorInit,
+  NetworkErrorInit,
+  NetworkPhase,
+  RequestInfo,
+  SentState,
+  TimeoutScope,
+} from './errors.ts';
+export {
+  BreakwaterError,
+  CircuitOpenError,
+  GateClosedError,
+  HttpStatusError,
+  NetworkError,
+  RetryAfterTooLongError,
+  TimeoutError,
+} from './errors.ts';
+export type { AttemptEvent, BreakwaterEvent, CapturedEvent } from './events.ts';
+export { normalizeNetworkError } from './network.ts';
+export { redactUrl, SECRET_HEADERS } from './redact.ts';
+export { throwOnStatus, wrapHttpError } from './status.ts';
+export type { HeadersLike, RateLimitInfo, RateLimitPolicy, RateLimitStatus } from './timing.ts';
+export { MAX_DELAY_MS, parseRateLimit, retryDelay, shouldRetryHeader } from './timing.ts';

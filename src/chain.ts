@@ -1,0 +1,163 @@
+/**
+ * @module
+ * `createFetch()`: composes middleware into one function with fetch's exact call
+ * forms, so it can be handed to any SDK's `fetch` option (MCP `fetch`, A2A
+ * `fetchImpl`, OpenAI / Anthropic / AI SDK `fetch`, ky `fetch`, hono/proxy
+ * `customFetch`).
+ *
+ * A call enters here, passes the middleware outermost first (as in Koa and Hono),
+ * and reaches the runtime's fetch with the caller's own `(input, init)` unless a
+ * middleware changed them. Errors thrown by the real fetch are normalised into
+ * `NetworkError` on the way out; the caller's own abort reason is never wrapped.
+ */
+
+import * as z from 'zod/mini';
+import { ATTACH, Call, type FetchLike, type KeyOption, type Middleware, type Next } from './call.ts';
+import { BreakwaterError, requestInfo } from './errors.ts';
+import type { BreakwaterEvent } from './events.ts';
+import { normalizeNetworkError } from './network.ts';
+import { validate } from './options.ts';
+import { redactUrl } from './redact.ts';
+
+/** Options for {@link createFetch}. */
+export interface CreateFetchOptions {
+  /** The fetch to call at the end of the chain. Default: the global `fetch`, looked up per call. */
+  fetch?: FetchLike;
+  /** Middleware, outermost first: `[retry(), circuitBreaker()]` means each retry attempt passes the breaker. */
+  use: Middleware[];
+  /** The server's name for breakers, pacing and messages. Default: the URL's origin. */
+  key?: KeyOption;
+  /** Receives typed events; a listener that throws is ignored, never fails a call. */
+  onEvent?: (event: BreakwaterEvent) => void;
+}
+
+const isFunction = (v: unknown): boolean => typeof v === 'function';
+
+const optionsSchema = z.strictObject({
+  fetch: z.optional(z.custom<FetchLike>(isFunction, 'must be a function with fetch’s signature')),
+  use: z.array(z.custom<Middleware>(isFunction, 'must be a middleware function (call, next) => Promise<Response>')),
+  key: z.optional(
+    z.union([
+      z.string().check(z.minLength(1, 'must be a non-empty string')),
+      z.custom<(url: URL) => string>(isFunction),
+    ]),
+  ),
+  onEvent: z.optional(z.custom<(event: BreakwaterEvent) => void>(isFunction, 'must be a function')),
+});
+
+/** Errors the real fetch threw: middleware rethrowing them pass them on unchanged. */
+const passedThrough = new WeakSet<object>();
+
+/** Whether a value is a fetch `Response` (from this realm or another fetch implementation). */
+function isResponse(value: unknown): value is Response {
+  if (value instanceof Response) return true;
+  const r = value as Response | null;
+  return typeof r === 'object' && r !== null && typeof r.status === 'number' && typeof r.headers?.get === 'function';
+}
+
+function nameOf(middleware: Middleware, index: number): string {
+  return middleware.name ? `"${middleware.name}"` : `#${index + 1} (anonymous)`;
+}
+
+/** Whether `error` is the caller giving up: never wrapped, never retried, never counted. */
+export function isAbort(error: unknown, signal: AbortSignal | undefined | null): boolean {
+  if (signal?.aborted && error === signal.reason) return true;
+  return (error as { name?: unknown } | null)?.name === 'AbortError';
+}
+
+/**
+ * Builds a fetch function that runs every call through `use`, outermost first.
+ *
+ * @example
+ * ```ts
+ * import { captureStatus, createFetch, throwOnStatus } from 'breakwater';
+ *
+ * const capture = captureStatus();
+ * const fetch = createFetch({ use: [throwOnStatus(), capture] });
+ * await fetch('https://api.example.com/v1/models'); // throws HttpStatusError on 4xx/5xx
+ * ```
+ */
+export function createFetch(options: CreateFetchOptions): FetchLike {
+  const { fetch: base, use, key, onEvent } = validate(optionsSchema, options, 'createFetch()');
+  const middleware = [...use];
+
+  /** The end of the chain: the real fetch, with its failures made typed. */
+  async function send(call: Call): Promise<Response> {
+    if (onEvent !== undefined) {
+      call.emit({ type: 'attempt', key: call.key, method: call.method, url: redactUrl(call.href), attempt: call.attempt });
+    }
+    // A local binding, so the runtime's fetch is called with no `this` (workerd and
+    // browsers throw "Illegal invocation" when fetch is called as a method of another object).
+    const real = base ?? globalThis.fetch;
+    try {
+      return await (call.init === undefined ? real(call.input) : real(call.input, call.init));
+    } catch (error) {
+      if (isAbort(error, call.signal)) throw error;
+      const typed = normalizeNetworkError(error, requestInfo(call.key, call.method, call.href)) ?? error;
+      if (typeof typed === 'object' && typed !== null) passedThrough.add(typed);
+      throw typed;
+    }
+  }
+
+  function dispatch(index: number): Next {
+    if (index === middleware.length) return send;
+    const current = middleware[index] as Middleware;
+    const inner = dispatch(index + 1);
+    /** `next` for the middleware at `index`: once per attempt of a call. */
+    const next: Next = (call) => {
+      if (!(call instanceof Call)) {
+        return Promise.reject(
+          new TypeError(`middleware ${nameOf(current, index)} called next() with something other than its call`),
+        );
+      }
+      const passed = call.passes;
+      if ((passed[index] ?? 0) >= call.attempt) {
+        return Promise.reject(
+          new BreakwaterError(
+            `middleware ${nameOf(current, index)} called next() twice for attempt ${call.attempt}; ` +
+              'only a middleware that resends (retry) may call it again, after bumping call.attempt',
+            'NEXT_CALLED_TWICE',
+          ),
+        );
+      }
+      passed[index] = call.attempt;
+      return inner(call);
+    };
+    return async function run(call: Call): Promise<Response> {
+      let result: unknown;
+      try {
+        result = await current(call, next);
+      } catch (error) {
+        if (error instanceof BreakwaterError || isAbort(error, call.signal) || passedThrough.has(error as object)) {
+          throw error;
+        }
+        throw new BreakwaterError(
+          `middleware ${nameOf(current, index)} threw: ${error instanceof Error ? error.message : String(error)}`,
+          'MIDDLEWARE_FAILED',
+          { cause: error, request: requestInfo(call.key, call.method, call.href) },
+        );
+      }
+      if (!isResponse(result)) {
+        throw new TypeError(
+          `middleware ${nameOf(current, index)} returned ${result === null ? 'null' : typeof result} instead of a Response`,
+        );
+      }
+      return result;
+    };
+  }
+
+  const entry = dispatch(0);
+
+  const breakwaterFetch = function breakwaterFetch(
+    input: string | URL | Request,
+    init?: RequestInit,
+  ): Promise<Response> {
+    if (typeof input !== 'string' && !(input instanceof URL) && !(input instanceof Request)) {
+      return Promise.reject(new TypeError(`fetch input must be a string, URL or Request (got ${typeof input})`));
+    }
+    return entry(new Call(input, init, key, onEvent));
+  };
+  // Middleware that hand out fetches of their own (capture.scope()) learn their chain here.
+  for (const m of middleware) (m as { [ATTACH]?: (fetch: FetchLike) => void })[ATTACH]?.(breakwaterFetch);
+  return breakwaterFetch;
+}

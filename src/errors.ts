@@ -1,0 +1,206 @@
+/**
+ * @module
+ * breakwater's typed errors. Every one extends {@link BreakwaterError}, carries a
+ * stable string `code`, keeps the underlying failure as `cause`, and has a message a
+ * person can act on: it names the server (key), the method and a redacted URL.
+ * Messages, fields and `toJSON()` never contain credentials (see `redact.ts`).
+ *
+ * User aborts are not wrapped: the caller's own `signal.reason` comes back as is.
+ */
+
+import { redactUrl, safeHeaders } from './redact.ts';
+
+/** Where a request was going: enough to name it in a message, nothing secret. */
+export interface RequestInfo {
+  /** The server's name in breakwater (default: the URL's origin). */
+  key: string;
+  /** HTTP method, upper-case. */
+  method: string;
+  /** The URL with userinfo dropped and query values redacted. */
+  url: string;
+}
+
+/** Builds a {@link RequestInfo} from raw parts, redacting the URL. */
+export function requestInfo(key: string, method: string, url: string | URL): RequestInfo {
+  return { key, method: method.toUpperCase(), url: redactUrl(url) };
+}
+
+function describe(info: RequestInfo | undefined): string {
+  return info ? `${info.method} ${info.url} (server "${info.key}")` : 'request';
+}
+
+/** Options every breakwater error takes. */
+export interface BreakwaterErrorOptions {
+  /** The failure underneath, if any. */
+  cause?: unknown;
+  /** The request this error is about, if any. */
+  request?: RequestInfo;
+}
+
+/** The base of every breakwater error: catch this to catch them all. */
+export class BreakwaterError extends Error {
+  /** A stable, machine-readable code (`HTTP_STATUS`, `CIRCUIT_OPEN`, `ECONNREFUSED`, ...). */
+  readonly code: string;
+  /** The request this error is about, redacted; undefined when not tied to one. */
+  readonly request: RequestInfo | undefined;
+
+  constructor(message: string, code: string, options: BreakwaterErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.request = options.request;
+  }
+
+  /**
+   * What `JSON.stringify(error)` shows: name, code, message and the error's own
+   * fields, all already redacted. The cause is summarised by name and message only,
+   * since an SDK's error may hold the request with its headers.
+   */
+  toJSON(): Record<string, unknown> {
+    const out: Record<string, unknown> = { name: this.name, code: this.code, message: this.message };
+    for (const [field, value] of Object.entries(this)) {
+      if (field !== 'cause' && value !== undefined) out[field] = value instanceof Date ? value.toISOString() : value;
+    }
+    if (this.cause instanceof Error) out.cause = { name: this.cause.name, message: this.cause.message };
+    return out;
+  }
+}
+
+/** Fields of an {@link HttpStatusError}. */
+export interface HttpStatusErrorInit extends BreakwaterErrorOptions {
+  status: number;
+  statusText?: string;
+  /** Whether the policy would retry this status (given a safe resend). */
+  retryable?: boolean;
+  /** The server's requested wait, from its timing headers. */
+  retryAfterMs?: number;
+  /** The start of the body: decoded, on one line, at most 2 KiB. */
+  body?: string;
+  /** The message from a JSON error body, when the server sent one. */
+  serverMessage?: string;
+  /** The response headers; only an allowlisted, secret-free subset is kept. */
+  headers?: Headers;
+}
+
+/** A response whose status the policy treats as a failure. */
+export class HttpStatusError extends BreakwaterError {
+  readonly status: number;
+  readonly statusText: string;
+  readonly retryable: boolean;
+  readonly retryAfterMs: number | undefined;
+  readonly body: string;
+  readonly serverMessage: string | undefined;
+  /** Allowlisted response headers (timing, rate limits, request ids, content type). */
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(init: HttpStatusErrorInit) {
+    const status = `HTTP ${init.status}${init.statusText ? ` ${init.statusText}` : ''}`;
+    const said = init.serverMessage ? `: ${init.serverMessage}` : '';
+    const wait = init.retryAfterMs === undefined ? '' : `; server asked to retry after ${init.retryAfterMs} ms`;
+    super(`${describe(init.request)} failed with ${status}${said}${wait}`, 'HTTP_STATUS', init);
+    this.status = init.status;
+    this.statusText = init.statusText ?? '';
+    this.retryable = init.retryable ?? false;
+    this.retryAfterMs = init.retryAfterMs;
+    this.body = init.body ?? '';
+    this.serverMessage = init.serverMessage;
+    this.headers = Object.freeze(safeHeaders(init.headers));
+  }
+}
+
+/** How far a request got before the network failed. */
+export type NetworkPhase = 'connect' | 'send' | 'response';
+
+/** Whether the server may have received (and so may have run) the request. */
+export type SentState = 'no' | 'maybe';
+
+/** Fields of a {@link NetworkError}. */
+export interface NetworkErrorInit extends BreakwaterErrorOptions {
+  /** Normalised code: `ECONNREFUSED`, `ENOTFOUND`, `ECONNRESET`, `ETIMEDOUT`, `TLS`, ... */
+  code: string;
+  phase: NetworkPhase;
+  sent: SentState;
+}
+
+/** fetch threw before a usable response arrived (or the body stream broke). */
+export class NetworkError extends BreakwaterError {
+  readonly phase: NetworkPhase;
+  readonly sent: SentState;
+
+  constructor(init: NetworkErrorInit) {
+    const sent = init.sent === 'no' ? 'the request was not sent' : 'the request may have reached the server';
+    super(`${describe(init.request)} failed: network error ${init.code} during ${init.phase} (${sent})`, init.code, init);
+    this.phase = init.phase;
+    this.sent = init.sent;
+  }
+}
+
+/** Which deadline ran out. */
+export type TimeoutScope = 'attempt' | 'total';
+
+/** An attempt or total deadline ran out while waiting for response headers. */
+export class TimeoutError extends BreakwaterError {
+  readonly scope: TimeoutScope;
+  readonly ms: number;
+
+  constructor(init: BreakwaterErrorOptions & { scope: TimeoutScope; ms: number }) {
+    super(`${describe(init.request)} timed out: ${init.scope} deadline of ${init.ms} ms passed`, 'TIMEOUT', init);
+    this.scope = init.scope;
+    this.ms = init.ms;
+  }
+}
+
+function until(retryAt: Date, now: number): string {
+  const seconds = Math.max(0, retryAt.getTime() - now) / 1000;
+  return `${retryAt.toISOString()} (in ${seconds.toFixed(1)} s)`;
+}
+
+/** A server's circuit is open (or server-paced): the call failed fast, nothing was sent. */
+export class CircuitOpenError extends BreakwaterError {
+  readonly key: string;
+  readonly retryAt: Date;
+
+  constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; reason: string; now?: number }) {
+    super(
+      `circuit "${init.key}" is open ${init.reason}; next attempt at ${until(init.retryAt, init.now ?? Date.now())}`,
+      'CIRCUIT_OPEN',
+      init,
+    );
+    this.key = init.key;
+    this.retryAt = init.retryAt;
+  }
+}
+
+/** A start gate is armed after a retryable failure: `fn` was not called. */
+export class GateClosedError extends BreakwaterError {
+  readonly key: string;
+  readonly retryAt: Date;
+
+  constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; now?: number }) {
+    const last = init.cause instanceof Error ? ` after: ${init.cause.message}` : '';
+    super(
+      `start gate "${init.key}" is closed${last}; next attempt at ${until(init.retryAt, init.now ?? Date.now())}`,
+      'GATE_CLOSED',
+      init,
+    );
+    this.key = init.key;
+    this.retryAt = init.retryAt;
+  }
+}
+
+/** The server asked for a wait longer than the cap or the remaining deadline. */
+export class RetryAfterTooLongError extends BreakwaterError {
+  readonly retryAfterMs: number;
+  readonly retryAt: Date;
+
+  constructor(init: BreakwaterErrorOptions & { retryAfterMs: number; limitMs: number; now?: number }) {
+    const now = init.now ?? Date.now();
+    super(
+      `${describe(init.request)}: server asked to wait ${init.retryAfterMs} ms, longer than the ${init.limitMs} ms allowed; not waiting`,
+      'RETRY_AFTER_TOO_LONG',
+      init,
+    );
+    this.retryAfterMs = init.retryAfterMs;
+    this.retryAt = new Date(now + init.retryAfterMs);
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * @module
+ * Redaction for everything breakwater shows a person: error messages, snapshots,
+ * events and `JSON.stringify(error)`. Credentials travel in headers (Authorization,
+ * cookies, API keys), in URL userinfo and in query strings (`?api_key=`), so URLs
+ * lose their userinfo and query values, and headers pass through an allowlist.
+ */
+
+/** What a dropped value is shown as. */
+export const REDACTED = '[redacted]';
+
+/**
+ * Header names whose values are always secret. The allowlist in {@link safeHeaders}
+ * already drops them; this list exists so tests (and users) can name them.
+ */
+export const SECRET_HEADERS: readonly string[] = [
+  'authorization',
+  'proxy-authorization',
+  'cookie',
+  'set-cookie',
+  'x-api-key',
+  'api-key',
+];
+
+/**
+ * Headers worth keeping on an error or a snapshot: they explain the failure
+ * (timing, rate limits, retry hints, content type) or identify the request for the
+ * provider's support (request ids). Everything else is dropped: an allowlist cannot
+ * leak a secret header a provider invents tomorrow; a denylist can.
+ */
+const SAFE_HEADER_NAMES: ReadonlySet<string> = new Set([
+  'content-type',
+  'content-length',
+  'date',
+  'retry-after',
+  'retry-after-ms',
+  'x-should-retry',
+  'ratelimit',
+  'ratelimit-policy',
+  'ratelimit-limit',
+  'ratelimit-remaining',
+  'ratelimit-reset',
+  'x-ratelimit-limit',
+  'x-ratelimit-remaining',
+  'x-ratelimit-reset',
+  'x-rate-limit-limit',
+  'x-rate-limit-remaining',
+  'x-rate-limit-reset',
+  'x-request-id',
+  'request-id',
+  'x-amzn-requestid',
+  'cf-ray',
+  'www-authenticate',
+]);
+
+/** Prefixes of provider rate-limit families (OpenAI, Anthropic), kept whole. */
+const SAFE_HEADER_PREFIXES: readonly string[] = ['x-ratelimit-', 'anthropic-ratelimit-'];
+
+/** The longest header value kept; longer ones are cut, so a hostile header cannot bloat an error. */
+const MAX_HEADER_VALUE_CHARS = 256;
+
+/** Whether a header (any case) may be shown. */
+export function isSafeHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return SAFE_HEADER_NAMES.has(lower) || SAFE_HEADER_PREFIXES.some((prefix) => lower.startsWith(prefix));
+}
+
+/** The allowlisted subset of `headers`, names lower-cased, values cut to a bounded length. */
+export function safeHeaders(headers: Headers | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!headers) return out;
+  for (const [name, value] of headers) {
+    if (isSafeHeader(name)) out[name] = value.length > MAX_HEADER_VALUE_CHARS ? value.slice(0, MAX_HEADER_VALUE_CHARS) : value;
+  }
+  return out;
+}
+
+/**
+ * A URL fit to print: no userinfo, no fragment, and every query parameter kept by
+ * name with its value replaced (`?api_key=[redacted]`), so a person can still see
+ * which parameters were sent. Unparseable input yields a placeholder, never the input.
+ */
+export function redactUrl(url: string | URL): string {
+  let parsed: URL;
+  try {
+    parsed = typeof url === 'string' ? new URL(url) : url;
+  } catch {
+    return '(unparseable URL)';
+  }
+  const base = `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
+  if (parsed.search === '') return base;
+  const names = [...parsed.searchParams.keys()].map((name) => `${encodeURIComponent(name)}=${REDACTED}`);
+  return `${base}?${names.join('&')}`;
+}

@@ -1,0 +1,321 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { BreakwaterError, type Call, createFetch, type FetchLike, type Middleware, NetworkError } from '../src/index.ts';
+import { always, closedPort, withServer } from './helpers/server.ts';
+
+/** A middleware that does nothing but pass the call on: the chain itself is under test. */
+const passThrough: Middleware = async function passThrough(call, next) {
+  return next(call);
+};
+
+const bytes = (text: string): Uint8Array => new TextEncoder().encode(text);
+
+function streamOf(...chunks: Uint8Array[]): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(chunk);
+      controller.close();
+    },
+  });
+}
+
+test('an MCP-style call (URL, Headers, JSON body, long-lived signal, manual redirect) arrives as sent', async () => {
+  await withServer(always({ status: 302, headers: { location: '/elsewhere' } }), async (server) => {
+    const fetch = createFetch({ use: [passThrough] });
+    const controller = new AbortController();
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const res = await fetch(new URL(`${server.origin}/mcp?session=abc`), {
+      method: 'POST',
+      headers: new Headers({ 'content-type': 'application/json', accept: 'application/json, text/event-stream' }),
+      body,
+      signal: controller.signal,
+      redirect: 'manual',
+    });
+    assert.equal(res.status, 302, 'a manual redirect is returned, not followed');
+    assert.equal(res.headers.get('location'), '/elsewhere');
+    await res.body?.cancel();
+    assert.equal(server.requests.length, 1);
+    const got = server.requests[0];
+    assert.equal(got?.method, 'POST');
+    assert.equal(got?.url, '/mcp?session=abc');
+    assert.equal(got?.headers['content-type'], 'application/json');
+    assert.equal(got?.headers.accept, 'application/json, text/event-stream');
+    assert.equal(got?.text, body);
+    assert.equal(controller.signal.aborted, false);
+  });
+});
+
+test('an OpenAI-style call (string URL, Headers, duplex half stream body, signal) arrives byte for byte', async () => {
+  await withServer(always({ status: 200, body: 'ok' }), async (server) => {
+    const fetch = createFetch({ use: [passThrough] });
+    const payload = [bytes('{"model":"m",'), new Uint8Array([0xe2, 0x82, 0xac]), bytes('"x":1}')];
+    const res = await fetch(`${server.origin}/v1/chat/completions`, {
+      method: 'POST',
+      headers: new Headers({ 'content-type': 'application/json', authorization: 'Bearer sk-test' }),
+      body: streamOf(...payload),
+      duplex: 'half',
+      signal: new AbortController().signal,
+    } as RequestInit);
+    assert.equal(await res.text(), 'ok');
+    const got = server.requests[0];
+    assert.deepEqual(got?.body, new Uint8Array([...payload[0]!, 0xe2, 0x82, 0xac, ...payload[2]!]));
+    assert.equal(got?.headers.authorization, 'Bearer sk-test');
+  });
+});
+
+test('an AI SDK / A2A JSON-RPC call (string URL, plain-object headers) arrives as sent', async () => {
+  await withServer(always({ status: 200, body: '{}' }), async (server) => {
+    const fetch = createFetch({ use: [passThrough] });
+    const body = '{"jsonrpc":"2.0","id":"7","method":"message/send","params":{}}';
+    const res = await fetch(`${server.origin}/a2a`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', 'X-Trace': 't-1' },
+      body,
+    });
+    await res.text();
+    const got = server.requests[0];
+    assert.equal(got?.method, 'POST');
+    assert.equal(got?.headers['content-type'], 'application/json');
+    assert.equal(got?.headers['x-trace'], 't-1');
+    assert.equal(got?.text, body);
+  });
+});
+
+test('an A2A agent-card fetch (URL and headers only, no method, no signal) is a GET', async () => {
+  await withServer(always({ status: 200, body: '{"name":"agent"}' }), async (server) => {
+    const fetch = createFetch({ use: [passThrough] });
+    const res = await fetch(new URL(`${server.origin}/.well-known/agent-card.json`), {
+      headers: { Accept: 'application/json' },
+    });
+    assert.deepEqual(await res.json(), { name: 'agent' });
+    assert.equal(server.requests[0]?.method, 'GET');
+    assert.equal(server.requests[0]?.url, '/.well-known/agent-card.json');
+    assert.equal(server.requests[0]?.headers.accept, 'application/json');
+  });
+});
+
+test('a ky / hono-proxy call (a single Request with a stream body) arrives byte for byte', async () => {
+  await withServer(always({ status: 201, body: 'made' }), async (server) => {
+    const fetch = createFetch({ use: [passThrough] });
+    const request = new Request(`${server.origin}/items`, {
+      method: 'PUT',
+      headers: { 'x-a': '1' },
+      body: streamOf(bytes('part one,'), bytes('part two')),
+      duplex: 'half',
+    } as RequestInit);
+    const res = await fetch(request);
+    assert.equal(res.status, 201);
+    assert.equal(await res.text(), 'made');
+    const got = server.requests[0];
+    assert.equal(got?.method, 'PUT');
+    assert.equal(got?.headers['x-a'], '1');
+    assert.equal(got?.text, 'part one,part two');
+  });
+});
+
+test('the happy path hands the caller’s own input and init objects to the real fetch', async () => {
+  const seen: unknown[][] = [];
+  const stub: FetchLike = async (...args) => {
+    seen.push(args);
+    return new Response('ok');
+  };
+  const fetch = createFetch({ fetch: stub, use: [passThrough, passThrough] });
+  const url = new URL('http://127.0.0.1:9/x');
+  const init = { method: 'POST', body: 'b', headers: new Headers({ a: '1' }) };
+  await fetch(url, init);
+  const request = new Request('http://127.0.0.1:9/y');
+  await fetch(request);
+  assert.equal(seen[0]?.[0], url);
+  assert.equal(seen[0]?.[1], init);
+  assert.equal(seen[1]?.[0], request);
+  assert.equal(seen[1]?.length, 1, 'no init is invented when the caller passed none');
+});
+
+test('a header set by middleware is sent without mutating the caller’s headers', async () => {
+  await withServer(always({}), async (server) => {
+    const stamp: Middleware = async function stamp(call, next) {
+      call.setHeader('x-stamped', 'yes');
+      return next(call);
+    };
+    const fetch = createFetch({ use: [stamp] });
+    const headers = new Headers({ 'x-own': '1' });
+    const init = { headers };
+    await (await fetch(server.origin, init)).text();
+    const request = new Request(server.origin, { headers: { 'x-req': '2' } });
+    await (await fetch(request)).text();
+    assert.equal(server.requests[0]?.headers['x-stamped'], 'yes');
+    assert.equal(server.requests[0]?.headers['x-own'], '1');
+    assert.equal(server.requests[1]?.headers['x-stamped'], 'yes');
+    assert.equal(server.requests[1]?.headers['x-req'], '2');
+    assert.equal(headers.has('x-stamped'), false);
+    assert.equal(init.headers, headers);
+    assert.equal(request.headers.has('x-stamped'), false);
+  });
+});
+
+test('the call exposes method, URL, headers, key (the origin), attempt and signal to middleware', async () => {
+  let seen: Call | undefined;
+  const look: Middleware = async function look(call, next) {
+    seen = call;
+    return next(call);
+  };
+  const signal = new AbortController().signal;
+  const fetch = createFetch({ fetch: async () => new Response('ok'), use: [look] });
+  await fetch('HTTP://Example.COM:80/path?q=1', { method: 'patch', headers: [['X-One', '1']], signal });
+  assert.equal(seen?.method, 'PATCH');
+  assert.equal(seen?.key, 'http://example.com');
+  assert.equal(seen?.url.pathname, '/path');
+  assert.equal(seen?.header('x-one'), '1');
+  assert.equal(seen?.attempt, 1);
+  assert.equal(seen?.signal, signal);
+});
+
+test('the key option names the server, as a string or from the URL', async () => {
+  const keys: string[] = [];
+  const look: Middleware = async function look(call, next) {
+    keys.push(call.key);
+    return next(call);
+  };
+  const stub: FetchLike = async () => new Response('ok');
+  await createFetch({ fetch: stub, use: [look], key: 'github-mcp' })('http://127.0.0.1:9/');
+  await createFetch({ fetch: stub, use: [look], key: (url) => `svc:${url.pathname.split('/')[1]}` })(
+    'http://127.0.0.1:9/billing/x',
+  );
+  assert.deepEqual(keys, ['github-mcp', 'svc:billing']);
+});
+
+test('middleware run outermost first, and unwind innermost first', async () => {
+  const order: string[] = [];
+  const tag = (name: string): Middleware =>
+    async function tagged(call, next) {
+      order.push(`${name}>`);
+      const res = await next(call);
+      order.push(`<${name}`);
+      return res;
+    };
+  const fetch = createFetch({ fetch: async () => new Response('ok'), use: [tag('outer'), tag('inner')] });
+  await fetch('http://127.0.0.1:9/');
+  assert.deepEqual(order, ['outer>', 'inner>', '<inner', '<outer']);
+});
+
+test('a non-function fetch option is a TypeError naming the option and the value', () => {
+  assert.throws(
+    () => createFetch({ fetch: 'not a function' as unknown as FetchLike, use: [] }),
+    (error: unknown) =>
+      error instanceof TypeError && /createFetch\(\)\.fetch/.test(error.message) && /"not a function"/.test(error.message),
+  );
+});
+
+test('unknown option keys and wrong types are all listed in one TypeError', () => {
+  assert.throws(
+    () => createFetch({ use: [42], retries: 3, key: 7 } as unknown as Parameters<typeof createFetch>[0]),
+    (error: unknown) =>
+      error instanceof TypeError &&
+      /createFetch\(\)\.use\.0/.test(error.message) &&
+      /got 42/.test(error.message) &&
+      /"retries"/.test(error.message) &&
+      /createFetch\(\)\.key/.test(error.message),
+  );
+});
+
+test('a middleware that throws is reported by name, with the original error as cause', async () => {
+  const boom = new Error('kaboom');
+  const broken: Middleware = async function brokenAuth() {
+    throw boom;
+  };
+  const fetch = createFetch({ fetch: async () => new Response('ok'), use: [broken] });
+  await assert.rejects(fetch('http://127.0.0.1:9/'), (error: unknown) => {
+    assert.ok(error instanceof BreakwaterError);
+    assert.equal(error.code, 'MIDDLEWARE_FAILED');
+    assert.match(error.message, /middleware "brokenAuth" threw: kaboom/);
+    assert.equal(error.cause, boom);
+    return true;
+  });
+});
+
+test('a middleware that returns something other than a Response is reported by name', async () => {
+  const wrong = async function forgetful(call: Call, next: (call: Call) => Promise<Response>) {
+    await next(call);
+  } as unknown as Middleware;
+  const fetch = createFetch({ fetch: async () => new Response('ok'), use: [wrong] });
+  await assert.rejects(fetch('http://127.0.0.1:9/'), /middleware "forgetful" returned undefined instead of a Response/);
+});
+
+test('calling next twice for the same attempt is rejected and the request is sent once', async () => {
+  await withServer(always({}), async (server) => {
+    const twice: Middleware = async function greedy(call, next) {
+      const first = await next(call);
+      await first.body?.cancel();
+      return next(call);
+    };
+    const fetch = createFetch({ use: [twice] });
+    await assert.rejects(fetch(server.origin), (error: unknown) => {
+      assert.ok(error instanceof BreakwaterError);
+      assert.equal(error.code, 'NEXT_CALLED_TWICE');
+      assert.match(error.message, /"greedy" called next\(\) twice for attempt 1/);
+      return true;
+    });
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('a resending middleware that bumps the attempt may call next again', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const again: Middleware = async function again(call, next) {
+      const first = await next(call);
+      await first.body?.cancel();
+      call.attempt++;
+      return next(call);
+    };
+    const fetch = createFetch({ use: [again, passThrough] });
+    const res = await fetch(server.origin);
+    await res.body?.cancel();
+    assert.equal(server.requests.length, 2);
+  });
+});
+
+test('concurrent calls through one chain do not trip the double-next guard', async () => {
+  await withServer(always({ delayMs: 10 }), async (server) => {
+    const fetch = createFetch({ use: [passThrough] });
+    const responses = await Promise.all(Array.from({ length: 8 }, () => fetch(server.origin)));
+    await Promise.all(responses.map((r) => r.text()));
+    assert.equal(server.requests.length, 8);
+  });
+});
+
+test('a refused connection comes out of the chain as a typed NetworkError', async () => {
+  const port = await closedPort();
+  const fetch = createFetch({ use: [passThrough] });
+  await assert.rejects(fetch(`http://127.0.0.1:${port}/`), (error: unknown) => {
+    assert.ok(error instanceof NetworkError);
+    assert.equal(error.code, 'ECONNREFUSED');
+    assert.equal(error.sent, 'no');
+    return true;
+  });
+});
+
+test('the caller’s abort reason comes back unwrapped', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    const controller = new AbortController();
+    const reason = new Error('user pressed stop');
+    const fetch = createFetch({ use: [passThrough] });
+    const pending = fetch(server.origin, { signal: controller.signal });
+    setTimeout(() => controller.abort(reason), 20);
+    await assert.rejects(pending, (error: unknown) => error === reason);
+  });
+});
+
+test('an onEvent listener sees one attempt event per attempt, and a throwing listener breaks nothing', async () => {
+  const events: string[] = [];
+  const fetch = createFetch({
+    fetch: async () => new Response('ok'),
+    use: [passThrough],
+    onEvent: (event) => {
+      events.push(`${event.type}:${event.type === 'attempt' ? event.url : ''}`);
+      throw new Error('listener bug');
+    },
+  });
+  const res = await fetch('http://user:pw@127.0.0.1:9/x?token=secret');
+  assert.equal(await res.text(), 'ok');
+  assert.deepEqual(events, ['attempt:http://127.0.0.1:9/x?token=[redacted]']);
+});

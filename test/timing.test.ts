@@ -1,0 +1,639 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import {
+  type HeadersLike,
+  MAX_DELAY_MS,
+  MAX_HEADER_CHARS,
+  parseRateLimit,
+  retryDelay,
+  shouldRetryHeader,
+} from '../src/timing.ts';
+
+// Every date-dependent test uses this instant: Sunday 2026-11-29T17:00:00Z.
+const NOW = Date.UTC(2026, 10, 29, 17, 0, 0);
+
+function delay(headers: HeadersLike): number | undefined {
+  return retryDelay(headers, NOW);
+}
+
+// --- Retry-After: delay-seconds (RFC 9110 §10.2.3) ---
+
+test('Retry-After 0 asks for no wait', () => {
+  assert.equal(delay({ 'retry-after': '0' }), 0);
+});
+
+test('Retry-After 1 is one second', () => {
+  assert.equal(delay({ 'retry-after': '1' }), 1_000);
+});
+
+test('Retry-After 120 is two minutes', () => {
+  assert.equal(delay({ 'retry-after': '120' }), 120_000);
+});
+
+test('Retry-After ignores surrounding whitespace', () => {
+  assert.equal(delay({ 'retry-after': ' \t5 ' }), 5_000);
+});
+
+test('Retry-After with a sign is not delay-seconds', () => {
+  assert.equal(delay({ 'retry-after': '-1' }), undefined);
+  assert.equal(delay({ 'retry-after': '+1' }), undefined);
+});
+
+test('Retry-After with a fraction is not delay-seconds', () => {
+  assert.equal(delay({ 'retry-after': '1.5' }), undefined);
+});
+
+test('Retry-After in exponent notation is not delay-seconds', () => {
+  assert.equal(delay({ 'retry-after': '1e3' }), undefined);
+});
+
+test('Retry-After in hex is not delay-seconds', () => {
+  assert.equal(delay({ 'retry-after': '0x10' }), undefined);
+});
+
+test('an empty Retry-After asks for nothing', () => {
+  assert.equal(delay({ 'retry-after': '' }), undefined);
+  assert.equal(delay({ 'retry-after': '   ' }), undefined);
+});
+
+test('a 400-digit Retry-After is capped at MAX_DELAY_MS', () => {
+  const ms = delay({ 'retry-after': '9'.repeat(400) });
+  assert.equal(ms, MAX_DELAY_MS);
+  assert.ok(Number.isFinite(ms));
+});
+
+test('a Retry-After just over the cap returns the cap', () => {
+  assert.equal(delay({ 'retry-after': String(Math.ceil(MAX_DELAY_MS / 1000) + 1) }), MAX_DELAY_MS);
+});
+
+// --- Retry-After: HTTP-date (RFC 9110 §5.6.7) ---
+
+test('Retry-After as an IMF-fixdate is the time until that date', () => {
+  assert.equal(delay({ 'retry-after': 'Sun, 29 Nov 2026 17:00:30 GMT' }), 30_000);
+});
+
+test('Retry-After as an RFC 850 date is the time until that date', () => {
+  assert.equal(delay({ 'retry-after': 'Sunday, 29-Nov-26 17:01:00 GMT' }), 60_000);
+});
+
+test('Retry-After as an asctime date with a space-padded day is the time until that date', () => {
+  assert.equal(delay({ 'retry-after': 'Tue Dec  1 17:00:00 2026' }), 2 * 86_400_000);
+});
+
+test('Retry-After as an asctime date with a two-digit day is the time until that date', () => {
+  assert.equal(delay({ 'retry-after': 'Sun Nov 29 17:00:05 2026' }), 5_000);
+});
+
+test('Retry-After as a past date asks for no wait', () => {
+  assert.equal(delay({ 'retry-after': 'Sun, 06 Nov 1994 08:49:37 GMT' }), 0);
+});
+
+test('Retry-After on 30 February is invalid, not rolled over to March', () => {
+  assert.equal(delay({ 'retry-after': 'Tue, 30 Feb 2027 00:00:00 GMT' }), undefined);
+});
+
+test('Retry-After at hour 25 is invalid, not rolled over to the next day', () => {
+  assert.equal(delay({ 'retry-after': 'Mon, 30 Nov 2026 25:00:00 GMT' }), undefined);
+});
+
+test('Retry-After on 29 February is valid only in a leap year', () => {
+  const now = Date.UTC(2028, 1, 28, 0, 0, 0);
+  assert.equal(retryDelay({ 'retry-after': 'Tue, 29 Feb 2028 00:00:00 GMT' }, now), 86_400_000);
+  assert.equal(retryDelay({ 'retry-after': 'Mon, 29 Feb 2027 00:00:00 GMT' }, now), undefined);
+});
+
+test('Retry-After with a leap second is read as second 59', () => {
+  const now = Date.UTC(2026, 11, 31, 23, 59, 0);
+  assert.equal(retryDelay({ 'retry-after': 'Thu, 31 Dec 2026 23:59:60 GMT' }, now), 59_000);
+});
+
+test('Retry-After with a seconds field above 60 is invalid', () => {
+  assert.equal(delay({ 'retry-after': 'Thu, 31 Dec 2026 23:59:61 GMT' }), undefined);
+});
+
+test('Retry-After dates must be in GMT', () => {
+  assert.equal(delay({ 'retry-after': 'Sun, 29 Nov 2026 17:00:30 UTC' }), undefined);
+  assert.equal(delay({ 'retry-after': 'Sun, 29 Nov 2026 17:00:30 +0000' }), undefined);
+  assert.equal(delay({ 'retry-after': 'Sunday, 29-Nov-26 17:01:00 PST' }), undefined);
+});
+
+test('Retry-After dates need a valid weekday name but not the matching one', () => {
+  assert.equal(delay({ 'retry-after': 'Xyz, 29 Nov 2026 17:00:30 GMT' }), undefined);
+  assert.equal(delay({ 'retry-after': 'Wed, 29 Nov 2026 17:00:30 GMT' }), 30_000);
+});
+
+test('Retry-After dates are case-sensitive as RFC 9110 says', () => {
+  assert.equal(delay({ 'retry-after': 'sun, 29 nov 2026 17:00:30 gmt' }), undefined);
+});
+
+test('Retry-After in ISO 8601 is not an HTTP-date', () => {
+  assert.equal(delay({ 'retry-after': '2026-11-29T17:00:30Z' }), undefined);
+});
+
+test('an RFC 850 two-digit year up to 50 years ahead is in the future', () => {
+  // 2076 is exactly 50 years after 2026: not "more than 50 years in the future".
+  assert.equal(delay({ 'retry-after': 'Sunday, 01-Jan-76 00:00:00 GMT' }), MAX_DELAY_MS);
+});
+
+test('an RFC 850 two-digit year more than 50 years ahead is the most recent past one', () => {
+  // 2077 would be 51 years ahead, so it means 1977: long past.
+  assert.equal(delay({ 'retry-after': 'Saturday, 01-Jan-77 00:00:00 GMT' }), 0);
+});
+
+test('an RFC 850 two-digit year is resolved relative to now, not a fixed century', () => {
+  // In 2099, "01" is 2101 (2 years ahead), not 2001.
+  const now = Date.UTC(2099, 11, 31, 23, 0, 0);
+  assert.equal(retryDelay({ 'retry-after': 'Saturday, 01-Jan-01 00:00:00 GMT' }, now), MAX_DELAY_MS);
+});
+
+// --- retry-after-ms ---
+
+test('retry-after-ms is read as milliseconds', () => {
+  assert.equal(delay({ 'retry-after-ms': '1500' }), 1_500);
+});
+
+test('retry-after-ms with a fraction rounds up to a whole millisecond', () => {
+  assert.equal(delay({ 'retry-after-ms': '20.1' }), 21);
+});
+
+test('retry-after-ms takes precedence over Retry-After', () => {
+  assert.equal(delay({ 'retry-after-ms': '250', 'retry-after': '10' }), 250);
+});
+
+test('a malformed retry-after-ms falls through to Retry-After', () => {
+  assert.equal(delay({ 'retry-after-ms': '-5', 'retry-after': '10' }), 10_000);
+  assert.equal(delay({ 'retry-after-ms': '.5', 'retry-after': '10' }), 10_000);
+});
+
+test('a huge retry-after-ms is capped at MAX_DELAY_MS', () => {
+  assert.equal(delay({ 'retry-after-ms': `${'9'.repeat(400)}.5` }), MAX_DELAY_MS);
+});
+
+// --- RateLimit structured field (draft-ietf-httpapi-ratelimit-headers) ---
+
+test('RateLimit with r=0 asks to wait t seconds', () => {
+  assert.equal(delay({ ratelimit: '"default";r=0;t=30' }), 30_000);
+});
+
+test('RateLimit with quota left asks for no wait', () => {
+  assert.equal(delay({ ratelimit: '"default";r=5;t=30' }), undefined);
+});
+
+test('RateLimit with several exhausted policies waits for the longest reset', () => {
+  assert.equal(delay({ ratelimit: '"a";r=5;t=10, "b";r=0;t=30, "c";r=0;t=20' }), 30_000);
+});
+
+test('RateLimit ignores a reset on a policy that still has quota', () => {
+  assert.equal(delay({ ratelimit: '"a";r=5;t=100, "b";r=0;t=30' }), 30_000);
+});
+
+test('RateLimit skips a malformed member and still reads the rest', () => {
+  assert.equal(delay({ ratelimit: '"a";r=0;t=@@, "b";r=0;t=7' }), 7_000);
+  assert.equal(delay({ ratelimit: '"a, b";r=0;x=%, "c";r=0;t=8' }), 8_000);
+});
+
+test('Retry-After takes precedence over RateLimit', () => {
+  assert.equal(delay({ 'retry-after': '3', ratelimit: '"default";r=0;t=30' }), 3_000);
+});
+
+test('RateLimit with quota left falls through to RateLimit-Reset', () => {
+  assert.equal(delay({ ratelimit: '"default";r=5;t=30', 'ratelimit-reset': '4' }), 4_000);
+});
+
+// --- RateLimit-Reset family ---
+
+test('RateLimit-Reset below the epoch threshold is delay seconds', () => {
+  assert.equal(delay({ 'ratelimit-reset': '45' }), 45_000);
+});
+
+test('X-RateLimit-Reset at or above 2024-01-01 is epoch seconds', () => {
+  assert.equal(delay({ 'x-ratelimit-reset': String(NOW / 1000 + 90) }), 90_000);
+});
+
+test('an epoch reset in the past asks for no wait', () => {
+  assert.equal(delay({ 'x-ratelimit-reset': '1704067200' }), 0);
+});
+
+test('X-Rate-Limit-Reset is read too', () => {
+  assert.equal(delay({ 'x-rate-limit-reset': '12' }), 12_000);
+});
+
+test('a reset is ignored while the matching remaining count says quota is left', () => {
+  // GitHub sends X-RateLimit-Reset on every response: a 502 must not wait out the hour.
+  assert.equal(
+    delay({ 'x-ratelimit-reset': String(NOW / 1000 + 3600), 'x-ratelimit-remaining': '4999' }),
+    undefined,
+  );
+  assert.equal(
+    delay({ 'x-ratelimit-reset': String(NOW / 1000 + 3600), 'x-ratelimit-remaining': '0' }),
+    3_600_000,
+  );
+});
+
+test('a non-integer RateLimit-Reset asks for nothing', () => {
+  assert.equal(delay({ 'ratelimit-reset': '1.5' }), undefined);
+});
+
+// --- OpenAI x-ratelimit-reset-* (Go durations) ---
+
+for (const [duration, ms] of [
+  ['20ms', 20],
+  ['1s', 1_000],
+  ['6m0s', 360_000],
+  ['1h2m3.5s', 3_723_500],
+  ['0.5s', 500],
+  ['0.007s', 7],
+  ['1.5h', 5_400_000],
+  ['1500us', 2],
+  ['1500\u00b5s', 2],
+  ['999ns', 1],
+  ['0', 0],
+] as const) {
+  test(`an OpenAI reset of ${duration} is ${ms} ms once requests are exhausted`, () => {
+    assert.equal(
+      delay({ 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': duration }),
+      ms,
+    );
+  });
+}
+
+for (const garbage of ['', '1', 's', '1x', '-1s', '1.2.3s', '1h 2m', 'ms1']) {
+  test(`an OpenAI reset of ${JSON.stringify(garbage)} asks for nothing`, () => {
+    assert.equal(
+      delay({ 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': garbage }),
+      undefined,
+    );
+  });
+}
+
+test('an OpenAI reset counts only when the matching remaining is 0', () => {
+  assert.equal(
+    delay({ 'x-ratelimit-remaining-requests': '3', 'x-ratelimit-reset-requests': '1s' }),
+    undefined,
+  );
+  assert.equal(delay({ 'x-ratelimit-reset-requests': '1s' }), undefined);
+  assert.equal(delay({ 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-tokens': '1s' }), undefined);
+});
+
+test('when both OpenAI limits are exhausted the longer reset wins', () => {
+  const headers = {
+    'x-ratelimit-remaining-requests': '0',
+    'x-ratelimit-reset-requests': '2s',
+    'x-ratelimit-remaining-tokens': '0',
+    'x-ratelimit-reset-tokens': '6m0s',
+  };
+  assert.equal(delay(headers), 360_000);
+});
+
+test('an exhausted OpenAI limit beats one with quota left', () => {
+  const headers = {
+    'x-ratelimit-remaining-requests': '10',
+    'x-ratelimit-reset-requests': '1h',
+    'x-ratelimit-remaining-tokens': '0',
+    'x-ratelimit-reset-tokens': '20ms',
+  };
+  assert.equal(delay(headers), 20);
+});
+
+// --- Anthropic anthropic-ratelimit-*-reset (RFC 3339) ---
+
+test('an Anthropic reset in UTC is the time until it once that limit is exhausted', () => {
+  const headers = {
+    'anthropic-ratelimit-requests-remaining': '0',
+    'anthropic-ratelimit-requests-reset': '2026-11-29T17:03:12Z',
+  };
+  assert.equal(delay(headers), 192_000);
+});
+
+test('an Anthropic reset with fractional seconds rounds up', () => {
+  const headers = {
+    'anthropic-ratelimit-tokens-remaining': '0',
+    'anthropic-ratelimit-tokens-reset': '2026-11-29T17:00:01.2345Z',
+  };
+  assert.equal(delay(headers), 1_235);
+});
+
+test('an Anthropic reset with millisecond precision is not rounded past the millisecond', () => {
+  const headers = {
+    'anthropic-ratelimit-tokens-remaining': '0',
+    'anthropic-ratelimit-tokens-reset': '2026-11-29T17:00:00.007Z',
+  };
+  assert.equal(delay(headers), 7);
+});
+
+test('an Anthropic reset with a +01:00 offset is converted to UTC', () => {
+  const headers = {
+    'anthropic-ratelimit-input-tokens-remaining': '0',
+    'anthropic-ratelimit-input-tokens-reset': '2026-11-29T18:00:10+01:00',
+  };
+  assert.equal(delay(headers), 10_000);
+});
+
+test('an Anthropic reset counts only when the matching remaining is 0', () => {
+  assert.equal(
+    delay({
+      'anthropic-ratelimit-requests-remaining': '4',
+      'anthropic-ratelimit-requests-reset': '2026-11-29T17:03:12Z',
+    }),
+    undefined,
+  );
+  assert.equal(delay({ 'anthropic-ratelimit-requests-reset': '2026-11-29T17:03:12Z' }), undefined);
+});
+
+test('when several Anthropic limits are exhausted the latest reset wins', () => {
+  const headers = {
+    'anthropic-ratelimit-requests-remaining': '0',
+    'anthropic-ratelimit-requests-reset': '2026-11-29T17:00:05Z',
+    'anthropic-ratelimit-output-tokens-remaining': '0',
+    'anthropic-ratelimit-output-tokens-reset': '2026-11-29T17:00:40Z',
+  };
+  assert.equal(delay(headers), 40_000);
+});
+
+test('an Anthropic reset that is not a valid RFC 3339 date asks for nothing', () => {
+  for (const reset of [
+    '2026-02-30T00:00:00Z',
+    '2026-11-29T25:00:00Z',
+    '2026-11-29 17:03:12',
+    'tomorrow',
+    '1764435792',
+  ]) {
+    assert.equal(
+      delay({ 'anthropic-ratelimit-requests-remaining': '0', 'anthropic-ratelimit-requests-reset': reset }),
+      undefined,
+      reset,
+    );
+  }
+});
+
+test('a past Anthropic reset asks for no wait', () => {
+  const headers = {
+    'anthropic-ratelimit-requests-remaining': '0',
+    'anthropic-ratelimit-requests-reset': '2026-11-29T16:59:00Z',
+  };
+  assert.equal(delay(headers), 0);
+});
+
+test('no timing header means no delay', () => {
+  assert.equal(delay({ 'content-type': 'application/json' }), undefined);
+  assert.equal(delay(new Headers()), undefined);
+});
+
+// --- Header shapes ---
+
+test('a Headers instance is read', () => {
+  assert.equal(delay(new Headers({ 'Retry-After': '7' })), 7_000);
+});
+
+test('plain object header names match case-insensitively', () => {
+  assert.equal(delay({ 'RETRY-AFTER': '7' }), 7_000);
+  assert.equal(delay({ 'Retry-After-Ms': '70' }), 70);
+  assert.equal(delay({ RateLimit: '"default";r=0;t=9' }), 9_000);
+});
+
+test('plain object array values are joined like repeated field lines', () => {
+  assert.equal(delay({ ratelimit: ['"a";r=0;t=3', '"b";r=0;t=4'] }), 4_000);
+  assert.equal(delay({ 'retry-after': ['1', '2'] }), undefined);
+});
+
+test('an iterable of name-value pairs is read', () => {
+  assert.equal(delay(new Map([['Retry-After', '8']])), 8_000);
+  assert.equal(delay([['retry-after', '8']]), 8_000);
+});
+
+test('a header value longer than MAX_HEADER_CHARS is ignored', () => {
+  assert.equal(delay({ 'retry-after': `${'0'.repeat(MAX_HEADER_CHARS - 1)}1` }), 1_000);
+  assert.equal(delay({ 'retry-after': `${'0'.repeat(MAX_HEADER_CHARS)}1` }), undefined);
+});
+
+test('headers that are not an object yield undefined instead of throwing', () => {
+  for (const junk of [null, undefined, 42, 'retry-after: 1']) {
+    assert.equal(delay(junk as unknown as HeadersLike), undefined);
+    assert.equal(shouldRetryHeader(junk as unknown as HeadersLike), undefined);
+    assert.equal(parseRateLimit(junk as unknown as HeadersLike), undefined);
+  }
+});
+
+test('a non-finite now yields no delay from date headers instead of NaN', () => {
+  assert.equal(retryDelay({ 'retry-after': 'Sun, 29 Nov 2026 17:00:30 GMT' }, Number.NaN), undefined);
+});
+
+// --- shouldRetryHeader ---
+
+test('x-should-retry true means retry', () => {
+  assert.equal(shouldRetryHeader({ 'x-should-retry': 'true' }), true);
+});
+
+test('x-should-retry false means do not retry', () => {
+  assert.equal(shouldRetryHeader(new Headers({ 'X-Should-Retry': 'false' })), false);
+});
+
+test('x-should-retry is trimmed and case-insensitive', () => {
+  assert.equal(shouldRetryHeader({ 'X-Should-Retry': ' TRUE ' }), true);
+  assert.equal(shouldRetryHeader({ 'x-should-retry': 'False' }), false);
+});
+
+test('x-should-retry other than true or false says nothing', () => {
+  for (const value of ['1', 'yes', '', 'truee']) {
+    assert.equal(shouldRetryHeader({ 'x-should-retry': value }), undefined, value);
+  }
+  assert.equal(shouldRetryHeader({}), undefined);
+});
+
+// --- parseRateLimit ---
+
+test('parseRateLimit reads RateLimit and RateLimit-Policy', () => {
+  const info = parseRateLimit({
+    RateLimit: '"default";r=0;t=30',
+    'RateLimit-Policy': '"default";q=100;w=60',
+  });
+  assert.deepEqual(info, {
+    limits: [{ policy: 'default', remaining: 0, resetSeconds: 30 }],
+    policies: [{ policy: 'default', quota: 100, windowSeconds: 60 }],
+  });
+});
+
+test('parseRateLimit reads quota units and partition keys', () => {
+  const info = parseRateLimit({
+    ratelimit: '"day";r=50;pk=:dXNlcjE=:',
+    'ratelimit-policy': '"burst";q=100;w=60;qu="request", "day";q=1000;w=86400;pk=:dXNlcjE=:',
+  });
+  assert.deepEqual(info, {
+    limits: [{ policy: 'day', remaining: 50, partitionKey: 'dXNlcjE=' }],
+    policies: [
+      { policy: 'burst', quota: 100, windowSeconds: 60, quotaUnit: 'request' },
+      { policy: 'day', quota: 1000, windowSeconds: 86400, partitionKey: 'dXNlcjE=' },
+    ],
+  });
+});
+
+test('parseRateLimit ignores unknown parameters', () => {
+  assert.deepEqual(parseRateLimit({ ratelimit: '"a";r=1;t=2;acme-x="y";z' })?.limits, [
+    { policy: 'a', remaining: 1, resetSeconds: 2 },
+  ]);
+});
+
+test('parseRateLimit skips malformed members and keeps the rest', () => {
+  const info = parseRateLimit({
+    ratelimit: '"ok1";r=1, "no-r";t=5, "neg";r=-1, 7;r=0, ("inner");r=0, "bad\\q";r=0, "ok2";r=2, ,',
+  });
+  assert.deepEqual(
+    info?.limits.map((l) => l.policy),
+    ['ok1', 'ok2'],
+  );
+});
+
+test('parseRateLimit accepts Token policy names from earlier drafts', () => {
+  assert.deepEqual(parseRateLimit({ 'ratelimit-policy': 'burst;q=10;w=1' })?.policies, [
+    { policy: 'burst', quota: 10, windowSeconds: 1 },
+  ]);
+});
+
+test('parseRateLimit drops an invalid t but keeps the member', () => {
+  assert.deepEqual(parseRateLimit({ ratelimit: '"a";r=0;t=1.5' })?.limits, [{ policy: 'a', remaining: 0 }]);
+});
+
+test('parseRateLimit is undefined when neither field yields a member', () => {
+  assert.equal(parseRateLimit({}), undefined);
+  assert.equal(
+    parseRateLimit({ ratelimit: 'limit=100, remaining=0, reset=30', 'ratelimit-policy': '' }),
+    undefined,
+  );
+});
+
+// --- Properties ---
+
+const TIMING_HEADERS = [
+  'retry-after-ms',
+  'retry-after',
+  'ratelimit',
+  'ratelimit-policy',
+  'ratelimit-reset',
+  'x-ratelimit-reset',
+  'x-rate-limit-reset',
+  'x-ratelimit-reset-requests',
+  'x-ratelimit-reset-tokens',
+  'anthropic-ratelimit-requests-reset',
+  'anthropic-ratelimit-output-tokens-reset',
+  'x-should-retry',
+];
+
+// Pieces of real header syntax, so random strings reach deep into the parsers.
+const FRAGMENTS = (
+  '0|1|9|60| |\t|,|;|=|"|\\|:|-|+|.|(|)|r|t|q|w|pk|qu|ms|s|m|h|us|\u00b5s|ns|T|Z|e|x|' +
+  'GMT|Sun|Sunday|Nov|Feb|2026|1994|true|false|\u00e9|\ud83d\ude00'
+).split('|');
+
+const hostileString = fc.oneof(
+  fc.string({ maxLength: 10_000 }),
+  fc.string({ unit: 'binary', maxLength: 10_000 }),
+  fc.string({ unit: fc.constantFrom(...FRAGMENTS), maxLength: 3_000 }),
+);
+
+function assertDelay(ms: number | undefined): void {
+  if (ms === undefined) return;
+  assert.ok(Number.isInteger(ms) && ms >= 0 && ms <= MAX_DELAY_MS, `bad delay ${ms}`);
+}
+
+function assertRateLimitInfo(info: ReturnType<typeof parseRateLimit>): void {
+  if (info === undefined) return;
+  for (const l of info.limits) {
+    for (const n of [l.remaining, l.resetSeconds ?? 0]) assert.ok(Number.isSafeInteger(n) && n >= 0);
+  }
+  for (const p of info.policies) {
+    for (const n of [p.quota, p.windowSeconds ?? 0]) assert.ok(Number.isSafeInteger(n) && n >= 0);
+  }
+}
+
+test('any string in any timing header yields undefined or an integer delay within the cap, never a throw', () => {
+  fc.assert(
+    fc.property(fc.constantFrom(...TIMING_HEADERS), hostileString, fc.boolean(), (name, value, exhausted) => {
+      const headers: Record<string, string> = { [name]: value };
+      if (exhausted) {
+        // Make the conditional sources (OpenAI, Anthropic, legacy) eligible.
+        headers['x-ratelimit-remaining-requests'] = '0';
+        headers['x-ratelimit-remaining-tokens'] = '0';
+        headers['anthropic-ratelimit-requests-remaining'] = '0';
+        headers['anthropic-ratelimit-output-tokens-remaining'] = '0';
+      }
+      assertDelay(retryDelay(headers, NOW));
+      assertDelay(retryDelay(new Headers(Object.entries(headers).filter(([, v]) => isByteString(v))), NOW));
+      const verdict = shouldRetryHeader(headers);
+      assert.ok(verdict === undefined || typeof verdict === 'boolean');
+      assertRateLimitInfo(parseRateLimit(headers));
+    }),
+    { numRuns: 400 },
+  );
+});
+
+test('any now yields undefined or an integer delay within the cap', () => {
+  fc.assert(
+    fc.property(fc.oneof(fc.double(), fc.integer()), fc.constantFrom(...TIMING_HEADERS), (now, name) => {
+      const headers = {
+        [name]: 'Sunday, 29-Nov-26 17:01:00 GMT',
+        'anthropic-ratelimit-requests-remaining': '0',
+      };
+      assertDelay(retryDelay(headers, now));
+      assertDelay(retryDelay({ 'x-ratelimit-reset': '1764435792' }, now));
+      assertDelay(
+        retryDelay({ 'anthropic-ratelimit-requests-reset': '2026-11-29T17:03:12Z', ...headers }, now),
+      );
+    }),
+    { numRuns: 300 },
+  );
+});
+
+/** `new Headers()` rejects values outside ISO-8859-1 or with NUL/CR/LF; skip those there. */
+function isByteString(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code > 0xff || code === 0 || code === 0x0a || code === 0x0d) return false;
+  }
+  return true;
+}
+
+// --- Linear time: a safety net against catastrophic backtracking, not a benchmark ---
+
+const HOSTILE_FRAGMENTS = [
+  '1h',
+  '1.',
+  '9',
+  ' ',
+  ', ',
+  '"a";r=0;',
+  ';a',
+  '"\\"',
+  ':',
+  '2026-11-29T17:00:00.',
+  'Sun, 06 Nov 1994 08:49:37 GM',
+  '"',
+  '(',
+];
+
+test('hostile repeated-fragment values at the length cap parse in well under 50 ms', () => {
+  retryDelay({ 'retry-after': '1' }, NOW); // warm up
+  for (const fragment of HOSTILE_FRAGMENTS) {
+    for (const length of [MAX_HEADER_CHARS, 10_000]) {
+      const value = fragment.repeat(Math.ceil(length / fragment.length)).slice(0, length);
+      for (const name of TIMING_HEADERS) {
+        const headers = {
+          [name]: value,
+          'x-ratelimit-remaining-requests': '0',
+          'x-ratelimit-remaining-tokens': '0',
+          'anthropic-ratelimit-requests-remaining': '0',
+          'anthropic-ratelimit-output-tokens-remaining': '0',
+        };
+        const started = performance.now();
+        retryDelay(headers, NOW);
+        parseRateLimit(headers);
+        shouldRetryHeader(headers);
+        const elapsed = performance.now() - started;
+        assert.ok(
+          elapsed < 50,
+          `${name}: ${JSON.stringify(fragment)} x ${length} took ${elapsed.toFixed(1)} ms`,
+        );
+      }
+    }
+  }
+});
