@@ -8,7 +8,7 @@
  * clone (a tee of the body) and cancels that branch. Only responses with status >= 400
  * pay for this; every other response costs one comparison. Streaming bodies
  * (`text/event-stream`) are never read, and a body that trickles in slowly is read
- * for at most {@link CAPTURE_WAIT_MS}.
+ * for at most `bodyWaitMs` (default 1 s).
  */
 
 import * as z from 'zod/mini';
@@ -21,8 +21,10 @@ import { retryDelay } from './timing.ts';
 export const DEFAULT_BODY_BYTES = 2048;
 /** The most body bytes a snapshot may be configured to keep: a snapshot is a hint, not a copy. */
 const MAX_BODY_BYTES = 64 * 1024;
-/** How long a snapshot waits for the body prefix before keeping what it has. */
-export const CAPTURE_WAIT_MS = 1000;
+/** How long a snapshot waits for the body prefix before keeping what it has, by default. */
+export const DEFAULT_BODY_WAIT_MS = 1000;
+/** The longest configurable wait: a snapshot must never hold a response back for long. */
+const MAX_BODY_WAIT_MS = 30_000;
 /** How many servers' last snapshots are kept (least recently written dropped first). */
 const MAX_KEYS = 1000;
 /** `serverMessage` fallback (a non-JSON body) is cut to this many characters. */
@@ -75,6 +77,12 @@ export interface CaptureStatus extends Middleware {
 export interface CaptureStatusOptions {
   /** Body bytes kept in a snapshot. Default 2048; at most 65,536. */
   bodyBytes?: number;
+  /**
+   * How long to wait for those bytes, in ms, before keeping what arrived. Default
+   * 1000. The caller gets the response only after this, so it bounds the delay a
+   * slow error body can add.
+   */
+  bodyWaitMs?: number;
 }
 
 /** Carries a scope from a scoped fetch into the chain, on the init object. */
@@ -93,6 +101,7 @@ const optionsSchema = z.optional(
         .number()
         .check(z.int('must be a whole number of bytes'), z.minimum(0), z.maximum(MAX_BODY_BYTES)),
     ),
+    bodyWaitMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_BODY_WAIT_MS))),
   }),
 );
 
@@ -158,10 +167,14 @@ function isStreaming(response: Response): boolean {
 }
 
 /**
- * Reads at most `bytes` bytes from a stream, for at most {@link CAPTURE_WAIT_MS},
- * then cancels it. Never throws: a broken stream yields what arrived before it broke.
+ * Reads at most `bytes` bytes from a stream, for at most `waitMs`, then cancels it.
+ * Never throws: a broken stream yields what arrived before it broke.
  */
-export async function readPrefix(stream: ReadableStream<Uint8Array> | null, bytes: number): Promise<string> {
+export async function readPrefix(
+  stream: ReadableStream<Uint8Array> | null,
+  bytes: number,
+  waitMs: number = DEFAULT_BODY_WAIT_MS,
+): Promise<string> {
   if (stream === null || bytes === 0) {
     await stream?.cancel().catch(() => {});
     return '';
@@ -171,7 +184,7 @@ export async function readPrefix(stream: ReadableStream<Uint8Array> | null, byte
   let size = 0;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timedOut = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), CAPTURE_WAIT_MS);
+    timer = setTimeout(() => resolve('timeout'), waitMs);
   });
   try {
     while (size < bytes) {
@@ -202,11 +215,16 @@ export async function readPrefix(stream: ReadableStream<Uint8Array> | null, byte
  * Takes a snapshot of a failure response without consuming the caller's body:
  * the prefix is read from a clone, which is then cancelled.
  */
-export async function takeSnapshot(call: Call, response: Response, bodyBytes: number): Promise<StatusSnapshot> {
+export async function takeSnapshot(
+  call: Call,
+  response: Response,
+  bodyBytes: number = DEFAULT_BODY_BYTES,
+  bodyWaitMs: number = DEFAULT_BODY_WAIT_MS,
+): Promise<StatusSnapshot> {
   const at = Date.now();
   let text = '';
   if (!isStreaming(response) && response.body !== null && bodyBytes > 0 && !response.bodyUsed) {
-    text = await readPrefix(response.clone().body, bodyBytes);
+    text = await readPrefix(response.clone().body, bodyBytes, bodyWaitMs);
   }
   return Object.freeze({
     key: call.key,
@@ -250,7 +268,9 @@ export function snapshotFor(call: Call, response: Response): StatusSnapshot | un
  * ```
  */
 export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
-  const bodyBytes = validate(optionsSchema, options, 'captureStatus()')?.bodyBytes ?? DEFAULT_BODY_BYTES;
+  const valid = validate(optionsSchema, options, 'captureStatus()');
+  const bodyBytes = valid?.bodyBytes ?? DEFAULT_BODY_BYTES;
+  const bodyWaitMs = valid?.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
   const byKey = new Map<string, StatusSnapshot>();
   let chain: FetchLike | undefined;
 
@@ -263,7 +283,7 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
   const capture = async function captureStatus(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
     if (response.status < 400) return response;
-    const snapshot = await takeSnapshot(call, response, bodyBytes);
+    const snapshot = await takeSnapshot(call, response, bodyBytes, bodyWaitMs);
     remember(snapshot);
     const scope = (call.init as { [SCOPE]?: ScopeRecorder } | undefined)?.[SCOPE];
     scope?.snapshots.push(snapshot);

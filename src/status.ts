@@ -10,7 +10,7 @@
 
 import * as z from 'zod/mini';
 import type { Call, Middleware, Next } from './call.ts';
-import { DEFAULT_BODY_BYTES, type StatusSnapshot, snapshotFor, takeSnapshot } from './capture.ts';
+import { type StatusSnapshot, snapshotFor, takeSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import { HttpStatusError, requestInfo } from './errors.ts';
 import { validate } from './options.ts';
@@ -58,7 +58,7 @@ export function throwOnStatus(statuses?: readonly number[]): Middleware {
   return async function throwOnStatus(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
     if (failing === undefined ? response.status < 400 : !failing.has(response.status)) return response;
-    const snapshot = snapshotFor(call, response) ?? (await takeSnapshot(call, response, DEFAULT_BODY_BYTES));
+    const snapshot = snapshotFor(call, response) ?? (await takeSnapshot(call, response));
     await response.body?.cancel().catch(() => {});
     throw errorFrom(call, snapshot, response.headers);
   };

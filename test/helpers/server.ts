@@ -44,6 +44,8 @@ export type Behaviour =
   | { reset: 'after-read' }
   /** Send the status line, headers and `body`, then reset before the body ends. */
   | { reset: 'mid-body'; status?: number; headers?: Record<string, string>; body: string }
+  /** Send the status line, headers and `body`, then stall: the body never ends (until close). */
+  | { stall: 'mid-body'; status?: number; headers?: Record<string, string>; body: string }
   /** Read the whole request, then close the connection cleanly with no response. */
   | { close: 'no-response' }
   /** Read the request and never answer (until the server is closed). */
@@ -122,6 +124,12 @@ async function answer(behaviour: Behaviour, res: ServerResponse, hung: Set<Serve
       await delay(20);
     }
     reset(socket);
+    return;
+  }
+  if ('stall' in behaviour) {
+    res.writeHead(behaviour.status ?? 200, { 'content-length': String(behaviour.body.length * 2), ...behaviour.headers });
+    res.write(behaviour.body);
+    hung.add(res);
     return;
   }
   if ('close' in behaviour) {

@@ -1,0 +1,164 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { type BreakwaterEvent, captureStatus, createFetch, type StatusSnapshot } from '../src/index.ts';
+import { always, type Behaviour, withServer } from './helpers/server.ts';
+
+test('a failure response is snapshotted with status, Retry-After, server message and safe headers', async () => {
+  const body = JSON.stringify({ error: { message: 'model overloaded', type: 'overloaded' } });
+  await withServer(
+    always({
+      status: 503,
+      headers: { 'retry-after': '7', 'content-type': 'application/json', 'x-request-id': 'req-1', 'set-cookie': 'a=b' },
+      body,
+    }),
+    async (server) => {
+      const capture = captureStatus();
+      const fetch = createFetch({ use: [capture] });
+      const res = await fetch(`${server.origin}/v1/x?key=secret`);
+      assert.equal(await res.text(), body, 'the caller still reads the whole body');
+      const snapshot = capture.last(server.origin);
+      assert.ok(snapshot);
+      assert.equal(snapshot.status, 503);
+      assert.equal(snapshot.statusText, 'Service Unavailable');
+      assert.equal(snapshot.retryAfterMs, 7000);
+      assert.equal(snapshot.serverMessage, 'model overloaded');
+      assert.equal(snapshot.body, body);
+      assert.equal(snapshot.method, 'GET');
+      assert.equal(snapshot.url, `${server.origin}/v1/x?key=[redacted]`);
+      assert.equal(snapshot.headers['x-request-id'], 'req-1');
+      assert.equal(snapshot.headers['set-cookie'], undefined);
+      assert.ok(Object.isFrozen(snapshot));
+    },
+  );
+});
+
+test('successful and redirect responses are not snapshotted', async () => {
+  await withServer(always({ status: 204 }), async (server) => {
+    const capture = captureStatus();
+    const fetch = createFetch({ use: [capture] });
+    await (await fetch(server.origin)).text();
+    assert.equal(capture.last(server.origin), undefined);
+  });
+});
+
+test('a large error body is read only up to bodyBytes and reaches the caller whole', async () => {
+  const big = `${'x'.repeat(200_000)}END`;
+  await withServer(always({ status: 500, body: big }), async (server) => {
+    const capture = captureStatus({ bodyBytes: 100 });
+    const fetch = createFetch({ use: [capture] });
+    const res = await fetch(server.origin);
+    assert.equal(await res.text(), big);
+    const snapshot = capture.last(server.origin);
+    assert.equal(snapshot?.body, 'x'.repeat(100));
+  });
+});
+
+test('a multi-line body is collapsed to one line', async () => {
+  await withServer(always({ status: 502, body: '<html>\n  <h1>Bad   gateway</h1>\r\n</html>\n' }), async (server) => {
+    const capture = captureStatus();
+    const res = await createFetch({ use: [capture] })(server.origin);
+    await res.text();
+    assert.equal(capture.last(server.origin)?.body, '<html> <h1>Bad gateway</h1> </html>');
+    assert.equal(capture.last(server.origin)?.serverMessage, '<html> <h1>Bad gateway</h1> </html>');
+  });
+});
+
+test('a text/event-stream error body is never read by the capture', async () => {
+  await withServer(
+    always({ stall: 'mid-body', status: 500, headers: { 'content-type': 'text/event-stream' }, body: 'data: 1\n\n' }),
+    async (server) => {
+      const capture = captureStatus({ bodyWaitMs: 5000 });
+      const started = performance.now();
+      const res = await createFetch({ use: [capture] })(server.origin);
+      assert.ok(performance.now() - started < 2000, 'the response was not held back');
+      assert.equal(capture.last(server.origin)?.body, '');
+      const reader = res.body?.getReader();
+      const first = await reader?.read();
+      assert.equal(new TextDecoder().decode(first?.value), 'data: 1\n\n');
+      await reader?.cancel();
+    },
+  );
+});
+
+test('a body that stalls is read for at most bodyWaitMs, and the snapshot keeps what arrived', async () => {
+  await withServer(always({ stall: 'mid-body', status: 500, body: 'partial error' }), async (server) => {
+    const capture = captureStatus({ bodyWaitMs: 50 });
+    const res = await createFetch({ use: [capture] })(server.origin);
+    assert.equal(capture.last(server.origin)?.body, 'partial error');
+    await res.body?.cancel();
+  });
+});
+
+test('a body that breaks mid-way still yields a snapshot of what arrived', async () => {
+  await withServer(always({ reset: 'mid-body', status: 500, body: 'half of it' }), async (server) => {
+    const capture = captureStatus();
+    const res = await createFetch({ use: [capture] })(server.origin);
+    assert.equal(capture.last(server.origin)?.status, 500);
+    assert.equal(capture.last(server.origin)?.body, 'half of it');
+    await res.text().catch(() => {});
+  });
+});
+
+test('a captured event carries the snapshot', async () => {
+  await withServer(always({ status: 429, headers: { 'retry-after': '2' } }), async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const capture = captureStatus();
+    const fetch = createFetch({ use: [capture], onEvent: (e) => events.push(e), key: 'svc' });
+    await (await fetch(server.origin)).text();
+    const captured = events.find((e) => e.type === 'captured');
+    assert.equal(captured?.type, 'captured');
+    assert.equal(captured?.type === 'captured' ? captured.snapshot.retryAfterMs : 0, 2000);
+    assert.equal(captured?.key, 'svc');
+  });
+});
+
+test('two interleaved requests on one key never yield a snapshot that mixes them', async () => {
+  // One server, one key: the first request answers 503 + Retry-After: 7 after a delay,
+  // the other 429 + Retry-After: 1 at once; the order flips every round.
+  const handler = (req: { url: string }): Behaviour =>
+    req.url.startsWith('/a')
+      ? { status: 503, headers: { 'retry-after': '7' }, body: 'a', delayMs: Number(req.url.split('=')[1]) }
+      : { status: 429, headers: { 'retry-after': '1' }, body: 'b', delayMs: Number(req.url.split('=')[1]) };
+  await withServer(handler, async (server) => {
+    const capture = captureStatus();
+    const fetch = createFetch({ use: [capture], key: 'shared' });
+    const consistent = (s: StatusSnapshot | undefined): boolean =>
+      (s?.status === 503 && s.retryAfterMs === 7000 && s.body === 'a') ||
+      (s?.status === 429 && s.retryAfterMs === 1000 && s.body === 'b');
+    for (let round = 0; round < 12; round++) {
+      const a = capture.scope();
+      const b = capture.scope();
+      const [slowA, slowB] = round % 2 === 0 ? [8, 0] : [0, 8];
+      const [ra, rb] = await Promise.all([
+        a.fetch(`${server.origin}/a?d=${slowA}`),
+        b.fetch(`${server.origin}/b?d=${slowB}`),
+      ]);
+      await Promise.all([ra.text(), rb.text()]);
+      assert.equal(a.last()?.status, 503);
+      assert.equal(a.last()?.retryAfterMs, 7000);
+      assert.equal(b.last()?.status, 429);
+      assert.equal(b.last()?.retryAfterMs, 1000);
+      assert.equal(a.all().length, 1);
+      assert.equal(b.all().length, 1);
+      assert.ok(consistent(capture.last('shared')), 'the per-key snapshot is one response, whole');
+    }
+  });
+});
+
+test('capture.scope() uses the chain the capture belongs to, and says so when there is none', async () => {
+  const lonely = captureStatus();
+  assert.throws(() => lonely.scope(), /not part of a createFetch\(\) chain/);
+  await withServer(always({ status: 500 }), async (server) => {
+    const capture = captureStatus();
+    createFetch({ use: [capture] });
+    const scope = capture.scope();
+    await (await scope.fetch(server.origin)).text();
+    assert.equal(scope.last()?.status, 500);
+  });
+});
+
+test('bad captureStatus options are a TypeError naming the option and the value', () => {
+  assert.throws(() => captureStatus({ bodyBytes: -1 }), /captureStatus\(\)\.bodyBytes.*got -1/s);
+  assert.throws(() => captureStatus({ bodyBytes: 1.5 }), /captureStatus\(\)\.bodyBytes.*got 1\.5/s);
+  assert.throws(() => captureStatus({ bodyByte: 10 } as never), /unknown option "bodyByte"/);
+});
