@@ -97,9 +97,7 @@ interface ScopeRecorder {
 const optionsSchema = z.optional(
   z.strictObject({
     bodyBytes: z.optional(
-      z
-        .number()
-        .check(z.int('must be a whole number of bytes'), z.minimum(0), z.maximum(MAX_BODY_BYTES)),
+      z.number().check(z.int('must be a whole number of bytes'), z.minimum(0), z.maximum(MAX_BODY_BYTES)),
     ),
     bodyWaitMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_BODY_WAIT_MS))),
   }),

@@ -35,7 +35,9 @@ const isFunction = (v: unknown): boolean => typeof v === 'function';
 
 const optionsSchema = z.strictObject({
   fetch: z.optional(z.custom<FetchLike>(isFunction, 'must be a function with fetch’s signature')),
-  use: z.array(z.custom<Middleware>(isFunction, 'must be a middleware function (call, next) => Promise<Response>')),
+  use: z.array(
+    z.custom<Middleware>(isFunction, 'must be a middleware function (call, next) => Promise<Response>'),
+  ),
   key: z.optional(
     z.union([
       z.string().check(z.minLength(1, 'must be a non-empty string')),
@@ -52,7 +54,12 @@ const passedThrough = new WeakSet<object>();
 function isResponse(value: unknown): value is Response {
   if (value instanceof Response) return true;
   const r = value as Response | null;
-  return typeof r === 'object' && r !== null && typeof r.status === 'number' && typeof r.headers?.get === 'function';
+  return (
+    typeof r === 'object' &&
+    r !== null &&
+    typeof r.status === 'number' &&
+    typeof r.headers?.get === 'function'
+  );
 }
 
 function nameOf(middleware: Middleware, index: number): string {
@@ -84,7 +91,13 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
   /** The end of the chain: the real fetch, with its failures made typed. */
   async function send(call: Call): Promise<Response> {
     if (onEvent !== undefined) {
-      call.emit({ type: 'attempt', key: call.key, method: call.method, url: redactUrl(call.href), attempt: call.attempt });
+      call.emit({
+        type: 'attempt',
+        key: call.key,
+        method: call.method,
+        url: redactUrl(call.href),
+        attempt: call.attempt,
+      });
     }
     // A local binding, so the runtime's fetch is called with no `this` (workerd and
     // browsers throw "Illegal invocation" when fetch is called as a method of another object).
@@ -107,7 +120,9 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     const next: Next = (call) => {
       if (!(call instanceof Call)) {
         return Promise.reject(
-          new TypeError(`middleware ${nameOf(current, index)} called next() with something other than its call`),
+          new TypeError(
+            `middleware ${nameOf(current, index)} called next() with something other than its call`,
+          ),
         );
       }
       const passed = call.passes;
@@ -128,7 +143,11 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       try {
         result = await current(call, next);
       } catch (error) {
-        if (error instanceof BreakwaterError || isAbort(error, call.signal) || passedThrough.has(error as object)) {
+        if (
+          error instanceof BreakwaterError ||
+          isAbort(error, call.signal) ||
+          passedThrough.has(error as object)
+        ) {
           throw error;
         }
         throw new BreakwaterError(
@@ -153,7 +172,9 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     init?: RequestInit,
   ): Promise<Response> {
     if (typeof input !== 'string' && !(input instanceof URL) && !(input instanceof Request)) {
-      return Promise.reject(new TypeError(`fetch input must be a string, URL or Request (got ${typeof input})`));
+      return Promise.reject(
+        new TypeError(`fetch input must be a string, URL or Request (got ${typeof input})`),
+      );
     }
     return entry(new Call(input, init, key, onEvent));
   };

@@ -32,7 +32,14 @@ export const DEFAULT_RETRYABLE_STATUSES: readonly number[] = [408, 429, 500, 502
 const REJECTED_BEFORE_EXECUTION: ReadonlySet<number> = new Set([401, 403, 407, 408, 429]);
 
 /** What an outcome means. */
-export type OutcomeKind = 'ok' | 'transient' | 'rate-limited' | 'auth-recoverable' | 'auth-user' | 'fatal' | 'cancelled';
+export type OutcomeKind =
+  | 'ok'
+  | 'transient'
+  | 'rate-limited'
+  | 'auth-recoverable'
+  | 'auth-user'
+  | 'fatal'
+  | 'cancelled';
 
 /** The verdict on one outcome. */
 export interface Classification {
@@ -78,7 +85,8 @@ function fromStatus(
   // The server saying "retry" is the server saying it did not (or may again) execute it.
   const safeToResend =
     override === true || REJECTED_BEFORE_EXECUTION.has(status) || (call?.isIdempotent ?? false);
-  if (status === 401 || status === 407) return { kind: 'auth-recoverable', retryable: false, safeToResend, ...wait };
+  if (status === 401 || status === 407)
+    return { kind: 'auth-recoverable', retryable: false, safeToResend, ...wait };
   if (status === 403) return { kind: 'auth-user', retryable: false, safeToResend, ...wait };
   if (status === 429) return { kind: 'rate-limited', retryable, safeToResend, ...wait };
   return { kind: retryable ? 'transient' : 'fatal', retryable, safeToResend, ...wait };
@@ -103,14 +111,21 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
   }
   const { error } = outcome;
   const signal = call?.signal;
-  if ((signal?.aborted && error === signal.reason) || (error as { name?: unknown } | null)?.name === 'AbortError') {
+  if (
+    (signal?.aborted && error === signal.reason) ||
+    (error as { name?: unknown } | null)?.name === 'AbortError'
+  ) {
     return { kind: 'cancelled', retryable: false, safeToResend: false };
   }
   if (error instanceof HttpStatusError) {
     return fromStatus(error.status, error.headers, error.retryAfterMs, call, statuses);
   }
   if (error instanceof NetworkError) {
-    return { kind: 'transient', retryable: true, safeToResend: error.sent === 'no' || (call?.isIdempotent ?? false) };
+    return {
+      kind: 'transient',
+      retryable: true,
+      safeToResend: error.sent === 'no' || (call?.isIdempotent ?? false),
+    };
   }
   if (error instanceof TimeoutError) {
     // A total deadline is the caller's whole budget: nothing is left to retry with.

@@ -59,7 +59,8 @@ export class BreakwaterError extends Error {
   toJSON(): Record<string, unknown> {
     const out: Record<string, unknown> = { name: this.name, code: this.code, message: this.message };
     for (const [field, value] of Object.entries(this)) {
-      if (field !== 'cause' && value !== undefined) out[field] = value instanceof Date ? value.toISOString() : value;
+      if (field !== 'cause' && value !== undefined)
+        out[field] = value instanceof Date ? value.toISOString() : value;
     }
     if (this.cause instanceof Error) out.cause = { name: this.cause.name, message: this.cause.message };
     return out;
@@ -96,7 +97,8 @@ export class HttpStatusError extends BreakwaterError {
   constructor(init: HttpStatusErrorInit) {
     const status = `HTTP ${init.status}${init.statusText ? ` ${init.statusText}` : ''}`;
     const said = init.serverMessage ? `: ${init.serverMessage}` : '';
-    const wait = init.retryAfterMs === undefined ? '' : `; server asked to retry after ${init.retryAfterMs} ms`;
+    const wait =
+      init.retryAfterMs === undefined ? '' : `; server asked to retry after ${init.retryAfterMs} ms`;
     super(`${describe(init.request)} failed with ${status}${said}${wait}`, 'HTTP_STATUS', init);
     this.status = init.status;
     this.statusText = init.statusText ?? '';
@@ -129,7 +131,11 @@ export class NetworkError extends BreakwaterError {
 
   constructor(init: NetworkErrorInit) {
     const sent = init.sent === 'no' ? 'the request was not sent' : 'the request may have reached the server';
-    super(`${describe(init.request)} failed: network error ${init.code} during ${init.phase} (${sent})`, init.code, init);
+    super(
+      `${describe(init.request)} failed: network error ${init.code} during ${init.phase} (${sent})`,
+      init.code,
+      init,
+    );
     this.phase = init.phase;
     this.sent = init.sent;
   }
@@ -144,7 +150,11 @@ export class TimeoutError extends BreakwaterError {
   readonly ms: number;
 
   constructor(init: BreakwaterErrorOptions & { scope: TimeoutScope; ms: number }) {
-    super(`${describe(init.request)} timed out: ${init.scope} deadline of ${init.ms} ms passed`, 'TIMEOUT', init);
+    super(
+      `${describe(init.request)} timed out: ${init.scope} deadline of ${init.ms} ms passed`,
+      'TIMEOUT',
+      init,
+    );
     this.scope = init.scope;
     this.ms = init.ms;
   }

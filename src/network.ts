@@ -85,12 +85,12 @@ function maybeSent(code: NetworkErrorCode): Verdict {
 
 /**
  * Error `code`s (Node/undici system errors, Bun's fetch codes) and error class `name`s
- * (Deno's `Deno.errors.*`, older Bun) that name the failure outright. A `Map`, not an
+ * (Deno's built-in error classes, older Bun) that name the failure outright. A `Map`, not an
  * object literal, so a code such as `constructor` never finds a prototype member.
  */
 const CODE_VERDICTS: ReadonlyMap<string, Verdict> = new Map([
   ['ECONNREFUSED', notSent('ECONNREFUSED')],
-  ['ConnectionRefused', notSent('ECONNREFUSED')], // Bun before 1.3, Deno.errors.ConnectionRefused
+  ['ConnectionRefused', notSent('ECONNREFUSED')], // older Bun; Deno's ConnectionRefused class
   ['ENOTFOUND', notSent('ENOTFOUND')],
   ['EAI_AGAIN', notSent('ENOTFOUND')], // temporary DNS failure: see NetworkErrorCode
   ['EAI_FAIL', notSent('ENOTFOUND')],
@@ -101,19 +101,19 @@ const CODE_VERDICTS: ReadonlyMap<string, Verdict> = new Map([
   ['UND_ERR_CONNECT_TIMEOUT', notSent('ETIMEDOUT')],
   ['FailedToOpenSocket', notSent('ENETWORK')], // Bun: the socket could not be opened at all
   ['ECONNRESET', maybeSent('ECONNRESET')],
-  ['ConnectionReset', maybeSent('ECONNRESET')], // Deno.errors.ConnectionReset
+  ['ConnectionReset', maybeSent('ECONNRESET')], // Deno's ConnectionReset class
   ['ECONNABORTED', maybeSent('ECONNRESET')],
-  ['ConnectionAborted', maybeSent('ECONNRESET')], // Deno.errors.ConnectionAborted
+  ['ConnectionAborted', maybeSent('ECONNRESET')], // Deno's ConnectionAborted class
   ['EPIPE', maybeSent('EPIPE')],
-  ['BrokenPipe', maybeSent('EPIPE')], // Deno.errors.BrokenPipe
+  ['BrokenPipe', maybeSent('EPIPE')], // Deno's BrokenPipe class
   ['ETIMEDOUT', maybeSent('ETIMEDOUT')], // refined to "not sent" when syscall is connect
-  ['TimedOut', maybeSent('ETIMEDOUT')], // Deno.errors.TimedOut
+  ['TimedOut', maybeSent('ETIMEDOUT')], // Deno's TimedOut class
   ['Timeout', maybeSent('ETIMEDOUT')], // Bun's idle timeout
   ['UND_ERR_HEADERS_TIMEOUT', maybeSent('ETIMEDOUT')],
   ['UND_ERR_BODY_TIMEOUT', maybeSent('ETIMEDOUT')],
   ['UND_ERR_SOCKET', maybeSent('ECLOSED')], // undici: "other side closed"
-  ['ConnectionClosed', maybeSent('ECLOSED')], // Bun before 1.2 (later Bun reports ECONNRESET)
-  ['UnexpectedEof', maybeSent('ECLOSED')], // Deno.errors.UnexpectedEof
+  ['ConnectionClosed', maybeSent('ECLOSED')], // older Bun (Bun 1.4 reports ECONNRESET instead)
+  ['UnexpectedEof', maybeSent('ECLOSED')], // Deno's UnexpectedEof class
   ['EHOSTUNREACH', maybeSent('ENETWORK')], // refined to "not sent" when syscall is connect
   ['ENETUNREACH', maybeSent('ENETWORK')],
   ['EHOSTDOWN', maybeSent('ENETWORK')],

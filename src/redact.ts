@@ -70,7 +70,8 @@ export function safeHeaders(headers: Headers | undefined): Record<string, string
   const out: Record<string, string> = {};
   if (!headers) return out;
   for (const [name, value] of headers) {
-    if (isSafeHeader(name)) out[name] = value.length > MAX_HEADER_VALUE_CHARS ? value.slice(0, MAX_HEADER_VALUE_CHARS) : value;
+    if (isSafeHeader(name))
+      out[name] = value.length > MAX_HEADER_VALUE_CHARS ? value.slice(0, MAX_HEADER_VALUE_CHARS) : value;
   }
   return out;
 }

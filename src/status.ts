@@ -18,7 +18,13 @@ import { type HeadersLike, retryDelay } from './timing.ts';
 
 const statusesSchema = z.optional(
   z.array(
-    z.number().check(z.int('must be a whole number'), z.minimum(100, 'must be an HTTP status (100-599)'), z.maximum(599, 'must be an HTTP status (100-599)')),
+    z
+      .number()
+      .check(
+        z.int('must be a whole number'),
+        z.minimum(100, 'must be an HTTP status (100-599)'),
+        z.maximum(599, 'must be an HTTP status (100-599)'),
+      ),
   ),
 );
 
@@ -53,7 +59,11 @@ function errorFrom(call: Call, snapshot: StatusSnapshot, headers: Headers): Http
  * ```
  */
 export function throwOnStatus(statuses?: readonly number[]): Middleware {
-  const only = validate(statusesSchema, statuses === undefined ? undefined : [...statuses], 'throwOnStatus()');
+  const only = validate(
+    statusesSchema,
+    statuses === undefined ? undefined : [...statuses],
+    'throwOnStatus()',
+  );
   const failing = only === undefined ? undefined : new Set(only);
   return async function throwOnStatus(call: Call, next: Next): Promise<Response> {
     const response = await next(call);

@@ -8,7 +8,12 @@ test('a failure response is snapshotted with status, Retry-After, server message
   await withServer(
     always({
       status: 503,
-      headers: { 'retry-after': '7', 'content-type': 'application/json', 'x-request-id': 'req-1', 'set-cookie': 'a=b' },
+      headers: {
+        'retry-after': '7',
+        'content-type': 'application/json',
+        'x-request-id': 'req-1',
+        'set-cookie': 'a=b',
+      },
       body,
     }),
     async (server) => {
@@ -54,18 +59,26 @@ test('a large error body is read only up to bodyBytes and reaches the caller who
 });
 
 test('a multi-line body is collapsed to one line', async () => {
-  await withServer(always({ status: 502, body: '<html>\n  <h1>Bad   gateway</h1>\r\n</html>\n' }), async (server) => {
-    const capture = captureStatus();
-    const res = await createFetch({ use: [capture] })(server.origin);
-    await res.text();
-    assert.equal(capture.last(server.origin)?.body, '<html> <h1>Bad gateway</h1> </html>');
-    assert.equal(capture.last(server.origin)?.serverMessage, '<html> <h1>Bad gateway</h1> </html>');
-  });
+  await withServer(
+    always({ status: 502, body: '<html>\n  <h1>Bad   gateway</h1>\r\n</html>\n' }),
+    async (server) => {
+      const capture = captureStatus();
+      const res = await createFetch({ use: [capture] })(server.origin);
+      await res.text();
+      assert.equal(capture.last(server.origin)?.body, '<html> <h1>Bad gateway</h1> </html>');
+      assert.equal(capture.last(server.origin)?.serverMessage, '<html> <h1>Bad gateway</h1> </html>');
+    },
+  );
 });
 
 test('a text/event-stream error body is never read by the capture', async () => {
   await withServer(
-    always({ stall: 'mid-body', status: 500, headers: { 'content-type': 'text/event-stream' }, body: 'data: 1\n\n' }),
+    always({
+      stall: 'mid-body',
+      status: 500,
+      headers: { 'content-type': 'text/event-stream' },
+      body: 'data: 1\n\n',
+    }),
     async (server) => {
       const capture = captureStatus({ bodyWaitMs: 5000 });
       const started = performance.now();

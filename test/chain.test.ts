@@ -1,6 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { BreakwaterError, type Call, createFetch, type FetchLike, type Middleware, NetworkError } from '../src/index.ts';
+import {
+  BreakwaterError,
+  type Call,
+  createFetch,
+  type FetchLike,
+  type Middleware,
+  NetworkError,
+} from '../src/index.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
 
 /** A middleware that does nothing but pass the call on: the chain itself is under test. */
@@ -26,7 +33,10 @@ test('an MCP-style call (URL, Headers, JSON body, long-lived signal, manual redi
     const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
     const res = await fetch(new URL(`${server.origin}/mcp?session=abc`), {
       method: 'POST',
-      headers: new Headers({ 'content-type': 'application/json', accept: 'application/json, text/event-stream' }),
+      headers: new Headers({
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      }),
       body,
       signal: controller.signal,
       redirect: 'manual',
@@ -202,7 +212,9 @@ test('a non-function fetch option is a TypeError naming the option and the value
   assert.throws(
     () => createFetch({ fetch: 'not a function' as unknown as FetchLike, use: [] }),
     (error: unknown) =>
-      error instanceof TypeError && /createFetch\(\)\.fetch/.test(error.message) && /"not a function"/.test(error.message),
+      error instanceof TypeError &&
+      /createFetch\(\)\.fetch/.test(error.message) &&
+      /"not a function"/.test(error.message),
   );
 });
 
@@ -238,7 +250,10 @@ test('a middleware that returns something other than a Response is reported by n
     await next(call);
   } as unknown as Middleware;
   const fetch = createFetch({ fetch: async () => new Response('ok'), use: [wrong] });
-  await assert.rejects(fetch('http://127.0.0.1:9/'), /middleware "forgetful" returned undefined instead of a Response/);
+  await assert.rejects(
+    fetch('http://127.0.0.1:9/'),
+    /middleware "forgetful" returned undefined instead of a Response/,
+  );
 });
 
 test('calling next twice for the same attempt is rejected and the request is sent once', async () => {

@@ -127,7 +127,10 @@ async function answer(behaviour: Behaviour, res: ServerResponse, hung: Set<Serve
     return;
   }
   if ('stall' in behaviour) {
-    res.writeHead(behaviour.status ?? 200, { 'content-length': String(behaviour.body.length * 2), ...behaviour.headers });
+    res.writeHead(behaviour.status ?? 200, {
+      'content-length': String(behaviour.body.length * 2),
+      ...behaviour.headers,
+    });
     res.write(behaviour.body);
     hung.add(res);
     return;

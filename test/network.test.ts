@@ -1,0 +1,430 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { NetworkError, requestInfo } from '../src/errors.ts';
+import { normalizeNetworkError } from '../src/network.ts';
+import { always, closedPort, withServer } from './helpers/server.ts';
+
+/**
+ * Which runtime runs the suite, for the few rows where runtimes report a failure
+ * differently. Read from globals by name only: the suite itself stays portable.
+ */
+const runtime: 'node' | 'deno' | 'bun' = 'Bun' in globalThis ? 'bun' : 'Deno' in globalThis ? 'deno' : 'node';
+
+/** A name under `.invalid` (RFC 6761 §6.4): guaranteed never to resolve. */
+const UNRESOLVABLE_URL = 'http://breakwater-test.invalid/';
+
+/** Upper bound for the one DNS lookup: a `.invalid` lookup fails in milliseconds here. */
+const DNS_LOOKUP_LIMIT_MS = 5_000;
+
+/** How long the hanging server is left hanging before the caller aborts. */
+const ABORT_AFTER_MS = 30;
+
+/** Runs `fn`, expecting it to reject, and returns what it rejected with. */
+async function rejection(fn: () => Promise<unknown>): Promise<unknown> {
+  try {
+    await fn();
+  } catch (error) {
+    return error;
+  }
+  assert.fail('expected a rejection');
+}
+
+/** Normalises `error` and checks that it became a NetworkError with these fields. */
+function assertNetwork(
+  error: unknown,
+  expected: { code: string; phase: string; sent: string },
+  stage?: 'headers' | 'body',
+): NetworkError {
+  const normalised = normalizeNetworkError(error, undefined, stage);
+  assert.ok(normalised instanceof NetworkError, `not recognised as a network error: ${String(error)}`);
+  assert.deepEqual({ code: normalised.code, phase: normalised.phase, sent: normalised.sent }, expected);
+  assert.equal(normalised.cause, error);
+  return normalised;
+}
+
+/** A `fetch failed` TypeError around `cause`, as undici (Node) throws it. */
+function undici(cause: unknown): TypeError {
+  return new TypeError('fetch failed', { cause });
+}
+
+/** A system error with Node's fields. */
+function systemError(message: string, fields: Record<string, unknown>): Error {
+  return Object.assign(new Error(message), fields);
+}
+
+// Real failures on real sockets, through the runtime's own fetch.
+
+test('a refused connection is ECONNREFUSED during connect, not sent', async () => {
+  const port = await closedPort();
+  const error = await rejection(() => fetch(`http://127.0.0.1:${port}/`, { method: 'POST', body: 'x' }));
+  assertNetwork(error, { code: 'ECONNREFUSED', phase: 'connect', sent: 'no' });
+});
+
+test('a name that does not resolve is ENOTFOUND during connect, not sent', async () => {
+  // The only test that leaves loopback: one lookup of a .invalid name, which fails at
+  // once. The abort only bounds a broken resolver; it fires in no normal run, and if
+  // it did, its AbortError would not normalise and the test would fail loudly.
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), DNS_LOOKUP_LIMIT_MS);
+  try {
+    const error = await rejection(() => fetch(UNRESOLVABLE_URL, { signal: controller.signal }));
+    assertNetwork(error, { code: 'ENOTFOUND', phase: 'connect', sent: 'no' });
+  } finally {
+    clearTimeout(timer);
+  }
+});
+
+test('https to a plain-HTTP server is a TLS failure during connect, not sent', async () => {
+  await withServer(always({}), async (server) => {
+    const error = await rejection(() =>
+      fetch(`https://127.0.0.1:${server.port}/`, { method: 'POST', body: 'x' }),
+    );
+    assertNetwork(error, { code: 'TLS', phase: 'connect', sent: 'no' });
+    assert.equal(server.requests.length, 0);
+  });
+});
+
+test('a reset right after accept is ECONNRESET, not sent where the runtime says it came in connect', async () => {
+  await withServer(
+    always({}),
+    async (server) => {
+      const error = await rejection(() => fetch(server.origin, { method: 'POST', body: 'x' }));
+      // Node reports `connect ECONNRESET` (syscall "connect") and Deno `client error
+      // (Connect): tcp connect error: Connection reset by peer`: both failed before a
+      // byte was written. Bun reports this exactly like a reset after the request was
+      // read (code ECONNRESET, nothing else), so it gets the safe side.
+      const expected =
+        runtime === 'bun'
+          ? { code: 'ECONNRESET', phase: 'send', sent: 'maybe' }
+          : { code: 'ECONNRESET', phase: 'connect', sent: 'no' };
+      assertNetwork(error, expected);
+      assert.equal(server.requests.length, 0);
+    },
+    { onConnect: 'reset' },
+  );
+});
+
+test('a reset after the server read the request is ECONNRESET during send, maybe sent', async () => {
+  await withServer(always({ reset: 'after-read' }), async (server) => {
+    const error = await rejection(() => fetch(server.origin, { method: 'POST', body: 'x' }));
+    assertNetwork(error, { code: 'ECONNRESET', phase: 'send', sent: 'maybe' });
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('a reset in the middle of the body breaks the body stream: response phase, maybe sent', async () => {
+  await withServer(always({ reset: 'mid-body', body: 'partial' }), async (server) => {
+    const response = await fetch(server.origin, { method: 'POST', body: 'x' });
+    assert.equal(response.status, 200);
+    const error = await rejection(() => response.text());
+    // Node (`terminated`, cause `read ECONNRESET`) and Bun (code ECONNRESET) name the
+    // reset; Deno only says `error reading a body from connection`.
+    const code = runtime === 'deno' ? 'ENETWORK' : 'ECONNRESET';
+    assertNetwork(error, { code, phase: 'response', sent: 'maybe' }, 'body');
+  });
+});
+
+test('a server that closes without a response is ECLOSED during send, maybe sent', async () => {
+  await withServer(always({ close: 'no-response' }), async (server) => {
+    const error = await rejection(() => fetch(server.origin, { method: 'POST', body: 'x' }));
+    // Node says `other side closed` (UND_ERR_SOCKET) and Deno `connection closed before
+    // message completed`. Bun reports a clean close exactly like a reset (code
+    // ECONNRESET): the code differs, the verdict (maybe sent) is the same.
+    const code = runtime === 'bun' ? 'ECONNRESET' : 'ECLOSED';
+    assertNetwork(error, { code, phase: 'send', sent: 'maybe' });
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test("a caller's abort of a hanging request comes back as its own reason and is not normalised", async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    const controller = new AbortController();
+    const reason = new Error('caller gave up');
+    const timer = setTimeout(() => controller.abort(reason), ABORT_AFTER_MS);
+    try {
+      const error = await rejection(() => fetch(server.origin, { signal: controller.signal }));
+      assert.equal(error, reason);
+      assert.equal(normalizeNetworkError(error), undefined);
+    } finally {
+      clearTimeout(timer);
+    }
+  });
+});
+
+test('an abort without a reason rejects with an AbortError, which is not normalised', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), ABORT_AFTER_MS);
+    try {
+      const error = await rejection(() => fetch(server.origin, { signal: controller.signal }));
+      assert.equal((error as Error).name, 'AbortError');
+      assert.equal(normalizeNetworkError(error), undefined);
+    } finally {
+      clearTimeout(timer);
+    }
+  });
+});
+
+test('a normalised error names the request, redacted, and keeps the raw error as its cause', async () => {
+  const port = await closedPort();
+  const url = `http://user:secret@127.0.0.1:${port}/v1/things?token=abc`;
+  const error = await rejection(() => fetch(`http://127.0.0.1:${port}/v1/things?token=abc`));
+  const normalised = normalizeNetworkError(error, requestInfo('local', 'post', url));
+  assert.ok(normalised instanceof NetworkError);
+  assert.equal(normalised.cause, error);
+  assert.equal(normalised.request?.method, 'POST');
+  assert.match(normalised.message, /POST .*\/v1\/things/);
+  assert.match(normalised.message, /ECONNREFUSED during connect \(the request was not sent\)/);
+  assert.doesNotMatch(normalised.message, /secret|abc/);
+});
+
+// Constructed errors: shapes that cannot be provoked on loopback here (other
+// runtimes, other platforms, failures that need a remote network).
+
+test('constructed: browser fetch failures are ENETWORK during send, maybe sent', () => {
+  for (const message of [
+    'Failed to fetch', // Chromium
+    'NetworkError when attempting to fetch resource.', // Firefox
+    'Load failed', // Safari 17+
+    'The network connection was lost.', // Safari
+  ]) {
+    assertNetwork(new TypeError(message), { code: 'ENETWORK', phase: 'send', sent: 'maybe' });
+  }
+});
+
+test("constructed: workerd's Network connection lost is ENETWORK during send, maybe sent", () => {
+  assertNetwork(new TypeError('Network connection lost.'), {
+    code: 'ENETWORK',
+    phase: 'send',
+    sent: 'maybe',
+  });
+});
+
+test('constructed: undici timeouts are ETIMEDOUT, not sent only when the connect timed out', () => {
+  const connect = systemError(
+    'Connect Timeout Error (attempted address: api.example.com:443, timeout: 10000ms)',
+    {
+      code: 'UND_ERR_CONNECT_TIMEOUT',
+    },
+  );
+  assertNetwork(undici(connect), { code: 'ETIMEDOUT', phase: 'connect', sent: 'no' });
+  const headers = systemError('Headers Timeout Error', { code: 'UND_ERR_HEADERS_TIMEOUT' });
+  assertNetwork(undici(headers), { code: 'ETIMEDOUT', phase: 'send', sent: 'maybe' });
+  const tcp = systemError('connect ETIMEDOUT 10.0.0.1:443', { code: 'ETIMEDOUT', syscall: 'connect' });
+  assertNetwork(undici(tcp), { code: 'ETIMEDOUT', phase: 'connect', sent: 'no' });
+});
+
+test('constructed: a temporary DNS failure (EAI_AGAIN) is ENOTFOUND, not sent', () => {
+  const cause = systemError('getaddrinfo EAI_AGAIN api.example.com', {
+    code: 'EAI_AGAIN',
+    syscall: 'getaddrinfo',
+  });
+  assertNetwork(undici(cause), { code: 'ENOTFOUND', phase: 'connect', sent: 'no' });
+});
+
+test('constructed: EPIPE while writing the request is EPIPE during send, maybe sent', () => {
+  const cause = systemError('write EPIPE', { code: 'EPIPE', syscall: 'write' });
+  assertNetwork(undici(cause), { code: 'EPIPE', phase: 'send', sent: 'maybe' });
+});
+
+test('constructed: certificate failures from Node and Bun are TLS during connect, not sent', () => {
+  const node = systemError('certificate has expired', { code: 'CERT_HAS_EXPIRED' });
+  assertNetwork(undici(node), { code: 'TLS', phase: 'connect', sent: 'no' });
+  const altName = systemError("Hostname/IP does not match certificate's altnames", {
+    code: 'ERR_TLS_CERT_ALTNAME_INVALID',
+  });
+  assertNetwork(undici(altName), { code: 'TLS', phase: 'connect', sent: 'no' });
+  for (const code of [
+    'DEPTH_ZERO_SELF_SIGNED_CERT',
+    'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+    'HOSTNAME_MISMATCH',
+  ]) {
+    const bun = Object.assign(new TypeError('unable to verify the first certificate'), { code });
+    assertNetwork(bun, { code: 'TLS', phase: 'connect', sent: 'no' });
+  }
+});
+
+test('constructed: a TLS record error, which can strike after the request went out, is maybe sent', () => {
+  const cause = systemError('decryption failed or bad record mac', {
+    code: 'ERR_SSL_DECRYPTION_FAILED_OR_BAD_RECORD_MAC',
+  });
+  assertNetwork(undici(cause), { code: 'TLS', phase: 'send', sent: 'maybe' });
+});
+
+test('constructed: a peer that drops the TLS handshake is ECONNRESET during connect, not sent', () => {
+  const cause = systemError(
+    'Client network socket disconnected before secure TLS connection was established',
+    {
+      code: 'ECONNRESET',
+    },
+  );
+  assertNetwork(undici(cause), { code: 'ECONNRESET', phase: 'connect', sent: 'no' });
+});
+
+test("constructed: Node's happy-eyeballs AggregateError of refused connects is ECONNREFUSED, not sent", () => {
+  const aggregate = new AggregateError(
+    [
+      systemError('connect ECONNREFUSED ::1:8080', { code: 'ECONNREFUSED', syscall: 'connect' }),
+      systemError('connect ECONNREFUSED 127.0.0.1:8080', { code: 'ECONNREFUSED', syscall: 'connect' }),
+    ],
+    '',
+  );
+  assertNetwork(undici(aggregate), { code: 'ECONNREFUSED', phase: 'connect', sent: 'no' });
+});
+
+test('constructed: when a chain holds a not-sent and a maybe-sent failure, maybe sent wins', () => {
+  const aggregate = new AggregateError(
+    [
+      systemError('connect ECONNREFUSED ::1:8080', { code: 'ECONNREFUSED', syscall: 'connect' }),
+      systemError('read ECONNRESET', { code: 'ECONNRESET', syscall: 'read' }),
+    ],
+    '',
+  );
+  assertNetwork(undici(aggregate), { code: 'ECONNRESET', phase: 'send', sent: 'maybe' });
+});
+
+test('constructed: an SDK error wrapping fetch failed wrapping the system error is read through', () => {
+  const sdk = new Error('Connection error.', {
+    cause: undici(
+      systemError('connect ECONNREFUSED 127.0.0.1:1', { code: 'ECONNREFUSED', syscall: 'connect' }),
+    ),
+  });
+  assertNetwork(sdk, { code: 'ECONNREFUSED', phase: 'connect', sent: 'no' });
+});
+
+test('constructed: an unknown cause of fetch failed is ENETWORK during send, maybe sent', () => {
+  assertNetwork(undici(new Error('something new')), { code: 'ENETWORK', phase: 'send', sent: 'maybe' });
+  assertNetwork(new TypeError('fetch failed'), { code: 'ENETWORK', phase: 'send', sent: 'maybe' });
+});
+
+test("constructed: Deno's messages on other platforms and for other failures are recognised", () => {
+  const deno = (detail: string) =>
+    undici(new Error(`error sending request for url (https://api.example.com/): ${detail}`));
+  const cases: [string, { code: string; phase: string; sent: string }][] = [
+    [
+      'client error (Connect): tcp connect error: No connection could be made because the target machine actively refused it. (os error 10061)',
+      { code: 'ECONNREFUSED', phase: 'connect', sent: 'no' },
+    ],
+    [
+      'client error (Connect): dns error: failed to lookup address information: Temporary failure in name resolution',
+      { code: 'ENOTFOUND', phase: 'connect', sent: 'no' },
+    ],
+    [
+      'client error (Connect): invalid peer certificate: UnknownIssuer',
+      { code: 'TLS', phase: 'connect', sent: 'no' },
+    ],
+    [
+      'client error (Connect): tcp connect error: Connection timed out (os error 110)',
+      { code: 'ETIMEDOUT', phase: 'connect', sent: 'no' },
+    ],
+    [
+      'client error (SendRequest): connection error: Broken pipe (os error 32)',
+      { code: 'EPIPE', phase: 'send', sent: 'maybe' },
+    ],
+    [
+      'client error (SendRequest): connection error: An existing connection was forcibly closed by the remote host. (os error 10054)',
+      { code: 'ECONNRESET', phase: 'send', sent: 'maybe' },
+    ],
+    ['client error (Connect): something unforeseen', { code: 'ENETWORK', phase: 'connect', sent: 'no' }],
+  ];
+  for (const [detail, expected] of cases) assertNetwork(deno(detail), expected);
+  // Deno before 2.x: the whole story in the TypeError's own message, no cause.
+  assertNetwork(
+    new TypeError(
+      'error sending request for url (http://127.0.0.1:1/): client error (Connect): tcp connect error: Connection refused (os error 111)',
+    ),
+    { code: 'ECONNREFUSED', phase: 'connect', sent: 'no' },
+  );
+});
+
+test('constructed: words in the URL of a Deno message never decide the verdict', () => {
+  const error = new TypeError(
+    'error sending request for url (https://api.example.com/certificates/connection-refused): connection closed before message completed',
+  );
+  assertNetwork(error, { code: 'ECLOSED', phase: 'send', sent: 'maybe' });
+});
+
+test("constructed: Bun's older codes are recognised", () => {
+  const bun = (code: string, message: string) =>
+    Object.assign(new TypeError(message), { code, path: 'http://x/' });
+  assertNetwork(bun('ConnectionRefused', 'Unable to connect. Is the computer able to access the url?'), {
+    code: 'ECONNREFUSED',
+    phase: 'connect',
+    sent: 'no',
+  });
+  assertNetwork(bun('FailedToOpenSocket', 'Was there a typo in the url or port?'), {
+    code: 'ENETWORK',
+    phase: 'connect',
+    sent: 'no',
+  });
+  assertNetwork(bun('ConnectionClosed', 'The socket connection was closed unexpectedly.'), {
+    code: 'ECLOSED',
+    phase: 'send',
+    sent: 'maybe',
+  });
+});
+
+test('constructed: aborts and signal timeouts are never network errors, wherever they sit in the chain', () => {
+  assert.equal(
+    normalizeNetworkError(new DOMException('This operation was aborted', 'AbortError')),
+    undefined,
+  );
+  assert.equal(
+    normalizeNetworkError(new DOMException('The operation was aborted due to timeout', 'TimeoutError')),
+    undefined,
+  );
+  assert.equal(
+    normalizeNetworkError(Object.assign(new Error('The operation was aborted'), { code: 'ABORT_ERR' })),
+    undefined,
+  );
+  assert.equal(normalizeNetworkError(undici(new DOMException('aborted', 'AbortError'))), undefined);
+  assert.equal(
+    normalizeNetworkError(new DOMException('aborted', 'AbortError'), undefined, 'body'),
+    undefined,
+  );
+});
+
+test('constructed: programming errors and other failures are not network errors', () => {
+  assert.equal(normalizeNetworkError(new TypeError('Failed to parse URL from not a url')), undefined);
+  assert.equal(
+    normalizeNetworkError(new TypeError('Body is unusable: Body has already been read'), undefined, 'body'),
+    undefined,
+  );
+  assert.equal(
+    normalizeNetworkError(new SyntaxError('Unexpected token < in JSON'), undefined, 'body'),
+    undefined,
+  );
+  assert.equal(normalizeNetworkError(new Error('caller gave up')), undefined);
+  assert.equal(normalizeNetworkError(new Error('Failed to fetch')), undefined);
+});
+
+test('constructed: non-Error throwables give undefined without throwing', () => {
+  const hostile = new Proxy(
+    {},
+    {
+      get() {
+        throw new Error('trap');
+      },
+    },
+  );
+  const cyclic: { name: string; message: string; cause?: unknown } = {
+    name: 'TypeError',
+    message: 'fetch failed',
+  };
+  cyclic.cause = cyclic;
+  for (const value of ['Failed to fetch', null, undefined, 42, {}, [], hostile, Symbol('x')]) {
+    assert.equal(normalizeNetworkError(value), undefined, String(typeof value));
+  }
+  // A cyclic chain ends: still a fetch failure, with nothing more specific to say.
+  assertNetwork(cyclic, { code: 'ENETWORK', phase: 'send', sent: 'maybe' });
+});
+
+test('constructed: a code such as constructor finds no prototype member', () => {
+  assert.equal(normalizeNetworkError(Object.assign(new Error('x'), { code: 'constructor' })), undefined);
+  assert.equal(normalizeNetworkError(Object.assign(new Error('x'), { code: '__proto__' })), undefined);
+});
+
+test('a NetworkError passes through unchanged', () => {
+  const error = new NetworkError({ code: 'ECONNRESET', phase: 'send', sent: 'maybe' });
+  assert.equal(normalizeNetworkError(error), error);
+});
