@@ -1,4 +1,4 @@
-import { defineConfig } from 'tsup';
+import { defineConfig, type Options } from 'tsup';
 
 /** Every public entry point: `breakwater` and one subpath per adapter. */
 const entry: Record<string, string> = {
@@ -10,7 +10,7 @@ const entry: Record<string, string> = {
   ky: 'adapters/ky/index.ts',
 };
 
-export default defineConfig({
+const config: Options = defineConfig({
   entry,
   format: ['esm', 'cjs'],
   dts: true,
@@ -22,4 +22,6 @@ export default defineConfig({
   treeshake: true,
   // Peers are the user's: never bundle an SDK into breakwater.
   external: ['zod', 'hono', 'ky', '@modelcontextprotocol/sdk', '@a2a-js/sdk'],
-});
+}) as Options;
+
+export default config;

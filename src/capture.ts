@@ -161,7 +161,7 @@ export function serverMessageOf(text: string): string | undefined {
 
 function isStreaming(response: Response): boolean {
   const type = response.headers.get('content-type');
-  return type !== null && type.toLowerCase().includes('text/event-stream');
+  return type?.toLowerCase().includes('text/event-stream') === true;
 }
 
 /**

@@ -8,7 +8,7 @@
  * User aborts are not wrapped: the caller's own `signal.reason` comes back as is.
  */
 
-import { redactUrl, safeHeaders } from './redact.ts';
+import { redactText, redactUrl, safeHeaders } from './redact.ts';
 
 /** Where a request was going: enough to name it in a message, nothing secret. */
 export interface RequestInfo {
@@ -54,7 +54,8 @@ export class BreakwaterError extends Error {
   /**
    * What `JSON.stringify(error)` shows: name, code, message and the error's own
    * fields, all already redacted. The cause is summarised by name and message only,
-   * since an SDK's error may hold the request with its headers.
+   * since an SDK's error may hold the request with its headers; URLs in its message
+   * are redacted too (Deno and the A2A card resolver put the request URL there).
    */
   toJSON(): Record<string, unknown> {
     const out: Record<string, unknown> = { name: this.name, code: this.code, message: this.message };
@@ -62,7 +63,7 @@ export class BreakwaterError extends Error {
       if (field !== 'cause' && value !== undefined)
         out[field] = value instanceof Date ? value.toISOString() : value;
     }
-    if (this.cause instanceof Error) out.cause = { name: this.cause.name, message: this.cause.message };
+    if (this.cause instanceof Error) out.cause = { name: this.cause.name, message: redactText(this.cause.message) };
     return out;
   }
 }
@@ -187,7 +188,7 @@ export class GateClosedError extends BreakwaterError {
   readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; now?: number }) {
-    const last = init.cause instanceof Error ? ` after: ${init.cause.message}` : '';
+    const last = init.cause instanceof Error ? ` after: ${redactText(init.cause.message)}` : '';
     super(
       `start gate "${init.key}" is closed${last}; next attempt at ${until(init.retryAt, init.now ?? Date.now())}`,
       'GATE_CLOSED',

@@ -122,7 +122,7 @@ const CODE_VERDICTS: ReadonlyMap<string, Verdict> = new Map([
 
 /**
  * TLS record errors that can also strike an established connection, after the request
- * went out: the safe side is "maybe sent". Anchored alternatives, no nested quantifiers.
+ * went out: the safe side is "maybe sent". Plain alternatives: linear time on any code.
  */
 const TLS_RECORD_CODE = /BAD_RECORD_MAC|DECRYPTION_FAILED/;
 
@@ -147,10 +147,11 @@ const TLS_HANDSHAKE_DROPPED = 'before secure tls connection was established';
 /**
  * Message fragments (lower case) that describe the failure where no `code` does:
  * Deno's hyper / rustls / OS messages (Linux, macOS and Windows wordings). Checked in
- * order; the first match wins. `always: true` marks failures that can only happen
- * before the request is written.
+ * order; the first match wins. `connectOnly` marks failures that can only happen
+ * before the request is written; the others count as not sent only when the chain
+ * says they came in the connect step (see {@link CONNECT_MARKERS}).
  */
-const MESSAGE_RULES: readonly { needles: readonly string[]; code: NetworkErrorCode; always?: SentState }[] = [
+const MESSAGE_RULES: readonly { needles: readonly string[]; code: NetworkErrorCode; connectOnly?: true }[] = [
   {
     needles: [
       'dns error',
@@ -161,9 +162,9 @@ const MESSAGE_RULES: readonly { needles: readonly string[]; code: NetworkErrorCo
       'temporary failure in name resolution',
     ],
     code: 'ENOTFOUND',
-    always: 'no',
+    connectOnly: true,
   },
-  { needles: ['connection refused', 'actively refused'], code: 'ECONNREFUSED', always: 'no' },
+  { needles: ['connection refused', 'actively refused'], code: 'ECONNREFUSED', connectOnly: true },
   {
     needles: [
       'invalid peer certificate',
@@ -175,7 +176,7 @@ const MESSAGE_RULES: readonly { needles: readonly string[]; code: NetworkErrorCo
       'certificate',
     ],
     code: 'TLS',
-    always: 'no',
+    connectOnly: true,
   },
   { needles: ['timed out', 'deadline has elapsed'], code: 'ETIMEDOUT' },
   { needles: ['connection reset', 'forcibly closed'], code: 'ECONNRESET' },
@@ -228,6 +229,22 @@ function messageOf(error: unknown): string {
     .join(' ')
     .toLowerCase();
 }
+
+/**
+ * Causes (lower case) with which `fetch` refuses a request itself, by the Fetch
+ * standard's rules, without a network failure: a blocked port, an unsupported scheme,
+ * a redirect loop. They arrive as `fetch failed` (undici) or `Fetch failed: ...`
+ * (Deno) but will fail the same way every time: not network errors.
+ */
+const LOCAL_REFUSALS: readonly string[] = [
+  'bad port', // undici
+  'unknown scheme', // undici
+  'url scheme must be a http(s) scheme', // undici, on redirect
+  'redirect count exceeded', // undici
+  'requests to port', // Deno: "Requests to port 1 are blocked"
+  'maximum number of redirects', // Deno
+  'can not redirect to a non http(s) url', // Deno
+];
 
 /** Reads a property without letting a throwing getter or Proxy escape. */
 function read(value: unknown, key: string): unknown {
@@ -296,7 +313,7 @@ function fromCode(error: unknown): Verdict | undefined {
 function fromMessage(message: string, connecting: boolean): Verdict | undefined {
   for (const rule of MESSAGE_RULES) {
     if (rule.needles.some((needle) => message.includes(needle))) {
-      return rule.always === 'no' || connecting ? notSent(rule.code) : maybeSent(rule.code);
+      return rule.connectOnly || connecting ? notSent(rule.code) : maybeSent(rule.code);
     }
   }
   return undefined;
@@ -318,6 +335,8 @@ function judge(chain: readonly unknown[]): Verdict | undefined {
 
   if (!chain.some(isFetchFailure)) return undefined;
   const messages = chain.map(messageOf);
+  if (messages.some((message) => LOCAL_REFUSALS.some((refusal) => message.includes(refusal))))
+    return undefined;
   const connecting = messages.some((message) => CONNECT_MARKERS.some((marker) => message.includes(marker)));
   for (const message of messages) {
     const verdict = fromMessage(message, connecting);
@@ -339,7 +358,7 @@ function judge(chain: readonly unknown[]): Verdict | undefined {
  * Returns `undefined` for an `AbortError` or `TimeoutError` anywhere in the chain, and
  * for anything that does not look like a network failure: the caller checks its own
  * signal first (a caller's abort reason may be any value) and rethrows such errors
- * as they are.
+ * as they are. A {@link NetworkError} comes back as it is.
  *
  * @param error what `fetch()` rejected with, or what reading the body rejected with.
  * @param request the request, for the error message (see `requestInfo()`).

@@ -93,3 +93,33 @@ export function redactUrl(url: string | URL): string {
   const names = [...parsed.searchParams.keys()].map((name) => `${encodeURIComponent(name)}=${REDACTED}`);
   return `${base}?${names.join('&')}`;
 }
+
+/** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
+const SCHEME_CHAR = /^[A-Za-z0-9+.-]$/;
+
+/** Punctuation that ends a sentence or closes a bracket around a URL in prose: kept, not parsed. */
+const URL_TRAILER = ')]}>,;:.\'"';
+
+function redactWord(word: string): string {
+  const sep = word.indexOf('://');
+  let start = sep;
+  while (start > 0 && SCHEME_CHAR.test(word.charAt(start - 1))) start--;
+  let end = word.length;
+  while (end > sep + 3 && URL_TRAILER.includes(word.charAt(end - 1))) end--;
+  return `${word.slice(0, start)}${redactUrl(word.slice(start, end))}${word.slice(end)}`;
+}
+
+/**
+ * `text` with every URL in it redacted (see {@link redactUrl}), for messages this
+ * library did not write but shows: an SDK's error (the A2A card resolver names the
+ * card URL, query and all) or a runtime's (Deno names the request URL). A URL is any
+ * whitespace-separated word containing `://`, so the scan is linear; brackets and
+ * punctuation around it are kept.
+ */
+export function redactText(text: string): string {
+  if (!text.includes('://')) return text;
+  return text
+    .split(/(\s+)/)
+    .map((word) => (word.includes('://') ? redactWord(word) : word))
+    .join('');
+}

@@ -134,7 +134,7 @@ test('two interleaved requests on one key never yield a snapshot that mixes them
       : { status: 429, headers: { 'retry-after': '1' }, body: 'b', delayMs: Number(req.url.split('=')[1]) };
   await withServer(handler, async (server) => {
     const capture = captureStatus();
-    const fetch = createFetch({ use: [capture], key: 'shared' });
+    createFetch({ use: [capture], key: 'shared' });
     const consistent = (s: StatusSnapshot | undefined): boolean =>
       (s?.status === 503 && s.retryAfterMs === 7000 && s.body === 'a') ||
       (s?.status === 429 && s.retryAfterMs === 1000 && s.body === 'b');

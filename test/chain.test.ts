@@ -58,17 +58,19 @@ test('an MCP-style call (URL, Headers, JSON body, long-lived signal, manual redi
 test('an OpenAI-style call (string URL, Headers, duplex half stream body, signal) arrives byte for byte', async () => {
   await withServer(always({ status: 200, body: 'ok' }), async (server) => {
     const fetch = createFetch({ use: [passThrough] });
-    const payload = [bytes('{"model":"m",'), new Uint8Array([0xe2, 0x82, 0xac]), bytes('"x":1}')];
+    const head = bytes('{"model":"m",');
+    const euro = new Uint8Array([0xe2, 0x82, 0xac]);
+    const tail = bytes('"x":1}');
     const res = await fetch(`${server.origin}/v1/chat/completions`, {
       method: 'POST',
       headers: new Headers({ 'content-type': 'application/json', authorization: 'Bearer sk-test' }),
-      body: streamOf(...payload),
+      body: streamOf(head, euro, tail),
       duplex: 'half',
       signal: new AbortController().signal,
     } as RequestInit);
     assert.equal(await res.text(), 'ok');
     const got = server.requests[0];
-    assert.deepEqual(got?.body, new Uint8Array([...payload[0]!, 0xe2, 0x82, 0xac, ...payload[2]!]));
+    assert.deepEqual(got?.body, new Uint8Array([...head, ...euro, ...tail]));
     assert.equal(got?.headers.authorization, 'Bearer sk-test');
   });
 });

@@ -17,7 +17,9 @@ test('src/ uses only Web-standard APIs: no node:, Deno or Bun globals, no peer S
   const offenders: string[] = [];
   for (const file of sources('src')) {
     const text = readFileSync(join(root, file), 'utf8');
-    const found = text.match(/from\s+['"](node:[^'"]+|hono[^'"]*|ky|@modelcontextprotocol\/[^'"]+|@a2a-js\/[^'"]+)['"]|\bDeno\.|\bBun\./);
+    const found = text.match(
+      /from\s+['"](node:[^'"]+|hono[^'"]*|ky|@modelcontextprotocol\/[^'"]+|@a2a-js\/[^'"]+)['"]|\bDeno\.|\bBun\./,
+    );
     if (found) offenders.push(`${file}: ${found[0]}`);
   }
   assert.deepEqual(offenders, []);
@@ -34,8 +36,12 @@ test('adapters/ use no node:, Deno or Bun APIs', () => {
 });
 
 test('every public entry point in package.json has a matching Deno export and tsup entry', () => {
-  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
-  const deno = JSON.parse(readFileSync(join(root, 'deno.json'), 'utf8')) as { exports: Record<string, string> };
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+    exports: Record<string, unknown>;
+  };
+  const deno = JSON.parse(readFileSync(join(root, 'deno.json'), 'utf8')) as {
+    exports: Record<string, string>;
+  };
   const subpaths = Object.keys(pkg.exports).filter((k) => k !== './package.json');
   assert.deepEqual(subpaths.sort(), Object.keys(deno.exports).sort());
   assert.deepEqual(subpaths.sort(), ['.', './a2a', './hono', './ky', './mcp', './providers']);

@@ -165,6 +165,13 @@ test('an abort without a reason rejects with an AbortError, which is not normali
   });
 });
 
+test("a redirect loop is fetch's own refusal, not a network error", async () => {
+  await withServer(always({ status: 302, headers: { location: '/' } }), async (server) => {
+    const error = await rejection(() => fetch(server.origin));
+    assert.equal(normalizeNetworkError(error), undefined);
+  });
+});
+
 test('a normalised error names the request, redacted, and keeps the raw error as its cause', async () => {
   const port = await closedPort();
   const url = `http://user:secret@127.0.0.1:${port}/v1/things?token=abc`;
@@ -396,6 +403,15 @@ test('constructed: programming errors and other failures are not network errors'
   );
   assert.equal(normalizeNetworkError(new Error('caller gave up')), undefined);
   assert.equal(normalizeNetworkError(new Error('Failed to fetch')), undefined);
+});
+
+test("constructed: fetch's own refusals (blocked port, unsupported scheme) are not network errors", () => {
+  assert.equal(normalizeNetworkError(undici(new Error('bad port'))), undefined);
+  assert.equal(normalizeNetworkError(undici(new Error('unknown scheme'))), undefined);
+  assert.equal(
+    normalizeNetworkError(new TypeError('Fetch failed: Requests to port 1 are blocked')),
+    undefined,
+  ); // Deno
 });
 
 test('constructed: non-Error throwables give undefined without throwing', () => {

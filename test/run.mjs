@@ -35,7 +35,7 @@ function run(script) {
   return new Promise((resolve) => {
     const child = spawn('npm', ['run', '--silent', script], {
       stdio: ['ignore', 'pipe', 'pipe'],
-      env: { ...process.env, NO_COLOR: '1', FORCE_COLOR: '0' },
+      env: { ...process.env, NO_COLOR: '1' },
     });
     let output = '';
     child.stdout.on('data', (chunk) => {
