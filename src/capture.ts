@@ -205,8 +205,9 @@ export async function readPrefix(
     offset += take;
     if (offset === joined.byteLength) break;
   }
-  // A cut may split a UTF-8 sequence: the decoder replaces it rather than throwing.
-  return new TextDecoder().decode(joined);
+  // A cut may split a UTF-8 sequence: decoding in stream mode holds the partial
+  // character back instead of adding a replacement character past the byte limit.
+  return new TextDecoder().decode(joined, { stream: size > bytes });
 }
 
 /**

@@ -17,7 +17,7 @@ import { BreakwaterError, requestInfo } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { normalizeNetworkError } from './network.ts';
 import { validate } from './options.ts';
-import { redactUrl } from './redact.ts';
+import { redactText, redactUrl } from './redact.ts';
 
 /** Options for {@link createFetch}. */
 export interface CreateFetchOptions {
@@ -49,6 +49,18 @@ const optionsSchema = z.strictObject({
 
 /** Errors the real fetch threw: middleware rethrowing them pass them on unchanged. */
 const passedThrough = new WeakSet<object>();
+
+/**
+ * A runtime's own refusal (Node's "Request cannot be constructed from a URL that
+ * includes credentials: http://user:PASSWORD@...") can quote the URL with its
+ * userinfo and query values: such an error is re-thrown with the URL redacted.
+ */
+function withoutSecrets(error: unknown): unknown {
+  if (!(error instanceof Error) || redactText(error.message) === error.message) return error;
+  const safe = new TypeError(redactText(error.message));
+  safe.name = error.name;
+  return safe;
+}
 
 /** Whether a value is a fetch `Response` (from this realm or another fetch implementation). */
 function isResponse(value: unknown): value is Response {
@@ -106,7 +118,8 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       return await (call.init === undefined ? real(call.input) : real(call.input, call.init));
     } catch (error) {
       if (isAbort(error, call.signal)) throw error;
-      const typed = normalizeNetworkError(error, requestInfo(call.key, call.method, call.href)) ?? error;
+      const typed =
+        normalizeNetworkError(error, requestInfo(call.key, call.method, call.href)) ?? withoutSecrets(error);
       if (typeof typed === 'object' && typed !== null) passedThrough.add(typed);
       throw typed;
     }
@@ -151,7 +164,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
           throw error;
         }
         throw new BreakwaterError(
-          `middleware ${nameOf(current, index)} threw: ${error instanceof Error ? error.message : String(error)}`,
+          `middleware ${nameOf(current, index)} threw: ${redactText(error instanceof Error ? error.message : String(error))}`,
           'MIDDLEWARE_FAILED',
           { cause: error, request: requestInfo(call.key, call.method, call.href) },
         );

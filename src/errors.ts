@@ -63,9 +63,33 @@ export class BreakwaterError extends Error {
       if (field !== 'cause' && value !== undefined)
         out[field] = value instanceof Date ? value.toISOString() : value;
     }
-    if (this.cause instanceof Error) out.cause = { name: this.cause.name, message: redactText(this.cause.message) };
+    if (this.cause instanceof Error)
+      out.cause = { name: this.cause.name, message: redactText(this.cause.message) };
     return out;
   }
+}
+
+/** The most body bytes an {@link HttpStatusError} keeps (DESIGN.md §4: 2 KiB). */
+const MAX_BODY_BYTES = 2048;
+
+/** Whitespace runs a kept body collapses to one space (tab, LF, VT, FF, CR, space). */
+const WHITESPACE_RUN = /[\t\n\v\f\r ]+/g;
+
+/**
+ * A body fit to keep on an error: on one line and at most {@link MAX_BODY_BYTES} UTF-8
+ * bytes, cut on a character boundary. Whoever builds the error may pass more, and a
+ * prefix read as bytes can end in half a character that decodes to a 3-byte U+FFFD.
+ */
+function keptBody(body: string): string {
+  let line = body.replace(WHITESPACE_RUN, ' ');
+  if (line.startsWith(' ')) line = line.slice(1);
+  if (line.endsWith(' ')) line = line.slice(0, -1);
+  // A UTF-16 unit is at most 3 UTF-8 bytes: short strings need no encoding to check.
+  if (line.length * 3 <= MAX_BODY_BYTES) return line;
+  const bytes = new TextEncoder().encode(line);
+  if (bytes.byteLength <= MAX_BODY_BYTES) return line;
+  // `stream: true` holds back a character cut in half instead of emitting U+FFFD.
+  return new TextDecoder().decode(bytes.subarray(0, MAX_BODY_BYTES), { stream: true });
 }
 
 /** Fields of an {@link HttpStatusError}. */
@@ -76,7 +100,7 @@ export interface HttpStatusErrorInit extends BreakwaterErrorOptions {
   retryable?: boolean;
   /** The server's requested wait, from its timing headers. */
   retryAfterMs?: number;
-  /** The start of the body: decoded, on one line, at most 2 KiB. */
+  /** The start of the body, decoded; kept on one line and cut to at most 2 KiB. */
   body?: string;
   /** The message from a JSON error body, when the server sent one. */
   serverMessage?: string;
@@ -105,7 +129,7 @@ export class HttpStatusError extends BreakwaterError {
     this.statusText = init.statusText ?? '';
     this.retryable = init.retryable ?? false;
     this.retryAfterMs = init.retryAfterMs;
-    this.body = init.body ?? '';
+    this.body = keptBody(init.body ?? '');
     this.serverMessage = init.serverMessage;
     this.headers = Object.freeze(safeHeaders(init.headers));
   }

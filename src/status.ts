@@ -19,12 +19,13 @@ import { type HeadersLike, retryDelay } from './timing.ts';
 const statusesSchema = z.optional(
   z.array(
     z
-      .number()
+      .number('must be an HTTP status (100-599)')
       .check(
         z.int('must be a whole number'),
         z.minimum(100, 'must be an HTTP status (100-599)'),
         z.maximum(599, 'must be an HTTP status (100-599)'),
       ),
+    'must be an array of HTTP statuses',
   ),
 );
 
@@ -59,11 +60,9 @@ function errorFrom(call: Call, snapshot: StatusSnapshot, headers: Headers): Http
  * ```
  */
 export function throwOnStatus(statuses?: readonly number[]): Middleware {
-  const only = validate(
-    statusesSchema,
-    statuses === undefined ? undefined : [...statuses],
-    'throwOnStatus()',
-  );
+  // Validated as given: spreading first would throw "not iterable" for a number, and
+  // split a string into digits, before the message could name the argument.
+  const only = validate(statusesSchema, statuses, 'throwOnStatus(statuses)');
   const failing = only === undefined ? undefined : new Set(only);
   return async function throwOnStatus(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
@@ -79,14 +78,17 @@ function toHeaders(source: Response | HeadersLike | undefined): Headers | undefi
   if (source instanceof Response) return source.headers;
   if (source instanceof Headers) return source;
   const headers = new Headers();
-  try {
-    for (const [name, value] of Symbol.iterator in source
+  const entries =
+    Symbol.iterator in source
       ? (source as Iterable<[string, string]>)
-      : Object.entries(source as Record<string, string | string[] | undefined>)) {
-      if (value !== undefined) headers.append(name, Array.isArray(value) ? value.join(', ') : String(value));
+      : Object.entries(source as Record<string, string | string[] | undefined>);
+  for (const [name, value] of entries) {
+    if (value === undefined) continue;
+    try {
+      headers.append(name, Array.isArray(value) ? value.join(', ') : String(value));
+    } catch {
+      // A malformed header name or value from an SDK error: skip it, keep the others.
     }
-  } catch {
-    // Malformed header names or values from an SDK error: keep what parsed.
   }
   return headers;
 }

@@ -108,7 +108,11 @@ test('a 407 on a POST is auth-recoverable, not retryable by status, and safe to 
 });
 
 test('a 403 on a POST is auth-user: safe to resend but never retried', () => {
-  assert.deepEqual(classify(respond(403), post()), { kind: 'auth-user', retryable: false, safeToResend: true });
+  assert.deepEqual(classify(respond(403), post()), {
+    kind: 'auth-user',
+    retryable: false,
+    safeToResend: true,
+  });
 });
 
 test('a 403 is never retried, even when the server sends x-should-retry: true', () => {
@@ -118,11 +122,19 @@ test('a 403 is never retried, even when the server sends x-should-retry: true', 
 });
 
 test('a 408 on a POST is transient, retryable and safe to resend', () => {
-  assert.deepEqual(classify(respond(408), post()), { kind: 'transient', retryable: true, safeToResend: true });
+  assert.deepEqual(classify(respond(408), post()), {
+    kind: 'transient',
+    retryable: true,
+    safeToResend: true,
+  });
 });
 
 test('a 429 on a POST is rate-limited, retryable and safe to resend', () => {
-  assert.deepEqual(classify(respond(429), post()), { kind: 'rate-limited', retryable: true, safeToResend: true });
+  assert.deepEqual(classify(respond(429), post()), {
+    kind: 'rate-limited',
+    retryable: true,
+    safeToResend: true,
+  });
 });
 
 // --- x-should-retry ---
@@ -317,7 +329,10 @@ test('a POST with an Idempotency-Key in a Headers object is safe to resend', () 
 });
 
 test('a POST with an Idempotency-Key in a plain object with odd casing is safe to resend', () => {
-  const call = callWith({ method: 'POST', headers: { 'iDEMPOTENCY-kEY': 'k-1', 'content-type': 'text/plain' } });
+  const call = callWith({
+    method: 'POST',
+    headers: { 'iDEMPOTENCY-kEY': 'k-1', 'content-type': 'text/plain' },
+  });
   assert.equal(classify(respond(502), call).safeToResend, true);
 });
 
@@ -368,7 +383,11 @@ test('an abort with the signal’s own reason is cancelled, not retryable', () =
   const reason = new Error('the user gave up');
   controller.abort(reason);
   const call = callWith({ method: 'GET', signal: controller.signal });
-  assert.deepEqual(classify({ error: reason }, call), { kind: 'cancelled', retryable: false, safeToResend: false });
+  assert.deepEqual(classify({ error: reason }, call), {
+    kind: 'cancelled',
+    retryable: false,
+    safeToResend: false,
+  });
 });
 
 test('an abort with a non-Error reason (a string) is cancelled', () => {
@@ -457,7 +476,9 @@ test('a GateClosedError is not retryable and safe to resend, with retryAfterMs u
   const verdict = classify({ error }, post());
   assert.equal(verdict.retryable, false);
   assert.equal(verdict.safeToResend, true);
-  assert.ok(verdict.retryAfterMs !== undefined && verdict.retryAfterMs > 1_000 && verdict.retryAfterMs <= 2_000);
+  assert.ok(
+    verdict.retryAfterMs !== undefined && verdict.retryAfterMs > 1_000 && verdict.retryAfterMs <= 2_000,
+  );
 });
 
 test('a RetryAfterTooLongError is rate-limited, not retryable, with the server’s retryAfterMs', () => {
@@ -491,7 +512,11 @@ test('an HttpStatusError keeps x-should-retry from its safe headers', () => {
 
 test('an HttpStatusError 429 is rate-limited and safe to resend', () => {
   const error = new HttpStatusError({ status: 429 });
-  assert.deepEqual(classify({ error }, post()), { kind: 'rate-limited', retryable: true, safeToResend: true });
+  assert.deepEqual(classify({ error }, post()), {
+    kind: 'rate-limited',
+    retryable: true,
+    safeToResend: true,
+  });
 });
 
 // --- anything else ---

@@ -1,0 +1,198 @@
+/**
+ * @module
+ * `backoff()`: how long to wait before retry number n. Exponential growth from
+ * `initialMs` by `factor`, capped at `maxMs`, spread by jitter so that many clients
+ * failing together do not retry together (AWS Architecture Blog, "Exponential Backoff
+ * and Jitter", 2015).
+ *
+ * Two promises hold for every input: the cap is a real cap (jitter never pushes a
+ * delay past `maxMs`), and every delay is a finite whole number of milliseconds, even
+ * at attempt 10,000 or `Number.MAX_SAFE_INTEGER`, where a naive `factor ** n` is
+ * `Infinity` and `Infinity * 0` is `NaN`.
+ */
+
+import * as z from 'zod/mini';
+import { validate } from './options.ts';
+import { MAX_DELAY_MS } from './timing.ts';
+
+/** First delay, in ms, by default: long enough to skip a blip, short enough not to be felt. */
+export const DEFAULT_INITIAL_MS = 500;
+/** Growth per attempt by default: doubling reaches the cap in six steps. */
+export const DEFAULT_FACTOR = 2;
+/** Longest delay, in ms, by default: past half a minute a caller is better told than kept waiting. */
+export const DEFAULT_MAX_MS = 32_000;
+/** Jitter by default (retry's default; the breaker and the start gate pass `'+30%'`). */
+export const DEFAULT_JITTER: Jitter = 'decorrelated';
+/** The widest `+x%` spread accepted: beyond 10× the schedule stops meaning anything. */
+const MAX_SPREAD_PERCENT = 1000;
+/** Decorrelated jitter draws up to this multiple of the previous delay (AWS's `sleep * 3`). */
+const DECORRELATED_GROWTH = 3;
+
+/**
+ * How a delay is spread around the exponential step `base`:
+ * - `'none'`: exactly `base`.
+ * - `'full'`: anywhere in `[0, base]`; spreads load best, may retry at once.
+ * - `'equal'`: `base / 2` plus anywhere in `[0, base / 2]`; never less than half.
+ * - `'decorrelated'`: anywhere between `initialMs` and 3× the previous delay, capped
+ *   (AWS's "decorrelated jitter"); grows from the delay actually used, not from `attempt`.
+ * - `` `+${x}%` ``: `base` stretched by up to x percent (`'+30%'`: `base` to `1.3 × base`),
+ *   never past `maxMs`; `0 ≤ x ≤ 1000`.
+ */
+export type Jitter = 'full' | 'equal' | 'decorrelated' | 'none' | `+${number}%`;
+
+/** Options for {@link backoff}. Plain JSON: a policy file can hold them. */
+export interface BackoffOptions {
+  /**
+   * The delay before the first retry, in ms (the centre of it, with jitter).
+   * Default 500. At least 0 and at most `maxMs`.
+   */
+  initialMs?: number | undefined;
+  /**
+   * How much each delay grows over the one before: `initialMs × factor^(attempt − 1)`.
+   * Default 2 (doubling). At least 1; 1 means a constant delay.
+   */
+  factor?: number | undefined;
+  /**
+   * The longest delay, in ms, jitter included: a real cap. Default 32,000 (or
+   * `initialMs` when that is larger and `maxMs` is not given). At most 2^31 − 1, the
+   * longest delay `setTimeout` honours (a longer one fires at once).
+   */
+  maxMs?: number | undefined;
+  /**
+   * How delays are spread so clients that failed together do not retry together
+   * (see {@link Jitter}). Default `'decorrelated'`.
+   */
+  jitter?: Jitter | undefined;
+}
+
+/**
+ * The delay in ms before retry number `attempt` (1-based: attempt 1 waits about
+ * `initialMs`). `previousMs` is the delay the caller used last time; only
+ * `'decorrelated'` jitter reads it. Always a whole number in `[0, maxMs]`.
+ */
+export type BackoffSchedule = (attempt: number, previousMs?: number) => number;
+
+/** `+x%` with a plain decimal x: anchored, no nested quantifiers, linear on any input. */
+const SPREAD = /^\+(\d{1,4}(?:\.\d{1,6})?)%$/;
+
+/** The `x` of a `+x%` jitter, or undefined when `jitter` is not one. */
+function spreadPercent(jitter: string): number | undefined {
+  const match = SPREAD.exec(jitter);
+  if (match === null) return undefined;
+  const percent = Number(match[1]);
+  return percent <= MAX_SPREAD_PERCENT ? percent : undefined;
+}
+
+function isJitter(value: unknown): value is Jitter {
+  if (typeof value !== 'string') return false;
+  if (value === 'full' || value === 'equal' || value === 'decorrelated' || value === 'none') return true;
+  return spreadPercent(value) !== undefined;
+}
+
+const ms = () =>
+  z
+    .number('must be a finite number of ms')
+    .check(
+      z.minimum(0, 'must be at least 0'),
+      z.maximum(MAX_DELAY_MS, `must be at most ${MAX_DELAY_MS} (2^31 − 1, setTimeout's limit)`),
+    );
+
+/**
+ * The schema of {@link BackoffOptions}: unknown keys are rejected, and `maxMs` must
+ * not be below `initialMs`. Exported so `definePolicy()` validates `retry.backoff`
+ * and `breaker.open` with the very same rules.
+ */
+export const backoffSchema: z.ZodMiniType<BackoffOptions> = z
+  .strictObject(
+    {
+      initialMs: z.optional(ms()),
+      factor: z.optional(z.number('must be a finite number').check(z.minimum(1, 'must be at least 1'))),
+      maxMs: z.optional(ms()),
+      jitter: z.optional(
+        z.custom<Jitter>(
+          isJitter,
+          `must be 'full', 'equal', 'decorrelated', 'none' or '+x%' with 0 ≤ x ≤ ${MAX_SPREAD_PERCENT}`,
+        ),
+      ),
+    },
+    'must be an options object',
+  )
+  .check(
+    z.refine(
+      (o) => typeof o.initialMs !== 'number' || typeof o.maxMs !== 'number' || o.maxMs >= o.initialMs,
+      { message: 'must be at least initialMs', path: ['maxMs'] },
+    ),
+  );
+
+const optionsSchema = z.optional(backoffSchema);
+
+/**
+ * Builds a backoff schedule: call it with the retry number (and, for decorrelated
+ * jitter, the delay used last time) to get the next delay in ms.
+ *
+ * @param options - See {@link BackoffOptions}; bad values throw one `TypeError` naming each.
+ * @param random - A source of numbers in `[0, 1)`; inject one to make tests exact.
+ *
+ * @example
+ * ```ts
+ * import { backoff } from 'breakwater';
+ *
+ * const delay = backoff({ initialMs: 200, maxMs: 10_000, jitter: 'full' });
+ * let waited: number | undefined;
+ * for (let attempt = 1; attempt <= 5; attempt++) {
+ *   waited = delay(attempt, waited); // 0-200, 0-400, 0-800, ... never above 10 s
+ * }
+ * ```
+ */
+export function backoff(options?: BackoffOptions, random: () => number = Math.random): BackoffSchedule {
+  const valid = validate(optionsSchema, options, 'backoff()');
+  const initialMs = valid?.initialMs ?? DEFAULT_INITIAL_MS;
+  const factor = valid?.factor ?? DEFAULT_FACTOR;
+  // An explicit initialMs above the default cap raises the cap with it rather than
+  // failing a check the user never wrote; an explicit maxMs is checked by the schema.
+  const maxMs = valid?.maxMs ?? Math.max(DEFAULT_MAX_MS, initialMs);
+  const jitter = valid?.jitter ?? DEFAULT_JITTER;
+  const spread = spreadPercent(jitter);
+  // The exponent from which `initialMs × factor^n` is at or past the cap. Clamping to
+  // it keeps `factor ** n` finite for any attempt; +1 absorbs rounding in the logs.
+  const capExponent =
+    initialMs > 0 && factor > 1 ? Math.ceil(Math.log(maxMs / initialMs) / Math.log(factor)) + 1 : 0;
+
+  /** The exponential step for `attempt`, before jitter: in [initialMs, maxMs]. */
+  function base(attempt: number): number {
+    const exponent = Math.min(attempt - 1, capExponent);
+    return Math.min(maxMs, initialMs * factor ** exponent);
+  }
+
+  /** A draw from `random`, forced into [0, 1) so a bad source cannot break the bounds. */
+  function draw(): number {
+    const r = random();
+    return r >= 0 && r < 1 ? r : r >= 1 ? 1 : 0;
+  }
+
+  function spreadOut(attempt: number, previousMs: number | undefined): number {
+    if (jitter === 'none') return base(attempt);
+    if (jitter === 'full') return draw() * base(attempt);
+    if (jitter === 'equal') {
+      const half = base(attempt) / 2;
+      return half + draw() * half;
+    }
+    if (jitter === 'decorrelated') {
+      // A caller that keeps no state gets the step before as its "previous" delay,
+      // so the schedule still grows; attempt 1 starts from initialMs (AWS's formula).
+      const previous = previousMs ?? (attempt > 1 ? base(attempt - 1) : initialMs);
+      const from = Number.isFinite(previous) ? Math.min(maxMs, Math.max(initialMs, previous)) : initialMs;
+      const upper = Math.min(maxMs, from * DECORRELATED_GROWTH);
+      return initialMs + draw() * (upper - initialMs);
+    }
+    return base(attempt) * (1 + (draw() * (spread ?? 0)) / 100);
+  }
+
+  return function backoffDelay(attempt: number, previousMs?: number): number {
+    // A retry number below 1 (or NaN) is read as the first retry; fractions round down.
+    const n = attempt >= 1 ? Math.floor(attempt) : 1;
+    const delay = Math.round(spreadOut(n, previousMs));
+    // The cap is a real cap: a fractional maxMs must not round up past itself.
+    return Math.max(0, Math.min(delay, Math.floor(maxMs)));
+  };
+}

@@ -1,0 +1,261 @@
+/**
+ * @module
+ * `createGate()`: a start gate for a connect/start operation (an MCP client's
+ * `connect()`, say). After a retryable failure the gate arms for a backoff window, and
+ * every `run()` in that window fails fast with `GateClosedError` without calling the
+ * operation.
+ *
+ * Why: in production an agent re-ran a failing connect on every turn; each turn met a
+ * 429, so the retries became a storm against a server that had asked for quiet. The
+ * fix was a gate that arms only on failures worth waiting out (never on auth or config
+ * errors, which waiting cannot fix) and that honours the server's Retry-After.
+ */
+
+import * as z from 'zod/mini';
+import {
+  type BackoffOptions,
+  backoff,
+  backoffSchema,
+  DEFAULT_FACTOR,
+  DEFAULT_INITIAL_MS,
+  DEFAULT_MAX_MS,
+  type Jitter,
+} from './backoff.ts';
+import { isAbort } from './chain.ts';
+import { GateClosedError, HttpStatusError, NetworkError, TimeoutError } from './errors.ts';
+import { validate } from './options.ts';
+import { MAX_DELAY_MS } from './timing.ts';
+
+/** The gate's name in errors and state, by default. */
+export const DEFAULT_GATE_KEY = 'gate';
+/**
+ * The spread of the gate's windows by default. The rest of the schedule is backoff's
+ * default (500 ms doubling to 32 s), as for the breaker's open time (DESIGN.md §6);
+ * +30% spreads agents restarted together without ever shortening a window.
+ */
+export const DEFAULT_GATE_JITTER: Jitter = '+30%';
+/** The longest window a server's Retry-After may impose, in ms, by default (as `retry()`). */
+export const DEFAULT_MAX_RETRY_AFTER_MS = 60_000;
+
+/** Options for {@link createGate}. */
+export interface GateOptions {
+  /** The gate's name, shown in `GateClosedError` messages. Default `'gate'`. */
+  key?: string | undefined;
+  /**
+   * The window after the n-th consecutive failure is `backoff(schedule)(n)`.
+   * Default `{ initialMs: 500, factor: 2, maxMs: 32_000, jitter: '+30%' }`; fields
+   * given here replace those defaults one by one.
+   */
+  schedule?: BackoffOptions | undefined;
+  /**
+   * The longest window, in ms, a server's requested delay (`HttpStatusError.retryAfterMs`)
+   * may stretch the gate to. Default 60,000: a server asking for an hour should not
+   * silence a client for an hour on its word alone.
+   */
+  maxRetryAfterMs?: number | undefined;
+  /**
+   * Marks other errors as worth waiting out, such as a stdio server process that
+   * exits at once. Asked only about errors the gate does not classify itself: not about
+   * `HttpStatusError` (its `retryable` decides), and never about user aborts. If it
+   * throws, the error is treated as not a crash loop and passes through unchanged.
+   */
+  isCrashLoop?: ((error: unknown) => boolean) | undefined;
+  /** The clock, epoch ms. Default `Date.now`; inject one in tests. */
+  now?: (() => number) | undefined;
+}
+
+/** A snapshot of a gate, for logs and health checks. */
+export interface GateState {
+  /** Whether `run()` fails fast right now (inside the window, or while a probe runs). */
+  readonly armed: boolean;
+  /** Consecutive retryable failures since the last success or `reset()`. */
+  readonly failures: number;
+  /** Whether the one attempt allowed after a window is in flight. */
+  readonly probing: boolean;
+  /** When the current (or last) window ends; undefined once cleared. */
+  readonly retryAt?: Date;
+  /** The failure that armed the gate last; undefined once cleared. */
+  readonly cause?: unknown;
+}
+
+/** A start gate: see {@link createGate}. */
+export interface Gate {
+  /**
+   * Runs `fn` unless the gate is armed, in which case it rejects with
+   * `GateClosedError` at once and `fn` is not called. `fn`'s own result or error
+   * comes back unchanged.
+   */
+  run<T>(fn: () => Promise<T>): Promise<T>;
+  /** The gate's current state. */
+  state(): GateState;
+  /** Clears the gate: no window, no failures. A probe in flight still reports its outcome. */
+  reset(): void;
+}
+
+const isFunction = (value: unknown): boolean => typeof value === 'function';
+
+const optionsSchema = z.optional(
+  z.strictObject(
+    {
+      key: z.optional(z.string('must be a string').check(z.minLength(1, 'must be a non-empty string'))),
+      schedule: z.optional(backoffSchema),
+      maxRetryAfterMs: z.optional(
+        z
+          .number('must be a finite number of ms')
+          .check(
+            z.minimum(0, 'must be at least 0'),
+            z.maximum(MAX_DELAY_MS, `must be at most ${MAX_DELAY_MS} (2^31 − 1, setTimeout's limit)`),
+          ),
+      ),
+      isCrashLoop: z.optional(z.custom<(error: unknown) => boolean>(isFunction, 'must be a function')),
+      now: z.optional(z.custom<() => number>(isFunction, 'must be a function returning epoch ms')),
+    },
+    'must be an options object',
+  ),
+);
+
+/**
+ * Guards a start/connect operation with a backoff window that arms only on failures
+ * that waiting can fix.
+ *
+ * - Arms on: an `HttpStatusError` with `retryable: true`, a `NetworkError`, a
+ *   `TimeoutError`, or an error `isCrashLoop` accepts. Anything else (auth and other
+ *   non-retryable statuses, `TypeError`s and config errors, user aborts) passes through
+ *   unchanged and leaves the gate as it was.
+ * - The n-th consecutive failure arms it for `schedule(n)` ms, stretched to the
+ *   server's Retry-After when that is longer, up to `maxRetryAfterMs`. A window only
+ *   ever grows: a late failure from a concurrent call never shortens it.
+ * - While armed, `run(fn)` rejects with `GateClosedError` (`key`, `retryAt`, `cause`)
+ *   without calling `fn`.
+ * - After the window, exactly one `run` goes through as a probe (like a breaker's
+ *   half-open state); callers arriving while it is in flight fail fast with
+ *   `GateClosedError` (`retryAt` = now: try again once the probe settles). The probe's
+ *   success clears the gate, its retryable failure arms the next, longer window.
+ * - Any success clears the gate (failures back to 0); so does `reset()`.
+ *
+ * @example
+ * ```ts
+ * import { createGate, GateClosedError } from 'breakwater';
+ *
+ * // `client` and `transport`: your MCP SDK client and its transport.
+ * const gate = createGate({ key: 'mcp:github' });
+ *
+ * async function ensureConnected(): Promise<void> {
+ *   try {
+ *     await gate.run(() => client.connect(transport));
+ *   } catch (error) {
+ *     if (error instanceof GateClosedError) {
+ *       console.warn(`github tools unavailable until ${error.retryAt.toISOString()}`);
+ *       return; // this turn goes on without them; no request was sent
+ *     }
+ *     throw error;
+ *   }
+ * }
+ * ```
+ */
+export function createGate(options?: GateOptions): Gate {
+  const valid = validate(optionsSchema, options, 'createGate()');
+  const key = valid?.key ?? DEFAULT_GATE_KEY;
+  const schedule = backoff(gateSchedule(valid?.schedule));
+  const maxRetryAfterMs = valid?.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
+  const isCrashLoop = valid?.isCrashLoop;
+  const now = valid?.now ?? Date.now;
+
+  let failures = 0;
+  /** The last backoff step used, for decorrelated jitter. */
+  let lastDelayMs: number | undefined;
+  /** Epoch ms when the window ends; undefined when cleared. */
+  let retryAtMs: number | undefined;
+  let cause: unknown;
+  /** The probe in flight, by identity, so a stale probe cannot end a newer one. */
+  let probe: symbol | undefined;
+
+  function arms(error: unknown): boolean {
+    if (isAbort(error, undefined)) return false;
+    if (error instanceof HttpStatusError) return error.retryable;
+    if (error instanceof NetworkError || error instanceof TimeoutError) return true;
+    try {
+      return isCrashLoop?.(error) === true;
+    } catch {
+      // A broken predicate must not replace the caller's error with its own.
+      return false;
+    }
+  }
+
+  function arm(error: unknown): void {
+    failures += 1;
+    const backoffMs = schedule(failures, lastDelayMs);
+    lastDelayMs = backoffMs;
+    const serverMs = error instanceof HttpStatusError ? error.retryAfterMs : undefined;
+    // The server's delay may lengthen the window, never shorten it, and only up to the
+    // cap: a Retry-After of a day must not silence the client for a day.
+    const windowMs = Math.max(backoffMs, Math.min(serverMs ?? 0, maxRetryAfterMs));
+    retryAtMs = Math.max(retryAtMs ?? 0, now() + windowMs);
+    cause = error;
+  }
+
+  function clear(): void {
+    failures = 0;
+    lastDelayMs = undefined;
+    retryAtMs = undefined;
+    cause = undefined;
+  }
+
+  function closed(at: number, time: number): GateClosedError {
+    return new GateClosedError({ key, retryAt: new Date(at), cause, now: time });
+  }
+
+  async function attempt<T>(fn: () => Promise<T>, mine: symbol | undefined): Promise<T> {
+    try {
+      const result = await fn();
+      clear();
+      return result;
+    } catch (error) {
+      if (arms(error)) arm(error);
+      throw error;
+    } finally {
+      if (mine !== undefined && probe === mine) probe = undefined;
+    }
+  }
+
+  return {
+    run<T>(fn: () => Promise<T>): Promise<T> {
+      if (retryAtMs === undefined) return attempt(fn, undefined);
+      const time = now();
+      if (time < retryAtMs) return Promise.reject(closed(retryAtMs, time));
+      // The window has passed: one probe goes through, everyone else waits for its verdict.
+      if (probe !== undefined) return Promise.reject(closed(time, time));
+      const mine = Symbol('probe');
+      probe = mine;
+      return attempt(fn, mine);
+    },
+    state(): GateState {
+      const time = now();
+      const base = {
+        armed: probe !== undefined || (retryAtMs !== undefined && time < retryAtMs),
+        failures,
+        probing: probe !== undefined,
+      };
+      return retryAtMs === undefined ? base : { ...base, retryAt: new Date(retryAtMs), cause };
+    },
+    reset(): void {
+      clear();
+      probe = undefined;
+    },
+  };
+}
+
+/**
+ * The user's schedule over the gate's defaults, field by field (an undefined field
+ * keeps its default). As in `backoff()`, an `initialMs` above the default cap raises
+ * the cap with it when `maxMs` is not given.
+ */
+function gateSchedule(given: BackoffOptions | undefined): BackoffOptions {
+  const initialMs = given?.initialMs ?? DEFAULT_INITIAL_MS;
+  return {
+    initialMs,
+    factor: given?.factor ?? DEFAULT_FACTOR,
+    maxMs: given?.maxMs ?? Math.max(DEFAULT_MAX_MS, initialMs),
+    jitter: given?.jitter ?? DEFAULT_GATE_JITTER,
+  };
+}

@@ -1,0 +1,463 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import {
+  BreakwaterError,
+  CircuitOpenError,
+  GateClosedError,
+  HttpStatusError,
+  NetworkError,
+  RetryAfterTooLongError,
+  requestInfo,
+  TimeoutError,
+} from '../src/errors.ts';
+
+// Every date-dependent test uses this instant: 2026-11-29T17:03:12Z is the retry time.
+const RETRY_AT = new Date('2026-11-29T17:03:12.000Z');
+const NOW = RETRY_AT.getTime() - 4_200;
+
+/** A request whose URL carries credentials in every place a URL can. */
+const INFO = requestInfo(
+  'openai',
+  'post',
+  'https://user:hunter2-pw@api.example.com/v1/chat?api_key=sk-live-123#frag',
+);
+const REDACTED_URL = 'https://api.example.com/v1/chat?api_key=[redacted]';
+
+/** One instance of every error class, built with a request where the class takes one. */
+function everyError(cause?: unknown): BreakwaterError[] {
+  const c = cause === undefined ? {} : { cause };
+  return [
+    new BreakwaterError('something broke', 'SOMETHING', { ...c, request: INFO }),
+    new HttpStatusError({ status: 503, statusText: 'Service Unavailable', request: INFO, ...c }),
+    new NetworkError({ code: 'ECONNREFUSED', phase: 'connect', sent: 'no', request: INFO, ...c }),
+    new TimeoutError({ scope: 'attempt', ms: 5_000, request: INFO, ...c }),
+    new CircuitOpenError({
+      key: 'openai',
+      retryAt: RETRY_AT,
+      reason: 'after 5 consecutive failures',
+      now: NOW,
+      ...c,
+    }),
+    new GateClosedError({ key: 'openai', retryAt: RETRY_AT, now: NOW, ...c }),
+    new RetryAfterTooLongError({ retryAfterMs: 120_000, limitMs: 60_000, request: INFO, now: NOW, ...c }),
+  ];
+}
+
+// --- the hierarchy ---
+
+test('every error class extends BreakwaterError and Error', () => {
+  for (const error of everyError()) {
+    assert.ok(error instanceof BreakwaterError, error.name);
+    assert.ok(error instanceof Error, error.name);
+  }
+});
+
+test('every error’s name is its class name', () => {
+  assert.deepEqual(
+    everyError().map((error) => error.name),
+    [
+      'BreakwaterError',
+      'HttpStatusError',
+      'NetworkError',
+      'TimeoutError',
+      'CircuitOpenError',
+      'GateClosedError',
+      'RetryAfterTooLongError',
+    ],
+  );
+  for (const error of everyError()) assert.equal(error.name, error.constructor.name);
+});
+
+test('every error class has its stable code', () => {
+  assert.deepEqual(
+    everyError().map((error) => error.code),
+    [
+      'SOMETHING',
+      'HTTP_STATUS',
+      'ECONNREFUSED',
+      'TIMEOUT',
+      'CIRCUIT_OPEN',
+      'GATE_CLOSED',
+      'RETRY_AFTER_TOO_LONG',
+    ],
+  );
+});
+
+test('a NetworkError’s code is the normalised network code it was given', () => {
+  for (const code of ['ECONNREFUSED', 'ENOTFOUND', 'ECONNRESET', 'ETIMEDOUT', 'TLS', 'EPIPE']) {
+    assert.equal(new NetworkError({ code, phase: 'send', sent: 'maybe' }).code, code);
+  }
+});
+
+test('every error keeps its cause as is', () => {
+  const cause = new TypeError('fetch failed');
+  for (const error of everyError(cause)) assert.equal(error.cause, cause, error.name);
+});
+
+test('an error built without a cause has no cause', () => {
+  for (const error of everyError()) {
+    assert.equal(error.cause, undefined, error.name);
+    assert.equal(Object.hasOwn(error, 'cause'), false, error.name);
+  }
+});
+
+test('an error has a stack trace that starts with its name', () => {
+  const error = new HttpStatusError({ status: 500 });
+  assert.equal(typeof error.stack, 'string');
+  assert.ok(error.stack?.includes('HttpStatusError'), error.stack);
+});
+
+// --- requestInfo ---
+
+test('requestInfo upper-cases the method and redacts the URL', () => {
+  assert.deepEqual(INFO, { key: 'openai', method: 'POST', url: REDACTED_URL });
+});
+
+test('requestInfo accepts a URL object', () => {
+  assert.equal(
+    requestInfo('k', 'get', new URL('http://a:b@example.com/x?q=1')).url,
+    'http://example.com/x?q=[redacted]',
+  );
+});
+
+// --- messages ---
+
+test('messages of errors about a request name the key, the method and the redacted URL', () => {
+  for (const error of everyError()) {
+    // The base class takes its message as written; circuits and gates are about a key, not a request.
+    if (error.constructor === BreakwaterError) continue;
+    if (error instanceof CircuitOpenError || error instanceof GateClosedError) continue;
+    assert.ok(error.message.includes('"openai"'), `${error.name}: ${error.message}`);
+    assert.ok(error.message.includes('POST'), `${error.name}: ${error.message}`);
+    assert.ok(error.message.includes(REDACTED_URL), `${error.name}: ${error.message}`);
+  }
+});
+
+test('messages never contain URL userinfo, query values or the fragment', () => {
+  for (const error of everyError()) {
+    for (const secret of ['hunter2-pw', 'user:', 'sk-live-123', 'frag']) {
+      assert.equal(error.message.includes(secret), false, `${error.name} shows ${secret}: ${error.message}`);
+    }
+  }
+});
+
+test('an HttpStatusError message has the status, the server’s message and its requested wait', () => {
+  const error = new HttpStatusError({
+    status: 429,
+    statusText: 'Too Many Requests',
+    serverMessage: 'Rate limit reached for requests',
+    retryAfterMs: 7_000,
+    request: INFO,
+  });
+  assert.equal(
+    error.message,
+    `POST ${REDACTED_URL} (server "openai") failed with HTTP 429 Too Many Requests: ` +
+      'Rate limit reached for requests; server asked to retry after 7000 ms',
+  );
+});
+
+test('an HttpStatusError with only a status says so plainly', () => {
+  assert.equal(new HttpStatusError({ status: 500 }).message, 'request failed with HTTP 500');
+});
+
+test('a NetworkError message has the code, the phase and whether it was sent', () => {
+  const notSent = new NetworkError({ code: 'ECONNREFUSED', phase: 'connect', sent: 'no', request: INFO });
+  assert.equal(
+    notSent.message,
+    `POST ${REDACTED_URL} (server "openai") failed: network error ECONNREFUSED during connect (the request was not sent)`,
+  );
+  const maybe = new NetworkError({ code: 'ECONNRESET', phase: 'send', sent: 'maybe' });
+  assert.equal(
+    maybe.message,
+    'request failed: network error ECONNRESET during send (the request may have reached the server)',
+  );
+});
+
+test('a TimeoutError message has the scope and the deadline', () => {
+  const error = new TimeoutError({ scope: 'total', ms: 120_000, request: INFO });
+  assert.equal(
+    error.message,
+    `POST ${REDACTED_URL} (server "openai") timed out: total deadline of 120000 ms passed`,
+  );
+  assert.equal(error.scope, 'total');
+  assert.equal(error.ms, 120_000);
+});
+
+test('a CircuitOpenError message says why, when and how long until the next attempt', () => {
+  const error = new CircuitOpenError({
+    key: 'github-mcp',
+    retryAt: RETRY_AT,
+    reason: 'after 5 consecutive failures (last: HTTP 503 Service Unavailable)',
+    now: NOW,
+  });
+  assert.equal(
+    error.message,
+    'circuit "github-mcp" is open after 5 consecutive failures (last: HTTP 503 Service Unavailable); ' +
+      'next attempt at 2026-11-29T17:03:12.000Z (in 4.2 s)',
+  );
+  assert.equal(error.key, 'github-mcp');
+  assert.equal(error.retryAt, RETRY_AT);
+});
+
+test('a CircuitOpenError whose retryAt has passed says "in 0.0 s", never a negative wait', () => {
+  const error = new CircuitOpenError({ key: 'k', retryAt: RETRY_AT, reason: 'paced', now: NOW + 60_000 });
+  assert.ok(error.message.endsWith('(in 0.0 s)'), error.message);
+});
+
+test('a GateClosedError message names the gate, the last failure and the next attempt', () => {
+  const error = new GateClosedError({
+    key: 'mcp-start',
+    retryAt: RETRY_AT,
+    now: NOW,
+    cause: new Error('connect refused'),
+  });
+  assert.equal(
+    error.message,
+    'start gate "mcp-start" is closed after: connect refused; next attempt at 2026-11-29T17:03:12.000Z (in 4.2 s)',
+  );
+});
+
+test('a GateClosedError message redacts URLs in its cause’s message', () => {
+  const cause = new Error(
+    'Failed to fetch Agent Card from https://u:pw-123@agent.example/card.json?token=tk-456: 503',
+  );
+  const error = new GateClosedError({ key: 'a2a', retryAt: RETRY_AT, now: NOW, cause });
+  assert.ok(error.message.includes('https://agent.example/card.json?token=[redacted]: 503'), error.message);
+  assert.equal(error.message.includes('tk-456'), false);
+  assert.equal(error.message.includes('pw-123'), false);
+});
+
+test('a RetryAfterTooLongError names the wait and the limit, and sets retryAt from now', () => {
+  const error = new RetryAfterTooLongError({
+    retryAfterMs: 120_000,
+    limitMs: 60_000,
+    request: INFO,
+    now: NOW,
+  });
+  assert.equal(
+    error.message,
+    `POST ${REDACTED_URL} (server "openai"): server asked to wait 120000 ms, longer than the 60000 ms allowed; not waiting`,
+  );
+  assert.equal(error.retryAfterMs, 120_000);
+  assert.equal(error.retryAt.getTime(), NOW + 120_000);
+});
+
+// --- fields ---
+
+test('a BreakwaterError keeps its message as written and its request, redacted', () => {
+  const error = new BreakwaterError('middleware "auth" threw: kaboom', 'MIDDLEWARE_FAILED', {
+    request: INFO,
+  });
+  assert.equal(error.message, 'middleware "auth" threw: kaboom');
+  assert.equal(error.code, 'MIDDLEWARE_FAILED');
+  assert.deepEqual(error.request, { key: 'openai', method: 'POST', url: REDACTED_URL });
+});
+
+test('an HttpStatusError keeps its fields, with defaults for the ones not given', () => {
+  const full = new HttpStatusError({
+    status: 503,
+    statusText: 'Service Unavailable',
+    retryable: true,
+    retryAfterMs: 2_000,
+    body: '{"error":{"message":"overloaded"}}',
+    serverMessage: 'overloaded',
+  });
+  assert.equal(full.status, 503);
+  assert.equal(full.statusText, 'Service Unavailable');
+  assert.equal(full.retryable, true);
+  assert.equal(full.retryAfterMs, 2_000);
+  assert.equal(full.body, '{"error":{"message":"overloaded"}}');
+  assert.equal(full.serverMessage, 'overloaded');
+  const bare = new HttpStatusError({ status: 404 });
+  assert.equal(bare.statusText, '');
+  assert.equal(bare.retryable, false);
+  assert.equal(bare.retryAfterMs, undefined);
+  assert.equal(bare.body, '');
+  assert.equal(bare.serverMessage, undefined);
+  assert.deepEqual(bare.headers, {});
+  assert.equal(bare.request, undefined);
+});
+
+test('a NetworkError keeps its phase and sent state', () => {
+  const error = new NetworkError({ code: 'ECONNRESET', phase: 'response', sent: 'maybe' });
+  assert.equal(error.phase, 'response');
+  assert.equal(error.sent, 'maybe');
+});
+
+test('HttpStatusError.headers keeps only the allowlisted headers, frozen', () => {
+  const error = new HttpStatusError({
+    status: 429,
+    headers: new Headers({
+      authorization: 'Bearer sk-secret-1',
+      'proxy-authorization': 'Basic c2VjcmV0',
+      cookie: 'session=secret-2',
+      'set-cookie': 'session=secret-3; HttpOnly',
+      'x-api-key': 'secret-4',
+      'api-key': 'secret-5',
+      'x-internal-token': 'secret-6',
+      'content-type': 'application/json',
+      'retry-after': '7',
+      'x-should-retry': 'true',
+      'x-request-id': 'req_1',
+      'x-ratelimit-remaining-requests': '0',
+      'anthropic-ratelimit-tokens-reset': '2026-11-29T17:03:12Z',
+      ratelimit: '"default";r=0;t=7',
+    }),
+  });
+  assert.deepEqual(error.headers, {
+    'anthropic-ratelimit-tokens-reset': '2026-11-29T17:03:12Z',
+    'content-type': 'application/json',
+    ratelimit: '"default";r=0;t=7',
+    'retry-after': '7',
+    'x-ratelimit-remaining-requests': '0',
+    'x-request-id': 'req_1',
+    'x-should-retry': 'true',
+  });
+  assert.ok(Object.isFrozen(error.headers));
+});
+
+// --- toJSON ---
+
+test('JSON.stringify(HttpStatusError) shows name, code, message, request and every field', () => {
+  const error = new HttpStatusError({
+    status: 503,
+    statusText: 'Service Unavailable',
+    retryable: true,
+    retryAfterMs: 7_000,
+    body: '{"error":{"message":"overloaded"}}',
+    serverMessage: 'overloaded',
+    headers: new Headers({ 'retry-after': '7', authorization: 'Bearer sk-secret' }),
+    request: INFO,
+    cause: new Error('SSE stream disconnected'),
+  });
+  assert.deepEqual(JSON.parse(JSON.stringify(error)), {
+    name: 'HttpStatusError',
+    code: 'HTTP_STATUS',
+    message: error.message,
+    request: { key: 'openai', method: 'POST', url: REDACTED_URL },
+    status: 503,
+    statusText: 'Service Unavailable',
+    retryable: true,
+    retryAfterMs: 7_000,
+    body: '{"error":{"message":"overloaded"}}',
+    serverMessage: 'overloaded',
+    headers: { 'retry-after': '7' },
+    cause: { name: 'Error', message: 'SSE stream disconnected' },
+  });
+});
+
+test('toJSON leaves out fields that are undefined', () => {
+  assert.deepEqual(new HttpStatusError({ status: 404 }).toJSON(), {
+    name: 'HttpStatusError',
+    code: 'HTTP_STATUS',
+    message: 'request failed with HTTP 404',
+    status: 404,
+    statusText: '',
+    retryable: false,
+    body: '',
+    headers: {},
+  });
+});
+
+test('JSON.stringify(NetworkError) shows its code, phase, sent state and request', () => {
+  const error = new NetworkError({ code: 'ECONNRESET', phase: 'send', sent: 'maybe', request: INFO });
+  assert.deepEqual(JSON.parse(JSON.stringify(error)), {
+    name: 'NetworkError',
+    code: 'ECONNRESET',
+    message: error.message,
+    request: { key: 'openai', method: 'POST', url: REDACTED_URL },
+    phase: 'send',
+    sent: 'maybe',
+  });
+});
+
+test('JSON.stringify(TimeoutError) shows its scope and deadline', () => {
+  const error = new TimeoutError({ scope: 'attempt', ms: 5_000 });
+  assert.deepEqual(JSON.parse(JSON.stringify(error)), {
+    name: 'TimeoutError',
+    code: 'TIMEOUT',
+    message: error.message,
+    scope: 'attempt',
+    ms: 5_000,
+  });
+});
+
+test('JSON.stringify(CircuitOpenError) shows key and retryAt as an ISO date', () => {
+  const error = new CircuitOpenError({ key: 'github-mcp', retryAt: RETRY_AT, reason: 'paced', now: NOW });
+  assert.deepEqual(JSON.parse(JSON.stringify(error)), {
+    name: 'CircuitOpenError',
+    code: 'CIRCUIT_OPEN',
+    message: error.message,
+    key: 'github-mcp',
+    retryAt: '2026-11-29T17:03:12.000Z',
+  });
+});
+
+test('JSON.stringify(GateClosedError) shows key, retryAt and the cause summarised', () => {
+  const error = new GateClosedError({
+    key: 'mcp',
+    retryAt: RETRY_AT,
+    now: NOW,
+    cause: new TypeError('fetch failed'),
+  });
+  assert.deepEqual(JSON.parse(JSON.stringify(error)), {
+    name: 'GateClosedError',
+    code: 'GATE_CLOSED',
+    message: error.message,
+    key: 'mcp',
+    retryAt: '2026-11-29T17:03:12.000Z',
+    cause: { name: 'TypeError', message: 'fetch failed' },
+  });
+});
+
+test('JSON.stringify(RetryAfterTooLongError) shows the wait and retryAt', () => {
+  const error = new RetryAfterTooLongError({ retryAfterMs: 90_000, limitMs: 60_000, now: NOW });
+  assert.deepEqual(JSON.parse(JSON.stringify(error)), {
+    name: 'RetryAfterTooLongError',
+    code: 'RETRY_AFTER_TOO_LONG',
+    message: error.message,
+    retryAfterMs: 90_000,
+    retryAt: new Date(NOW + 90_000).toISOString(),
+  });
+});
+
+test('toJSON summarises the cause by name and message only, dropping its other fields', () => {
+  const cause = Object.assign(new Error('Error POSTing to endpoint (HTTP 503)'), {
+    headers: { authorization: 'Bearer sk-cause-secret' },
+    request: { url: 'https://api.example.com/?key=cause-secret' },
+  });
+  const json = JSON.stringify(new HttpStatusError({ status: 503, cause }));
+  assert.equal(json.includes('cause-secret'), false, json);
+  assert.deepEqual(JSON.parse(json).cause, {
+    name: 'Error',
+    message: 'Error POSTing to endpoint (HTTP 503)',
+  });
+});
+
+test('toJSON redacts URLs in the cause’s message (Deno and SDKs put the request URL there)', () => {
+  const cause = new TypeError(
+    'error sending request for url (http://u:pw-789@127.0.0.1:8080/mcp?token=tk-789): client error (Connect)',
+  );
+  const json = JSON.stringify(
+    new NetworkError({ code: 'ECONNREFUSED', phase: 'connect', sent: 'no', cause }),
+  );
+  assert.equal(json.includes('tk-789'), false, json);
+  assert.equal(json.includes('pw-789'), false, json);
+  assert.equal(
+    JSON.parse(json).cause.message,
+    'error sending request for url (http://127.0.0.1:8080/mcp?token=[redacted]): client error (Connect)',
+  );
+});
+
+test('toJSON leaves out a cause that is not an Error', () => {
+  assert.equal('cause' in new TimeoutError({ scope: 'attempt', ms: 1, cause: 'a string' }).toJSON(), false);
+});
+
+test('toJSON never contains URL userinfo or query values', () => {
+  for (const error of everyError(new Error('boom'))) {
+    const json = JSON.stringify(error);
+    for (const secret of ['hunter2-pw', 'sk-live-123', 'frag']) {
+      assert.equal(json.includes(secret), false, `${error.name} shows ${secret}: ${json}`);
+    }
+  }
+});

@@ -1,0 +1,387 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import {
+  BreakwaterError,
+  GateClosedError,
+  HttpStatusError,
+  NetworkError,
+  TimeoutError,
+} from '../src/errors.ts';
+import { createGate, type GateOptions } from '../src/gate.ts';
+
+const START = Date.UTC(2025, 0, 1);
+
+/** A gate on a hand-moved clock with an exact schedule: 500 ms doubling, no jitter. */
+function fixture(options: GateOptions = {}) {
+  const clock = { t: START };
+  const gate = createGate({
+    key: 'mcp:github',
+    schedule: { initialMs: 500, factor: 2, maxMs: 32_000, jitter: 'none' },
+    now: () => clock.t,
+    ...options,
+  });
+  let calls = 0;
+  /** Runs an operation through the gate that fails with `error` (or succeeds when undefined). */
+  const attempt = (error?: unknown): Promise<string> =>
+    gate.run(async () => {
+      calls++;
+      if (error !== undefined) throw error;
+      return 'connected';
+    });
+  return { clock, gate, attempt, calls: () => calls };
+}
+
+const unavailable = (retryAfterMs?: number): HttpStatusError =>
+  new HttpStatusError({
+    status: 503,
+    retryable: true,
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+  });
+const refused = (): NetworkError => new NetworkError({ code: 'ECONNREFUSED', phase: 'connect', sent: 'no' });
+
+/** A promise with its settle functions outside, for holding an operation in flight. */
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  let reject!: (error: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+test('a retryable HttpStatusError arms the gate, and comes back to the caller unchanged', async () => {
+  const { gate, attempt } = fixture();
+  const error = unavailable();
+  await assert.rejects(attempt(error), (e) => e === error);
+  const state = gate.state();
+  assert.equal(state.armed, true);
+  assert.equal(state.failures, 1);
+  assert.equal(state.retryAt?.getTime(), START + 500);
+  assert.equal(state.cause, error);
+});
+
+test('while armed, run rejects with GateClosedError and does not call fn', async () => {
+  const { clock, attempt, calls } = fixture();
+  await assert.rejects(attempt(unavailable()), HttpStatusError);
+  assert.equal(calls(), 1);
+  clock.t += 499;
+  await assert.rejects(attempt(), GateClosedError);
+  await assert.rejects(attempt(), GateClosedError);
+  assert.equal(calls(), 1, 'fn was not called inside the window');
+});
+
+test('the GateClosedError carries the key, retryAt and the failure that armed the gate', async () => {
+  const { clock, attempt } = fixture();
+  const error = unavailable();
+  await assert.rejects(attempt(error));
+  clock.t += 100;
+  await assert.rejects(attempt(), (e: unknown) => {
+    assert.ok(e instanceof GateClosedError);
+    assert.ok(e instanceof BreakwaterError);
+    assert.equal(e.code, 'GATE_CLOSED');
+    assert.equal(e.key, 'mcp:github');
+    assert.equal(e.retryAt.getTime(), START + 500);
+    assert.equal(e.cause, error);
+    assert.match(e.message, /start gate "mcp:github" is closed/);
+    assert.match(e.message, /HTTP 503/);
+    assert.match(e.message, /\(in 0\.4 s\)/);
+    return true;
+  });
+});
+
+test('an auth failure (401, not retryable) never arms the gate', async () => {
+  const { gate, attempt, calls } = fixture();
+  const error = new HttpStatusError({ status: 401, retryable: false });
+  await assert.rejects(attempt(error), (e) => e === error);
+  await assert.rejects(attempt(new HttpStatusError({ status: 403 })), HttpStatusError);
+  await assert.rejects(attempt(error), (e) => e === error);
+  assert.equal(calls(), 3);
+  assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
+});
+
+test('a TypeError (a config or programming error) never arms the gate', async () => {
+  const { gate, attempt, calls } = fixture();
+  const error = new TypeError('invalid URL');
+  await assert.rejects(attempt(error), (e) => e === error);
+  await assert.rejects(attempt(error), (e) => e === error);
+  assert.equal(calls(), 2);
+  assert.equal(gate.state().armed, false);
+});
+
+test('a user abort never arms the gate', async () => {
+  const { gate, attempt, calls } = fixture({ isCrashLoop: () => true });
+  const controller = new AbortController();
+  controller.abort();
+  await assert.rejects(attempt(controller.signal.reason), { name: 'AbortError' });
+  await assert.rejects(attempt(new DOMException('stop', 'AbortError')), { name: 'AbortError' });
+  assert.equal(calls(), 2);
+  assert.equal(gate.state().armed, false);
+  assert.equal(gate.state().failures, 0);
+});
+
+test('a non-arming error leaves an armed gate as it was', async () => {
+  const { clock, gate, attempt } = fixture();
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  const auth = new HttpStatusError({ status: 401 });
+  await assert.rejects(attempt(auth), (e) => e === auth);
+  const state = gate.state();
+  assert.equal(state.failures, 1);
+  assert.equal(state.retryAt?.getTime(), START + 500);
+  assert.equal(state.armed, false, 'the window has passed; the next run may try');
+});
+
+test('a NetworkError arms the gate', async () => {
+  const { gate, attempt } = fixture();
+  await assert.rejects(attempt(refused()), NetworkError);
+  assert.equal(gate.state().armed, true);
+  assert.equal(gate.state().failures, 1);
+});
+
+test('a TimeoutError arms the gate', async () => {
+  const { gate, attempt } = fixture();
+  await assert.rejects(attempt(new TimeoutError({ scope: 'attempt', ms: 30_000 })), TimeoutError);
+  assert.equal(gate.state().armed, true);
+});
+
+test('an error isCrashLoop accepts arms the gate; others pass through', async () => {
+  const seen: unknown[] = [];
+  const { gate, attempt } = fixture({
+    isCrashLoop: (error) => {
+      seen.push(error);
+      return error instanceof Error && error.message === 'server process exited with code 1';
+    },
+  });
+  await assert.rejects(attempt(new Error('bad tool schema')));
+  assert.equal(gate.state().armed, false);
+  const crash = new Error('server process exited with code 1');
+  await assert.rejects(attempt(crash), (e) => e === crash);
+  assert.equal(gate.state().armed, true);
+  assert.equal(gate.state().cause, crash);
+  assert.equal(seen.length, 2);
+});
+
+test('isCrashLoop is not asked about HTTP statuses: a 401 stays non-arming', async () => {
+  const { gate, attempt } = fixture({ isCrashLoop: () => true });
+  await assert.rejects(attempt(new HttpStatusError({ status: 401 })));
+  assert.equal(gate.state().armed, false);
+});
+
+test('an isCrashLoop that throws does not arm the gate nor replace the error', async () => {
+  const { gate, attempt } = fixture({
+    isCrashLoop: () => {
+      throw new Error('predicate bug');
+    },
+  });
+  const error = new Error('exited');
+  await assert.rejects(attempt(error), (e) => e === error);
+  assert.equal(gate.state().armed, false);
+});
+
+test("a server's Retry-After stretches the window beyond the backoff step", async () => {
+  const { gate, attempt } = fixture();
+  await assert.rejects(attempt(unavailable(5000)));
+  const retryAt = gate.state().retryAt?.getTime() ?? 0;
+  assert.ok(retryAt >= START + 5000, `retryAt ${retryAt - START} ms from now`);
+  assert.equal(retryAt, START + 5000);
+});
+
+test('a Retry-After shorter than the backoff step does not shorten the window', async () => {
+  const { gate, attempt } = fixture();
+  await assert.rejects(attempt(unavailable(100)));
+  assert.equal(gate.state().retryAt?.getTime(), START + 500);
+});
+
+test('a Retry-After is capped at maxRetryAfterMs', async () => {
+  const { gate, attempt } = fixture({ maxRetryAfterMs: 10_000 });
+  await assert.rejects(attempt(unavailable(3_600_000)));
+  assert.equal(gate.state().retryAt?.getTime(), START + 10_000);
+});
+
+test('the default Retry-After cap is 60 s', async () => {
+  const { gate, attempt } = fixture();
+  await assert.rejects(attempt(unavailable(3_600_000)));
+  assert.equal(gate.state().retryAt?.getTime(), START + 60_000);
+});
+
+test('consecutive failures grow the window along the schedule', async () => {
+  const { clock, gate, attempt } = fixture();
+  const windows: number[] = [];
+  for (let n = 1; n <= 4; n++) {
+    await assert.rejects(attempt(unavailable()), HttpStatusError);
+    const retryAt = gate.state().retryAt?.getTime() ?? 0;
+    windows.push(retryAt - clock.t);
+    clock.t = retryAt;
+  }
+  assert.deepEqual(windows, [500, 1000, 2000, 4000]);
+  assert.equal(gate.state().failures, 4);
+});
+
+test('a success after the window clears the gate, and the next window starts small again', async () => {
+  const { clock, gate, attempt, calls } = fixture();
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 1000;
+  assert.equal(await attempt(), 'connected');
+  assert.equal(calls(), 3);
+  assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
+  await assert.rejects(attempt(refused()));
+  assert.equal(gate.state().retryAt?.getTime(), clock.t + 500);
+});
+
+test('reset() clears an armed gate at once', async () => {
+  const { gate, attempt, calls } = fixture();
+  await assert.rejects(attempt(unavailable(30_000)));
+  gate.reset();
+  assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
+  assert.equal(await attempt(), 'connected');
+  assert.equal(calls(), 2);
+});
+
+test('after the window one probe runs; concurrent callers fail fast until it settles', async () => {
+  const { clock, gate, attempt } = fixture();
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  const held = deferred<string>();
+  let probes = 0;
+  const probe = gate.run(() => {
+    probes++;
+    return held.promise;
+  });
+  assert.equal(gate.state().probing, true);
+  assert.equal(gate.state().armed, true);
+  let others = 0;
+  await assert.rejects(
+    gate.run(async () => {
+      others++;
+    }),
+    (e: unknown) => e instanceof GateClosedError && e.retryAt.getTime() === clock.t,
+  );
+  assert.equal(others, 0, 'a concurrent caller was not let through');
+  held.resolve('connected');
+  assert.equal(await probe, 'connected');
+  assert.equal(probes, 1);
+  assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
+  assert.equal(await attempt(), 'connected');
+});
+
+test('a failed probe arms the next, longer window', async () => {
+  const { clock, gate, attempt } = fixture();
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  await assert.rejects(attempt(refused()), NetworkError);
+  assert.equal(gate.state().probing, false);
+  assert.equal(gate.state().failures, 2);
+  assert.equal(gate.state().retryAt?.getTime(), clock.t + 1000);
+});
+
+test('a probe that fails without arming lets the next caller probe again', async () => {
+  const { clock, gate, attempt, calls } = fixture();
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  await assert.rejects(attempt(new TypeError('bad config')), TypeError);
+  assert.equal(gate.state().probing, false);
+  assert.equal(await attempt(), 'connected');
+  assert.equal(calls(), 3);
+});
+
+test('without a window, concurrent runs all go through; a late failure never shortens the window', async () => {
+  const { gate } = fixture();
+  const first = deferred<string>();
+  const second = deferred<string>();
+  const a = gate.run(() => first.promise);
+  const b = gate.run(() => second.promise);
+  first.reject(unavailable(5000));
+  await assert.rejects(a, HttpStatusError);
+  second.reject(unavailable());
+  await assert.rejects(b, HttpStatusError);
+  assert.equal(gate.state().failures, 2);
+  assert.equal(gate.state().retryAt?.getTime(), START + 5000, 'not cut to the 1000 ms step');
+});
+
+test('a success clears the gate even if a concurrent call armed it meanwhile', async () => {
+  const { gate } = fixture();
+  const slow = deferred<string>();
+  const ok = gate.run(() => slow.promise);
+  await assert.rejects(
+    gate.run(async () => {
+      throw unavailable();
+    }),
+  );
+  assert.equal(gate.state().armed, true);
+  slow.resolve('connected');
+  assert.equal(await ok, 'connected');
+  assert.equal(gate.state().armed, false);
+});
+
+test('a reset during a probe lets callers through, and the old probe cannot end a new one', async () => {
+  const { clock, gate, attempt } = fixture();
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  const old = deferred<string>();
+  const oldProbe = gate.run(() => old.promise);
+  gate.reset();
+  assert.equal(await attempt(), 'connected');
+  old.resolve('late');
+  assert.equal(await oldProbe, 'late');
+  assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
+});
+
+test('fn throwing synchronously is a rejection, not a throw from run', async () => {
+  const { gate } = fixture();
+  const error = refused();
+  const result = gate.run(() => {
+    throw error;
+  });
+  await assert.rejects(result, (e) => e === error);
+  assert.equal(gate.state().armed, true);
+});
+
+test('the defaults: key "gate", 500 ms first window with up to +30% spread, real clock', async () => {
+  const gate = createGate();
+  const before = Date.now();
+  await assert.rejects(
+    gate.run(async () => {
+      throw unavailable();
+    }),
+  );
+  const after = Date.now();
+  const retryAt = gate.state().retryAt?.getTime() ?? 0;
+  assert.ok(retryAt >= before + 500 && retryAt <= after + 650, `window ${retryAt - before} ms`);
+  await assert.rejects(
+    gate.run(async () => 1),
+    /start gate "gate" is closed/,
+  );
+});
+
+test('bad createGate options are one TypeError naming every path and value', () => {
+  assert.throws(
+    () =>
+      createGate({
+        key: '',
+        maxRetryAfterMs: -1,
+        schedule: { factor: 0, jitter: 'often' as never },
+        now: 5 as never,
+      }),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /createGate\(\)\.key: .*\(got ""\)/);
+      assert.match(error.message, /createGate\(\)\.maxRetryAfterMs: .*\(got -1\)/);
+      assert.match(error.message, /createGate\(\)\.schedule\.factor: .*\(got 0\)/);
+      assert.match(error.message, /createGate\(\)\.schedule\.jitter: .*\(got "often"\)/);
+      assert.match(error.message, /createGate\(\)\.now: must be a function/);
+      return true;
+    },
+  );
+  assert.throws(() => createGate({ isCrashloop: () => true } as never), /unknown option "isCrashloop"/);
+  assert.throws(() => createGate({ isCrashLoop: true } as never), /createGate\(\)\.isCrashLoop/);
+});
+
+test('a schedule initialMs above the default cap raises the cap rather than failing', async () => {
+  const clock = { t: START };
+  const gate = createGate({ schedule: { initialMs: 45_000, jitter: 'none' }, now: () => clock.t });
+  await assert.rejects(gate.run(() => Promise.reject(refused())));
+  assert.equal(gate.state().retryAt?.getTime(), START + 45_000);
+});

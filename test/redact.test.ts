@@ -1,0 +1,322 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import fc from 'fast-check';
+import { captureStatus } from '../src/capture.ts';
+import { createFetch } from '../src/chain.ts';
+import { HttpStatusError } from '../src/errors.ts';
+import type { BreakwaterEvent } from '../src/events.ts';
+import { isSafeHeader, REDACTED, redactText, redactUrl, SECRET_HEADERS, safeHeaders } from '../src/redact.ts';
+import { throwOnStatus } from '../src/status.ts';
+import { withServer } from './helpers/server.ts';
+
+const UNPARSEABLE = '(unparseable URL)';
+
+/**
+ * A marker no innocent text contains. Every generated secret starts with it, so a
+ * secret can never collide with a status text, a port or a timestamp.
+ */
+const MARK = 'bwS3cr3t';
+
+/** Token-like secrets (API keys, bearer tokens): 12 to 64 characters after the marker. */
+const tokenSecret = fc.stringMatching(/^[A-Za-z0-9._~+/-]{12,64}$/).map((s) => `${MARK}${s}`);
+
+/** Any visible ASCII (a valid header value), quotes and backslashes included. */
+const visibleSecret = fc
+  .string({
+    unit: fc.integer({ min: 0x21, max: 0x7e }).map((code) => String.fromCharCode(code)),
+    minLength: 12,
+    maxLength: 64,
+  })
+  .map((s) => `${MARK}${s}`);
+
+/** Secrets that go into a URL as they are: RFC 3986 unreserved characters only. */
+const urlSecret = fc.stringMatching(/^[A-Za-z0-9._~-]{12,64}$/).map((s) => `${MARK}${s}`);
+
+/** Whether `text` shows `secret`, as is or as JSON escapes it (`"` and `\`). */
+function shows(text: string, secret: string): boolean {
+  return text.includes(secret) || text.includes(JSON.stringify(secret).slice(1, -1));
+}
+
+// --- redactUrl ---
+
+test('redactUrl drops the userinfo', () => {
+  assert.equal(
+    redactUrl('https://user:pass-123@api.example.com/v1/models'),
+    'https://api.example.com/v1/models',
+  );
+  assert.equal(redactUrl('https://only-user@api.example.com/'), 'https://api.example.com/');
+});
+
+test('redactUrl keeps query parameter names and redacts their values', () => {
+  assert.equal(
+    redactUrl('https://api.example.com/v1/x?api_key=sk-123&model=gpt&empty='),
+    `https://api.example.com/v1/x?api_key=${REDACTED}&model=${REDACTED}&empty=${REDACTED}`,
+  );
+});
+
+test('redactUrl keeps every repeated query parameter, each redacted', () => {
+  assert.equal(redactUrl('http://h/p?a=1&a=2'), `http://h/p?a=${REDACTED}&a=${REDACTED}`);
+});
+
+test('redactUrl re-encodes parameter names', () => {
+  assert.equal(redactUrl('http://h/p?a%20b=1&c%26d=2'), `http://h/p?a%20b=${REDACTED}&c%26d=${REDACTED}`);
+});
+
+test('redactUrl drops the fragment', () => {
+  assert.equal(redactUrl('https://h.example/p#access_token=tok-1'), 'https://h.example/p');
+});
+
+test('redactUrl keeps scheme, host, port and path', () => {
+  assert.equal(redactUrl('http://127.0.0.1:8080/mcp/v1'), 'http://127.0.0.1:8080/mcp/v1');
+  assert.equal(redactUrl('https://h.example/'), 'https://h.example/');
+});
+
+test('redactUrl leaves out an empty query', () => {
+  assert.equal(redactUrl('https://h.example/p?'), 'https://h.example/p');
+});
+
+test('redactUrl accepts a URL object', () => {
+  assert.equal(redactUrl(new URL('https://u:p@h.example/p?k=v')), `https://h.example/p?k=${REDACTED}`);
+});
+
+test('redactUrl gives a placeholder for an unparseable URL, never the input', () => {
+  for (const input of ['/v1/x?token=tok-rel-1', 'not a url tok-rel-2', 'http://[::1/?token=tok-rel-3', '']) {
+    assert.equal(redactUrl(input), UNPARSEABLE, input);
+  }
+});
+
+test('redactUrl never shows userinfo, query values or the fragment, for any secret', () => {
+  fc.assert(
+    fc.property(visibleSecret, fc.string({ minLength: 1, maxLength: 8 }), (secret, name) => {
+      const enc = encodeURIComponent(secret);
+      const out = redactUrl(`https://u:${enc}@api.example.com/v1?${encodeURIComponent(name)}=${enc}#${enc}`);
+      assert.equal(out.includes(secret), false, out);
+      assert.equal(out.includes(enc), false, out);
+      assert.ok(out.startsWith('https://api.example.com/v1?'), out);
+    }),
+  );
+});
+
+// --- redactText ---
+
+test('redactText redacts a URL inside a message and keeps the brackets around it', () => {
+  assert.equal(
+    redactText(
+      'error sending request for url (http://u:pw-1@127.0.0.1:8080/mcp?token=tk-1): client error (Connect)',
+    ),
+    `error sending request for url (http://127.0.0.1:8080/mcp?token=${REDACTED}): client error (Connect)`,
+  );
+});
+
+test('redactText redacts every URL in a message', () => {
+  assert.equal(
+    redactText('from https://a.example/?k=1 to https://b.example/x?k=2.'),
+    `from https://a.example/?k=${REDACTED} to https://b.example/x?k=${REDACTED}.`,
+  );
+});
+
+test('redactText leaves text without URLs as it is', () => {
+  const text = 'connect ECONNREFUSED 127.0.0.1:8080 (token: none)';
+  assert.equal(redactText(text), text);
+});
+
+test('redactText never shows a secret from a URL in the text', () => {
+  fc.assert(
+    fc.property(fc.string(), urlSecret, fc.string(), (before, secret, after) => {
+      const out = redactText(
+        `${before} (https://user:${secret}@h.example/p?t=${secret}#${secret}): ${after}`,
+      );
+      assert.equal(out.includes(secret), false, out);
+    }),
+  );
+});
+
+// --- safeHeaders ---
+
+test('safeHeaders keeps timing, rate-limit, request-id and content headers', () => {
+  const kept = {
+    'content-type': 'application/json',
+    'content-length': '12',
+    date: 'Sun, 29 Nov 2026 17:00:00 GMT',
+    'retry-after': '7',
+    'retry-after-ms': '7000',
+    'x-should-retry': 'true',
+    ratelimit: '"default";r=0;t=7',
+    'ratelimit-policy': '"default";q=100;w=60',
+    'x-ratelimit-reset': '1798563600',
+    'x-ratelimit-remaining-tokens': '0',
+    'anthropic-ratelimit-requests-reset': '2026-11-29T17:00:07Z',
+    'x-request-id': 'req_1',
+    'request-id': 'req_2',
+    'cf-ray': '8a1b2c3d4e5f-AMS',
+    'www-authenticate': 'Bearer resource_metadata="https://h.example/.well-known/oauth-protected-resource"',
+  };
+  assert.deepEqual(safeHeaders(new Headers(kept)), kept);
+});
+
+test('safeHeaders drops every secret header', () => {
+  const headers = new Headers();
+  for (const name of SECRET_HEADERS) headers.set(name, 'secret-value-1');
+  assert.deepEqual(safeHeaders(headers), {});
+});
+
+test('safeHeaders drops headers it does not know (an allowlist, not a denylist)', () => {
+  const headers = new Headers({
+    'x-session-token': 'secret-2',
+    'x-goog-api-key': 'secret-3',
+    'x-custom': 'v',
+  });
+  assert.deepEqual(safeHeaders(headers), {});
+});
+
+test('safeHeaders cuts long values to 256 characters', () => {
+  const out = safeHeaders(new Headers({ 'x-request-id': 'r'.repeat(1_000) }));
+  assert.equal(out['x-request-id'], 'r'.repeat(256));
+});
+
+test('safeHeaders of undefined is an empty object', () => {
+  assert.deepEqual(safeHeaders(undefined), {});
+});
+
+test('isSafeHeader ignores case', () => {
+  assert.equal(isSafeHeader('Retry-After'), true);
+  assert.equal(isSafeHeader('X-RateLimit-Remaining-Requests'), true);
+  assert.equal(isSafeHeader('AUTHORIZATION'), false);
+});
+
+test('SECRET_HEADERS names Authorization, Proxy-Authorization, cookies and API keys, none of them safe', () => {
+  assert.deepEqual([...SECRET_HEADERS].sort(), [
+    'api-key',
+    'authorization',
+    'cookie',
+    'proxy-authorization',
+    'set-cookie',
+    'x-api-key',
+  ]);
+  for (const name of SECRET_HEADERS) assert.equal(isSafeHeader(name), false, name);
+});
+
+// --- end to end: nothing a person sees holds a secret ---
+
+/** Everything of one failed call a person (or a log) might see, as text. */
+function everythingShown(error: unknown, snapshot: unknown, events: readonly BreakwaterEvent[]): string[] {
+  const shown = [String(error), ...events.map((event) => JSON.stringify(event))];
+  if (error instanceof Error) shown.push(error.message, String(error.stack), JSON.stringify(error));
+  // No snapshot when the runtime refused the request before any response.
+  if (snapshot !== undefined) shown.push(JSON.stringify(snapshot));
+  return shown;
+}
+
+test('secret response headers never reach the error, its JSON, the snapshot or the events', async () => {
+  let answer: Record<string, string | string[]> = {};
+  const handler = () => ({
+    status: 503,
+    headers: answer,
+    body: '{"error":{"message":"upstream unavailable"}}',
+  });
+  await withServer(handler, async (server) => {
+    await fc.assert(
+      fc.asyncProperty(fc.oneof(tokenSecret, visibleSecret), async (secret) => {
+        answer = {
+          'content-type': 'application/json',
+          authorization: `Bearer ${secret}`,
+          'proxy-authorization': `Basic ${secret}`,
+          cookie: `session=${secret}`,
+          'set-cookie': [`id=${secret}; Path=/; HttpOnly`, `other=${secret}`],
+          'x-api-key': secret,
+          'api-key': secret,
+        };
+        let received: Headers | undefined;
+        const events: BreakwaterEvent[] = [];
+        const capture = captureStatus();
+        const fetch = createFetch({
+          fetch: async (input, init) => {
+            const response = await globalThis.fetch(input, init);
+            received = response.headers;
+            return response;
+          },
+          use: [throwOnStatus(), capture],
+          onEvent: (event) => events.push(event),
+        });
+        const error = await fetch(`${server.origin}/v1/chat`).catch((thrown: unknown) => thrown);
+        assert.equal(received?.get('x-api-key'), secret, 'the secret reached the client');
+        assert.ok(error instanceof HttpStatusError, String(error));
+        assert.equal(error.serverMessage, 'upstream unavailable');
+        assert.deepEqual(
+          events.map((event) => event.type),
+          ['attempt', 'captured'],
+        );
+        const snapshot = capture.last(server.origin);
+        assert.ok(snapshot !== undefined);
+        for (const text of everythingShown(error, snapshot, events)) {
+          assert.equal(shows(text, secret), false, `secret shown in: ${text}`);
+        }
+      }),
+      { numRuns: 25 },
+    );
+  });
+});
+
+test('URL query values never reach the error, its JSON, the snapshot or the events', async () => {
+  await withServer(
+    () => ({ status: 503, body: 'down' }),
+    async (server) => {
+      await fc.assert(
+        fc.asyncProperty(urlSecret, async (secret) => {
+          const events: BreakwaterEvent[] = [];
+          const capture = captureStatus();
+          const fetch = createFetch({
+            use: [throwOnStatus(), capture],
+            onEvent: (event) => events.push(event),
+          });
+          const before = server.requests.length;
+          const error = await fetch(`${server.origin}/p?token=${secret}&mode=fast`).catch(
+            (thrown: unknown) => thrown,
+          );
+          assert.equal(server.requests[before]?.url, `/p?token=${secret}&mode=fast`, 'the secret was sent');
+          assert.ok(error instanceof HttpStatusError, String(error));
+          assert.equal(error.request?.url, `${server.origin}/p?token=${REDACTED}&mode=${REDACTED}`);
+          const snapshot = capture.last(server.origin);
+          assert.ok(snapshot !== undefined);
+          for (const text of everythingShown(error, snapshot, events)) {
+            assert.equal(shows(text, secret), false, `secret shown in: ${text}`);
+          }
+        }),
+        { numRuns: 25 },
+      );
+    },
+  );
+});
+
+test('URL userinfo and query values never reach what the chain throws, the snapshot or the events', async () => {
+  await withServer(
+    () => ({ status: 503, body: 'down' }),
+    async (server) => {
+      await fc.assert(
+        fc.asyncProperty(urlSecret, async (secret) => {
+          const events: BreakwaterEvent[] = [];
+          const capture = captureStatus();
+          const fetch = createFetch({
+            use: [throwOnStatus(), capture],
+            onEvent: (event) => events.push(event),
+          });
+          const url = `http://user:${secret}@127.0.0.1:${server.port}/p?token=${secret}`;
+          // Deno and Bun send the userinfo as Basic auth (a 503 comes back); Node's fetch
+          // refuses such a URL (Fetch standard). Either way, nothing shown may hold the secret.
+          const thrown = await fetch(url).then(
+            async (res) => {
+              await res.body?.cancel();
+              return assert.fail(`expected a throw, got HTTP ${res.status}`);
+            },
+            (error: unknown) => error,
+          );
+          assert.ok(events.length > 0, 'the call reached the chain');
+          for (const text of everythingShown(thrown, capture.last(server.origin), events)) {
+            assert.equal(shows(text, secret), false, `secret shown in: ${text}`);
+          }
+        }),
+        { numRuns: 10 },
+      );
+    },
+  );
+});

@@ -1,0 +1,324 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { captureStatus } from '../src/capture.ts';
+import { createFetch } from '../src/chain.ts';
+import { HttpStatusError } from '../src/errors.ts';
+import { throwOnStatus, wrapHttpError } from '../src/status.ts';
+import { always, type Behaviour, withServer } from './helpers/server.ts';
+
+const utf8Bytes = (text: string): number => new TextEncoder().encode(text).byteLength;
+
+/** Fetches `path` once from a server answering `behaviour`, through `throwOnStatus()`; returns what was thrown. */
+async function thrownBy(behaviour: Behaviour, path = '/v1/things'): Promise<HttpStatusError> {
+  return withServer(always(behaviour), async (server) => {
+    const fetch = createFetch({ use: [throwOnStatus()] });
+    const error = await fetch(`${server.origin}${path}`).then(
+      async (res) => {
+        await res.body?.cancel();
+        assert.fail(`expected a throw, got HTTP ${res.status}`);
+      },
+      (thrown: unknown) => thrown,
+    );
+    assert.ok(error instanceof HttpStatusError, String(error));
+    return error;
+  });
+}
+
+function jsonError(status: number, body: unknown): Behaviour {
+  return { status, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+}
+
+// --- throwOnStatus(): what passes ---
+
+test('throwOnStatus() passes a 200 response through with its body unread', async () => {
+  await withServer(always({ status: 200, body: 'fine' }), async (server) => {
+    const res = await createFetch({ use: [throwOnStatus()] })(`${server.origin}/ok`);
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), 'fine');
+  });
+});
+
+test('throwOnStatus() passes a 204 response through', async () => {
+  await withServer(always({ status: 204 }), async (server) => {
+    const res = await createFetch({ use: [throwOnStatus()] })(`${server.origin}/ok`);
+    assert.equal(res.status, 204);
+    await res.body?.cancel();
+  });
+});
+
+test('throwOnStatus() passes a 3xx response (manual redirect) through', async () => {
+  await withServer(
+    always({ status: 302, headers: { location: '/elsewhere' }, body: 'moved' }),
+    async (server) => {
+      const res = await createFetch({ use: [throwOnStatus()] })(`${server.origin}/old`, {
+        redirect: 'manual',
+      });
+      assert.equal(res.status, 302);
+      assert.equal(res.headers.get('location'), '/elsewhere');
+      await res.body?.cancel();
+    },
+  );
+});
+
+// --- throwOnStatus(): what throws ---
+
+test('throwOnStatus() throws an HttpStatusError for a 404 with status and statusText', async () => {
+  const error = await thrownBy({ status: 404, body: 'no such thing' });
+  assert.equal(error.status, 404);
+  assert.equal(error.statusText, 'Not Found');
+  assert.equal(error.code, 'HTTP_STATUS');
+  assert.equal(error.retryable, false);
+});
+
+test('throwOnStatus() throws for a 503 with the wait from Retry-After, retryable', async () => {
+  const error = await thrownBy({ status: 503, headers: { 'retry-after': '7' }, body: 'busy' });
+  assert.equal(error.status, 503);
+  assert.equal(error.statusText, 'Service Unavailable');
+  assert.equal(error.retryAfterMs, 7_000);
+  assert.equal(error.retryable, true);
+});
+
+test('throwOnStatus() leaves retryAfterMs undefined when the server asked for no wait', async () => {
+  const error = await thrownBy({ status: 500, body: 'oops' });
+  assert.equal(error.retryAfterMs, undefined);
+});
+
+test('throwOnStatus() honours x-should-retry: false when judging retryable', async () => {
+  const error = await thrownBy({ status: 503, headers: { 'x-should-retry': 'false' } });
+  assert.equal(error.retryable, false);
+});
+
+test('throwOnStatus() errors name the key, the method and the redacted URL', async () => {
+  const error = await thrownBy({ status: 500 }, '/v1/things?api_key=sk-status-secret');
+  assert.equal(error.request?.method, 'GET');
+  assert.ok(error.request?.url.endsWith('/v1/things?api_key=[redacted]'), error.request?.url);
+  assert.ok(error.message.includes('(server "http://127.0.0.1:'), error.message);
+  assert.equal(error.message.includes('sk-status-secret'), false, error.message);
+});
+
+test('throwOnStatus() keeps only the allowlisted response headers on the error', async () => {
+  const error = await thrownBy({
+    status: 429,
+    headers: { 'retry-after': '1', 'x-request-id': 'req_9', 'set-cookie': 'session=s3cr3t-cookie' },
+  });
+  assert.equal(error.headers['retry-after'], '1');
+  assert.equal(error.headers['x-request-id'], 'req_9');
+  assert.equal('set-cookie' in error.headers, false);
+});
+
+// --- serverMessage from JSON error bodies ---
+
+test('serverMessage comes from an OpenAI-style {error:{message}} body', async () => {
+  const error = await thrownBy(
+    jsonError(429, { error: { message: 'Rate limit reached', type: 'requests' } }),
+  );
+  assert.equal(error.serverMessage, 'Rate limit reached');
+  assert.ok(error.message.includes(': Rate limit reached'), error.message);
+});
+
+test('serverMessage comes from an Anthropic-style {type:"error",error:{message}} body', async () => {
+  const error = await thrownBy(
+    jsonError(529, { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }),
+  );
+  assert.equal(error.serverMessage, 'Overloaded');
+});
+
+test('serverMessage comes from an {error:"..."} body', async () => {
+  const error = await thrownBy(jsonError(400, { error: 'invalid_request: missing model' }));
+  assert.equal(error.serverMessage, 'invalid_request: missing model');
+});
+
+test('serverMessage comes from a {message} body', async () => {
+  const error = await thrownBy(jsonError(502, { message: 'upstream connect error' }));
+  assert.equal(error.serverMessage, 'upstream connect error');
+});
+
+test('serverMessage comes from a JSON-RPC {error:{code,message}} body', async () => {
+  const error = await thrownBy(
+    jsonError(500, { jsonrpc: '2.0', id: 1, error: { code: -32603, message: 'Internal error' } }),
+  );
+  assert.equal(error.serverMessage, 'Internal error');
+});
+
+// --- the body snippet ---
+
+test('the error keeps the start of the body on one line, at most 2048 bytes', async () => {
+  const error = await thrownBy({
+    status: 500,
+    body: `line one\nline two\r\n\tline three ${'x'.repeat(5_000)}`,
+  });
+  assert.ok(error.body.startsWith('line one line two line three xxx'), error.body.slice(0, 40));
+  assert.equal(/[\r\n]/.test(error.body), false);
+  assert.ok(utf8Bytes(error.body) <= 2048, `${utf8Bytes(error.body)} bytes`);
+  assert.ok(utf8Bytes(error.body) >= 2000, `${utf8Bytes(error.body)} bytes`);
+});
+
+test('a multi-byte body cut at 2048 bytes stays within 2048 bytes (no half character)', async () => {
+  const error = await thrownBy({ status: 500, body: '€'.repeat(1_000) });
+  assert.ok(utf8Bytes(error.body) <= 2048, `${utf8Bytes(error.body)} bytes`);
+  assert.equal(error.body.includes('\uFFFD'), false);
+  assert.equal(error.body, '€'.repeat(682));
+});
+
+test('a short body is kept whole', async () => {
+  const error = await thrownBy({ status: 500, body: 'database is locked' });
+  assert.equal(error.body, 'database is locked');
+});
+
+test('throwOnStatus() cancels the failure body so the connection is freed', async () => {
+  // 1 MiB: far more than the socket buffers hold, so only a cancel lets the connection go.
+  await withServer(always({ status: 503, body: 'z'.repeat(1024 * 1024) }), async (server) => {
+    let seen: Response | undefined;
+    const fetch = createFetch({
+      fetch: async (input, init) => {
+        seen = await globalThis.fetch(input, init);
+        return seen;
+      },
+      use: [throwOnStatus()],
+    });
+    await assert.rejects(fetch(`${server.origin}/big`), HttpStatusError);
+    assert.ok(seen !== undefined);
+    assert.equal(seen.bodyUsed, true, 'the body was cancelled');
+    await assert.rejects(seen.text(), TypeError);
+  });
+});
+
+test('throwOnStatus() outside captureStatus() reuses its snapshot', async () => {
+  await withServer(always(jsonError(503, { error: { message: 'warming up' } })), async (server) => {
+    const capture = captureStatus();
+    const fetch = createFetch({ use: [throwOnStatus(), capture] });
+    const error = await fetch(`${server.origin}/x`).catch((thrown: unknown) => thrown);
+    assert.ok(error instanceof HttpStatusError);
+    const snapshot = capture.last(server.origin);
+    assert.equal(snapshot?.serverMessage, 'warming up');
+    assert.equal(error.serverMessage, snapshot?.serverMessage);
+    assert.equal(error.body, snapshot?.body);
+  });
+});
+
+// --- throwOnStatus(statuses) ---
+
+test('throwOnStatus([503]) throws for a 503', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const fetch = createFetch({ use: [throwOnStatus([503])] });
+    await assert.rejects(
+      fetch(server.origin),
+      (error) => error instanceof HttpStatusError && error.status === 503,
+    );
+  });
+});
+
+test('throwOnStatus([503]) passes a 500 and a 404 through', async () => {
+  for (const status of [500, 404]) {
+    await withServer(always({ status, body: 'not thrown' }), async (server) => {
+      const res = await createFetch({ use: [throwOnStatus([503])] })(server.origin);
+      assert.equal(res.status, status);
+      assert.equal(await res.text(), 'not thrown');
+    });
+  }
+});
+
+test('throwOnStatus() with a bad statuses argument throws a TypeError naming it', () => {
+  for (const bad of [503, '503', [99], [600], [503.5], [Number.NaN], null, { 503: true }]) {
+    assert.throws(
+      () => throwOnStatus(bad as never),
+      (error) => error instanceof TypeError && error.message.includes('throwOnStatus(statuses)'),
+      `for ${JSON.stringify(bad)}`,
+    );
+  }
+});
+
+test('throwOnStatus() says what is wrong with each bad status', () => {
+  assert.throws(() => throwOnStatus([503, 99, 12.5]), {
+    name: 'TypeError',
+    message:
+      /throwOnStatus\(statuses\)\.1: must be an HTTP status \(100-599\) \(got 99\)[\s\S]*\.2: must be a whole number \(got 12\.5\)/,
+  });
+});
+
+// --- wrapHttpError() ---
+
+test('wrapHttpError() from a Response takes statusText, Retry-After and the safe headers', () => {
+  const response = new Response(null, {
+    status: 429,
+    statusText: 'Too Many Requests',
+    headers: { 'retry-after': '3', authorization: 'Bearer sk-wrap-secret', 'x-request-id': 'req_1' },
+  });
+  const error = wrapHttpError(429, response);
+  assert.equal(error.status, 429);
+  assert.equal(error.statusText, 'Too Many Requests');
+  assert.equal(error.retryAfterMs, 3_000);
+  assert.equal(error.retryable, true);
+  assert.deepEqual(error.headers, { 'retry-after': '3', 'x-request-id': 'req_1' });
+});
+
+test('wrapHttpError() from a Headers reads the wait from its timing headers', () => {
+  const error = wrapHttpError(503, new Headers({ 'retry-after-ms': '1500' }));
+  assert.equal(error.retryAfterMs, 1_500);
+  assert.equal(error.statusText, '');
+  assert.deepEqual(error.headers, { 'retry-after-ms': '1500' });
+});
+
+test('wrapHttpError() from a plain object matches names in any case and joins array values', () => {
+  const error = wrapHttpError(503, { 'Retry-After': '2', 'X-Request-Id': ['a', 'b'], Cookie: 'c=secret' });
+  assert.equal(error.retryAfterMs, 2_000);
+  assert.deepEqual(error.headers, { 'retry-after': '2', 'x-request-id': 'a, b' });
+});
+
+test('wrapHttpError() from [name, value] pairs reads them like headers', () => {
+  const error = wrapHttpError(429, [['retry-after', '4']]);
+  assert.equal(error.retryAfterMs, 4_000);
+});
+
+test('wrapHttpError() skips a malformed header and keeps the others', () => {
+  const error = wrapHttpError(503, { 'bad header name': 'x', 'retry-after': '5', 'x-request-id': 'req_2' });
+  assert.equal(error.retryAfterMs, 5_000);
+  assert.equal(error.headers['x-request-id'], 'req_2');
+});
+
+test('wrapHttpError() from undefined has no wait and no headers', () => {
+  const error = wrapHttpError(502, undefined);
+  assert.equal(error.status, 502);
+  assert.equal(error.retryAfterMs, undefined);
+  assert.deepEqual(error.headers, {});
+  assert.equal(error.message, 'request failed with HTTP 502');
+});
+
+test('wrapHttpError() sets retryable per status', () => {
+  for (const [status, retryable] of [
+    [408, true],
+    [429, true],
+    [500, true],
+    [503, true],
+    [529, true],
+    [400, false],
+    [401, false],
+    [404, false],
+    [501, false],
+    [522, false],
+  ] as const) {
+    assert.equal(wrapHttpError(status, undefined).retryable, retryable, `status ${status}`);
+  }
+});
+
+test('wrapHttpError() lets x-should-retry override retryable', () => {
+  assert.equal(wrapHttpError(400, { 'x-should-retry': 'true' }).retryable, true);
+  assert.equal(wrapHttpError(503, { 'x-should-retry': 'false' }).retryable, false);
+});
+
+test('wrapHttpError() keeps the SDK error as cause', () => {
+  const cause = new Error('Failed to fetch Agent Card: 503');
+  const error = wrapHttpError(503, undefined, cause);
+  assert.equal(error.cause, cause);
+  assert.ok(error instanceof HttpStatusError);
+});
+
+test('wrapHttpError() with a bad status throws a TypeError naming it', () => {
+  for (const bad of [99, 600, 503.5, Number.NaN, '503']) {
+    assert.throws(
+      () => wrapHttpError(bad as number, undefined),
+      (error) => error instanceof TypeError && /wrapHttpError\(\): status/.test(error.message),
+      `for ${String(bad)}`,
+    );
+  }
+});
