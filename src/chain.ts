@@ -13,7 +13,7 @@
 
 import * as z from 'zod/mini';
 import { ATTACH, Call, type FetchLike, type KeyOption, type Middleware, type Next } from './call.ts';
-import { BreakwaterError, requestInfo } from './errors.ts';
+import { BreakwaterError, requestSummary } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { normalizeNetworkError } from './network.ts';
 import { validate } from './options.ts';
@@ -119,7 +119,8 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     } catch (error) {
       if (isAbort(error, call.signal)) throw error;
       const typed =
-        normalizeNetworkError(error, requestInfo(call.key, call.method, call.href)) ?? withoutSecrets(error);
+        normalizeNetworkError(error, requestSummary(call.key, call.method, call.href)) ??
+        withoutSecrets(error);
       if (typeof typed === 'object' && typed !== null) passedThrough.add(typed);
       throw typed;
     }
@@ -166,7 +167,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
         throw new BreakwaterError(
           `middleware ${nameOf(current, index)} threw: ${redactText(error instanceof Error ? error.message : String(error))}`,
           'MIDDLEWARE_FAILED',
-          { cause: error, request: requestInfo(call.key, call.method, call.href) },
+          { cause: error, request: requestSummary(call.key, call.method, call.href) },
         );
       }
       if (!isResponse(result)) {

@@ -11,7 +11,7 @@
 import { redactText, redactUrl, safeHeaders } from './redact.ts';
 
 /** Where a request was going: enough to name it in a message, nothing secret. */
-export interface RequestInfo {
+export interface RequestSummary {
   /** The server's name in breakwater (default: the URL's origin). */
   key: string;
   /** HTTP method, upper-case. */
@@ -20,12 +20,12 @@ export interface RequestInfo {
   url: string;
 }
 
-/** Builds a {@link RequestInfo} from raw parts, redacting the URL. */
-export function requestInfo(key: string, method: string, url: string | URL): RequestInfo {
+/** Builds a {@link RequestSummary} from raw parts, redacting the URL. */
+export function requestSummary(key: string, method: string, url: string | URL): RequestSummary {
   return { key, method: method.toUpperCase(), url: redactUrl(url) };
 }
 
-function describe(info: RequestInfo | undefined): string {
+function describe(info: RequestSummary | undefined): string {
   return info ? `${info.method} ${info.url} (server "${info.key}")` : 'request';
 }
 
@@ -34,7 +34,7 @@ export interface BreakwaterErrorOptions {
   /** The failure underneath, if any. */
   cause?: unknown;
   /** The request this error is about, if any. */
-  request?: RequestInfo;
+  request?: RequestSummary;
 }
 
 /** The base of every breakwater error: catch this to catch them all. */
@@ -42,7 +42,7 @@ export class BreakwaterError extends Error {
   /** A stable, machine-readable code (`HTTP_STATUS`, `CIRCUIT_OPEN`, `ECONNREFUSED`, ...). */
   readonly code: string;
   /** The request this error is about, redacted; undefined when not tied to one. */
-  readonly request: RequestInfo | undefined;
+  readonly request: RequestSummary | undefined;
 
   constructor(message: string, code: string, options: BreakwaterErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });

@@ -26,7 +26,7 @@ export type {
   HttpStatusErrorInit,
   NetworkErrorInit,
   NetworkPhase,
-  RequestInfo,
+  RequestSummary,
   SentState,
   TimeoutScope,
 } from './errors.ts';
@@ -45,3 +45,7 @@ export { redactUrl, SECRET_HEADERS } from './redact.ts';
 export { throwOnStatus, wrapHttpError } from './status.ts';
 export type { HeadersLike, RateLimitInfo, RateLimitPolicy, RateLimitStatus } from './timing.ts';
 export { MAX_DELAY_MS, parseRateLimit, retryDelay, shouldRetryHeader } from './timing.ts';
+export type { BackoffOptions, BackoffSchedule, Jitter } from './backoff.ts';
+export { backoff } from './backoff.ts';
+export type { Gate, GateOptions, GateState } from './gate.ts';
+export { createGate } from './gate.ts';

@@ -25,7 +25,7 @@
  * programming errors such as an invalid URL, non-Error throwables).
  */
 
-import { NetworkError, type NetworkPhase, type RequestInfo, type SentState } from './errors.ts';
+import { NetworkError, type NetworkPhase, type RequestSummary, type SentState } from './errors.ts';
 
 /**
  * The normalised codes a {@link NetworkError} from {@link normalizeNetworkError} carries.
@@ -361,7 +361,7 @@ function judge(chain: readonly unknown[]): Verdict | undefined {
  * as they are. A {@link NetworkError} comes back as it is.
  *
  * @param error what `fetch()` rejected with, or what reading the body rejected with.
- * @param request the request, for the error message (see `requestInfo()`).
+ * @param request the request, for the error message (see `requestSummary()`).
  * @param stage `'headers'` (default) while awaiting `fetch()`; `'body'` while reading
  *   the response body: the phase is then `response` and `sent` is `maybe`.
  *
@@ -382,7 +382,7 @@ function judge(chain: readonly unknown[]): Verdict | undefined {
  */
 export function normalizeNetworkError(
   error: unknown,
-  request?: RequestInfo,
+  request?: RequestSummary,
   stage: FetchStage = 'headers',
 ): NetworkError | undefined {
   if (error instanceof NetworkError) return error;

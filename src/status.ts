@@ -12,7 +12,7 @@ import * as z from 'zod/mini';
 import type { Call, Middleware, Next } from './call.ts';
 import { type StatusSnapshot, snapshotFor, takeSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
-import { HttpStatusError, requestInfo } from './errors.ts';
+import { HttpStatusError, requestSummary } from './errors.ts';
 import { validate } from './options.ts';
 import { type HeadersLike, retryDelay } from './timing.ts';
 
@@ -39,7 +39,7 @@ function errorFrom(call: Call, snapshot: StatusSnapshot, headers: Headers): Http
     body: snapshot.body,
     ...(snapshot.serverMessage === undefined ? {} : { serverMessage: snapshot.serverMessage }),
     headers,
-    request: requestInfo(call.key, call.method, call.href),
+    request: requestSummary(call.key, call.method, call.href),
   });
 }
 

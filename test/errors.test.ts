@@ -7,7 +7,7 @@ import {
   HttpStatusError,
   NetworkError,
   RetryAfterTooLongError,
-  requestInfo,
+  requestSummary,
   TimeoutError,
 } from '../src/errors.ts';
 
@@ -16,7 +16,7 @@ const RETRY_AT = new Date('2026-11-29T17:03:12.000Z');
 const NOW = RETRY_AT.getTime() - 4_200;
 
 /** A request whose URL carries credentials in every place a URL can. */
-const INFO = requestInfo(
+const INFO = requestSummary(
   'openai',
   'post',
   'https://user:hunter2-pw@api.example.com/v1/chat?api_key=sk-live-123#frag',
@@ -107,15 +107,15 @@ test('an error has a stack trace that starts with its name', () => {
   assert.ok(error.stack?.includes('HttpStatusError'), error.stack);
 });
 
-// --- requestInfo ---
+// --- requestSummary ---
 
-test('requestInfo upper-cases the method and redacts the URL', () => {
+test('requestSummary upper-cases the method and redacts the URL', () => {
   assert.deepEqual(INFO, { key: 'openai', method: 'POST', url: REDACTED_URL });
 });
 
-test('requestInfo accepts a URL object', () => {
+test('requestSummary accepts a URL object', () => {
   assert.equal(
-    requestInfo('k', 'get', new URL('http://a:b@example.com/x?q=1')).url,
+    requestSummary('k', 'get', new URL('http://a:b@example.com/x?q=1')).url,
     'http://example.com/x?q=[redacted]',
   );
 });

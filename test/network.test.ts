@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { NetworkError, requestInfo } from '../src/errors.ts';
+import { NetworkError, requestSummary } from '../src/errors.ts';
 import { normalizeNetworkError } from '../src/network.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
 
@@ -176,7 +176,7 @@ test('a normalised error names the request, redacted, and keeps the raw error as
   const port = await closedPort();
   const url = `http://user:secret@127.0.0.1:${port}/v1/things?token=abc`;
   const error = await rejection(() => fetch(`http://127.0.0.1:${port}/v1/things?token=abc`));
-  const normalised = normalizeNetworkError(error, requestInfo('local', 'post', url));
+  const normalised = normalizeNetworkError(error, requestSummary('local', 'post', url));
   assert.ok(normalised instanceof NetworkError);
   assert.equal(normalised.cause, error);
   assert.equal(normalised.request?.method, 'POST');
