@@ -104,6 +104,12 @@ export class Call {
    * (MCP read-only methods, tools with `idempotentHint`); see {@link isIdempotent}.
    */
   idempotent = false;
+  /**
+   * When the whole call must have its response headers by, epoch ms; set by
+   * `timeout({ totalMs })`. Retry and pacing read it so they never start a wait
+   * the deadline cannot cover.
+   */
+  deadline: number | undefined = undefined;
   /** A small per-call bag for middleware to share state, kept across attempts. */
   readonly bag: Map<unknown, unknown> = new Map();
   /** Per middleware (by position), the last attempt it passed on: guards against a double `next()`. */
@@ -206,6 +212,11 @@ export class Call {
   /** Whether a resend could not run the operation twice (RFC 9110 §9.2.2, Idempotency-Key, or marked). */
   get isIdempotent(): boolean {
     return this.idempotent || IDEMPOTENT_METHODS.has(this.method) || this.header('idempotency-key') !== null;
+  }
+
+  /** Milliseconds left before {@link deadline} (never negative), or `Infinity` without one. */
+  remainingMs(now: number = Date.now()): number {
+    return this.deadline === undefined ? Number.POSITIVE_INFINITY : Math.max(0, this.deadline - now);
   }
 
   /** Sends an event to the chain's `onEvent`, if any; a throwing listener never breaks the call. */
