@@ -178,7 +178,10 @@ export class Call {
   set signal(signal: AbortSignal | undefined) {
     this.#signal = signal;
     this.#signalSet = true;
-    this.init = { ...this.init, signal: signal ?? null };
+    // Without a signal the key is left out, not set to null: `signal: null` would
+    // drop a Request input's own signal.
+    const { signal: _previous, ...rest } = this.init ?? {};
+    this.init = signal === undefined ? rest : { ...rest, signal };
   }
 
   /** The request body as given (init's, else the `Request`'s stream), if any. */

@@ -46,7 +46,12 @@ export interface Classification {
   kind: OutcomeKind;
   /** Whether the policy would try again (given it is also safe to resend). */
   retryable: boolean;
-  /** Whether sending the same request again cannot run the operation twice. */
+  /**
+   * Whether the server provably did not run it: never sent, rejected before
+   * executing (401/403/407/408/429), or the server says `x-should-retry: true`.
+   */
+  notRun: boolean;
+  /** Whether sending the same request again cannot run the operation twice: `notRun`, or the call is idempotent. */
   safeToResend: boolean;
   /** The server's requested wait, when it said one. */
   retryAfterMs?: number;
@@ -71,6 +76,20 @@ export function isRetryableStatus(
   return override ?? statuses.includes(status);
 }
 
+/** Builds a verdict: safe to resend when the server provably did not run it, or repeating is harmless. */
+function verdict(
+  kind: OutcomeKind,
+  retryable: boolean,
+  notRun: boolean,
+  call: Call | undefined,
+  retryAfterMs?: number,
+): Classification {
+  const safeToResend = notRun || (call?.isIdempotent ?? false);
+  return retryAfterMs === undefined
+    ? { kind, retryable, notRun, safeToResend }
+    : { kind, retryable, notRun, safeToResend, retryAfterMs };
+}
+
 function fromStatus(
   status: number,
   headers: HeadersLike | undefined,
@@ -78,18 +97,15 @@ function fromStatus(
   call: Call | undefined,
   statuses: readonly number[],
 ): Classification {
-  const wait = retryAfterMs === undefined ? {} : { retryAfterMs };
-  if (status < 400) return { kind: 'ok', retryable: false, safeToResend: true };
+  if (status < 400) return { kind: 'ok', retryable: false, notRun: false, safeToResend: true };
   const override = headers === undefined ? undefined : shouldRetryHeader(headers);
   const retryable = override ?? statuses.includes(status);
   // The server saying "retry" is the server saying it did not (or may again) execute it.
-  const safeToResend =
-    override === true || REJECTED_BEFORE_EXECUTION.has(status) || (call?.isIdempotent ?? false);
-  if (status === 401 || status === 407)
-    return { kind: 'auth-recoverable', retryable: false, safeToResend, ...wait };
-  if (status === 403) return { kind: 'auth-user', retryable: false, safeToResend, ...wait };
-  if (status === 429) return { kind: 'rate-limited', retryable, safeToResend, ...wait };
-  return { kind: retryable ? 'transient' : 'fatal', retryable, safeToResend, ...wait };
+  const notRun = override === true || REJECTED_BEFORE_EXECUTION.has(status);
+  if (status === 401 || status === 407) return verdict('auth-recoverable', false, notRun, call, retryAfterMs);
+  if (status === 403) return verdict('auth-user', false, notRun, call, retryAfterMs);
+  if (status === 429) return verdict('rate-limited', retryable, notRun, call, retryAfterMs);
+  return verdict(retryable ? 'transient' : 'fatal', retryable, notRun, call, retryAfterMs);
 }
 
 /**
@@ -115,38 +131,25 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
     (signal?.aborted && error === signal.reason) ||
     (error as { name?: unknown } | null)?.name === 'AbortError'
   ) {
-    return { kind: 'cancelled', retryable: false, safeToResend: false };
+    return { kind: 'cancelled', retryable: false, notRun: false, safeToResend: false };
   }
   if (error instanceof HttpStatusError) {
     return fromStatus(error.status, error.headers, error.retryAfterMs, call, statuses);
   }
   if (error instanceof NetworkError) {
-    return {
-      kind: 'transient',
-      retryable: true,
-      safeToResend: error.sent === 'no' || (call?.isIdempotent ?? false),
-    };
+    return verdict('transient', true, error.sent === 'no', call);
   }
   if (error instanceof TimeoutError) {
     // A total deadline is the caller's whole budget: nothing is left to retry with.
     // An attempt deadline hit while waiting for headers: the server may be running it.
-    return {
-      kind: 'transient',
-      retryable: error.scope === 'attempt',
-      safeToResend: call?.isIdempotent ?? false,
-    };
+    return verdict('transient', error.scope === 'attempt', false, call);
   }
   if (error instanceof CircuitOpenError || error instanceof GateClosedError) {
     // Failed fast locally: nothing was sent. Waiting is the breaker's business, not retry's.
-    return {
-      kind: 'transient',
-      retryable: false,
-      safeToResend: true,
-      retryAfterMs: Math.max(0, error.retryAt.getTime() - Date.now()),
-    };
+    return verdict('transient', false, true, call, Math.max(0, error.retryAt.getTime() - Date.now()));
   }
   if (error instanceof RetryAfterTooLongError) {
-    return { kind: 'rate-limited', retryable: false, safeToResend: true, retryAfterMs: error.retryAfterMs };
+    return verdict('rate-limited', false, true, call, error.retryAfterMs);
   }
-  return { kind: 'fatal', retryable: false, safeToResend: false };
+  return { kind: 'fatal', retryable: false, notRun: false, safeToResend: false };
 }

@@ -13,6 +13,8 @@
  * ```
  */
 
+export type { BackoffOptions, BackoffSchedule, Jitter } from './backoff.ts';
+export { backoff } from './backoff.ts';
 export type { FetchLike, KeyOption, Middleware, Next } from './call.ts';
 export { Call } from './call.ts';
 export type { CaptureScope, CaptureStatus, CaptureStatusOptions, StatusSnapshot } from './capture.ts';
@@ -40,12 +42,10 @@ export {
   TimeoutError,
 } from './errors.ts';
 export type { AttemptEvent, BreakwaterEvent, CapturedEvent } from './events.ts';
+export type { Gate, GateOptions, GateState } from './gate.ts';
+export { createGate } from './gate.ts';
 export { normalizeNetworkError } from './network.ts';
 export { redactUrl, SECRET_HEADERS } from './redact.ts';
 export { throwOnStatus, wrapHttpError } from './status.ts';
 export type { HeadersLike, RateLimitInfo, RateLimitPolicy, RateLimitStatus } from './timing.ts';
 export { MAX_DELAY_MS, parseRateLimit, retryDelay, shouldRetryHeader } from './timing.ts';
-export type { BackoffOptions, BackoffSchedule, Jitter } from './backoff.ts';
-export { backoff } from './backoff.ts';
-export type { Gate, GateOptions, GateState } from './gate.ts';
-export { createGate } from './gate.ts';

@@ -67,10 +67,19 @@ export function throwOnStatus(statuses?: readonly number[]): Middleware {
   return async function throwOnStatus(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
     if (failing === undefined ? response.status < 400 : !failing.has(response.status)) return response;
-    const snapshot = snapshotFor(call, response) ?? (await takeSnapshot(call, response));
-    await response.body?.cancel().catch(() => {});
-    throw errorFrom(call, snapshot, response.headers);
+    throw await statusError(call, response);
   };
+}
+
+/**
+ * The {@link HttpStatusError} for a failure response of a call: reuses the snapshot
+ * `captureStatus()` took of it, or reads the body snippet itself, then cancels the
+ * body so the connection is freed.
+ */
+export async function statusError(call: Call, response: Response): Promise<HttpStatusError> {
+  const snapshot = snapshotFor(call, response) ?? (await takeSnapshot(call, response));
+  await response.body?.cancel().catch(() => {});
+  return errorFrom(call, snapshot, response.headers);
 }
 
 function toHeaders(source: Response | HeadersLike | undefined): Headers | undefined {

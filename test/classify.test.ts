@@ -37,6 +37,7 @@ test('a DNS failure (not sent) is transient, retryable and safe to resend even f
   assert.deepEqual(classify(network('ENOTFOUND', 'connect', 'no'), post()), {
     kind: 'transient',
     retryable: true,
+    notRun: true,
     safeToResend: true,
   });
 });
@@ -69,6 +70,7 @@ test('a connection reset after sending a POST is retryable but not safe to resen
   assert.deepEqual(classify(network('ECONNRESET', 'send', 'maybe'), post()), {
     kind: 'transient',
     retryable: true,
+    notRun: false,
     safeToResend: false,
   });
 });
@@ -95,6 +97,7 @@ test('a 401 on a POST is auth-recoverable, not retryable by status, and safe to 
   assert.deepEqual(classify(respond(401), post()), {
     kind: 'auth-recoverable',
     retryable: false,
+    notRun: true,
     safeToResend: true,
   });
 });
@@ -103,6 +106,7 @@ test('a 407 on a POST is auth-recoverable, not retryable by status, and safe to 
   assert.deepEqual(classify(respond(407), post()), {
     kind: 'auth-recoverable',
     retryable: false,
+    notRun: true,
     safeToResend: true,
   });
 });
@@ -111,6 +115,7 @@ test('a 403 on a POST is auth-user: safe to resend but never retried', () => {
   assert.deepEqual(classify(respond(403), post()), {
     kind: 'auth-user',
     retryable: false,
+    notRun: true,
     safeToResend: true,
   });
 });
@@ -125,6 +130,7 @@ test('a 408 on a POST is transient, retryable and safe to resend', () => {
   assert.deepEqual(classify(respond(408), post()), {
     kind: 'transient',
     retryable: true,
+    notRun: true,
     safeToResend: true,
   });
 });
@@ -133,6 +139,7 @@ test('a 429 on a POST is rate-limited, retryable and safe to resend', () => {
   assert.deepEqual(classify(respond(429), post()), {
     kind: 'rate-limited',
     retryable: true,
+    notRun: true,
     safeToResend: true,
   });
 });
@@ -191,7 +198,7 @@ test('500, 502, 503, 504 and 529 on a POST are transient and retryable but not s
   for (const status of [500, 502, 503, 504, 529]) {
     assert.deepEqual(
       classify(respond(status), post()),
-      { kind: 'transient', retryable: true, safeToResend: false },
+      { kind: 'transient', retryable: true, notRun: false, safeToResend: false },
       `status ${status}`,
     );
   }
@@ -211,7 +218,7 @@ test('501 and 505 are fatal, not retryable', () => {
   for (const status of [501, 505]) {
     assert.deepEqual(
       classify(respond(status), get()),
-      { kind: 'fatal', retryable: false, safeToResend: true },
+      { kind: 'fatal', retryable: false, notRun: false, safeToResend: true },
       `status ${status}`,
     );
   }
@@ -238,7 +245,7 @@ test('2xx and 3xx responses are ok, not retryable', () => {
   for (const status of [200, 201, 204, 301, 302, 304, 307]) {
     assert.deepEqual(
       classify(respond(status), post()),
-      { kind: 'ok', retryable: false, safeToResend: true },
+      { kind: 'ok', retryable: false, notRun: false, safeToResend: true },
       `status ${status}`,
     );
   }
@@ -276,6 +283,7 @@ test('the statuses option replaces the retryable set: a 503 outside it is fatal'
   assert.deepEqual(classify(respond(503), get(), { statuses: [500] }), {
     kind: 'fatal',
     retryable: false,
+    notRun: false,
     safeToResend: true,
   });
 });
@@ -386,6 +394,7 @@ test('an abort with the signal’s own reason is cancelled, not retryable', () =
   assert.deepEqual(classify({ error: reason }, call), {
     kind: 'cancelled',
     retryable: false,
+    notRun: false,
     safeToResend: false,
   });
 });
@@ -416,6 +425,7 @@ test('an AbortError DOMException is cancelled even without a call', () => {
   assert.deepEqual(classify({ error: new DOMException('The operation was aborted.', 'AbortError') }), {
     kind: 'cancelled',
     retryable: false,
+    notRun: false,
     safeToResend: false,
   });
 });
@@ -437,7 +447,12 @@ test('an error that is not the signal’s reason is not cancelled just because t
 
 test('an attempt timeout is transient and retryable, safe only if idempotent', () => {
   const error = new TimeoutError({ scope: 'attempt', ms: 5_000 });
-  assert.deepEqual(classify({ error }, post()), { kind: 'transient', retryable: true, safeToResend: false });
+  assert.deepEqual(classify({ error }, post()), {
+    kind: 'transient',
+    retryable: true,
+    notRun: false,
+    safeToResend: false,
+  });
   assert.equal(classify({ error }, get()).safeToResend, true);
 });
 
@@ -486,6 +501,7 @@ test('a RetryAfterTooLongError is rate-limited, not retryable, with the server�
   assert.deepEqual(classify({ error }, post()), {
     kind: 'rate-limited',
     retryable: false,
+    notRun: true,
     safeToResend: true,
     retryAfterMs: 120_000,
   });
@@ -498,6 +514,7 @@ test('an HttpStatusError is classified by its status like the response it came f
   assert.deepEqual(classify({ error }, post()), {
     kind: 'transient',
     retryable: true,
+    notRun: false,
     safeToResend: false,
     retryAfterMs: 4_000,
   });
@@ -515,8 +532,135 @@ test('an HttpStatusError 429 is rate-limited and safe to resend', () => {
   assert.deepEqual(classify({ error }, post()), {
     kind: 'rate-limited',
     retryable: true,
+    notRun: true,
     safeToResend: true,
   });
+});
+
+// --- notRun: the server provably did not run it ---
+
+test('a 503 on a POST is notRun false while a 429 on a POST is notRun true', () => {
+  const unavailable = classify(respond(503), post());
+  assert.equal(unavailable.notRun, false);
+  assert.equal(unavailable.safeToResend, false);
+  const limited = classify(respond(429), post());
+  assert.equal(limited.notRun, true);
+  assert.equal(limited.safeToResend, true);
+});
+
+test('401, 403, 407, 408 and 429 are notRun: rejected before executing', () => {
+  for (const status of [401, 403, 407, 408, 429]) {
+    assert.equal(classify(respond(status), post()).notRun, true, `status ${status}`);
+  }
+});
+
+test('other 4xx and 5xx are not notRun: the server may have run it', () => {
+  for (const status of [400, 404, 409, 422, 500, 501, 502, 503, 504, 505, 520, 529]) {
+    assert.equal(classify(respond(status), post()).notRun, false, `status ${status}`);
+  }
+});
+
+test('x-should-retry: true on a 500 makes it notRun', () => {
+  const verdict = classify(respond(500, { 'x-should-retry': 'true' }), post());
+  assert.equal(verdict.notRun, true);
+  assert.equal(verdict.safeToResend, true);
+});
+
+test('x-should-retry: true on a 400 and on an HttpStatusError makes it notRun', () => {
+  assert.equal(classify(respond(400, { 'x-should-retry': 'true' }), post()).notRun, true);
+  const error = new HttpStatusError({ status: 502, headers: new Headers({ 'x-should-retry': 'true' }) });
+  assert.equal(classify({ error }, post()).notRun, true);
+});
+
+test('x-should-retry: true on a 403 makes it notRun but still not retryable', () => {
+  const verdict = classify(respond(403, { 'x-should-retry': 'true' }), post());
+  assert.equal(verdict.notRun, true);
+  assert.equal(verdict.retryable, false);
+});
+
+test('x-should-retry: false leaves a 503 notRun false and a 429 notRun true', () => {
+  assert.equal(classify(respond(503, { 'x-should-retry': 'false' }), post()).notRun, false);
+  const limited = classify(respond(429, { 'x-should-retry': 'false' }), post());
+  assert.equal(limited.notRun, true);
+  assert.equal(limited.retryable, false);
+});
+
+test('an unrecognised x-should-retry value on a 500 does not make it notRun', () => {
+  assert.equal(classify(respond(500, { 'x-should-retry': 'yes' }), post()).notRun, false);
+});
+
+test('a 503 on a GET is safe to resend but not notRun', () => {
+  const verdict = classify(respond(503), get());
+  assert.equal(verdict.safeToResend, true);
+  assert.equal(verdict.notRun, false);
+});
+
+test('a POST with an Idempotency-Key is safe to resend after a 500 but not notRun', () => {
+  const call = callWith({ method: 'POST', headers: { 'Idempotency-Key': 'k-1' } });
+  const verdict = classify(respond(500), call);
+  assert.equal(verdict.safeToResend, true);
+  assert.equal(verdict.notRun, false);
+});
+
+test('a 2xx is not notRun, even for a GET: the server ran it', () => {
+  assert.equal(classify(respond(200), get()).notRun, false);
+  assert.equal(classify(respond(204), post()).notRun, false);
+});
+
+test('a network failure is notRun exactly when it was not sent, whatever the method', () => {
+  assert.equal(classify(network('ECONNREFUSED', 'connect', 'no'), post()).notRun, true);
+  assert.equal(classify(network('ECONNREFUSED', 'connect', 'no')).notRun, true);
+  assert.equal(classify(network('ECONNRESET', 'send', 'maybe'), get()).notRun, false);
+  assert.equal(classify(network('ECONNRESET', 'response', 'maybe'), post()).notRun, false);
+});
+
+test('attempt and total timeouts are not notRun, even on a GET that is safe to resend', () => {
+  for (const scope of ['attempt', 'total'] as const) {
+    const verdict = classify({ error: new TimeoutError({ scope, ms: 1_000 }) }, get());
+    assert.equal(verdict.notRun, false, scope);
+    assert.equal(verdict.safeToResend, true, scope);
+  }
+});
+
+test('CircuitOpenError, GateClosedError and RetryAfterTooLongError are notRun: nothing was sent', () => {
+  const retryAt = new Date(Date.now() + 1_000);
+  const errors = [
+    new CircuitOpenError({ key: 'api', retryAt, reason: 'open' }),
+    new GateClosedError({ key: 'mcp', retryAt }),
+    new RetryAfterTooLongError({ retryAfterMs: 120_000, limitMs: 60_000 }),
+  ];
+  for (const error of errors) {
+    assert.equal(classify({ error }, post()).notRun, true, error.name);
+    assert.equal(classify({ error }).notRun, true, error.name);
+  }
+});
+
+test('cancelled and unknown-error outcomes are not notRun', () => {
+  assert.equal(classify({ error: new DOMException('aborted', 'AbortError') }, get()).notRun, false);
+  assert.equal(classify({ error: new TypeError('x is not a function') }, post()).notRun, false);
+});
+
+test('for every failed response, network, timeout and local error, safeToResend is notRun or idempotent', () => {
+  const retryAt = new Date(Date.now() + 1_000);
+  const outcomes = [
+    ...Array.from({ length: 200 }, (_, i) => respond(400 + i)),
+    respond(500, { 'x-should-retry': 'true' }),
+    respond(429, { 'x-should-retry': 'false' }),
+    network('ENOTFOUND', 'connect', 'no'),
+    network('ECONNRESET', 'send', 'maybe'),
+    { error: new TimeoutError({ scope: 'attempt', ms: 1_000 }) },
+    { error: new TimeoutError({ scope: 'total', ms: 1_000 }) },
+    { error: new CircuitOpenError({ key: 'api', retryAt, reason: 'open' }) },
+    { error: new GateClosedError({ key: 'mcp', retryAt }) },
+    { error: new RetryAfterTooLongError({ retryAfterMs: 120_000, limitMs: 60_000 }) },
+  ];
+  for (const outcome of outcomes) {
+    for (const call of [post(), get(), undefined]) {
+      const verdict = classify(outcome, call);
+      const label = `${'response' in outcome ? outcome.response.status : String(outcome.error)} ${call?.method}`;
+      assert.equal(verdict.safeToResend, verdict.notRun || (call?.isIdempotent ?? false), label);
+    }
+  }
 });
 
 // --- anything else ---
@@ -525,6 +669,7 @@ test('an unknown error (a programming error) is fatal, not retryable, not safe',
   assert.deepEqual(classify({ error: new TypeError('x is not a function') }, get()), {
     kind: 'fatal',
     retryable: false,
+    notRun: false,
     safeToResend: false,
   });
 });

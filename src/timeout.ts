@@ -1,0 +1,137 @@
+/**
+ * @module
+ * `timeout({ attemptMs, totalMs })`: deadlines for the wait for response headers.
+ * A body, and above all a streaming body (`text/event-stream`, an MCP or model
+ * stream), is never cut by them: once the headers are in, the timer is cleared.
+ *
+ * Cost matters: on Node 20 `AbortSignal.any` costs about 12 µs a call and
+ * `AbortSignal.timeout` keeps timers alive, so each pass uses one `AbortController`
+ * and one `setTimeout`, cleared when the headers arrive (about 0.5 µs). The caller's
+ * own signal is forwarded through one shared listener per caller signal (see
+ * {@link follow}), so a long-lived signal that an SDK reuses for every request does
+ * not collect one listener per call.
+ */
+
+import * as z from 'zod/mini';
+import type { Call, Middleware, Next } from './call.ts';
+import { requestSummary, TimeoutError } from './errors.ts';
+import { validate } from './options.ts';
+import { MAX_DELAY_MS } from './timing.ts';
+
+/** Options for {@link timeout}. */
+export interface TimeoutOptions {
+  /**
+   * The longest wait for response headers on each pass through this middleware, in
+   * ms. Put `timeout({ attemptMs })` inside `retry()` to bound each attempt.
+   */
+  attemptMs?: number;
+  /**
+   * The longest wait for the final response headers of the whole call, retries and
+   * their waits included, in ms. Put `timeout({ totalMs })` outside `retry()`; retry
+   * and pacing read the deadline and never start a wait it cannot cover.
+   */
+  totalMs?: number;
+}
+
+const msSchema = z
+  .number()
+  .check(z.int('must be a whole number of ms'), z.positive(), z.maximum(MAX_DELAY_MS));
+
+/** The serialisable options schema, shared with `definePolicy()`. */
+export const timeoutSchema: z.ZodMiniType<TimeoutOptions> = z.strictObject({
+  attemptMs: z.optional(msSchema),
+  totalMs: z.optional(msSchema),
+}) as z.ZodMiniType<TimeoutOptions>;
+
+/**
+ * The controllers that follow each caller signal. One `abort` listener per caller
+ * signal, however many calls share it; entries are weak, so a finished call's
+ * controller is collected and pruned.
+ */
+const followers = new WeakMap<AbortSignal, Set<WeakRef<AbortController>>>();
+
+/** Keeps a call's controller alive as long as its response or body is reachable. */
+const keepAlive = new WeakMap<object, AbortController>();
+
+/** Prune dead entries once a follower set grows past this. */
+const PRUNE_AT = 64;
+
+/**
+ * Makes `controller` abort (with the same reason) when `outer` aborts, through one
+ * shared listener per outer signal. The body of a response keeps following the
+ * caller's signal after the headers arrived, so an SDK that aborts to close a
+ * stream still closes it.
+ */
+function follow(outer: AbortSignal, controller: AbortController): void {
+  let set = followers.get(outer);
+  if (set === undefined) {
+    const created = new Set<WeakRef<AbortController>>();
+    set = created;
+    followers.set(outer, created);
+    outer.addEventListener(
+      'abort',
+      () => {
+        for (const ref of created) ref.deref()?.abort(outer.reason);
+        created.clear();
+      },
+      { once: true },
+    );
+  } else if (set.size >= PRUNE_AT) {
+    for (const ref of set) if (ref.deref() === undefined) set.delete(ref);
+  }
+  set.add(new WeakRef(controller));
+}
+
+/**
+ * Deadlines for response headers: per pass (`attemptMs`) and for the whole call
+ * (`totalMs`). A missed deadline rejects with `TimeoutError` (`scope` says which)
+ * and aborts the request; the caller's own abort still comes back as its own reason.
+ *
+ * @example
+ * ```ts
+ * const fetch = createFetch({
+ *   use: [timeout({ totalMs: 120_000 }), retry(), timeout({ attemptMs: 30_000 }), captureStatus()],
+ * });
+ * ```
+ */
+export function timeout(options: TimeoutOptions): Middleware {
+  const { attemptMs, totalMs } = validate(timeoutSchema, options, 'timeout()');
+  if (attemptMs === undefined && totalMs === undefined) {
+    throw new TypeError('invalid options for timeout():\n  - set attemptMs, totalMs or both');
+  }
+  return async function timeout(call: Call, next: Next): Promise<Response> {
+    const now = Date.now();
+    if (totalMs !== undefined && call.deadline === undefined) call.deadline = now + totalMs;
+    const remaining = call.remainingMs(now);
+    const attemptLimit = attemptMs ?? Number.POSITIVE_INFINITY;
+    // Whichever deadline comes first names the error.
+    const scope = attemptLimit < remaining ? 'attempt' : 'total';
+    const ms = scope === 'attempt' ? attemptLimit : (totalMs ?? remaining);
+    const waitMs = Math.min(attemptLimit, remaining);
+    const outer = call.signal;
+    if (outer?.aborted) throw outer.reason;
+
+    const controller = new AbortController();
+    if (outer) follow(outer, controller);
+    const timer = setTimeout(() => {
+      controller.abort(
+        new TimeoutError({ scope, ms, request: requestSummary(call.key, call.method, call.href) }),
+      );
+    }, waitMs);
+    call.signal = controller.signal;
+    try {
+      const response = await next(call);
+      keepAlive.set(response, controller);
+      if (response.body) keepAlive.set(response.body, controller);
+      return response;
+    } catch (error) {
+      const reason = controller.signal.reason;
+      // The runtime may reject with its own AbortError rather than our reason.
+      if (reason instanceof TimeoutError && !outer?.aborted) throw reason;
+      throw error;
+    } finally {
+      clearTimeout(timer);
+      call.signal = outer;
+    }
+  };
+}

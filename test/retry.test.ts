@@ -1,0 +1,349 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { FetchLike, Middleware } from '../src/call.ts';
+import { captureStatus } from '../src/capture.ts';
+import { createFetch } from '../src/chain.ts';
+import { HttpStatusError, NetworkError, RetryAfterTooLongError } from '../src/errors.ts';
+import type { BreakwaterEvent } from '../src/events.ts';
+import { retry, sleep } from '../src/retry.ts';
+import { throwOnStatus } from '../src/status.ts';
+import { timeout } from '../src/timeout.ts';
+import { always, closedPort, sequence, withServer } from './helpers/server.ts';
+
+/** Short schedules: the behaviour is under test, not the default timings. */
+const fast = { initialMs: 5, factor: 2, maxMs: 20, jitter: 'none' } as const;
+
+test('a 503 with Retry-After: 1 then a 200 is retried exactly once, after the server’s delay', async () => {
+  await withServer(
+    sequence({ status: 503, headers: { 'retry-after': '1' } }, { status: 200, body: 'ok' }),
+    async (server) => {
+      const fetch = createFetch({ use: [retry()] });
+      const started = performance.now();
+      const res = await fetch(server.origin);
+      const elapsed = performance.now() - started;
+      assert.equal(await res.text(), 'ok');
+      assert.equal(server.requests.length, 2);
+      assert.ok(elapsed >= 1000, `waited ${elapsed} ms`);
+      assert.ok(elapsed < 1300, `waited ${elapsed} ms`);
+    },
+  );
+});
+
+test('a Retry-After beyond the cap fails at once with RetryAfterTooLongError after one request', async () => {
+  await withServer(
+    always({ status: 503, headers: { 'retry-after': '3600' }, body: 'maintenance' }),
+    async (server) => {
+      const fetch = createFetch({ use: [retry(), captureStatus()], key: 'svc' });
+      const started = performance.now();
+      await assert.rejects(fetch(`${server.origin}/x?token=abc`), (error: unknown) => {
+        assert.ok(error instanceof RetryAfterTooLongError);
+        assert.equal(error.retryAfterMs, 3_600_000);
+        assert.ok(error.cause instanceof HttpStatusError);
+        assert.equal((error.cause as HttpStatusError).status, 503);
+        assert.equal((error.cause as HttpStatusError).serverMessage, 'maintenance');
+        assert.match(error.message, /3600000 ms, longer than the 60000 ms allowed/);
+        assert.doesNotMatch(error.message, /abc/);
+        return true;
+      });
+      assert.ok(performance.now() - started < 500);
+      assert.equal(server.requests.length, 1);
+    },
+  );
+});
+
+test('a server delay longer than the call’s remaining deadline fails at once', async () => {
+  await withServer(always({ status: 429, headers: { 'retry-after': '5' } }), async (server) => {
+    const fetch = createFetch({ use: [timeout({ totalMs: 2000 }), retry()] });
+    const started = performance.now();
+    await assert.rejects(fetch(server.origin), RetryAfterTooLongError);
+    assert.ok(performance.now() - started < 500);
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('a POST answered 500 is not retried: it may have run', async () => {
+  await withServer(always({ status: 500 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast })] });
+    const res = await fetch(server.origin, { method: 'POST', body: '{}' });
+    await res.body?.cancel();
+    assert.equal(res.status, 500);
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('a POST whose connection was refused is retried: it never left', async () => {
+  const refused = `http://127.0.0.1:${await closedPort()}/`;
+  await withServer(always({ status: 201, body: 'made' }), async (server) => {
+    let sends = 0;
+    // The first attempt goes to a port that refuses, the second to the real server.
+    const flaky: FetchLike = (input, init) => globalThis.fetch(sends++ === 0 ? refused : input, init);
+    const fetch = createFetch({ fetch: flaky, use: [retry({ backoff: fast })] });
+    const res = await fetch(server.origin, { method: 'POST', body: '{"a":1}' });
+    assert.equal(await res.text(), 'made');
+    assert.equal(sends, 2);
+    assert.equal(server.requests[0]?.text, '{"a":1}');
+  });
+});
+
+test('a POST with an Idempotency-Key answered 502 is retried', async () => {
+  await withServer(sequence({ status: 502 }, { status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast })] });
+    const res = await fetch(server.origin, {
+      method: 'POST',
+      body: 'x',
+      headers: { 'Idempotency-Key': '"k-1"' },
+    });
+    await res.body?.cancel();
+    assert.equal(res.status, 200);
+    assert.equal(server.requests.length, 2);
+    assert.equal(server.requests[1]?.text, 'x');
+  });
+});
+
+test('a PUT answered 503 is retried', async () => {
+  await withServer(sequence({ status: 503 }, { status: 204 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast })] });
+    const res = await fetch(server.origin, { method: 'PUT', body: 'v' });
+    assert.equal(res.status, 204);
+    assert.equal(server.requests.length, 2);
+  });
+});
+
+test('a POST reset after the server read it is not retried, and the NetworkError says it may have been sent', async () => {
+  await withServer(always({ reset: 'after-read' }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast })] });
+    await assert.rejects(fetch(server.origin, { method: 'POST', body: 'x' }), (error: unknown) => {
+      assert.ok(error instanceof NetworkError);
+      assert.equal(error.sent, 'maybe');
+      return true;
+    });
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('resend: never does not resend even an idempotent GET that may have run', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast, resend: 'never' })] });
+    const res = await fetch(server.origin);
+    await res.body?.cancel();
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('resend: always resends a POST answered 503', async () => {
+  await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast, resend: 'always' })] });
+    const res = await fetch(server.origin, { method: 'POST', body: 'x' });
+    await res.body?.cancel();
+    assert.equal(res.status, 200);
+    assert.equal(server.requests.length, 2);
+  });
+});
+
+test('attempts counts every attempt: attempts 3 sends three times, then returns the last response', async () => {
+  await withServer(always({ status: 503, body: 'down' }), async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({ use: [retry({ backoff: fast })], onEvent: (e) => events.push(e) });
+    const res = await fetch(server.origin);
+    assert.equal(res.status, 503);
+    assert.equal(await res.text(), 'down');
+    assert.equal(server.requests.length, 3);
+    assert.deepEqual(
+      events.filter((e) => e.type === 'retry' || e.type === 'give-up').map((e) => e.type),
+      ['retry', 'retry', 'give-up'],
+    );
+  });
+});
+
+test('with throwOnStatus inside, running out of attempts throws the last HttpStatusError', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast }), throwOnStatus()] });
+    await assert.rejects(
+      fetch(server.origin),
+      (error: unknown) => error instanceof HttpStatusError && error.status === 503,
+    );
+    assert.equal(server.requests.length, 3);
+  });
+});
+
+test('4xx other than 408 and 429 are returned at once', async () => {
+  await withServer(always({ status: 404 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast })] });
+    const res = await fetch(server.origin);
+    await res.body?.cancel();
+    assert.equal(res.status, 404);
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('x-should-retry: false stops a retry the status would allow', async () => {
+  await withServer(always({ status: 503, headers: { 'x-should-retry': 'false' } }), async (server) => {
+    const res = await createFetch({ use: [retry({ backoff: fast })] })(server.origin);
+    await res.body?.cancel();
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('a stream body is sent once and never resent', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast })] });
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('stream'));
+        controller.close();
+      },
+    });
+    const res = await fetch(server.origin, { method: 'PUT', body, duplex: 'half' } as RequestInit);
+    await res.body?.cancel();
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('a stream body under replayBodyBytes is buffered and resent byte for byte', async () => {
+  await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast, replayBodyBytes: 1024 })] });
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('part-1;'));
+        controller.enqueue(new TextEncoder().encode('part-2'));
+        controller.close();
+      },
+    });
+    const res = await fetch(server.origin, { method: 'PUT', body, duplex: 'half' } as RequestInit);
+    await res.body?.cancel();
+    assert.equal(res.status, 200);
+    assert.deepEqual(
+      server.requests.map((r) => r.text),
+      ['part-1;part-2', 'part-1;part-2'],
+    );
+  });
+});
+
+test('a stream body over replayBodyBytes is still sent whole, once', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast, replayBodyBytes: 4 })] });
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('0123'));
+        controller.enqueue(new TextEncoder().encode('4567'));
+        controller.enqueue(new TextEncoder().encode('89'));
+        controller.close();
+      },
+    });
+    const res = await fetch(server.origin, { method: 'PUT', body, duplex: 'half' } as RequestInit);
+    await res.body?.cancel();
+    assert.deepEqual(
+      server.requests.map((r) => r.text),
+      ['0123456789'],
+    );
+  });
+});
+
+test('a Request input without a body is resent', async () => {
+  await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast })] });
+    const res = await fetch(new Request(server.origin, { headers: { 'x-a': '1' } }));
+    await res.body?.cancel();
+    assert.equal(res.status, 200);
+    assert.equal(server.requests[1]?.headers['x-a'], '1');
+  });
+});
+
+test('the dropped response’s body is cancelled before the retry', async () => {
+  let cancelled = 0;
+  let sends = 0;
+  const stub: FetchLike = async () => {
+    sends++;
+    if (sends === 1) {
+      const body = new ReadableStream({
+        pull(controller) {
+          controller.enqueue(new Uint8Array(1024));
+        },
+        cancel() {
+          cancelled++;
+        },
+      });
+      return new Response(body, { status: 503 });
+    }
+    return new Response('ok');
+  };
+  const res = await createFetch({ fetch: stub, use: [retry({ backoff: fast })] })('http://127.0.0.1:9/');
+  assert.equal(await res.text(), 'ok');
+  assert.equal(cancelled, 1);
+});
+
+test('a header set inside retry persists, and makes a POST safe to resend', async () => {
+  await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
+    const stampKey: Middleware = async function stampKey(call, next) {
+      if (call.header('idempotency-key') === null) call.setHeader('Idempotency-Key', '"fixed"');
+      return next(call);
+    };
+    const fetch = createFetch({ use: [retry({ backoff: fast }), stampKey] });
+    const res = await fetch(server.origin, { method: 'POST', body: 'x' });
+    await res.body?.cancel();
+    assert.equal(server.requests.length, 2);
+    assert.equal(server.requests[1]?.headers['idempotency-key'], '"fixed"');
+  });
+});
+
+test('the retry budget stops a storm: 1,000 failing calls send at most about 10% extra requests', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const policy = retry({ backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } });
+    const fetch = createFetch({ use: [policy], key: 'storm' });
+    for (let batch = 0; batch < 50; batch++) {
+      const responses = await Promise.all(Array.from({ length: 20 }, () => fetch(server.origin)));
+      await Promise.all(responses.map((r) => r.body?.cancel()));
+    }
+    const extra = server.requests.length - 1000;
+    assert.ok(extra <= 100, `${extra} extra requests`);
+    assert.ok(extra >= 1, 'some retries happened before the budget ran dry');
+    assert.ok((policy.stats('storm')?.tokens ?? 10) <= 5);
+  });
+});
+
+test('successes refill the budget', async () => {
+  await withServer(
+    (_req, index) => (index < 12 ? { status: 503 } : { status: 200 }),
+    async (server) => {
+      const policy = retry({ attempts: 2, backoff: fast, budget: { tokens: 4, refund: 1 } });
+      const fetch = createFetch({ use: [policy], key: 'k' });
+      for (let i = 0; i < 20; i++) await (await fetch(server.origin)).body?.cancel();
+      assert.equal(server.requests.length, 21, '11 failing calls (the first retried once), then 9 successes');
+      assert.equal(policy.stats('k')?.tokens, 4);
+    },
+  );
+});
+
+test('an abort during a 30 s backoff rejects within 50 ms with the caller’s reason', async () => {
+  await withServer(always({ status: 503, headers: { 'retry-after': '30' } }), async (server) => {
+    const controller = new AbortController();
+    const reason = new Error('agent turn cancelled');
+    const fetch = createFetch({ use: [retry()] });
+    const pending = fetch(server.origin, { signal: controller.signal });
+    // Let the first 503 arrive and the 30 s sleep begin.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const started = performance.now();
+    controller.abort(reason);
+    await assert.rejects(pending, (error: unknown) => error === reason);
+    assert.ok(performance.now() - started < 50);
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('sleep rejects at once for an already aborted signal', async () => {
+  const controller = new AbortController();
+  controller.abort(new Error('already'));
+  await assert.rejects(sleep(10_000, controller.signal), /already/);
+});
+
+test('bad retry options are a TypeError listing each one', () => {
+  assert.throws(
+    () => retry({ attempts: 0, resend: 'sometimes', backoff: { jitter: 'lots' } } as never),
+    (error: unknown) =>
+      error instanceof TypeError &&
+      /retry\(\)\.attempts/.test(error.message) &&
+      /retry\(\)\.resend/.test(error.message) &&
+      /retry\(\)\.backoff\.jitter/.test(error.message),
+  );
+  assert.throws(() => retry({ tries: 3 } as never), /unknown option "tries"/);
+});

@@ -1,0 +1,151 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { createFetch } from '../src/chain.ts';
+import { TimeoutError } from '../src/errors.ts';
+import { retry } from '../src/retry.ts';
+import { timeout } from '../src/timeout.ts';
+import { always, withServer } from './helpers/server.ts';
+
+test('an attempt deadline rejects with TimeoutError (scope attempt) when headers are late', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    const fetch = createFetch({ use: [timeout({ attemptMs: 50 })], key: 'slow' });
+    const started = performance.now();
+    await assert.rejects(fetch(`${server.origin}/x?secret=1`), (error: unknown) => {
+      assert.ok(error instanceof TimeoutError);
+      assert.equal(error.scope, 'attempt');
+      assert.equal(error.ms, 50);
+      assert.match(
+        error.message,
+        /GET http:\/\/127\.0\.0\.1:\d+\/x\?secret=\[redacted\] \(server "slow"\) timed out/,
+      );
+      return true;
+    });
+    assert.ok(performance.now() - started < 500);
+  });
+});
+
+test('a streaming body is never cut by the deadline once the headers are in', async () => {
+  await withServer(
+    always({
+      stall: 'mid-body',
+      status: 200,
+      headers: { 'content-type': 'text/event-stream' },
+      body: 'data: 1\n\n',
+    }),
+    async (server) => {
+      const fetch = createFetch({ use: [timeout({ attemptMs: 30, totalMs: 40 })] });
+      const res = await fetch(server.origin);
+      const reader = res.body?.getReader();
+      // Wait past both deadlines, then read: the stream is still open.
+      await new Promise((resolve) => setTimeout(resolve, 80));
+      const first = await reader?.read();
+      assert.equal(new TextDecoder().decode(first?.value), 'data: 1\n\n');
+      await reader?.cancel();
+    },
+  );
+});
+
+test('the caller’s abort still closes a body that is streaming after the headers arrived', async () => {
+  await withServer(always({ stall: 'mid-body', status: 200, body: 'data: 1\n\n' }), async (server) => {
+    const controller = new AbortController();
+    const fetch = createFetch({ use: [timeout({ attemptMs: 1000 })] });
+    const res = await fetch(server.origin, { signal: controller.signal });
+    const reader = res.body?.getReader();
+    await reader?.read();
+    controller.abort(new Error('closing the stream'));
+    await assert.rejects(async () => {
+      for (;;) {
+        const chunk = await reader?.read();
+        if (chunk?.done) throw new Error('the stream ended instead of aborting');
+      }
+    }, /closing the stream|abort/i);
+  });
+});
+
+test('the caller’s own abort reason comes back, not a TimeoutError', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    const controller = new AbortController();
+    const reason = new Error('user stop');
+    const fetch = createFetch({ use: [timeout({ attemptMs: 5000 })] });
+    const pending = fetch(server.origin, { signal: controller.signal });
+    setTimeout(() => controller.abort(reason), 20);
+    await assert.rejects(pending, (error: unknown) => error === reason);
+  });
+});
+
+test('an already aborted caller signal rejects before anything is sent', async () => {
+  await withServer(always({}), async (server) => {
+    const controller = new AbortController();
+    controller.abort(new Error('too late'));
+    const fetch = createFetch({ use: [timeout({ attemptMs: 1000 })] });
+    await assert.rejects(fetch(server.origin, { signal: controller.signal }), /too late/);
+    assert.equal(server.requests.length, 0);
+  });
+});
+
+test('one long-lived caller signal gets one listener, however many calls share it', async () => {
+  await withServer(always({ body: 'ok' }), async (server) => {
+    const controller = new AbortController();
+    const signal = controller.signal;
+    let listeners = 0;
+    const add = signal.addEventListener.bind(signal);
+    signal.addEventListener = ((...args: Parameters<AbortSignal['addEventListener']>) => {
+      listeners++;
+      add(...args);
+    }) as AbortSignal['addEventListener'];
+    const fetch = createFetch({ use: [timeout({ attemptMs: 1000 })] });
+    for (let i = 0; i < 30; i++) await (await fetch(server.origin, { signal })).text();
+    assert.equal(listeners, 1);
+  });
+});
+
+test('the total deadline spans retries and their waits', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const fetch = createFetch({
+      use: [
+        timeout({ totalMs: 300 }),
+        retry({ attempts: 100, budget: false, backoff: { initialMs: 40, maxMs: 40, jitter: 'none' } }),
+      ],
+    });
+    const started = performance.now();
+    const res = await fetch(server.origin);
+    await res.body?.cancel();
+    const elapsed = performance.now() - started;
+    assert.equal(res.status, 503, 'the last response comes back when no wait fits in the deadline');
+    assert.ok(elapsed < 450, `took ${elapsed} ms`);
+    assert.ok(
+      server.requests.length >= 3 && server.requests.length <= 8,
+      `${server.requests.length} requests`,
+    );
+  });
+});
+
+test('a total deadline hit while waiting for headers is a TimeoutError with scope total', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    const fetch = createFetch({ use: [timeout({ totalMs: 60 })] });
+    await assert.rejects(
+      fetch(server.origin),
+      (error: unknown) => error instanceof TimeoutError && error.scope === 'total',
+    );
+  });
+});
+
+test('an attempt timeout inside retry is retried for an idempotent call', async () => {
+  await withServer(
+    (_req, index) => (index === 0 ? { hang: true } : { status: 200, body: 'second' }),
+    async (server) => {
+      const fetch = createFetch({
+        use: [retry({ backoff: { initialMs: 1, jitter: 'none' } }), timeout({ attemptMs: 50 })],
+      });
+      const res = await fetch(server.origin);
+      assert.equal(await res.text(), 'second');
+      assert.equal(server.requests.length, 2);
+    },
+  );
+});
+
+test('bad timeout options are a TypeError', () => {
+  assert.throws(() => timeout({ attemptMs: -5 }), /timeout\(\)\.attemptMs/);
+  assert.throws(() => timeout({}), /set attemptMs, totalMs or both/);
+  assert.throws(() => timeout({ ms: 5 } as never), /unknown option "ms"/);
+});
