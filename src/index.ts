@@ -41,7 +41,18 @@ export {
   RetryAfterTooLongError,
   TimeoutError,
 } from './errors.ts';
-export type { AttemptEvent, BreakwaterEvent, CapturedEvent } from './events.ts';
+export type {
+  AttemptEvent,
+  AuthRefreshEvent,
+  BreakerEvent,
+  BreakwaterEvent,
+  CapturedEvent,
+  GateEvent,
+  GiveUpEvent,
+  GiveUpReason,
+  PacedEvent,
+  RetryEvent,
+} from './events.ts';
 export type { Gate, GateOptions, GateState } from './gate.ts';
 export { createGate } from './gate.ts';
 export { normalizeNetworkError } from './network.ts';
@@ -49,3 +60,13 @@ export { redactUrl, SECRET_HEADERS } from './redact.ts';
 export { throwOnStatus, wrapHttpError } from './status.ts';
 export type { HeadersLike, RateLimitInfo, RateLimitPolicy, RateLimitStatus } from './timing.ts';
 export { MAX_DELAY_MS, parseRateLimit, retryDelay, shouldRetryHeader } from './timing.ts';
+export type { AuthOptions, TokenSource } from './auth.ts';
+export { auth } from './auth.ts';
+export type { IdempotencyKeyOptions } from './idempotency-key.ts';
+export { idempotencyKey } from './idempotency-key.ts';
+export type { JsonValue, MemoryStore, MemoryStoreOptions, Store } from './store.ts';
+export { memoryStore } from './store.ts';
+export type { TimeoutOptions } from './timeout.ts';
+export { timeout } from './timeout.ts';
+export type { ResendRule, Retry, RetryOptions, RetryStats } from './retry.ts';
+export { retry } from './retry.ts';

@@ -1,0 +1,281 @@
+/**
+ * @module
+ * `auth()`: stamps a credential on every request and, when the server answers 401,
+ * refreshes it once and resends once.
+ *
+ * The refresh is single flight: when a token expires under load, every in-flight call
+ * gets a 401 at about the same moment. Each of them refreshing on its own would
+ * hammer the token endpoint, and with rotating refresh tokens (OAuth 2.1 §4.3.1) all
+ * but the first refresh would fail. So concurrent 401s share one `refresh()`, and a
+ * 401 for a request that went out with an older token than the current one is simply
+ * resent with the current one.
+ *
+ * Tokens are secrets: they are never put in an error message, an event or a log line.
+ * That includes the runtime's own errors: Node and Deno quote the whole value when
+ * `Headers.set()` refuses one, so token values are checked here, before they reach it.
+ */
+
+import * as z from 'zod/mini';
+import type { Call, Middleware, Next } from './call.ts';
+import { BreakwaterError, requestSummary } from './errors.ts';
+import { validate } from './options.ts';
+
+/** The header a token goes in, by default (RFC 9110 §11.6.2). */
+export const DEFAULT_AUTH_HEADER = 'authorization';
+/** The scheme put before a token that has none, by default (RFC 6750 §2.1). */
+export const DEFAULT_AUTH_SCHEME = 'Bearer';
+
+/** A token, or where to get one: called for every request until `refresh()` has produced one. */
+export type TokenSource = string | (() => string | Promise<string>);
+
+/** Options for {@link auth}. */
+export interface AuthOptions {
+  /**
+   * The credential: a string, or a function returning one (sync or async), called for
+   * every request `auth()` sends until the first successful `refresh()`; from then on
+   * the latest refreshed token is used instead. A value that contains a space already
+   * has its scheme (`'Basic dXNlcjpwYXNz'`) and is sent verbatim; any other gets
+   * `scheme` in front. Printable ASCII only, no line breaks.
+   */
+  token: TokenSource;
+  /**
+   * Gets a new token after a 401. Called at most once at a time: concurrent 401s
+   * share one call. Without it, a 401 is returned as is. If it throws or returns an
+   * invalid token, the call fails with a `BreakwaterError` `AUTH_REFRESH_FAILED`.
+   */
+  refresh?: (() => string | Promise<string>) | undefined;
+  /**
+   * The request header to stamp. Default `'authorization'`; e.g. `'x-api-key'` (with
+   * `scheme: ''`) for providers that take a bare key.
+   */
+  header?: string | undefined;
+  /** Put before a token without a space. Default `'Bearer'`; `''` sends the token bare. */
+  scheme?: string | undefined;
+}
+
+/** Whether `value` can go in a header as a credential: printable ASCII, inner spaces allowed, no line breaks. */
+function isTokenValue(value: unknown): value is string {
+  if (typeof value !== 'string' || value.length === 0) return false;
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    const visible = c > 0x20 && c < 0x7f;
+    // A space (or tab) may separate scheme and credentials, never lead or trail:
+    // Headers would strip it, and a value that changes on the way is a surprise.
+    const inner = (c === 0x20 || c === 0x09) && i > 0 && i < value.length - 1;
+    if (!visible && !inner) return false;
+  }
+  return true;
+}
+
+/** An RFC 9110 §5.6.2 token: what header names and auth schemes are made of. */
+const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+const isFunction = (value: unknown): boolean => typeof value === 'function';
+
+const optionsSchema = z.strictObject(
+  {
+    token: z.custom<TokenSource>(
+      (value) => isTokenValue(value) || isFunction(value),
+      'must be a non-empty string of printable ASCII without line breaks, or a function returning one',
+    ),
+    refresh: z.optional(
+      z.custom<() => string | Promise<string>>(isFunction, 'must be a function returning the new token'),
+    ),
+    header: z.optional(
+      z
+        .string('must be a header name')
+        .check(z.regex(HTTP_TOKEN, 'must be a header name (an RFC 9110 token)')),
+    ),
+    scheme: z.optional(
+      z
+        .string('must be a string')
+        .check(
+          z.refine(
+            (value) => value === '' || HTTP_TOKEN.test(value),
+            'must be an auth scheme (an RFC 9110 token) or empty',
+          ),
+        ),
+    ),
+  },
+  'must be an options object with a token',
+);
+
+/** Why a token value was refused, by type only: the value itself is never shown. */
+function refusal(value: unknown): string {
+  return typeof value === 'string'
+    ? 'a string that is empty, has a line break, leading or trailing space, or a non-ASCII character'
+    : `a ${value === null ? 'null' : typeof value}`;
+}
+
+/** A request body that can be sent a second time (DESIGN.md §2): anything but a stream. */
+function replayable(call: Call): boolean {
+  const body = call.body ?? (call.input instanceof Request ? call.input.body : null);
+  return typeof (body as ReadableStream | null | undefined)?.getReader !== 'function';
+}
+
+/** Waits for `promise`, or rejects with the caller's abort reason as soon as `signal` aborts. */
+function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (signal === undefined) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** The token a request went out with, and which refresh it came from (0: none yet). */
+interface Stamp {
+  token: string;
+  generation: number;
+}
+
+/**
+ * Stamps `Authorization: Bearer <token>` on every request; on a 401, refreshes the
+ * token once (one `refresh()` shared by all concurrent callers) and resends once.
+ *
+ * - `auth()` owns its header: a value the caller set for it is replaced.
+ * - A 401 after the refresh is returned as is: no loop. A 403 is returned as is and
+ *   never refreshed: the token is valid, it just may not do this.
+ * - A 401 for a request sent with an older token than the current one (another call
+ *   refreshed meanwhile) is resent with the current token, without another refresh.
+ * - The resend bumps `call.attempt`, and the 401's body is cancelled first so its
+ *   connection is freed.
+ * - A request whose body is a stream (or a `Request` with a body) cannot be sent
+ *   again: its 401 is returned as is.
+ * - If `refresh()` throws or returns an invalid token, the call rejects with a
+ *   `BreakwaterError` with code `AUTH_REFRESH_FAILED` (its `cause` is refresh's
+ *   error), and an `auth-refresh` event with `outcome: 'failed'` is emitted; every
+ *   call waiting on that refresh fails the same way, and the next 401 tries again.
+ *   A successful refresh emits `outcome: 'refreshed'`, once per refresh.
+ * - If a `token()` function throws or returns an invalid token, the call rejects
+ *   with `AUTH_TOKEN_FAILED` and nothing is sent.
+ * - No token ever appears in an error message, an event or `JSON.stringify(error)`.
+ *
+ * One `auth()` holds one credential: share it between chains that use the same
+ * token, so they share its refreshes too.
+ *
+ * @example
+ * ```ts
+ * import { auth, createFetch } from 'breakwater';
+ *
+ * // `oauth`: your OAuth client.
+ * const fetch = createFetch({
+ *   use: [auth({ token: () => oauth.accessToken(), refresh: () => oauth.refresh() })],
+ * });
+ * const res = await fetch('https://mcp.example.com/mcp', { method: 'POST', body: '{}' });
+ * ```
+ */
+export function auth(options: AuthOptions): Middleware {
+  const valid = validate(optionsSchema, options, 'auth()');
+  const source = valid.token;
+  const refresh = valid.refresh;
+  const header = valid.header ?? DEFAULT_AUTH_HEADER;
+  const scheme = valid.scheme ?? DEFAULT_AUTH_SCHEME;
+
+  /** The token the last successful refresh produced; used for every request after it. */
+  let refreshed = '';
+  /** How many refreshes have succeeded: tells a request's token apart from a newer one. */
+  let generation = 0;
+  /** The refresh in flight, shared by every caller that meets a 401 meanwhile. */
+  let inflight: Promise<void> | undefined;
+
+  const format = (token: string): string =>
+    token.includes(' ') || token.includes('\t') || scheme === '' ? token : `${scheme} ${token}`;
+
+  function failure(call: Call, code: string, what: string, cause: unknown): BreakwaterError {
+    const request = requestSummary(call.key, call.method, call.href);
+    return new BreakwaterError(
+      `auth(): ${what} for server "${request.key}" (${request.method} ${request.url})`,
+      code,
+      { cause, request },
+    );
+  }
+
+  async function currentToken(call: Call): Promise<Stamp> {
+    const seen = generation;
+    if (seen > 0) return { token: refreshed, generation: seen };
+    if (typeof source === 'string') return { token: source, generation: 0 };
+    let value: unknown;
+    try {
+      value = await source();
+    } catch (error) {
+      throw failure(call, 'AUTH_TOKEN_FAILED', 'token() failed, so nothing was sent', error);
+    }
+    if (!isTokenValue(value)) {
+      throw failure(
+        call,
+        'AUTH_TOKEN_FAILED',
+        `token() returned ${refusal(value)} instead of a token, so nothing was sent`,
+        undefined,
+      );
+    }
+    // A refresh finished while token() ran: its token is newer.
+    if (generation > seen) return { token: refreshed, generation };
+    return { token: value, generation: 0 };
+  }
+
+  /** Runs `refresh()` once; a caller arriving while it runs joins it. */
+  function refreshOnce(call: Call, run: () => string | Promise<string>): Promise<void> {
+    if (inflight !== undefined) return inflight;
+    const flight = (async (): Promise<void> => {
+      try {
+        const value: unknown = await run();
+        if (!isTokenValue(value))
+          throw new TypeError(`refresh() returned ${refusal(value)} instead of a token`);
+        refreshed = value;
+        generation += 1;
+      } catch (error) {
+        call.emit({ type: 'auth-refresh', key: call.key, outcome: 'failed' });
+        throw error;
+      }
+      call.emit({ type: 'auth-refresh', key: call.key, outcome: 'refreshed' });
+    })();
+    inflight = flight;
+    // Cleared once settled (not in a `finally` inside: a refresh() that throws
+    // synchronously would settle before `inflight` is even assigned).
+    const clear = (): void => {
+      if (inflight === flight) inflight = undefined;
+    };
+    flight.then(clear, clear);
+    return flight;
+  }
+
+  return async function auth(call: Call, next: Next): Promise<Response> {
+    const sent = await currentToken(call);
+    call.setHeader(header, format(sent.token));
+    const response = await next(call);
+    if (response.status !== 401 || refresh === undefined || !replayable(call)) return response;
+
+    // This 401 is dropped either way now: free its connection before waiting on a refresh.
+    await response.body?.cancel().catch(() => {});
+    // Only a 401 for the newest token says that token is bad; for an older one, another
+    // caller has refreshed already and the request just goes again with the new token.
+    if (sent.generation === generation) {
+      try {
+        await unlessAborted(refreshOnce(call, refresh), call.signal);
+      } catch (error) {
+        const signal = call.signal;
+        if (signal?.aborted && error === signal.reason) throw error;
+        throw failure(
+          call,
+          'AUTH_REFRESH_FAILED',
+          'refreshing the token after HTTP 401 failed, so the request was not resent',
+          error,
+        );
+      }
+    }
+    call.attempt++;
+    call.setHeader(header, format(refreshed));
+    return next(call);
+  };
+}

@@ -1,0 +1,123 @@
+/**
+ * @module
+ * `idempotencyKey()`: stamps one `Idempotency-Key` on each POST / PATCH call, the
+ * same on every attempt, so a server that honours the header runs the operation at
+ * most once however often the request is resent (draft-ietf-httpapi-idempotency-key-header).
+ *
+ * The header is a structured-field string (RFC 8941 §3.3.3), so its value is quoted:
+ * `Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324"`.
+ */
+
+import * as z from 'zod/mini';
+import type { Call, Middleware, Next } from './call.ts';
+import { validate } from './options.ts';
+
+/** The header's name (draft-ietf-httpapi-idempotency-key-header §2). */
+export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
+/**
+ * Methods keyed by default: the non-idempotent ones a key makes safe to resend
+ * (RFC 9110 §9.2.2 already makes PUT and DELETE idempotent).
+ */
+export const DEFAULT_KEYED_METHODS: readonly string[] = ['POST', 'PATCH'];
+/** The longest key kept in an error message about a bad generated key. */
+const MAX_SHOWN_CHARS = 60;
+
+/** Options for {@link idempotencyKey}. */
+export interface IdempotencyKeyOptions {
+  /** Methods that get a key (any case). Default `['POST', 'PATCH']`. */
+  methods?: readonly string[] | undefined;
+  /**
+   * Makes the key's content, once per call; breakwater adds the quotes (and escapes
+   * `"` and `\`). Printable ASCII only (RFC 8941 §3.3.3), not empty. Default
+   * `crypto.randomUUID()`, a UUID v4 as the draft recommends.
+   */
+  generate?: (() => string) | undefined;
+}
+
+/** An RFC 9110 §5.6.2 token: what method names are made of. */
+const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+const optionsSchema = z.optional(
+  z.strictObject(
+    {
+      methods: z.optional(
+        z.array(z.string('must be a method name').check(z.regex(HTTP_TOKEN, 'must be a method name'))),
+      ),
+      generate: z.optional(
+        z.custom<() => string>(
+          (value) => typeof value === 'function',
+          'must be a function returning a string',
+        ),
+      ),
+    },
+    'must be an options object',
+  ),
+);
+
+/**
+ * `content` as a structured-field string: `"` + content + `"`, with `"` and `\`
+ * escaped. Anything outside printable ASCII (%x20-7E) cannot be in an sf-string at
+ * all, so it is refused rather than silently changed: a key must be byte-identical
+ * on every attempt, and a server must see exactly what was generated.
+ */
+export function sfString(content: string): string {
+  let out = '"';
+  for (let i = 0; i < content.length; i++) {
+    const c = content.charCodeAt(i);
+    if (c < 0x20 || c > 0x7e) {
+      const shown = content.length > MAX_SHOWN_CHARS ? `${content.slice(0, MAX_SHOWN_CHARS)}…` : content;
+      throw new TypeError(
+        `idempotency key ${JSON.stringify(shown)} has a character outside printable ASCII at index ${i} ` +
+          '(a structured-field string allows only %x20-7E, RFC 8941 §3.3.3)',
+      );
+    }
+    // '"' and '\' are the two characters an sf-string escapes.
+    if (c === 0x22 || c === 0x5c) out += '\\';
+    out += content[i];
+  }
+  return `${out}"`;
+}
+
+/**
+ * Stamps one `Idempotency-Key` (a quoted UUID v4) on every POST and PATCH call, the
+ * same on every attempt of that call, wherever it sits in the chain: the header is
+ * set once on the call and persists across attempts. A key the caller set (any
+ * casing, any headers form) is kept, never replaced.
+ *
+ * **Opt in only for servers that honour the header.** A keyed request counts as
+ * idempotent (`call.isIdempotent` becomes true), so `retry()` will resend a POST
+ * after a 5xx or a connection reset; a server that ignores the key may then run the
+ * operation twice (two charges, two messages sent).
+ *
+ * @example
+ * ```ts
+ * import { createFetch, idempotencyKey, retry } from 'breakwater';
+ *
+ * // payments.example.com deduplicates requests by their Idempotency-Key.
+ * const fetch = createFetch({ use: [retry(), idempotencyKey()] });
+ * await fetch('https://payments.example.com/v1/charges', { method: 'POST', body: '{"amount":100}' });
+ * // Idempotency-Key: "3b241101-e2bb-4255-8caf-4136c566a962" on every attempt
+ * ```
+ */
+export function idempotencyKey(options?: IdempotencyKeyOptions): Middleware {
+  const valid = validate(optionsSchema, options, 'idempotencyKey()');
+  const methods: ReadonlySet<string> = new Set(
+    (valid?.methods ?? DEFAULT_KEYED_METHODS).map((method) => method.toUpperCase()),
+  );
+  const generate = valid?.generate ?? ((): string => crypto.randomUUID());
+
+  return async function idempotencyKey(call: Call, next: Next): Promise<Response> {
+    // Absent on the first attempt only: the header persists on the call, so every
+    // later attempt (a retry outside this middleware) carries the same key.
+    if (methods.has(call.method) && call.header(IDEMPOTENCY_KEY_HEADER) === null) {
+      const content: unknown = generate();
+      if (typeof content !== 'string' || content.length === 0) {
+        throw new TypeError(
+          `idempotencyKey(): generate() returned ${typeof content === 'string' ? 'an empty string' : `a ${typeof content}`} instead of a non-empty string`,
+        );
+      }
+      call.setHeader(IDEMPOTENCY_KEY_HEADER, sfString(content));
+    }
+    return next(call);
+  };
+}

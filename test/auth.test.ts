@@ -1,0 +1,406 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { auth } from '../src/auth.ts';
+import type { Middleware } from '../src/call.ts';
+import { createFetch } from '../src/chain.ts';
+import { BreakwaterError } from '../src/errors.ts';
+import type { BreakwaterEvent } from '../src/events.ts';
+import { always, type Handler, withServer } from './helpers/server.ts';
+
+const OLD = 'sk-old-0123456789';
+const NEW = 'sk-new-9876543210';
+
+/** A server that accepts only `Bearer NEW` and answers 401 to anything else. */
+const acceptsNew: Handler = (req) =>
+  req.headers.authorization === `Bearer ${NEW}`
+    ? { status: 200, body: 'ok' }
+    : { status: 401, body: 'expired' };
+
+/** A refresh() that counts its calls and returns NEW. */
+function countingRefresh(): { refresh: () => Promise<string>; calls: () => number } {
+  let calls = 0;
+  return {
+    refresh: async () => {
+      calls += 1;
+      return NEW;
+    },
+    calls: () => calls,
+  };
+}
+
+function tick(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+test('auth stamps Authorization: Bearer <token> on every request', async () => {
+  await withServer(always({ status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [auth({ token: OLD })] });
+    for (const path of ['/a', '/b']) {
+      const res = await fetch(`${server.origin}${path}`);
+      await res.body?.cancel();
+    }
+    assert.deepEqual(
+      server.requests.map((r) => r.headers.authorization),
+      [`Bearer ${OLD}`, `Bearer ${OLD}`],
+    );
+  });
+});
+
+test('a token that contains a space already has its scheme and is sent verbatim', async () => {
+  await withServer(always({ status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [auth({ token: 'Basic dXNlcjpwYXNz' })] });
+    await (await fetch(server.origin)).text();
+    assert.equal(server.requests[0]?.headers.authorization, 'Basic dXNlcjpwYXNz');
+  });
+});
+
+test('a token function is called for every call and may be async', async () => {
+  await withServer(always({ status: 200 }), async (server) => {
+    let n = 0;
+    const fetch = createFetch({
+      use: [
+        auth({
+          token: async () => {
+            n += 1;
+            return `tok-${n}`;
+          },
+        }),
+      ],
+    });
+    await (await fetch(server.origin)).text();
+    await (await fetch(server.origin)).text();
+    assert.deepEqual(
+      server.requests.map((r) => r.headers.authorization),
+      ['Bearer tok-1', 'Bearer tok-2'],
+    );
+  });
+});
+
+test('header and scheme options send a bare key in another header', async () => {
+  await withServer(always({ status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [auth({ token: OLD, header: 'x-api-key', scheme: '' })] });
+    await (await fetch(server.origin)).text();
+    assert.equal(server.requests[0]?.headers['x-api-key'], OLD);
+    assert.equal(server.requests[0]?.headers.authorization, undefined);
+  });
+});
+
+test('auth owns its header: a value the caller set is replaced', async () => {
+  await withServer(always({ status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [auth({ token: OLD })] });
+    const headers = { Authorization: 'Bearer caller-own' };
+    await (await fetch(server.origin, { headers })).text();
+    assert.equal(server.requests[0]?.headers.authorization, `Bearer ${OLD}`);
+    assert.deepEqual(headers, { Authorization: 'Bearer caller-own' }, 'the caller’s object is not mutated');
+  });
+});
+
+test('a 401 refreshes the token once and resends once with the new token', async () => {
+  await withServer(acceptsNew, async (server) => {
+    const { refresh, calls } = countingRefresh();
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh })], onEvent: (e) => events.push(e) });
+    const res = await fetch(`${server.origin}/mcp`, { method: 'POST', body: '{"id":1}' });
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), 'ok');
+    assert.equal(calls(), 1);
+    assert.deepEqual(
+      server.requests.map((r) => [r.headers.authorization, r.text]),
+      [
+        [`Bearer ${OLD}`, '{"id":1}'],
+        [`Bearer ${NEW}`, '{"id":1}'],
+      ],
+      'the same body went out again, with the new token',
+    );
+    assert.deepEqual(
+      events.map((e) => (e.type === 'attempt' ? `attempt ${e.attempt}` : e.type)),
+      ['attempt 1', 'auth-refresh', 'attempt 2'],
+      'the resend is attempt 2',
+    );
+    assert.deepEqual(events[1], { type: 'auth-refresh', key: server.origin, outcome: 'refreshed' });
+
+    // Later calls use the refreshed token straight away.
+    await (await fetch(`${server.origin}/next`)).text();
+    assert.equal(server.requests[2]?.headers.authorization, `Bearer ${NEW}`);
+    assert.equal(calls(), 1);
+  });
+});
+
+test('20 concurrent 401s share exactly one refresh() and every call ends 200', async () => {
+  await withServer(acceptsNew, async (server) => {
+    let calls = 0;
+    const refresh = async (): Promise<string> => {
+      calls += 1;
+      await tick(20); // long enough for every other 401 to arrive meanwhile
+      return NEW;
+    };
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh })], onEvent: (e) => events.push(e) });
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => fetch(`${server.origin}/call/${i}`)),
+    );
+    const statuses = await Promise.all(
+      responses.map(async (res) => {
+        await res.text();
+        return res.status;
+      }),
+    );
+    assert.deepEqual(statuses, Array(20).fill(200));
+    assert.equal(calls, 1);
+    assert.equal(events.filter((e) => e.type === 'auth-refresh').length, 1);
+    const sent = server.requests.map((r) => r.headers.authorization);
+    assert.equal(sent.length, 40, 'each call went out once with the old token and once with the new');
+    assert.equal(sent.filter((h) => h === `Bearer ${OLD}`).length, 20);
+    assert.equal(sent.filter((h) => h === `Bearer ${NEW}`).length, 20);
+  });
+});
+
+test('a 401 for a request sent with an older token is resent with the newer one, without another refresh', async () => {
+  let releaseSlow: () => void = () => {};
+  const slowMayAnswer = new Promise<void>((resolve) => {
+    releaseSlow = resolve;
+  });
+  const handler: Handler = async (req) => {
+    if (req.url === '/slow' && req.headers.authorization === `Bearer ${OLD}`) await slowMayAnswer;
+    return acceptsNew(req, 0);
+  };
+  await withServer(handler, async (server) => {
+    const { refresh, calls } = countingRefresh();
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh })] });
+    const slow = fetch(`${server.origin}/slow`);
+    // The fast call meets a 401, refreshes and succeeds while the slow one is held.
+    const fast = await fetch(`${server.origin}/fast`);
+    assert.equal(fast.status, 200);
+    await fast.text();
+    releaseSlow();
+    const late = await slow;
+    assert.equal(late.status, 200);
+    await late.text();
+    assert.equal(calls(), 1, 'the late 401 did not refresh again');
+    assert.deepEqual(
+      server.requests.filter((r) => r.url === '/slow').map((r) => r.headers.authorization),
+      [`Bearer ${OLD}`, `Bearer ${NEW}`],
+    );
+  });
+});
+
+test('a second 401 after the refresh is returned as is: no loop', async () => {
+  await withServer(always({ status: 401, body: 'still no' }), async (server) => {
+    const { refresh, calls } = countingRefresh();
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh })] });
+    const res = await fetch(server.origin);
+    assert.equal(res.status, 401);
+    assert.equal(await res.text(), 'still no');
+    assert.equal(calls(), 1);
+    assert.equal(server.requests.length, 2);
+  });
+});
+
+test('a 403 is returned as is and never refreshed', async () => {
+  await withServer(always({ status: 403, body: 'forbidden' }), async (server) => {
+    const { refresh, calls } = countingRefresh();
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh })] });
+    const res = await fetch(server.origin);
+    assert.equal(res.status, 403);
+    assert.equal(await res.text(), 'forbidden');
+    assert.equal(calls(), 0);
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('without a refresh option a 401 is returned as is', async () => {
+  await withServer(always({ status: 401, body: 'expired' }), async (server) => {
+    const fetch = createFetch({ use: [auth({ token: OLD })] });
+    const res = await fetch(server.origin);
+    assert.equal(res.status, 401);
+    assert.equal(await res.text(), 'expired');
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('a failed refresh rejects with AUTH_REFRESH_FAILED naming the server, never the token', async () => {
+  await withServer(always({ status: 401 }), async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const cause = new Error('token endpoint said invalid_grant');
+    const fetch = createFetch({
+      use: [
+        auth({
+          token: OLD,
+          refresh: async () => {
+            throw cause;
+          },
+        }),
+      ],
+      onEvent: (e) => events.push(e),
+    });
+    await assert.rejects(fetch(`${server.origin}/mcp?api_key=${OLD}`), (error: unknown) => {
+      assert.ok(error instanceof BreakwaterError);
+      assert.equal(error.code, 'AUTH_REFRESH_FAILED');
+      assert.equal(error.cause, cause);
+      assert.match(error.message, new RegExp(`server "${server.origin}"`));
+      assert.match(error.message, /not resent/);
+      for (const shown of [error.message, JSON.stringify(error), String(error)]) {
+        assert.ok(!shown.includes(OLD), `a token leaked into: ${shown}`);
+      }
+      return true;
+    });
+    assert.equal(server.requests.length, 1, 'nothing was resent');
+    assert.deepEqual(
+      events.filter((e) => e.type === 'auth-refresh'),
+      [{ type: 'auth-refresh', key: server.origin, outcome: 'failed' }],
+    );
+  });
+});
+
+test('a refresh that returns an invalid token fails the same way without echoing it', async () => {
+  await withServer(always({ status: 401 }), async (server) => {
+    const bad = `${NEW}\r\nx-evil: 1`;
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh: () => bad })] });
+    await assert.rejects(fetch(server.origin), (error: unknown) => {
+      assert.ok(error instanceof BreakwaterError);
+      assert.equal(error.code, 'AUTH_REFRESH_FAILED');
+      assert.ok(error.cause instanceof TypeError);
+      const shown = `${error.message} ${JSON.stringify(error)} ${error.cause.message}`;
+      assert.ok(!shown.includes(NEW) && !shown.includes(OLD), `a token leaked into: ${shown}`);
+      return true;
+    });
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('no event carries a token', async () => {
+  await withServer(acceptsNew, async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({
+      use: [auth({ token: () => OLD, refresh: () => NEW })],
+      onEvent: (e) => events.push(e),
+    });
+    await (await fetch(`${server.origin}/x`, { method: 'POST', body: 'b' })).text();
+    assert.ok(events.length >= 3);
+    const logged = JSON.stringify(events);
+    assert.ok(!logged.includes(OLD) && !logged.includes(NEW), logged);
+  });
+});
+
+test('a stream body cannot be sent again: its 401 is returned as is', async () => {
+  await withServer(always({ status: 401, body: 'expired' }), async (server) => {
+    const { refresh, calls } = countingRefresh();
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh })] });
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('streamed'));
+        controller.close();
+      },
+    });
+    const res = await fetch(server.origin, { method: 'POST', body, duplex: 'half' } as RequestInit);
+    assert.equal(res.status, 401);
+    assert.equal(await res.text(), 'expired');
+    assert.equal(calls(), 0);
+    assert.equal(server.requests.length, 1);
+    assert.equal(server.requests[0]?.text, 'streamed');
+  });
+});
+
+test('a Request with a body cannot be sent again either: its 401 is returned as is', async () => {
+  await withServer(always({ status: 401, body: 'expired' }), async (server) => {
+    const { refresh, calls } = countingRefresh();
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh })] });
+    const res = await fetch(new Request(server.origin, { method: 'POST', body: 'once' }));
+    assert.equal(res.status, 401);
+    assert.equal(await res.text(), 'expired');
+    assert.equal(calls(), 0);
+    assert.deepEqual(
+      server.requests.map((r) => [r.text, r.headers.authorization]),
+      [['once', `Bearer ${OLD}`]],
+    );
+  });
+});
+
+test('a caller who aborts while a refresh runs gets their own abort reason at once', async () => {
+  await withServer(acceptsNew, async (server) => {
+    const controller = new AbortController();
+    let finish: (token: string) => void = () => {};
+    const refresh = (): Promise<string> => {
+      controller.abort(new Error('user gave up'));
+      return new Promise<string>((resolve) => {
+        finish = resolve;
+      });
+    };
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh })] });
+    await assert.rejects(fetch(`${server.origin}/aborted`, { signal: controller.signal }), {
+      message: 'user gave up',
+    });
+    finish(NEW);
+    // The refresh still completes for everyone else.
+    const res = await fetch(`${server.origin}/later`);
+    assert.equal(res.status, 200);
+    await res.text();
+    assert.equal(
+      server.requests.filter((r) => r.url === '/aborted').length,
+      1,
+      'the aborted call was not resent',
+    );
+  });
+});
+
+test('a token() that throws or returns a bad value fails with AUTH_TOKEN_FAILED and sends nothing', async () => {
+  await withServer(always({ status: 200 }), async (server) => {
+    const throwing = createFetch({
+      use: [
+        auth({
+          token: () => {
+            throw new Error('vault sealed');
+          },
+        }),
+      ],
+    });
+    await assert.rejects(throwing(server.origin), { code: 'AUTH_TOKEN_FAILED' });
+    const bad = createFetch({ use: [auth({ token: () => `${OLD}\n` })] });
+    await assert.rejects(bad(server.origin), (error: unknown) => {
+      assert.ok(error instanceof BreakwaterError);
+      assert.equal(error.code, 'AUTH_TOKEN_FAILED');
+      assert.ok(!JSON.stringify(error).includes(OLD) && !error.message.includes(OLD));
+      return true;
+    });
+    assert.equal(server.requests.length, 0);
+  });
+});
+
+test('bad options are a TypeError listing every problem, never printing a token', () => {
+  assert.throws(
+    () =>
+      auth({
+        token: 42 as unknown as string,
+        refresh: 'soon' as never,
+        header: 'bad header',
+        extra: 1,
+      } as never),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /auth\(\)\.token: must be a non-empty string/);
+      assert.match(error.message, /auth\(\)\.refresh: must be a function/);
+      assert.match(error.message, /auth\(\)\.header: must be a header name/);
+      assert.match(error.message, /unknown option "extra"/);
+      return true;
+    },
+  );
+  for (const token of [`${OLD}\nx`, ` ${OLD}`, `${OLD}€`, '']) {
+    assert.throws(
+      () => auth({ token }),
+      (error: unknown) => {
+        assert.ok(error instanceof TypeError);
+        assert.match(error.message, /auth\(\)\.token: .*\(got a string \(not shown\)\)/);
+        if (token !== '') assert.ok(!error.message.includes(OLD), error.message);
+        return true;
+      },
+    );
+  }
+  assert.throws(() => auth({ token: OLD, scheme: 'Bear er' }), /auth\(\)\.scheme/);
+  assert.throws(() => auth(undefined as never), TypeError);
+});
+
+test('auth is a named middleware', () => {
+  const middleware: Middleware = auth({ token: OLD });
+  assert.equal(middleware.name, 'auth');
+  assert.ok(!String(middleware).includes(OLD));
+});
