@@ -76,13 +76,13 @@ export interface CaptureStatus extends Middleware {
 /** Options for {@link captureStatus}. */
 export interface CaptureStatusOptions {
   /** Body bytes kept in a snapshot. Default 2048; at most 65,536. */
-  bodyBytes?: number;
+  bodyBytes?: number | undefined;
   /**
    * How long to wait for those bytes, in ms, before keeping what arrived. Default
    * 1000. The caller gets the response only after this, so it bounds the delay a
    * slow error body can add.
    */
-  bodyWaitMs?: number;
+  bodyWaitMs?: number | undefined;
 }
 
 /** Carries a scope from a scoped fetch into the chain, on the init object. */

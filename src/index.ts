@@ -13,8 +13,18 @@
  * ```
  */
 
+export type { AuthOptions, TokenSource } from './auth.ts';
+export { auth } from './auth.ts';
 export type { BackoffOptions, BackoffSchedule, Jitter } from './backoff.ts';
 export { backoff } from './backoff.ts';
+export type {
+  BreakerConfig,
+  BreakerState,
+  BreakerStats,
+  CircuitBreaker,
+  CircuitBreakerOptions,
+} from './breaker.ts';
+export { circuitBreaker } from './breaker.ts';
 export type { FetchLike, KeyOption, Middleware, Next } from './call.ts';
 export { Call } from './call.ts';
 export type { CaptureScope, CaptureStatus, CaptureStatusOptions, StatusSnapshot } from './capture.ts';
@@ -55,18 +65,24 @@ export type {
 } from './events.ts';
 export type { Gate, GateOptions, GateState } from './gate.ts';
 export { createGate } from './gate.ts';
-export { normalizeNetworkError } from './network.ts';
-export { redactUrl, SECRET_HEADERS } from './redact.ts';
-export { throwOnStatus, wrapHttpError } from './status.ts';
-export type { HeadersLike, RateLimitInfo, RateLimitPolicy, RateLimitStatus } from './timing.ts';
-export { MAX_DELAY_MS, parseRateLimit, retryDelay, shouldRetryHeader } from './timing.ts';
-export type { AuthOptions, TokenSource } from './auth.ts';
-export { auth } from './auth.ts';
 export type { IdempotencyKeyOptions } from './idempotency-key.ts';
 export { idempotencyKey } from './idempotency-key.ts';
+export { normalizeNetworkError } from './network.ts';
+export type {
+  Policy,
+  PolicyConfig,
+  PolicyFetchOptions,
+  PolicyStats,
+  ResolvedPolicyConfig,
+} from './policy.ts';
+export { definePolicy } from './policy.ts';
+export { redactUrl, SECRET_HEADERS } from './redact.ts';
+export type { ResendRule, Retry, RetryOptions, RetryStats } from './retry.ts';
+export { retry } from './retry.ts';
+export { throwOnStatus, wrapHttpError } from './status.ts';
 export type { JsonValue, MemoryStore, MemoryStoreOptions, Store } from './store.ts';
 export { memoryStore } from './store.ts';
 export type { TimeoutOptions } from './timeout.ts';
 export { timeout } from './timeout.ts';
-export type { ResendRule, Retry, RetryOptions, RetryStats } from './retry.ts';
-export { retry } from './retry.ts';
+export type { HeadersLike, RateLimitInfo, RateLimitPolicy, RateLimitStatus } from './timing.ts';
+export { MAX_DELAY_MS, parseRateLimit, retryDelay, shouldRetryHeader } from './timing.ts';

@@ -8,7 +8,7 @@
 import type * as z from 'zod/mini';
 
 /** Option names whose values must never be printed. */
-const SECRET_NAME = /token|secret|password|authorization|api[-_]?key|cookie/i;
+const SECRET_NAME = /secret|password|passwd|authorization|cookie|credential|api[-_]?key|token$/i;
 
 /** The longest value shown in an error before it is cut. */
 const MAX_SHOWN_CHARS = 60;
@@ -48,12 +48,91 @@ function formatPath(where: string, path: readonly PropertyKey[]): string {
 export function validate<T>(schema: z.ZodMiniType<T>, value: unknown, where: string): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const problems = result.error.issues.map((issue) => {
+  const problems = flatten(result.error.issues, []).map((issue) => {
     if (issue.code === 'unrecognized_keys') {
-      return `${formatPath(where, issue.path)}: unknown option${issue.keys.length > 1 ? 's' : ''} ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`;
+      const keys = issue.keys ?? [];
+      return `${formatPath(where, issue.path)}: unknown option${keys.length > 1 ? 's' : ''} ${keys.map((k) => JSON.stringify(k)).join(', ')}`;
     }
     const got = describeValue(valueAt(value, issue.path), issue.path);
-    return `${formatPath(where, issue.path)}: ${issue.message} (got ${got})`;
+    return `${formatPath(where, issue.path)}: ${explain(issue)} (got ${got})`;
   });
   throw new TypeError(`invalid options for ${where}:\n  - ${problems.join('\n  - ')}`);
+}
+
+/** The parts of a zod issue this file reads. */
+interface Issue {
+  code: string;
+  path: PropertyKey[];
+  message: string;
+  errors?: Issue[][];
+  keys?: string[];
+  expected?: string;
+  values?: unknown[];
+  origin?: string;
+  minimum?: number | bigint;
+  maximum?: number | bigint;
+  inclusive?: boolean;
+  format?: string;
+}
+
+/** zod/mini ships no locale: its default message is "Invalid input". Say what was expected. */
+const DEFAULT_MESSAGE = 'Invalid input';
+
+function article(noun: string): string {
+  return /^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`;
+}
+
+function explain(issue: Issue): string {
+  if (issue.message !== DEFAULT_MESSAGE) return issue.message;
+  switch (issue.code) {
+    case 'invalid_type':
+      return `must be ${article(issue.expected ?? 'value of another type')}`;
+    case 'invalid_value':
+      return `must be one of ${(issue.values ?? []).map((v) => JSON.stringify(v)).join(', ')}`;
+    case 'too_small':
+      return `must be ${issue.inclusive === false ? 'more than' : 'at least'} ${String(issue.minimum)}${issue.origin === 'string' ? ' characters long' : ''}`;
+    case 'too_big':
+      return `must be ${issue.inclusive === false ? 'less than' : 'at most'} ${String(issue.maximum)}${issue.origin === 'string' ? ' characters long' : ''}`;
+    case 'invalid_format':
+      return `must be a valid ${issue.format ?? 'value'}`;
+    case 'not_multiple_of':
+      return 'must be a whole number';
+    default:
+      return 'is not valid here';
+  }
+}
+
+function depth(issues: Issue[]): number {
+  return Math.max(0, ...issues.map((issue) => issue.path.length));
+}
+
+/**
+ * Replaces each failed union (`false | { ... }`, say) by the issues of the branch
+ * the value was most likely meant for (the one that got deepest into it), so a typo
+ * inside an options object is reported where it is, not as "Invalid input" on the
+ * whole object.
+ */
+function flatten(issues: readonly Issue[], prefix: readonly PropertyKey[]): Issue[] {
+  return issues.flatMap((issue) => {
+    const path = [...prefix, ...issue.path];
+    if (issue.code !== 'invalid_union' || !issue.errors || issue.errors.length === 0)
+      return [{ ...issue, path }];
+    const typeOnly = (branch: Issue[]): boolean =>
+      branch.every((i) => i.path.length === 0 && (i.code === 'invalid_type' || i.code === 'invalid_value'));
+    if (issue.errors.every(typeOnly)) {
+      // The value fits no branch at all: name every alternative.
+      const alternatives = issue.errors.flat().map((i) => explain(i).replace(/^must be (one of )?/, ''));
+      return [{ ...issue, code: 'custom', path, message: `must be ${alternatives.join(' or ')}` }];
+    }
+    let best = issue.errors[0] as Issue[];
+    for (const branch of issue.errors) {
+      if (
+        (typeOnly(best) && !typeOnly(branch)) ||
+        (typeOnly(branch) === typeOnly(best) && depth(branch) > depth(best))
+      ) {
+        best = branch;
+      }
+    }
+    return flatten(best, path);
+  });
 }

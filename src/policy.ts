@@ -1,0 +1,230 @@
+/**
+ * @module
+ * `definePolicy()`: one validated, JSON-serialisable description of how to treat a
+ * server, from which `policy.fetch()` builds the client chain in the standard order
+ * (and `breakwater/hono` reads the same object server-side):
+ *
+ *   total timeout → retry → idempotency key → auth → pacing/breaker → attempt timeout → capture
+ *
+ * Outermost first: the total deadline covers every retry and wait; each retry
+ * attempt gets the same Idempotency-Key and a current token, passes the breaker (so
+ * an open circuit or a paused key stops resends too), and has its own deadline; the
+ * capture, closest to the wire, sees every failure response as the server sent it.
+ */
+
+import * as z from 'zod/mini';
+import { type AuthOptions, auth } from './auth.ts';
+import {
+  type BreakerConfig,
+  type BreakerStats,
+  breakerSchema,
+  type CircuitBreaker,
+  circuitBreaker,
+} from './breaker.ts';
+import type { FetchLike, KeyOption, Middleware } from './call.ts';
+import { type CaptureStatus, captureStatus, DEFAULT_BODY_BYTES, type StatusSnapshot } from './capture.ts';
+import { createFetch } from './chain.ts';
+import { DEFAULT_RETRYABLE_STATUSES } from './classify.ts';
+import type { BreakwaterEvent } from './events.ts';
+import { idempotencyKey } from './idempotency-key.ts';
+import { validate } from './options.ts';
+import {
+  DEFAULT_ATTEMPTS,
+  DEFAULT_BUDGET,
+  DEFAULT_MAX_RETRY_AFTER_MS,
+  DEFAULT_RETRY_BACKOFF,
+  type Retry,
+  type RetryOptions,
+  type RetryStats,
+  retry,
+  retrySchema,
+} from './retry.ts';
+import { type TimeoutOptions, timeout, timeoutSchema } from './timeout.ts';
+
+/** The wait for each attempt's response headers (30 s): long enough for a slow model's first byte. */
+export const DEFAULT_ATTEMPT_MS = 30_000;
+/** The wait for the whole call, retries included (120 s). */
+export const DEFAULT_TOTAL_MS = 120_000;
+
+/** What a policy file holds. Every field is optional; `{}` is a good default for an agent talking to a remote server. */
+export interface PolicyConfig {
+  /** The server's name (the key for breakers, pacing, budgets, messages). Default: the URL's origin. */
+  name?: string | undefined;
+  /** Retry options, or `false` for none. Default: 3 attempts, safe resends, server delays up to 60 s, budget 10 tokens. */
+  retry?: RetryOptions | false | undefined;
+  /** Breaker and pacing options, or `false` for none. Default: opens after 5 failures in a row or 50% of 20+ calls in 30 s. */
+  breaker?: BreakerConfig | false | undefined;
+  /** Deadlines for response headers, or `false` for none. Default: 30 s per attempt, 120 s in all. */
+  timeout?: TimeoutOptions | false | undefined;
+  /**
+   * Stamp an `Idempotency-Key` on POST and PATCH. Default `false`. Only for servers
+   * that honour the header: a keyed request counts as idempotent and may be resent.
+   */
+  idempotencyKeys?: boolean | undefined;
+  /** Status capture options. Default: keep 2048 body bytes of each failure response. */
+  capture?: { bodyBytes?: number | undefined; bodyWaitMs?: number | undefined } | undefined;
+}
+
+/** The config with every default filled in: what the chain is built from. */
+export interface ResolvedPolicyConfig {
+  name: string | undefined;
+  retry: Required<Omit<RetryOptions, 'replayBodyBytes'>> & Pick<RetryOptions, 'replayBodyBytes'>;
+  breaker: BreakerConfig | false;
+  timeout: TimeoutOptions | false;
+  idempotencyKeys: boolean;
+  capture: { bodyBytes: number; bodyWaitMs?: number | undefined };
+}
+
+/** Per-client pieces that do not belong in a policy file. */
+export interface PolicyFetchOptions {
+  /** Stamp and refresh a token (`auth()` options). */
+  auth?: AuthOptions;
+  /** Receives typed events from this client's calls. */
+  onEvent?: (event: BreakwaterEvent) => void;
+  /** Overrides the policy's `name` as the key (a function derives it from the URL). */
+  key?: KeyOption;
+}
+
+/** What a policy knows about one server right now. */
+export interface PolicyStats {
+  retry: RetryStats | undefined;
+  breaker: BreakerStats | undefined;
+  /** The latest failure response seen for the key. */
+  lastFailure: StatusSnapshot | undefined;
+}
+
+/** A validated policy: build clients from it, read its state, serialise it. */
+export interface Policy {
+  /** The config as given (validated, frozen): what `JSON.stringify(policy)` writes. */
+  readonly config: Readonly<PolicyConfig>;
+  /** The config with defaults filled in. */
+  readonly resolved: Readonly<ResolvedPolicyConfig>;
+  /** The status capture every client of this policy shares (`capture.scope()` for one operation's snapshots). */
+  readonly capture: CaptureStatus;
+  /**
+   * A fetch with the policy's chain around `base` (default: the global fetch).
+   * Clients of one policy share its breaker, pacing, budgets and captures.
+   */
+  fetch(base?: FetchLike, options?: PolicyFetchOptions): FetchLike;
+  /** Counters and state for one server key. */
+  stats(key: string): PolicyStats;
+  /** The config as given, for `JSON.stringify`. */
+  toJSON(): PolicyConfig;
+}
+
+const policySchema = z.strictObject({
+  name: z.optional(z.string().check(z.minLength(1, 'must be a non-empty string'))),
+  retry: z.optional(z.union([z.literal(false), retrySchema])),
+  breaker: z.optional(z.union([z.literal(false), breakerSchema])),
+  timeout: z.optional(z.union([z.literal(false), timeoutSchema])),
+  idempotencyKeys: z.optional(z.boolean()),
+  capture: z.optional(
+    z.strictObject({
+      bodyBytes: z.optional(z.number().check(z.int(), z.minimum(0), z.maximum(65_536))),
+      bodyWaitMs: z.optional(z.number().check(z.minimum(0), z.maximum(30_000))),
+    }),
+  ),
+});
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === 'object') {
+    for (const inner of Object.values(value)) deepFreeze(inner);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+function resolve(config: PolicyConfig): ResolvedPolicyConfig {
+  const given = config.retry === false ? { attempts: 1 } : (config.retry ?? {});
+  return {
+    name: config.name,
+    retry: {
+      attempts: given.attempts ?? DEFAULT_ATTEMPTS,
+      backoff: { ...DEFAULT_RETRY_BACKOFF, ...given.backoff },
+      statuses: given.statuses ?? [...DEFAULT_RETRYABLE_STATUSES],
+      maxRetryAfterMs: given.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS,
+      budget: given.budget ?? { ...DEFAULT_BUDGET },
+      resend: given.resend ?? 'safe',
+      ...(given.replayBodyBytes === undefined ? {} : { replayBodyBytes: given.replayBodyBytes }),
+    },
+    breaker: config.breaker === false ? false : { ...config.breaker },
+    timeout:
+      config.timeout === false
+        ? false
+        : {
+            attemptMs: config.timeout?.attemptMs ?? DEFAULT_ATTEMPT_MS,
+            totalMs: config.timeout?.totalMs ?? DEFAULT_TOTAL_MS,
+          },
+    idempotencyKeys: config.idempotencyKeys ?? false,
+    capture: { ...config.capture, bodyBytes: config.capture?.bodyBytes ?? DEFAULT_BODY_BYTES },
+  };
+}
+
+/**
+ * Validates a policy config and returns a {@link Policy}. Bad config throws one
+ * `TypeError` listing every offending path and value; unknown keys are rejected.
+ *
+ * @example
+ * ```ts
+ * import { definePolicy } from 'breakwater';
+ *
+ * const policy = definePolicy({ name: 'github-mcp', retry: { attempts: 4 } });
+ * const fetch = policy.fetch();
+ * const res = await fetch('https://api.githubcopilot.com/mcp/', { method: 'POST', body: '…' });
+ * console.log(policy.stats('github-mcp'));
+ * ```
+ */
+export function definePolicy(config: PolicyConfig = {}): Policy {
+  const valid = deepFreeze(structuredClone(validate(policySchema, config, 'definePolicy()')) as PolicyConfig);
+  const resolved = deepFreeze(resolve(valid));
+
+  const { retry: retryConfig } = resolved;
+  const retries: Retry | undefined = resolved.retry.attempts > 1 ? retry(retryConfig) : undefined;
+  const breaker: CircuitBreaker | undefined =
+    resolved.breaker === false
+      ? undefined
+      : circuitBreaker({ maxRetryAfterMs: retryConfig.maxRetryAfterMs, ...resolved.breaker });
+  const capture = captureStatus(resolved.capture);
+  const total =
+    resolved.timeout === false || resolved.timeout.totalMs === undefined
+      ? undefined
+      : timeout({ totalMs: resolved.timeout.totalMs });
+  const perAttempt =
+    resolved.timeout === false || resolved.timeout.attemptMs === undefined
+      ? undefined
+      : timeout({ attemptMs: resolved.timeout.attemptMs });
+  const keys = resolved.idempotencyKeys ? idempotencyKey() : undefined;
+
+  return Object.freeze({
+    config: valid,
+    resolved,
+    capture,
+    fetch(base?: FetchLike, options: PolicyFetchOptions = {}): FetchLike {
+      const use: Middleware[] = [];
+      for (const m of [
+        total,
+        retries,
+        keys,
+        options.auth ? auth(options.auth) : undefined,
+        breaker,
+        perAttempt,
+        capture,
+      ]) {
+        if (m !== undefined) use.push(m);
+      }
+      const key = options.key ?? resolved.name;
+      return createFetch({
+        use,
+        ...(base === undefined ? {} : { fetch: base }),
+        ...(key === undefined ? {} : { key }),
+        ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
+      });
+    },
+    stats(key: string): PolicyStats {
+      return { retry: retries?.stats(key), breaker: breaker?.stats(key), lastFailure: capture.last(key) };
+    },
+    toJSON(): PolicyConfig {
+      return valid;
+    },
+  });
+}

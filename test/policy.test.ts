@@ -1,0 +1,153 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { CircuitOpenError } from '../src/errors.ts';
+import type { BreakwaterEvent } from '../src/events.ts';
+import { definePolicy } from '../src/policy.ts';
+import { always, sequence, withServer } from './helpers/server.ts';
+
+const fast = { initialMs: 5, factor: 2, maxMs: 20, jitter: 'none' } as const;
+
+test('definePolicy({}) fills in the documented defaults', () => {
+  const { resolved } = definePolicy({});
+  assert.equal(resolved.retry.attempts, 3);
+  assert.deepEqual(resolved.retry.backoff, {
+    initialMs: 500,
+    factor: 2,
+    maxMs: 32_000,
+    jitter: 'decorrelated',
+  });
+  assert.deepEqual(resolved.retry.statuses, [408, 429, 500, 502, 503, 504, 529]);
+  assert.equal(resolved.retry.maxRetryAfterMs, 60_000);
+  assert.deepEqual(resolved.retry.budget, { tokens: 10, refund: 0.1 });
+  assert.equal(resolved.retry.resend, 'safe');
+  assert.deepEqual(resolved.timeout, { attemptMs: 30_000, totalMs: 120_000 });
+  assert.equal(resolved.idempotencyKeys, false);
+  assert.equal(resolved.capture.bodyBytes, 2048);
+  assert.deepEqual(resolved.breaker, {});
+});
+
+test('a policy is JSON-serialisable and round-trips to the same config', () => {
+  const config = {
+    name: 'github-mcp',
+    retry: { attempts: 4, backoff: { initialMs: 100, jitter: '+20%' as const } },
+    breaker: { consecutiveFailures: 3 },
+    timeout: { attemptMs: 10_000 },
+    idempotencyKeys: true,
+  };
+  const policy = definePolicy(config);
+  const again = definePolicy(JSON.parse(JSON.stringify(policy)));
+  assert.deepEqual(again.config, policy.config);
+  assert.deepEqual(again.resolved, policy.resolved);
+  assert.ok(Object.isFrozen(policy.config));
+  config.retry.attempts = 9;
+  assert.equal(policy.resolved.retry.attempts, 4, 'later changes to the input do not leak in');
+});
+
+test('bad config is one TypeError listing every offending path and value', () => {
+  assert.throws(
+    () =>
+      definePolicy({
+        retry: { attempts: 'three' },
+        breaker: { failureRatio: 2 },
+        timeout: { attemptMs: -1 },
+        retires: 3,
+      } as never),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /definePolicy\(\)\.retry\.attempts.*got "three"/);
+      assert.match(error.message, /definePolicy\(\)\.breaker\.failureRatio.*got 2/);
+      assert.match(error.message, /definePolicy\(\)\.timeout\.attemptMs.*got -1/);
+      assert.match(error.message, /unknown option "retires"/);
+      return true;
+    },
+  );
+});
+
+test('idempotency keys sit inside retry: a keyed POST is retried with the same key', async () => {
+  await withServer(sequence({ status: 503 }, { status: 200, body: 'done' }), async (server) => {
+    const fetch = definePolicy({ retry: { backoff: fast }, idempotencyKeys: true }).fetch();
+    const res = await fetch(server.origin, { method: 'POST', body: '{"tool":"create_issue"}' });
+    assert.equal(await res.text(), 'done');
+    assert.equal(server.requests.length, 2);
+    const [first, second] = server.requests.map((r) => r.headers['idempotency-key']);
+    assert.match(String(first), /^"[0-9a-f-]{36}"$/);
+    assert.equal(first, second);
+  });
+});
+
+test('without idempotency keys a POST answered 503 is not resent', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const fetch = definePolicy({ retry: { backoff: fast } }).fetch();
+    const res = await fetch(server.origin, { method: 'POST', body: '{}' });
+    await res.body?.cancel();
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('the breaker sits inside retry: once it opens, retries stop reaching the server', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const policy = definePolicy({
+      name: 'flaky',
+      retry: { attempts: 6, backoff: fast, budget: false },
+      breaker: { consecutiveFailures: 2, open: { initialMs: 10_000, jitter: 'none' } },
+    });
+    const fetch = policy.fetch();
+    await assert.rejects(fetch(server.origin), CircuitOpenError);
+    assert.equal(server.requests.length, 2);
+    assert.equal(policy.stats('flaky').breaker?.state, 'open');
+  });
+});
+
+test('the attempt timeout sits inside retry: a hung attempt is retried', async () => {
+  await withServer(
+    (_req, index) => (index === 0 ? { hang: true } : { status: 200, body: 'second' }),
+    async (server) => {
+      const fetch = definePolicy({
+        retry: { backoff: fast },
+        timeout: { attemptMs: 50, totalMs: 5000 },
+      }).fetch();
+      const res = await fetch(server.origin);
+      assert.equal(await res.text(), 'second');
+    },
+  );
+});
+
+test('the capture sees each failure and stats report it with the budget and the circuit', async () => {
+  await withServer(
+    sequence({ status: 503, body: '{"error":{"message":"busy"}}' }, { status: 200 }),
+    async (server) => {
+      const policy = definePolicy({ name: 'svc', retry: { backoff: fast } });
+      const res = await policy.fetch()(server.origin);
+      await res.body?.cancel();
+      const stats = policy.stats('svc');
+      assert.equal(stats.lastFailure?.serverMessage, 'busy');
+      assert.equal(stats.retry?.retries, 1);
+      assert.equal(stats.breaker?.state, 'closed');
+    },
+  );
+});
+
+test('clients of one policy share its state; auth and onEvent are per client', async () => {
+  await withServer(always({ status: 200 }), async (server) => {
+    const policy = definePolicy({ name: 'shared' });
+    const events: BreakwaterEvent[] = [];
+    const a = policy.fetch(undefined, { auth: { token: 'token-a' }, onEvent: (e) => events.push(e) });
+    const b = policy.fetch(undefined, { auth: { token: 'token-b' } });
+    await (await a(server.origin)).text();
+    await (await b(server.origin)).text();
+    assert.equal(server.requests[0]?.headers.authorization, 'Bearer token-a');
+    assert.equal(server.requests[1]?.headers.authorization, 'Bearer token-b');
+    assert.equal(events.filter((e) => e.type === 'attempt').length, 1);
+    assert.equal(policy.stats('shared').breaker?.state, 'closed');
+  });
+});
+
+test('retry: false and timeout: false leave those layers out', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const policy = definePolicy({ retry: false, timeout: false, breaker: false });
+    const res = await policy.fetch()(server.origin);
+    await res.body?.cancel();
+    assert.equal(server.requests.length, 1);
+    assert.equal(policy.resolved.timeout, false);
+  });
+});
