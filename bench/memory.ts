@@ -2,8 +2,8 @@
 //
 // Drives one `definePolicy({}).fetch(stub)` (the full chain) with distinct keys: the
 // URL `http://h${i}.invalid/` per call, so the key (the origin) is new every time. The
-// stub never touches the network; it returns a fresh Response, a 503 with a JSON error
-// body for every 4th key (POST, so it is not resent: the retry budget, the breaker's
+// stub never touches the network; it returns a fresh Response: a 503 with a JSON error
+// body for every 10th key (POST, so it is not resent; the retry budget, the breaker's
 // failure record and capture's snapshot are all created for that key) and a 200 for
 // the rest. The breaker registry, the retry budgets and capture's last-by-key are each
 // bounded to 1,000 keys (least recently used dropped first).
@@ -12,7 +12,9 @@
 // batches of CONCURRENT at once (sequential awaits would be slower, not different).
 //
 // Run: node --expose-gc --import tsx bench/memory.ts
-//   MEMORY_KEYS=N  the large run's key count (default 1,000,000)
+//   MEMORY_KEYS=N        the large run's key count (default 1,000,000)
+//   MEMORY_FAIL_EVERY=N  every N-th key gets a 503 (default 10)
+//   MEMORY_CONFIG=JSON   the policy config, to turn parts off: '{"timeout":false}'
 import { setImmediate as tick } from 'node:timers/promises';
 import { definePolicy, type FetchLike, type PolicyConfig } from '../src/index.ts';
 
@@ -44,7 +46,11 @@ const stub: FetchLike = (input) => {
 
 const policy = definePolicy(CONFIG);
 const fetch = policy.fetch(stub);
-const init: RequestInit = { method: 'POST', body: '{"a":1}', headers: { 'content-type': 'application/json' } };
+const init: RequestInit = {
+  method: 'POST',
+  body: '{"a":1}',
+  headers: { 'content-type': 'application/json' },
+};
 
 async function drive(from: number, to: number): Promise<void> {
   for (let start = from; start < to; start += CONCURRENT) {

@@ -21,7 +21,7 @@
 //    rounds interleaved with the order rotated each round.
 //
 // Run: npm run bench, or: npx tsx bench/peers.ts
-//   BENCH_SECONDS=N  length of each throughput round (default 2)
+//   BENCH_SECONDS=N  length of each throughput round (default 1.5)
 //   BENCH_ROUNDS=N   throughput rounds (default 6)
 import { spawn } from 'node:child_process';
 import { ConsecutiveBreaker, circuitBreaker, ExponentialBackoff, handleAll, retry, wrap } from 'cockatiel';
@@ -30,7 +30,7 @@ import { createFetch as createOfetch, ofetch } from 'ofetch';
 import { definePolicy, type FetchLike } from '../src/index.ts';
 
 const CONCURRENCY = 16;
-const ROUND_MS = Number(process.env.BENCH_SECONDS ?? 2) * 1000;
+const ROUND_MS = Number(process.env.BENCH_SECONDS ?? 1.5) * 1000;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 /** Per-call rounds; each contender runs one batch of about BATCH_MS per round. */
 const CALL_ROUNDS = 15;
@@ -151,7 +151,12 @@ async function perCall(
   return result;
 }
 
-async function overhead(): Promise<{ fresh: number; ready: number; cockatielFresh: number; cockatielReady: number }> {
+async function overhead(): Promise<{
+  fresh: number;
+  ready: number;
+  cockatielFresh: number;
+  cockatielReady: number;
+}> {
   const url = 'http://127.0.0.1:9/v1/things';
   const body = '{"a":1}';
   const init: RequestInit = { method: 'POST', body, headers: HEADERS };

@@ -225,7 +225,7 @@ export function retry(options: RetryOptions = {}): Retry {
     return budget;
   }
 
-  function settle(call: Call, outcome: Outcome): Response {
+  function settle(outcome: Outcome): Response {
     if ('response' in outcome) return outcome.response;
     throw outcome.error;
   }
@@ -239,7 +239,7 @@ export function retry(options: RetryOptions = {}): Retry {
       why,
       reason: describeOutcome(outcome),
     });
-    return settle(call, outcome);
+    return settle(outcome);
   }
 
   /** Whether this outcome may be resent, given the `resend` rule. */
@@ -269,7 +269,7 @@ export function retry(options: RetryOptions = {}): Retry {
         if (verdict.kind !== 'ok' && verdict.kind !== 'cancelled') {
           return giveUp(call, outcome, 'not-retryable', budget);
         }
-        return settle(call, outcome);
+        return settle(outcome);
       }
       // A failed attempt takes a token whether or not it is retried (gRPC throttling).
       if (budgetTokens !== undefined) budget.tokens = Math.max(0, budget.tokens - 1);
