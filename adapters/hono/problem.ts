@@ -1,0 +1,41 @@
+/**
+ * @module
+ * Error responses the client side understands: `application/problem+json` bodies
+ * (RFC 9457) and `Retry-After` as delay-seconds (RFC 9110 §10.2.3), rounded up so a
+ * client never comes back early. Every breakwater server middleware answers through
+ * these two functions.
+ */
+
+/** The media type of RFC 9457 problem details. */
+export const PROBLEM_JSON = 'application/problem+json';
+
+/** `Retry-After` delay-seconds for a wait in ms: rounded up (`ceil(ms / 1000)`), never negative. */
+export function retryAfterSeconds(ms: number): string {
+  return String(Math.max(0, Math.ceil(ms / 1000)));
+}
+
+/** The fields of a problem details object (RFC 9457 §3.1), plus extension members. */
+export interface Problem {
+  /** HTTP status of the response. */
+  status: number;
+  /** A short, human-readable summary of the problem type. */
+  title: string;
+  /** What happened this time, for a person. Never a credential or a query string. */
+  detail?: string;
+  /** A URI naming the problem type. Default `about:blank` (RFC 9457 §4.2.1). */
+  type?: string;
+  /** Extension members (RFC 9457 §3.2), e.g. `upstream`, `retryAfterMs`. */
+  [extension: string]: unknown;
+}
+
+/**
+ * A `Response` carrying problem details, with `Retry-After` when `retryAfterMs` is
+ * given (and any extra headers).
+ */
+export function problemResponse(problem: Problem, retryAfterMs?: number, headers?: HeadersInit): Response {
+  const out = new Headers(headers);
+  out.set('content-type', PROBLEM_JSON);
+  if (retryAfterMs !== undefined) out.set('retry-after', retryAfterSeconds(retryAfterMs));
+  const body = { type: 'about:blank', ...problem };
+  return new Response(JSON.stringify(body), { status: problem.status, headers: out });
+}

@@ -1,0 +1,57 @@
+/**
+ * @module
+ * Serves a Hono app (or any `fetch` handler) on 127.0.0.1, port 0, through
+ * `@hono/node-server` (node:http underneath), which runs on Node, Deno and Bun alike,
+ * and always closes it.
+ */
+
+import type { AddressInfo } from 'node:net';
+import { type ServerType, serve } from '@hono/node-server';
+
+/** Anything with a fetch handler: a Hono app, or `{ fetch }`. */
+export interface FetchApp {
+  fetch: (request: Request, ...rest: never[]) => Response | Promise<Response>;
+}
+
+/** A running app server. */
+export interface AppServer {
+  origin: string;
+  close(): Promise<void>;
+}
+
+/** Starts `app` on 127.0.0.1:0. Prefer {@link withApp}. */
+export async function startApp(app: FetchApp): Promise<AppServer> {
+  let server: ServerType | undefined;
+  const port = await new Promise<number>((resolve) => {
+    server = serve(
+      {
+        fetch: app.fetch as (request: Request) => Response | Promise<Response>,
+        port: 0,
+        hostname: '127.0.0.1',
+      },
+      (info: AddressInfo) => resolve(info.port),
+    );
+  });
+  let closing: Promise<void> | undefined;
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        const s = server as ServerType & { closeAllConnections?: () => void };
+        s.close(() => resolve());
+        s.closeAllConnections?.();
+      });
+      return closing;
+    },
+  };
+}
+
+/** Runs `fn` against `app` served on loopback, and always closes the server. */
+export async function withApp<T>(app: FetchApp, fn: (server: AppServer) => Promise<T>): Promise<T> {
+  const server = await startApp(app);
+  try {
+    return await fn(server);
+  } finally {
+    await server.close();
+  }
+}
