@@ -23,7 +23,9 @@ import {
 } from './backoff.ts';
 import { isAbort } from './chain.ts';
 import { GateClosedError, HttpStatusError, NetworkError, TimeoutError } from './errors.ts';
+import type { GateEvent } from './events.ts';
 import { validate } from './options.ts';
+import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
 /** The gate's name in errors and state, by default. */
@@ -34,8 +36,6 @@ export const DEFAULT_GATE_KEY = 'gate';
  * +30% spreads agents restarted together without ever shortening a window.
  */
 export const DEFAULT_GATE_JITTER: Jitter = '+30%';
-/** The longest window a server's Retry-After may impose, in ms, by default (as `retry()`). */
-export const DEFAULT_MAX_RETRY_AFTER_MS = 60_000;
 
 /** Options for {@link createGate}. */
 export interface GateOptions {
@@ -60,6 +60,8 @@ export interface GateOptions {
    * throws, the error is treated as not a crash loop and passes through unchanged.
    */
   isCrashLoop?: ((error: unknown) => boolean) | undefined;
+  /** Receives `gate` events (`armed`, `cleared`, `refused`); a listener that throws is ignored. */
+  onEvent?: ((event: GateEvent) => void) | undefined;
   /** The clock, epoch ms. Default `Date.now`; inject one in tests. */
   now?: (() => number) | undefined;
 }
@@ -108,6 +110,7 @@ const optionsSchema = z.optional(
           ),
       ),
       isCrashLoop: z.optional(z.custom<(error: unknown) => boolean>(isFunction, 'must be a function')),
+      onEvent: z.optional(z.custom<(event: GateEvent) => void>(isFunction, 'must be a function')),
       now: z.optional(z.custom<() => number>(isFunction, 'must be a function returning epoch ms')),
     },
     'must be an options object',
@@ -160,6 +163,18 @@ export function createGate(options?: GateOptions): Gate {
   const maxRetryAfterMs = valid?.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
   const isCrashLoop = valid?.isCrashLoop;
   const now = valid?.now ?? Date.now;
+  const listener = valid?.onEvent;
+
+  function emit(state: GateEvent['state'], at?: number): void {
+    if (listener === undefined) return;
+    try {
+      listener(
+        at === undefined ? { type: 'gate', key, state } : { type: 'gate', key, state, retryAt: new Date(at) },
+      );
+    } catch {
+      // An observer must not be able to fail the operation it observes.
+    }
+  }
 
   let failures = 0;
   /** The last backoff step used, for decorrelated jitter. */
@@ -192,9 +207,11 @@ export function createGate(options?: GateOptions): Gate {
     const windowMs = Math.max(backoffMs, Math.min(serverMs ?? 0, maxRetryAfterMs));
     retryAtMs = Math.max(retryAtMs ?? 0, now() + windowMs);
     cause = error;
+    emit('armed', retryAtMs);
   }
 
   function clear(): void {
+    if (retryAtMs !== undefined) emit('cleared');
     failures = 0;
     lastDelayMs = undefined;
     retryAtMs = undefined;
@@ -202,6 +219,7 @@ export function createGate(options?: GateOptions): Gate {
   }
 
   function closed(at: number, time: number): GateClosedError {
+    emit('refused', at);
     return new GateClosedError({ key, retryAt: new Date(at), cause, now: time });
   }
 

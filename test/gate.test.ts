@@ -385,3 +385,22 @@ test('a schedule initialMs above the default cap raises the cap rather than fail
   await assert.rejects(gate.run(() => Promise.reject(refused())));
   assert.equal(gate.state().retryAt?.getTime(), START + 45_000);
 });
+
+test('a gate reports armed, refused and cleared through onEvent', async () => {
+  let time = 1_000_000;
+  const events: string[] = [];
+  const gate = createGate({
+    key: 'mcp-start',
+    schedule: { initialMs: 100, jitter: 'none' },
+    now: () => time,
+    onEvent: (event) => events.push(`${event.key}:${event.state}`),
+  });
+  await assert.rejects(gate.run(() => Promise.reject(new HttpStatusError({ status: 503, retryable: true }))));
+  await assert.rejects(
+    gate.run(() => Promise.resolve('not called')),
+    GateClosedError,
+  );
+  time += 200;
+  assert.equal(await gate.run(() => Promise.resolve('ok')), 'ok');
+  assert.deepEqual(events, ['mcp-start:armed', 'mcp-start:refused', 'mcp-start:cleared']);
+});
