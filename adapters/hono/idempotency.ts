@@ -1,0 +1,624 @@
+/**
+ * @module
+ * `idempotency()`: the server half of `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header).
+ * A keyed POST / PATCH runs its handler at most once per key; a repeat gets the first
+ * response back, byte for byte, marked `Idempotent-Replayed: true` (the header Stripe
+ * sends). That is what makes the client's `idempotencyKey()` safe: a keyed request
+ * counts as idempotent there, so `retry()` resends it after a 5xx or a reset.
+ *
+ * Records live in a {@link Store} (JSON values), keyed by (scope, method, path, key):
+ *
+ *   absent ──compareAndSet──▶ running ──handler answered──▶ done (replayed)
+ *                                 │                      └─▶ unreplayable (409 on repeats)
+ *                                 └──handler said "not run"──▶ absent again
+ */
+
+import type { Context, Env, MiddlewareHandler } from 'hono';
+import * as z from 'zod/mini';
+import { validate } from '../../src/options.ts';
+import { memoryStore, type Store } from '../../src/store.ts';
+import { problemResponse } from './problem.ts';
+
+/** How long a record is kept (24 h): long enough for any client's retries, as Stripe keeps keys. */
+export const DEFAULT_TTL_MS = 86_400_000;
+/** Methods that are deduplicated by default: the non-idempotent ones the client keys. */
+export const DEFAULT_METHODS: readonly string[] = ['POST', 'PATCH'];
+/** The largest request body fingerprinted, and response body stored, by default (1 MiB). */
+export const DEFAULT_MAX_BODY_BYTES = 1_048_576;
+/** Records the default in-memory store keeps (least recently used dropped first). */
+export const DEFAULT_MAX_RECORDS = 10_000;
+/** The longest key accepted, in characters of content (the draft sets none; this bounds store keys). */
+export const MAX_KEY_CHARS = 255;
+/** The header that marks a replayed response (Stripe's name, which clients already know). */
+export const REPLAYED_HEADER = 'Idempotent-Replayed';
+/** The request header carrying the key (draft-ietf-httpapi-idempotency-key-header §2). */
+const KEY_HEADER = 'idempotency-key';
+/** The scope when no `scope` function is given: one shared namespace. */
+const DEFAULT_SCOPE = '';
+/** `Retry-After` on a 409 for a request still running: most handlers finish within a second. */
+const IN_PROGRESS_RETRY_MS = 1000;
+/** `Retry-After` on a 503 when the store fails: a store outage is usually brief. */
+const STORE_RETRY_MS = 1000;
+/** The largest `maxBodyBytes` accepted (64 MiB): records are held whole, as JSON, in the store. */
+const MAX_BODY_BYTES_LIMIT = 67_108_864;
+/** Claim attempts before answering 409: a record can vanish between two reads when its owner releases it. */
+const CLAIM_ATTEMPTS = 3;
+/** Bytes per `String.fromCharCode` call when base64-encoding (keeps the argument list small). */
+const BASE64_CHUNK_BYTES = 0x8000;
+/** What `x-should-retry` says on answers given before the handler ran: resending is safe. */
+const NOT_RUN = { 'x-should-retry': 'true' };
+/**
+ * Statuses the client treats as "rejected before executing" (breakwater's classify
+ * table, RFC 9110): a handler that answers one is taken at its word, and its record is
+ * released so a retry runs the handler.
+ */
+const NOT_RUN_STATUSES: ReadonlySet<number> = new Set([401, 403, 407, 408, 429]);
+/**
+ * Response headers never stored: hop-by-hop ones (RFC 9110 §7.6.1), `set-cookie` (a
+ * replay must not hand out a session), and `content-length` (recomputed on replay).
+ */
+const UNSTORED_HEADERS: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'set-cookie',
+  'content-length',
+]);
+/** Statuses whose responses cannot carry a body (fetch's "null body status"). */
+const NULL_BODY_STATUSES: ReadonlySet<number> = new Set([101, 103, 204, 205, 304]);
+
+/** Options for {@link idempotency}. */
+export interface IdempotencyOptions<E extends Env = Env> {
+  /**
+   * Where records are kept. Default: a fresh `memoryStore({ maxEntries: 10_000 })`
+   * (LRU + TTL) per middleware. Pass a shared store (Redis or the like) when several
+   * instances serve the same clients: a retry may reach another instance. Memory use
+   * is bounded by entries × (`maxBodyBytes` × 4/3, base64) in the worst case.
+   */
+  store?: Store | undefined;
+  /**
+   * How long a record is kept, in ms, counted from the claim and again from the
+   * response. Default 24 h. A key repeated after that runs the handler again. A record
+   * left `running` (the process died, or the store failed on the final write) answers
+   * 409 until it expires.
+   */
+  ttlMs?: number | undefined;
+  /** Methods deduplicated (any case). Default `['POST', 'PATCH']`; others pass through untouched. */
+  methods?: readonly string[] | undefined;
+  /**
+   * Refuse a request of those methods without a key (400). Default `false`: an unkeyed
+   * request passes through, as the draft allows.
+   */
+  required?: boolean | undefined;
+  /**
+   * Names the namespace a key lives in, e.g. the authenticated principal. Records are
+   * keyed by (scope, method, path, key), so one user can never replay another's
+   * response. Default: one namespace for everyone (`''`). **Multi-tenant apps MUST set
+   * it** (after their auth middleware), or a client that reuses or guesses another
+   * tenant's key gets that tenant's response.
+   */
+  scope?: ((c: Context<E>) => string | Promise<string>) | undefined;
+  /**
+   * The largest keyed request body read to fingerprint it, and the largest response
+   * body stored for replay, in bytes. Default 1 MiB. A keyed request with a larger body
+   * is refused with 413 (it cannot be fingerprinted in bounded memory); a larger
+   * response is sent but not stored, and repeats get 409.
+   */
+  maxBodyBytes?: number | undefined;
+}
+
+/** An RFC 9110 §5.6.2 token: what method names are made of. */
+const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+function isStore(value: unknown): value is Store {
+  if (value === null || typeof value !== 'object') return false;
+  const store = value as Record<string, unknown>;
+  return ['get', 'delete', 'compareAndSet'].every((method) => typeof store[method] === 'function');
+}
+
+const optionsSchema = z.optional(
+  z.strictObject(
+    {
+      store: z.optional(z.custom<Store>(isStore, 'must be a Store (get, delete, compareAndSet)')),
+      ttlMs: z.optional(
+        z.number('must be a number of ms').check(z.minimum(1, 'must be at least 1 ms (and finite)')),
+      ),
+      methods: z.optional(
+        z
+          .array(z.string('must be a method name').check(z.regex(HTTP_TOKEN, 'must be a method name')))
+          .check(z.minLength(1, 'must list at least one method')),
+      ),
+      required: z.optional(z.boolean('must be true or false')),
+      scope: z.optional(
+        z.custom<(c: Context) => string | Promise<string>>(
+          (value) => typeof value === 'function',
+          'must be a function returning a string',
+        ),
+      ),
+      maxBodyBytes: z.optional(
+        z
+          .number('must be a number of bytes')
+          .check(
+            z.int('must be a whole number of bytes'),
+            z.minimum(0, 'must be at least 0'),
+            z.maximum(MAX_BODY_BYTES_LIMIT, `must be at most ${MAX_BODY_BYTES_LIMIT} (64 MiB)`),
+          ),
+      ),
+    },
+    'must be an options object',
+  ),
+);
+
+/** A claim on a key: the handler is running (or the process died while it was). */
+type RunningRecord = {
+  state: 'running';
+  fingerprint: string;
+  /** Epoch ms of the claim. */
+  startedAt: number;
+};
+
+/** A stored response, replayed to every repeat. */
+type DoneRecord = {
+  state: 'done';
+  fingerprint: string;
+  status: number;
+  /** Name-value pairs in order (a repeated header stays repeated). */
+  headers: [string, string][];
+  body: string;
+  /** `utf8` when the body is valid UTF-8 (readable in the store), else `base64`. */
+  encoding: 'utf8' | 'base64';
+};
+
+/** The handler ran, but its response could not be kept: repeats get 409, never a second run. */
+type UnreplayableRecord = {
+  state: 'unreplayable';
+  fingerprint: string;
+  status: number;
+  reason: 'too-large' | 'stream';
+};
+
+type IdempotencyRecord = RunningRecord | DoneRecord | UnreplayableRecord;
+
+/** Records come back from a store that may be shared or remote: checked, never trusted. */
+const recordSchema = z.discriminatedUnion('state', [
+  z.object({ state: z.literal('running'), fingerprint: z.string(), startedAt: z.number() }),
+  z.object({
+    state: z.literal('done'),
+    fingerprint: z.string(),
+    status: z.number().check(z.int(), z.minimum(200), z.maximum(599)),
+    headers: z.array(z.tuple([z.string(), z.string()])),
+    body: z.string(),
+    encoding: z.enum(['utf8', 'base64']),
+  }),
+  z.object({
+    state: z.literal('unreplayable'),
+    fingerprint: z.string(),
+    status: z.number(),
+    reason: z.enum(['too-large', 'stream']),
+  }),
+]);
+
+/** The key's content, or why the header is refused. */
+type ParsedKey = { ok: true; key: string } | { ok: false; why: string };
+
+/**
+ * Parses the header as an RFC 8941 §3.3.3 sf-string: `"`, printable ASCII with `\"`
+ * and `\\` as the only escapes, `"`. One linear pass; nothing may follow the closing
+ * quote (the draft defines no parameters, and two keys joined by a comma are refused).
+ */
+function parseKey(value: string): ParsedKey {
+  const malformed: ParsedKey = {
+    ok: false,
+    why: 'Idempotency-Key must be a structured-field string: printable ASCII in double quotes, e.g. "8e03978e-40d5-43e8-bc93-6894a57f9324"',
+  };
+  if (value.charCodeAt(0) !== 0x22) return malformed;
+  let key = '';
+  for (let i = 1; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c === 0x22) {
+      if (i !== value.length - 1) return malformed;
+      if (key.length === 0) return { ok: false, why: 'Idempotency-Key must not be empty' };
+      return { ok: true, key };
+    }
+    if (c === 0x5c) {
+      i++;
+      const escaped = value.charCodeAt(i);
+      if (escaped !== 0x22 && escaped !== 0x5c) return malformed;
+    } else if (c < 0x20 || c > 0x7e) {
+      return malformed;
+    }
+    key += value[i];
+    if (key.length > MAX_KEY_CHARS) {
+      return { ok: false, why: `Idempotency-Key must be at most ${MAX_KEY_CHARS} characters long` };
+    }
+  }
+  return malformed;
+}
+
+/** What {@link readUpTo} got: every chunk when `complete`, else the chunks past the limit and the reader to finish with. */
+interface BoundedRead {
+  chunks: Uint8Array[];
+  size: number;
+  complete: boolean;
+  reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+}
+
+/**
+ * Reads `body` until it ends or passes `maxBytes`: memory stays within `maxBytes`
+ * plus one chunk, however large the body is.
+ */
+async function readUpTo(body: ReadableStream<Uint8Array> | null, maxBytes: number): Promise<BoundedRead> {
+  const chunks: Uint8Array[] = [];
+  if (body === null) return { chunks, size: 0, complete: true, reader: undefined };
+  const reader = body.getReader();
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return { chunks, size, complete: true, reader: undefined };
+    chunks.push(value);
+    size += value.byteLength;
+    if (size > maxBytes) return { chunks, size, complete: false, reader };
+  }
+}
+
+/** One buffer holding `chunks` (a copy: chunks may be views into a larger, shared buffer). */
+function concat(chunks: readonly Uint8Array[], size: number): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return out;
+}
+
+/** A stream that gives `chunks` again, then the rest of `reader`: the body as the handler made it. */
+function resume(chunks: readonly Uint8Array[], reader: ReadableStreamDefaultReader<Uint8Array>): ReadableStream {
+  let index = 0;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller): Promise<void> {
+      const buffered = chunks[index];
+      if (buffered !== undefined) {
+        index++;
+        controller.enqueue(buffered);
+        return;
+      }
+      const { done, value } = await reader.read();
+      if (done) controller.close();
+      else controller.enqueue(value);
+    },
+    cancel(reason): Promise<void> {
+      return reader.cancel(reason);
+    },
+  });
+}
+
+async function sha256Hex(...parts: (string | Uint8Array)[]): Promise<string> {
+  const bytes = parts.map((part) => (typeof part === 'string' ? new TextEncoder().encode(part) : part));
+  const digest = await crypto.subtle.digest('SHA-256', concat(bytes, bytes.reduce((n, b) => n + b.length, 0)));
+  let hex = '';
+  for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, '0');
+  return hex;
+}
+
+function toBase64(bytes: Uint8Array): string {
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += BASE64_CHUNK_BYTES) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + BASE64_CHUNK_BYTES));
+  }
+  return btoa(binary);
+}
+
+function fromBase64(text: string): Uint8Array<ArrayBuffer> {
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
+}
+
+/** The response headers a replay may repeat, in order. */
+function storableHeaders(headers: Headers): [string, string][] {
+  // Headers named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
+  const nominated = new Set(
+    (headers.get('connection') ?? '')
+      .split(',')
+      .map((name) => name.trim().toLowerCase())
+      .filter((name) => name !== ''),
+  );
+  const kept: [string, string][] = [];
+  for (const [name, value] of headers) {
+    if (UNSTORED_HEADERS.has(name) || name.startsWith('proxy-') || nominated.has(name)) continue;
+    kept.push([name, value]);
+  }
+  return kept;
+}
+
+/** Whether the handler's answer says it did not run (the client will resend it). */
+function saysNotRun(response: Response): boolean {
+  return (
+    NOT_RUN_STATUSES.has(response.status) ||
+    response.headers.get('x-should-retry')?.trim().toLowerCase() === 'true'
+  );
+}
+
+function replay(record: DoneRecord): Response {
+  const headers = new Headers(record.headers);
+  headers.set(REPLAYED_HEADER, 'true');
+  const body = NULL_BODY_STATUSES.has(record.status)
+    ? null
+    : record.encoding === 'utf8'
+      ? record.body
+      : fromBase64(record.body);
+  return new Response(body, { status: record.status, headers });
+}
+
+/** Replaces the context's response outright (Hono's setter would otherwise merge the old headers in). */
+function setResponse(c: Context, response: Response): void {
+  c.res = undefined;
+  c.res = response;
+}
+
+function storeUnavailable(): Response {
+  return problemResponse(
+    {
+      status: 503,
+      title: 'Idempotency store unavailable',
+      detail: 'The request was not run: its Idempotency-Key could not be checked. Retry with the same key.',
+    },
+    STORE_RETRY_MS,
+    NOT_RUN,
+  );
+}
+
+/** The answer to a repeat of a key that already has a record. */
+function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response {
+  if (record.fingerprint !== fingerprint) {
+    return problemResponse({
+      status: 422,
+      title: 'Idempotency-Key reused',
+      detail:
+        'This Idempotency-Key was already used for a different request (method, target or body differ). Use a new key for a new request.',
+    });
+  }
+  switch (record.state) {
+    case 'running':
+      return problemResponse(
+        {
+          status: 409,
+          title: 'Request in progress',
+          detail: 'A request with this Idempotency-Key is still being processed. Retry with the same key to get its response.',
+        },
+        IN_PROGRESS_RETRY_MS,
+        NOT_RUN,
+      );
+    case 'done':
+      return replay(record);
+    case 'unreplayable':
+      return problemResponse({
+        status: 409,
+        title: 'Response not replayable',
+        detail: `The request with this Idempotency-Key already ran (status ${record.status}), but its response was ${record.reason === 'stream' ? 'a stream' : 'too large'} to keep for replay. It will not run again with this key.`,
+        originalStatus: record.status,
+      });
+  }
+}
+
+/**
+ * Deduplicates keyed requests (draft-ietf-httpapi-idempotency-key-header): the first
+ * request with a key runs the handler and its response is stored; a repeat (same
+ * scope, method, path and key, same body) gets that response again with
+ * `Idempotent-Replayed: true`, and the handler does not run.
+ *
+ * - **Key**: `Idempotency-Key` must be a structured-field string (`"…"`, printable
+ *   ASCII, at most 255 characters): otherwise 400. Without a key the request passes
+ *   through, unless `required` (400).
+ * - **Fingerprint**: SHA-256 of method, path and query, and body. The same key with a
+ *   different request is 422; a repeat while the first is still running is 409 with
+ *   `Retry-After: 1` and `x-should-retry: true` (it did not run: resend it).
+ * - **What is stored**: the response the client got, whatever its status (a 500 from
+ *   a handler that threw is stored and replayed: it may have had effects), minus
+ *   hop-by-hop headers, `set-cookie` and `content-length`. A response that says the
+ *   request did not run (401, 403, 407, 408, 429, or `x-should-retry: true`) releases
+ *   the key instead, so a retry runs the handler. `text/event-stream` responses and
+ *   bodies over `maxBodyBytes` are sent but not stored: repeats get 409 "not
+ *   replayable", never a second run. Anything rejected before this middleware stores nothing.
+ * - **Limits**: a keyed request body over `maxBodyBytes` is 413 (never buffered whole).
+ * - **Store failures fail closed**: 503 with `Retry-After`, and the handler does not
+ *   run. If only the final write fails, the client gets the handler's response and the
+ *   key stays `running` (repeats get 409) until `ttlMs`.
+ *
+ * Place it after authentication (so `scope` can name the principal) and after load
+ * shedding and rate limits (what they reject never claims a key).
+ *
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { idempotency } from 'breakwater/hono';
+ *
+ * const app = new Hono<{ Variables: { user: string } }>();
+ * app.use('/v1/*', bearerAuth({ token }), idempotency({ scope: (c) => c.get('user') }));
+ * app.post('/v1/charges', async (c) => c.json(await charge(await c.req.json()), 201));
+ * // POST /v1/charges  Idempotency-Key: "3b241101-e2bb-4255-8caf-4136c566a962"  → 201 (runs)
+ * // the same again                                                            → 201, Idempotent-Replayed: true
+ * ```
+ */
+export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>): MiddlewareHandler<E> {
+  const valid = validate(optionsSchema, options, 'idempotency()');
+  const store: Store = valid?.store ?? memoryStore({ maxEntries: DEFAULT_MAX_RECORDS });
+  const ttlMs = valid?.ttlMs ?? DEFAULT_TTL_MS;
+  const methods: ReadonlySet<string> = new Set(
+    (valid?.methods ?? DEFAULT_METHODS).map((method) => method.toUpperCase()),
+  );
+  const required = valid?.required ?? false;
+  const scope = options?.scope;
+  const maxBodyBytes = valid?.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+
+  function tooLarge(): Response {
+    return problemResponse({
+      status: 413,
+      title: 'Content Too Large',
+      detail: `A request with an Idempotency-Key may carry at most ${maxBodyBytes} bytes of body.`,
+      maxBodyBytes,
+    });
+  }
+
+  /** The request body, or `undefined` when it is over the limit. The handler can still read it. */
+  async function requestBody(c: Context<E>): Promise<Uint8Array | undefined> {
+    const raw = c.req.raw;
+    if (raw.bodyUsed) {
+      // An earlier middleware read it through Hono (c.req.json() and the like), which
+      // keeps it in memory already; Hono rebuilds it from that cache.
+      const bytes = new Uint8Array(await c.req.arrayBuffer());
+      return bytes.byteLength > maxBodyBytes ? undefined : bytes;
+    }
+    // Read a clone, so the handler gets the body untouched; the clone's reader is
+    // cancelled past the limit, so neither branch buffers more than that.
+    const read = await readUpTo(raw.clone().body, maxBodyBytes);
+    if (!read.complete) {
+      await read.reader?.cancel().catch(() => {});
+      return undefined;
+    }
+    return concat(read.chunks, read.size);
+  }
+
+  /**
+   * The record for the handler's response, and the response to send (rebuilt from
+   * the bytes read, or a stream that resumes where the read stopped).
+   */
+  async function capture(
+    response: Response,
+    fingerprint: string,
+  ): Promise<{ record: DoneRecord | UnreplayableRecord; response: Response }> {
+    const { status } = response;
+    const type = response.headers.get('content-type') ?? '';
+    // An event stream is never buffered: it may run for minutes, and a replay could
+    // not reproduce its timing anyway.
+    if (type.toLowerCase().startsWith('text/event-stream')) {
+      return { record: { state: 'unreplayable', fingerprint, status, reason: 'stream' }, response };
+    }
+    const declared = Number(response.headers.get('content-length') ?? Number.NaN);
+    if (declared > maxBodyBytes) {
+      return { record: { state: 'unreplayable', fingerprint, status, reason: 'too-large' }, response };
+    }
+    const init = { status, statusText: response.statusText, headers: response.headers };
+    const read = await readUpTo(response.body, maxBodyBytes);
+    if (!read.complete && read.reader !== undefined) {
+      return {
+        record: { state: 'unreplayable', fingerprint, status, reason: 'too-large' },
+        response: new Response(resume(read.chunks, read.reader), init),
+      };
+    }
+    const bytes = concat(read.chunks, read.size);
+    let body: string;
+    let encoding: DoneRecord['encoding'] = 'utf8';
+    try {
+      body = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+    } catch {
+      body = toBase64(bytes);
+      encoding = 'base64';
+    }
+    return {
+      record: { state: 'done', fingerprint, status, headers: storableHeaders(response.headers), body, encoding },
+      response: new Response(NULL_BODY_STATUSES.has(status) ? null : bytes, init),
+    };
+  }
+
+  /**
+   * Claims the key, or returns the record that holds it. Throws when the store does,
+   * or when a record is not one this middleware wrote.
+   */
+  async function claim(
+    recordKey: string,
+    running: RunningRecord,
+  ): Promise<{ claimed: true } | { claimed: false; record: IdempotencyRecord | undefined }> {
+    for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
+      if (await store.compareAndSet(recordKey, undefined, { ...running }, ttlMs)) return { claimed: true };
+      const found = await store.get(recordKey);
+      // Released (or expired) between the two calls: try to claim it again.
+      if (found === undefined) continue;
+      const parsed = recordSchema.safeParse(found);
+      if (!parsed.success) throw new TypeError('idempotency(): the store holds a record this middleware did not write');
+      return { claimed: false, record: parsed.data as IdempotencyRecord };
+    }
+    return { claimed: false, record: undefined };
+  }
+
+  return async function idempotency(c, next) {
+    if (!methods.has(c.req.method)) return next();
+    const header = c.req.header(KEY_HEADER);
+    if (header === undefined) {
+      if (!required) return next();
+      return problemResponse({
+        status: 400,
+        title: 'Idempotency-Key required',
+        detail: `${c.req.method} requests to this endpoint must carry an Idempotency-Key header, e.g. Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324".`,
+      });
+    }
+    const parsed = parseKey(header);
+    if (!parsed.ok) return problemResponse({ status: 400, title: 'Invalid Idempotency-Key', detail: parsed.why });
+
+    const declared = Number(c.req.header('content-length') ?? Number.NaN);
+    if (declared > maxBodyBytes) return tooLarge();
+    const body = await requestBody(c);
+    if (body === undefined) return tooLarge();
+
+    const namespace = scope === undefined ? DEFAULT_SCOPE : await scope(c);
+    if (typeof namespace !== 'string') {
+      throw new TypeError(`idempotency(): scope() must return a string (got ${typeof namespace})`);
+    }
+    const url = new URL(c.req.url);
+    const method = c.req.method;
+    const [hashedKey, fingerprint] = await Promise.all([
+      // Hashed, so store keys are bounded and do not reveal principals or keys.
+      sha256Hex(JSON.stringify([namespace, method, url.pathname, parsed.key])),
+      sha256Hex(`${method}\n${url.pathname}${url.search}\n`, body),
+    ]);
+    const recordKey = `idempotency:${hashedKey}`;
+    const running: RunningRecord = { state: 'running', fingerprint, startedAt: Date.now() };
+
+    let claimed: Awaited<ReturnType<typeof claim>>;
+    try {
+      claimed = await claim(recordKey, running);
+    } catch {
+      return storeUnavailable();
+    }
+    if (!claimed.claimed) {
+      return claimed.record === undefined
+        ? answerRepeat(running, fingerprint)
+        : answerRepeat(claimed.record, fingerprint);
+    }
+
+    // The key is ours: from here on the handler may have had effects, so whatever
+    // happens, the outcome is recorded (or the key released if the handler says it did not run).
+    let response: Response;
+    try {
+      await next();
+      response = c.res;
+    } catch {
+      // Hono's compose turns a thrown Error into the app's onError response before it
+      // reaches here; anything else thrown (a string, say) ends up here.
+      response = problemResponse({ status: 500, title: 'Internal Server Error' });
+    }
+
+    if (saysNotRun(response)) {
+      await store.delete(recordKey).catch(() => false);
+      if (response !== c.res) setResponse(c, response);
+      return;
+    }
+
+    let outcome: Awaited<ReturnType<typeof capture>>;
+    try {
+      outcome = await capture(response, fingerprint);
+    } catch {
+      // The handler's body stream failed: the client gets, and repeats get, a 500.
+      const failed = problemResponse({ status: 500, title: 'Internal Server Error' });
+      outcome = await capture(failed, fingerprint);
+    }
+    // Only over our own claim: a record that expired mid-handler and was claimed again is not overwritten.
+    await store.compareAndSet(recordKey, { ...running }, outcome.record, ttlMs).catch(() => false);
+    setResponse(c, outcome.response);
+  };
+}

@@ -1,0 +1,186 @@
+/**
+ * @module
+ * `proxy()`: Hono's `hono/proxy` helper with a breakwater policy underneath. The
+ * incoming request (method, headers, body) is forwarded through `policy.fetch()`,
+ * so the upstream gets the policy's retries, breaker, pacing and timeouts; aborting
+ * the incoming request aborts the upstream call; and a breakwater failure comes back
+ * as the same problem+json response `errorResponses()` gives (503 with `Retry-After`,
+ * 504, 502), so a proxy route needs no `onError` of its own.
+ */
+
+import type { Context, MiddlewareHandler } from 'hono';
+import { proxy as honoProxy } from 'hono/proxy';
+import * as z from 'zod/mini';
+import type { AuthOptions } from '../../src/auth.ts';
+import type { FetchLike, KeyOption } from '../../src/call.ts';
+import { isAbort } from '../../src/chain.ts';
+import { BreakwaterError } from '../../src/errors.ts';
+import type { BreakwaterEvent } from '../../src/events.ts';
+import { validate } from '../../src/options.ts';
+import type { Policy } from '../../src/policy.ts';
+import { MAX_DELAY_MS } from '../../src/timing.ts';
+import { errorResponses } from './upstream.ts';
+
+/**
+ * Request headers never forwarded: the upstream's `Host` comes from its URL (an
+ * incoming `Host` names this server, and would break a virtual-hosted upstream).
+ * Hop-by-hop headers (RFC 9110 §7.6.1) are dropped by `hono/proxy` itself.
+ */
+const DROPPED_REQUEST_HEADERS: readonly string[] = ['host'];
+
+/** Where to send a request: a fixed URL, or one built from the request. */
+export type ProxyTarget = string | URL | ((c: Context) => string | URL | Promise<string | URL>);
+
+/** Header changes: a value sets the header, `undefined` removes it. */
+export type ProxyHeaders = Record<string, string | undefined>;
+
+/** Options for {@link proxy}. */
+export interface ProxyOptions {
+  /** The policy for the upstream (`definePolicy()`). Required. */
+  policy: Policy;
+  /** The upstream's name for breakers, pacing and problem bodies. Default: the policy's `name`, else the URL's origin. */
+  key?: KeyOption | undefined;
+  /** Receives typed events from every upstream call. Default: none. */
+  onEvent?: ((event: BreakwaterEvent) => void) | undefined;
+  /** Stamps and refreshes the upstream's own token (`auth()` options). Default: none. */
+  auth?: AuthOptions | undefined;
+  /**
+   * Changes to the forwarded request headers, fixed or per request: a value sets a
+   * header, `undefined` removes one. Default: the incoming headers are forwarded as
+   * they are (minus `Host` and hop-by-hop headers), credentials included; remove
+   * them with `{ authorization: undefined, cookie: undefined }` when the upstream
+   * must not see them.
+   */
+  headers?: ProxyHeaders | ((c: Context) => ProxyHeaders) | undefined;
+  /**
+   * Process the incoming `Connection` header per RFC 9110 (remove the headers it
+   * lists). Default `false`, as in `hono/proxy`: only for trusted clients.
+   */
+  strictConnectionProcessing?: boolean | undefined;
+  /** The longest `Retry-After` sent back, in ms. Default: the policy's `retry.maxRetryAfterMs`. */
+  maxRetryAfterMs?: number | undefined;
+}
+
+const isFunction = (value: unknown): boolean => typeof value === 'function';
+
+const optionsSchema = z.strictObject(
+  {
+    policy: z.custom<Policy>(
+      (value) => isFunction((value as Partial<Policy> | null)?.fetch),
+      'must be a policy from definePolicy()',
+    ),
+    key: z.optional(
+      z.union([
+        z.string().check(z.minLength(1, 'must be a non-empty string')),
+        z.custom<(url: URL) => string>(isFunction),
+      ]),
+    ),
+    onEvent: z.optional(z.custom<(event: BreakwaterEvent) => void>(isFunction, 'must be a function')),
+    auth: z.optional(z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options')),
+    headers: z.optional(
+      z.custom<ProxyHeaders | ((c: Context) => ProxyHeaders)>(
+        (v) => isFunction(v) || (typeof v === 'object' && v !== null && !Array.isArray(v)),
+        'must be a record of header changes or a function (c) => record',
+      ),
+    ),
+    strictConnectionProcessing: z.optional(z.boolean()),
+    maxRetryAfterMs: z.optional(
+      z
+        .number('must be a number of ms')
+        .check(z.int('must be a whole number of ms'), z.minimum(0), z.maximum(MAX_DELAY_MS)),
+    ),
+  },
+  'must be an options object',
+);
+
+const targetSchema = z.custom<ProxyTarget>(
+  (v) => typeof v === 'string' || v instanceof URL || isFunction(v),
+  'must be a URL, a string or a function (c) => URL',
+);
+
+/**
+ * A handler that forwards the request to `target` through `options.policy`, and
+ * returns the upstream's response (hop-by-hop headers removed, as `hono/proxy` does).
+ *
+ * - The method, headers and body are forwarded; so is the abort: a client that goes
+ *   away aborts the upstream call.
+ * - Failure responses come back as the upstream sent them, after the policy's
+ *   retries (a 503 with `Retry-After` the policy did not wait out reaches the client
+ *   with its `Retry-After`).
+ * - Breakwater errors become problem responses, exactly as `errorResponses()` maps
+ *   them (open circuit → 503 + `Retry-After`, timeout → 504, network → 502); any
+ *   other error is thrown on to `app.onError`.
+ * - A request body is a stream: retry resends it only if the policy sets
+ *   `retry.replayBodyBytes` (GET and other bodiless requests are always replayable).
+ *
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { definePolicy } from 'breakwater';
+ * import { proxy } from 'breakwater/hono';
+ *
+ * const models = definePolicy({ name: 'models', timeout: { attemptMs: 10_000 } });
+ * const app = new Hono();
+ * app.all(
+ *   '/v1/*',
+ *   proxy((c) => `https://models.internal${new URL(c.req.url).pathname}`, {
+ *     policy: models,
+ *     headers: { cookie: undefined },
+ *   }),
+ * );
+ * ```
+ */
+export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHandler {
+  validate(targetSchema, target, 'proxy(target)');
+  const valid = validate(optionsSchema, options, 'proxy()');
+  const chained: FetchLike = valid.policy.fetch(undefined, {
+    ...(valid.key === undefined ? {} : { key: valid.key }),
+    ...(valid.onEvent === undefined ? {} : { onEvent: valid.onEvent }),
+    ...(valid.auth === undefined ? {} : { auth: valid.auth }),
+  });
+  const respond = errorResponses({
+    policy: valid.policy,
+    ...(valid.maxRetryAfterMs === undefined ? {} : { maxRetryAfterMs: valid.maxRetryAfterMs }),
+  });
+  const changes = valid.headers;
+  const strict = valid.strictConnectionProcessing ?? false;
+
+  return async function proxy(c) {
+    const url = typeof target === 'function' ? await target(c) : target;
+    const edits = typeof changes === 'function' ? changes(c) : changes;
+
+    /** hono/proxy built the request (hop-by-hop headers gone); send it on through the policy. */
+    function send(request: Request): Promise<Response> {
+      const headers = new Headers(request.headers);
+      for (const name of DROPPED_REQUEST_HEADERS) headers.delete(name);
+      if (edits !== undefined) {
+        for (const [name, value] of Object.entries(edits)) {
+          if (value === undefined) headers.delete(name);
+          else headers.set(name, value);
+        }
+      }
+      // Plain (input, init) rather than the Request: its headers may be immutable,
+      // and breakwater's fast path keeps the init as given.
+      const init: RequestInit & { duplex?: 'half' } = {
+        method: request.method,
+        headers,
+        signal: request.signal,
+        redirect: request.redirect,
+      };
+      if (request.body !== null) {
+        init.body = request.body;
+        init.duplex = 'half';
+      }
+      return chained(request.url, init);
+    }
+
+    try {
+      return await honoProxy(url, { raw: c.req.raw, customFetch: send, strictConnectionProcessing: strict });
+    } catch (error) {
+      if (error instanceof BreakwaterError || isAbort(error, c.req.raw.signal)) {
+        return respond(error as Error, c);
+      }
+      throw error;
+    }
+  };
+}

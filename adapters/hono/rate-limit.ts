@@ -1,0 +1,256 @@
+/**
+ * @module
+ * `rateLimit()`: a fixed-window request quota per client, kept in a {@link Store},
+ * that tells clients exactly where they stand. Every response it touches carries
+ * `RateLimit-Policy` and `RateLimit` (draft-ietf-httpapi-ratelimit-headers); a
+ * rejection is a 429 problem+json with `Retry-After` in delay-seconds, the same
+ * number as the `RateLimit` field's `t`, so breakwater's `retryDelay()` (and any
+ * RFC 9110 client) waits until the window resets and not a moment less.
+ */
+
+import type { Context, MiddlewareHandler } from 'hono';
+import * as z from 'zod/mini';
+import { validate } from '../../src/options.ts';
+import { memoryStore, type Store } from '../../src/store.ts';
+import { MAX_DELAY_MS } from '../../src/timing.ts';
+import { problemResponse, retryAfterSeconds } from './problem.ts';
+
+/** The policy's name in the headers when none is given. */
+export const DEFAULT_POLICY_NAME = 'default';
+/** What a store failure does by default: let the request through (availability over strictness). */
+const DEFAULT_ON_STORE_ERROR = 'open';
+/** The wait advertised when the store is down and `onStoreError: 'closed'` rejects (1 s). */
+const STORE_DOWN_RETRY_AFTER_MS = 1000;
+/**
+ * The longest client identity taken from a header. An IPv6 address is at most 45
+ * characters; anything far longer is not an address, and would only bloat store keys.
+ */
+const MAX_IDENTITY_CHARS = 256;
+/** The window is advertised in whole seconds (`w`, `t` and `Retry-After` are integers). */
+const MS_PER_SECOND = 1000;
+
+/** Where a rate-limit store error leaves the request. */
+export type StoreFailureMode = 'open' | 'closed';
+
+/** Options for {@link rateLimit}. */
+export interface RateLimitOptions {
+  /** Requests each client may make per window (an integer ≥ 1). Required. */
+  limit: number;
+  /**
+   * The window length in ms: a whole number of seconds, at least 1000. Required.
+   * Whole seconds because the draft's `w` and `t` and RFC 9110's `Retry-After` are
+   * integer seconds: a window of 1.5 s could not be advertised truthfully.
+   * Windows are aligned to the epoch (`floor(now / windowMs)`), so every server of
+   * a fleet sharing a store agrees on where a window starts.
+   */
+  windowMs: number;
+  /**
+   * The client's identity: a function of the request (an API key's id, a user id).
+   * Give this or `trustedHeader`, not both. There is no default: a limiter without
+   * one would put every client in one global bucket, and one noisy client would
+   * lock out everybody. A function that returns `undefined` or `''` gets a 400.
+   */
+  key?: ((c: Context) => string | undefined | Promise<string | undefined>) | undefined;
+  /**
+   * The header your edge sets to the client's IP, e.g. `'cf-connecting-ip'`
+   * (Cloudflare), `'fly-client-ip'`, `'x-real-ip'`; for a list such as
+   * `'x-forwarded-for'`, the first entry is used. Name only a header your proxy
+   * **overwrites**: a header it merely passes on (or appends to) is whatever the
+   * client says, and a client could then pick a fresh bucket per request.
+   * A request without it gets a 400 problem ("missing client identity header")
+   * rather than sharing a bucket with every other such request.
+   */
+  trustedHeader?: string | undefined;
+  /**
+   * Where the counters live. Default: a fresh `memoryStore()` per middleware (one
+   * process). Pass a shared store so a fleet enforces one quota.
+   */
+  store?: Store | undefined;
+  /**
+   * The policy's name in `RateLimit-Policy` and `RateLimit` (and the store keys).
+   * Default `'default'`. Printable ASCII: it is sent as a structured-field String.
+   */
+  policyName?: string | undefined;
+  /**
+   * What happens when the store throws. Default `'open'`: the request goes through
+   * without rate-limit headers, because a rate limiter protects capacity, and
+   * refusing every request while a Redis restarts costs more availability than the
+   * quota saves. `'closed'`: a 503 problem with `Retry-After: 1` and
+   * `x-should-retry: true` (the handler did not run).
+   */
+  onStoreError?: StoreFailureMode | undefined;
+  /** The clock, epoch ms. Default `Date.now`; inject one in tests (and give your store the same one). */
+  now?: (() => number) | undefined;
+}
+
+const isFunction = (value: unknown): boolean => typeof value === 'function';
+
+/** RFC 9110 §5.1 field name (a `token`). */
+const FIELD_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** RFC 8941 §3.3.3: a String holds printable ASCII (0x20-0x7E). */
+const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
+
+const optionsSchema = z.strictObject(
+  {
+    limit: z
+      .number('must be a number of requests')
+      .check(z.int('must be a whole number of requests'), z.minimum(1, 'must be at least 1')),
+    windowMs: z
+      .number('must be a number of ms')
+      .check(
+        z.int('must be a whole number of ms'),
+        z.minimum(MS_PER_SECOND, 'must be at least 1000 ms (windows are advertised in whole seconds)'),
+        z.maximum(MAX_DELAY_MS, `must be at most ${MAX_DELAY_MS} ms`),
+        z.multipleOf(MS_PER_SECOND, 'must be a whole number of seconds (RateLimit w and t are integers)'),
+      ),
+    key: z.optional(
+      z.custom<(c: Context) => string | undefined | Promise<string | undefined>>(
+        isFunction,
+        'must be a function (c) => client id',
+      ),
+    ),
+    trustedHeader: z.optional(
+      z.string('must be a header name').check(z.regex(FIELD_NAME, 'must be a header name, e.g. "cf-connecting-ip"')),
+    ),
+    store: z.optional(
+      z.custom<Store>(
+        (value) => isFunction((value as Partial<Store> | null)?.increment),
+        'must be a Store (with an increment() method)',
+      ),
+    ),
+    policyName: z.optional(
+      z
+        .string('must be a string')
+        .check(z.regex(PRINTABLE_ASCII, 'must be a non-empty string of printable ASCII characters')),
+    ),
+    onStoreError: z.optional(z.enum(['open', 'closed'])),
+    now: z.optional(z.custom<() => number>(isFunction, 'must be a function returning epoch ms')),
+  },
+  'must be an options object',
+);
+
+/** An RFC 8941 sf-string: quoted, with `\` and `"` escaped. */
+function sfString(value: string): string {
+  return `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
+}
+
+/** The first entry of a comma-separated header (`x-forwarded-for: client, proxy1`), trimmed. */
+function firstEntry(value: string): string {
+  const comma = value.indexOf(',');
+  return (comma === -1 ? value : value.slice(0, comma)).trim();
+}
+
+/**
+ * A fixed-window rate limiter: each client gets `limit` requests per `windowMs`.
+ *
+ * - Every response (passed or rejected) carries `RateLimit-Policy: "name";q=limit;w=seconds`
+ *   and `RateLimit: "name";r=remaining;t=seconds-until-reset`.
+ * - Request `limit + 1` in a window gets a 429 `application/problem+json` with
+ *   `Retry-After: t` (delay-seconds, rounded up): the client that waits that long
+ *   arrives in the next window.
+ * - The client is named by `key(c)` or `trustedHeader`; one of them is required. A
+ *   request without an identity gets a 400 problem.
+ * - A store error lets the request through (`onStoreError: 'open'`, the default) or
+ *   answers 503 (`'closed'`).
+ *
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { rateLimit } from 'breakwater/hono';
+ *
+ * const app = new Hono();
+ * app.use('/api/*', rateLimit({ limit: 100, windowMs: 60_000, trustedHeader: 'cf-connecting-ip' }));
+ * app.get('/api/things', (c) => c.json({ things: [] }));
+ * // 101st request in a minute: 429, Retry-After: 17, RateLimit: "default";r=0;t=17
+ * ```
+ */
+export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
+  const valid = validate(optionsSchema, options, 'rateLimit()');
+  if (valid.key === undefined && valid.trustedHeader === undefined) {
+    throw new TypeError(
+      'invalid options for rateLimit():\n  - set key (a function of the request) or trustedHeader ' +
+        '(e.g. "cf-connecting-ip"): without a client identity every client would share one bucket',
+    );
+  }
+  if (valid.key !== undefined && valid.trustedHeader !== undefined) {
+    throw new TypeError('invalid options for rateLimit():\n  - set key or trustedHeader, not both');
+  }
+  const { limit, windowMs } = valid;
+  const keyOf = valid.key;
+  const header = valid.trustedHeader?.toLowerCase();
+  const store = valid.store ?? memoryStore();
+  const name = valid.policyName ?? DEFAULT_POLICY_NAME;
+  const failClosed = (valid.onStoreError ?? DEFAULT_ON_STORE_ERROR) === 'closed';
+  const now = valid.now ?? Date.now;
+  const policyHeader = `${sfString(name)};q=${limit};w=${windowMs / MS_PER_SECOND}`;
+
+  async function identity(c: Context): Promise<string | undefined> {
+    if (keyOf !== undefined) {
+      const id = await keyOf(c);
+      return typeof id === 'string' && id !== '' ? id : undefined;
+    }
+    const value = c.req.raw.headers.get(header as string);
+    if (value === null) return undefined;
+    const id = firstEntry(value);
+    return id === '' || id.length > MAX_IDENTITY_CHARS ? undefined : id;
+  }
+
+  return async function rateLimit(c, next) {
+    const id = await identity(c);
+    if (id === undefined) {
+      return problemResponse({
+        status: 400,
+        title: 'Bad Request',
+        detail:
+          header === undefined
+            ? 'missing client identity: the rate limiter could not tell who sent this request'
+            : `missing client identity header "${header}"`,
+      });
+    }
+
+    const at = now();
+    const windowStart = Math.floor(at / windowMs) * windowMs;
+    const resetMs = windowStart + windowMs - at;
+    let count: number;
+    try {
+      count = await store.increment(`rl:${name}:${id}:${windowStart}`, 1, resetMs);
+    } catch {
+      if (!failClosed) {
+        await next();
+        return;
+      }
+      return problemResponse(
+        {
+          status: 503,
+          title: 'Service Unavailable',
+          detail: 'the rate limiter cannot reach its store; the request was not processed',
+        },
+        STORE_DOWN_RETRY_AFTER_MS,
+        { 'x-should-retry': 'true' },
+      );
+    }
+
+    const resetSeconds = retryAfterSeconds(resetMs);
+    const remaining = Math.max(0, limit - count);
+    const headers = {
+      'ratelimit-policy': policyHeader,
+      ratelimit: `${sfString(name)};r=${remaining};t=${resetSeconds}`,
+    };
+    if (count > limit) {
+      return problemResponse(
+        {
+          status: 429,
+          title: 'Too Many Requests',
+          detail: `quota of ${limit} requests per ${windowMs / MS_PER_SECOND} s used up; retry in ${resetSeconds} s`,
+        },
+        resetMs,
+        headers,
+      );
+    }
+    await next();
+    // c.header() copies a finalized response first, so immutable headers (a proxied
+    // fetch response) are fine; an error response from onError gets them too.
+    c.header('ratelimit-policy', headers['ratelimit-policy']);
+    c.header('ratelimit', headers.ratelimit);
+  };
+}

@@ -1,0 +1,170 @@
+/**
+ * @module
+ * `shed()`: load shedding by concurrency. At most `maxInFlight` handlers run at once;
+ * up to `maxQueue` more requests wait their turn in arrival order; anything past that
+ * is refused at once with a 503 that says when to come back (`Retry-After`) and that
+ * resending is safe (`x-should-retry: true`): the handler never ran, so even a POST
+ * can be sent again. Refusing early keeps latency bounded for the requests that are
+ * admitted, instead of letting every request slow down together.
+ */
+
+import type { MiddlewareHandler } from 'hono';
+import * as z from 'zod/mini';
+import { validate } from '../../src/options.ts';
+import { MAX_DELAY_MS } from '../../src/timing.ts';
+import { problemResponse } from './problem.ts';
+
+/** Requests that may wait for a slot by default: none (refuse at once when full). */
+const DEFAULT_MAX_QUEUE = 0;
+/** The wait a refused client is asked for by default (1 s): a moment for in-flight work to drain. */
+const DEFAULT_RETRY_AFTER_MS = 1000;
+/**
+ * The status for a queued request whose client went away. Nobody reads it (the
+ * connection is gone); it is for access logs, where nginx's 499 "Client Closed
+ * Request" is the established way to tell this case from a server failure.
+ */
+export const CLIENT_CLOSED_STATUS = 499;
+
+/** Options for {@link shed}. */
+export interface ShedOptions {
+  /**
+   * Handlers that may run at once (an integer ≥ 1). Required. A slot is held from
+   * the moment the request is admitted until its handler returns or throws (not
+   * while a streamed body is still being sent).
+   */
+  maxInFlight: number;
+  /**
+   * Requests that may wait for a slot, first come first served (an integer ≥ 0).
+   * Default 0: refuse at once when every slot is taken. A queued request whose
+   * client disconnects leaves the queue.
+   */
+  maxQueue?: number | undefined;
+  /**
+   * The wait a refused client is asked for, in ms (`Retry-After`, sent in whole
+   * seconds, rounded up). Default 1000.
+   */
+  retryAfterMs?: number | undefined;
+  /**
+   * The longest a request waits in the queue, in ms; then it is refused with a 503
+   * like an overflow. Default: no limit (it waits until a slot frees or its client
+   * goes away).
+   */
+  queueTimeoutMs?: number | undefined;
+}
+
+const msSchema = z
+  .number('must be a number of ms')
+  .check(z.int('must be a whole number of ms'), z.maximum(MAX_DELAY_MS, `must be at most ${MAX_DELAY_MS} ms`));
+
+const optionsSchema = z.strictObject(
+  {
+    maxInFlight: z
+      .number('must be a number of requests')
+      .check(z.int('must be a whole number of requests'), z.minimum(1, 'must be at least 1')),
+    maxQueue: z.optional(
+      z
+        .number('must be a number of requests')
+        .check(z.int('must be a whole number of requests'), z.minimum(0, 'must be at least 0')),
+    ),
+    retryAfterMs: z.optional(msSchema.check(z.minimum(0, 'must be at least 0'))),
+    queueTimeoutMs: z.optional(msSchema.check(z.minimum(1, 'must be at least 1'))),
+  },
+  'must be an options object',
+);
+
+/** How a wait in the queue ended. */
+type QueueOutcome = 'admitted' | 'timeout' | 'gone';
+
+/**
+ * Load shedding: at most `maxInFlight` handlers at once, `maxQueue` more waiting in
+ * FIFO order, and a 503 problem+json with `Retry-After` and `x-should-retry: true`
+ * for the rest. A slot is released when the handler returns or throws; a freed slot
+ * goes straight to the oldest waiter, so a newcomer cannot overtake the queue.
+ *
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { shed } from 'breakwater/hono';
+ *
+ * const app = new Hono();
+ * // 8 model calls at once, 16 more may wait up to 5 s, the rest come back in 2 s.
+ * app.use('/v1/chat/*', shed({ maxInFlight: 8, maxQueue: 16, queueTimeoutMs: 5000, retryAfterMs: 2000 }));
+ * ```
+ */
+export function shed(options: ShedOptions): MiddlewareHandler {
+  const valid = validate(optionsSchema, options, 'shed()');
+  const { maxInFlight, queueTimeoutMs } = valid;
+  const maxQueue = valid.maxQueue ?? DEFAULT_MAX_QUEUE;
+  const retryAfterMs = valid.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS;
+
+  let inFlight = 0;
+  /**
+   * Waiters in arrival order. A `Set` keeps insertion order, gives the oldest in
+   * O(1) and lets a waiter whose client left step out in O(1).
+   */
+  const queue = new Set<() => void>();
+
+  /** Frees a slot: hands it to the oldest waiter (the count stays), or gives it back. */
+  function release(): void {
+    const oldest = queue.values().next();
+    if (oldest.done === true) {
+      inFlight--;
+      return;
+    }
+    queue.delete(oldest.value);
+    oldest.value();
+  }
+
+  function wait(signal: AbortSignal): Promise<QueueOutcome> {
+    return new Promise((resolve) => {
+      if (signal.aborted) {
+        resolve('gone');
+        return;
+      }
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const settle = (outcome: QueueOutcome): void => {
+        queue.delete(admit);
+        signal.removeEventListener('abort', leave);
+        if (timer !== undefined) clearTimeout(timer);
+        resolve(outcome);
+      };
+      const admit = (): void => settle('admitted');
+      const leave = (): void => settle('gone');
+      queue.add(admit);
+      signal.addEventListener('abort', leave, { once: true });
+      if (queueTimeoutMs !== undefined) timer = setTimeout(() => settle('timeout'), queueTimeoutMs);
+    });
+  }
+
+  function refuse(detail: string): Response {
+    return problemResponse({ status: 503, title: 'Service Unavailable', detail }, retryAfterMs, {
+      'x-should-retry': 'true',
+    });
+  }
+
+  return async function shed(c, next) {
+    if (inFlight < maxInFlight) {
+      inFlight++;
+    } else if (queue.size < maxQueue) {
+      // The slot is handed over by release(), already counted.
+      const outcome = await wait(c.req.raw.signal);
+      if (outcome === 'timeout') {
+        return refuse(`no capacity freed up within ${queueTimeoutMs} ms; the request was not processed`);
+      }
+      if (outcome === 'gone') {
+        return problemResponse({
+          status: CLIENT_CLOSED_STATUS,
+          title: 'Client Closed Request',
+          detail: 'the client went away while the request was queued; it was not processed',
+        });
+      }
+    } else {
+      return refuse(`the server is at capacity (${maxInFlight} requests in flight); the request was not processed`);
+    }
+    try {
+      await next();
+    } finally {
+      release();
+    }
+  };
+}

@@ -1,0 +1,376 @@
+/**
+ * @module
+ * A Hono server calling its own upstreams through a breakwater policy:
+ * `upstream(policy)` puts a per-request `fetch` on the context whose calls stop when
+ * the incoming request's client goes away, and `errorResponses()` turns what that
+ * fetch throws (open circuit, upstream's own Retry-After, timeout, network failure)
+ * into the problem+json responses a client can act on: 503 with `Retry-After`, 504,
+ * 502. Bodies name the upstream by its key, never its URL or credentials.
+ */
+
+import type { Context, ErrorHandler, MiddlewareHandler } from 'hono';
+import * as z from 'zod/mini';
+import type { AuthOptions } from '../../src/auth.ts';
+import { Call, type FetchLike, type KeyOption } from '../../src/call.ts';
+import { isAbort } from '../../src/chain.ts';
+import {
+  BreakwaterError,
+  CircuitOpenError,
+  GateClosedError,
+  HttpStatusError,
+  NetworkError,
+  RetryAfterTooLongError,
+  TimeoutError,
+} from '../../src/errors.ts';
+import type { BreakwaterEvent } from '../../src/events.ts';
+import { validate } from '../../src/options.ts';
+import type { Policy } from '../../src/policy.ts';
+import { DEFAULT_MAX_RETRY_AFTER_MS } from '../../src/retry.ts';
+import { statusError } from '../../src/status.ts';
+import { MAX_DELAY_MS } from '../../src/timing.ts';
+import { CLIENT_CLOSED_STATUS } from './shed.ts';
+import { type Problem, problemResponse } from './problem.ts';
+
+/** The statuses whose server delay an upstream answer passes on to our client as a 503 with `Retry-After`. */
+const DELAY_STATUSES: ReadonlySet<number> = new Set([429, 503]);
+
+/** What `upstream()` puts on the context: `c.var.fetch`. */
+export interface UpstreamVariables {
+  /** A fetch through the policy whose calls are aborted when the incoming request's client goes away. */
+  fetch: FetchLike;
+}
+
+/** The Hono env `upstream()` provides: `new Hono<UpstreamEnv>()`. */
+export interface UpstreamEnv {
+  Variables: UpstreamVariables;
+}
+
+/** Options for {@link upstream}. */
+export interface UpstreamOptions {
+  /**
+   * The upstream's name (breaker, pacing, messages, problem bodies), or a function of
+   * the URL. Default: the policy's `name`, else the URL's origin. Name it: the key is
+   * what error responses show your clients.
+   */
+  key?: KeyOption | undefined;
+  /** Receives typed events from every call (`attempt`, `retry`, `breaker`, ...). Default: none. */
+  onEvent?: ((event: BreakwaterEvent) => void) | undefined;
+  /** Stamps and refreshes the upstream's token (`auth()` options), shared by every request. Default: none. */
+  auth?: AuthOptions | undefined;
+  /**
+   * Turn failure responses into `HttpStatusError` (which `errorResponses()` maps to
+   * 503 / 502): `true` for every status ≥ 400, or a list of statuses. Default
+   * `false`: failure responses come back as responses, as from fetch (after the
+   * policy's retries), for the handler to look at.
+   */
+  throwOnStatus?: boolean | readonly number[] | undefined;
+}
+
+/** Options for {@link errorResponses}. */
+export interface ErrorResponsesOptions {
+  /**
+   * The policy the upstream calls use: its `retry.maxRetryAfterMs` caps every
+   * `Retry-After` sent. Ignored when `maxRetryAfterMs` is given.
+   */
+  policy?: Policy | undefined;
+  /**
+   * The longest `Retry-After` sent to a client, in ms, whatever the upstream asked
+   * for: a misbehaving upstream must not be able to send every client away for a
+   * day. Default: the policy's `retry.maxRetryAfterMs`, else 60,000.
+   */
+  maxRetryAfterMs?: number | undefined;
+  /**
+   * Answers every error that is not breakwater's (nor Hono's `HTTPException`, which
+   * keeps its own response). Default: a bare 500 problem with no details, so no
+   * internals leak.
+   */
+  fallback?: ErrorHandler | undefined;
+}
+
+const isFunction = (value: unknown): boolean => typeof value === 'function';
+const statusSchema = z
+  .number('must be an HTTP status (100-599)')
+  .check(z.int('must be a whole number'), z.minimum(100), z.maximum(599));
+
+const upstreamSchema = z.optional(
+  z.strictObject(
+    {
+      key: z.optional(
+        z.union([
+          z.string().check(z.minLength(1, 'must be a non-empty string')),
+          z.custom<(url: URL) => string>(isFunction),
+        ]),
+      ),
+      onEvent: z.optional(z.custom<(event: BreakwaterEvent) => void>(isFunction, 'must be a function')),
+      auth: z.optional(z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options')),
+      throwOnStatus: z.optional(z.union([z.boolean(), z.array(statusSchema)])),
+    },
+    'must be an options object',
+  ),
+);
+
+const policySchema = z.custom<Policy>(
+  (value) => isFunction((value as Partial<Policy> | null)?.fetch),
+  'must be a policy from definePolicy()',
+);
+
+const errorResponsesSchema = z.optional(
+  z.strictObject(
+    {
+      policy: z.optional(policySchema),
+      maxRetryAfterMs: z.optional(
+        z
+          .number('must be a number of ms')
+          .check(z.int('must be a whole number of ms'), z.minimum(0), z.maximum(MAX_DELAY_MS)),
+      ),
+      fallback: z.optional(z.custom<ErrorHandler>(isFunction, 'must be a function (err, c) => Response')),
+    },
+    'must be an options object',
+  ),
+);
+
+/** The caller's own signal for a fetch call, if any. */
+function ownSignal(input: string | URL | Request, init: RequestInit | undefined): AbortSignal | undefined {
+  return init?.signal ?? (input instanceof Request ? input.signal : undefined);
+}
+
+/**
+ * What the runtime rejects with when the incoming request is aborted: node-server
+ * aborts with a string, and Hono sends only `Error`s to `onError`, so a non-Error
+ * reason becomes an `AbortError`.
+ */
+function abortError(reason: unknown): unknown {
+  if (reason instanceof Error) return reason;
+  return new DOMException('the client closed the request', 'AbortError');
+}
+
+/**
+ * Puts a per-request `fetch` through `policy` on the context (`c.var.fetch`). Its
+ * calls are aborted when the incoming request is (its client went away), as well
+ * as by the caller's own signal, so an agent server does not keep an upstream busy
+ * for nobody.
+ *
+ * The chain is built once; per request it costs one closure. A call without a
+ * signal of its own gets the incoming request's signal as is (no listener); a call
+ * with one gets a small controller that follows both, through one listener on the
+ * incoming signal per request, removed (with the caller-signal listeners) when the
+ * request ends.
+ *
+ * @example
+ * ```ts
+ * import { Hono } from 'hono';
+ * import { definePolicy } from 'breakwater';
+ * import { errorResponses, upstream, type UpstreamEnv } from 'breakwater/hono';
+ *
+ * const github = definePolicy({ name: 'github-mcp', retry: { attempts: 2 } });
+ * const app = new Hono<UpstreamEnv>();
+ * app.use('/tools/*', upstream(github, { throwOnStatus: true }));
+ * app.get('/tools/issues', async (c) => {
+ *   const res = await c.var.fetch('https://api.github.com/repos/o/r/issues');
+ *   return c.json(await res.json());
+ * });
+ * app.onError(errorResponses({ policy: github })); // open circuit → 503 + Retry-After, timeout → 504
+ * ```
+ */
+export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareHandler<UpstreamEnv> {
+  validate(policySchema, policy, 'upstream(policy)');
+  const valid = validate(upstreamSchema, options, 'upstream()') ?? {};
+  const chained = policy.fetch(undefined, {
+    ...(valid.key === undefined ? {} : { key: valid.key }),
+    ...(valid.onEvent === undefined ? {} : { onEvent: valid.onEvent }),
+    ...(valid.auth === undefined ? {} : { auth: valid.auth }),
+  });
+  const keyOption = valid.key ?? policy.resolved.name;
+  const throwing = valid.throwOnStatus ?? false;
+  const failing = Array.isArray(throwing) ? new Set<number>(throwing) : undefined;
+  const fails = (status: number): boolean =>
+    failing === undefined ? throwing === true && status >= 400 : failing.has(status);
+
+  return async function upstream(c, next) {
+    const incoming = c.req.raw.signal;
+    /** Per-call controllers following the incoming signal (only calls with a signal of their own). */
+    const followers = new Set<AbortController>();
+    const cleanups: (() => void)[] = [];
+    let listening = false;
+    let ended = false;
+    const onIncomingAbort = (): void => {
+      for (const controller of followers) controller.abort(incoming.reason);
+    };
+
+    function signalFor(own: AbortSignal | undefined): AbortSignal {
+      if (own === undefined || own === incoming) return incoming;
+      // A call made after the request ended (background work) keeps its own signal only.
+      if (ended) return own;
+      const controller = new AbortController();
+      if (!listening) {
+        listening = true;
+        incoming.addEventListener('abort', onIncomingAbort, { once: true });
+        cleanups.push(() => incoming.removeEventListener('abort', onIncomingAbort));
+      }
+      followers.add(controller);
+      if (own.aborted) controller.abort(own.reason);
+      else {
+        const relay = (): void => controller.abort(own.reason);
+        own.addEventListener('abort', relay, { once: true });
+        cleanups.push(() => own.removeEventListener('abort', relay));
+      }
+      if (incoming.aborted) controller.abort(incoming.reason);
+      return controller.signal;
+    }
+
+    const fetch: FetchLike = async function upstreamFetch(input, init) {
+      const signal = signalFor(ownSignal(input, init));
+      const callInit: RequestInit = { ...init, signal };
+      let response: Response;
+      try {
+        response = await chained(input, callInit);
+      } catch (error) {
+        throw incoming.aborted && error === incoming.reason ? abortError(error) : error;
+      }
+      if (!fails(response.status)) return response;
+      throw await statusError(new Call(input, callInit, keyOption, undefined), response);
+    };
+    c.set('fetch', fetch);
+    try {
+      await next();
+    } finally {
+      ended = true;
+      for (const cleanup of cleanups) cleanup();
+      followers.clear();
+    }
+  };
+}
+
+/** Whether an error is Hono's own `HTTPException` (or anything carrying its response). */
+function hasResponse(err: unknown): err is { getResponse: () => Response } {
+  return typeof (err as { getResponse?: unknown } | null)?.getResponse === 'function';
+}
+
+/** The upstream's key, as an error names it; never a URL beyond the key itself. */
+function keyOf(err: BreakwaterError): string | undefined {
+  if (err instanceof CircuitOpenError || err instanceof GateClosedError) return err.key;
+  return err.request?.key;
+}
+
+function seconds(ms: number): number {
+  return Math.max(0, Math.ceil(ms / 1000));
+}
+
+/**
+ * The problem response for a breakwater error, or `undefined` for one this mapping
+ * does not know (it then falls back like any other error).
+ */
+function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Response | undefined {
+  const key = keyOf(err);
+  const who = key === undefined ? 'the upstream' : `upstream "${key}"`;
+  const named = (problem: Problem): Problem =>
+    key === undefined ? { ...problem, code: err.code } : { ...problem, code: err.code, upstream: key };
+  const capped = (ms: number): number => Math.min(Math.max(0, ms), capMs);
+
+  if (err instanceof CircuitOpenError || err instanceof GateClosedError) {
+    const waitMs = capped(err.retryAt.getTime() - now);
+    return problemResponse(
+      named({
+        status: 503,
+        title: 'Service Unavailable',
+        detail: `${who} is not accepting requests right now; retry in ${seconds(waitMs)} s`,
+      }),
+      waitMs,
+    );
+  }
+  if (err instanceof RetryAfterTooLongError) {
+    const waitMs = capped(err.retryAfterMs);
+    return problemResponse(
+      named({
+        status: 503,
+        title: 'Service Unavailable',
+        detail: `${who} asked for a pause; retry in ${seconds(waitMs)} s`,
+      }),
+      waitMs,
+    );
+  }
+  if (err instanceof HttpStatusError) {
+    if (DELAY_STATUSES.has(err.status)) {
+      const waitMs = err.retryAfterMs === undefined ? undefined : capped(err.retryAfterMs);
+      const when = waitMs === undefined ? '' : `; retry in ${seconds(waitMs)} s`;
+      return problemResponse(
+        named({
+          status: 503,
+          title: 'Service Unavailable',
+          detail: `${who} answered ${err.status} (overloaded or rate-limited)${when}`,
+        }),
+        waitMs,
+      );
+    }
+    return problemResponse(
+      named({ status: 502, title: 'Bad Gateway', detail: `${who} answered ${err.status}` }),
+    );
+  }
+  if (err instanceof TimeoutError) {
+    return problemResponse(
+      named({
+        status: 504,
+        title: 'Gateway Timeout',
+        detail: `${who} did not answer within ${err.ms} ms`,
+      }),
+    );
+  }
+  if (err instanceof NetworkError) {
+    return problemResponse(
+      named({ status: 502, title: 'Bad Gateway', detail: `could not get an answer from ${who} (${err.code})` }),
+    );
+  }
+  return undefined;
+}
+
+/**
+ * An `app.onError` handler that answers breakwater's errors with problem+json
+ * (RFC 9457) a client can act on; every body names the upstream by key (`upstream`)
+ * and the error's `code`, never a URL, a query string or a credential.
+ *
+ * | error | response |
+ * | --- | --- |
+ * | `CircuitOpenError` (open, half-open, paced), `GateClosedError` | 503, `Retry-After` = time until `retryAt` |
+ * | `RetryAfterTooLongError` | 503, `Retry-After` = the upstream's wait |
+ * | `HttpStatusError` 429 / 503 | 503, with the upstream's `Retry-After` when it sent one |
+ * | other `HttpStatusError`, `NetworkError` | 502 |
+ * | `TimeoutError` | 504 |
+ * | the incoming request was aborted | 499 (for logs: the client is gone) |
+ * | Hono's `HTTPException` | its own response |
+ * | anything else | `fallback`, default a bare 500 problem |
+ *
+ * Every `Retry-After` is delay-seconds, rounded up, and at most `maxRetryAfterMs`.
+ *
+ * @example
+ * ```ts
+ * const policy = definePolicy({ name: 'github-mcp' });
+ * app.onError(errorResponses({ policy }));
+ * // { "type": "about:blank", "status": 503, "title": "Service Unavailable",
+ * //   "detail": "upstream \"github-mcp\" is not accepting requests right now; retry in 4 s",
+ * //   "code": "CIRCUIT_OPEN", "upstream": "github-mcp" }   + Retry-After: 4
+ * ```
+ */
+export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
+  const valid = validate(errorResponsesSchema, options, 'errorResponses()') ?? {};
+  const capMs =
+    valid.maxRetryAfterMs ?? valid.policy?.resolved.retry.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
+  const fallback = valid.fallback;
+
+  return function errorResponse(err: Error, c: Context): Response | Promise<Response> {
+    if (hasResponse(err)) return err.getResponse();
+    const incoming = c.req.raw.signal;
+    if (incoming.aborted && isAbort(err, incoming)) {
+      return problemResponse({
+        status: CLIENT_CLOSED_STATUS,
+        title: 'Client Closed Request',
+        detail: 'the client went away before the response was ready',
+      });
+    }
+    if (err instanceof BreakwaterError) {
+      const response = breakwaterProblem(err, capMs, Date.now());
+      if (response !== undefined) return response;
+    }
+    if (fallback !== undefined) return fallback(err, c);
+    return problemResponse({ status: 500, title: 'Internal Server Error' });
+  };
+}

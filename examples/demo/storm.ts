@@ -1,0 +1,318 @@
+/**
+ * @module
+ * The stormy upstream: a Hono app on 127.0.0.1 that behaves like a real overloaded
+ * API for a few seconds, then recovers, and counts everything that reaches it.
+ *
+ * The fault script is a list of phases over the time since the client's run began
+ * (healthy → overloaded → rate-limited → flaky → recovered); the seed fixes where the
+ * phases start and every per-request draw (which request is shed, reset or slowed),
+ * so the same seed replays the same storm. Each client gets a fresh server, so every
+ * run starts from the same clock and empty counters.
+ *
+ * Every figure the report prints about load, Retry-After windows and order executions
+ * is counted here, at the server, as requests arrive: never derived from what a client
+ * believes it sent.
+ */
+
+// Examples normally import breakwater by its public name ('breakwater/hono'); this one
+// imports the .ts sources by path so `npm run demo` runs straight after `npm install`,
+// with no build step.
+import { type HttpBindings, type ServerType, serve } from '@hono/node-server';
+import { Hono } from 'hono';
+import { idempotency } from '../../adapters/hono/idempotency.ts';
+import { problemResponse } from '../../adapters/hono/problem.ts';
+
+/**
+ * Requests that arrive this soon after the server sent a `Retry-After` are not counted
+ * as "inside the window": they were already on the wire (or queued in the client's
+ * event loop) when the 503 / 429 went out, so no client could have held them back.
+ * Loopback takes well under a millisecond; 100 ms is generous on purpose, so that a
+ * count above zero means a client really ignored what the server said.
+ */
+export const RETRY_AFTER_GRACE_MS = 100;
+/** The wait an overloaded server asks for: `Retry-After: 1` (RFC 9110 §10.2.3 delay-seconds). */
+export const OVERLOADED_RETRY_AFTER_MS = 1000;
+/** Share of requests an overloaded server sheds with a 503. */
+const OVERLOADED_SHED_RATIO = 0.9;
+/** The rate-limited phase admits this many requests per fixed window ... */
+const RATE_LIMIT_QUOTA = 20;
+/** ... of this many ms (100 requests/s), and answers the rest 429 with `retry-after-ms`. */
+const RATE_LIMIT_WINDOW_MS = 200;
+/** In the flaky phase: share of requests whose connection is reset before the handler runs. */
+const RESET_BEFORE_RATIO = 0.1;
+/** In the flaky phase: share of order requests reset *after* the order ran (the response is lost). */
+const RESET_AFTER_ORDER_RATIO = 0.25;
+/** In the flaky phase: share of requests that are slow, and how slow. */
+const SLOW_RATIO = 0.25;
+const SLOW_MIN_MS = 300;
+const SLOW_MAX_MS = 900;
+/** Every answered request takes this long to compute, slow or not (a real handler does work). */
+const WORK_MIN_MS = 5;
+const WORK_MAX_MS = 25;
+/** Phase boundaries move by up to this share of the storm's length, by seed. */
+const BOUNDARY_JITTER = 0.03;
+
+/** What the upstream is going through. */
+export type PhaseName = 'healthy' | 'overloaded' | 'rate-limited' | 'flaky' | 'recovered';
+
+/** One phase of the fault script, in ms since the run began; the last one never ends. */
+export interface Phase {
+  name: PhaseName;
+  fromMs: number;
+  toMs: number;
+  /** What a person sees, for the script summary and the chart. */
+  what: string;
+}
+
+/** The fault script: the same seed and length give the same phases and draws. */
+export interface StormScript {
+  seed: number;
+  /** The scripted part's length in ms: the phases fill it, calls are spread over it. */
+  stormMs: number;
+  phases: Phase[];
+}
+
+/** The shares of the storm's length each phase starts at (before the seed's jitter). */
+const PHASE_STARTS: readonly [PhaseName, number, string][] = [
+  ['healthy', 0, 'healthy'],
+  ['overloaded', 0.12, `overloaded: ${OVERLOADED_SHED_RATIO * 100}% shed with 503 + Retry-After: 1`],
+  [
+    'rate-limited',
+    0.35,
+    `rate-limited: ${RATE_LIMIT_QUOTA} requests per ${RATE_LIMIT_WINDOW_MS} ms, the rest 429 + retry-after-ms`,
+  ],
+  [
+    'flaky',
+    0.58,
+    `flaky: ${RESET_BEFORE_RATIO * 100}% reset before running, ${RESET_AFTER_ORDER_RATIO * 100}% of orders reset after running, ${SLOW_RATIO * 100}% slow (${SLOW_MIN_MS}-${SLOW_MAX_MS} ms)`,
+  ],
+  ['recovered', 0.85, 'recovered'],
+];
+
+/**
+ * mulberry32: a tiny, fast, well-mixed 32-bit PRNG. Deterministic per seed, which is
+ * all a fault script needs (not for anything secret).
+ */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return (): number => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** The fault script for a seed: the phases, their boundaries moved a little by the seed. */
+export function stormScript(seed: number, stormMs: number): StormScript {
+  const random = mulberry32(seed);
+  const starts = PHASE_STARTS.map(([, share], i) =>
+    i === 0 ? 0 : Math.round(stormMs * (share + (random() * 2 - 1) * BOUNDARY_JITTER)),
+  );
+  const phases = PHASE_STARTS.map(([name, , what], i): Phase => {
+    const next = starts[i + 1];
+    return { name, what, fromMs: starts[i] ?? 0, toMs: next ?? Number.POSITIVE_INFINITY };
+  });
+  return { seed, stormMs, phases };
+}
+
+/** The phase at `elapsedMs` into the run. */
+export function phaseAt(script: StormScript, elapsedMs: number): Phase {
+  let current = script.phases[0] as Phase;
+  for (const phase of script.phases) if (elapsedMs >= phase.fromMs) current = phase;
+  return current;
+}
+
+/** How the server answered one request. */
+export type Answer = 'ok' | 'shed-503' | 'limited-429' | 'reset-before' | 'reset-after' | 'slow';
+
+/** What the server counted during one client's run. */
+export interface Ledger {
+  /** Arrival time of every request, in ms since the run began (chart and load). */
+  arrivals: number[];
+  /** Requests that arrived inside a Retry-After window the server had sent (after the grace). */
+  inWindow: number;
+  /** 503 / 429 responses that carried a delay. */
+  windowsSent: number;
+  /** How requests were answered. */
+  answers: Record<Answer, number>;
+  /** Executions of `POST /orders`, per order id (counted by the handler itself). */
+  executions: Map<string, number>;
+}
+
+/** Order executions beyond the first, per order id. */
+export function duplicateExecutions(ledger: Ledger): number {
+  let duplicates = 0;
+  for (const runs of ledger.executions.values()) duplicates += Math.max(0, runs - 1);
+  return duplicates;
+}
+
+/** A running storm server for one client's run. */
+export interface StormServer {
+  origin: string;
+  ledger: Ledger;
+  /** Starts the script's clock: call right before the client's first request. */
+  begin(): void;
+  close(): Promise<void>;
+}
+
+interface Window {
+  sentAt: number;
+  endsAt: number;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * The upstream as a Hono app, writing into `ledger`. `startedAt()` is the epoch ms the
+ * client's run began. Order of middleware: the storm (faults, outermost, as a load
+ * balancer or an overloaded runtime would be), then `idempotency()` on `POST /orders`
+ * (for every client: plain and naive clients send no key, so it passes them through),
+ * then the handlers.
+ */
+export function stormApp(
+  script: StormScript,
+  ledger: Ledger,
+  startedAt: () => number,
+): Hono<{ Bindings: HttpBindings }> {
+  // One stream of draws per run, in arrival order: the same seed replays the same
+  // faults for the same sequence of requests.
+  const random = mulberry32(script.seed ^ 0x5eed);
+  const between = (min: number, max: number): number => min + Math.floor(random() * (max - min + 1));
+  /** Every Retry-After window sent, in the order sent (so `sentAt` never decreases). */
+  const windows: Window[] = [];
+  /** Windows whose grace has passed are folded into `coveredUntil` as arrivals move on. */
+  let folded = 0;
+  let coveredUntil = 0;
+  let limitWindow = -1;
+  let limitUsed = 0;
+
+  /** Counts an arrival; inside a window means after its grace and before its end. */
+  function arrive(t: number): void {
+    ledger.arrivals.push(t - startedAt());
+    for (; folded < windows.length; folded++) {
+      const w = windows[folded] as Window;
+      if (w.sentAt + RETRY_AFTER_GRACE_MS > t) break;
+      coveredUntil = Math.max(coveredUntil, w.endsAt);
+    }
+    if (t < coveredUntil) ledger.inWindow++;
+  }
+
+  function openWindow(delayMs: number): void {
+    const sentAt = Date.now();
+    windows.push({ sentAt, endsAt: sentAt + delayMs });
+    ledger.windowsSent++;
+  }
+
+  const app = new Hono<{ Bindings: HttpBindings }>();
+
+  app.use(async function storm(c, next) {
+    const t = Date.now();
+    arrive(t);
+    const phase = phaseAt(script, t - startedAt()).name;
+    const draw = random();
+    const isOrder = c.req.method === 'POST' && c.req.path === '/orders';
+
+    if (phase === 'overloaded' && draw < OVERLOADED_SHED_RATIO) {
+      ledger.answers['shed-503']++;
+      openWindow(OVERLOADED_RETRY_AFTER_MS);
+      return problemResponse(
+        { status: 503, title: 'Service Unavailable', detail: 'overloaded, shedding load' },
+        OVERLOADED_RETRY_AFTER_MS,
+      );
+    }
+    if (phase === 'rate-limited') {
+      const window = Math.floor(t / RATE_LIMIT_WINDOW_MS);
+      if (window !== limitWindow) {
+        limitWindow = window;
+        limitUsed = 0;
+      }
+      if (++limitUsed > RATE_LIMIT_QUOTA) {
+        const waitMs = (window + 1) * RATE_LIMIT_WINDOW_MS - t;
+        ledger.answers['limited-429']++;
+        openWindow(waitMs);
+        // retry-after-ms: the millisecond form OpenAI and Anthropic send.
+        return problemResponse({ status: 429, title: 'Too Many Requests' }, undefined, {
+          'retry-after-ms': String(waitMs),
+        });
+      }
+    }
+    if (phase === 'flaky') {
+      if (draw < RESET_BEFORE_RATIO) {
+        // TCP RST before anything ran: the client sees ECONNRESET.
+        ledger.answers['reset-before']++;
+        c.env.incoming.socket.resetAndDestroy();
+        return c.body(null, 500); // never written: the socket is gone
+      }
+      if (random() < SLOW_RATIO) {
+        ledger.answers.slow++;
+        await sleep(between(SLOW_MIN_MS, SLOW_MAX_MS));
+      }
+      if (isOrder && random() < RESET_AFTER_ORDER_RATIO) {
+        await sleep(between(WORK_MIN_MS, WORK_MAX_MS));
+        await next(); // the order runs (and idempotency() stores its response) ...
+        ledger.answers['reset-after']++;
+        c.env.incoming.socket.resetAndDestroy(); // ... and the response is lost on the wire
+        return;
+      }
+    }
+    await sleep(between(WORK_MIN_MS, WORK_MAX_MS));
+    ledger.answers.ok++;
+    await next();
+  });
+
+  // Server-side Idempotency-Key replay for the one non-idempotent operation.
+  app.use('/orders', idempotency());
+
+  app.get('/items/:id', (c) => c.json({ id: c.req.param('id'), name: `item ${c.req.param('id')}` }));
+
+  app.post('/orders', async (c) => {
+    const order = (await c.req.json()) as { orderId?: unknown };
+    if (typeof order.orderId !== 'string') return c.json({ error: 'orderId is required' }, 400);
+    const runs = (ledger.executions.get(order.orderId) ?? 0) + 1;
+    ledger.executions.set(order.orderId, runs);
+    return c.json({ orderId: order.orderId, execution: runs }, 201);
+  });
+
+  return app;
+}
+
+function emptyLedger(): Ledger {
+  return {
+    arrivals: [],
+    inWindow: 0,
+    windowsSent: 0,
+    answers: { ok: 0, 'shed-503': 0, 'limited-429': 0, 'reset-before': 0, 'reset-after': 0, slow: 0 },
+    executions: new Map(),
+  };
+}
+
+/** Serves a fresh storm on 127.0.0.1, port 0 (through `@hono/node-server`, node:http underneath). */
+export async function startStorm(script: StormScript): Promise<StormServer> {
+  const ledger = emptyLedger();
+  let startedAt = Date.now();
+  const app = stormApp(script, ledger, () => startedAt);
+  let server: ServerType | undefined;
+  const port = await new Promise<number>((resolve) => {
+    server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(info.port));
+  });
+  let closing: Promise<void> | undefined;
+  return {
+    origin: `http://127.0.0.1:${port}`,
+    ledger,
+    begin() {
+      startedAt = Date.now();
+    },
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        const s = server as ServerType & { closeAllConnections?: () => void };
+        s.close(() => resolve());
+        s.closeAllConnections?.();
+      });
+      return closing;
+    },
+  };
+}
