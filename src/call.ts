@@ -95,8 +95,7 @@ export type KeyOption = string | ((url: URL) => string);
 export class Call {
   /** The first argument the caller passed to fetch, untouched. */
   readonly input: string | URL | Request;
-  /** The init the real fetch will get: the caller's own object until something changes it. */
-  init: RequestInit | undefined;
+  #init: RequestInit | undefined;
   /** 1-based attempt number; a resending middleware bumps it before calling `next` again. */
   attempt = 1;
   /**
@@ -110,6 +109,8 @@ export class Call {
    * the deadline cannot cover.
    */
   deadline: number | undefined = undefined;
+  /** The total budget `deadline` was set from, in ms (for error messages). */
+  totalMs: number | undefined = undefined;
   /** A small per-call bag for middleware to share state, kept across attempts. */
   readonly bag: Map<unknown, unknown> = new Map();
   /** Per middleware (by position), the last attempt it passed on: guards against a double `next()`. */
@@ -121,6 +122,7 @@ export class Call {
   #key: string | undefined;
   #url: URL | undefined;
   #ownHeaders = false;
+  #ownInit = false;
   #signal: AbortSignal | undefined;
   #signalSet = false;
 
@@ -131,9 +133,21 @@ export class Call {
     onEvent: ((event: BreakwaterEvent) => void) | undefined,
   ) {
     this.input = input;
-    this.init = init;
+    this.#init = init;
     this.#keyOption = key;
     this.onEvent = onEvent;
+  }
+
+  /** The init the real fetch will get: the caller's own object until something changes it. */
+  get init(): RequestInit | undefined {
+    return this.#init;
+  }
+
+  /** Replaces the init; the new object is treated as someone else's (copied before any change). */
+  set init(init: RequestInit | undefined) {
+    this.#init = init;
+    this.#ownInit = false;
+    this.#ownHeaders = false;
   }
 
   /** The request method, upper-case (default GET). */
@@ -178,10 +192,11 @@ export class Call {
   set signal(signal: AbortSignal | undefined) {
     this.#signal = signal;
     this.#signalSet = true;
+    const init = this.#writableInit();
     // Without a signal the key is left out, not set to null: `signal: null` would
     // drop a Request input's own signal.
-    const { signal: _previous, ...rest } = this.init ?? {};
-    this.init = signal === undefined ? rest : { ...rest, signal };
+    if (signal === undefined) delete init.signal;
+    else init.signal = signal;
   }
 
   /** The request body as given (init's, else the `Request`'s stream), if any. */
@@ -233,12 +248,26 @@ export class Call {
   }
 
   #writableHeaders(): Headers {
-    if (this.#ownHeaders) return this.init?.headers as Headers;
+    const init = this.#writableInit();
+    if (this.#ownHeaders) return init.headers as Headers;
     const headers = new Headers(
-      this.init?.headers ?? (this.input instanceof Request ? this.input.headers : undefined),
+      init.headers ?? (this.input instanceof Request ? this.input.headers : undefined),
     );
-    this.init = { ...this.init, headers };
+    init.headers = headers;
     this.#ownHeaders = true;
     return headers;
+  }
+
+  /**
+   * An init object this call owns, copied from the caller's on first use. Later
+   * changes (a signal per attempt, a header) mutate it in place: fetch reads init
+   * only while starting a request, so an earlier attempt is not affected.
+   */
+  #writableInit(): RequestInit {
+    if (!this.#ownInit || this.#init === undefined) {
+      this.#init = { ...this.#init };
+      this.#ownInit = true;
+    }
+    return this.#init;
   }
 }

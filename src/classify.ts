@@ -123,6 +123,8 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
   const statuses = options.statuses ?? DEFAULT_RETRYABLE_STATUSES;
   if ('response' in outcome) {
     const { response } = outcome;
+    // Success pays for no header parsing: the happy path is most responses.
+    if (response.status < 400) return { kind: 'ok', retryable: false, notRun: false, safeToResend: true };
     return fromStatus(response.status, response.headers, retryDelay(response.headers), call, statuses);
   }
   const { error } = outcome;

@@ -39,7 +39,7 @@ import {
   retry,
   retrySchema,
 } from './retry.ts';
-import { type TimeoutOptions, timeout, timeoutSchema } from './timeout.ts';
+import { deadline, type TimeoutOptions, timeout, timeoutSchema } from './timeout.ts';
 
 /** The wait for each attempt's response headers (30 s): long enough for a slow model's first byte. */
 export const DEFAULT_ATTEMPT_MS = 30_000;
@@ -185,14 +185,12 @@ export function definePolicy(config: PolicyConfig = {}): Policy {
       ? undefined
       : circuitBreaker({ maxRetryAfterMs: retryConfig.maxRetryAfterMs, ...resolved.breaker });
   const capture = captureStatus(resolved.capture);
+  const { attemptMs, totalMs } = resolved.timeout === false ? {} : resolved.timeout;
+  // With an attempt timeout inside, the total deadline needs no timer of its own: each
+  // attempt is bounded by the time left, and retry and pacing never wait past it.
   const total =
-    resolved.timeout === false || resolved.timeout.totalMs === undefined
-      ? undefined
-      : timeout({ totalMs: resolved.timeout.totalMs });
-  const perAttempt =
-    resolved.timeout === false || resolved.timeout.attemptMs === undefined
-      ? undefined
-      : timeout({ attemptMs: resolved.timeout.attemptMs });
+    totalMs === undefined ? undefined : attemptMs === undefined ? timeout({ totalMs }) : deadline(totalMs);
+  const perAttempt = attemptMs === undefined ? undefined : timeout({ attemptMs });
   const keys = resolved.idempotencyKeys ? idempotencyKey() : undefined;
 
   return Object.freeze({

@@ -261,12 +261,18 @@ export function retry(options: RetryOptions = {}): Retry {
         outcome = { error };
       }
       const verdict = classify(outcome, call, { statuses });
-      const budget = budgetFor(call.key);
-      if (verdict.kind === 'ok' || !verdict.retryable) {
-        if (verdict.kind === 'ok' && budgetTokens !== undefined) {
-          budget.tokens = Math.min(budgetTokens, budget.tokens + refund);
+      if (verdict.kind === 'ok') {
+        // The happy path: refill the server's bucket if it has one, without touching
+        // the registry's order (a Map delete + set per call costs microseconds).
+        const known = budgets.get(call.key);
+        if (known !== undefined && budgetTokens !== undefined) {
+          known.tokens = Math.min(budgetTokens, known.tokens + refund);
         }
-        if (verdict.kind !== 'ok' && verdict.kind !== 'cancelled') {
+        return settle(outcome);
+      }
+      const budget = budgetFor(call.key);
+      if (!verdict.retryable) {
+        if (verdict.kind !== 'cancelled') {
           return giveUp(call, outcome, 'not-retryable', budget);
         }
         return settle(outcome);
