@@ -3,8 +3,9 @@
  * `idempotency()`: the server half of `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header).
  * A keyed POST / PATCH runs its handler at most once per key; a repeat gets the first
  * response back, byte for byte, marked `Idempotent-Replayed: true` (the header Stripe
- * sends). That is what makes the client's `idempotencyKey()` safe: a keyed request
- * counts as idempotent there, so `retry()` resends it after a 5xx or a reset.
+ * sends) and `x-should-retry: false` (resending gets the same answer). That is what
+ * makes the client's `idempotencyKey()` safe: a keyed request counts as idempotent
+ * there, so `retry()` resends it after a 5xx or a reset.
  *
  * Records live in a {@link Store} (JSON values), keyed by (scope, method, path, key):
  *
@@ -23,10 +24,15 @@ import { problemResponse } from './problem.ts';
 export const DEFAULT_TTL_MS = 86_400_000;
 /** Methods that are deduplicated by default: the non-idempotent ones the client keys. */
 export const DEFAULT_METHODS: readonly string[] = ['POST', 'PATCH'];
-/** The largest request body fingerprinted, and response body stored, by default (1 MiB). */
-export const DEFAULT_MAX_BODY_BYTES = 1_048_576;
+/**
+ * The largest request body fingerprinted, and response body stored, by default
+ * (256 KiB): tool calls and JSON-RPC bodies are far smaller, and with
+ * {@link DEFAULT_MAX_RECORDS} it bounds the default store at about 1 GiB in the
+ * very worst case (every record holding a maximal body).
+ */
+export const DEFAULT_MAX_BODY_BYTES = 262_144;
 /** Records the default in-memory store keeps (least recently used dropped first). */
-export const DEFAULT_MAX_RECORDS = 10_000;
+export const DEFAULT_MAX_RECORDS = 4096;
 /** The longest key accepted, in characters of content (the draft sets none; this bounds store keys). */
 export const MAX_KEY_CHARS = 255;
 /** The header that marks a replayed response (Stripe's name, which clients already know). */
@@ -47,6 +53,8 @@ const CLAIM_ATTEMPTS = 3;
 const BASE64_CHUNK_BYTES = 0x8000;
 /** What `x-should-retry` says on answers given before the handler ran: resending is safe. */
 const NOT_RUN = { 'x-should-retry': 'true' };
+/** What `x-should-retry` says on answers a resend with the same key would only repeat. */
+const FINAL = { 'x-should-retry': 'false' };
 /**
  * Statuses the client treats as "rejected before executing" (breakwater's classify
  * table, RFC 9110): a handler that answers one is taken at its word, and its record is
@@ -74,9 +82,11 @@ const NULL_BODY_STATUSES: ReadonlySet<number> = new Set([101, 103, 204, 205, 304
 export interface IdempotencyOptions<E extends Env = Env> {
   /**
    * Where records are kept. Default: a fresh `memoryStore({ maxEntries: 10_000 })`
-   * (LRU + TTL) per middleware. Pass a shared store (Redis or the like) when several
-   * instances serve the same clients: a retry may reach another instance. Memory use
-   * is bounded by entries × (`maxBodyBytes` × 4/3, base64) in the worst case.
+   * (LRU + TTL) per `idempotency()` call. Pass a shared store (Redis or the like) when
+   * several instances serve the same clients: a retry may reach another instance. A
+   * record holds one response body of at most `maxBodyBytes` (as text, or base64 for
+   * binary), so the default store holds at most about 10,000 × `maxBodyBytes`: lower
+   * either for large responses.
    */
   store?: Store | undefined;
   /**
@@ -276,7 +286,10 @@ function concat(chunks: readonly Uint8Array[], size: number): Uint8Array<ArrayBu
 }
 
 /** A stream that gives `chunks` again, then the rest of `reader`: the body as the handler made it. */
-function resume(chunks: readonly Uint8Array[], reader: ReadableStreamDefaultReader<Uint8Array>): ReadableStream {
+function resume(
+  chunks: readonly Uint8Array[],
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+): ReadableStream {
   let index = 0;
   return new ReadableStream<Uint8Array>({
     async pull(controller): Promise<void> {
@@ -298,7 +311,13 @@ function resume(chunks: readonly Uint8Array[], reader: ReadableStreamDefaultRead
 
 async function sha256Hex(...parts: (string | Uint8Array)[]): Promise<string> {
   const bytes = parts.map((part) => (typeof part === 'string' ? new TextEncoder().encode(part) : part));
-  const digest = await crypto.subtle.digest('SHA-256', concat(bytes, bytes.reduce((n, b) => n + b.length, 0)));
+  const digest = await crypto.subtle.digest(
+    'SHA-256',
+    concat(
+      bytes,
+      bytes.reduce((n, b) => n + b.length, 0),
+    ),
+  );
   let hex = '';
   for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, '0');
   return hex;
@@ -347,6 +366,9 @@ function saysNotRun(response: Response): boolean {
 function replay(record: DoneRecord): Response {
   const headers = new Headers(record.headers);
   headers.set(REPLAYED_HEADER, 'true');
+  // Resending the same key gets this same answer until the record expires, so a
+  // client that would retry a replayed 500 or 503 should not: it would only burn attempts.
+  for (const [name, value] of Object.entries(FINAL)) headers.set(name, value);
   const body = NULL_BODY_STATUSES.has(record.status)
     ? null
     : record.encoding === 'utf8'
@@ -389,7 +411,8 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
         {
           status: 409,
           title: 'Request in progress',
-          detail: 'A request with this Idempotency-Key is still being processed. Retry with the same key to get its response.',
+          detail:
+            'A request with this Idempotency-Key is still being processed. Retry with the same key to get its response.',
         },
         IN_PROGRESS_RETRY_MS,
         NOT_RUN,
@@ -397,12 +420,16 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
     case 'done':
       return replay(record);
     case 'unreplayable':
-      return problemResponse({
-        status: 409,
-        title: 'Response not replayable',
-        detail: `The request with this Idempotency-Key already ran (status ${record.status}), but its response was ${record.reason === 'stream' ? 'a stream' : 'too large'} to keep for replay. It will not run again with this key.`,
-        originalStatus: record.status,
-      });
+      return problemResponse(
+        {
+          status: 409,
+          title: 'Response not replayable',
+          detail: `The request with this Idempotency-Key already ran (status ${record.status}), but its response was ${record.reason === 'stream' ? 'a stream' : 'too large'} to keep for replay. It will not run again with this key.`,
+          originalStatus: record.status,
+        },
+        undefined,
+        FINAL,
+      );
   }
 }
 
@@ -410,7 +437,8 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  * Deduplicates keyed requests (draft-ietf-httpapi-idempotency-key-header): the first
  * request with a key runs the handler and its response is stored; a repeat (same
  * scope, method, path and key, same body) gets that response again with
- * `Idempotent-Replayed: true`, and the handler does not run.
+ * `Idempotent-Replayed: true` and `x-should-retry: false` (so a client does not burn
+ * its attempts on a replayed 500), and the handler does not run.
  *
  * - **Key**: `Idempotency-Key` must be a structured-field string (`"…"`, printable
  *   ASCII, at most 255 characters): otherwise 400. Without a key the request passes
@@ -427,8 +455,8 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  *   replayable", never a second run. Anything rejected before this middleware stores nothing.
  * - **Limits**: a keyed request body over `maxBodyBytes` is 413 (never buffered whole).
  * - **Store failures fail closed**: 503 with `Retry-After`, and the handler does not
- *   run. If only the final write fails, the client gets the handler's response and the
- *   key stays `running` (repeats get 409) until `ttlMs`.
+ *   run. If only the final write (or a release) fails, the client gets the handler's
+ *   response and the key stays `running` (repeats get 409) until `ttlMs`.
  *
  * Place it after authentication (so `scope` can name the principal) and after load
  * shedding and rate limits (what they reject never claims a key).
@@ -478,7 +506,9 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     // cancelled past the limit, so neither branch buffers more than that.
     const read = await readUpTo(raw.clone().body, maxBodyBytes);
     if (!read.complete) {
-      await read.reader?.cancel().catch(() => {});
+      // Not awaited: cancelling one branch of a tee settles only once the other is
+      // cancelled too, and the other is the handler's (the runtime drains it).
+      read.reader?.cancel().catch(() => {});
       return undefined;
     }
     return concat(read.chunks, read.size);
@@ -521,7 +551,14 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
       encoding = 'base64';
     }
     return {
-      record: { state: 'done', fingerprint, status, headers: storableHeaders(response.headers), body, encoding },
+      record: {
+        state: 'done',
+        fingerprint,
+        status,
+        headers: storableHeaders(response.headers),
+        body,
+        encoding,
+      },
       response: new Response(NULL_BODY_STATUSES.has(status) ? null : bytes, init),
     };
   }
@@ -540,7 +577,8 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
       // Released (or expired) between the two calls: try to claim it again.
       if (found === undefined) continue;
       const parsed = recordSchema.safeParse(found);
-      if (!parsed.success) throw new TypeError('idempotency(): the store holds a record this middleware did not write');
+      if (!parsed.success)
+        throw new TypeError('idempotency(): the store holds a record this middleware did not write');
       return { claimed: false, record: parsed.data as IdempotencyRecord };
     }
     return { claimed: false, record: undefined };
@@ -558,7 +596,8 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
       });
     }
     const parsed = parseKey(header);
-    if (!parsed.ok) return problemResponse({ status: 400, title: 'Invalid Idempotency-Key', detail: parsed.why });
+    if (!parsed.ok)
+      return problemResponse({ status: 400, title: 'Invalid Idempotency-Key', detail: parsed.why });
 
     const declared = Number(c.req.header('content-length') ?? Number.NaN);
     if (declared > maxBodyBytes) return tooLarge();
@@ -571,12 +610,9 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     }
     const url = new URL(c.req.url);
     const method = c.req.method;
-    const [hashedKey, fingerprint] = await Promise.all([
-      // Hashed, so store keys are bounded and do not reveal principals or keys.
-      sha256Hex(JSON.stringify([namespace, method, url.pathname, parsed.key])),
-      sha256Hex(`${method}\n${url.pathname}${url.search}\n`, body),
-    ]);
-    const recordKey = `idempotency:${hashedKey}`;
+    // JSON keeps the four parts apart whatever they contain: ("a", "b/c") is not ("a/b", "c").
+    const recordKey = `idempotency:${JSON.stringify([namespace, method, url.pathname, parsed.key])}`;
+    const fingerprint = await sha256Hex(`${method}\n${url.pathname}${url.search}\n`, body);
     const running: RunningRecord = { state: 'running', fingerprint, startedAt: Date.now() };
 
     let claimed: Awaited<ReturnType<typeof claim>>;

@@ -1,0 +1,538 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Hono } from 'hono';
+import { idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
+import { type JsonValue, memoryStore, type Store } from '../src/store.ts';
+import { withApp } from './helpers/hono-server.ts';
+
+const KEY = '"8e03978e-40d5-43e8-bc93-6894a57f9324"';
+
+/** A POST with a key (and a body), as `app.request` takes it. */
+function post(body: string, key: string | null = KEY, headers: Record<string, string> = {}): RequestInit {
+  return {
+    method: 'POST',
+    body,
+    headers: {
+      'content-type': 'application/json',
+      ...(key === null ? {} : { 'idempotency-key': key }),
+      ...headers,
+    },
+  };
+}
+
+/** An app whose POST /orders handler counts its runs and echoes the body it read. */
+function ordersApp(options?: Parameters<typeof idempotency>[0]): { app: Hono; runs: () => number } {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/orders', idempotency(options));
+  app.post('/orders', async (c) => {
+    runs++;
+    const order = (await c.req.json()) as { item: string };
+    return c.json({ id: `order-${runs}`, item: order.item }, 201, { 'x-order-run': String(runs) });
+  });
+  return { app, runs: () => runs };
+}
+
+/** A promise the test resolves by hand. */
+function gate(): { promise: Promise<void>; open: () => void } {
+  let open = (): void => {};
+  const promise = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { promise, open };
+}
+
+/** The problem details body of a problem+json response (consumed). */
+async function problemOf(res: Response): Promise<{ status: number; title: string; detail?: string }> {
+  assert.equal(res.headers.get('content-type'), 'application/problem+json');
+  return (await res.json()) as { status: number; title: string; detail?: string };
+}
+
+/** A store whose every call rejects, and counts the calls. */
+function brokenStore(): Store & { calls: number } {
+  const fail = async (): Promise<never> => {
+    broken.calls++;
+    throw new Error('store down');
+  };
+  const broken = { calls: 0, get: fail, set: fail, delete: fail, increment: fail, compareAndSet: fail };
+  return broken;
+}
+
+test('the first keyed POST runs the handler; a repeat replays its status, body and headers without running it', async () => {
+  const { app, runs } = ordersApp();
+  const first = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(first.status, 201);
+  assert.equal(first.headers.get(REPLAYED_HEADER), null);
+  const firstBody = await first.text();
+  assert.deepEqual(JSON.parse(firstBody), { id: 'order-1', item: 'tea' });
+
+  const again = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(again.status, 201);
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  assert.equal(again.headers.get('x-should-retry'), 'false');
+  assert.equal(again.headers.get('content-type'), first.headers.get('content-type'));
+  assert.equal(again.headers.get('x-order-run'), '1');
+  assert.equal(await again.text(), firstBody);
+  assert.equal(runs(), 1);
+});
+
+test('a replay over a real server is identical to the first response, on every runtime', async () => {
+  const { app, runs } = ordersApp();
+  await withApp(app, async (server) => {
+    const send = (): Promise<Response> => fetch(`${server.origin}/orders`, post('{"item":"coffee"}'));
+    const first = await send();
+    const firstBody = await first.text();
+    const again = await send();
+    const againBody = await again.text();
+    assert.equal(first.status, 201);
+    assert.equal(again.status, 201);
+    assert.equal(first.headers.get(REPLAYED_HEADER), null);
+    assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+    assert.equal(againBody, firstBody);
+    assert.deepEqual(JSON.parse(againBody), { id: 'order-1', item: 'coffee' });
+    assert.equal(again.headers.get('content-type'), first.headers.get('content-type'));
+    assert.equal(again.headers.get('x-order-run'), '1');
+    assert.equal(again.headers.get('content-length'), String(new TextEncoder().encode(firstBody).length));
+  });
+  assert.equal(runs(), 1);
+});
+
+test('a replay leaves out hop-by-hop headers, headers named in Connection, set-cookie and content-length', async () => {
+  const app = new Hono();
+  app.use('/session', idempotency());
+  app.post('/session', () => {
+    const headers = new Headers([
+      ['x-kept', 'yes'],
+      ['vary', 'accept'],
+      ['set-cookie', 'session=secret; HttpOnly'],
+      ['keep-alive', 'timeout=5'],
+      ['proxy-authenticate', 'Basic'],
+      ['connection', 'x-hop'],
+      ['x-hop', 'private'],
+      ['content-length', '2'],
+    ]);
+    return new Response('ok', { status: 200, headers });
+  });
+  const first = await app.request('/session', post('{}'));
+  assert.equal(first.headers.get('set-cookie'), 'session=secret; HttpOnly');
+  await first.body?.cancel();
+  const again = await app.request('/session', post('{}'));
+  assert.equal(await again.text(), 'ok');
+  assert.equal(again.headers.get('x-kept'), 'yes');
+  assert.equal(again.headers.get('vary'), 'accept');
+  for (const name of [
+    'set-cookie',
+    'keep-alive',
+    'proxy-authenticate',
+    'connection',
+    'x-hop',
+    'content-length',
+  ]) {
+    assert.equal(again.headers.get(name), null, name);
+  }
+});
+
+test('a binary response body and a 204 are replayed byte for byte', async () => {
+  const bytes = new Uint8Array([0, 255, 128, 10, 13, 0xc3]);
+  const app = new Hono();
+  app.use('*', idempotency());
+  app.post('/blob', () => new Response(bytes, { headers: { 'content-type': 'application/octet-stream' } }));
+  app.post('/empty', (c) => c.body(null, 204));
+  await (await app.request('/blob', post('{}'))).arrayBuffer();
+  const again = await app.request('/blob', post('{}'));
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  assert.deepEqual(new Uint8Array(await again.arrayBuffer()), bytes);
+
+  assert.equal((await app.request('/empty', post('{}'))).status, 204);
+  const empty = await app.request('/empty', post('{}'));
+  assert.equal(empty.status, 204);
+  assert.equal(empty.headers.get(REPLAYED_HEADER), 'true');
+  assert.equal(empty.body, null);
+});
+
+test('a repeat while the first is still running gets 409 with Retry-After: 1 and x-should-retry: true', async () => {
+  const release = gate();
+  const entered = gate();
+  let runs = 0;
+  const app = new Hono();
+  app.use('/slow', idempotency());
+  app.post('/slow', async (c) => {
+    runs++;
+    entered.open();
+    await release.promise;
+    return c.text('done');
+  });
+  const first = app.request('/slow', post('{}'));
+  await entered.promise;
+  const during = await app.request('/slow', post('{}'));
+  assert.equal(during.status, 409);
+  assert.equal(during.headers.get('retry-after'), '1');
+  assert.equal(during.headers.get('x-should-retry'), 'true');
+  assert.equal((await problemOf(during)).title, 'Request in progress');
+  release.open();
+  assert.equal(await (await first).text(), 'done');
+  const after = await app.request('/slow', post('{}'));
+  assert.equal(after.headers.get(REPLAYED_HEADER), 'true');
+  assert.equal(await after.text(), 'done');
+  assert.equal(runs, 1);
+});
+
+test('the same key with a different body or query is 422 and does not run the handler', async () => {
+  const { app, runs } = ordersApp();
+  await (await app.request('/orders', post('{"item":"tea"}'))).arrayBuffer();
+  const otherBody = await app.request('/orders', post('{"item":"cake"}'));
+  assert.equal(otherBody.status, 422);
+  assert.equal((await problemOf(otherBody)).title, 'Idempotency-Key reused');
+  const otherQuery = await app.request('/orders?express=1', post('{"item":"tea"}'));
+  assert.equal(otherQuery.status, 422);
+  await otherQuery.body?.cancel();
+  assert.equal(runs(), 1);
+});
+
+test('the same key on another path or method is another request, and runs', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('*', idempotency());
+  app.on(['POST', 'PATCH'], ['/a', '/b'], (c) => c.text(`run ${++runs}`));
+  for (const [method, path] of [
+    ['POST', '/a'],
+    ['POST', '/b'],
+    ['PATCH', '/a'],
+  ] as const) {
+    const res = await app.request(path, { ...post('{}'), method });
+    assert.equal(res.headers.get(REPLAYED_HEADER), null);
+    await res.body?.cancel();
+  }
+  assert.equal(runs, 3);
+});
+
+test('a missing key passes through, unless required: then 400 problem+json and the handler does not run', async () => {
+  const optional = ordersApp();
+  for (let i = 0; i < 2; i++)
+    await (await optional.app.request('/orders', post('{"item":"tea"}', null))).text();
+  assert.equal(optional.runs(), 2);
+
+  const strict = ordersApp({ required: true });
+  const res = await strict.app.request('/orders', post('{"item":"tea"}', null));
+  assert.equal(res.status, 400);
+  assert.equal((await problemOf(res)).title, 'Idempotency-Key required');
+  assert.equal(strict.runs(), 0);
+});
+
+test('a malformed key is 400: no quotes, empty, over 255 characters, control characters, a bad escape, a list', async () => {
+  const { app, runs } = ordersApp();
+  const bad = [
+    '8e03978e-40d5-43e8-bc93-6894a57f9324',
+    '""',
+    `"${'k'.repeat(256)}"`,
+    '"tab\tinside"',
+    '"del\x7f"',
+    '"bad \\n escape"',
+    '"unterminated',
+    '"a", "b"',
+    '"key";param=1',
+  ];
+  for (const key of bad) {
+    const res = await app.request('/orders', post('{"item":"tea"}', key));
+    assert.equal(res.status, 400, key);
+    assert.equal((await problemOf(res)).title, 'Invalid Idempotency-Key');
+  }
+  assert.equal(runs(), 0);
+  // The edges that are fine: 255 characters, escaped quote and backslash.
+  for (const key of [`"${'k'.repeat(255)}"`, '"quote \\" and \\\\ backslash"']) {
+    const res = await app.request('/orders', post('{"item":"tea"}', key));
+    assert.equal(res.status, 201, key);
+    await res.body?.cancel();
+  }
+  assert.equal(runs(), 2);
+});
+
+test('scopes isolate keys: user B reusing user A key runs B handler and never sees A response', async () => {
+  let runs = 0;
+  const app = new Hono<{ Variables: { user: string } }>();
+  app.use('/pay', async (c, next) => {
+    c.set('user', c.req.header('x-user') ?? 'anonymous');
+    await next();
+  });
+  app.use('/pay', idempotency<{ Variables: { user: string } }>({ scope: (c) => c.get('user') }));
+  app.post('/pay', (c) => c.json({ payer: c.get('user'), run: ++runs }));
+  const as = (user: string): RequestInit => post('{"amount":5}', KEY, { 'x-user': user });
+
+  assert.deepEqual(await (await app.request('/pay', as('alice'))).json(), { payer: 'alice', run: 1 });
+  const bob = await app.request('/pay', as('bob'));
+  assert.equal(bob.headers.get(REPLAYED_HEADER), null);
+  assert.deepEqual(await bob.json(), { payer: 'bob', run: 2 });
+  const aliceAgain = await app.request('/pay', as('alice'));
+  assert.equal(aliceAgain.headers.get(REPLAYED_HEADER), 'true');
+  assert.deepEqual(await aliceAgain.json(), { payer: 'alice', run: 1 });
+  assert.equal(runs, 2);
+});
+
+test('a handler that throws has its 500 (the app onError answer) stored and replayed, and does not run again', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.onError((error, c) => c.json({ error: error.message }, 500));
+  app.use('/charge', idempotency());
+  app.post('/charge', () => {
+    runs++;
+    throw new Error('card network timed out after charging');
+  });
+  const first = await app.request('/charge', post('{}'));
+  assert.equal(first.status, 500);
+  const firstBody = await first.text();
+  assert.deepEqual(JSON.parse(firstBody), { error: 'card network timed out after charging' });
+  const again = await app.request('/charge', post('{}'));
+  assert.equal(again.status, 500);
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  // Retrying would only replay it again: the client is told not to.
+  assert.equal(again.headers.get('x-should-retry'), 'false');
+  assert.equal(await again.text(), firstBody);
+  assert.equal(runs, 1);
+});
+
+test('a handler that throws a non-Error gets a problem+json 500, stored and replayed', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/charge', idempotency());
+  app.post('/charge', () => {
+    runs++;
+    throw 'not an Error';
+  });
+  const first = await app.request('/charge', post('{}'));
+  assert.equal(first.status, 500);
+  assert.equal((await problemOf(first)).title, 'Internal Server Error');
+  const again = await app.request('/charge', post('{}'));
+  assert.equal(again.status, 500);
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  await again.body?.cancel();
+  assert.equal(runs, 1);
+});
+
+test('a request rejected before idempotency (auth answering 401) stores nothing: once authorised, the same key runs', async () => {
+  let authorised = false;
+  const { app: inner, runs } = ordersApp();
+  const app = new Hono();
+  app.use('/orders', async (c, next) => {
+    if (!authorised) return c.json({ error: 'unauthorised' }, 401);
+    await next();
+  });
+  app.route('/', inner);
+  const rejected = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(rejected.status, 401);
+  await rejected.body?.cancel();
+  authorised = true;
+  const accepted = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(accepted.status, 201);
+  assert.equal(accepted.headers.get(REPLAYED_HEADER), null);
+  await accepted.body?.cancel();
+  assert.equal(runs(), 1);
+});
+
+test('a handler that answers "not run" (429, or x-should-retry: true) releases the key, so a retry runs it', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/job', idempotency());
+  app.post('/job', (c) => {
+    runs++;
+    if (runs === 1) return c.text('slow down', 429, { 'retry-after': '1' });
+    if (runs === 2) return c.text('shed', 503, { 'x-should-retry': 'true' });
+    return c.text('accepted', 202);
+  });
+  for (const status of [429, 503, 202, 202]) {
+    const res = await app.request('/job', post('{}'));
+    assert.equal(res.status, status);
+    await res.body?.cancel();
+  }
+  assert.equal(runs, 3);
+});
+
+test('a keyed body over maxBodyBytes is 413, declared or streamed, and the handler does not run', async () => {
+  const { app, runs } = ordersApp({ maxBodyBytes: 16 });
+  // A declared length over the limit is refused before a byte is read: this body throws if read.
+  const declared = await app.request('/orders', {
+    ...post('', KEY, { 'content-length': '1000000' }),
+    body: new ReadableStream({
+      pull() {
+        throw new Error('the body was read');
+      },
+    }),
+    duplex: 'half',
+  } as RequestInit);
+  assert.equal(declared.status, 413);
+  assert.equal((await problemOf(declared)).title, 'Content Too Large');
+
+  const chunks = [new TextEncoder().encode('{"item":"'), new TextEncoder().encode(`${'y'.repeat(32)}"}`)];
+  const streamed = await app.request('/orders', {
+    ...post(''),
+    body: new ReadableStream({
+      pull(controller) {
+        const chunk = chunks.shift();
+        if (chunk === undefined) controller.close();
+        else controller.enqueue(chunk);
+      },
+    }),
+    duplex: 'half',
+  } as RequestInit);
+  assert.equal(streamed.status, 413);
+  await streamed.body?.cancel();
+  assert.equal(runs(), 0);
+});
+
+test('a keyed body within maxBodyBytes still reaches the handler whole, over a real server', async () => {
+  const { app, runs } = ordersApp({ maxBodyBytes: 64 * 1024 });
+  const item = 'z'.repeat(60 * 1024);
+  await withApp(app, async (server) => {
+    const res = await fetch(`${server.origin}/orders`, post(JSON.stringify({ item })));
+    assert.equal(res.status, 201);
+    assert.equal(((await res.json()) as { item: string }).item, item);
+  });
+  assert.equal(runs(), 1);
+});
+
+test('a body an earlier middleware already read through Hono is fingerprinted from Hono cache, and the handler reads it too', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/orders', async (c, next) => {
+    const order = (await c.req.json()) as { item: string };
+    if (order.item === '') return c.json({ error: 'item required' }, 400);
+    await next();
+  });
+  app.use('/orders', idempotency());
+  app.post('/orders', async (c) =>
+    c.json({ run: ++runs, item: ((await c.req.json()) as { item: string }).item }),
+  );
+  assert.deepEqual(await (await app.request('/orders', post('{"item":"tea"}'))).json(), {
+    run: 1,
+    item: 'tea',
+  });
+  const again = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  assert.deepEqual(await again.json(), { run: 1, item: 'tea' });
+  const other = await app.request('/orders', post('{"item":"cake"}'));
+  assert.equal(other.status, 422);
+  await other.body?.cancel();
+});
+
+test('a store that throws fails closed: 503 with Retry-After and x-should-retry, and the handler does not run', async () => {
+  const store = brokenStore();
+  const { app, runs } = ordersApp({ store });
+  const res = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get('retry-after'), '1');
+  assert.equal(res.headers.get('x-should-retry'), 'true');
+  assert.equal((await problemOf(res)).title, 'Idempotency store unavailable');
+  assert.equal(runs(), 0);
+  assert.ok(store.calls >= 1);
+});
+
+test('a store that fails on the final write still returns the handler response; repeats get 409, never a second run', async () => {
+  const inner = memoryStore();
+  const store: Store = {
+    get: (key) => inner.get(key),
+    set: (key, value, ttlMs) => inner.set(key, value, ttlMs),
+    delete: (key) => inner.delete(key),
+    increment: (key, by, ttlMs) => inner.increment(key, by, ttlMs),
+    compareAndSet: async (key, expected, next, ttlMs) => {
+      if (expected !== undefined) throw new Error('store down');
+      return inner.compareAndSet(key, expected, next, ttlMs);
+    },
+  };
+  const { app, runs } = ordersApp({ store });
+  const first = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(first.status, 201);
+  await first.body?.cancel();
+  const again = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(again.status, 409);
+  assert.equal((await problemOf(again)).title, 'Request in progress');
+  assert.equal(runs(), 1);
+});
+
+test('a record the store returns in an unknown shape fails closed with 503', async () => {
+  const store = memoryStore<JsonValue>();
+  const { app, runs } = ordersApp({
+    store: {
+      ...store,
+      compareAndSet: async () => false,
+      get: async () => ({ state: 'done', fingerprint: 'x' }),
+    },
+  });
+  const res = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(res.status, 503);
+  await res.body?.cancel();
+  assert.equal(runs(), 0);
+});
+
+test('an event-stream or oversized response is sent once and not stored: a repeat gets 409, never a second run', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('*', idempotency({ maxBodyBytes: 8 }));
+  app.post('/events', (c) => {
+    runs++;
+    return c.body('data: hi\n\n', 200, { 'content-type': 'text/event-stream' });
+  });
+  app.post('/big', (c) => {
+    runs++;
+    return c.text('0123456789abcdef');
+  });
+  for (const [path, body] of [
+    ['/events', 'data: hi\n\n'],
+    ['/big', '0123456789abcdef'],
+  ] as const) {
+    const first = await app.request(path, post(''));
+    assert.equal(await first.text(), body);
+    const again = await app.request(path, post(''));
+    assert.equal(again.status, 409);
+    assert.equal((await problemOf(again)).title, 'Response not replayable');
+  }
+  assert.equal(runs, 2);
+});
+
+test('a record expires after ttlMs: the same key then runs again', async () => {
+  let now = 1_000_000;
+  const { app, runs } = ordersApp({ store: memoryStore({ now: () => now }), ttlMs: 60_000 });
+  await (await app.request('/orders', post('{"item":"tea"}'))).arrayBuffer();
+  now += 59_999;
+  assert.equal((await app.request('/orders', post('{"item":"tea"}'))).headers.get(REPLAYED_HEADER), 'true');
+  now += 60_000;
+  const later = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(later.headers.get(REPLAYED_HEADER), null);
+  await later.body?.cancel();
+  assert.equal(runs(), 2);
+});
+
+test('GET and other unlisted methods pass through untouched, whatever key they carry', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('*', idempotency());
+  app.on(['GET', 'PUT', 'DELETE'], '/thing', (c) => c.text(`run ${++runs}`));
+  for (const method of ['GET', 'GET', 'PUT', 'DELETE']) {
+    const res = await app.request('/thing', { method, headers: { 'idempotency-key': 'not even quoted' } });
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get(REPLAYED_HEADER), null);
+    await res.body?.cancel();
+  }
+  assert.equal(runs, 4);
+});
+
+test('bad options are a TypeError naming each one', () => {
+  assert.throws(
+    () =>
+      idempotency({
+        ttlMs: 0,
+        methods: [],
+        maxBodyBytes: 1.5,
+        store: {} as Store,
+        required: 'yes' as unknown as boolean,
+      }),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      for (const name of ['ttlMs', 'methods', 'maxBodyBytes', 'store', 'required']) {
+        assert.match(error.message, new RegExp(`idempotency\\(\\)\\.${name}:`));
+      }
+      return true;
+    },
+  );
+  assert.throws(() => idempotency({ retries: 3 } as never), /unknown option "retries"/);
+  assert.throws(() => idempotency({ methods: ['PO ST'] }), TypeError);
+  assert.throws(() => idempotency({ scope: 'tenant' as never }), TypeError);
+});
