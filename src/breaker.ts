@@ -33,6 +33,7 @@ import { isAbort } from './chain.ts';
 import { isRetryableStatus } from './classify.ts';
 import { CircuitOpenError, HttpStatusError, NetworkError, requestSummary, TimeoutError } from './errors.ts';
 import { validate } from './options.ts';
+import { sleep } from './sleep.ts';
 import { MAX_DELAY_MS, retryDelay } from './timing.ts';
 
 /** Consecutive failures that open a circuit, by default: a blip is not an outage. */
@@ -330,25 +331,6 @@ function isFailureStatus(status: number): boolean {
 
 function statusLabel(status: number, statusText: string): string {
   return `HTTP ${status}${statusText ? ` ${statusText}` : ''}`;
-}
-
-/**
- * Waits `delayMs`, or rejects at once with the signal's reason when it aborts; the
- * timer and the listener are removed either way.
- */
-function sleep(delayMs: number, signal: AbortSignal | undefined): Promise<void> {
-  if (signal?.aborted) return Promise.reject(signal.reason);
-  return new Promise<void>((resolve, reject) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, delayMs);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }
 
 /**

@@ -17,6 +17,7 @@ import { type Classification, classify, DEFAULT_RETRYABLE_STATUSES, type Outcome
 import { BreakwaterError, RetryAfterTooLongError, requestSummary } from './errors.ts';
 import type { GiveUpReason } from './events.ts';
 import { validate } from './options.ts';
+import { sleep } from './sleep.ts';
 import { statusError } from './status.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
@@ -118,22 +119,6 @@ interface Budget {
   tokens: number;
   retries: number;
   giveUps: number;
-}
-
-/** Sleeps `ms`, or rejects at once with the signal's reason when it aborts. */
-export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  if (signal?.aborted) return Promise.reject(signal.reason);
-  return new Promise((resolve, reject) => {
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
 }
 
 /** A short description of what failed, for events: `HTTP 503` or a code. */
