@@ -19,15 +19,7 @@
  */
 
 import * as z from 'zod/mini';
-import {
-  type BackoffOptions,
-  backoff,
-  backoffSchema,
-  DEFAULT_FACTOR,
-  DEFAULT_INITIAL_MS,
-  DEFAULT_MAX_MS,
-  type Jitter,
-} from './backoff.ts';
+import { type BackoffOptions, backoff, backoffSchema, type Jitter, withDefaults } from './backoff.ts';
 import type { Call, Middleware, Next } from './call.ts';
 import { isAbort } from './chain.ts';
 import { isRetryableStatus } from './classify.ts';
@@ -334,21 +326,6 @@ function statusLabel(status: number, statusText: string): string {
 }
 
 /**
- * The user's open-time schedule over the breaker's defaults, field by field. As in
- * `backoff()`, an `initialMs` above the default cap raises the cap with it when
- * `maxMs` is not given.
- */
-function openSchedule(given: BackoffOptions | undefined): BackoffOptions {
-  const initialMs = given?.initialMs ?? DEFAULT_INITIAL_MS;
-  return {
-    initialMs,
-    factor: given?.factor ?? DEFAULT_FACTOR,
-    maxMs: given?.maxMs ?? Math.max(DEFAULT_MAX_MS, initialMs),
-    jitter: given?.jitter ?? DEFAULT_OPEN_JITTER,
-  };
-}
-
-/**
  * A circuit breaker and pacer per server (`call.key`), in a bounded LRU registry.
  *
  * - **Counts** only failures that say something about the server's health: 408 and
@@ -404,7 +381,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   const maxKeys = valid?.maxKeys ?? DEFAULT_MAX_KEYS;
   const maxRetryAfterMs = valid?.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
   const now = valid?.now ?? Date.now;
-  const schedule = backoff(openSchedule(valid?.open), valid?.random ?? Math.random);
+  const schedule = backoff(withDefaults(valid?.open, DEFAULT_OPEN_JITTER), valid?.random ?? Math.random);
   /** Every known key's circuit; recency is kept by the list below, not by Map order. */
   const circuits = new Map<string, Circuit>();
 

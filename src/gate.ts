@@ -12,15 +12,7 @@
  */
 
 import * as z from 'zod/mini';
-import {
-  type BackoffOptions,
-  backoff,
-  backoffSchema,
-  DEFAULT_FACTOR,
-  DEFAULT_INITIAL_MS,
-  DEFAULT_MAX_MS,
-  type Jitter,
-} from './backoff.ts';
+import { type BackoffOptions, backoff, backoffSchema, type Jitter, withDefaults } from './backoff.ts';
 import { isAbort } from './chain.ts';
 import { GateClosedError, HttpStatusError, NetworkError, TimeoutError } from './errors.ts';
 import type { GateEvent } from './events.ts';
@@ -159,7 +151,7 @@ const optionsSchema = z.optional(
 export function createGate(options?: GateOptions): Gate {
   const valid = validate(optionsSchema, options, 'createGate()');
   const key = valid?.key ?? DEFAULT_GATE_KEY;
-  const schedule = backoff(gateSchedule(valid?.schedule));
+  const schedule = backoff(withDefaults(valid?.schedule, DEFAULT_GATE_JITTER));
   const maxRetryAfterMs = valid?.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
   const isCrashLoop = valid?.isCrashLoop;
   const now = valid?.now ?? Date.now;
@@ -260,20 +252,5 @@ export function createGate(options?: GateOptions): Gate {
       clear();
       probe = undefined;
     },
-  };
-}
-
-/**
- * The user's schedule over the gate's defaults, field by field (an undefined field
- * keeps its default). As in `backoff()`, an `initialMs` above the default cap raises
- * the cap with it when `maxMs` is not given.
- */
-function gateSchedule(given: BackoffOptions | undefined): BackoffOptions {
-  const initialMs = given?.initialMs ?? DEFAULT_INITIAL_MS;
-  return {
-    initialMs,
-    factor: given?.factor ?? DEFAULT_FACTOR,
-    maxMs: given?.maxMs ?? Math.max(DEFAULT_MAX_MS, initialMs),
-    jitter: given?.jitter ?? DEFAULT_GATE_JITTER,
   };
 }
