@@ -14,6 +14,7 @@
 // Relative to the .ts sources so `npm run demo` needs no build; an application would
 // write `import { definePolicy } from 'breakwater'`.
 import { type BreakwaterEvent, definePolicy, type FetchLike } from '../../src/index.ts';
+import { SENT_AT_HEADER } from './storm.ts';
 
 /** The naive loop's attempts, the first included: the same as breakwater's retry below. */
 const NAIVE_ATTEMPTS = 3;
@@ -22,10 +23,6 @@ const NAIVE_PAUSE_MS = 100;
 
 /** A client under test. */
 export interface DemoClient {
-  /** Short name for the table. */
-  name: string;
-  /** One line on what it does. */
-  about: string;
   fetch: FetchLike;
   /** Times a circuit opened during the run, or undefined for a client without a breaker. */
   breakerOpens(): number | undefined;
@@ -35,6 +32,28 @@ export interface DemoClient {
 export const CLIENT_NAMES = ['plain fetch', 'naive retry', 'breakwater'] as const;
 export type ClientName = (typeof CLIENT_NAMES)[number];
 
+/** What each client does, in one line (for the demo's header and report). */
+export const CLIENT_ABOUT: Readonly<Record<ClientName, string>> = {
+  'plain fetch': 'one attempt per call',
+  'naive retry': `any error, 5xx or 429 retried ${NAIVE_ATTEMPTS - 1} times, ${NAIVE_PAUSE_MS} ms apart, Retry-After ignored`,
+  breakwater: 'definePolicy(): retry, breaker + pacing, Idempotency-Key on POST',
+};
+
+/**
+ * The wire under every client: the runtime's fetch, with the moment each request is
+ * handed to it stamped in `x-demo-sent-at` (below every retry loop and middleware, so
+ * each attempt gets its own stamp). The server judges Retry-After windows by it; see
+ * `SENT_AT_HEADER` in storm.ts.
+ */
+export function wire(): FetchLike {
+  return function stamped(input, init) {
+    const given = init?.headers ?? (input instanceof Request ? input.headers : undefined);
+    const headers = new Headers(given);
+    headers.set(SENT_AT_HEADER, String(Date.now()));
+    return fetch(input, { ...init, headers });
+  };
+}
+
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
@@ -42,9 +61,7 @@ function sleep(ms: number): Promise<void> {
 /** Plain `fetch`: no retries, no pacing. */
 export function plainClient(): DemoClient {
   return {
-    name: 'plain fetch',
-    about: 'one attempt per call',
-    fetch: (input, init) => fetch(input, init),
+    fetch: wire(),
     breakerOpens: () => undefined,
   };
 }
@@ -55,10 +72,11 @@ export function plainClient(): DemoClient {
  * method and whatever the server said about when to come back.
  */
 export function naiveClient(): DemoClient {
+  const send = wire();
   const naive: FetchLike = async (input, init) => {
     for (let attempt = 1; ; attempt++) {
       try {
-        const response = await fetch(input, init);
+        const response = await send(input, init);
         if (response.status < 500 && response.status !== 429) return response;
         if (attempt >= NAIVE_ATTEMPTS) return response;
         await response.body?.cancel();
@@ -68,7 +86,10 @@ export function naiveClient(): DemoClient {
       await sleep(NAIVE_PAUSE_MS);
     }
   };
-  return { name: 'naive retry', about: `${NAIVE_ATTEMPTS} attempts, ${NAIVE_PAUSE_MS} ms apart`, fetch: naive, breakerOpens: () => undefined };
+  return {
+    fetch: naive,
+    breakerOpens: () => undefined,
+  };
 }
 
 /** breakwater, with the policy explained field by field. */
@@ -81,6 +102,20 @@ export function breakwaterClient(): DemoClient {
     retry: {
       // As many attempts as the naive loop: the difference is *when* and *what* it resends.
       attempts: NAIVE_ATTEMPTS,
+      // The default budget (10 tokens, 0.1 back per success) stops retrying once more
+      // than about 1 attempt in 10 fails: right for a server that is going down. This
+      // storm fails about 1 attempt in 5 for seconds at a time while the server is up,
+      // and every resend here either waits out the server's own Retry-After or is safe
+      // (a GET, or a keyed order); 50 tokens with 0.5 back per success keeps retrying
+      // while fewer than 1 attempt in 3 fails.
+      budget: { tokens: 50, refund: 0.5 },
+    },
+    breaker: {
+      // In the flaky phase the server is up (4 requests in 5 succeed), yet with 32 calls
+      // in flight a run of 5 resets in a row turned up now and then; 10 in a row does
+      // not. A real outage still opens it, by this rule or by the failure ratio (half
+      // of the last 20+ calls).
+      consecutiveFailures: 10,
     },
     timeout: {
       // Longer than the storm's slowest answer (900 ms): an attempt timeout on a
@@ -95,9 +130,7 @@ export function breakwaterClient(): DemoClient {
     if (event.type === 'breaker' && event.state === 'open') opens++;
   };
   return {
-    name: 'breakwater',
-    about: 'definePolicy(): retry, breaker + pacing, idempotency keys',
-    fetch: policy.fetch(undefined, { onEvent }),
+    fetch: policy.fetch(wire(), { onEvent }),
     breakerOpens: () => opens,
   };
 }

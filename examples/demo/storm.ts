@@ -23,11 +23,21 @@ import { idempotency } from '../../adapters/hono/idempotency.ts';
 import { problemResponse } from '../../adapters/hono/problem.ts';
 
 /**
- * Requests that arrive this soon after the server sent a `Retry-After` are not counted
- * as "inside the window": they were already on the wire (or queued in the client's
- * event loop) when the 503 / 429 went out, so no client could have held them back.
- * Loopback takes well under a millisecond; 100 ms is generous on purpose, so that a
- * count above zero means a client really ignored what the server said.
+ * Every client sends through the demo's wire layer (`wire()` in clients.ts), which
+ * stamps this header with the epoch ms at which the request was handed to the
+ * runtime's fetch: below every retry loop and middleware, the same for all clients.
+ * The server judges "sent inside a Retry-After window" by that send time, not by when
+ * its handler got to run: client and server share one process here, and on a starved
+ * machine a handler can run hundreds of ms after the request left the client, which
+ * would blame a client for requests it sent long before the server asked it to wait.
+ */
+export const SENT_AT_HEADER = 'x-demo-sent-at';
+/**
+ * Requests sent this soon after the server produced a 503 / 429 with a delay are not
+ * counted as inside its window: the answer was on its way, not yet read, and no client
+ * could have held them back. Loopback takes well under a millisecond; 100 ms is
+ * generous on purpose, so that a count above zero means a client ignored what it had
+ * been told.
  */
 export const RETRY_AFTER_GRACE_MS = 100;
 /** The wait an overloaded server asks for: `Retry-After: 1` (RFC 9110 §10.2.3 delay-seconds). */
@@ -124,19 +134,33 @@ export function phaseAt(script: StormScript, elapsedMs: number): Phase {
   return current;
 }
 
-/** How the server answered one request. */
-export type Answer = 'ok' | 'shed-503' | 'limited-429' | 'reset-before' | 'reset-after' | 'slow';
+/** How the server answered the requests of one run (counted by the storm middleware). */
+export interface Answers {
+  /** Passed to the handlers (an order reset after running included). */
+  handled: number;
+  /** Shed with 503 + `Retry-After`. */
+  shed503: number;
+  /** Refused with 429 + `retry-after-ms`. */
+  limited429: number;
+  /** Connection reset before any handler ran. */
+  resetBefore: number;
+  /** Order run, then its connection reset: the response was lost. */
+  resetAfterOrder: number;
+  /** Of the handled ones: held back for hundreds of ms first. */
+  slow: number;
+}
 
 /** What the server counted during one client's run. */
 export interface Ledger {
   /** Arrival time of every request, in ms since the run began (chart and load). */
   arrivals: number[];
-  /** Requests that arrived inside a Retry-After window the server had sent (after the grace). */
+  /**
+   * Requests sent inside a Retry-After window the server had opened: at or after the
+   * 503 / 429 plus {@link RETRY_AFTER_GRACE_MS}, and before the delay it named ran out.
+   */
   inWindow: number;
-  /** 503 / 429 responses that carried a delay. */
-  windowsSent: number;
   /** How requests were answered. */
-  answers: Record<Answer, number>;
+  answers: Answers;
   /** Executions of `POST /orders`, per order id (counted by the handler itself). */
   executions: Map<string, number>;
 }
@@ -152,14 +176,9 @@ export function duplicateExecutions(ledger: Ledger): number {
 export interface StormServer {
   origin: string;
   ledger: Ledger;
-  /** Starts the script's clock: call right before the client's first request. */
-  begin(): void;
+  /** Starts the script's clock (call right before the client's first request); returns it, epoch ms. */
+  begin(): number;
   close(): Promise<void>;
-}
-
-interface Window {
-  sentAt: number;
-  endsAt: number;
 }
 
 function sleep(ms: number): Promise<void> {
@@ -182,42 +201,52 @@ export function stormApp(
   // faults for the same sequence of requests.
   const random = mulberry32(script.seed ^ 0x5eed);
   const between = (min: number, max: number): number => min + Math.floor(random() * (max - min + 1));
-  /** Every Retry-After window sent, in the order sent (so `sentAt` never decreases). */
-  const windows: Window[] = [];
-  /** Windows whose grace has passed are folded into `coveredUntil` as arrivals move on. */
-  let folded = 0;
-  let coveredUntil = 0;
+  // Every Retry-After window opened, in order: when the answer was produced (never
+  // decreasing), and the latest end of any window opened up to then.
+  const openedAt: number[] = [];
+  const coveredUntil: number[] = [];
   let limitWindow = -1;
   let limitUsed = 0;
 
-  /** Counts an arrival; inside a window means after its grace and before its end. */
-  function arrive(t: number): void {
-    ledger.arrivals.push(t - startedAt());
-    for (; folded < windows.length; folded++) {
-      const w = windows[folded] as Window;
-      if (w.sentAt + RETRY_AFTER_GRACE_MS > t) break;
-      coveredUntil = Math.max(coveredUntil, w.endsAt);
+  /**
+   * Whether a request sent at `sentAt` was sent inside a window: one opened at least
+   * the grace before it that had not ended yet (binary search over the openings).
+   */
+  function insideWindow(sentAt: number): boolean {
+    let lo = 0;
+    let hi = openedAt.length; // openings [0, lo) are old enough; [hi, end) are too recent
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((openedAt[mid] as number) + RETRY_AFTER_GRACE_MS <= sentAt) lo = mid + 1;
+      else hi = mid;
     }
-    if (t < coveredUntil) ledger.inWindow++;
+    return lo > 0 && sentAt < (coveredUntil[lo - 1] as number);
+  }
+
+  /** Counts an arrival; the send time comes from the wire layer's stamp (else the arrival). */
+  function arrive(t: number, stamp: string | undefined): void {
+    ledger.arrivals.push(t - startedAt());
+    const sentAt = Number(stamp);
+    if (insideWindow(Number.isSafeInteger(sentAt) && sentAt <= t ? sentAt : t)) ledger.inWindow++;
   }
 
   function openWindow(delayMs: number): void {
-    const sentAt = Date.now();
-    windows.push({ sentAt, endsAt: sentAt + delayMs });
-    ledger.windowsSent++;
+    const at = Math.max(Date.now(), openedAt.at(-1) ?? 0);
+    openedAt.push(at);
+    coveredUntil.push(Math.max(at + delayMs, coveredUntil.at(-1) ?? 0));
   }
 
   const app = new Hono<{ Bindings: HttpBindings }>();
 
   app.use(async function storm(c, next) {
     const t = Date.now();
-    arrive(t);
+    arrive(t, c.req.header(SENT_AT_HEADER));
     const phase = phaseAt(script, t - startedAt()).name;
     const draw = random();
     const isOrder = c.req.method === 'POST' && c.req.path === '/orders';
 
     if (phase === 'overloaded' && draw < OVERLOADED_SHED_RATIO) {
-      ledger.answers['shed-503']++;
+      ledger.answers.shed503++;
       openWindow(OVERLOADED_RETRY_AFTER_MS);
       return problemResponse(
         { status: 503, title: 'Service Unavailable', detail: 'overloaded, shedding load' },
@@ -232,7 +261,7 @@ export function stormApp(
       }
       if (++limitUsed > RATE_LIMIT_QUOTA) {
         const waitMs = (window + 1) * RATE_LIMIT_WINDOW_MS - t;
-        ledger.answers['limited-429']++;
+        ledger.answers.limited429++;
         openWindow(waitMs);
         // retry-after-ms: the millisecond form OpenAI and Anthropic send.
         return problemResponse({ status: 429, title: 'Too Many Requests' }, undefined, {
@@ -243,7 +272,7 @@ export function stormApp(
     if (phase === 'flaky') {
       if (draw < RESET_BEFORE_RATIO) {
         // TCP RST before anything ran: the client sees ECONNRESET.
-        ledger.answers['reset-before']++;
+        ledger.answers.resetBefore++;
         c.env.incoming.socket.resetAndDestroy();
         return c.body(null, 500); // never written: the socket is gone
       }
@@ -253,14 +282,15 @@ export function stormApp(
       }
       if (isOrder && random() < RESET_AFTER_ORDER_RATIO) {
         await sleep(between(WORK_MIN_MS, WORK_MAX_MS));
+        ledger.answers.handled++;
         await next(); // the order runs (and idempotency() stores its response) ...
-        ledger.answers['reset-after']++;
+        ledger.answers.resetAfterOrder++;
         c.env.incoming.socket.resetAndDestroy(); // ... and the response is lost on the wire
         return;
       }
     }
     await sleep(between(WORK_MIN_MS, WORK_MAX_MS));
-    ledger.answers.ok++;
+    ledger.answers.handled++;
     await next();
   });
 
@@ -284,8 +314,7 @@ function emptyLedger(): Ledger {
   return {
     arrivals: [],
     inWindow: 0,
-    windowsSent: 0,
-    answers: { ok: 0, 'shed-503': 0, 'limited-429': 0, 'reset-before': 0, 'reset-after': 0, slow: 0 },
+    answers: { handled: 0, shed503: 0, limited429: 0, resetBefore: 0, resetAfterOrder: 0, slow: 0 },
     executions: new Map(),
   };
 }
@@ -305,6 +334,7 @@ export async function startStorm(script: StormScript): Promise<StormServer> {
     ledger,
     begin() {
       startedAt = Date.now();
+      return startedAt;
     },
     close() {
       closing ??= new Promise<void>((resolve) => {
