@@ -1,24 +1,366 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Hono } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/upstream.ts';
+import {
+  CircuitOpenError,
+  HttpStatusError,
+  NetworkError,
+  RetryAfterTooLongError,
+  TimeoutError,
+} from '../src/errors.ts';
+import { definePolicy, type Policy } from '../src/policy.ts';
+import { retryDelay } from '../src/timing.ts';
 import { withApp } from './helpers/hono-server.ts';
+import { always, closedPort, withServer } from './helpers/server.ts';
 
-test('probe abort', async () => {
-  let sawAbort: (v: string) => void = () => {};
-  const aborted = new Promise<string>((r) => { sawAbort = r; });
+/** A query string and header no response may ever show. */
+const SECRET_QUERY = '?api_key=SECRET-123&user=me';
+
+/**
+ * An app whose `/call` fetches `target` through `policy` (throwing on failure
+ * statuses) and answers errors through `errorResponses`.
+ */
+function gateway(policy: Policy, target: string): Hono<UpstreamEnv> {
+  const app = new Hono<UpstreamEnv>();
+  app.use(upstream(policy, { throwOnStatus: true }));
+  app.get('/call', async (c) => {
+    const res = await c.var.fetch(target);
+    return c.text(await res.text(), 200);
+  });
+  app.onError(errorResponses({ policy }));
+  return app;
+}
+
+/** Reads a problem response: status, Retry-After, body object and raw text. */
+async function problemOf(res: Response): Promise<{
+  status: number;
+  retryAfter: string | null;
+  body: Record<string, unknown>;
+  text: string;
+}> {
+  const text = await res.text();
+  assert.equal(res.headers.get('content-type'), 'application/problem+json');
+  return { status: res.status, retryAfter: res.headers.get('retry-after'), body: JSON.parse(text), text };
+}
+
+function assertNoSecrets(text: string): void {
+  assert.ok(!text.includes('SECRET'), `leaked the query: ${text}`);
+  assert.ok(!text.includes('api_key'), `leaked the query: ${text}`);
+  assert.ok(!text.includes('127.0.0.1'), `leaked the upstream address: ${text}`);
+}
+
+test('an upstream 503 with Retry-After: 7 reaches the client as a 503 problem with Retry-After: 7', async () => {
+  await withServer(
+    always({ status: 503, headers: { 'retry-after': '7' }, body: 'internal queue depth 9000' }),
+    async (up) => {
+      const policy = definePolicy({ name: 'github-mcp', retry: { attempts: 1 } });
+      await withApp(gateway(policy, `${up.origin}/mcp${SECRET_QUERY}`), async (server) => {
+        const res = await fetch(`${server.origin}/call`);
+        const problem = await problemOf(res);
+        assert.equal(problem.status, 503);
+        assert.equal(problem.retryAfter, '7');
+        assert.equal(retryDelay(res.headers), 7000);
+        assert.equal(problem.body.upstream, 'github-mcp');
+        assert.equal(problem.body.code, 'HTTP_STATUS');
+        assert.equal(problem.body.title, 'Service Unavailable');
+        assertNoSecrets(problem.text);
+        assert.ok(!problem.text.includes('queue depth'), 'the upstream body stays inside');
+      });
+      assert.equal(up.requests.length, 1);
+    },
+  );
+});
+
+test('an open circuit answers 503 with Retry-After until the breaker lets a probe through', async () => {
+  await withServer(always({ status: 500, body: 'down' }), async (up) => {
+    const policy = definePolicy({
+      name: 'search',
+      retry: { attempts: 1 },
+      breaker: { consecutiveFailures: 1, open: { initialMs: 2000, factor: 2, maxMs: 8000, jitter: 'none' } },
+    });
+    await withApp(gateway(policy, `${up.origin}/q${SECRET_QUERY}`), async (server) => {
+      const first = await problemOf(await fetch(`${server.origin}/call`));
+      assert.equal(first.status, 502, 'an upstream 500 is a bad gateway');
+      assert.equal(first.body.upstream, 'search');
+      const open = await problemOf(await fetch(`${server.origin}/call`));
+      assert.equal(open.status, 503);
+      assert.equal(open.retryAfter, '2');
+      assert.equal(open.body.code, 'CIRCUIT_OPEN');
+      assert.equal(open.body.upstream, 'search');
+      assertNoSecrets(open.text);
+    });
+    assert.equal(up.requests.length, 1, 'the open circuit sent nothing');
+  });
+});
+
+test('an upstream that never answers within attemptMs gives a 504 problem', async () => {
+  await withServer(always({ hang: true }), async (up) => {
+    const policy = definePolicy({ name: 'slow', retry: { attempts: 1 }, timeout: { attemptMs: 100 } });
+    await withApp(gateway(policy, `${up.origin}/${SECRET_QUERY}`), async (server) => {
+      const started = Date.now();
+      const problem = await problemOf(await fetch(`${server.origin}/call`));
+      const took = Date.now() - started;
+      assert.equal(problem.status, 504);
+      assert.equal(problem.retryAfter, null);
+      assert.equal(problem.body.code, 'TIMEOUT');
+      assert.equal(problem.body.upstream, 'slow');
+      assert.ok(took >= 90 && took < 1000, `took ${took} ms`);
+      assertNoSecrets(problem.text);
+    });
+  });
+});
+
+test('an upstream on a closed port gives a 502 problem', async () => {
+  const port = await closedPort();
+  const policy = definePolicy({ name: 'tools', retry: { attempts: 1 } });
+  await withApp(gateway(policy, `http://127.0.0.1:${port}/${SECRET_QUERY}`), async (server) => {
+    const problem = await problemOf(await fetch(`${server.origin}/call`));
+    assert.equal(problem.status, 502);
+    assert.equal(problem.body.code, 'ECONNREFUSED');
+    assert.equal(problem.body.upstream, 'tools');
+    assertNoSecrets(problem.text);
+  });
+});
+
+/**
+ * An upstream app whose handler hangs until its client goes away, reporting when
+ * it saw the close; `received` resolves when a request arrived.
+ */
+function hangingUpstream(): {
+  app: Hono;
+  received: Promise<void>;
+  closed: Promise<number>;
+} {
+  let onReceived: () => void = () => {};
+  let onClosed: (at: number) => void = () => {};
+  const received = new Promise<void>((resolve) => {
+    onReceived = resolve;
+  });
+  const closed = new Promise<number>((resolve) => {
+    onClosed = resolve;
+  });
   const app = new Hono();
   app.get('/', async (c) => {
-    await new Promise<void>((resolve) => c.req.raw.signal.addEventListener('abort', () => { sawAbort(String(c.req.raw.signal.reason)); resolve(); }));
-    return c.text('late');
+    onReceived();
+    const signal = c.req.raw.signal;
+    await new Promise<void>((resolve) => {
+      signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+    onClosed(Date.now());
+    return c.text('too late');
   });
-  await withApp(app, async (server) => {
-    const ctl = new AbortController();
-    const p = fetch(server.origin, { signal: ctl.signal });
-    await new Promise((r) => setTimeout(r, 100));
-    ctl.abort();
-    await assert.rejects(p);
-    const t = Date.now();
-    const reason = await Promise.race([aborted, new Promise<string>((r) => setTimeout(() => r('TIMEOUT'), 1000))]);
-    console.log('reason', reason, Date.now() - t);
+  return { app, received, closed };
+}
+
+for (const withOwnSignal of [false, true]) {
+  const how = withOwnSignal ? 'a call with its own signal' : 'a call without a signal';
+  test(`a client that goes away aborts the upstream call (${how})`, async () => {
+    const up = hangingUpstream();
+    const outcome: { error?: unknown } = {};
+    await withApp(up.app, async (upServer) => {
+      const policy = definePolicy({ name: 'agent', retry: { attempts: 1 } });
+      const app = new Hono<UpstreamEnv>();
+      app.use(upstream(policy));
+      let settled: () => void = () => {};
+      const handlerDone = new Promise<void>((resolve) => {
+        settled = resolve;
+      });
+      app.get('/call', async (c) => {
+        try {
+          const own = new AbortController();
+          const res = await c.var.fetch(upServer.origin, withOwnSignal ? { signal: own.signal } : undefined);
+          return c.text(await res.text());
+        } catch (error) {
+          outcome.error = error;
+          throw error;
+        } finally {
+          settled();
+        }
+      });
+      app.onError(errorResponses({ policy }));
+      await withApp(app, async (server) => {
+        const controller = new AbortController();
+        const call = fetch(`${server.origin}/call`, { signal: controller.signal });
+        await up.received;
+        const abortedAt = Date.now();
+        controller.abort();
+        await assert.rejects(call);
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const closedAt = await Promise.race([
+          up.closed,
+          new Promise<number>((resolve) => {
+            timer = setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1000);
+          }),
+        ]);
+        clearTimeout(timer);
+        assert.ok(closedAt - abortedAt < 500, `the upstream saw the close after ${closedAt - abortedAt} ms`);
+        await handlerDone;
+      });
+    });
+    assert.equal((outcome.error as { name?: string } | undefined)?.name, 'AbortError');
   });
+}
+
+test("the caller's own signal still aborts an upstream call", async () => {
+  await withServer(always({ hang: true }), async (up) => {
+    const policy = definePolicy({ name: 'agent', retry: { attempts: 1 } });
+    const app = new Hono<UpstreamEnv>();
+    app.use(upstream(policy));
+    app.get('/call', async (c) => {
+      const own = new AbortController();
+      const reason = new Error('caller gave up');
+      setTimeout(() => own.abort(reason), 20);
+      const error = await c.var.fetch(up.origin, { signal: own.signal }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      return c.text(error === reason ? 'own reason' : `other: ${String(error)}`);
+    });
+    const res = await app.request('/call');
+    assert.equal(await res.text(), 'own reason');
+  });
+});
+
+test('without throwOnStatus, c.var.fetch returns failure responses as fetch does', async () => {
+  await withServer(always({ status: 404, body: 'no such tool' }), async (up) => {
+    const policy = definePolicy({ name: 'tools', retry: { attempts: 1 } });
+    const app = new Hono<UpstreamEnv>();
+    app.use(upstream(policy));
+    app.get('/call', async (c) => {
+      const res = await c.var.fetch(up.origin);
+      return c.text(`${res.status} ${await res.text()}`);
+    });
+    const res = await app.request('/call');
+    assert.equal(await res.text(), '404 no such tool');
+  });
+});
+
+test('throwOnStatus with a list throws only for the listed statuses', async () => {
+  await withServer(always({ status: 404, body: 'no such tool' }), async (up) => {
+    const policy = definePolicy({ name: 'tools', retry: { attempts: 1 } });
+    const app = new Hono<UpstreamEnv>();
+    app.use('/strict', upstream(policy, { throwOnStatus: [404] }));
+    app.use('/lenient', upstream(policy, { throwOnStatus: [503] }));
+    for (const path of ['/strict', '/lenient']) {
+      app.get(path, async (c) => {
+        const res = await c.var.fetch(up.origin);
+        return c.text(`${res.status} ${await res.text()}`);
+      });
+    }
+    app.onError(errorResponses({ policy }));
+    const strict = await problemOf(await app.request('/strict'));
+    assert.equal(strict.status, 502);
+    assert.equal(strict.body.detail, 'upstream "tools" answered 404');
+    const lenient = await app.request('/lenient');
+    assert.equal(await lenient.text(), '404 no such tool');
+  });
+});
+
+/** An app whose only route throws `error`, answered by `errorResponses(options)`. */
+function throwing(error: unknown, options?: Parameters<typeof errorResponses>[0]): Hono {
+  const app = new Hono();
+  app.get('/', () => {
+    throw error;
+  });
+  app.onError(errorResponses(options));
+  return app;
+}
+
+const request = { key: 'github-mcp', method: 'GET', url: 'https://api.example.com/x?token=[redacted]' };
+
+test('errorResponses caps a CircuitOpenError Retry-After at maxRetryAfterMs', async () => {
+  const error = new CircuitOpenError({
+    key: 'github-mcp',
+    retryAt: new Date(Date.now() + 30_000),
+    reason: 'test',
+  });
+  const capped = await problemOf(await throwing(error, { maxRetryAfterMs: 10_000 }).request('/'));
+  assert.equal(capped.status, 503);
+  assert.equal(capped.retryAfter, '10');
+  const uncapped = await problemOf(await throwing(error).request('/'));
+  assert.ok(['30', '29'].includes(uncapped.retryAfter ?? ''), `Retry-After ${uncapped.retryAfter}`);
+});
+
+test("errorResponses turns RetryAfterTooLongError into a 503 capped by the policy's maxRetryAfterMs", async () => {
+  const policy = definePolicy({ retry: { maxRetryAfterMs: 20_000 } });
+  const error = new RetryAfterTooLongError({ retryAfterMs: 3_600_000, limitMs: 20_000, request });
+  const problem = await problemOf(await throwing(error, { policy }).request('/'));
+  assert.equal(problem.status, 503);
+  assert.equal(problem.retryAfter, '20');
+  assert.equal(problem.body.code, 'RETRY_AFTER_TOO_LONG');
+  assert.equal(problem.body.upstream, 'github-mcp');
+  assert.ok(!problem.text.includes('redacted') && !problem.text.includes('api.example.com'));
+});
+
+test('errorResponses maps an upstream 429 with a delay to 503, and other statuses to 502', async () => {
+  const limited = new HttpStatusError({ status: 429, retryAfterMs: 4500, request });
+  const slowDown = await problemOf(await throwing(limited).request('/'));
+  assert.equal(slowDown.status, 503);
+  assert.equal(slowDown.retryAfter, '5');
+  const broken = new HttpStatusError({ status: 500, body: 'stack trace at db.js:12', request });
+  const bad = await problemOf(await throwing(broken).request('/'));
+  assert.equal(bad.status, 502);
+  assert.equal(bad.retryAfter, null);
+  assert.ok(!bad.text.includes('stack trace'));
+  const timeout = await problemOf(
+    await throwing(new TimeoutError({ scope: 'total', ms: 5000, request })).request('/'),
+  );
+  assert.equal(timeout.status, 504);
+  const network = await problemOf(
+    await throwing(new NetworkError({ code: 'ENOTFOUND', phase: 'connect', sent: 'no', request })).request(
+      '/',
+    ),
+  );
+  assert.equal(network.status, 502);
+  assert.equal(network.body.code, 'ENOTFOUND');
+});
+
+test('errorResponses answers unknown errors with a bare 500 problem, or the fallback', async () => {
+  const internal = new Error('password=hunter2 in db config');
+  const problem = await problemOf(await throwing(internal).request('/'));
+  assert.equal(problem.status, 500);
+  assert.deepEqual(problem.body, { type: 'about:blank', status: 500, title: 'Internal Server Error' });
+  const custom = await throwing(internal, { fallback: (_err, c) => c.text('custom', 500) }).request('/');
+  assert.equal(await custom.text(), 'custom');
+});
+
+test("errorResponses keeps an HTTPException's own response", async () => {
+  const res = await throwing(new HTTPException(401, { message: 'who are you' })).request('/');
+  assert.equal(res.status, 401);
+  assert.equal(await res.text(), 'who are you');
+});
+
+test('errorResponses answers an abort of the incoming request with 499', async () => {
+  const app = new Hono();
+  app.get('/', () => {
+    throw new DOMException('the client closed the request', 'AbortError');
+  });
+  app.onError(errorResponses());
+  const controller = new AbortController();
+  controller.abort();
+  const res = await app.request(new Request('http://localhost/', { signal: controller.signal }));
+  await res.body?.cancel();
+  assert.equal(res.status, 499);
+});
+
+test('upstream() and errorResponses() reject bad options with a TypeError', () => {
+  const policy = definePolicy({});
+  assert.throws(
+    () => upstream({} as Policy),
+    (e: unknown) => e instanceof TypeError && /upstream\(policy\)/.test(e.message),
+  );
+  assert.throws(
+    () => upstream(policy, { bogus: true } as never),
+    (e: unknown) => e instanceof TypeError && /unknown option "bogus"/.test(e.message),
+  );
+  assert.throws(
+    () => upstream(policy, { throwOnStatus: [42] }),
+    (e: unknown) => e instanceof TypeError && /throwOnStatus/.test(e.message),
+  );
+  assert.throws(
+    () => errorResponses({ maxRetryAfterMs: -1 }),
+    (e: unknown) => e instanceof TypeError && /errorResponses\(\)\.maxRetryAfterMs/.test(e.message),
+  );
 });

@@ -6,6 +6,13 @@
  * these two functions.
  */
 
+/**
+ * The status for a queued request whose client went away. Nobody reads it (the
+ * connection is gone); it is for access logs, where nginx's 499 "Client Closed
+ * Request" is the established way to tell this case from a server failure.
+ */
+export const CLIENT_CLOSED_STATUS = 499;
+
 /** The media type of RFC 9457 problem details. */
 export const PROBLEM_JSON = 'application/problem+json';
 

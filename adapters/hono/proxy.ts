@@ -76,7 +76,9 @@ const optionsSchema = z.strictObject(
       ]),
     ),
     onEvent: z.optional(z.custom<(event: BreakwaterEvent) => void>(isFunction, 'must be a function')),
-    auth: z.optional(z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options')),
+    auth: z.optional(
+      z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
+    ),
     headers: z.optional(
       z.custom<ProxyHeaders | ((c: Context) => ProxyHeaders)>(
         (v) => isFunction(v) || (typeof v === 'object' && v !== null && !Array.isArray(v)),

@@ -69,6 +69,7 @@ export interface RateLimitOptions {
   /**
    * The policy's name in `RateLimit-Policy` and `RateLimit` (and the store keys).
    * Default `'default'`. Printable ASCII: it is sent as a structured-field String.
+   * Limiters that share a store need distinct names, or they share counters.
    */
   policyName?: string | undefined;
   /**
@@ -110,7 +111,9 @@ const optionsSchema = z.strictObject(
       ),
     ),
     trustedHeader: z.optional(
-      z.string('must be a header name').check(z.regex(FIELD_NAME, 'must be a header name, e.g. "cf-connecting-ip"')),
+      z
+        .string('must be a header name')
+        .check(z.regex(FIELD_NAME, 'must be a header name, e.g. "cf-connecting-ip"')),
     ),
     store: z.optional(
       z.custom<Store>(

@@ -12,18 +12,12 @@ import type { MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import { validate } from '../../src/options.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
-import { problemResponse } from './problem.ts';
+import { CLIENT_CLOSED_STATUS, problemResponse } from './problem.ts';
 
 /** Requests that may wait for a slot by default: none (refuse at once when full). */
 const DEFAULT_MAX_QUEUE = 0;
 /** The wait a refused client is asked for by default (1 s): a moment for in-flight work to drain. */
 const DEFAULT_RETRY_AFTER_MS = 1000;
-/**
- * The status for a queued request whose client went away. Nobody reads it (the
- * connection is gone); it is for access logs, where nginx's 499 "Client Closed
- * Request" is the established way to tell this case from a server failure.
- */
-export const CLIENT_CLOSED_STATUS = 499;
 
 /** Options for {@link shed}. */
 export interface ShedOptions {
@@ -54,7 +48,10 @@ export interface ShedOptions {
 
 const msSchema = z
   .number('must be a number of ms')
-  .check(z.int('must be a whole number of ms'), z.maximum(MAX_DELAY_MS, `must be at most ${MAX_DELAY_MS} ms`));
+  .check(
+    z.int('must be a whole number of ms'),
+    z.maximum(MAX_DELAY_MS, `must be at most ${MAX_DELAY_MS} ms`),
+  );
 
 const optionsSchema = z.strictObject(
   {
@@ -152,14 +149,21 @@ export function shed(options: ShedOptions): MiddlewareHandler {
         return refuse(`no capacity freed up within ${queueTimeoutMs} ms; the request was not processed`);
       }
       if (outcome === 'gone') {
-        return problemResponse({
-          status: CLIENT_CLOSED_STATUS,
-          title: 'Client Closed Request',
-          detail: 'the client went away while the request was queued; it was not processed',
-        });
+        return problemResponse(
+          {
+            status: CLIENT_CLOSED_STATUS,
+            title: 'Client Closed Request',
+            detail: 'the client went away while the request was queued; it was not processed',
+          },
+          undefined,
+          // Never ran: an idempotency record in front must not keep this answer for the key.
+          { 'x-should-retry': 'true' },
+        );
       }
     } else {
-      return refuse(`the server is at capacity (${maxInFlight} requests in flight); the request was not processed`);
+      return refuse(
+        `the server is at capacity (${maxInFlight} requests in flight); the request was not processed`,
+      );
     }
     try {
       await next();

@@ -28,8 +28,7 @@ import type { Policy } from '../../src/policy.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../../src/retry.ts';
 import { statusError } from '../../src/status.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
-import { CLIENT_CLOSED_STATUS } from './shed.ts';
-import { type Problem, problemResponse } from './problem.ts';
+import { CLIENT_CLOSED_STATUS, type Problem, problemResponse } from './problem.ts';
 
 /** The statuses whose server delay an upstream answer passes on to our client as a 503 with `Retry-After`. */
 const DELAY_STATUSES: ReadonlySet<number> = new Set([429, 503]);
@@ -102,7 +101,9 @@ const upstreamSchema = z.optional(
         ]),
       ),
       onEvent: z.optional(z.custom<(event: BreakwaterEvent) => void>(isFunction, 'must be a function')),
-      auth: z.optional(z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options')),
+      auth: z.optional(
+        z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
+      ),
       throwOnStatus: z.optional(z.union([z.boolean(), z.array(statusSchema)])),
     },
     'must be an options object',
@@ -317,7 +318,11 @@ function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Re
   }
   if (err instanceof NetworkError) {
     return problemResponse(
-      named({ status: 502, title: 'Bad Gateway', detail: `could not get an answer from ${who} (${err.code})` }),
+      named({
+        status: 502,
+        title: 'Bad Gateway',
+        detail: `could not get an answer from ${who} (${err.code})`,
+      }),
     );
   }
   return undefined;

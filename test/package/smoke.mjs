@@ -2,7 +2,7 @@
 // project, and loads every public entry point through both ESM `import` and CJS
 // `require`, so a broken `exports` map or a missing file fails here, not for users.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -30,10 +30,19 @@ try {
     join(work, 'package.json'),
     JSON.stringify({ name: 'pack-smoke', private: true, type: 'module' }),
   );
-  execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', join(work, filename)], {
-    cwd: work,
-    stdio: 'ignore',
-  });
+  // The optional peers the adapters import, at the versions the suite uses.
+  const peers = ['hono'].map(
+    (name) =>
+      `${name}@${JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')).version}`,
+  );
+  execFileSync(
+    'npm',
+    ['install', '--no-audit', '--no-fund', '--prefer-offline', join(work, filename), ...peers],
+    {
+      cwd: work,
+      stdio: 'ignore',
+    },
+  );
 
   for (const name of subpaths) {
     const esm = execFileSync(

@@ -1,0 +1,239 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Hono } from 'hono';
+import { proxy } from '../adapters/hono/proxy.ts';
+import { definePolicy, type Policy } from '../src/policy.ts';
+import { withApp } from './helpers/hono-server.ts';
+import { always, closedPort, sequence, withServer } from './helpers/server.ts';
+
+/** Reads a problem response: status, Retry-After and body. */
+async function problemOf(
+  res: Response,
+): Promise<{ status: number; retryAfter: string | null; body: Record<string, unknown>; text: string }> {
+  const text = await res.text();
+  assert.equal(res.headers.get('content-type'), 'application/problem+json');
+  return { status: res.status, retryAfter: res.headers.get('retry-after'), body: JSON.parse(text), text };
+}
+
+/** An app that proxies `/api/*` to `origin` + the rest of the path and the query. */
+function proxyApp(origin: string, policy: Policy, extra: Partial<Parameters<typeof proxy>[1]> = {}): Hono {
+  const app = new Hono();
+  app.all(
+    '/api/*',
+    proxy(
+      (c) => {
+        const url = new URL(c.req.url);
+        return `${origin}${url.pathname.slice('/api'.length)}${url.search}`;
+      },
+      { policy, ...extra },
+    ),
+  );
+  return app;
+}
+
+test('proxy forwards the method, path, query, headers and body, and returns the upstream response', async () => {
+  await withServer(
+    always({
+      status: 201,
+      headers: { 'x-upstream': 'yes', 'content-type': 'application/json' },
+      body: '{"id":7}',
+    }),
+    async (up) => {
+      const policy = definePolicy({ name: 'things' });
+      await withApp(proxyApp(up.origin, policy), async (server) => {
+        const res = await fetch(`${server.origin}/api/things?limit=2`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-trace': 'abc' },
+          body: '{"name":"kettle"}',
+        });
+        assert.equal(res.status, 201);
+        assert.equal(res.headers.get('x-upstream'), 'yes');
+        assert.deepEqual(await res.json(), { id: 7 });
+      });
+      const seen = up.requests[0];
+      assert.equal(up.requests.length, 1);
+      assert.equal(seen?.method, 'POST');
+      assert.equal(seen?.url, '/things?limit=2');
+      assert.equal(seen?.text, '{"name":"kettle"}');
+      assert.equal(seen?.headers['x-trace'], 'abc');
+      assert.equal(seen?.headers['content-type'], 'application/json');
+      assert.equal(
+        seen?.headers.host,
+        up.origin.slice('http://'.length),
+        'Host names the upstream, not the proxy',
+      );
+    },
+  );
+});
+
+test('proxy headers option sets and removes forwarded headers', async () => {
+  await withServer(always({ status: 200 }), async (up) => {
+    const policy = definePolicy({ name: 'things' });
+    const app = proxyApp(up.origin, policy, {
+      headers: (c) => ({
+        cookie: undefined,
+        authorization: 'Bearer upstream-token',
+        'x-client': c.req.header('x-id'),
+      }),
+    });
+    await withApp(app, async (server) => {
+      const res = await fetch(`${server.origin}/api/x`, {
+        headers: { cookie: 'session=user-secret', authorization: 'Bearer user-token', 'x-id': '42' },
+      });
+      await res.text();
+      assert.equal(res.status, 200);
+    });
+    const seen = up.requests[0]?.headers;
+    assert.equal(seen?.cookie, undefined);
+    assert.equal(seen?.authorization, 'Bearer upstream-token');
+    assert.equal(seen?.['x-client'], '42');
+  });
+});
+
+test('an upstream 503 with Retry-After is retried after that wait when the policy allows', async () => {
+  await withServer(
+    sequence({ status: 503, headers: { 'retry-after': '1' }, body: 'busy' }, { status: 200, body: 'fresh' }),
+    async (up) => {
+      const policy = definePolicy({ name: 'models', retry: { attempts: 2 } });
+      await withApp(proxyApp(up.origin, policy), async (server) => {
+        const started = Date.now();
+        const res = await fetch(`${server.origin}/api/v1/models`);
+        assert.equal(res.status, 200);
+        assert.equal(await res.text(), 'fresh');
+        const waited = Date.now() - started;
+        assert.ok(waited >= 950 && waited < 1500, `waited ${waited} ms`);
+      });
+      assert.equal(up.requests.length, 2);
+    },
+  );
+});
+
+test('an upstream 503 the policy does not retry reaches the client as sent, Retry-After included', async () => {
+  await withServer(always({ status: 503, headers: { 'retry-after': '7' }, body: 'busy' }), async (up) => {
+    const policy = definePolicy({ name: 'models', retry: { attempts: 1 } });
+    await withApp(proxyApp(up.origin, policy), async (server) => {
+      const res = await fetch(`${server.origin}/api/v1/models`);
+      assert.equal(res.status, 503);
+      assert.equal(res.headers.get('retry-after'), '7');
+      assert.equal(await res.text(), 'busy');
+    });
+  });
+});
+
+test('an upstream wait longer than the policy allows becomes a 503 problem capped at maxRetryAfterMs', async () => {
+  await withServer(always({ status: 503, headers: { 'retry-after': '3600' } }), async (up) => {
+    const policy = definePolicy({ name: 'models', retry: { attempts: 3, maxRetryAfterMs: 5000 } });
+    await withApp(proxyApp(up.origin, policy), async (server) => {
+      const problem = await problemOf(await fetch(`${server.origin}/api/v1/models?api_key=SECRET`));
+      assert.equal(problem.status, 503);
+      assert.equal(problem.retryAfter, '5');
+      assert.equal(problem.body.code, 'RETRY_AFTER_TOO_LONG');
+      assert.equal(problem.body.upstream, 'models');
+      assert.ok(!problem.text.includes('SECRET'));
+    });
+    assert.equal(up.requests.length, 1, 'no pointless wait, no resend');
+  });
+});
+
+test('an unreachable upstream becomes a 502 problem naming it', async () => {
+  const port = await closedPort();
+  const policy = definePolicy({ name: 'models', retry: { attempts: 1 } });
+  await withApp(proxyApp(`http://127.0.0.1:${port}`, policy), async (server) => {
+    const problem = await problemOf(await fetch(`${server.origin}/api/v1/models`));
+    assert.equal(problem.status, 502);
+    assert.equal(problem.body.upstream, 'models');
+    assert.equal(problem.body.code, 'ECONNREFUSED');
+  });
+});
+
+test('an open circuit answers 503 with Retry-After without calling the upstream', async () => {
+  await withServer(always({ status: 500 }), async (up) => {
+    const policy = definePolicy({
+      name: 'models',
+      retry: { attempts: 1 },
+      breaker: { consecutiveFailures: 1, open: { initialMs: 3000, factor: 2, maxMs: 8000, jitter: 'none' } },
+    });
+    await withApp(proxyApp(up.origin, policy), async (server) => {
+      const first = await fetch(`${server.origin}/api/x`);
+      await first.text();
+      assert.equal(first.status, 500, 'a failure response passes through');
+      const problem = await problemOf(await fetch(`${server.origin}/api/x`));
+      assert.equal(problem.status, 503);
+      assert.equal(problem.retryAfter, '3');
+      assert.equal(problem.body.code, 'CIRCUIT_OPEN');
+    });
+    assert.equal(up.requests.length, 1);
+  });
+});
+
+test('errors that are not breakwater errors go on to app.onError', async () => {
+  const app = new Hono();
+  app.get(
+    '/',
+    proxy(
+      () => {
+        throw new Error('no route for this tenant');
+      },
+      { policy: definePolicy({}) },
+    ),
+  );
+  app.onError((err, c) => c.text(`onError: ${err.message}`, 500));
+  const res = await app.request('/');
+  assert.equal(await res.text(), 'onError: no route for this tenant');
+});
+
+test('proxy() rejects bad options with a TypeError', () => {
+  assert.throws(
+    () => proxy('http://127.0.0.1:1', {} as never),
+    (e: unknown) => e instanceof TypeError && /proxy\(\)\.policy/.test(e.message),
+  );
+  assert.throws(
+    () => proxy(42 as never, { policy: definePolicy({}) }),
+    (e: unknown) => e instanceof TypeError && /proxy\(target\)/.test(e.message),
+  );
+  assert.throws(
+    () => proxy('http://127.0.0.1:1', { policy: definePolicy({}), customFetch: fetch } as never),
+    (e: unknown) => e instanceof TypeError && /unknown option "customFetch"/.test(e.message),
+  );
+});
+
+test('a client that goes away aborts the proxied upstream call', async () => {
+  let onReceived: () => void = () => {};
+  let onClosed: (at: number) => void = () => {};
+  const received = new Promise<void>((resolve) => {
+    onReceived = resolve;
+  });
+  const closed = new Promise<number>((resolve) => {
+    onClosed = resolve;
+  });
+  const upstreamApp = new Hono();
+  upstreamApp.get('/slow', async (c) => {
+    onReceived();
+    const signal = c.req.raw.signal;
+    await new Promise<void>((resolve) => {
+      signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+    onClosed(Date.now());
+    return c.text('too late');
+  });
+  await withApp(upstreamApp, async (up) => {
+    const policy = definePolicy({ name: 'slow', retry: { attempts: 1 } });
+    await withApp(proxyApp(up.origin, policy), async (server) => {
+      const controller = new AbortController();
+      const call = fetch(`${server.origin}/api/slow`, { signal: controller.signal });
+      await received;
+      const abortedAt = Date.now();
+      controller.abort();
+      await assert.rejects(call);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const closedAt = await Promise.race([
+        closed,
+        new Promise<number>((resolve) => {
+          timer = setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1000);
+        }),
+      ]);
+      clearTimeout(timer);
+      assert.ok(closedAt - abortedAt < 500, `the upstream saw the close after ${closedAt - abortedAt} ms`);
+    });
+  });
+});

@@ -1,0 +1,315 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Hono } from 'hono';
+import { rateLimit } from '../adapters/hono/rate-limit.ts';
+import { definePolicy } from '../src/policy.ts';
+import { memoryStore, type Store } from '../src/store.ts';
+import { parseRateLimit, retryDelay } from '../src/timing.ts';
+import { withApp } from './helpers/hono-server.ts';
+
+/** A window-aligned instant (a multiple of 60 s) plus 43.5 s: 16.5 s left in a 60 s window. */
+const WINDOW_START = 1_800_000_000_000;
+const AT = WINDOW_START + 43_500;
+
+/** A clock the test moves by hand, shared by the limiter and its store. */
+function clock(start: number): { now: () => number; set: (t: number) => void } {
+  let t = start;
+  return { now: () => t, set: (next) => (t = next) };
+}
+
+function appWith(options: Parameters<typeof rateLimit>[0]): { app: Hono; ran: () => number } {
+  let ran = 0;
+  const app = new Hono();
+  app.use(rateLimit(options));
+  app.get('/', (c) => {
+    ran++;
+    return c.text('ok');
+  });
+  return { app, ran: () => ran };
+}
+
+/** Sends one request to `app` and consumes the body; resolves to the status. */
+async function statusOf(app: Hono, init?: RequestInit): Promise<number> {
+  const res = await app.request('/', init);
+  await res.text();
+  return res.status;
+}
+
+function from(ip: string): RequestInit {
+  return { headers: { 'cf-connecting-ip': ip } };
+}
+
+test('rateLimit sends RateLimit-Policy and RateLimit on every passed response, counting down r', async () => {
+  const time = clock(AT);
+  const { app } = appWith({
+    limit: 3,
+    windowMs: 60_000,
+    trustedHeader: 'cf-connecting-ip',
+    now: time.now,
+    store: memoryStore({ now: time.now }),
+  });
+  for (const remaining of [2, 1, 0]) {
+    const res = await app.request('/', from('10.0.0.1'));
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), 'ok');
+    assert.equal(res.headers.get('ratelimit-policy'), '"default";q=3;w=60');
+    assert.equal(res.headers.get('ratelimit'), `"default";r=${remaining};t=17`);
+  }
+});
+
+test('the (limit+1)-th request in a window gets a 429 problem with Retry-After = the seconds left, rounded up', async () => {
+  const time = clock(AT);
+  const { app, ran } = appWith({
+    limit: 2,
+    windowMs: 60_000,
+    trustedHeader: 'cf-connecting-ip',
+    now: time.now,
+    store: memoryStore({ now: time.now }),
+  });
+  for (let i = 0; i < 2; i++) await statusOf(app, from('10.0.0.1'));
+  const res = await app.request('/', from('10.0.0.1'));
+  assert.equal(res.status, 429);
+  assert.equal(res.headers.get('retry-after'), '17');
+  assert.equal(res.headers.get('ratelimit'), '"default";r=0;t=17');
+  assert.equal(res.headers.get('ratelimit-policy'), '"default";q=2;w=60');
+  assert.equal(res.headers.get('content-type'), 'application/problem+json');
+  const body = (await res.json()) as Record<string, unknown>;
+  assert.equal(body.status, 429);
+  assert.equal(body.title, 'Too Many Requests');
+  assert.equal(ran(), 2, 'the handler did not run for the rejected request');
+});
+
+test("retryDelay() reads back exactly the 429's wait, and parseRateLimit() its fields", async () => {
+  const time = clock(WINDOW_START + 59_001);
+  const { app } = appWith({
+    limit: 1,
+    windowMs: 60_000,
+    trustedHeader: 'cf-connecting-ip',
+    policyName: 'api',
+    now: time.now,
+    store: memoryStore({ now: time.now }),
+  });
+  await statusOf(app, from('10.0.0.1'));
+  const res = await app.request('/', from('10.0.0.1'));
+  await res.body?.cancel();
+  assert.equal(res.status, 429);
+  assert.equal(res.headers.get('retry-after'), '1');
+  assert.equal(retryDelay(res.headers, time.now()), 1000);
+  // Without Retry-After, the RateLimit field alone says the same.
+  const onlyField = new Headers(res.headers);
+  onlyField.delete('retry-after');
+  assert.equal(retryDelay(onlyField, time.now()), 1000);
+  assert.deepEqual(parseRateLimit(res.headers), {
+    limits: [{ policy: 'api', remaining: 0, resetSeconds: 1 }],
+    policies: [{ policy: 'api', quota: 1, windowSeconds: 60 }],
+  });
+});
+
+test('a new window restores the quota', async () => {
+  const time = clock(AT);
+  const { app } = appWith({
+    limit: 1,
+    windowMs: 60_000,
+    trustedHeader: 'cf-connecting-ip',
+    now: time.now,
+    store: memoryStore({ now: time.now }),
+  });
+  assert.equal(await statusOf(app, from('10.0.0.1')), 200);
+  assert.equal(await statusOf(app, from('10.0.0.1')), 429);
+  time.set(WINDOW_START + 60_000);
+  const res = await app.request('/', from('10.0.0.1'));
+  await res.text();
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('ratelimit'), '"default";r=0;t=60');
+});
+
+test('each client id has its own bucket', async () => {
+  const { app } = appWith({ limit: 1, windowMs: 60_000, trustedHeader: 'cf-connecting-ip' });
+  assert.equal(await statusOf(app, from('10.0.0.1')), 200);
+  assert.equal(await statusOf(app, from('10.0.0.1')), 429);
+  const other = await app.request('/', from('10.0.0.2'));
+  await other.text();
+  assert.equal(other.status, 200);
+  assert.match(other.headers.get('ratelimit') ?? '', /^"default";r=0;t=\d+$/);
+});
+
+test('a list header such as x-forwarded-for is keyed by its first entry', async () => {
+  const { app } = appWith({ limit: 1, windowMs: 60_000, trustedHeader: 'X-Forwarded-For' });
+  assert.equal(await statusOf(app, { headers: { 'x-forwarded-for': '203.0.113.7, 10.0.0.1' } }), 200);
+  const again = await app.request('/', { headers: { 'x-forwarded-for': ' 203.0.113.7 ' } });
+  assert.equal(again.status, 429);
+  await again.body?.cancel();
+});
+
+test('a key function names the client', async () => {
+  const { app } = appWith({ limit: 1, windowMs: 60_000, key: (c) => c.req.header('x-user') });
+  assert.equal(await statusOf(app, { headers: { 'x-user': 'ada' } }), 200);
+  const second = await app.request('/', { headers: { 'x-user': 'ada' } });
+  assert.equal(second.status, 429);
+  await second.body?.cancel();
+  assert.equal(await statusOf(app, { headers: { 'x-user': 'grace' } }), 200);
+});
+
+test('a request without the trusted header gets a 400 problem, not a shared bucket', async () => {
+  const { app, ran } = appWith({ limit: 100, windowMs: 60_000, trustedHeader: 'cf-connecting-ip' });
+  const res = await app.request('/');
+  assert.equal(res.status, 400);
+  assert.equal(res.headers.get('content-type'), 'application/problem+json');
+  const body = (await res.json()) as Record<string, unknown>;
+  assert.equal(body.detail, 'missing client identity header "cf-connecting-ip"');
+  assert.equal(ran(), 0);
+});
+
+test('a key function that returns no id gets a 400 problem', async () => {
+  const { app, ran } = appWith({ limit: 100, windowMs: 60_000, key: () => undefined });
+  const res = await app.request('/');
+  await res.body?.cancel();
+  assert.equal(res.status, 400);
+  assert.equal(ran(), 0);
+});
+
+test('rateLimit() without key or trustedHeader throws a TypeError (no silent global bucket)', () => {
+  assert.throws(
+    () => rateLimit({ limit: 10, windowMs: 60_000 }),
+    (e: unknown) => e instanceof TypeError && /key .*or trustedHeader/.test(e.message),
+  );
+  assert.throws(
+    () => rateLimit({ limit: 10, windowMs: 60_000, key: () => 'x', trustedHeader: 'x-real-ip' }),
+    (e: unknown) => e instanceof TypeError && /not both/.test(e.message),
+  );
+});
+
+test('rateLimit() rejects bad options with a TypeError naming each one', () => {
+  assert.throws(
+    () =>
+      rateLimit({
+        limit: 0,
+        windowMs: 1500,
+        trustedHeader: 'bad header',
+        policyName: 'ü',
+      } as Parameters<typeof rateLimit>[0]),
+    (e: unknown) =>
+      e instanceof TypeError &&
+      e.message.includes('rateLimit().limit') &&
+      e.message.includes('rateLimit().windowMs: must be a whole number of seconds') &&
+      e.message.includes('rateLimit().trustedHeader') &&
+      e.message.includes('rateLimit().policyName'),
+  );
+  assert.throws(
+    () => rateLimit({ limit: 1, windowMs: 60_000, trustedHeader: 'x', bogus: 1 } as never),
+    (e: unknown) => e instanceof TypeError && /unknown option "bogus"/.test(e.message),
+  );
+});
+
+test('a failing store lets requests through without headers by default (fail open)', async () => {
+  const broken = {
+    increment: () => Promise.reject(new Error('store down')),
+  } as unknown as Store;
+  const { app, ran } = appWith({
+    limit: 1,
+    windowMs: 60_000,
+    trustedHeader: 'cf-connecting-ip',
+    store: broken,
+  });
+  const res = await app.request('/', from('10.0.0.1'));
+  assert.equal(res.status, 200);
+  assert.equal(await res.text(), 'ok');
+  assert.equal(res.headers.get('ratelimit'), null);
+  assert.equal(ran(), 1);
+});
+
+test("onStoreError: 'closed' answers 503 with Retry-After and x-should-retry when the store fails", async () => {
+  const broken = {
+    increment: () => Promise.reject(new Error('store down')),
+  } as unknown as Store;
+  const { app, ran } = appWith({
+    limit: 1,
+    windowMs: 60_000,
+    trustedHeader: 'cf-connecting-ip',
+    store: broken,
+    onStoreError: 'closed',
+  });
+  const res = await app.request('/', from('10.0.0.1'));
+  await res.body?.cancel();
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get('retry-after'), '1');
+  assert.equal(res.headers.get('x-should-retry'), 'true');
+  assert.equal(ran(), 0);
+});
+
+test('rate-limit headers reach error responses and responses with immutable headers', async () => {
+  const app = new Hono();
+  app.use(rateLimit({ limit: 5, windowMs: 60_000, trustedHeader: 'cf-connecting-ip' }));
+  app.get('/boom', () => {
+    throw new Error('boom');
+  });
+  app.get('/redirect', () => Response.redirect('http://example.test/elsewhere', 302));
+  app.onError((_err, c) => c.text('failed', 500));
+  const failed = await app.request('/boom', from('10.0.0.1'));
+  assert.equal(failed.status, 500);
+  assert.equal(await failed.text(), 'failed');
+  assert.match(failed.headers.get('ratelimit') ?? '', /^"default";r=4;t=\d+$/);
+  const moved = await app.request('/redirect', from('10.0.0.1'));
+  await moved.body?.cancel();
+  assert.equal(moved.status, 302);
+  assert.match(moved.headers.get('ratelimit') ?? '', /^"default";r=3;t=\d+$/);
+});
+
+test('over a real server, the third request of two allowed gets 429 with both rate-limit headers', async () => {
+  const { app } = appWith({ limit: 2, windowMs: 60_000, key: () => 'everyone-in-this-test' });
+  await withApp(app, async (server) => {
+    const statuses: number[] = [];
+    let last: Response | undefined;
+    for (let i = 0; i < 3; i++) {
+      last = await fetch(server.origin);
+      statuses.push(last.status);
+      assert.match(last.headers.get('ratelimit-policy') ?? '', /^"default";q=2;w=60$/);
+      if (i < 2) await last.text();
+    }
+    assert.deepEqual(statuses, [200, 200, 429]);
+    const res = last as Response;
+    const t = Number(/t=(\d+)$/.exec(res.headers.get('ratelimit') ?? '')?.[1]);
+    assert.ok(t >= 1 && t <= 60, `t=${t}`);
+    assert.equal(res.headers.get('retry-after'), String(t));
+    assert.equal(res.headers.get('ratelimit'), `"default";r=0;t=${t}`);
+    assert.equal(retryDelay(res.headers), t * 1000);
+    assert.equal(((await res.json()) as { status: number }).status, 429);
+  });
+});
+
+test('a breakwater client waits exactly the advertised time after a 429 and gets no second 429', async () => {
+  // Keep the three first requests inside one 1 s window.
+  const intoWindow = Date.now() % 1000;
+  if (intoWindow > 800) await new Promise((resolve) => setTimeout(resolve, 1000 - intoWindow + 5));
+
+  const log: { status: number; at: number; retryAfter: string | null }[] = [];
+  const app = new Hono();
+  app.use(async (c, next) => {
+    const at = Date.now();
+    await next();
+    log.push({ status: c.res.status, at, retryAfter: c.res.headers.get('retry-after') });
+  });
+  app.use(rateLimit({ limit: 2, windowMs: 1000, key: () => 'agent' }));
+  app.get('/', (c) => c.text('ok'));
+
+  await withApp(app, async (server) => {
+    const fetch = definePolicy({ retry: { attempts: 3 } }).fetch();
+    for (let i = 0; i < 3; i++) {
+      const res = await fetch(server.origin);
+      assert.equal(res.status, 200);
+      assert.equal(await res.text(), 'ok');
+    }
+  });
+  assert.deepEqual(
+    log.map((entry) => entry.status),
+    [200, 200, 429, 200],
+  );
+  const [, , rejected, retried] = log;
+  const advertisedMs = Number(rejected?.retryAfter) * 1000;
+  assert.equal(advertisedMs, 1000);
+  const waited = (retried?.at ?? 0) - (rejected?.at ?? 0);
+  assert.ok(
+    Math.abs(waited - advertisedMs) <= advertisedMs * 0.1,
+    `waited ${waited} ms for ${advertisedMs} ms`,
+  );
+});

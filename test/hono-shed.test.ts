@@ -1,0 +1,252 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Hono } from 'hono';
+import { shed } from '../adapters/hono/shed.ts';
+import { retryDelay, shouldRetryHeader } from '../src/timing.ts';
+import { withApp } from './helpers/hono-server.ts';
+
+/** A promise the test resolves by hand. */
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve: () => void = () => {};
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+/**
+ * An app behind `shed(options)` whose handler for `/?id=X` records X, then waits
+ * until the test calls `finish(X)` (or `fail(X)`, which makes it throw).
+ */
+function blockingApp(options: Parameters<typeof shed>[0]): {
+  app: Hono;
+  entered: string[];
+  whenEntered: (count: number) => Promise<void>;
+  finish: (id: string) => void;
+  fail: (id: string) => void;
+} {
+  const entered: string[] = [];
+  const gates = new Map<string, { promise: Promise<void>; resolve: () => void; throws: boolean }>();
+  const watchers: { count: number; resolve: () => void }[] = [];
+  const gate = (id: string) => {
+    let g = gates.get(id);
+    if (g === undefined) {
+      g = { ...deferred(), throws: false };
+      gates.set(id, g);
+    }
+    return g;
+  };
+  const app = new Hono();
+  app.use(shed(options));
+  app.get('/', async (c) => {
+    const id = c.req.query('id') ?? '';
+    entered.push(id);
+    for (const w of watchers) if (entered.length >= w.count) w.resolve();
+    const g = gate(id);
+    await g.promise;
+    if (g.throws) throw new Error(`handler ${id} failed`);
+    return c.text(`done ${id}`);
+  });
+  app.onError((err, c) => c.text(err.message, 500));
+  return {
+    app,
+    entered,
+    whenEntered: (count) =>
+      entered.length >= count
+        ? Promise.resolve()
+        : new Promise<void>((resolve) => {
+            watchers.push({ count, resolve });
+          }),
+    finish: (id) => gate(id).resolve(),
+    fail: (id) => {
+      const g = gate(id);
+      g.throws = true;
+      g.resolve();
+    },
+  };
+}
+
+async function settle(res: Response | Promise<Response>): Promise<{ status: number; text: string }> {
+  const r = await res;
+  return { status: r.status, text: await r.text() };
+}
+
+test('with maxInFlight 2, a third concurrent request gets 503 + Retry-After + x-should-retry and its handler never runs', async () => {
+  const t = blockingApp({ maxInFlight: 2 });
+  const a = t.app.request('/?id=a');
+  const b = t.app.request('/?id=b');
+  await t.whenEntered(2);
+  const res = await t.app.request('/?id=c');
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get('retry-after'), '1');
+  assert.equal(res.headers.get('x-should-retry'), 'true');
+  assert.equal(res.headers.get('content-type'), 'application/problem+json');
+  const body = (await res.json()) as Record<string, unknown>;
+  assert.equal(body.status, 503);
+  assert.equal(body.title, 'Service Unavailable');
+  assert.equal(retryDelay(res.headers), 1000);
+  assert.equal(shouldRetryHeader(res.headers), true);
+  t.finish('a');
+  t.finish('b');
+  assert.deepEqual(await settle(a), { status: 200, text: 'done a' });
+  assert.deepEqual(await settle(b), { status: 200, text: 'done b' });
+  assert.deepEqual(t.entered, ['a', 'b'], 'the refused handler never ran');
+});
+
+test('retryAfterMs sets the Retry-After of a refusal, rounded up to whole seconds', async () => {
+  const t = blockingApp({ maxInFlight: 1, retryAfterMs: 2500 });
+  const a = t.app.request('/?id=a');
+  await t.whenEntered(1);
+  const res = await t.app.request('/?id=b');
+  await res.body?.cancel();
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get('retry-after'), '3');
+  t.finish('a');
+  await settle(a);
+});
+
+test('slots come back when handlers finish, including a handler that throws', async () => {
+  const t = blockingApp({ maxInFlight: 2 });
+  const a = t.app.request('/?id=a');
+  const b = t.app.request('/?id=b');
+  await t.whenEntered(2);
+  t.finish('a');
+  t.fail('b');
+  assert.deepEqual(await settle(a), { status: 200, text: 'done a' });
+  assert.deepEqual(await settle(b), { status: 500, text: 'handler b failed' });
+  // Both slots are free again: two more run at once, a third is refused.
+  const c = t.app.request('/?id=c');
+  const d = t.app.request('/?id=d');
+  await t.whenEntered(4);
+  const e = await settle(t.app.request('/?id=e'));
+  assert.equal(e.status, 503);
+  t.finish('c');
+  t.finish('d');
+  assert.equal((await settle(c)).status, 200);
+  assert.equal((await settle(d)).status, 200);
+});
+
+test('with maxQueue, waiting requests run in arrival order as slots free, and the overflow is refused', async () => {
+  const t = blockingApp({ maxInFlight: 1, maxQueue: 2 });
+  const a = t.app.request('/?id=a');
+  await t.whenEntered(1);
+  const b = t.app.request('/?id=b');
+  const c = t.app.request('/?id=c');
+  const d = await settle(t.app.request('/?id=d'));
+  assert.equal(d.status, 503, 'the queue is full');
+  assert.deepEqual(t.entered, ['a'], 'queued requests wait');
+  t.finish('a');
+  await t.whenEntered(2);
+  assert.deepEqual(t.entered, ['a', 'b']);
+  // A newcomer may not overtake the queue while c still waits.
+  const e = t.app.request('/?id=e');
+  t.finish('b');
+  await t.whenEntered(3);
+  assert.deepEqual(t.entered, ['a', 'b', 'c']);
+  t.finish('c');
+  await t.whenEntered(4);
+  assert.deepEqual(t.entered, ['a', 'b', 'c', 'e']);
+  t.finish('e');
+  for (const [id, res] of [
+    ['a', a],
+    ['b', b],
+    ['c', c],
+    ['e', e],
+  ] as const) {
+    assert.deepEqual(await settle(res), { status: 200, text: `done ${id}` });
+  }
+});
+
+test('a queued request that waits longer than queueTimeoutMs gets a 503 with Retry-After', async () => {
+  const t = blockingApp({ maxInFlight: 1, maxQueue: 1, queueTimeoutMs: 50 });
+  const a = t.app.request('/?id=a');
+  await t.whenEntered(1);
+  const started = Date.now();
+  const res = await t.app.request('/?id=b');
+  const waited = Date.now() - started;
+  await res.body?.cancel();
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get('retry-after'), '1');
+  assert.equal(res.headers.get('x-should-retry'), 'true');
+  assert.ok(waited >= 45 && waited < 1000, `waited ${waited} ms`);
+  t.finish('a');
+  await settle(a);
+  assert.deepEqual(t.entered, ['a']);
+});
+
+test('a queued request whose client goes away leaves the queue and never runs', async () => {
+  const t = blockingApp({ maxInFlight: 1, maxQueue: 1 });
+  const a = t.app.request('/?id=a');
+  await t.whenEntered(1);
+  const controller = new AbortController();
+  const b = t.app.request(new Request('http://localhost/?id=b', { signal: controller.signal }));
+  controller.abort();
+  const gone = await settle(b);
+  assert.equal(gone.status, 499);
+  // Its place in the queue is free again.
+  const c = t.app.request('/?id=c');
+  t.finish('a');
+  await t.whenEntered(2);
+  t.finish('c');
+  assert.equal((await settle(c)).status, 200);
+  assert.equal((await settle(a)).status, 200);
+  assert.deepEqual(t.entered, ['a', 'c']);
+});
+
+test('shed() rejects bad options with a TypeError naming each one', () => {
+  assert.throws(
+    () => shed({ maxInFlight: 0, maxQueue: -1, retryAfterMs: 1.5, queueTimeoutMs: 0 }),
+    (e: unknown) =>
+      e instanceof TypeError &&
+      e.message.includes('shed().maxInFlight') &&
+      e.message.includes('shed().maxQueue') &&
+      e.message.includes('shed().retryAfterMs') &&
+      e.message.includes('shed().queueTimeoutMs'),
+  );
+  assert.throws(() => shed(undefined as never), TypeError);
+});
+
+test('over a real server, the request past maxInFlight is refused with 503 while the others complete', async () => {
+  const t = blockingApp({ maxInFlight: 2 });
+  await withApp(t.app, async (server) => {
+    const a = fetch(`${server.origin}/?id=a`);
+    const b = fetch(`${server.origin}/?id=b`);
+    await t.whenEntered(2);
+    const res = await fetch(`${server.origin}/?id=c`);
+    assert.equal(res.status, 503);
+    assert.equal(res.headers.get('retry-after'), '1');
+    assert.equal(res.headers.get('x-should-retry'), 'true');
+    assert.equal(((await res.json()) as { status: number }).status, 503);
+    t.finish('a');
+    t.finish('b');
+    t.finish('d');
+    assert.deepEqual(await settle(a), { status: 200, text: 'done a' });
+    assert.deepEqual(await settle(b), { status: 200, text: 'done b' });
+    const again = await fetch(`${server.origin}/?id=d`);
+    assert.equal(again.status, 200, 'the slots were released');
+    await again.text();
+    assert.deepEqual(t.entered, ['a', 'b', 'd']);
+  });
+});
+
+test('over a real server, a queued request whose client disconnects leaves the queue', async () => {
+  const t = blockingApp({ maxInFlight: 1, maxQueue: 1 });
+  t.finish('c');
+  await withApp(t.app, async (server) => {
+    const a = fetch(`${server.origin}/?id=a`);
+    await t.whenEntered(1);
+    const controller = new AbortController();
+    const b = fetch(`${server.origin}/?id=b`, { signal: controller.signal });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    controller.abort();
+    await assert.rejects(b);
+    // Give the server a moment to see the connection close.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const c = fetch(`${server.origin}/?id=c`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    t.finish('a');
+    assert.deepEqual(await settle(a), { status: 200, text: 'done a' });
+    assert.deepEqual(await settle(c), { status: 200, text: 'done c' });
+    assert.deepEqual(t.entered, ['a', 'c'], 'the abandoned request never ran');
+  });
+});
