@@ -262,13 +262,19 @@ export function retry(options: RetryOptions = {}): Retry {
         }
         return settle(outcome);
       }
-      // A failed attempt takes a token whether or not it is retried (gRPC throttling).
-      if (budgetTokens !== undefined) budget.tokens = Math.max(0, budget.tokens - 1);
+      // The budget guards against storms of our own making. A retry the server invited
+      // with a delay it named (429/503 + Retry-After), waited out exactly (and, with a
+      // breaker, by every caller of the key at once), is not one: it neither takes a
+      // token nor is refused by the bucket. Any other failed attempt takes a token,
+      // whether or not it is retried (gRPC throttling).
+      const invited = verdict.retryAfterMs !== undefined;
+      if (budgetTokens !== undefined && !invited) budget.tokens = Math.max(0, budget.tokens - 1);
       if (call.attempt >= attempts) return giveUp(call, outcome, 'attempts', budget);
       if (!mayResend(verdict)) return giveUp(call, outcome, 'unsafe-to-resend', budget);
       if (!replayable(call)) return giveUp(call, outcome, 'body-not-replayable', budget);
-      if (budgetTokens !== undefined && budget.tokens <= budgetTokens / 2)
+      if (budgetTokens !== undefined && !invited && budget.tokens <= budgetTokens / 2) {
         return giveUp(call, outcome, 'budget', budget);
+      }
 
       const remaining = call.remainingMs();
       const serverDelay = verdict.retryAfterMs;

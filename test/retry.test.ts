@@ -348,3 +348,21 @@ test('bad retry options are a TypeError listing each one', () => {
   );
   assert.throws(() => retry({ tries: 3 } as never), /unknown option "tries"/);
 });
+
+test('retries the server invited with a delay neither take budget tokens nor are refused by the budget', async () => {
+  await withServer(
+    (_req, index) =>
+      index % 2 === 0 ? { status: 429, headers: { 'retry-after-ms': '1' } } : { status: 200 },
+    async (server) => {
+      const policy = retry({ backoff: fast, budget: { tokens: 2, refund: 0 } });
+      const fetch = createFetch({ use: [policy], key: 'paced' });
+      for (let i = 0; i < 10; i++) {
+        const res = await fetch(server.origin);
+        await res.body?.cancel();
+        assert.equal(res.status, 200);
+      }
+      assert.equal(server.requests.length, 20);
+      assert.equal(policy.stats('paced')?.tokens, 2);
+    },
+  );
+});
