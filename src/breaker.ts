@@ -9,7 +9,9 @@
  * together), lets exactly one probe through, and meanwhile fails fast with a message
  * naming the server. Only failures that say something about the server's health
  * count; a 429 never opens the circuit (the server is up and asked us to slow down):
- * it pauses the whole key instead, for every caller.
+ * it pauses the whole key instead, for every caller. When the pause ends, one call
+ * goes first (the pace probe) and the rest follow only once it is answered, so a
+ * server that is still overloaded meets one request, not every waiting caller at once.
  *
  * Cost matters: the happy path (closed, not paused, 2xx) is one Map lookup, a few
  * pointer writes to mark the key most recently used, and a few field updates. Per-key
@@ -227,7 +229,11 @@ interface Circuit {
    * so a key used in one burst (or once) never pays for the ring.
    */
   ring: number[] | undefined;
-  /** When the pause ends, epoch ms; 0 when not paused. */
+  /**
+   * When the pause ends, epoch ms; 0 when not paced. It stays set after the pause
+   * ends, until the pace probe's response releases the key: the happy path's one
+   * check (`=== 0`) sends every call during the probe down the slow path.
+   */
   pausedUntilMs: number;
   /** Set by the first failure or pause; always set while open, half-open or paused. */
   trouble: Trouble | undefined;
@@ -256,6 +262,15 @@ interface Trouble {
   /** 429s without a delay in a row: the step of the pause schedule. */
   pauseSteps: number;
   lastPauseMs: number | undefined;
+  /** The first call let through after a pause ended, until its outcome (the Call itself is the token). */
+  paceProbe: Call | undefined;
+  /** Calls waiting for the pace probe's outcome, in arrival order; undefined when none. */
+  paceWaiters: Set<PaceWaiter> | undefined;
+}
+
+/** A call waiting for the pace probe's outcome: `wake()` makes it look at the key again. */
+interface PaceWaiter {
+  wake(): void;
 }
 
 function newCircuit(key: string): Circuit {
@@ -288,6 +303,8 @@ function troubleOf(c: Circuit): Trouble {
     pauseCause: undefined,
     pauseSteps: 0,
     lastPauseMs: undefined,
+    paceProbe: undefined,
+    paceWaiters: undefined,
   };
   return c.trouble;
 }
@@ -310,6 +327,54 @@ function resetPauseSteps(c: Circuit): void {
   if (trouble === undefined) return;
   trouble.pauseSteps = 0;
   trouble.lastPauseMs = undefined;
+}
+
+/**
+ * Wakes every call waiting for the pace probe's outcome (each one looks at the key
+ * again: it goes, waits for a new pause or probe, or fails fast), and drops the list.
+ */
+function wakePaceWaiters(trouble: Trouble): void {
+  const waiters = trouble.paceWaiters;
+  if (waiters === undefined) return;
+  trouble.paceWaiters = undefined;
+  for (const waiter of waiters) waiter.wake();
+}
+
+/**
+ * Waits for the pace probe's outcome: resolves `true` when woken, `false` when `ms`
+ * pass first, and rejects at once with `signal.reason` on abort. The timer and the
+ * listener are removed either way, and the waiter leaves the list.
+ */
+function waitForPaceProbe(trouble: Trouble, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+  if (signal?.aborted) return Promise.reject(signal.reason);
+  return new Promise<boolean>((resolve, reject) => {
+    const leave = (): void => {
+      const waiters = trouble.paceWaiters;
+      if (waiters === undefined) return;
+      waiters.delete(waiter);
+      if (waiters.size === 0) trouble.paceWaiters = undefined;
+    };
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      leave();
+      reject(signal?.reason);
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      leave();
+      resolve(false);
+    }, ms);
+    const waiter: PaceWaiter = {
+      wake() {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        resolve(true);
+      },
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    trouble.paceWaiters ??= new Set();
+    trouble.paceWaiters.add(waiter);
+  });
 }
 
 function errorFailure(label: string, error: unknown, call: Call): Failure {
@@ -351,6 +416,15 @@ function statusLabel(status: number, statusText: string): string {
  *   delay above `maxRetryAfterMs` pauses the key for `maxRetryAfterMs` only, and calls
  *   fail fast meanwhile (waiting would only meet another 429). A 503 with a delay both
  *   pauses the key and counts as a failure.
+ * - **Paced release**: when a pause ends, the first call through is the pace probe;
+ *   the calls waiting (or arriving) meanwhile wait for its outcome, abortably, for at
+ *   most `maxRetryAfterMs` and never past their deadline (then they fail fast with
+ *   `CircuitOpenError`). A response that starts no new pause releases them all at
+ *   once; a 429 / 503 with a delay pauses the key again and they wait that pause out
+ *   (or fail fast, as above); an error (network, timeout, abort) makes the first of
+ *   them the next probe. An open circuit fails them fast, as it fails every call.
+ *   As with half-open, pair the breaker with an attempt timeout: a hung probe holds
+ *   its waiters until their own limits.
  *
  * Events (`onEvent`): `breaker` on every state change, `paced` when a pause starts
  * (`phase: 'start'`) and when a call waits one out (`phase: 'wait'`).
@@ -428,6 +502,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       const evicted = oldest;
       unlink(evicted);
       circuits.delete(evicted.key);
+      // Calls waiting on a forgotten key look again, and find it fresh.
+      if (evicted.trouble !== undefined) wakePaceWaiters(evicted.trouble);
     }
     const circuit = newCircuit(key);
     pushNewest(circuit);
@@ -504,6 +580,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     trouble.cause = causeOf(trouble.last);
     const retryAt = new Date(trouble.retryAtMs);
     call.emit({ type: 'breaker', key: call.key, state: 'open', retryAt, reason });
+    // Calls waiting for a pace probe fail fast now, as every caller of an open circuit does.
+    wakePaceWaiters(trouble);
   }
 
   function close(c: Circuit, trouble: Trouble, call: Call): void {
@@ -580,6 +658,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     const trouble = troubleOf(c);
     const label = statusLabel(status, statusText);
     c.pausedUntilMs = until;
+    // A new pause supersedes the pace probe in flight (the pause's end gets its own),
+    // and the calls waiting for that probe look again: wait this pause out, or fail fast.
+    trouble.paceProbe = undefined;
     trouble.pauseWaitable = askedMs <= maxRetryAfterMs;
     if (trouble.pauseWaitable) {
       trouble.pauseReason = `paced: the server asked to ${fromServer ? 'wait' : 'slow down'} (${label})`;
@@ -597,6 +678,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       request: requestSummary(call.key, call.method, call.href),
     });
     call.emit({ type: 'paced', key: call.key, until: new Date(until), phase: 'start', delayMs });
+    wakePaceWaiters(trouble);
   }
 
   /** Judges a status (from a response, or an `HttpStatusError` thrown inside the breaker). */
@@ -644,19 +726,44 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (status === 503 && asked !== undefined) pace(c, call, now(), asked, true, status, statusText, headers);
   }
 
+  /**
+   * The pace probe's outcome. A response that started no new pause (a new one
+   * would have superseded the probe already) releases the key: every waiter goes at
+   * once. An error (network, timeout, abort) says nothing about the pause: the
+   * waiters look again and the first of them becomes the next probe.
+   */
+  function paceSettled(c: Circuit, call: Call, answered: boolean): void {
+    const trouble = c.trouble;
+    if (trouble === undefined || trouble.paceProbe !== call) return;
+    trouble.paceProbe = undefined;
+    if (answered) c.pausedUntilMs = 0;
+    wakePaceWaiters(trouble);
+  }
+
   function settleResponse(c: Circuit, call: Call, response: Response): void {
     const status = response.status;
     if (status < 400) {
       // The happy path: a window bump and a field write or two.
-      if (c.trouble !== undefined) resetPauseSteps(c);
+      if (c.trouble !== undefined) {
+        resetPauseSteps(c);
+        paceSettled(c, call, true);
+      }
       succeed(c, call);
       return;
     }
     const headers = response.headers;
     judgeStatus(c, call, status, response.statusText, headers, () => retryDelay(headers, now()), undefined);
+    paceSettled(c, call, true);
   }
 
   function settleError(c: Circuit, call: Call, error: unknown): void {
+    if (error instanceof HttpStatusError) {
+      // `throwOnStatus()` inside the breaker: judge the status it carries (the server answered).
+      const headers = new Headers(error.headers);
+      judgeStatus(c, call, error.status, error.statusText, headers, () => error.retryAfterMs, error);
+      paceSettled(c, call, true);
+      return;
+    }
     // Our own deadline firing means the server was slow, even when a timeout
     // middleware inside the breaker aborted the call's signal with it.
     if (error instanceof TimeoutError) {
@@ -665,13 +772,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       neutral(c, call);
     } else if (error instanceof NetworkError) {
       fail(c, call, errorFailure(`network error ${error.code}`, error, call), undefined);
-    } else if (error instanceof HttpStatusError) {
-      // `throwOnStatus()` inside the breaker: judge the status it carries.
-      const headers = new Headers(error.headers);
-      judgeStatus(c, call, error.status, error.statusText, headers, () => error.retryAfterMs, error);
     } else {
       neutral(c, call); // CircuitOpenError from an inner breaker, a bug in a middleware, ...
     }
+    // No answer: a pace probe hands its role on to the next waiter.
+    paceSettled(c, call, false);
   }
 
   // -- admission ------------------------------------------------------------------
@@ -693,15 +798,26 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     });
   }
 
+  /** A call that waited for the pace probe's outcome as long as it may: it fails fast. */
+  function paceProbeWaitOver(call: Call, t: number, trouble: Trouble, byDeadline: boolean): CircuitOpenError {
+    const reason = byDeadline
+      ? `${trouble.pauseReason}, and its pace probe is still in flight at this call's deadline`
+      : `${trouble.pauseReason}, and its pace probe is still in flight after the ${maxRetryAfterMs} ms allowed`;
+    return fastFail(call, t, t, reason, trouble.pauseCause);
+  }
+
   /**
    * The slow path, for a key that is open, half-open or paced: fails fast, waits out
-   * a pause, or lets the call through (as the probe, when half-open). Returns the
-   * circuit to report to (the key's state may have been reset during a wait).
+   * a pause or a pace probe, or lets the call through (as the probe, when half-open or
+   * when a pause just ended). Returns the circuit to report to (the key's state may
+   * have been reset during a wait).
    */
   async function admit(first: Circuit, call: Call): Promise<Circuit> {
     let c = first;
     /** The clock reading before the last wait: a clock that did not move (a test's) ends the wait. */
     let sleptAt: number | undefined;
+    /** When this call stops waiting for pace probes, by the breaker's clock; set by its first such wait. */
+    let probeWaitEndsAt: number | undefined;
     for (;;) {
       // A key reset (or forgotten) during a wait comes back closed and unpaused.
       if (c.trouble === undefined) return c;
@@ -716,9 +832,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       }
       if (c.pausedUntilMs !== 0) {
         const leftMs = c.pausedUntilMs - t;
-        if (leftMs <= 0) {
-          c.pausedUntilMs = 0;
-        } else if (t !== sleptAt) {
+        if (leftMs > 0 && t !== sleptAt) {
           if (!trouble.pauseWaitable) {
             throw fastFail(call, t, c.pausedUntilMs, trouble.pauseReason, trouble.pauseCause);
           }
@@ -729,9 +843,31 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
           const until = new Date(c.pausedUntilMs);
           call.emit({ type: 'paced', key: call.key, until, phase: 'wait', delayMs: leftMs });
           sleptAt = t;
+          probeWaitEndsAt = undefined;
           await sleep(leftMs, call.signal);
           // Timers may fire a little early against the wall clock, and another
           // response may have stretched the pause meanwhile: look again.
+          c = lookup(call.key);
+          continue;
+        }
+        // The pause is over, but the server may still be overloaded: releasing every
+        // waiting caller at once would be a thundering herd. As half-open does, the
+        // first call through is the probe; unlike half-open, the others wait for its
+        // outcome (abortably, while their deadline and maxRetryAfterMs allow).
+        if (trouble.paceProbe === undefined) {
+          trouble.paceProbe = call;
+        } else if (trouble.paceProbe !== call) {
+          probeWaitEndsAt ??= t + maxRetryAfterMs;
+          const capMs = probeWaitEndsAt - t;
+          const remainingMs = call.remainingMs();
+          const byDeadline = remainingMs <= capMs;
+          const waitMs = byDeadline ? remainingMs : capMs;
+          if (!(waitMs > 0)) throw paceProbeWaitOver(call, t, trouble, byDeadline);
+          sleptAt = undefined;
+          if (!(await waitForPaceProbe(trouble, waitMs, call.signal))) {
+            throw paceProbeWaitOver(call, now(), trouble, byDeadline);
+          }
+          // Released (the key goes), a new pause (wait it out), or the probe failed (be the next).
           c = lookup(call.key);
           continue;
         }
@@ -796,7 +932,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     };
   };
   breaker.reset = (key?: string): void => {
+    // Calls waiting for a pace probe look again (once this returns), and find the key fresh.
     if (key === undefined) {
+      for (const c of circuits.values()) if (c.trouble !== undefined) wakePaceWaiters(c.trouble);
       circuits.clear();
       newest = undefined;
       oldest = undefined;
@@ -806,6 +944,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (c === undefined) return;
     unlink(c);
     circuits.delete(key);
+    if (c.trouble !== undefined) wakePaceWaiters(c.trouble);
   };
   breaker.size = (): number => circuits.size;
   return breaker;

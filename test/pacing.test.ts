@@ -3,9 +3,9 @@ import { test } from 'node:test';
 import { circuitBreaker } from '../src/breaker.ts';
 import type { FetchLike, Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
-import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
+import { CircuitOpenError, HttpStatusError, NetworkError } from '../src/errors.ts';
 import type { BreakwaterEvent, PacedEvent } from '../src/events.ts';
-import { always, sequence, withServer } from './helpers/server.ts';
+import { always, type Behaviour, type Handler, sequence, withServer } from './helpers/server.ts';
 
 /** A short, exact schedule for the pauses a 429 without a delay imposes. */
 const OPEN = { initialMs: 100, factor: 2, maxMs: 10_000, jitter: 'none' } as const;
@@ -18,6 +18,33 @@ async function send(fetch: FetchLike, url: string, init?: RequestInit): Promise<
 }
 
 const tooMany = (delayMs: number) => ({ status: 429, headers: { 'retry-after-ms': String(delayMs) } });
+const unavailable = (delayMs: number) => ({ status: 503, headers: { 'retry-after-ms': String(delayMs) } });
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * A handler that stamps each request's arrival at the server (`arrivals[n]`, epoch
+ * ms, in the order the handler sees them) and answers the n-th with `answer(n)`.
+ * It counts for itself: the helper's index is read before the body, so concurrent
+ * requests may share one. The server runs in this process, so its clock is the test's.
+ */
+function stamped(answer: (index: number) => Behaviour | Promise<Behaviour>): {
+  arrivals: number[];
+  handler: Handler;
+} {
+  const arrivals: number[] = [];
+  const handler: Handler = () => answer(arrivals.push(Date.now()) - 1);
+  return { arrivals, handler };
+}
+
+/** The arrival of request `index`, which must have arrived. */
+function at(arrivals: number[], index: number): number {
+  const t = arrivals[index];
+  assert.ok(t !== undefined, `request ${index} arrived`);
+  return t;
+}
 
 /** Sets a deadline 100 ms out, as `timeout({ totalMs })` would, before the breaker sees the call. */
 const deadline: Middleware = async function deadline(call, next) {
@@ -172,5 +199,185 @@ test('a 503 with a delay both pauses the key and counts as a failure', async () 
     assert.equal(await send(fetch, server.origin), 200);
     assert.ok(Date.now() - started >= 300, 'the second call waited out the pause');
     assert.equal(breaker.stats('model')?.consecutiveFailures, 0);
+  });
+});
+
+test('when a pause ends, exactly one of 20 waiters reaches the server first, and the others only after its response', async () => {
+  let answeredAt = 0;
+  const { arrivals, handler } = stamped(async (index) => {
+    if (index === 0) return unavailable(200);
+    if (index === 1) {
+      await delay(100);
+      answeredAt = Date.now();
+    }
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({
+      use: [circuitBreaker({ open: OPEN })],
+      key: 'model',
+      onEvent: (e) => events.push(e),
+    });
+    assert.equal(await send(fetch, server.origin), 503);
+    const statuses = await Promise.all(Array.from({ length: 20 }, () => send(fetch, server.origin)));
+    assert.deepEqual(statuses, Array(20).fill(200));
+    assert.equal(server.requests.length, 21);
+    const probeAt = at(arrivals, 1);
+    assert.ok(
+      probeAt - at(arrivals, 0) >= 190,
+      `the probe went ${probeAt - at(arrivals, 0)} ms after the 503`,
+    );
+    assert.ok(answeredAt - probeAt >= 99, 'the probe took 100 ms to answer');
+    const rest = arrivals.slice(2);
+    assert.equal(rest.length, 19);
+    for (const t of rest) {
+      assert.ok(t >= answeredAt, `a request arrived ${answeredAt - t} ms before the probe was answered`);
+    }
+    assert.ok(Math.max(...rest) - answeredAt < 200, 'the other 19 were released together');
+    const paced = events.filter((e): e is PacedEvent => e.type === 'paced');
+    assert.equal(paced.filter((e) => e.phase === 'start').length, 1);
+    assert.equal(paced.filter((e) => e.phase === 'wait').length, 20);
+  });
+});
+
+test('a pace probe answered with another 503 and a delay sends nobody else, and every waiter waits the new pause out', async () => {
+  let firstAnsweredAt = 0;
+  let secondAnsweredAt = 0;
+  const { arrivals, handler } = stamped(async (index) => {
+    if (index === 0) return unavailable(150);
+    if (index === 1) {
+      await delay(50);
+      firstAnsweredAt = Date.now();
+      return unavailable(150);
+    }
+    if (index === 2) {
+      await delay(50);
+      secondAnsweredAt = Date.now();
+    }
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const breaker = circuitBreaker({ open: OPEN });
+    const fetch = createFetch({ use: [breaker], key: 'model', onEvent: (e) => events.push(e) });
+    assert.equal(await send(fetch, server.origin), 503);
+    const statuses = await Promise.all(Array.from({ length: 10 }, () => send(fetch, server.origin)));
+    assert.deepEqual(
+      [...statuses].sort((a, b) => a - b),
+      [...Array(9).fill(200), 503],
+      'the first probe got the 503, everyone else a 200',
+    );
+    assert.equal(server.requests.length, 11, 'one 503, two probes, then the other 8');
+    const secondProbeAt = at(arrivals, 2);
+    assert.ok(
+      secondProbeAt - firstAnsweredAt >= 140,
+      `the next request went ${secondProbeAt - firstAnsweredAt} ms after the probe's 503, not after the new pause`,
+    );
+    for (const t of arrivals.slice(3)) {
+      assert.ok(
+        t >= secondAnsweredAt,
+        `a request arrived ${secondAnsweredAt - t} ms before the second probe's answer`,
+      );
+    }
+    const starts = events.filter((e): e is PacedEvent => e.type === 'paced' && e.phase === 'start');
+    assert.deepEqual(
+      starts.map((e) => e.delayMs),
+      [150, 150],
+    );
+    assert.equal(breaker.stats('model')?.state, 'closed', 'two 503s do not open the circuit');
+  });
+});
+
+test('a pace probe that meets a network error hands the probe to the next waiter', async () => {
+  let failedAt = 0;
+  let secondAnsweredAt = 0;
+  const { arrivals, handler } = stamped(async (index) => {
+    // `connection: close`, so the probe gets a fresh connection: Deno and Bun silently
+    // resend a request whose reused keep-alive connection closed under it.
+    if (index === 0) return { status: 503, headers: { 'retry-after-ms': '100', connection: 'close' } };
+    if (index === 1) {
+      await delay(50);
+      failedAt = Date.now();
+      return { close: 'no-response' };
+    }
+    if (index === 2) {
+      await delay(50);
+      secondAnsweredAt = Date.now();
+    }
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const fetch = createFetch({ use: [circuitBreaker({ open: OPEN })], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 503);
+    const outcomes = await Promise.allSettled(Array.from({ length: 6 }, () => send(fetch, server.origin)));
+    const failed = outcomes.filter((o) => o.status === 'rejected');
+    assert.equal(failed.length, 1, 'only the first probe failed');
+    assert.ok(failed[0]?.reason instanceof NetworkError);
+    assert.deepEqual(
+      outcomes.filter((o) => o.status === 'fulfilled').map((o) => o.value),
+      Array(5).fill(200),
+    );
+    assert.equal(server.requests.length, 7);
+    assert.ok(at(arrivals, 2) >= failedAt, 'the second probe went after the first one failed');
+    for (const t of arrivals.slice(3)) {
+      assert.ok(
+        t >= secondAnsweredAt,
+        `a request arrived ${secondAnsweredAt - t} ms before the second probe's answer`,
+      );
+    }
+  });
+});
+
+test('a call whose deadline passes while it waits for the pace probe fails fast with CircuitOpenError then', async () => {
+  const { handler } = stamped(async (index) => {
+    if (index === 0) return unavailable(50);
+    if (index === 1) await delay(300);
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const plain = createFetch({ use: [breaker], key: 'model' });
+    const hurried = createFetch({ use: [deadline, breaker], key: 'model' });
+    assert.equal(await send(plain, server.origin), 503);
+    const probe = send(plain, server.origin);
+    await delay(80); // the pause is over and the probe is in flight
+    const started = Date.now();
+    await assert.rejects(send(hurried, server.origin), (e: unknown) => {
+      assert.ok(e instanceof CircuitOpenError);
+      assert.match(e.message, /pace probe is still in flight at this call's deadline/);
+      assert.ok(e.cause instanceof HttpStatusError);
+      assert.equal(e.cause.status, 503);
+      return true;
+    });
+    const waited = Date.now() - started;
+    assert.ok(waited >= 90 && waited < 200, `failed after ${waited} ms, at its 100 ms deadline`);
+    assert.equal(await probe, 200);
+    assert.equal(await send(hurried, server.origin), 200, 'the key is released');
+    assert.equal(server.requests.length, 3, 'the hurried call was never sent');
+  });
+});
+
+test('an abort while waiting for the pace probe rejects at once with the caller’s reason', async () => {
+  const { handler } = stamped(async (index) => {
+    if (index === 0) return unavailable(50);
+    if (index === 1) await delay(300);
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const fetch = createFetch({ use: [circuitBreaker({ open: OPEN })], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 503);
+    const probe = send(fetch, server.origin);
+    await delay(80);
+    const controller = new AbortController();
+    const reason = new Error('the user closed the chat');
+    const waiting = fetch(server.origin, { signal: controller.signal });
+    await delay(20);
+    const abortedAt = Date.now();
+    controller.abort(reason);
+    await assert.rejects(waiting, (e: unknown) => e === reason);
+    assert.ok(Date.now() - abortedAt < 50, `rejected ${Date.now() - abortedAt} ms after the abort`);
+    assert.equal(await probe, 200);
+    assert.equal(server.requests.length, 2, 'the aborted call was never sent');
   });
 });
