@@ -157,8 +157,10 @@ export async function startServer(handler: Handler, options: ServerOptions = {})
   const hung = new Set<ServerResponse>();
   let accepted = 0;
 
+  let arrivals = 0;
   const server = createServer(async (req, res) => {
-    const index = requests.length;
+    // Numbered on arrival, before the body is read, so concurrent requests never share one.
+    const index = arrivals++;
     const body = await readBody(req);
     const received: ReceivedRequest = {
       method: req.method ?? '',
