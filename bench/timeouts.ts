@@ -1,0 +1,51 @@
+// Where the full chain's loopback gap comes from: raw fetch, raw fetch with its own
+// AbortController + timer per call (what any abortable per-request timeout costs),
+// and definePolicy() with and without timeouts, against one server in its own process,
+// 4 interleaved rounds of 1.5 s, 16 concurrent POSTs. Run: npx tsx bench/timeouts.ts
+import { spawn } from 'node:child_process';
+import { definePolicy } from '../src/index.ts';
+
+const SERVER = `const s=require('node:http').createServer((q,r)=>{q.resume();q.on('end',()=>{r.writeHead(200,{'content-length':'11'});r.end('{"ok":true}')})});s.listen(0,'127.0.0.1',()=>console.log(s.address().port))`;
+const child = spawn(process.execPath, ['-e', SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
+const port = await new Promise<string>((r) => child.stdout.once('data', (d) => r(String(d).trim())));
+const url = `http://127.0.0.1:${port}/x`;
+const body = JSON.stringify({ a: 'x'.repeat(200) });
+async function run(f: any, ms = 1500) {
+  let n = 0;
+  const end = performance.now() + ms;
+  const t = performance.now();
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (performance.now() < end) {
+        const r = await f(url, { method: 'POST', body });
+        await r.text();
+        n++;
+      }
+    }),
+  );
+  return n / ((performance.now() - t) / 1000);
+}
+const withSignal = (u: string, i: any) => {
+  const c = new AbortController();
+  const t = setTimeout(() => c.abort(), 30000);
+  return fetch(u, { ...i, signal: c.signal }).finally(() => clearTimeout(t));
+};
+const contenders: [string, any][] = [
+  ['raw', fetch],
+  ['raw+signal', withSignal],
+  ['policy default', definePolicy({}).fetch()],
+  ['policy timeout:false', definePolicy({ timeout: false }).fetch()],
+];
+await run(fetch);
+const sums = new Map<string, number[]>();
+for (let round = 0; round < 4; round++)
+  for (const [name, f] of contenders) {
+    const v = await run(f);
+    sums.set(name, [...(sums.get(name) ?? []), v]);
+  }
+const base = (sums.get('raw') ?? []).reduce((a, b) => a + b) / 4;
+for (const [name, v] of sums) {
+  const m = v.reduce((a, b) => a + b) / v.length;
+  console.log(name.padEnd(24), m.toFixed(0), (m / base).toFixed(3));
+}
+child.kill();
