@@ -3,14 +3,14 @@
 // and definePolicy() with and without timeouts, against one server in its own process,
 // 4 interleaved rounds of 1.5 s, 16 concurrent POSTs. Run: npx tsx bench/timeouts.ts
 import { spawn } from 'node:child_process';
-import { definePolicy } from '../src/index.ts';
+import { definePolicy, type FetchLike } from '../src/index.ts';
 
 const SERVER = `const s=require('node:http').createServer((q,r)=>{q.resume();q.on('end',()=>{r.writeHead(200,{'content-length':'11'});r.end('{"ok":true}')})});s.listen(0,'127.0.0.1',()=>console.log(s.address().port))`;
 const child = spawn(process.execPath, ['-e', SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
 const port = await new Promise<string>((r) => child.stdout.once('data', (d) => r(String(d).trim())));
 const url = `http://127.0.0.1:${port}/x`;
 const body = JSON.stringify({ a: 'x'.repeat(200) });
-async function run(f: any, ms = 1500) {
+async function run(f: FetchLike, ms = 1500): Promise<number> {
   let n = 0;
   const end = performance.now() + ms;
   const t = performance.now();
@@ -25,12 +25,12 @@ async function run(f: any, ms = 1500) {
   );
   return n / ((performance.now() - t) / 1000);
 }
-const withSignal = (u: string, i: any) => {
+const withSignal: FetchLike = (u, i) => {
   const c = new AbortController();
   const t = setTimeout(() => c.abort(), 30000);
   return fetch(u, { ...i, signal: c.signal }).finally(() => clearTimeout(t));
 };
-const contenders: [string, any][] = [
+const contenders: [string, FetchLike][] = [
   ['raw', fetch],
   ['raw+signal', withSignal],
   ['policy default', definePolicy({}).fetch()],
