@@ -1,0 +1,376 @@
+/**
+ * The order service in examples/worker/ (a Hono app with `breakwater/hono`) on the
+ * three runtimes it is written for, each started as a real child process on
+ * 127.0.0.1: Cloudflare workerd (the npm package's binary, with the committed
+ * `config.capnp`, the worker bundled by esbuild into a temporary directory),
+ * `deno serve` and `bun run`. Each run drives the same scenario against a loopback
+ * inventory service (test/helpers/server.ts) that fails on purpose: a 503 with
+ * `retry-after-ms` that the app's policy waits out and retries, an outage that ends
+ * in a 503 problem, an idempotent replay, and a client pushed past its rate limit.
+ *
+ * Child processes are spawned through node:child_process, so this file runs the
+ * same from Node, Deno and Bun; every child is stopped and awaited in `finally`.
+ */
+
+import assert from 'node:assert/strict';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { copyFile, mkdtemp, rm } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import process from 'node:process';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { ORDER_WINDOW_MS, ORDERS_PER_WINDOW } from '../examples/worker/app.ts';
+import { type Handler, type TestServer, withServer } from './helpers/server.ts';
+
+/** Bun's default per-test timeout (5 s) is too short for starting a runtime and driving it. */
+const TEST_TIMEOUT_MS = 30_000;
+if (process.versions.bun !== undefined) {
+  // A variable specifier: 'bun:test' exists only under Bun (and has no types elsewhere).
+  const bunTest = 'bun:test';
+  const { setDefaultTimeout } = (await import(bunTest)) as { setDefaultTimeout(ms: number): void };
+  setDefaultTimeout(TEST_TIMEOUT_MS);
+}
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const EXAMPLE = join(ROOT, 'examples', 'worker');
+const BIN = join(ROOT, 'node_modules', '.bin');
+const WORKERD = join(BIN, 'workerd');
+const DENO = join(BIN, 'deno');
+const BUN = join(BIN, 'bun');
+const ESBUILD = join(BIN, 'esbuild');
+
+/** How long a runtime may take to answer its first request. */
+const START_DEADLINE_MS = 10_000;
+/** How long one readiness probe may wait for an answer. */
+const PROBE_TIMEOUT_MS = 1_000;
+/** How long a stopped child may take to exit before it is killed outright. */
+const STOP_GRACE_MS = 3_000;
+/** The inventory's first answer asks for this wait; the app's policy must honour it. */
+const RETRY_AFTER_MS = 50;
+
+interface Exit {
+  code: number | null;
+  signal: string | null;
+}
+
+/** A child process whose output is kept (for failure messages) and which can be stopped. */
+interface Child {
+  /** Everything it wrote so far, stdout then stderr. */
+  output(): string;
+  /** Resolves when it has exited and its pipes are closed. */
+  closed: Promise<Exit>;
+  exited(): boolean;
+  /** SIGTERM, then SIGKILL after a grace period; resolves once it is gone. */
+  stop(): Promise<void>;
+}
+
+function start(command: string, args: string[], env: Record<string, string>): Child {
+  const child: ChildProcess = spawn(command, args, {
+    cwd: ROOT,
+    env: { ...process.env, NO_COLOR: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.setEncoding('utf8');
+  child.stderr?.setEncoding('utf8');
+  child.stdout?.on('data', (chunk: string) => {
+    stdout += chunk;
+  });
+  child.stderr?.on('data', (chunk: string) => {
+    stderr += chunk;
+  });
+  let done = false;
+  const closed = new Promise<Exit>((resolve) => {
+    child.on('error', (error) => {
+      stderr += `\nspawn failed: ${String(error)}`;
+      done = true;
+      resolve({ code: null, signal: null });
+    });
+    child.on('close', (code, signal) => {
+      done = true;
+      resolve({ code, signal });
+    });
+  });
+  return {
+    output: () => `${command} ${args.join(' ')}\n--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`,
+    closed,
+    exited: () => done,
+    async stop() {
+      if (done) return;
+      child.kill('SIGTERM');
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const grace = new Promise<'late'>((resolve) => {
+        timer = setTimeout(() => resolve('late'), STOP_GRACE_MS);
+      });
+      const outcome = await Promise.race([closed, grace]);
+      clearTimeout(timer);
+      if (outcome === 'late') {
+        child.kill('SIGKILL');
+        await closed;
+      }
+    },
+  };
+}
+
+/** Runs a command to completion; rejects with its output when it fails. */
+async function run(command: string, args: string[]): Promise<void> {
+  const child = start(command, args, {});
+  const { code } = await child.closed;
+  assert.equal(code, 0, child.output());
+}
+
+/** A port that was free a moment ago (the runtimes' CLIs take a port, not a listening socket). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** What a runtime prints when its port was taken between {@link freePort} and its bind. */
+const PORT_TAKEN = /address already in use|EADDRINUSE|AddrInUse/i;
+
+/**
+ * Polls `GET /health` until the app answers 200 (`'up'`), or the runtime exits
+ * because its port was taken meanwhile (`'port-taken'`); fails with the child's
+ * output on any other exit or after {@link START_DEADLINE_MS}.
+ */
+async function waitUntilUp(origin: string, child: Child): Promise<'up' | 'port-taken'> {
+  const deadline = Date.now() + START_DEADLINE_MS;
+  let last = 'no answer yet';
+  while (Date.now() < deadline) {
+    if (child.exited()) {
+      if (PORT_TAKEN.test(child.output())) return 'port-taken';
+      assert.fail(`the runtime exited before answering:\n${child.output()}`);
+    }
+    // A bounded wait per probe: whatever holds the port may accept and never answer.
+    const probe = new AbortController();
+    const timer = setTimeout(() => probe.abort(), PROBE_TIMEOUT_MS);
+    try {
+      const response = await fetch(`${origin}/health`, { signal: probe.signal });
+      const body = await response.text();
+      if (response.status === 200 && body === 'ok') return 'up';
+      last = `${response.status} ${body}`;
+    } catch (error) {
+      last = String(error);
+    } finally {
+      clearTimeout(timer);
+    }
+    await sleep(50);
+  }
+  assert.fail(
+    `no 200 from ${origin}/health within ${START_DEADLINE_MS} ms (last: ${last}):\n${child.output()}`,
+  );
+}
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  text: string;
+}
+
+async function post(origin: string, body: unknown, headers: Record<string, string>): Promise<Answer> {
+  const response = await fetch(`${origin}/orders`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, headers: response.headers, text: await response.text() };
+}
+
+/**
+ * The inventory service: the first reservation gets a 503 asking for a
+ * {@link RETRY_AFTER_MS} wait, an order for sku `outage` always gets a short 503,
+ * everything else is reserved. Arrival times are kept to check the wait.
+ */
+function inventory(arrivals: number[]): Handler {
+  return (req, index) => {
+    arrivals.push(Date.now());
+    const order = JSON.parse(req.text) as { sku?: string };
+    if (order.sku === 'outage') return { status: 503, headers: { 'retry-after-ms': '20' }, body: 'down' };
+    if (index === 0)
+      return { status: 503, headers: { 'retry-after-ms': String(RETRY_AFTER_MS) }, body: 'busy' };
+    return {
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ reservation: `r-${index}`, sku: order.sku }),
+    };
+  };
+}
+
+function header(answer: Answer, name: string): string {
+  const value = answer.headers.get(name);
+  assert.ok(value !== null, `no ${name} header (status ${answer.status}, body ${answer.text})`);
+  return value;
+}
+
+/** The scenario every runtime must pass, against the app at `origin`. */
+async function drive(origin: string, upstream: TestServer, arrivals: number[], child: Child): Promise<void> {
+  const window = ORDER_WINDOW_MS / 1000;
+  const tea = { sku: 'tea', quantity: 2 };
+
+  // 1. An order with a key: the inventory's 503 is waited out and the reservation retried.
+  const first = await post(origin, tea, { 'x-client': 'alice', 'idempotency-key': '"order-1"' });
+  assert.equal(first.status, 201, `${first.text}\n${child.output()}`);
+  assert.deepEqual(JSON.parse(first.text), { order: tea, reservation: { reservation: 'r-1', sku: 'tea' } });
+  assert.equal(header(first, 'ratelimit-policy'), `"orders";q=${ORDERS_PER_WINDOW};w=${window}`);
+  assert.match(header(first, 'ratelimit'), new RegExp(`^"orders";r=${ORDERS_PER_WINDOW - 1};t=\\d+$`));
+  assert.equal(first.headers.get('idempotent-replayed'), null);
+  assert.equal(upstream.requests.length, 2, 'one 503, then the retry');
+  for (const req of upstream.requests) {
+    assert.equal(`${req.method} ${req.url}`, 'POST /reserve');
+    assert.equal(req.headers['idempotency-key'], '"order-1"', "the order's key travels with the reservation");
+  }
+  const waited = (arrivals[1] ?? 0) - (arrivals[0] ?? 0);
+  assert.ok(
+    waited >= RETRY_AFTER_MS - 5,
+    `retried after ${waited} ms; the inventory asked for ${RETRY_AFTER_MS}`,
+  );
+
+  // 2. The same key again: replayed, and the inventory is not called again.
+  const again = await post(origin, tea, { 'x-client': 'alice', 'idempotency-key': '"order-1"' });
+  assert.equal(again.status, 201);
+  assert.equal(header(again, 'idempotent-replayed'), 'true');
+  assert.equal(again.text, first.text);
+  assert.match(header(again, 'ratelimit'), new RegExp(`^"orders";r=${ORDERS_PER_WINDOW - 2};t=\\d+$`));
+  assert.equal(upstream.requests.length, 2, 'a replay does not reach the inventory');
+
+  // 3. The inventory stays down: three attempts with one policy-stamped key, then a 503 problem.
+  const outage = await post(origin, { sku: 'outage', quantity: 1 }, { 'x-client': 'bob' });
+  assert.equal(outage.status, 503, outage.text);
+  assert.equal(header(outage, 'content-type'), 'application/problem+json');
+  assert.equal(header(outage, 'retry-after'), '1', 'a 20 ms upstream delay, rounded up to whole seconds');
+  const problem = JSON.parse(outage.text) as Record<string, unknown>;
+  assert.equal(problem.upstream, 'inventory');
+  assert.equal(problem.code, 'HTTP_STATUS');
+  assert.ok(
+    !outage.text.includes(String(upstream.port)),
+    `the problem leaks the upstream URL: ${outage.text}`,
+  );
+  const attempts = upstream.requests.slice(2);
+  assert.equal(attempts.length, 3, 'retry.attempts: 3');
+  const stamped = attempts[0]?.headers['idempotency-key'];
+  assert.match(String(stamped), /^"[0-9a-f-]{36}"$/, 'idempotencyKeys: true stamps a UUID');
+  for (const req of attempts)
+    assert.equal(req.headers['idempotency-key'], stamped, 'one key for every attempt');
+
+  // 4. No client identity: 400, never a shared bucket.
+  const anonymous = await post(origin, tea, {});
+  assert.equal(anonymous.status, 400, anonymous.text);
+  assert.equal(header(anonymous, 'content-type'), 'application/problem+json');
+
+  // 5. Past the limit: 429 with Retry-After equal to the RateLimit reset. Windows are
+  // aligned to the clock, so allow for one window edge during the burst.
+  let limited: Answer | undefined;
+  let accepted = 0;
+  for (let i = 0; i < 2 * ORDERS_PER_WINDOW + 1 && limited === undefined; i++) {
+    const answer = await post(origin, tea, { 'x-client': 'carol' });
+    if (answer.status === 429) limited = answer;
+    else {
+      assert.equal(answer.status, 201, answer.text);
+      accepted++;
+    }
+  }
+  assert.ok(limited !== undefined, 'no 429 after twice the limit');
+  assert.ok(accepted >= ORDERS_PER_WINDOW, `only ${accepted} orders before the 429`);
+  const before = upstream.requests.length;
+  const retryAfter = header(limited, 'retry-after');
+  assert.match(retryAfter, /^\d+$/);
+  assert.ok(Number(retryAfter) >= 1 && Number(retryAfter) <= window, `Retry-After: ${retryAfter}`);
+  assert.equal(header(limited, 'ratelimit'), `"orders";r=0;t=${retryAfter}`);
+  assert.equal(header(limited, 'ratelimit-policy'), `"orders";q=${ORDERS_PER_WINDOW};w=${window}`);
+  assert.equal(header(limited, 'content-type'), 'application/problem+json');
+  assert.equal(upstream.requests.length, before, 'a rejected order does not reach the inventory');
+}
+
+/** Launches of a runtime whose port was taken before it could bind, before giving up. */
+const LAUNCHES = 3;
+
+/** Starts the runtime `launch` describes against a fresh inventory, drives the scenario, and stops both. */
+async function scenario(launch: (port: number, upstream: string) => Promise<Child>): Promise<void> {
+  const arrivals: number[] = [];
+  await withServer(inventory(arrivals), async (upstream) => {
+    for (let launches = 1; ; launches++) {
+      const port = await freePort();
+      const origin = `http://127.0.0.1:${port}`;
+      const child = await launch(port, upstream.origin);
+      try {
+        const state = await waitUntilUp(origin, child);
+        if (state === 'port-taken') {
+          assert.ok(launches < LAUNCHES, `port taken on ${LAUNCHES} launches:\n${child.output()}`);
+          continue;
+        }
+        await drive(origin, upstream, arrivals, child);
+        return;
+      } finally {
+        await child.stop();
+      }
+    }
+  });
+}
+
+test('examples/worker runs on workerd with its config.capnp: RateLimit headers, a reservation retried after the upstream 503, an idempotent replay, a 503 problem after an outage, 429 with Retry-After', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'breakwater-worker-'));
+  try {
+    // The committed config, verbatim, next to the bundle it embeds (dist/worker.js).
+    await copyFile(join(EXAMPLE, 'config.capnp'), join(dir, 'config.capnp'));
+    await run(ESBUILD, [
+      join(EXAMPLE, 'worker.ts'),
+      '--bundle',
+      '--format=esm',
+      '--platform=neutral',
+      '--main-fields=module,main',
+      '--conditions=workerd,worker,browser',
+      `--outfile=${join(dir, 'dist', 'worker.js')}`,
+      '--log-level=warning',
+    ]);
+    await scenario(async (port, upstream) =>
+      start(WORKERD, ['serve', join(dir, 'config.capnp'), '--socket-addr', `http=127.0.0.1:${port}`], {
+        UPSTREAM: upstream,
+      }),
+    );
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('examples/worker runs under deno serve (deno.ts): the same headers, retries, replay, outage and 429', async () => {
+  await scenario(async (port, upstream) =>
+    start(
+      DENO,
+      [
+        'serve',
+        '--no-lock',
+        '--host',
+        '127.0.0.1',
+        '--port',
+        String(port),
+        '--allow-net=127.0.0.1',
+        '--allow-env=UPSTREAM',
+        join(EXAMPLE, 'deno.ts'),
+      ],
+      { UPSTREAM: upstream },
+    ),
+  );
+});
+
+test('examples/worker runs under bun (bun.ts): the same headers, retries, replay, outage and 429', async () => {
+  await scenario(async (port, upstream) =>
+    start(BUN, ['run', join(EXAMPLE, 'bun.ts')], {
+      UPSTREAM: upstream,
+      HOST: '127.0.0.1',
+      PORT: String(port),
+    }),
+  );
+});
