@@ -108,13 +108,21 @@ test('the total deadline spans retries and their waits', async () => {
       ],
     });
     const started = performance.now();
-    const res = await fetch(server.origin);
-    await res.body?.cancel();
+    // Either no further wait fits (the last 503 comes back), or the deadline passes
+    // while an attempt is on the wire (TimeoutError, scope total): which one depends
+    // on how busy the machine is. Both end the call at the deadline.
+    const outcome = await fetch(server.origin).then(
+      async (res) => {
+        await res.body?.cancel();
+        return res.status;
+      },
+      (error: unknown) => (error instanceof TimeoutError ? error.scope : error),
+    );
     const elapsed = performance.now() - started;
-    assert.equal(res.status, 503, 'the last response comes back when no wait fits in the deadline');
+    assert.ok(outcome === 503 || outcome === 'total', `ended with ${String(outcome)}`);
     assert.ok(elapsed < 450, `took ${elapsed} ms`);
     assert.ok(
-      server.requests.length >= 3 && server.requests.length <= 8,
+      server.requests.length >= 2 && server.requests.length <= 8,
       `${server.requests.length} requests`,
     );
   });
