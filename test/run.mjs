@@ -11,6 +11,7 @@ const steps = [
   ['node', 'test:node'],
   ['deno', 'test:deno'],
   ['bun', 'test:bun'],
+  ['browser', 'test:browser'],
   ['package', 'test:pack'],
   ['jsr', 'test:jsr'],
 ];
