@@ -18,7 +18,7 @@
 import * as z from 'zod/mini';
 import type { Call, Middleware, Next } from './call.ts';
 import { BreakwaterError, requestSummary } from './errors.ts';
-import { validate } from './options.ts';
+import { isFunction, validate } from './options.ts';
 
 /** The header a token goes in, by default (RFC 9110 §11.6.2). */
 export const DEFAULT_AUTH_HEADER = 'authorization';
@@ -69,8 +69,6 @@ function isTokenValue(value: unknown): value is string {
 
 /** An RFC 9110 §5.6.2 token: what header names and auth schemes are made of. */
 const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-
-const isFunction = (value: unknown): boolean => typeof value === 'function';
 
 const optionsSchema = z.strictObject(
   {

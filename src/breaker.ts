@@ -26,7 +26,7 @@ import type { Call, Middleware, Next } from './call.ts';
 import { isAbort } from './chain.ts';
 import { isRetryableStatus } from './classify.ts';
 import { CircuitOpenError, HttpStatusError, NetworkError, requestSummary, TimeoutError } from './errors.ts';
-import { validate } from './options.ts';
+import { isFunction, validate } from './options.ts';
 import { sleep } from './sleep.ts';
 import { MAX_DELAY_MS, retryDelay } from './timing.ts';
 
@@ -180,8 +180,6 @@ export const breakerSchema: z.ZodMiniType<BreakerConfig> = z.strictObject(
   configShape,
   'must be an options object',
 );
-
-const isFunction = (value: unknown): boolean => typeof value === 'function';
 
 const optionsSchema = z.optional(
   z.strictObject(

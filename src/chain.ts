@@ -16,7 +16,7 @@ import { ATTACH, Call, type FetchLike, type KeyOption, type Middleware, type Nex
 import { BreakwaterError, requestSummary } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { normalizeNetworkError } from './network.ts';
-import { validate } from './options.ts';
+import { isFunction, keyOptionSchema, onEventSchema, validate } from './options.ts';
 import { redactText, redactUrl } from './redact.ts';
 
 /** Options for {@link createFetch}. */
@@ -31,20 +31,13 @@ export interface CreateFetchOptions {
   onEvent?: (event: BreakwaterEvent) => void;
 }
 
-const isFunction = (v: unknown): boolean => typeof v === 'function';
-
 const optionsSchema = z.strictObject({
   fetch: z.optional(z.custom<FetchLike>(isFunction, 'must be a function with fetch’s signature')),
   use: z.array(
     z.custom<Middleware>(isFunction, 'must be a middleware function (call, next) => Promise<Response>'),
   ),
-  key: z.optional(
-    z.union([
-      z.string().check(z.minLength(1, 'must be a non-empty string')),
-      z.custom<(url: URL) => string>(isFunction),
-    ]),
-  ),
-  onEvent: z.optional(z.custom<(event: BreakwaterEvent) => void>(isFunction, 'must be a function')),
+  key: keyOptionSchema,
+  onEvent: onEventSchema,
 });
 
 /** Errors the real fetch threw: middleware rethrowing them pass them on unchanged. */

@@ -16,7 +16,7 @@ import { type BackoffOptions, backoff, backoffSchema, type Jitter, withDefaults 
 import { isAbort } from './chain.ts';
 import { GateClosedError, HttpStatusError, NetworkError, TimeoutError } from './errors.ts';
 import type { GateEvent } from './events.ts';
-import { validate } from './options.ts';
+import { isFunction, validate } from './options.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
@@ -85,8 +85,6 @@ export interface Gate {
   /** Clears the gate: no window, no failures. A probe in flight still reports its outcome. */
   reset(): void;
 }
-
-const isFunction = (value: unknown): boolean => typeof value === 'function';
 
 const optionsSchema = z.optional(
   z.strictObject(

@@ -5,7 +5,29 @@
  * them in one go. Values that look like credentials are described by type only.
  */
 
-import type * as z from 'zod/mini';
+import * as z from 'zod/mini';
+import type { BreakwaterEvent } from './events.ts';
+
+/** Whether a value can be called: the test every function-valued option uses. */
+export const isFunction = (value: unknown): boolean => typeof value === 'function';
+
+/** A function option, with the message a wrong value gets. */
+export function functionOption<F>(message = 'must be a function'): z.ZodMiniType<F> {
+  return z.custom<F>(isFunction, message);
+}
+
+/** The `key` option shared by `createFetch()`, `policy.fetch()` and the Hono adapters: a name or `(url) => name`. */
+export const keyOptionSchema: z.ZodMiniOptional<z.ZodMiniType<string | ((url: URL) => string)>> = z.optional(
+  z.union([
+    z.string().check(z.minLength(1, 'must be a non-empty string')),
+    functionOption<(url: URL) => string>(),
+  ]),
+);
+
+/** The `onEvent` option: a listener for breakwater's typed events. */
+export const onEventSchema: z.ZodMiniOptional<z.ZodMiniType<(event: BreakwaterEvent) => void>> = z.optional(
+  functionOption<(event: BreakwaterEvent) => void>(),
+);
 
 /** Option names whose values must never be printed. */
 const SECRET_NAME = /secret|password|passwd|authorization|cookie|credential|api[-_]?key|token$/i;

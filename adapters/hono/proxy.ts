@@ -16,7 +16,7 @@ import type { FetchLike, KeyOption } from '../../src/call.ts';
 import { isAbort } from '../../src/chain.ts';
 import { BreakwaterError } from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
-import { validate } from '../../src/options.ts';
+import { isFunction, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { errorResponses } from './upstream.ts';
@@ -61,21 +61,14 @@ export interface ProxyOptions {
   maxRetryAfterMs?: number | undefined;
 }
 
-const isFunction = (value: unknown): boolean => typeof value === 'function';
-
 const optionsSchema = z.strictObject(
   {
     policy: z.custom<Policy>(
       (value) => isFunction((value as Partial<Policy> | null)?.fetch),
       'must be a policy from definePolicy()',
     ),
-    key: z.optional(
-      z.union([
-        z.string().check(z.minLength(1, 'must be a non-empty string')),
-        z.custom<(url: URL) => string>(isFunction),
-      ]),
-    ),
-    onEvent: z.optional(z.custom<(event: BreakwaterEvent) => void>(isFunction, 'must be a function')),
+    key: keyOptionSchema,
+    onEvent: onEventSchema,
     auth: z.optional(
       z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
     ),

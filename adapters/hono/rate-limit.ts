@@ -10,7 +10,7 @@
 
 import type { Context, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
-import { validate } from '../../src/options.ts';
+import { isFunction, validate } from '../../src/options.ts';
 import { memoryStore, type Store } from '../../src/store.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { problemResponse, retryAfterSeconds } from './problem.ts';
@@ -83,8 +83,6 @@ export interface RateLimitOptions {
   /** The clock, epoch ms. Default `Date.now`; inject one in tests (and give your store the same one). */
   now?: (() => number) | undefined;
 }
-
-const isFunction = (value: unknown): boolean => typeof value === 'function';
 
 /** RFC 9110 §5.1 field name (a `token`). */
 const FIELD_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;

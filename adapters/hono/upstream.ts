@@ -23,7 +23,7 @@ import {
   TimeoutError,
 } from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
-import { validate } from '../../src/options.ts';
+import { isFunction, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../../src/retry.ts';
 import { statusError } from '../../src/status.ts';
@@ -86,7 +86,6 @@ export interface ErrorResponsesOptions {
   fallback?: ErrorHandler | undefined;
 }
 
-const isFunction = (value: unknown): boolean => typeof value === 'function';
 const statusSchema = z
   .number('must be an HTTP status (100-599)')
   .check(z.int('must be a whole number'), z.minimum(100), z.maximum(599));
@@ -94,13 +93,8 @@ const statusSchema = z
 const upstreamSchema = z.optional(
   z.strictObject(
     {
-      key: z.optional(
-        z.union([
-          z.string().check(z.minLength(1, 'must be a non-empty string')),
-          z.custom<(url: URL) => string>(isFunction),
-        ]),
-      ),
-      onEvent: z.optional(z.custom<(event: BreakwaterEvent) => void>(isFunction, 'must be a function')),
+      key: keyOptionSchema,
+      onEvent: onEventSchema,
       auth: z.optional(
         z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
       ),
