@@ -113,7 +113,11 @@ export class Call {
   totalMs: number | undefined = undefined;
   /** A small per-call bag for middleware to share state, kept across attempts. */
   readonly bag: Map<unknown, unknown> = new Map();
-  /** Per middleware (by position), the last attempt it passed on: guards against a double `next()`. */
+  /**
+   * Per middleware (by position), the last attempt it passed on: guards against a
+   * double `next()`. Internal to `createFetch()`; not for middleware to change.
+   * @internal
+   */
   readonly passes: number[] = [];
   /** Where events go; undefined when nobody listens (emit then costs nothing). */
   readonly onEvent: ((event: BreakwaterEvent) => void) | undefined;

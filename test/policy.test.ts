@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { CircuitOpenError } from '../src/errors.ts';
+import { CircuitOpenError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { always, sequence, withServer } from './helpers/server.ts';
@@ -149,5 +149,19 @@ test('retry: false and timeout: false leave those layers out', async () => {
     await res.body?.cancel();
     assert.equal(server.requests.length, 1);
     assert.equal(policy.resolved.timeout, false);
+  });
+});
+
+test('the policy’s total deadline bounds each attempt and names itself when it is the nearer one', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    const fetch = definePolicy({ retry: false, timeout: { attemptMs: 5_000, totalMs: 80 } }).fetch();
+    const started = performance.now();
+    await assert.rejects(fetch(server.origin), (error: unknown) => {
+      assert.ok(error instanceof TimeoutError);
+      assert.equal(error.scope, 'total');
+      assert.equal(error.ms, 80);
+      return true;
+    });
+    assert.ok(performance.now() - started < 1000);
   });
 });
