@@ -437,8 +437,9 @@ function statusLabel(status: number, statusText: string): string {
  *   await fetch('https://mcp.example.com/mcp', { method: 'POST', body: '{}' });
  * } catch (error) {
  *   if (error instanceof CircuitOpenError) {
- *     // circuit "github-mcp" is open after 5 consecutive failures (last: HTTP 503 Service Unavailable); ...
- *     console.warn(error.message, error.retryAt);
+ *     // error.message: circuit "github-mcp" is open after 5 consecutive failures
+ *     // (last: HTTP 503 Service Unavailable); next attempt at ... (in 4.2 s)
+ *     return { unavailableUntil: error.retryAt };
  *   }
  * }
  * breaker.stats('github-mcp'); // { state: 'open', consecutiveFailures: 5, opens: 1, retryAt, ... }

@@ -138,8 +138,9 @@ const optionsSchema = z.optional(
  *     await gate.run(() => client.connect(transport));
  *   } catch (error) {
  *     if (error instanceof GateClosedError) {
- *       console.warn(`github tools unavailable until ${error.retryAt.toISOString()}`);
- *       return; // this turn goes on without them; no request was sent
+ *       // error.retryAt: when the next connect may go. This turn goes on without the
+ *       // github tools; no request was sent.
+ *       return;
  *     }
  *     throw error;
  *   }

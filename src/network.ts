@@ -376,7 +376,7 @@ function judge(chain: readonly unknown[]): Verdict | undefined {
  *   if (controller.signal.aborted) throw error; // the caller's own abort: never wrapped
  *   const network = normalizeNetworkError(error);
  *   if (network === undefined) throw error; // not a network failure
- *   console.log(network.code, network.phase, network.sent); // ECONNREFUSED connect no
+ *   const { code, phase, sent } = network; // 'ECONNREFUSED', 'connect', 'no'
  * }
  * ```
  */

@@ -171,7 +171,7 @@ function resolve(config: PolicyConfig): ResolvedPolicyConfig {
  * const policy = definePolicy({ name: 'github-mcp', retry: { attempts: 4 } });
  * const fetch = policy.fetch();
  * const res = await fetch('https://api.githubcopilot.com/mcp/', { method: 'POST', body: '…' });
- * console.log(policy.stats('github-mcp'));
+ * const { retry, breaker, lastFailure } = policy.stats('github-mcp'); // budget, circuit, last failure
  * ```
  */
 export function definePolicy(config: PolicyConfig = {}): Policy {

@@ -55,7 +55,8 @@ function errorFrom(call: Call, snapshot: StatusSnapshot, headers: Headers): Http
  * try {
  *   await fetch('https://api.example.com/v1/things');
  * } catch (error) {
- *   if (error instanceof HttpStatusError) console.log(error.status, error.retryAfterMs, error.serverMessage);
+ *   if (!(error instanceof HttpStatusError)) throw error;
+ *   const { status, retryAfterMs, serverMessage } = error; // 503, 7000, 'model overloaded'
  * }
  * ```
  */
