@@ -23,9 +23,15 @@
 import * as z from 'zod/mini';
 import { type BackoffOptions, backoff, backoffSchema, type Jitter, withDefaults } from './backoff.ts';
 import type { Call, Middleware, Next } from './call.ts';
-import { isAbort } from './chain.ts';
 import { isRetryableStatus } from './classify.ts';
-import { CircuitOpenError, HttpStatusError, NetworkError, requestSummary, TimeoutError } from './errors.ts';
+import {
+  CircuitOpenError,
+  HttpStatusError,
+  isAbort,
+  NetworkError,
+  requestSummary,
+  TimeoutError,
+} from './errors.ts';
 import { isFunction, validate } from './options.ts';
 import { sleep } from './sleep.ts';
 import { MAX_DELAY_MS, retryDelay } from './timing.ts';

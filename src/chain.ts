@@ -13,7 +13,7 @@
 
 import * as z from 'zod/mini';
 import { ATTACH, Call, type FetchLike, type KeyOption, type Middleware, type Next } from './call.ts';
-import { BreakwaterError, requestSummary } from './errors.ts';
+import { BreakwaterError, isAbort, requestSummary } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { normalizeNetworkError } from './network.ts';
 import { isFunction, keyOptionSchema, onEventSchema, validate } from './options.ts';
@@ -69,12 +69,6 @@ function isResponse(value: unknown): value is Response {
 
 function nameOf(middleware: Middleware, index: number): string {
   return middleware.name ? `"${middleware.name}"` : `#${index + 1} (anonymous)`;
-}
-
-/** Whether `error` is the caller giving up: never wrapped, never retried, never counted. */
-export function isAbort(error: unknown, signal: AbortSignal | undefined | null): boolean {
-  if (signal?.aborted && error === signal.reason) return true;
-  return (error as { name?: unknown } | null)?.name === 'AbortError';
 }
 
 /**

@@ -15,6 +15,7 @@ import {
   CircuitOpenError,
   GateClosedError,
   HttpStatusError,
+  isAbort,
   NetworkError,
   RetryAfterTooLongError,
   TimeoutError,
@@ -128,11 +129,7 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
     return fromStatus(response.status, response.headers, retryDelay(response.headers), call, statuses);
   }
   const { error } = outcome;
-  const signal = call?.signal;
-  if (
-    (signal?.aborted && error === signal.reason) ||
-    (error as { name?: unknown } | null)?.name === 'AbortError'
-  ) {
+  if (isAbort(error, call?.signal)) {
     return { kind: 'cancelled', retryable: false, notRun: false, safeToResend: false };
   }
   if (error instanceof HttpStatusError) {

@@ -10,6 +10,12 @@
 
 import { redactText, redactUrl, safeHeaders } from './redact.ts';
 
+/** Whether `error` is the caller giving up: never wrapped, never retried, never counted. */
+export function isAbort(error: unknown, signal: AbortSignal | undefined | null): boolean {
+  if (signal?.aborted && error === signal.reason) return true;
+  return (error as { name?: unknown } | null)?.name === 'AbortError';
+}
+
 /** Where a request was going: enough to name it in a message, nothing secret. */
 export interface RequestSummary {
   /** The server's name in breakwater (default: the URL's origin). */

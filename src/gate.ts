@@ -13,8 +13,7 @@
 
 import * as z from 'zod/mini';
 import { type BackoffOptions, backoff, backoffSchema, type Jitter, withDefaults } from './backoff.ts';
-import { isAbort } from './chain.ts';
-import { GateClosedError, HttpStatusError, NetworkError, TimeoutError } from './errors.ts';
+import { GateClosedError, HttpStatusError, isAbort, NetworkError, TimeoutError } from './errors.ts';
 import type { GateEvent } from './events.ts';
 import { isFunction, validate } from './options.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';

@@ -30,7 +30,7 @@ export { Call } from './call.ts';
 export type { CaptureScope, CaptureStatus, CaptureStatusOptions, StatusSnapshot } from './capture.ts';
 export { captureStatus } from './capture.ts';
 export type { CreateFetchOptions } from './chain.ts';
-export { createFetch, isAbort } from './chain.ts';
+export { createFetch } from './chain.ts';
 export type { Classification, ClassifyOptions, Outcome, OutcomeKind } from './classify.ts';
 export { classify, DEFAULT_RETRYABLE_STATUSES, isRetryableStatus } from './classify.ts';
 export type {
@@ -47,6 +47,7 @@ export {
   CircuitOpenError,
   GateClosedError,
   HttpStatusError,
+  isAbort,
   NetworkError,
   RetryAfterTooLongError,
   TimeoutError,

@@ -12,12 +12,12 @@ import type { Context, ErrorHandler, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { AuthOptions } from '../../src/auth.ts';
 import { Call, type FetchLike, type KeyOption } from '../../src/call.ts';
-import { isAbort } from '../../src/chain.ts';
 import {
   BreakwaterError,
   CircuitOpenError,
   GateClosedError,
   HttpStatusError,
+  isAbort,
   NetworkError,
   RetryAfterTooLongError,
   TimeoutError,
