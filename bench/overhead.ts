@@ -7,34 +7,15 @@
 //    so drift hits both.
 //
 // Run: npm run bench   (BENCH_SECONDS=N to lengthen the throughput rounds)
-import { spawn } from 'node:child_process';
+
 import { captureStatus, createFetch, type FetchLike } from '../src/index.ts';
+import { median, startServer } from './loopback.ts';
 
 const BATCH = 20_000;
 const BATCHES = 25;
 const CONCURRENCY = 16;
 const ROUND_MS = Number(process.env.BENCH_SECONDS ?? 2) * 1000;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
-
-/** The server runs in its own process, so it does not share an event loop with the client. */
-const SERVER = `
-const server = require('node:http').createServer((req, res) => {
-  req.resume();
-  req.on('end', () => {
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': '11' });
-    res.end('{"ok":true}');
-  });
-});
-server.listen(0, '127.0.0.1', () => console.log(server.address().port));
-`;
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
-}
 
 async function perCall(fetch: FetchLike, url: string, init: RequestInit): Promise<number> {
   const started = performance.now();
@@ -73,11 +54,8 @@ async function overhead(): Promise<void> {
 }
 
 async function throughput(): Promise<void> {
-  const child = spawn(process.execPath, ['-e', SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise<string>((resolve) =>
-    child.stdout.once('data', (d) => resolve(String(d).trim())),
-  );
-  const url = `http://127.0.0.1:${port}/v1/things`;
+  const server = await startServer();
+  const url = `${server.origin}/v1/things`;
   const chain = createFetch({ use: [captureStatus()] });
   const body = JSON.stringify({ model: 'm', input: 'x'.repeat(200) });
 
@@ -128,7 +106,7 @@ async function throughput(): Promise<void> {
       `  ratio (median of rounds)    ${median(pairs).toFixed(3)}  [${pairs.map((p) => p.toFixed(3)).join(', ')}]`,
     );
   } finally {
-    child.kill();
+    server.close();
   }
 }
 

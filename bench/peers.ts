@@ -23,11 +23,12 @@
 // Run: npm run bench, or: npx tsx bench/peers.ts
 //   BENCH_SECONDS=N  length of each throughput round (default 1.5)
 //   BENCH_ROUNDS=N   throughput rounds (default 6)
-import { spawn } from 'node:child_process';
+
 import { ConsecutiveBreaker, circuitBreaker, ExponentialBackoff, handleAll, retry, wrap } from 'cockatiel';
 import ky from 'ky';
 import { createFetch as createOfetch, ofetch } from 'ofetch';
 import { definePolicy, type FetchLike } from '../src/index.ts';
+import { median, startServer } from './loopback.ts';
 
 const CONCURRENCY = 16;
 const ROUND_MS = Number(process.env.BENCH_SECONDS ?? 1.5) * 1000;
@@ -35,18 +36,6 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 6);
 /** Per-call rounds; each contender runs one batch of about BATCH_MS per round. */
 const CALL_ROUNDS = 15;
 const BATCH_MS = 50;
-
-/** The server runs in its own process, so it does not share an event loop with the client. */
-const SERVER = `
-const server = require('node:http').createServer((req, res) => {
-  req.resume();
-  req.on('end', () => {
-    res.writeHead(200, { 'content-type': 'application/json', 'content-length': '11' });
-    res.end('{"ok":true}');
-  });
-});
-server.listen(0, '127.0.0.1', () => console.log(server.address().port));
-`;
 
 /** One call, start to finish (body read or not, as the section says). */
 type Run = () => Promise<unknown>;
@@ -64,14 +53,6 @@ function cockatielPolicy() {
     retry(handleAll, { maxAttempts: 2, backoff: new ExponentialBackoff() }),
     circuitBreaker(handleAll, { halfOpenAfter: 10_000, breaker: new ConsecutiveBreaker(5) }),
   );
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2
-    ? (sorted[mid] as number)
-    : ((sorted[mid - 1] as number) + (sorted[mid] as number)) / 2;
 }
 
 const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / values.length;
@@ -209,11 +190,8 @@ async function overhead(): Promise<{
 }
 
 async function throughput(): Promise<{ mean: number; median: number }> {
-  const child = spawn(process.execPath, ['-e', SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
-  const port = await new Promise<string>((resolve) =>
-    child.stdout.once('data', (d) => resolve(String(d).trim())),
-  );
-  const url = `http://127.0.0.1:${port}/v1/things`;
+  const server = await startServer();
+  const url = `${server.origin}/v1/things`;
   const body = JSON.stringify({ model: 'm', input: 'x'.repeat(200) });
   const init = (): RequestInit => ({ method: 'POST', body, headers: { 'content-type': 'application/json' } });
 
@@ -287,7 +265,7 @@ async function throughput(): Promise<{ mean: number; median: number }> {
     console.log(`  breakwater / raw per round: [${bwRatios.map((p) => p.toFixed(3)).join(', ')}]`);
     return { mean: mean(bwRates) / rawMean, median: median(bwRatios) };
   } finally {
-    child.kill();
+    server.close();
   }
 }
 

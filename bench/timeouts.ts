@@ -2,13 +2,11 @@
 // AbortController + timer per call (what any abortable per-request timeout costs),
 // and definePolicy() with and without timeouts, against one server in its own process,
 // 4 interleaved rounds of 1.5 s, 16 concurrent POSTs. Run: npx tsx bench/timeouts.ts
-import { spawn } from 'node:child_process';
 import { definePolicy, type FetchLike } from '../src/index.ts';
+import { startServer } from './loopback.ts';
 
-const SERVER = `const s=require('node:http').createServer((q,r)=>{q.resume();q.on('end',()=>{r.writeHead(200,{'content-length':'11'});r.end('{"ok":true}')})});s.listen(0,'127.0.0.1',()=>console.log(s.address().port))`;
-const child = spawn(process.execPath, ['-e', SERVER], { stdio: ['ignore', 'pipe', 'inherit'] });
-const port = await new Promise<string>((r) => child.stdout.once('data', (d) => r(String(d).trim())));
-const url = `http://127.0.0.1:${port}/x`;
+const server = await startServer();
+const url = `${server.origin}/x`;
 const body = JSON.stringify({ a: 'x'.repeat(200) });
 async function run(f: FetchLike, ms = 1500): Promise<number> {
   let n = 0;
@@ -48,4 +46,4 @@ for (const [name, v] of sums) {
   const m = v.reduce((a, b) => a + b) / v.length;
   console.log(name.padEnd(24), m.toFixed(0), (m / base).toFixed(3));
 }
-child.kill();
+server.close();
