@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { Hono } from 'hono';
 import { proxy } from '../adapters/hono/proxy.ts';
 import { definePolicy, type Policy } from '../src/policy.ts';
-import { withApp } from './helpers/hono-server.ts';
+import { hangingUpstream, withApp } from './helpers/hono-server.ts';
 import { always, closedPort, sequence, withServer } from './helpers/server.ts';
 
 /** Reads a problem response: status, Retry-After and body. */
@@ -198,24 +198,7 @@ test('proxy() rejects bad options with a TypeError', () => {
 });
 
 test('a client that goes away aborts the proxied upstream call', async () => {
-  let onReceived: () => void = () => {};
-  let onClosed: (at: number) => void = () => {};
-  const received = new Promise<void>((resolve) => {
-    onReceived = resolve;
-  });
-  const closed = new Promise<number>((resolve) => {
-    onClosed = resolve;
-  });
-  const upstreamApp = new Hono();
-  upstreamApp.get('/slow', async (c) => {
-    onReceived();
-    const signal = c.req.raw.signal;
-    await new Promise<void>((resolve) => {
-      signal.addEventListener('abort', () => resolve(), { once: true });
-    });
-    onClosed(Date.now());
-    return c.text('too late');
-  });
+  const { app: upstreamApp, received, closed } = hangingUpstream('/slow');
   await withApp(upstreamApp, async (up) => {
     const policy = definePolicy({ name: 'slow', retry: { attempts: 1 } });
     await withApp(proxyApp(up.origin, policy), async (server) => {

@@ -12,7 +12,7 @@ import {
 } from '../src/errors.ts';
 import { definePolicy, type Policy } from '../src/policy.ts';
 import { retryDelay } from '../src/timing.ts';
-import { withApp } from './helpers/hono-server.ts';
+import { hangingUpstream, withApp } from './helpers/hono-server.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
 
 /** A query string and header no response may ever show. */
@@ -123,36 +123,6 @@ test('an upstream on a closed port gives a 502 problem', async () => {
     assertNoSecrets(problem.text);
   });
 });
-
-/**
- * An upstream app whose handler hangs until its client goes away, reporting when
- * it saw the close; `received` resolves when a request arrived.
- */
-function hangingUpstream(): {
-  app: Hono;
-  received: Promise<void>;
-  closed: Promise<number>;
-} {
-  let onReceived: () => void = () => {};
-  let onClosed: (at: number) => void = () => {};
-  const received = new Promise<void>((resolve) => {
-    onReceived = resolve;
-  });
-  const closed = new Promise<number>((resolve) => {
-    onClosed = resolve;
-  });
-  const app = new Hono();
-  app.get('/', async (c) => {
-    onReceived();
-    const signal = c.req.raw.signal;
-    await new Promise<void>((resolve) => {
-      signal.addEventListener('abort', () => resolve(), { once: true });
-    });
-    onClosed(Date.now());
-    return c.text('too late');
-  });
-  return { app, received, closed };
-}
 
 for (const withOwnSignal of [false, true]) {
   const how = withOwnSignal ? 'a call with its own signal' : 'a call without a signal';

@@ -7,6 +7,7 @@
 
 import type { AddressInfo } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
+import { Hono } from 'hono';
 
 /** Anything with a fetch handler: a Hono app, or `{ fetch }`. */
 export interface FetchApp {
@@ -54,4 +55,34 @@ export async function withApp<T>(app: FetchApp, fn: (server: AppServer) => Promi
   } finally {
     await server.close();
   }
+}
+
+/**
+ * An upstream app whose handler hangs until its client goes away, reporting when
+ * it saw the close; `received` resolves when a request arrived at `path`.
+ */
+export function hangingUpstream(path = '/'): {
+  app: Hono;
+  received: Promise<void>;
+  closed: Promise<number>;
+} {
+  let onReceived: () => void = () => {};
+  let onClosed: (at: number) => void = () => {};
+  const received = new Promise<void>((resolve) => {
+    onReceived = resolve;
+  });
+  const closed = new Promise<number>((resolve) => {
+    onClosed = resolve;
+  });
+  const app = new Hono();
+  app.get(path, async (c) => {
+    onReceived();
+    const signal = c.req.raw.signal;
+    await new Promise<void>((resolve) => {
+      signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+    onClosed(Date.now());
+    return c.text('too late');
+  });
+  return { app, received, closed };
 }
