@@ -1,6 +1,8 @@
 // Bundle sizes as a user's bundler would see them: esbuild, minified, gzip -9, with
 // the peers (zod, hono) external. Prints each entry and the issue's budgets. Run:
-// npm run size. (Not yet part of npm test: the budgets are not met; see bench/README.md.)
+// npm run size. `npm run size -- --files` also lists each source file's minified bytes
+// in each bundle, largest first. (Not yet part of npm test: the budgets are not met;
+// see bench/README.md.)
 import { gzipSync } from 'node:zlib';
 import { build } from 'esbuild';
 
@@ -21,6 +23,7 @@ const cases = [
   { name: 'breakwater/ky', code: `export * from '${root}adapters/ky/index.ts';` },
 ];
 
+const showFiles = process.argv.includes('--files');
 let over = 0;
 for (const { name, code, budget } of cases) {
   const result = await build({
@@ -31,6 +34,7 @@ for (const { name, code, budget } of cases) {
     platform: 'neutral',
     external: ['zod', 'zod/*', 'hono', 'hono/*'],
     write: false,
+    metafile: showFiles,
     logLevel: 'error',
   });
   const bytes = result.outputFiles[0].contents;
@@ -41,5 +45,11 @@ for (const { name, code, budget } of cases) {
   console.log(
     `${name.padEnd(34)} ${String(bytes.byteLength).padStart(7)} B min  ${String(gz).padStart(6)} B gzip${verdict}`,
   );
+  if (showFiles) {
+    const inputs = Object.entries(Object.values(result.metafile.outputs)[0].inputs)
+      .filter(([, input]) => input.bytesInOutput > 0)
+      .sort(([, a], [, b]) => b.bytesInOutput - a.bytesInOutput);
+    for (const [file, input] of inputs) console.log(`    ${String(input.bytesInOutput).padStart(7)} B  ${file}`);
+  }
 }
 if (over > 0) console.log(`${over} budget(s) not met`);
