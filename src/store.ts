@@ -13,7 +13,7 @@
  */
 
 import * as z from 'zod/mini';
-import { validate } from './options.ts';
+import { describeValue, functionOption, validate } from './options.ts';
 
 /** How many entries a memory store holds by default. */
 export const DEFAULT_MAX_ENTRIES = 10_000;
@@ -22,6 +22,8 @@ export const DEFAULT_MAX_ENTRIES = 10_000;
  * entries and throws past that; this leaves headroom.
  */
 const MAX_ENTRIES_LIMIT = 10_000_000;
+/** The expiry of an entry without a TTL. */
+const NEVER = Number.POSITIVE_INFINITY;
 
 /** A value a store can keep: anything that survives `JSON.stringify` / `JSON.parse` unchanged. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
@@ -82,89 +84,68 @@ export interface MemoryStoreOptions {
 }
 
 const optionsSchema = z.optional(
-  z.strictObject(
-    {
-      maxEntries: z.optional(
-        z
-          .number('must be a number of entries')
-          .check(
-            z.int('must be a whole number of entries'),
-            z.minimum(1, 'must be at least 1'),
-            z.maximum(MAX_ENTRIES_LIMIT, `must be at most ${MAX_ENTRIES_LIMIT} (a Map holds at most 2^24)`),
-          ),
-      ),
-      now: z.optional(
-        z.custom<() => number>(
-          (value) => typeof value === 'function',
-          'must be a function returning epoch ms',
-        ),
-      ),
-    },
-    'must be an options object',
-  ),
+  z.strictObject({
+    maxEntries: z.optional(
+      z.number().check(z.int('must be a whole number'), z.minimum(1), z.maximum(MAX_ENTRIES_LIMIT)),
+    ),
+    now: z.optional(functionOption<() => number>()),
+  }),
 );
 
 /**
- * One stored value. Primitives are kept as they are; objects and arrays as their JSON
- * text, so the store holds a copy (as a remote store would) and compares by text.
+ * One stored value, with short property names (they survive minification). A
+ * primitive is kept as it is; an object or array as its JSON text, so the store holds
+ * a copy (as a remote store would) and compares by text.
  */
 interface Entry {
-  primitive: string | number | boolean | null;
-  /** The JSON text of an object or array; undefined for a primitive. */
-  json: string | undefined;
+  /** The primitive, or the JSON text of an object or array. */
+  v: string | number | boolean | null;
+  /** Whether `v` is JSON text. */
+  j: boolean;
   /** Epoch ms at which the entry is gone; `Infinity` for none. */
-  expiresAt: number;
+  exp: number;
 }
 
-function describeType(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value === 'number') return String(value);
-  return `a ${typeof value}`;
+/** Throws `Type` with `problem` for the store method `method`, e.g. `store.set(): ...`. */
+function fail(method: string, problem: string, Type: ErrorConstructor = TypeError): never {
+  throw new Type(`store.${method}(): ${problem}`);
 }
 
-function encode(value: unknown, where: string): Entry {
-  switch (typeof value) {
-    case 'string':
-    case 'boolean':
-      return { primitive: value, json: undefined, expiresAt: Number.POSITIVE_INFINITY };
-    case 'number':
-      // JSON would turn NaN and ±Infinity into null: refuse rather than change the value.
-      if (Number.isFinite(value))
-        return { primitive: value, json: undefined, expiresAt: Number.POSITIVE_INFINITY };
-      break;
-    case 'object': {
-      if (value === null) return { primitive: null, json: undefined, expiresAt: Number.POSITIVE_INFINITY };
-      let json: string | undefined;
-      try {
-        json = JSON.stringify(value);
-      } catch {
-        // BigInt and cycles: reported below, without the runtime's wording.
-      }
-      if (typeof json === 'string') return { primitive: null, json, expiresAt: Number.POSITIVE_INFINITY };
-      break;
+/**
+ * `value` as an entry expiring `ttlMs` after `at` (never without a TTL), or a
+ * `TypeError` if JSON would not give the value back unchanged.
+ */
+function encode(value: unknown, method: string, ttlMs?: unknown, at = 0): Entry {
+  let json: string | undefined;
+  // JSON would turn NaN and ±Infinity into null: refuse rather than change the value.
+  let ok =
+    value === null || typeof value === 'string' || typeof value === 'boolean' || Number.isFinite(value);
+  if (!ok && typeof value === 'object') {
+    try {
+      json = JSON.stringify(value);
+    } catch {
+      // BigInt and cycles: reported below, without the runtime's wording.
     }
+    ok = typeof json === 'string';
   }
-  throw new TypeError(`${where}: the value must be JSON-serialisable (got ${describeType(value)})`);
+  if (!ok) fail(method, `the value must be JSON-serialisable (got ${describeValue(value)})`);
+  return { v: json ?? (value as Entry['v']), j: json !== undefined, exp: expiry(ttlMs, at, method) };
 }
 
-function decode(entry: Entry): JsonValue {
-  return entry.json === undefined ? entry.primitive : (JSON.parse(entry.json) as JsonValue);
-}
-
-function checkKey(key: unknown, where: string): void {
-  if (typeof key !== 'string')
-    throw new TypeError(`${where}: the key must be a string (got ${describeType(key)})`);
+function checkKey(key: unknown, method: string): void {
+  if (typeof key !== 'string') fail(method, `the key must be a string (got ${describeValue(key)})`);
 }
 
 /** The expiry for `ttlMs` from `at`: `Infinity` without one. */
-function expiry(ttlMs: unknown, at: number, where: string): number {
-  if (ttlMs === undefined) return Number.POSITIVE_INFINITY;
-  if (typeof ttlMs !== 'number')
-    throw new TypeError(`${where}: ttlMs must be a number (got ${describeType(ttlMs)})`);
-  if (!(ttlMs > 0) || !Number.isFinite(ttlMs)) {
-    throw new RangeError(`${where}: ttlMs must be a finite number of ms greater than 0 (got ${ttlMs})`);
-  }
-  return at + ttlMs;
+function expiry(ttlMs: unknown, at: number, method: string): number {
+  if (ttlMs === undefined) return NEVER;
+  if (typeof ttlMs === 'number' && ttlMs > 0 && ttlMs < NEVER) return at + ttlMs;
+  // A number out of range is a RangeError, anything else a TypeError.
+  return fail(
+    method,
+    `ttlMs must be a finite number of ms > 0 (got ${describeValue(ttlMs)})`,
+    typeof ttlMs === 'number' ? RangeError : TypeError,
+  );
 }
 
 /**
@@ -205,7 +186,7 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
    */
   let cursor = entries.keys();
   /** No entry expires before this (a lower bound: deletes do not raise it). */
-  let earliestExpiry = Number.POSITIVE_INFINITY;
+  let earliestExpiry = NEVER;
   let insertsSinceSweep = 0;
 
   /** The live entry under `key`, moved to the most recently used end; expired ones are dropped. */
@@ -213,17 +194,17 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
     const entry = entries.get(key);
     if (entry === undefined) return undefined;
     entries.delete(key);
-    if (entry.expiresAt <= at) return undefined;
+    if (entry.exp <= at) return undefined;
     entries.set(key, entry);
     return entry;
   }
 
   function sweep(at: number): void {
-    let earliest = Number.POSITIVE_INFINITY;
+    let earliest = NEVER;
     // Deleting the entry being visited is safe while iterating a Map.
     for (const [key, entry] of entries) {
-      if (entry.expiresAt <= at) entries.delete(key);
-      else if (entry.expiresAt < earliest) earliest = entry.expiresAt;
+      if (entry.exp <= at) entries.delete(key);
+      else if (entry.exp < earliest) earliest = entry.exp;
     }
     earliestExpiry = earliest;
     insertsSinceSweep = 0;
@@ -232,7 +213,7 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
   function write(key: string, entry: Entry, at: number): void {
     const existed = entries.delete(key);
     entries.set(key, entry);
-    if (entry.expiresAt < earliestExpiry) earliestExpiry = entry.expiresAt;
+    if (entry.exp < earliestExpiry) earliestExpiry = entry.exp;
     if (existed) return;
     insertsSinceSweep += 1;
     if (entries.size <= maxEntries) return;
@@ -248,74 +229,61 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
     }
   }
 
-  function same(entry: Entry, expected: Entry): boolean {
-    return entry.json === undefined
-      ? expected.json === undefined && entry.primitive === expected.primitive
-      : entry.json === expected.json;
-  }
-
   return {
     get size(): number {
       return entries.size;
     },
 
     async get(key: string): Promise<V | undefined> {
-      checkKey(key, 'store.get()');
+      checkKey(key, 'get');
       const entry = live(key, now());
-      return entry === undefined ? undefined : (decode(entry) as V);
+      return entry === undefined ? undefined : ((entry.j ? JSON.parse(entry.v as string) : entry.v) as V);
     },
 
     async set(key: string, value: V, ttlMs?: number): Promise<void> {
-      const where = 'store.set()';
-      checkKey(key, where);
-      const entry = encode(value, where);
+      checkKey(key, 'set');
       const at = now();
-      entry.expiresAt = expiry(ttlMs, at, where);
-      write(key, entry, at);
+      write(key, encode(value, 'set', ttlMs, at), at);
     },
 
     async delete(key: string): Promise<boolean> {
-      checkKey(key, 'store.delete()');
+      checkKey(key, 'delete');
       const entry = entries.get(key);
-      if (entry === undefined) return false;
-      entries.delete(key);
       // An expired entry was already gone as far as callers can tell.
-      return entry.expiresAt > now();
+      return entries.delete(key) && (entry as Entry).exp > now();
     },
 
     async increment(key: string, by = 1, ttlMs?: number): Promise<number> {
-      const where = 'store.increment()';
-      checkKey(key, where);
-      if (typeof by !== 'number' || !Number.isFinite(by)) {
-        throw new TypeError(`${where}: by must be a finite number (got ${describeType(by)})`);
-      }
+      const method = 'increment';
+      checkKey(key, method);
+      // Number.isFinite is false for anything that is not a number, too.
+      if (!Number.isFinite(by)) fail(method, `by must be a finite number (got ${describeValue(by)})`);
       const at = now();
-      const expiresAt = expiry(ttlMs, at, where);
+      const exp = expiry(ttlMs, at, method);
       const entry = live(key, at);
       if (entry === undefined) {
-        write(key, { primitive: by, json: undefined, expiresAt }, at);
+        write(key, { v: by, j: false, exp }, at);
         return by;
       }
-      if (typeof entry.primitive !== 'number' || entry.json !== undefined) {
-        throw new TypeError(`${where}: key ${JSON.stringify(key)} holds a value that is not a number`);
-      }
-      const sum = entry.primitive + by;
-      if (!Number.isFinite(sum)) throw new RangeError(`${where}: key ${JSON.stringify(key)} would overflow`);
+      // JSON text is a string, so this also refuses objects and arrays.
+      if (typeof entry.v !== 'number') fail(method, `key ${JSON.stringify(key)} does not hold a number`);
+      const sum = entry.v + by;
+      if (!Number.isFinite(sum)) fail(method, `key ${JSON.stringify(key)} would overflow`, RangeError);
       // The entry keeps its TTL: only creating a key sets one.
-      entry.primitive = sum;
+      entry.v = sum;
       return sum;
     },
 
     async compareAndSet(key: string, expected: V | undefined, next: V, ttlMs?: number): Promise<boolean> {
-      const where = 'store.compareAndSet()';
-      checkKey(key, where);
-      const wanted = expected === undefined ? undefined : encode(expected, where);
-      const entry = encode(next, where);
+      const method = 'compareAndSet';
+      checkKey(key, method);
+      const wanted = expected === undefined ? undefined : encode(expected, method);
       const at = now();
-      entry.expiresAt = expiry(ttlMs, at, where);
+      const entry = encode(next, method, ttlMs, at);
       const current = live(key, at);
-      const matches =
-        wanted === undefined ? current === undefined : current !== undefined && same(current, wanted);
+      // A stored `v` is never undefined, so with `expected === undefined` this matches
+      // exactly when the key is absent, and otherwise when value and kind are the same.
+      const matches = current?.v === wanted?.v && current?.j === wanted?.j;
       if (matches) write(key, entry, at);
       return matches;
     },
