@@ -40,7 +40,7 @@ export interface BreakwaterErrorOptions {
   /** The failure underneath, if any. */
   cause?: unknown;
   /** The request this error is about, if any. */
-  request?: RequestSummary;
+  request?: RequestSummary | undefined;
 }
 
 /** The base of every breakwater error: catch this to catch them all. */

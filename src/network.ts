@@ -25,7 +25,7 @@
  * programming errors such as an invalid URL, non-Error throwables).
  */
 
-import { NetworkError, type NetworkPhase, type RequestSummary, type SentState } from './errors.ts';
+import { NetworkError, type RequestSummary, type SentState } from './errors.ts';
 
 /**
  * The normalised codes a {@link NetworkError} from {@link normalizeNetworkError} carries.
@@ -59,12 +59,12 @@ export type NetworkErrorCode =
  */
 export type FetchStage = 'headers' | 'body';
 
-/** What a raw error says about the failure. */
-interface Verdict {
-  code: NetworkErrorCode;
-  phase: NetworkPhase;
-  sent: SentState;
-}
+/**
+ * What a raw error says about the failure: the normalised code and whether the request
+ * may have been sent. The phase follows from these two and the stage (see
+ * {@link normalizeNetworkError}), so it is not stored.
+ */
+type Verdict = readonly [code: NetworkErrorCode, sent: SentState];
 
 /**
  * How many errors of a `cause` / `AggregateError.errors` chain are looked at. Real
@@ -73,52 +73,60 @@ interface Verdict {
  */
 const MAX_CHAIN_ERRORS = 16;
 
-/** Failed before a byte of the request was written. */
-function notSent(code: NetworkErrorCode): Verdict {
-  return { code, phase: 'connect', sent: 'no' };
-}
-
-/** Failed after connecting (or the runtime cannot tell): the server may have the request. */
-function maybeSent(code: NetworkErrorCode): Verdict {
-  return { code, phase: 'send', sent: 'maybe' };
-}
-
 /**
  * Error `code`s (Node/undici system errors, Bun's fetch codes) and error class `name`s
- * (Deno's built-in error classes, older Bun) that name the failure outright. A `Map`, not an
- * object literal, so a code such as `constructor` never finds a prototype member.
+ * (Deno's built-in error classes, older Bun) that name the failure outright, grouped
+ * by the normalised code they map to: first those that fail before a byte of the
+ * request is written, then those that fail after connecting (or where the runtime
+ * cannot tell), where the server may have the request. Space-separated, split once
+ * into {@link CODE_VERDICTS}.
  */
-const CODE_VERDICTS: ReadonlyMap<string, Verdict> = new Map([
-  ['ECONNREFUSED', notSent('ECONNREFUSED')],
-  ['ConnectionRefused', notSent('ECONNREFUSED')], // older Bun; Deno's ConnectionRefused class
-  ['ENOTFOUND', notSent('ENOTFOUND')],
-  ['EAI_AGAIN', notSent('ENOTFOUND')], // temporary DNS failure: see NetworkErrorCode
-  ['EAI_FAIL', notSent('ENOTFOUND')],
-  ['EAI_NONAME', notSent('ENOTFOUND')],
-  ['EAI_NODATA', notSent('ENOTFOUND')],
-  ['DNSException', notSent('ENOTFOUND')], // Bun's DNS error class
-  ['EPROTO', notSent('TLS')], // Node and Bun: the TLS handshake failed (plain HTTP on the port, ...)
-  ['UND_ERR_CONNECT_TIMEOUT', notSent('ETIMEDOUT')],
-  ['FailedToOpenSocket', notSent('ENETWORK')], // Bun: the socket could not be opened at all
-  ['ECONNRESET', maybeSent('ECONNRESET')],
-  ['ConnectionReset', maybeSent('ECONNRESET')], // Deno's ConnectionReset class
-  ['ECONNABORTED', maybeSent('ECONNRESET')],
-  ['ConnectionAborted', maybeSent('ECONNRESET')], // Deno's ConnectionAborted class
-  ['EPIPE', maybeSent('EPIPE')],
-  ['BrokenPipe', maybeSent('EPIPE')], // Deno's BrokenPipe class
-  ['ETIMEDOUT', maybeSent('ETIMEDOUT')], // refined to "not sent" when syscall is connect
-  ['TimedOut', maybeSent('ETIMEDOUT')], // Deno's TimedOut class
-  ['Timeout', maybeSent('ETIMEDOUT')], // Bun's idle timeout
-  ['UND_ERR_HEADERS_TIMEOUT', maybeSent('ETIMEDOUT')],
-  ['UND_ERR_BODY_TIMEOUT', maybeSent('ETIMEDOUT')],
-  ['UND_ERR_SOCKET', maybeSent('ECLOSED')], // undici: "other side closed"
-  ['ConnectionClosed', maybeSent('ECLOSED')], // older Bun (Bun 1.4 reports ECONNRESET instead)
-  ['UnexpectedEof', maybeSent('ECLOSED')], // Deno's UnexpectedEof class
-  ['EHOSTUNREACH', maybeSent('ENETWORK')], // refined to "not sent" when syscall is connect
-  ['ENETUNREACH', maybeSent('ENETWORK')],
-  ['EHOSTDOWN', maybeSent('ENETWORK')],
-  ['ENETDOWN', maybeSent('ENETWORK')],
-]);
+const CODES_BY_SENT: Readonly<Record<SentState, Partial<Record<NetworkErrorCode, string>>>> = {
+  no: {
+    // ConnectionRefused: older Bun, and Deno's ConnectionRefused class.
+    ECONNREFUSED: 'ECONNREFUSED ConnectionRefused',
+    // EAI_AGAIN is a temporary DNS failure (see NetworkErrorCode); DNSException is Bun's DNS error class.
+    ENOTFOUND: 'ENOTFOUND EAI_AGAIN EAI_FAIL EAI_NONAME EAI_NODATA DNSException',
+    // Node and Bun: the TLS handshake failed (plain HTTP on the port, ...).
+    TLS: 'EPROTO',
+    ETIMEDOUT: 'UND_ERR_CONNECT_TIMEOUT',
+    // Bun: the socket could not be opened at all.
+    ENETWORK: 'FailedToOpenSocket',
+  },
+  maybe: {
+    // ConnectionReset, ConnectionAborted: Deno's classes.
+    ECONNRESET: 'ECONNRESET ConnectionReset ECONNABORTED ConnectionAborted',
+    // BrokenPipe: Deno's class.
+    EPIPE: 'EPIPE BrokenPipe',
+    // ETIMEDOUT is refined to "not sent" when the syscall is connect. TimedOut: Deno's
+    // class; Timeout: Bun's idle timeout.
+    ETIMEDOUT: 'ETIMEDOUT TimedOut Timeout UND_ERR_HEADERS_TIMEOUT UND_ERR_BODY_TIMEOUT',
+    // UND_ERR_SOCKET: undici's "other side closed"; ConnectionClosed: older Bun (Bun 1.4
+    // reports ECONNRESET instead); UnexpectedEof: Deno's class.
+    ECLOSED: 'UND_ERR_SOCKET ConnectionClosed UnexpectedEof',
+    // EHOSTUNREACH (and the rest) is refined to "not sent" when the syscall is connect.
+    ENETWORK: 'EHOSTUNREACH ENETUNREACH EHOSTDOWN ENETDOWN',
+  },
+};
+
+/**
+ * {@link CODES_BY_SENT} by raw code or class name. A `Map`, not an object literal, so
+ * a code such as `constructor` never finds a prototype member.
+ */
+const CODE_VERDICTS: ReadonlyMap<string, Verdict> = /* @__PURE__ */ verdictsByCode();
+
+function verdictsByCode(): Map<string, Verdict> {
+  const verdicts = new Map<string, Verdict>();
+  for (const [sent, codes] of Object.entries(CODES_BY_SENT) as [
+    SentState,
+    Record<NetworkErrorCode, string>,
+  ][]) {
+    for (const [code, raws] of Object.entries(codes) as [NetworkErrorCode, string][]) {
+      for (const raw of raws.split(' ')) verdicts.set(raw, [code, sent]);
+    }
+  }
+  return verdicts;
+}
 
 /**
  * TLS record errors that can also strike an established connection, after the request
@@ -146,73 +154,53 @@ const TLS_HANDSHAKE_DROPPED = 'before secure tls connection was established';
 
 /**
  * Message fragments (lower case) that describe the failure where no `code` does:
- * Deno's hyper / rustls / OS messages (Linux, macOS and Windows wordings). Checked in
- * order; the first match wins. `connectOnly` marks failures that can only happen
- * before the request is written; the others count as not sent only when the chain
- * says they came in the connect step (see {@link CONNECT_MARKERS}).
+ * Deno's hyper / rustls / OS messages (Linux, macOS and Windows wordings), as plain
+ * alternatives (linear time). Checked in order; the first match wins. Each rule's
+ * `sent` holds unless the chain says the failure came in the connect step (see
+ * {@link CONNECT_MARKER}), which makes it "not sent": DNS, refused and TLS failures
+ * can only happen before the request is written, so they are "not sent" always.
  */
-const MESSAGE_RULES: readonly { needles: readonly string[]; code: NetworkErrorCode; connectOnly?: true }[] = [
-  {
-    needles: [
-      'dns error',
-      'failed to lookup address',
-      'name or service not known',
-      'nodename nor servname',
-      'no such host',
-      'temporary failure in name resolution',
-    ],
-    code: 'ENOTFOUND',
-    connectOnly: true,
-  },
-  { needles: ['connection refused', 'actively refused'], code: 'ECONNREFUSED', connectOnly: true },
-  {
-    needles: [
-      'invalid peer certificate',
-      'received corrupt message',
-      'received fatal alert',
-      'peer is incompatible',
-      'peer misbehaved',
-      'tls handshake',
-      'certificate',
-    ],
-    code: 'TLS',
-    connectOnly: true,
-  },
-  { needles: ['timed out', 'deadline has elapsed'], code: 'ETIMEDOUT' },
-  { needles: ['connection reset', 'forcibly closed'], code: 'ECONNRESET' },
-  { needles: ['broken pipe'], code: 'EPIPE' },
-  { needles: ['connection closed', 'unexpected eof', 'unexpected end of file'], code: 'ECLOSED' },
+const MESSAGE_RULES: readonly (readonly [fragments: RegExp, code: NetworkErrorCode, sent: SentState])[] = [
+  [
+    /dns error|failed to lookup address|name or service not known|nodename nor servname|no such host|temporary failure in name resolution/,
+    'ENOTFOUND',
+    'no',
+  ],
+  [/connection refused|actively refused/, 'ECONNREFUSED', 'no'],
+  [
+    /invalid peer certificate|received corrupt message|received fatal alert|peer is incompatible|peer misbehaved|tls handshake|certificate/,
+    'TLS',
+    'no',
+  ],
+  [/timed out|deadline has elapsed/, 'ETIMEDOUT', 'maybe'],
+  [/connection reset|forcibly closed/, 'ECONNRESET', 'maybe'],
+  [/broken pipe/, 'EPIPE', 'maybe'],
+  [/connection closed|unexpected eof|unexpected end of file/, 'ECLOSED', 'maybe'],
 ];
 
 /**
- * Markers (lower case) of a failure in the connect step: hyper's `client error
+ * Marks (lower case) of a failure in the connect step: hyper's `client error
  * (Connect)` (Deno) means the connector failed, so no request byte was written.
  */
-const CONNECT_MARKERS: readonly string[] = ['(connect)', 'tcp connect error'];
+const CONNECT_MARKER = /\(connect\)|tcp connect error/;
 
 /**
  * How `fetch` says "the network failed" when it says nothing more (lower-case message
- * prefixes of a `TypeError`): undici (`fetch failed`, `terminated` for a broken body),
- * Deno, Bun's catch-all, workerd and the browsers. A `TypeError` with any other
- * message (an invalid URL, a used body) is a programming error, not a network one.
+ * prefixes of a `TypeError`). A `TypeError` with any other message (an invalid URL, a
+ * used body) is a programming error, not a network one.
+ *
+ * - undici (Node): `fetch failed`; `terminated` when the response body stream broke.
+ * - Deno: `fetch failed` (>= 2.x, with a cause), `error sending request`, `error
+ *   reading a body from connection` (the body stream broke), `client error (`
+ *   (hyper-util), `connection error` (hyper).
+ * - Bun's catch-all: `fetch() failed`. workerd: `network connection lost`.
+ * - Chromium: `failed to fetch`, `network error` (while reading a body). Firefox:
+ *   `networkerror when attempting to fetch resource`. Safari: `load failed` (17+),
+ *   `the network connection was lost`, `the internet connection appears to be
+ *   offline`. React Native and whatwg-fetch: `network request failed`.
  */
-const FETCH_FAILURE_MESSAGES: readonly string[] = [
-  'fetch failed', // undici (Node), Deno >= 2.x with a cause
-  'terminated', // undici: the response body stream broke
-  'error sending request', // Deno
-  'error reading a body from connection', // Deno: the response body stream broke
-  'client error (', // Deno (hyper-util)
-  'connection error', // Deno (hyper)
-  'fetch() failed', // Bun's catch-all
-  'network connection lost', // workerd
-  'failed to fetch', // Chromium
-  'networkerror when attempting to fetch resource', // Firefox
-  'load failed', // Safari 17+
-  'the network connection was lost', // Safari
-  'the internet connection appears to be offline', // Safari
-  'network error', // Chromium, while reading a body
-  'network request failed', // React Native, whatwg-fetch
-];
+const FETCH_FAILURE =
+  /^(?:fetch failed|terminated|error sending request|error reading a body from connection|client error \(|connection error|fetch\(\) failed|network connection lost|failed to fetch|networkerror when attempting to fetch resource|load failed|the network connection was lost|the internet connection appears to be offline|network error|network request failed)/;
 
 /**
  * The message without its URLs (lower case). Deno puts the request URL into the
@@ -222,8 +210,7 @@ const FETCH_FAILURE_MESSAGES: readonly string[] = [
  * serialised, so they hold no whitespace; a split keeps this linear.
  */
 function messageOf(error: unknown): string {
-  const message = readString(error, 'message') ?? '';
-  return message
+  return readString(error, 'message')
     .split(/\s+/)
     .filter((word) => !word.includes('://'))
     .join(' ')
@@ -234,17 +221,13 @@ function messageOf(error: unknown): string {
  * Causes (lower case) with which `fetch` refuses a request itself, by the Fetch
  * standard's rules, without a network failure: a blocked port, an unsupported scheme,
  * a redirect loop. They arrive as `fetch failed` (undici) or `Fetch failed: ...`
- * (Deno) but will fail the same way every time: not network errors.
+ * (Deno) but will fail the same way every time: not network errors. undici says `bad
+ * port`, `unknown scheme`, `url scheme must be a http(s) scheme` (on redirect) and
+ * `redirect count exceeded`; Deno `requests to port` (`Requests to port 1 are
+ * blocked`), `maximum number of redirects` and `can not redirect to a non http(s) url`.
  */
-const LOCAL_REFUSALS: readonly string[] = [
-  'bad port', // undici
-  'unknown scheme', // undici
-  'url scheme must be a http(s) scheme', // undici, on redirect
-  'redirect count exceeded', // undici
-  'requests to port', // Deno: "Requests to port 1 are blocked"
-  'maximum number of redirects', // Deno
-  'can not redirect to a non http(s) url', // Deno
-];
+const LOCAL_REFUSAL =
+  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url/;
 
 /** Reads a property without letting a throwing getter or Proxy escape. */
 function read(value: unknown, key: string): unknown {
@@ -256,28 +239,27 @@ function read(value: unknown, key: string): unknown {
   }
 }
 
-function readString(value: unknown, key: string): string | undefined {
+/** Reads a string property (as {@link read}); anything else reads as `''`. */
+function readString(value: unknown, key: string): string {
   const field = read(value, key);
-  return typeof field === 'string' ? field : undefined;
+  return typeof field === 'string' ? field : '';
 }
 
 /**
  * The error and everything under it, outermost first: `cause` links and the members
  * of an `AggregateError` (Node's happy-eyeballs connect reports one error per address).
+ * The queue stays bounded: only the first {@link MAX_CHAIN_ERRORS} errors add to it.
  */
 function chainOf(error: unknown): unknown[] {
-  const seen = new Set<unknown>();
   const queue: unknown[] = [error];
   const chain: unknown[] = [];
-  while (queue.length > 0 && chain.length < MAX_CHAIN_ERRORS) {
-    const current = queue.shift();
-    if (typeof current !== 'object' || current === null || seen.has(current)) continue;
-    seen.add(current);
+  for (let i = 0; i < queue.length && chain.length < MAX_CHAIN_ERRORS; i++) {
+    const current = queue[i];
+    if (typeof current !== 'object' || current === null || chain.includes(current)) continue;
     chain.push(current);
     const members = read(current, 'errors');
     if (Array.isArray(members)) queue.push(...members.slice(0, MAX_CHAIN_ERRORS));
-    const cause = read(current, 'cause');
-    if (cause !== undefined) queue.push(cause);
+    queue.push(read(current, 'cause'));
   }
   return chain;
 }
@@ -292,38 +274,28 @@ function isCancellation(error: unknown): boolean {
 function fromCode(error: unknown): Verdict | undefined {
   const code = readString(error, 'code');
   const syscall = readString(error, 'syscall');
-  const message = messageOf(error);
-  if (syscall !== undefined && DNS_SYSCALL.test(syscall)) return notSent('ENOTFOUND');
-  let verdict: Verdict | undefined;
-  if (code !== undefined) {
-    if (TLS_RECORD_CODE.test(code)) verdict = maybeSent('TLS');
-    else if (TLS_CODE.test(code)) verdict = notSent('TLS');
-    else verdict = CODE_VERDICTS.get(code);
-  }
-  verdict ??= CODE_VERDICTS.get(readString(error, 'name') ?? '');
-  if (verdict === undefined) return undefined;
+  if (DNS_SYSCALL.test(syscall)) return ['ENOTFOUND', 'no'];
+  const verdict: Verdict | undefined = TLS_RECORD_CODE.test(code)
+    ? ['TLS', 'maybe']
+    : TLS_CODE.test(code)
+      ? ['TLS', 'no']
+      : (CODE_VERDICTS.get(code) ?? CODE_VERDICTS.get(readString(error, 'name')));
   // Node names the failing syscall: an error in `connect` came before any write.
-  if (verdict.sent === 'maybe' && (syscall === 'connect' || message.includes(TLS_HANDSHAKE_DROPPED))) {
-    return notSent(verdict.code);
+  if (
+    verdict?.[1] === 'maybe' &&
+    (syscall === 'connect' || messageOf(error).includes(TLS_HANDSHAKE_DROPPED))
+  ) {
+    return [verdict[0], 'no'];
   }
   return verdict;
 }
 
-/** The verdict from an error's message (Deno), given whether the chain failed in connect. */
-function fromMessage(message: string, connecting: boolean): Verdict | undefined {
-  for (const rule of MESSAGE_RULES) {
-    if (rule.needles.some((needle) => message.includes(needle))) {
-      return rule.connectOnly || connecting ? notSent(rule.code) : maybeSent(rule.code);
-    }
-  }
-  return undefined;
-}
-
 /** Whether this is a `TypeError` with one of the messages `fetch` uses for network failures. */
 function isFetchFailure(error: unknown): boolean {
-  if (readString(error, 'name') !== 'TypeError') return false;
-  const message = readString(error, 'message')?.toLowerCase() ?? '';
-  return FETCH_FAILURE_MESSAGES.some((prefix) => message.startsWith(prefix));
+  return (
+    readString(error, 'name') === 'TypeError' &&
+    FETCH_FAILURE.test(readString(error, 'message').toLowerCase())
+  );
 }
 
 /** Reads the verdict from a whole chain, or undefined when it is not a network failure. */
@@ -331,18 +303,18 @@ function judge(chain: readonly unknown[]): Verdict | undefined {
   // Several recognisable failures (an AggregateError, a wrapped cause): the one that
   // admits the request may have been sent wins, so no caller resends on a guess.
   const byCode = chain.map(fromCode).filter((v): v is Verdict => v !== undefined);
-  if (byCode.length > 0) return byCode.find((v) => v.sent === 'maybe') ?? byCode[0];
+  if (byCode.length > 0) return byCode.find((v) => v[1] === 'maybe') ?? byCode[0];
 
   if (!chain.some(isFetchFailure)) return undefined;
   const messages = chain.map(messageOf);
-  if (messages.some((message) => LOCAL_REFUSALS.some((refusal) => message.includes(refusal))))
-    return undefined;
-  const connecting = messages.some((message) => CONNECT_MARKERS.some((marker) => message.includes(marker)));
+  if (messages.some((message) => LOCAL_REFUSAL.test(message))) return undefined;
+  const connecting = messages.some((message) => CONNECT_MARKER.test(message));
   for (const message of messages) {
-    const verdict = fromMessage(message, connecting);
-    if (verdict !== undefined) return verdict;
+    for (const [fragments, code, sent] of MESSAGE_RULES) {
+      if (fragments.test(message)) return [code, connecting ? 'no' : sent];
+    }
   }
-  return connecting ? notSent('ENETWORK') : maybeSent('ENETWORK');
+  return ['ENETWORK', connecting ? 'no' : 'maybe'];
 }
 
 /**
@@ -387,10 +359,18 @@ export function normalizeNetworkError(
 ): NetworkError | undefined {
   if (error instanceof NetworkError) return error;
   const chain = chainOf(error);
-  if (chain.length === 0 || chain.some(isCancellation)) return undefined;
+  // judge([]) is undefined: a value that is not an object is no network failure.
+  if (chain.some(isCancellation)) return undefined;
   const verdict = judge(chain);
   if (verdict === undefined) return undefined;
-  const { code, phase, sent } =
-    stage === 'body' ? { ...verdict, phase: 'response' as const, sent: 'maybe' as const } : verdict;
-  return new NetworkError({ code, phase, sent, cause: error, ...(request === undefined ? {} : { request }) });
+  const [code, sent] = verdict;
+  // A broken body stream: the response had started, so the request was sent.
+  const body = stage === 'body';
+  return new NetworkError({
+    code,
+    phase: body ? 'response' : sent === 'no' ? 'connect' : 'send',
+    sent: body ? 'maybe' : sent,
+    cause: error,
+    request,
+  });
 }
