@@ -18,7 +18,7 @@
 import * as z from 'zod/mini';
 import type { Call, Middleware, Next } from './call.ts';
 import { BreakwaterError, requestSummary } from './errors.ts';
-import { isFunction, validate } from './options.ts';
+import { functionOption, isFunction, validate } from './options.ts';
 
 /** The header a token goes in, by default (RFC 9110 §11.6.2). */
 export const DEFAULT_AUTH_HEADER = 'authorization';
@@ -53,89 +53,69 @@ export interface AuthOptions {
   scheme?: string | undefined;
 }
 
+/**
+ * A credential as a header value: visible ASCII (`!` to `~`), with spaces or tabs
+ * inside only. A space may separate scheme and credentials, never lead or trail:
+ * Headers would strip it, and a value that changes on the way is a surprise.
+ * Anchored, and the classes meet only at the last character: linear time.
+ */
+const TOKEN_VALUE = /^[!-~]([\t -~]*[!-~])?$/;
+
 /** Whether `value` can go in a header as a credential: printable ASCII, inner spaces allowed, no line breaks. */
 function isTokenValue(value: unknown): value is string {
-  if (typeof value !== 'string' || value.length === 0) return false;
-  for (let i = 0; i < value.length; i++) {
-    const c = value.charCodeAt(i);
-    const visible = c > 0x20 && c < 0x7f;
-    // A space (or tab) may separate scheme and credentials, never lead or trail:
-    // Headers would strip it, and a value that changes on the way is a surprise.
-    const inner = (c === 0x20 || c === 0x09) && i > 0 && i < value.length - 1;
-    if (!visible && !inner) return false;
-  }
-  return true;
+  return typeof value === 'string' && TOKEN_VALUE.test(value);
 }
 
 /** An RFC 9110 §5.6.2 token: what header names and auth schemes are made of. */
 const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
-const optionsSchema = z.strictObject(
-  {
-    token: z.custom<TokenSource>(
-      (value) => isTokenValue(value) || isFunction(value),
-      'must be a non-empty string of printable ASCII without line breaks, or a function returning one',
-    ),
-    refresh: z.optional(
-      z.custom<() => string | Promise<string>>(isFunction, 'must be a function returning the new token'),
-    ),
-    header: z.optional(
-      z
-        .string('must be a header name')
-        .check(z.regex(HTTP_TOKEN, 'must be a header name (an RFC 9110 token)')),
-    ),
-    scheme: z.optional(
-      z
-        .string('must be a string')
-        .check(
-          z.refine(
-            (value) => value === '' || HTTP_TOKEN.test(value),
-            'must be an auth scheme (an RFC 9110 token) or empty',
-          ),
-        ),
-    ),
-  },
-  'must be an options object with a token',
-);
+const optionsSchema = z.strictObject({
+  token: z.custom<TokenSource>(
+    (value) => isTokenValue(value) || isFunction(value),
+    'must be a non-empty string of printable ASCII, or a function returning one',
+  ),
+  refresh: z.optional(functionOption<() => string | Promise<string>>()),
+  header: z.optional(z.string().check(z.regex(HTTP_TOKEN, 'must be a header name'))),
+  scheme: z.optional(
+    z.string().check(z.refine((value) => value === '' || HTTP_TOKEN.test(value), 'must be a token or empty')),
+  ),
+});
 
-/** Why a token value was refused, by type only: the value itself is never shown. */
-function refusal(value: unknown): string {
-  return typeof value === 'string'
-    ? 'a string that is empty, has a line break, leading or trailing space, or a non-ASCII character'
-    : `a ${value === null ? 'null' : typeof value}`;
+/**
+ * Calls `get` (`token()` or `refresh()`, by `name`) and checks what it gave. A bad
+ * value is described by type only: the value itself is never shown.
+ */
+async function obtain(get: () => string | Promise<string>, name: string): Promise<string> {
+  const value: unknown = await get();
+  if (!isTokenValue(value)) {
+    throw new TypeError(
+      `${name}() returned an invalid token (${value === null ? 'null' : typeof value}; want printable ASCII, no line breaks)`,
+    );
+  }
+  return value;
 }
 
 /** A request body that can be sent a second time (DESIGN.md §2): anything but a stream. */
 function replayable(call: Call): boolean {
-  const body = call.body ?? (call.input instanceof Request ? call.input.body : null);
+  // `call.body` is init's body, else the Request's; with `body: undefined` in init the
+  // Request's body is still what is sent.
+  const body = call.body ?? (call.input as Partial<Request>).body;
   return typeof (body as ReadableStream | null | undefined)?.getReader !== 'function';
 }
 
 /** Waits for `promise`, or rejects with the caller's abort reason as soon as `signal` aborts. */
 function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
   if (signal === undefined) return promise;
-  if (signal.aborted) return Promise.reject(signal.reason);
   return new Promise<T>((resolve, reject) => {
     const onAbort = (): void => reject(signal.reason);
+    if (signal.aborted) onAbort();
     signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (error: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(error);
-      },
-    );
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
   });
 }
 
 /** The token a request went out with, and which refresh it came from (0: none yet). */
-interface Stamp {
-  token: string;
-  generation: number;
-}
+type Stamp = [token: string, generation: number];
 
 /**
  * Stamps `Authorization: Bearer <token>` on every request; on a 401, refreshes the
@@ -187,8 +167,8 @@ export function auth(options: AuthOptions): Middleware {
   /** The refresh in flight, shared by every caller that meets a 401 meanwhile. */
   let inflight: Promise<void> | undefined;
 
-  const format = (token: string): string =>
-    token.includes(' ') || token.includes('\t') || scheme === '' ? token : `${scheme} ${token}`;
+  const prefix = scheme === '' ? '' : `${scheme} `;
+  const format = (token: string): string => (/[ \t]/.test(token) ? token : prefix + token);
 
   function failure(call: Call, code: string, what: string, cause: unknown): BreakwaterError {
     const request = requestSummary(call.key, call.method, call.href);
@@ -200,57 +180,46 @@ export function auth(options: AuthOptions): Middleware {
   }
 
   async function currentToken(call: Call): Promise<Stamp> {
-    const seen = generation;
-    if (seen > 0) return { token: refreshed, generation: seen };
-    if (typeof source === 'string') return { token: source, generation: 0 };
-    let value: unknown;
-    try {
-      value = await source();
-    } catch (error) {
-      throw failure(call, 'AUTH_TOKEN_FAILED', 'token() failed, so nothing was sent', error);
+    if (generation === 0 && typeof source !== 'string') {
+      let value: string;
+      try {
+        value = await obtain(source, 'token');
+      } catch (error) {
+        throw failure(call, 'AUTH_TOKEN_FAILED', 'token() failed, so nothing was sent', error);
+      }
+      // A refresh that finished while token() ran has the newer token.
+      if (generation === 0) return [value, 0];
     }
-    if (!isTokenValue(value)) {
-      throw failure(
-        call,
-        'AUTH_TOKEN_FAILED',
-        `token() returned ${refusal(value)} instead of a token, so nothing was sent`,
-        undefined,
-      );
-    }
-    // A refresh finished while token() ran: its token is newer.
-    if (generation > seen) return { token: refreshed, generation };
-    return { token: value, generation: 0 };
+    return [generation > 0 ? refreshed : (source as string), generation];
   }
 
   /** Runs `refresh()` once; a caller arriving while it runs joins it. */
   function refreshOnce(call: Call, run: () => string | Promise<string>): Promise<void> {
     if (inflight !== undefined) return inflight;
     const flight = (async (): Promise<void> => {
+      let outcome: 'failed' | 'refreshed' = 'failed';
       try {
-        const value: unknown = await run();
-        if (!isTokenValue(value))
-          throw new TypeError(`refresh() returned ${refusal(value)} instead of a token`);
-        refreshed = value;
+        refreshed = await obtain(run, 'refresh');
         generation += 1;
-      } catch (error) {
-        call.emit({ type: 'auth-refresh', key: call.key, outcome: 'failed' });
-        throw error;
+        outcome = 'refreshed';
+      } finally {
+        call.emit({ type: 'auth-refresh', key: call.key, outcome });
       }
-      call.emit({ type: 'auth-refresh', key: call.key, outcome: 'refreshed' });
     })();
     inflight = flight;
     // Cleared once settled (not in a `finally` inside: a refresh() that throws
-    // synchronously would settle before `inflight` is even assigned).
+    // synchronously would settle before `inflight` is even assigned). No new flight
+    // starts before this runs, so `inflight` is still this one.
     const clear = (): void => {
-      if (inflight === flight) inflight = undefined;
+      inflight = undefined;
     };
     flight.then(clear, clear);
     return flight;
   }
 
   return async function auth(call: Call, next: Next): Promise<Response> {
-    const sent = await currentToken(call);
-    call.setHeader(header, format(sent.token));
+    const [token, sentGeneration] = await currentToken(call);
+    call.setHeader(header, format(token));
     const response = await next(call);
     if (response.status !== 401 || refresh === undefined || !replayable(call)) return response;
 
@@ -258,16 +227,15 @@ export function auth(options: AuthOptions): Middleware {
     await response.body?.cancel().catch(() => {});
     // Only a 401 for the newest token says that token is bad; for an older one, another
     // caller has refreshed already and the request just goes again with the new token.
-    if (sent.generation === generation) {
+    if (sentGeneration === generation) {
       try {
         await unlessAborted(refreshOnce(call, refresh), call.signal);
       } catch (error) {
-        const signal = call.signal;
-        if (signal?.aborted && error === signal.reason) throw error;
+        if (call.signal?.aborted && error === call.signal.reason) throw error;
         throw failure(
           call,
           'AUTH_REFRESH_FAILED',
-          'refreshing the token after HTTP 401 failed, so the request was not resent',
+          'the token refresh after HTTP 401 failed, so the request was not resent',
           error,
         );
       }
