@@ -43,12 +43,18 @@ export interface BreakwaterErrorOptions {
   request?: RequestSummary | undefined;
 }
 
-/** The base of every breakwater error: catch this to catch them all. */
+/**
+ * The base of every breakwater error: catch this to catch them all.
+ *
+ * Fields of the error classes are `declare`d: each constructor assigns them, so the
+ * instances are the same, and a declared field emits no class-field code (with
+ * ES2022 class fields, a plain one is defined as `undefined` first, then assigned).
+ */
 export class BreakwaterError extends Error {
   /** A stable, machine-readable code (`HTTP_STATUS`, `CIRCUIT_OPEN`, `ECONNREFUSED`, ...). */
-  readonly code: string;
+  declare readonly code: string;
   /** The request this error is about, redacted; undefined when not tied to one. */
-  readonly request: RequestSummary | undefined;
+  declare readonly request: RequestSummary | undefined;
 
   constructor(message: string, code: string, options: BreakwaterErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -65,9 +71,9 @@ export class BreakwaterError extends Error {
    */
   toJSON(): Record<string, unknown> {
     const out: Record<string, unknown> = { name: this.name, code: this.code, message: this.message };
+    // Own enumerable fields: `cause` is not among them (Error installs it non-enumerable).
     for (const [field, value] of Object.entries(this)) {
-      if (field !== 'cause' && value !== undefined)
-        out[field] = value instanceof Date ? value.toISOString() : value;
+      if (value !== undefined) out[field] = value instanceof Date ? value.toISOString() : value;
     }
     if (this.cause instanceof Error)
       out.cause = { name: this.cause.name, message: redactText(this.cause.message) };
@@ -79,7 +85,7 @@ export class BreakwaterError extends Error {
 const MAX_BODY_BYTES = 2048;
 
 /** Whitespace runs a kept body collapses to one space (tab, LF, VT, FF, CR, space). */
-const WHITESPACE_RUN = /[\t\n\v\f\r ]+/g;
+const WHITESPACE_RUN = /[\t\n\v\f\r ]+/;
 
 /**
  * A body fit to keep on an error: on one line and at most {@link MAX_BODY_BYTES} UTF-8
@@ -87,9 +93,11 @@ const WHITESPACE_RUN = /[\t\n\v\f\r ]+/g;
  * prefix read as bytes can end in half a character that decodes to a 3-byte U+FFFD.
  */
 function keptBody(body: string): string {
-  let line = body.replace(WHITESPACE_RUN, ' ');
-  if (line.startsWith(' ')) line = line.slice(1);
-  if (line.endsWith(' ')) line = line.slice(0, -1);
+  // Split and joined again: the empty ends of a split drop the leading and trailing runs.
+  const line = body
+    .split(WHITESPACE_RUN)
+    .filter((word) => word !== '')
+    .join(' ');
   // A UTF-16 unit is at most 3 UTF-8 bytes: short strings need no encoding to check.
   if (line.length * 3 <= MAX_BODY_BYTES) return line;
   const bytes = new TextEncoder().encode(line);
@@ -116,14 +124,14 @@ export interface HttpStatusErrorInit extends BreakwaterErrorOptions {
 
 /** A response whose status the policy treats as a failure. */
 export class HttpStatusError extends BreakwaterError {
-  readonly status: number;
-  readonly statusText: string;
-  readonly retryable: boolean;
-  readonly retryAfterMs: number | undefined;
-  readonly body: string;
-  readonly serverMessage: string | undefined;
+  declare readonly status: number;
+  declare readonly statusText: string;
+  declare readonly retryable: boolean;
+  declare readonly retryAfterMs: number | undefined;
+  declare readonly body: string;
+  declare readonly serverMessage: string | undefined;
   /** Allowlisted response headers (timing, rate limits, request ids, content type). */
-  readonly headers: Readonly<Record<string, string>>;
+  declare readonly headers: Readonly<Record<string, string>>;
 
   constructor(init: HttpStatusErrorInit) {
     const status = `HTTP ${init.status}${init.statusText ? ` ${init.statusText}` : ''}`;
@@ -157,8 +165,8 @@ export interface NetworkErrorInit extends BreakwaterErrorOptions {
 
 /** fetch threw before a usable response arrived (or the body stream broke). */
 export class NetworkError extends BreakwaterError {
-  readonly phase: NetworkPhase;
-  readonly sent: SentState;
+  declare readonly phase: NetworkPhase;
+  declare readonly sent: SentState;
 
   constructor(init: NetworkErrorInit) {
     const sent = init.sent === 'no' ? 'the request was not sent' : 'the request may have reached the server';
@@ -177,8 +185,8 @@ export type TimeoutScope = 'attempt' | 'total';
 
 /** An attempt or total deadline ran out while waiting for response headers. */
 export class TimeoutError extends BreakwaterError {
-  readonly scope: TimeoutScope;
-  readonly ms: number;
+  declare readonly scope: TimeoutScope;
+  declare readonly ms: number;
 
   constructor(init: BreakwaterErrorOptions & { scope: TimeoutScope; ms: number }) {
     super(
@@ -191,19 +199,20 @@ export class TimeoutError extends BreakwaterError {
   }
 }
 
-function until(retryAt: Date, now: number): string {
+/** `; next attempt at <ISO date> (in <s> s)`: when, and how long from `now` (default: the clock). */
+function until(retryAt: Date, now = Date.now()): string {
   const seconds = Math.max(0, retryAt.getTime() - now) / 1000;
-  return `${retryAt.toISOString()} (in ${seconds.toFixed(1)} s)`;
+  return `; next attempt at ${retryAt.toISOString()} (in ${seconds.toFixed(1)} s)`;
 }
 
 /** A server's circuit is open (or server-paced): the call failed fast, nothing was sent. */
 export class CircuitOpenError extends BreakwaterError {
-  readonly key: string;
-  readonly retryAt: Date;
+  declare readonly key: string;
+  declare readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; reason: string; now?: number }) {
     super(
-      `circuit "${init.key}" is open ${init.reason}; next attempt at ${until(init.retryAt, init.now ?? Date.now())}`,
+      `circuit "${init.key}" is open ${init.reason}${until(init.retryAt, init.now)}`,
       'CIRCUIT_OPEN',
       init,
     );
@@ -214,16 +223,12 @@ export class CircuitOpenError extends BreakwaterError {
 
 /** A start gate is armed after a retryable failure: `fn` was not called. */
 export class GateClosedError extends BreakwaterError {
-  readonly key: string;
-  readonly retryAt: Date;
+  declare readonly key: string;
+  declare readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; now?: number }) {
     const last = init.cause instanceof Error ? ` after: ${redactText(init.cause.message)}` : '';
-    super(
-      `start gate "${init.key}" is closed${last}; next attempt at ${until(init.retryAt, init.now ?? Date.now())}`,
-      'GATE_CLOSED',
-      init,
-    );
+    super(`start gate "${init.key}" is closed${last}${until(init.retryAt, init.now)}`, 'GATE_CLOSED', init);
     this.key = init.key;
     this.retryAt = init.retryAt;
   }
@@ -231,8 +236,8 @@ export class GateClosedError extends BreakwaterError {
 
 /** The server asked for a wait longer than the cap or the remaining deadline. */
 export class RetryAfterTooLongError extends BreakwaterError {
-  readonly retryAfterMs: number;
-  readonly retryAt: Date;
+  declare readonly retryAfterMs: number;
+  declare readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { retryAfterMs: number; limitMs: number; now?: number }) {
     const now = init.now ?? Date.now();

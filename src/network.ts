@@ -74,58 +74,87 @@ type Verdict = readonly [code: NetworkErrorCode, sent: SentState];
 const MAX_CHAIN_ERRORS = 16;
 
 /**
- * Error `code`s (Node/undici system errors, Bun's fetch codes) and error class `name`s
- * (Deno's built-in error classes, older Bun) that name the failure outright, grouped
- * by the normalised code they map to: first those that fail before a byte of the
- * request is written, then those that fail after connecting (or where the runtime
- * cannot tell), where the server may have the request. Space-separated, split once
- * into {@link CODE_VERDICTS}.
+ * Each normalised code, grouped by whether the request can have been sent: the raw
+ * error `code`s (Node/undici system errors, Bun's fetch codes) and error class `name`s
+ * (Deno's built-in error classes, older Bun) that name it outright, space-separated,
+ * and the message fragments (lower case) that describe it where no `code` does: Deno's
+ * hyper / rustls / OS messages (Linux, macOS and Windows wordings), as plain
+ * alternatives (linear time).
+ *
+ * `no`: failed before a byte of the request was written. `maybe`: failed after
+ * connecting (or the runtime cannot tell): the server may have the request; a message
+ * counts as "not sent" when the chain says it came in the connect step (see
+ * {@link CONNECT_MARKER}). Messages are checked in the order listed; the first match
+ * wins.
  */
-const CODES_BY_SENT: Readonly<Record<SentState, Partial<Record<NetworkErrorCode, string>>>> = {
+const FAILURES: Readonly<
+  Record<SentState, Partial<Record<NetworkErrorCode, readonly [codes: string, fragments?: RegExp]>>>
+> = {
   no: {
-    // ConnectionRefused: older Bun, and Deno's ConnectionRefused class.
-    ECONNREFUSED: 'ECONNREFUSED ConnectionRefused',
     // EAI_AGAIN is a temporary DNS failure (see NetworkErrorCode); DNSException is Bun's DNS error class.
-    ENOTFOUND: 'ENOTFOUND EAI_AGAIN EAI_FAIL EAI_NONAME EAI_NODATA DNSException',
-    // Node and Bun: the TLS handshake failed (plain HTTP on the port, ...).
-    TLS: 'EPROTO',
-    ETIMEDOUT: 'UND_ERR_CONNECT_TIMEOUT',
+    ENOTFOUND: [
+      'ENOTFOUND EAI_AGAIN EAI_FAIL EAI_NONAME EAI_NODATA DNSException',
+      /dns error|failed to lookup address|name or service not known|nodename nor servname|no such host|temporary failure in name resolution/,
+    ],
+    // ConnectionRefused: older Bun, and Deno's ConnectionRefused class.
+    ECONNREFUSED: ['ECONNREFUSED ConnectionRefused', /connection refused|actively refused/],
+    // EPROTO, Node and Bun: the TLS handshake failed (plain HTTP on the port, ...).
+    // Handshake and certificate codes are matched by TLS_CODE.
+    TLS: [
+      'EPROTO',
+      /certificate|received corrupt message|received fatal alert|peer is incompatible|peer misbehaved|tls handshake/,
+    ],
+    ETIMEDOUT: ['UND_ERR_CONNECT_TIMEOUT'],
     // Bun: the socket could not be opened at all.
-    ENETWORK: 'FailedToOpenSocket',
+    ENETWORK: ['FailedToOpenSocket'],
   },
   maybe: {
-    // ConnectionReset, ConnectionAborted: Deno's classes.
-    ECONNRESET: 'ECONNRESET ConnectionReset ECONNABORTED ConnectionAborted',
-    // BrokenPipe: Deno's class.
-    EPIPE: 'EPIPE BrokenPipe',
     // ETIMEDOUT is refined to "not sent" when the syscall is connect. TimedOut: Deno's
     // class; Timeout: Bun's idle timeout.
-    ETIMEDOUT: 'ETIMEDOUT TimedOut Timeout UND_ERR_HEADERS_TIMEOUT UND_ERR_BODY_TIMEOUT',
+    ETIMEDOUT: [
+      'ETIMEDOUT TimedOut Timeout UND_ERR_HEADERS_TIMEOUT UND_ERR_BODY_TIMEOUT',
+      /timed out|deadline has elapsed/,
+    ],
+    // ConnectionReset, ConnectionAborted: Deno's classes.
+    ECONNRESET: [
+      'ECONNRESET ConnectionReset ECONNABORTED ConnectionAborted',
+      /connection reset|forcibly closed/,
+    ],
+    // BrokenPipe: Deno's class.
+    EPIPE: ['EPIPE BrokenPipe', /broken pipe/],
     // UND_ERR_SOCKET: undici's "other side closed"; ConnectionClosed: older Bun (Bun 1.4
     // reports ECONNRESET instead); UnexpectedEof: Deno's class.
-    ECLOSED: 'UND_ERR_SOCKET ConnectionClosed UnexpectedEof',
+    ECLOSED: [
+      'UND_ERR_SOCKET ConnectionClosed UnexpectedEof',
+      /connection closed|unexpected eof|unexpected end of file/,
+    ],
     // EHOSTUNREACH (and the rest) is refined to "not sent" when the syscall is connect.
-    ENETWORK: 'EHOSTUNREACH ENETUNREACH EHOSTDOWN ENETDOWN',
+    ENETWORK: ['EHOSTUNREACH ENETUNREACH EHOSTDOWN ENETDOWN'],
   },
 };
 
 /**
- * {@link CODES_BY_SENT} by raw code or class name. A `Map`, not an object literal, so
- * a code such as `constructor` never finds a prototype member.
+ * {@link FAILURES} as lookups: `codes` by raw code or class name (a `Map`, not an
+ * object literal, so a code such as `constructor` never finds a prototype member) and
+ * `messages` as `[fragments, verdict]` in order.
  */
-const CODE_VERDICTS: ReadonlyMap<string, Verdict> = /* @__PURE__ */ verdictsByCode();
+const LOOKUP: { codes: ReadonlyMap<string, Verdict>; messages: readonly (readonly [RegExp, Verdict])[] } =
+  /* @__PURE__ */ lookups();
 
-function verdictsByCode(): Map<string, Verdict> {
-  const verdicts = new Map<string, Verdict>();
-  for (const [sent, codes] of Object.entries(CODES_BY_SENT) as [
-    SentState,
-    Record<NetworkErrorCode, string>,
-  ][]) {
-    for (const [code, raws] of Object.entries(codes) as [NetworkErrorCode, string][]) {
-      for (const raw of raws.split(' ')) verdicts.set(raw, [code, sent]);
+function lookups(): typeof LOOKUP {
+  const codes = new Map<string, Verdict>();
+  const messages: [RegExp, Verdict][] = [];
+  for (const [sent, failures] of Object.entries(FAILURES) as [SentState, typeof FAILURES.no][]) {
+    for (const [code, [raws, fragments]] of Object.entries(failures) as [
+      NetworkErrorCode,
+      readonly [string, RegExp?],
+    ][]) {
+      const verdict: Verdict = [code, sent];
+      for (const raw of raws.split(' ')) codes.set(raw, verdict);
+      if (fragments) messages.push([fragments, verdict]);
     }
   }
-  return verdicts;
+  return { codes, messages };
 }
 
 /**
@@ -151,32 +180,6 @@ const DNS_SYSCALL = /^(?:getaddrinfo|query)/;
  * request cannot have been written yet.
  */
 const TLS_HANDSHAKE_DROPPED = 'before secure tls connection was established';
-
-/**
- * Message fragments (lower case) that describe the failure where no `code` does:
- * Deno's hyper / rustls / OS messages (Linux, macOS and Windows wordings), as plain
- * alternatives (linear time). Checked in order; the first match wins. Each rule's
- * `sent` holds unless the chain says the failure came in the connect step (see
- * {@link CONNECT_MARKER}), which makes it "not sent": DNS, refused and TLS failures
- * can only happen before the request is written, so they are "not sent" always.
- */
-const MESSAGE_RULES: readonly (readonly [fragments: RegExp, code: NetworkErrorCode, sent: SentState])[] = [
-  [
-    /dns error|failed to lookup address|name or service not known|nodename nor servname|no such host|temporary failure in name resolution/,
-    'ENOTFOUND',
-    'no',
-  ],
-  [/connection refused|actively refused/, 'ECONNREFUSED', 'no'],
-  [
-    /invalid peer certificate|received corrupt message|received fatal alert|peer is incompatible|peer misbehaved|tls handshake|certificate/,
-    'TLS',
-    'no',
-  ],
-  [/timed out|deadline has elapsed/, 'ETIMEDOUT', 'maybe'],
-  [/connection reset|forcibly closed/, 'ECONNRESET', 'maybe'],
-  [/broken pipe/, 'EPIPE', 'maybe'],
-  [/connection closed|unexpected eof|unexpected end of file/, 'ECLOSED', 'maybe'],
-];
 
 /**
  * Marks (lower case) of a failure in the connect step: hyper's `client error
@@ -231,7 +234,7 @@ const LOCAL_REFUSAL =
 
 /** Reads a property without letting a throwing getter or Proxy escape. */
 function read(value: unknown, key: string): unknown {
-  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return undefined;
+  // Only ever called with the objects of a chain (see chainOf): no type check needed.
   try {
     return (value as Record<string, unknown>)[key];
   } catch {
@@ -279,7 +282,7 @@ function fromCode(error: unknown): Verdict | undefined {
     ? ['TLS', 'maybe']
     : TLS_CODE.test(code)
       ? ['TLS', 'no']
-      : (CODE_VERDICTS.get(code) ?? CODE_VERDICTS.get(readString(error, 'name')));
+      : (LOOKUP.codes.get(code) ?? LOOKUP.codes.get(readString(error, 'name')));
   // Node names the failing syscall: an error in `connect` came before any write.
   if (
     verdict?.[1] === 'maybe' &&
@@ -302,7 +305,7 @@ function isFetchFailure(error: unknown): boolean {
 function judge(chain: readonly unknown[]): Verdict | undefined {
   // Several recognisable failures (an AggregateError, a wrapped cause): the one that
   // admits the request may have been sent wins, so no caller resends on a guess.
-  const byCode = chain.map(fromCode).filter((v): v is Verdict => v !== undefined);
+  const byCode = chain.map(fromCode).filter((v): v is Verdict => !!v);
   if (byCode.length > 0) return byCode.find((v) => v[1] === 'maybe') ?? byCode[0];
 
   if (!chain.some(isFetchFailure)) return undefined;
@@ -310,8 +313,8 @@ function judge(chain: readonly unknown[]): Verdict | undefined {
   if (messages.some((message) => LOCAL_REFUSAL.test(message))) return undefined;
   const connecting = messages.some((message) => CONNECT_MARKER.test(message));
   for (const message of messages) {
-    for (const [fragments, code, sent] of MESSAGE_RULES) {
-      if (fragments.test(message)) return [code, connecting ? 'no' : sent];
+    for (const [fragments, verdict] of LOOKUP.messages) {
+      if (fragments.test(message)) return connecting ? [verdict[0], 'no'] : verdict;
     }
   }
   return ['ENETWORK', connecting ? 'no' : 'maybe'];
