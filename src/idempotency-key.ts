@@ -10,7 +10,7 @@
 
 import * as z from 'zod/mini';
 import type { Call, Middleware, Next } from './call.ts';
-import { validate } from './options.ts';
+import { describeValue, functionOption, validate } from './options.ts';
 
 /** The header's name (draft-ietf-httpapi-idempotency-key-header §2). */
 export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
@@ -19,8 +19,6 @@ export const IDEMPOTENCY_KEY_HEADER = 'Idempotency-Key';
  * (RFC 9110 §9.2.2 already makes PUT and DELETE idempotent).
  */
 export const DEFAULT_KEYED_METHODS: readonly string[] = ['POST', 'PATCH'];
-/** The longest key kept in an error message about a bad generated key. */
-const MAX_SHOWN_CHARS = 60;
 
 /** Options for {@link idempotencyKey}. */
 export interface IdempotencyKeyOptions {
@@ -38,20 +36,10 @@ export interface IdempotencyKeyOptions {
 const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 const optionsSchema = z.optional(
-  z.strictObject(
-    {
-      methods: z.optional(
-        z.array(z.string('must be a method name').check(z.regex(HTTP_TOKEN, 'must be a method name'))),
-      ),
-      generate: z.optional(
-        z.custom<() => string>(
-          (value) => typeof value === 'function',
-          'must be a function returning a string',
-        ),
-      ),
-    },
-    'must be an options object',
-  ),
+  z.strictObject({
+    methods: z.optional(z.array(z.string().check(z.regex(HTTP_TOKEN, 'must be a method name')))),
+    generate: z.optional(functionOption<() => string>()),
+  }),
 );
 
 /**
@@ -61,21 +49,16 @@ const optionsSchema = z.optional(
  * on every attempt, and a server must see exactly what was generated.
  */
 export function sfString(content: string): string {
-  let out = '"';
-  for (let i = 0; i < content.length; i++) {
-    const c = content.charCodeAt(i);
-    if (c < 0x20 || c > 0x7e) {
-      const shown = content.length > MAX_SHOWN_CHARS ? `${content.slice(0, MAX_SHOWN_CHARS)}…` : content;
-      throw new TypeError(
-        `idempotency key ${JSON.stringify(shown)} has a character outside printable ASCII at index ${i} ` +
-          '(a structured-field string allows only %x20-7E, RFC 8941 §3.3.3)',
-      );
-    }
-    // '"' and '\' are the two characters an sf-string escapes.
-    if (c === 0x22 || c === 0x5c) out += '\\';
-    out += content[i];
+  // Both patterns are single character classes: linear time on any input.
+  const outside = content.search(/[^ -~]/);
+  if (outside !== -1) {
+    // describeValue quotes the key and cuts a long one short.
+    throw new TypeError(
+      `idempotency key ${describeValue(content)}: character ${outside} is not printable ASCII (RFC 8941)`,
+    );
   }
-  return `${out}"`;
+  // '"' and '\' are the two characters an sf-string escapes.
+  return `"${content.replace(/["\\]/g, '\\$&')}"`;
 }
 
 /**
@@ -111,9 +94,9 @@ export function idempotencyKey(options?: IdempotencyKeyOptions): Middleware {
     // later attempt (a retry outside this middleware) carries the same key.
     if (methods.has(call.method) && call.header(IDEMPOTENCY_KEY_HEADER) === null) {
       const content: unknown = generate();
-      if (typeof content !== 'string' || content.length === 0) {
+      if (typeof content !== 'string' || content === '') {
         throw new TypeError(
-          `idempotencyKey(): generate() returned ${typeof content === 'string' ? 'an empty string' : `a ${typeof content}`} instead of a non-empty string`,
+          `idempotencyKey(): generate() returned ${describeValue(content)}, not a non-empty string`,
         );
       }
       call.setHeader(IDEMPOTENCY_KEY_HEADER, sfString(content));
