@@ -15,20 +15,16 @@ import * as z from 'zod/mini';
 import { ATTACH, type Call, type FetchLike, type Middleware, type Next } from './call.ts';
 import { validate } from './options.ts';
 import { redactUrl, safeHeaders } from './redact.ts';
-import { retryDelay } from './timing.ts';
+import { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS, readSaid, SNAPSHOT, type Snapshotted } from './status.ts';
 
-/** Default number of body bytes kept in a snapshot (DESIGN.md §4: 2 KiB). */
-export const DEFAULT_BODY_BYTES = 2048;
+export { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS };
+
 /** The most body bytes a snapshot may be configured to keep: a snapshot is a hint, not a copy. */
 const MAX_BODY_BYTES = 64 * 1024;
-/** How long a snapshot waits for the body prefix before keeping what it has, by default. */
-export const DEFAULT_BODY_WAIT_MS = 1000;
 /** The longest configurable wait: a snapshot must never hold a response back for long. */
 const MAX_BODY_WAIT_MS = 30_000;
 /** How many servers' last snapshots are kept (least recently written dropped first). */
 const MAX_KEYS = 1000;
-/** `serverMessage` fallback (a non-JSON body) is cut to this many characters. */
-const MAX_MESSAGE_CHARS = 400;
 
 /** What a failing server said, frozen at the moment the response headers arrived. */
 export interface StatusSnapshot {
@@ -85,168 +81,15 @@ export interface CaptureStatusOptions {
   bodyWaitMs?: number | undefined;
 }
 
-/** Carries a scope from a scoped fetch into the chain, on the init object. */
+/** Carries a scope's snapshot list from a scoped fetch into the chain, on the init object. */
 const SCOPE = Symbol.for('breakwater.captureScope');
-/** Where a snapshot of the current response is left for `throwOnStatus()` on the same call. */
-const LAST_SNAPSHOT = Symbol('breakwater.lastSnapshot');
-
-interface ScopeRecorder {
-  snapshots: StatusSnapshot[];
-}
 
 const optionsSchema = z.optional(
   z.strictObject({
-    bodyBytes: z.optional(
-      z.number().check(z.int('must be a whole number of bytes'), z.minimum(0), z.maximum(MAX_BODY_BYTES)),
-    ),
+    bodyBytes: z.optional(z.number().check(z.int(), z.minimum(0), z.maximum(MAX_BODY_BYTES))),
     bodyWaitMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_BODY_WAIT_MS))),
   }),
 );
-
-/** Collapses whitespace runs (newlines included) to single spaces. */
-function oneLine(text: string): string {
-  let out = '';
-  let space = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    // tab, LF, VT, FF, CR, space
-    if (c === 9 || c === 10 || c === 11 || c === 12 || c === 13 || c === 32) {
-      space = out.length > 0;
-      continue;
-    }
-    if (space) out += ' ';
-    space = false;
-    out += text[i];
-  }
-  return out;
-}
-
-function stringAt(value: unknown, ...path: string[]): string | undefined {
-  let v = value;
-  for (const step of path) {
-    if (v === null || typeof v !== 'object') return undefined;
-    v = (v as Record<string, unknown>)[step];
-  }
-  return typeof v === 'string' && v.length > 0 ? v : undefined;
-}
-
-/**
- * The message of a JSON error body, from the shapes servers use: `{error:{message}}`
- * (OpenAI, JSON-RPC `{error:{code,message}}`), `{type:'error',error:{message}}`
- * (Anthropic), `{error:'...'}`, `{message}`, and RFC 9457 `{detail}` / `{title}`.
- */
-export function jsonErrorMessage(text: string): string | undefined {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
-  return (
-    stringAt(parsed, 'error', 'message') ??
-    stringAt(parsed, 'error') ??
-    stringAt(parsed, 'message') ??
-    stringAt(parsed, 'detail') ??
-    stringAt(parsed, 'title')
-  );
-}
-
-/** The message a person should see for a body: a JSON error message, else the body on one line, cut. */
-export function serverMessageOf(text: string): string | undefined {
-  const fromJson = jsonErrorMessage(text);
-  const message = oneLine(fromJson ?? text);
-  if (message.length === 0) return undefined;
-  return message.length > MAX_MESSAGE_CHARS ? `${message.slice(0, MAX_MESSAGE_CHARS)}…` : message;
-}
-
-function isStreaming(response: Response): boolean {
-  const type = response.headers.get('content-type');
-  return type?.toLowerCase().includes('text/event-stream') === true;
-}
-
-/**
- * Reads at most `bytes` bytes from a stream, for at most `waitMs`, then cancels it.
- * Never throws: a broken stream yields what arrived before it broke.
- */
-export async function readPrefix(
-  stream: ReadableStream<Uint8Array> | null,
-  bytes: number,
-  waitMs: number = DEFAULT_BODY_WAIT_MS,
-): Promise<string> {
-  if (stream === null || bytes === 0) {
-    await stream?.cancel().catch(() => {});
-    return '';
-  }
-  const reader = stream.getReader();
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<'timeout'>((resolve) => {
-    timer = setTimeout(() => resolve('timeout'), waitMs);
-  });
-  try {
-    while (size < bytes) {
-      const next = await Promise.race([reader.read(), timedOut]);
-      if (next === 'timeout' || next.done) break;
-      chunks.push(next.value);
-      size += next.value.byteLength;
-    }
-  } catch {
-    // The body broke: keep what arrived.
-  } finally {
-    clearTimeout(timer);
-    reader.cancel().catch(() => {});
-  }
-  const joined = new Uint8Array(Math.min(size, bytes));
-  let offset = 0;
-  for (const chunk of chunks) {
-    const take = Math.min(chunk.byteLength, joined.byteLength - offset);
-    joined.set(chunk.subarray(0, take), offset);
-    offset += take;
-    if (offset === joined.byteLength) break;
-  }
-  // A cut may split a UTF-8 sequence: decoding in stream mode holds the partial
-  // character back instead of adding a replacement character past the byte limit.
-  return new TextDecoder().decode(joined, { stream: size > bytes });
-}
-
-/**
- * Takes a snapshot of a failure response without consuming the caller's body:
- * the prefix is read from a clone, which is then cancelled.
- */
-export async function takeSnapshot(
-  call: Call,
-  response: Response,
-  bodyBytes: number = DEFAULT_BODY_BYTES,
-  bodyWaitMs: number = DEFAULT_BODY_WAIT_MS,
-): Promise<StatusSnapshot> {
-  const at = Date.now();
-  let text = '';
-  if (!isStreaming(response) && response.body !== null && bodyBytes > 0 && !response.bodyUsed) {
-    text = await readPrefix(response.clone().body, bodyBytes, bodyWaitMs);
-  }
-  return Object.freeze({
-    key: call.key,
-    method: call.method,
-    url: redactUrl(call.href),
-    status: response.status,
-    statusText: response.statusText,
-    retryAfterMs: retryDelay(response.headers, at),
-    body: oneLine(text),
-    serverMessage: serverMessageOf(text),
-    headers: Object.freeze(safeHeaders(response.headers)),
-    at,
-  });
-}
-
-/**
- * The snapshot `captureStatus()` already took of this exact response on this call,
- * so `throwOnStatus()` outside it does not read the body a second time.
- */
-export function snapshotFor(call: Call, response: Response): StatusSnapshot | undefined {
-  const left = call.bag.get(LAST_SNAPSHOT) as { response: Response; snapshot: StatusSnapshot } | undefined;
-  return left?.response === response ? left.snapshot : undefined;
-}
 
 /**
  * Records an immutable snapshot of every response with status >= 400: per server
@@ -282,11 +125,22 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
   const capture = async function captureStatus(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
     if (response.status < 400) return response;
-    const snapshot = await takeSnapshot(call, response, bodyBytes, bodyWaitMs);
+    const at = Date.now();
+    const said = await readSaid(response, bodyBytes, bodyWaitMs, at);
+    const snapshot: StatusSnapshot = Object.freeze({
+      key: call.key,
+      method: call.method,
+      url: redactUrl(call.href),
+      status: response.status,
+      statusText: response.statusText,
+      ...said,
+      headers: Object.freeze(safeHeaders(response.headers)),
+      at,
+    });
     remember(snapshot);
-    const scope = (call.init as { [SCOPE]?: ScopeRecorder } | undefined)?.[SCOPE];
-    scope?.snapshots.push(snapshot);
-    call.bag.set(LAST_SNAPSHOT, { response, snapshot });
+    (call.init as { [SCOPE]?: StatusSnapshot[] } | undefined)?.[SCOPE]?.push(snapshot);
+    // For a throwOnStatus() or retry outside: they reuse it instead of reading the body again.
+    (response as Snapshotted)[SNAPSHOT] = snapshot;
     call.emit({ type: 'captured', key: snapshot.key, snapshot });
     return response;
   } as CaptureStatus & { [ATTACH](fetch: FetchLike): void };
@@ -296,14 +150,14 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
     const target = fetch ?? chain;
     if (typeof target !== 'function') {
       throw new TypeError(
-        'capture.scope(): this capture is not part of a createFetch() chain yet; pass the chain’s fetch: capture.scope(fetch)',
+        'capture.scope(): this capture is not part of a createFetch() chain; pass one: capture.scope(fetch)',
       );
     }
-    const recorder: ScopeRecorder = { snapshots: [] };
+    const snapshots: StatusSnapshot[] = [];
     return {
-      fetch: (input, init) => target(input, { ...init, [SCOPE]: recorder } as RequestInit),
-      last: () => recorder.snapshots.at(-1),
-      all: () => [...recorder.snapshots],
+      fetch: (input, init) => target(input, { ...init, [SCOPE]: snapshots } as RequestInit),
+      last: () => snapshots.at(-1),
+      all: () => [...snapshots],
     };
   };
   capture[ATTACH] = (fetch) => {

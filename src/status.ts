@@ -1,46 +1,145 @@
 /**
  * @module
- * Failure responses as errors: `throwOnStatus()` for callers who want a throw, and
- * `wrapHttpError()` for re-building what an SDK's own error lost (the MCP SDK drops
- * Retry-After; the A2A card resolver keeps the status only in its message).
+ * Failure responses as errors: `throwOnStatus()` for callers who want a throw,
+ * `statusError()` for retry's give-up path, and `wrapHttpError()` for re-building
+ * what an SDK's own error lost (the MCP SDK drops Retry-After; the A2A card resolver
+ * keeps the status only in its message).
  *
  * breakwater returns non-2xx responses by default: SDKs need to see them (MCP OAuth
  * discovery, 401 handling, redirects). Throwing is opt-in.
+ *
+ * The bounded body reader lives here, not in `capture.ts`: retry's give-up path needs
+ * it, and a bundle with retry but without `captureStatus()` should not carry the
+ * capture middleware to get it.
  */
 
 import * as z from 'zod/mini';
 import type { Call, Middleware, Next } from './call.ts';
-import { type StatusSnapshot, snapshotFor, takeSnapshot } from './capture.ts';
+import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
-import { HttpStatusError, requestSummary } from './errors.ts';
+import { HttpStatusError, type HttpStatusErrorInit, requestSummary } from './errors.ts';
 import { validate } from './options.ts';
 import { type HeadersLike, retryDelay } from './timing.ts';
 
-const statusesSchema = z.optional(
-  z.array(
-    z
-      .number('must be an HTTP status (100-599)')
-      .check(
-        z.int('must be a whole number'),
-        z.minimum(100, 'must be an HTTP status (100-599)'),
-        z.maximum(599, 'must be an HTTP status (100-599)'),
-      ),
-    'must be an array of HTTP statuses',
-  ),
+/** Body bytes read from a failure response by default (DESIGN.md §4: 2 KiB). */
+export const DEFAULT_BODY_BYTES = 2048;
+/** How long the body prefix is waited for by default before keeping what arrived. */
+export const DEFAULT_BODY_WAIT_MS = 1000;
+/** `serverMessage` fallback (a non-JSON body) is cut to this many characters. */
+const MAX_MESSAGE_CHARS = 400;
+
+/**
+ * Where `captureStatus()` leaves its snapshot on the response it took it of, so
+ * `statusError()` outside it does not read the body a second time.
+ */
+export const SNAPSHOT: unique symbol = Symbol('breakwater.snapshot');
+
+/** A response `captureStatus()` may have snapshotted. */
+export type Snapshotted = Response & { [SNAPSHOT]?: StatusSnapshot };
+
+/** HTTP statuses, as `retry()` and `throwOnStatus()` take them. */
+export const statusesSchema: z.ZodMiniType<number[]> = z.array(
+  z.number().check(z.int(), z.minimum(100), z.maximum(599)),
 );
 
-/** Builds the error for a snapshot of a failure response. */
-function errorFrom(call: Call, snapshot: StatusSnapshot, headers: Headers): HttpStatusError {
-  return new HttpStatusError({
-    status: snapshot.status,
-    statusText: snapshot.statusText,
-    retryable: isRetryableStatus(snapshot.status, headers),
-    ...(snapshot.retryAfterMs === undefined ? {} : { retryAfterMs: snapshot.retryAfterMs }),
-    body: snapshot.body,
-    ...(snapshot.serverMessage === undefined ? {} : { serverMessage: snapshot.serverMessage }),
-    headers,
-    request: requestSummary(call.key, call.method, call.href),
+/** Whitespace runs collapsed to one space (tab, LF, VT, FF, CR, space): one pass, no backtracking. */
+const WHITESPACE_RUN = /[\t\n\v\f\r ]+/g;
+
+/** Collapses whitespace runs (newlines included) to single spaces, none at either end. */
+export function oneLine(text: string): string {
+  const line = text.replace(WHITESPACE_RUN, ' ');
+  return line.slice(line.startsWith(' ') ? 1 : 0, line.endsWith(' ') ? -1 : undefined);
+}
+
+/** Where JSON error bodies keep their message, in the order they are tried. */
+const MESSAGE_PATHS = [['error', 'message'], ['error'], ['message'], ['detail'], ['title']];
+
+/**
+ * The message of a JSON error body, from the shapes servers use: `{error:{message}}`
+ * (OpenAI, JSON-RPC `{error:{code,message}}`), `{type:'error',error:{message}}`
+ * (Anthropic), `{error:'...'}`, `{message}`, and RFC 9457 `{detail}` / `{title}`.
+ */
+function jsonErrorMessage(text: string): string | undefined {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  for (const path of MESSAGE_PATHS) {
+    let value = parsed;
+    for (const step of path) {
+      value =
+        value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[step] : undefined;
+    }
+    if (typeof value === 'string' && value.length > 0) return value;
+  }
+  return undefined;
+}
+
+/**
+ * Reads at most `bytes` bytes of a response's body, for at most `waitMs`, from a
+ * clone it then cancels: the caller's body is never consumed. A body that may never
+ * end (`text/event-stream`) is not read; a body that breaks yields what arrived.
+ */
+async function readPrefix(response: Response, bytes: number, waitMs: number): Promise<string> {
+  let text = '';
+  const type = response.headers.get('content-type');
+  if (
+    bytes === 0 ||
+    response.body === null ||
+    response.bodyUsed ||
+    type?.toLowerCase().includes('text/event-stream')
+  )
+    return text;
+  const reader = (response.clone().body as ReadableStream<Uint8Array>).getReader();
+  const decoder = new TextDecoder();
+  let size = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), waitMs);
   });
+  try {
+    while (size < bytes) {
+      const next = await Promise.race([reader.read(), timedOut]);
+      if (next === undefined || next.done) break;
+      text += decoder.decode(next.value.subarray(0, bytes - size), { stream: true });
+      size += next.value.byteLength;
+    }
+  } catch {
+    // The body broke: keep what arrived.
+  } finally {
+    clearTimeout(timer);
+    reader.cancel().catch(() => {});
+  }
+  // A cut may split a UTF-8 sequence: stream mode held the partial character back
+  // instead of adding a replacement character past the byte limit. A body read whole
+  // is flushed.
+  return size > bytes ? text : text + decoder.decode();
+}
+
+/** What a failure response said, as `captureStatus()` snapshots it and `statusError()` reports it. */
+export type Said = Pick<StatusSnapshot, 'retryAfterMs' | 'body' | 'serverMessage'>;
+
+/**
+ * Reads what a failure response said: its requested wait (as of `now`), the start of
+ * its body on one line, and its message: a JSON error message, else the body, cut.
+ */
+export async function readSaid(
+  response: Response,
+  bodyBytes: number = DEFAULT_BODY_BYTES,
+  bodyWaitMs: number = DEFAULT_BODY_WAIT_MS,
+  now: number = Date.now(),
+): Promise<Said> {
+  const retryAfterMs = retryDelay(response.headers, now);
+  const text = await readPrefix(response, bodyBytes, bodyWaitMs);
+  const message = oneLine(jsonErrorMessage(text) ?? text);
+  return {
+    retryAfterMs,
+    body: oneLine(text),
+    serverMessage:
+      message.length > MAX_MESSAGE_CHARS ? `${message.slice(0, MAX_MESSAGE_CHARS)}…` : message || undefined,
+  };
 }
 
 /**
@@ -63,8 +162,10 @@ function errorFrom(call: Call, snapshot: StatusSnapshot, headers: Headers): Http
 export function throwOnStatus(statuses?: readonly number[]): Middleware {
   // Validated as given: spreading first would throw "not iterable" for a number, and
   // split a string into digits, before the message could name the argument.
-  const only = validate(statusesSchema, statuses, 'throwOnStatus(statuses)');
-  const failing = only === undefined ? undefined : new Set(only);
+  const failing =
+    statuses === undefined
+      ? undefined
+      : new Set(validate(statusesSchema, statuses, 'throwOnStatus(statuses)'));
   return async function throwOnStatus(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
     if (failing === undefined ? response.status < 400 : !failing.has(response.status)) return response;
@@ -78,9 +179,20 @@ export function throwOnStatus(statuses?: readonly number[]): Middleware {
  * body so the connection is freed.
  */
 export async function statusError(call: Call, response: Response): Promise<HttpStatusError> {
-  const snapshot = snapshotFor(call, response) ?? (await takeSnapshot(call, response));
+  const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(response));
   await response.body?.cancel().catch(() => {});
-  return errorFrom(call, snapshot, response.headers);
+  const { status, headers } = response;
+  return new HttpStatusError({
+    status,
+    statusText: response.statusText,
+    retryable: isRetryableStatus(status, headers),
+    retryAfterMs: said.retryAfterMs,
+    body: said.body,
+    serverMessage: said.serverMessage,
+    headers,
+    request: requestSummary(call.key, call.method, call.href),
+    // HttpStatusError reads an undefined field as absent.
+  } as HttpStatusErrorInit);
 }
 
 function toHeaders(source: Response | HeadersLike | undefined): Headers | undefined {
@@ -125,13 +237,13 @@ export function wrapHttpError(
     throw new TypeError(`wrapHttpError(): status must be an HTTP status (100-599) (got ${String(status)})`);
   }
   const headers = toHeaders(source);
-  const retryAfterMs = headers === undefined ? undefined : retryDelay(headers);
   return new HttpStatusError({
     status,
     statusText: source instanceof Response ? source.statusText : '',
     retryable: isRetryableStatus(status, headers),
-    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-    ...(headers === undefined ? {} : { headers }),
-    ...(cause === undefined ? {} : { cause }),
-  });
+    retryAfterMs: headers && retryDelay(headers),
+    headers,
+    cause,
+    // HttpStatusError reads an undefined field as absent.
+  } as HttpStatusErrorInit);
 }
