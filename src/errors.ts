@@ -93,11 +93,8 @@ const WHITESPACE_RUN = /[\t\n\v\f\r ]+/;
  * prefix read as bytes can end in half a character that decodes to a 3-byte U+FFFD.
  */
 function keptBody(body: string): string {
-  // Split and joined again: the empty ends of a split drop the leading and trailing runs.
-  const line = body
-    .split(WHITESPACE_RUN)
-    .filter((word) => word !== '')
-    .join(' ');
+  // A leading or trailing run leaves an empty string at that end of the split: dropped.
+  const line = body.split(WHITESPACE_RUN).filter(Boolean).join(' ');
   // A UTF-16 unit is at most 3 UTF-8 bytes: short strings need no encoding to check.
   if (line.length * 3 <= MAX_BODY_BYTES) return line;
   const bytes = new TextEncoder().encode(line);
@@ -169,7 +166,7 @@ export class NetworkError extends BreakwaterError {
   declare readonly sent: SentState;
 
   constructor(init: NetworkErrorInit) {
-    const sent = init.sent === 'no' ? 'the request was not sent' : 'the request may have reached the server';
+    const sent = init.sent === 'no' ? 'not sent' : 'may have reached the server';
     super(
       `${describe(init.request)} failed: network error ${init.code} during ${init.phase} (${sent})`,
       init.code,
@@ -240,13 +237,12 @@ export class RetryAfterTooLongError extends BreakwaterError {
   declare readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { retryAfterMs: number; limitMs: number; now?: number }) {
-    const now = init.now ?? Date.now();
     super(
       `${describe(init.request)}: server asked to wait ${init.retryAfterMs} ms, longer than the ${init.limitMs} ms allowed; not waiting`,
       'RETRY_AFTER_TOO_LONG',
       init,
     );
     this.retryAfterMs = init.retryAfterMs;
-    this.retryAt = new Date(now + init.retryAfterMs);
+    this.retryAt = new Date((init.now ?? Date.now()) + init.retryAfterMs);
   }
 }

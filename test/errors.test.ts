@@ -164,12 +164,12 @@ test('a NetworkError message has the code, the phase and whether it was sent', (
   const notSent = new NetworkError({ code: 'ECONNREFUSED', phase: 'connect', sent: 'no', request: INFO });
   assert.equal(
     notSent.message,
-    `POST ${REDACTED_URL} (server "openai") failed: network error ECONNREFUSED during connect (the request was not sent)`,
+    `POST ${REDACTED_URL} (server "openai") failed: network error ECONNREFUSED during connect (not sent)`,
   );
   const maybe = new NetworkError({ code: 'ECONNRESET', phase: 'send', sent: 'maybe' });
   assert.equal(
     maybe.message,
-    'request failed: network error ECONNRESET during send (the request may have reached the server)',
+    'request failed: network error ECONNRESET during send (may have reached the server)',
   );
 });
 
