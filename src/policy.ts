@@ -23,7 +23,7 @@ import {
 } from './breaker.ts';
 import type { FetchLike, KeyOption, Middleware } from './call.ts';
 import { type CaptureStatus, captureStatus, DEFAULT_BODY_BYTES, type StatusSnapshot } from './capture.ts';
-import { createFetch } from './chain.ts';
+import { type CreateFetchOptions, createFetch } from './chain.ts';
 import { DEFAULT_RETRYABLE_STATUSES } from './classify.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { idempotencyKey } from './idempotency-key.ts';
@@ -112,11 +112,16 @@ export interface Policy {
   toJSON(): PolicyConfig;
 }
 
+/** A section that may be left out, given, or turned off with `false`. */
+function optionalOrFalse<T>(schema: z.ZodMiniType<T>): z.ZodMiniOptional<z.ZodMiniType<T | false>> {
+  return z.optional(z.union([z.literal(false), schema]));
+}
+
 const policySchema = z.strictObject({
   name: z.optional(z.string().check(z.minLength(1, 'must be a non-empty string'))),
-  retry: z.optional(z.union([z.literal(false), retrySchema])),
-  breaker: z.optional(z.union([z.literal(false), breakerSchema])),
-  timeout: z.optional(z.union([z.literal(false), timeoutSchema])),
+  retry: optionalOrFalse(retrySchema),
+  breaker: optionalOrFalse(breakerSchema),
+  timeout: optionalOrFalse(timeoutSchema),
   idempotencyKeys: z.optional(z.boolean()),
   capture: z.optional(
     z.strictObject({
@@ -136,18 +141,20 @@ function deepFreeze<T>(value: T): T {
 
 function resolve(config: PolicyConfig): ResolvedPolicyConfig {
   const given = config.retry === false ? { attempts: 1 } : (config.retry ?? {});
+  const retry: ResolvedPolicyConfig['retry'] = {
+    attempts: given.attempts ?? DEFAULT_ATTEMPTS,
+    backoff: { ...DEFAULT_RETRY_BACKOFF, ...given.backoff },
+    statuses: given.statuses ?? [...DEFAULT_RETRYABLE_STATUSES],
+    maxRetryAfterMs: given.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS,
+    budget: given.budget ?? { ...DEFAULT_BUDGET },
+    resend: given.resend ?? 'safe',
+  };
+  if (given.replayBodyBytes !== undefined) retry.replayBodyBytes = given.replayBodyBytes;
   return {
     name: config.name,
-    retry: {
-      attempts: given.attempts ?? DEFAULT_ATTEMPTS,
-      backoff: { ...DEFAULT_RETRY_BACKOFF, ...given.backoff },
-      statuses: given.statuses ?? [...DEFAULT_RETRYABLE_STATUSES],
-      maxRetryAfterMs: given.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS,
-      budget: given.budget ?? { ...DEFAULT_BUDGET },
-      resend: given.resend ?? 'safe',
-      ...(given.replayBodyBytes === undefined ? {} : { replayBodyBytes: given.replayBodyBytes }),
-    },
+    retry,
     breaker: config.breaker === false ? false : { ...config.breaker },
+    // Both deadlines are always set when timeouts are on: definePolicy relies on it.
     timeout:
       config.timeout === false
         ? false
@@ -178,19 +185,20 @@ export function definePolicy(config: PolicyConfig = {}): Policy {
   const valid = deepFreeze(structuredClone(validate(policySchema, config, 'definePolicy()')) as PolicyConfig);
   const resolved = deepFreeze(resolve(valid));
 
-  const { retry: retryConfig } = resolved;
-  const retries: Retry | undefined = resolved.retry.attempts > 1 ? retry(retryConfig) : undefined;
+  const { retry: retryConfig, timeout: deadlines } = resolved;
+  const retries: Retry | undefined = retryConfig.attempts > 1 ? retry(retryConfig) : undefined;
   const breaker: CircuitBreaker | undefined =
     resolved.breaker === false
       ? undefined
       : circuitBreaker({ maxRetryAfterMs: retryConfig.maxRetryAfterMs, ...resolved.breaker });
   const capture = captureStatus(resolved.capture);
-  const { attemptMs, totalMs } = resolved.timeout === false ? {} : resolved.timeout;
-  // With an attempt timeout inside, the total deadline needs no timer of its own: each
-  // attempt is bounded by the time left, and retry and pacing never wait past it.
-  const total =
-    totalMs === undefined ? undefined : attemptMs === undefined ? timeout({ totalMs }) : deadline(totalMs);
-  const perAttempt = attemptMs === undefined ? undefined : timeout({ attemptMs });
+  // resolve() sets both deadlines whenever timeouts are on. With an attempt timeout
+  // inside, the total deadline needs no timer of its own: each attempt is bounded by
+  // the time left, and retry and pacing never wait past it.
+  const [total, perAttempt] =
+    deadlines === false
+      ? []
+      : [deadline(deadlines.totalMs as number), timeout({ attemptMs: deadlines.attemptMs as number })];
   const keys = resolved.idempotencyKeys ? idempotencyKey() : undefined;
 
   return Object.freeze({
@@ -198,25 +206,22 @@ export function definePolicy(config: PolicyConfig = {}): Policy {
     resolved,
     capture,
     fetch(base?: FetchLike, options: PolicyFetchOptions = {}): FetchLike {
-      const use: Middleware[] = [];
-      for (const m of [
+      const use = [
         total,
         retries,
         keys,
-        options.auth ? auth(options.auth) : undefined,
+        options.auth && auth(options.auth),
         breaker,
         perAttempt,
         capture,
-      ]) {
-        if (m !== undefined) use.push(m);
-      }
-      const key = options.key ?? resolved.name;
+      ].filter((m): m is Middleware => m !== undefined);
+      // createFetch's schema takes an absent option as undefined, so no spreads are needed.
       return createFetch({
         use,
-        ...(base === undefined ? {} : { fetch: base }),
-        ...(key === undefined ? {} : { key }),
-        ...(options.onEvent === undefined ? {} : { onEvent: options.onEvent }),
-      });
+        fetch: base,
+        key: options.key ?? resolved.name,
+        onEvent: options.onEvent,
+      } as CreateFetchOptions);
     },
     stats(key: string): PolicyStats {
       return { retry: retries?.stats(key), breaker: breaker?.stats(key), lastFailure: capture.last(key) };
