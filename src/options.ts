@@ -29,38 +29,57 @@ export const onEventSchema: z.ZodMiniOptional<z.ZodMiniType<(event: BreakwaterEv
   functionOption<(event: BreakwaterEvent) => void>(),
 );
 
-/** Option names whose values must never be printed. */
-const SECRET_NAME = /secret|password|passwd|authorization|cookie|credential|api[-_]?key|token$/i;
+/**
+ * Option names whose values must never be printed: any name containing one of
+ * these (`clientSecret`, `password`, `proxyAuthorization`, `cookies`,
+ * `credentials`, `apiKey`), or ending in `token`.
+ */
+const SECRET_NAME = /secret|passw|auth|cookie|cred|api.?key|token$/i;
 
 /** The longest value shown in an error before it is cut. */
 const MAX_SHOWN_CHARS = 60;
 
+/** zod/mini ships no locale: its default message is "Invalid input". Say what was expected. */
+const DEFAULT_MESSAGE = 'Invalid input';
+
+function article(noun: string): string {
+  return /^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`;
+}
+
 /** A short, safe description of a value for an error message. */
 export function describeValue(value: unknown, path: readonly PropertyKey[] = []): string {
-  const name = String(path.at(-1) ?? '');
-  if (SECRET_NAME.test(name) && value !== undefined) return `a ${typeof value} (not shown)`;
-  if (typeof value === 'function') return `a function${value.name ? ` (${value.name})` : ''}`;
-  if (typeof value === 'string') {
-    const shown = value.length > MAX_SHOWN_CHARS ? `${value.slice(0, MAX_SHOWN_CHARS)}…` : value;
-    return JSON.stringify(shown);
+  const type = typeof value;
+  if (value !== undefined && SECRET_NAME.test(String(path.at(-1)))) return `${article(type)} (not shown)`;
+  if (type === 'string') {
+    const text = value as string;
+    return JSON.stringify(text.length > MAX_SHOWN_CHARS ? `${text.slice(0, MAX_SHOWN_CHARS)}…` : text);
   }
-  if (typeof value === 'bigint') return `${value}n`;
-  if (value === null || typeof value !== 'object') return String(value);
-  if (Array.isArray(value)) return `an array of ${value.length}`;
-  return 'an object';
+  // Primitives (null included) print as themselves; objects by kind only.
+  if (Object(value) !== value) return String(value);
+  return Array.isArray(value) ? `an array of ${value.length}` : article(type);
 }
 
-function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
-  let value = root;
-  for (const step of path) {
-    if (value === null || typeof value !== 'object') return undefined;
-    value = (value as Record<PropertyKey, unknown>)[step];
-  }
-  return value;
+/**
+ * The parts of a zod issue this file reads. Which fields are present depends on the
+ * code, so the formatter tells issues apart by field: `errors` (invalid_union),
+ * `keys` (unrecognized_keys), `expected` (invalid_type), `values` (invalid_value),
+ * `minimum` / `maximum` (too_small / too_big).
+ */
+interface Issue {
+  path: PropertyKey[];
+  message: string;
+  errors?: Issue[][];
+  keys?: string[];
+  expected?: string;
+  values?: unknown[];
+  origin?: string;
+  minimum?: unknown;
+  maximum?: unknown;
+  inclusive?: boolean;
 }
 
-function formatPath(where: string, path: readonly PropertyKey[]): string {
-  return path.length === 0 ? where : `${where}.${path.map(String).join('.')}`;
+function depth(issues: Issue[]): number {
+  return Math.max(...issues.map((issue) => issue.path.length));
 }
 
 /**
@@ -70,91 +89,54 @@ function formatPath(where: string, path: readonly PropertyKey[]): string {
 export function validate<T>(schema: z.ZodMiniType<T>, value: unknown, where: string): T {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
-  const problems = flatten(result.error.issues, []).map((issue) => {
-    if (issue.code === 'unrecognized_keys') {
-      const keys = issue.keys ?? [];
-      return `${formatPath(where, issue.path)}: unknown option${keys.length > 1 ? 's' : ''} ${keys.map((k) => JSON.stringify(k)).join(', ')}`;
-    }
-    const got = describeValue(valueAt(value, issue.path), issue.path);
-    return `${formatPath(where, issue.path)}: ${explain(issue)} (got ${got})`;
-  });
-  throw new TypeError(`invalid options for ${where}:\n  - ${problems.join('\n  - ')}`);
-}
-
-/** The parts of a zod issue this file reads. */
-interface Issue {
-  code: string;
-  path: PropertyKey[];
-  message: string;
-  errors?: Issue[][];
-  keys?: string[];
-  expected?: string;
-  values?: unknown[];
-  origin?: string;
-  minimum?: number | bigint;
-  maximum?: number | bigint;
-  inclusive?: boolean;
-  format?: string;
-}
-
-/** zod/mini ships no locale: its default message is "Invalid input". Say what was expected. */
-const DEFAULT_MESSAGE = 'Invalid input';
-
-function article(noun: string): string {
-  return /^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`;
+  /**
+   * One line per issue. zod reports a failed union only when every branch failed on
+   * type; the branch that got deepest into the value (a typo inside an options
+   * object, say) is the one the user meant, so its issues are reported where they
+   * are. A value that fits no branch even at the top is told every alternative
+   * instead (see explain).
+   */
+  const problems = (issues: readonly Issue[], prefix: readonly PropertyKey[]): string[] =>
+    issues.flatMap((issue) => {
+      const path = [...prefix, ...issue.path];
+      const deepest = (issue.errors ?? []).reduce(
+        (best, branch) => (depth(branch) > depth(best) ? branch : best),
+        [],
+      );
+      if (depth(deepest) > 0) return problems(deepest, path);
+      // The value at the path, read from the input: an issue's own `input` is the
+      // parent object for a refinement that names a field.
+      let got = value;
+      for (const step of path) got = (got as Record<PropertyKey, unknown> | undefined)?.[step];
+      return `${[where, ...path].join('.')}: ${
+        issue.keys
+          ? `unknown option ${issue.keys.map((key) => describeValue(key)).join(', ')}`
+          : `${explain(issue)} (got ${describeValue(got, path)})`
+      }`;
+    });
+  throw new TypeError(
+    `invalid options for ${where}:\n  - ${problems(result.error.issues, []).join('\n  - ')}`,
+  );
 }
 
 function explain(issue: Issue): string {
+  const { minimum, maximum, inclusive, values } = issue;
   if (issue.message !== DEFAULT_MESSAGE) return issue.message;
-  switch (issue.code) {
-    case 'invalid_type':
-      return `must be ${article(issue.expected ?? 'value of another type')}`;
-    case 'invalid_value':
-      return `must be one of ${(issue.values ?? []).map((v) => JSON.stringify(v)).join(', ')}`;
-    case 'too_small':
-      return `must be ${issue.inclusive === false ? 'more than' : 'at least'} ${String(issue.minimum)}${issue.origin === 'string' ? ' characters long' : ''}`;
-    case 'too_big':
-      return `must be ${issue.inclusive === false ? 'less than' : 'at most'} ${String(issue.maximum)}${issue.origin === 'string' ? ' characters long' : ''}`;
-    case 'invalid_format':
-      return `must be a valid ${issue.format ?? 'value'}`;
-    case 'not_multiple_of':
-      return 'must be a whole number';
-    default:
-      return 'is not valid here';
-  }
-}
-
-function depth(issues: Issue[]): number {
-  return Math.max(0, ...issues.map((issue) => issue.path.length));
-}
-
-/**
- * Replaces each failed union (`false | { ... }`, say) by the issues of the branch
- * the value was most likely meant for (the one that got deepest into it), so a typo
- * inside an options object is reported where it is, not as "Invalid input" on the
- * whole object.
- */
-function flatten(issues: readonly Issue[], prefix: readonly PropertyKey[]): Issue[] {
-  return issues.flatMap((issue) => {
-    const path = [...prefix, ...issue.path];
-    if (issue.code !== 'invalid_union' || !issue.errors || issue.errors.length === 0)
-      return [{ ...issue, path }];
-    const typeOnly = (branch: Issue[]): boolean =>
-      branch.every((i) => i.path.length === 0 && (i.code === 'invalid_type' || i.code === 'invalid_value'));
-    if (issue.errors.every(typeOnly)) {
-      // The value fits no branch at all: name every alternative.
-      const alternatives = issue.errors.flat().map((i) => explain(i).replace(/^must be (one of )?/, ''));
-      return [{ ...issue, code: 'custom', path, message: `must be ${alternatives.join(' or ')}` }];
-    }
-    let best = issue.errors[0] as Issue[];
-    for (const branch of issue.errors) {
-      if (
-        (typeOnly(best) && !typeOnly(branch)) ||
-        (typeOnly(branch) === typeOnly(best) && depth(branch) > depth(best))
-      ) {
-        best = branch;
-      }
-    }
-    return flatten(best, path);
-  });
+  const unit = issue.origin === 'string' ? ' characters long' : '';
+  return `must be ${
+    issue.errors?.length
+      ? issue.errors
+          .flat()
+          .map((alternative) => explain(alternative).replace(/^must be /, ''))
+          .join(' or ')
+      : issue.expected
+        ? article(issue.expected === 'int' ? 'integer' : issue.expected)
+        : values
+          ? values.map((v) => describeValue(v)).join(' or ')
+          : minimum !== undefined
+            ? `${inclusive ? 'at least' : 'more than'} ${minimum}${unit}`
+            : maximum !== undefined
+              ? `${inclusive ? 'at most' : 'less than'} ${maximum}${unit}`
+              : 'valid'
+  }`;
 }
