@@ -74,87 +74,84 @@ type Verdict = readonly [code: NetworkErrorCode, sent: SentState];
 const MAX_CHAIN_ERRORS = 16;
 
 /**
- * Each normalised code, grouped by whether the request can have been sent: the raw
- * error `code`s (Node/undici system errors, Bun's fetch codes) and error class `name`s
- * (Deno's built-in error classes, older Bun) that name it outright, space-separated,
- * and the message fragments (lower case) that describe it where no `code` does: Deno's
- * hyper / rustls / OS messages (Linux, macOS and Windows wordings), as plain
- * alternatives (linear time).
- *
- * `no`: failed before a byte of the request was written. `maybe`: failed after
- * connecting (or the runtime cannot tell): the server may have the request; a message
- * counts as "not sent" when the chain says it came in the connect step (see
- * {@link CONNECT_MARKER}). Messages are checked in the order listed; the first match
- * wins.
+ * Each normalised code with whether the request can have been sent (`no`: failed
+ * before a byte was written; `maybe`: failed after connecting, or the runtime cannot
+ * tell, so the server may have the request), then the raw error `code`s (Node/undici
+ * system errors, Bun's fetch codes) and error class `name`s (Deno's built-in error
+ * classes, older Bun) that name it outright, space-separated, and the message
+ * fragments (lower case) that describe it where no `code` does: Deno's hyper / rustls
+ * / OS messages (Linux, macOS and Windows wordings), as plain alternatives (linear
+ * time). A message counts as "not sent" also when the chain says it came in the
+ * connect step (see {@link CONNECT_MARKER}). Messages are checked in the order of the
+ * rows; the first match wins.
  */
-const FAILURES: Readonly<
-  Record<SentState, Partial<Record<NetworkErrorCode, readonly [codes: string, fragments?: RegExp]>>>
-> = {
-  no: {
-    // EAI_AGAIN is a temporary DNS failure (see NetworkErrorCode); DNSException is Bun's DNS error class.
-    ENOTFOUND: [
-      'ENOTFOUND EAI_AGAIN EAI_FAIL EAI_NONAME EAI_NODATA DNSException',
-      /dns error|failed to lookup address|name or service not known|nodename nor servname|no such host|temporary failure in name resolution/,
-    ],
-    // ConnectionRefused: older Bun, and Deno's ConnectionRefused class.
-    ECONNREFUSED: ['ECONNREFUSED ConnectionRefused', /connection refused|actively refused/],
-    // EPROTO, Node and Bun: the TLS handshake failed (plain HTTP on the port, ...).
-    // Handshake and certificate codes are matched by TLS_CODE.
-    TLS: [
-      'EPROTO',
-      /certificate|received corrupt message|received fatal alert|peer is incompatible|peer misbehaved|tls handshake/,
-    ],
-    ETIMEDOUT: ['UND_ERR_CONNECT_TIMEOUT'],
-    // Bun: the socket could not be opened at all.
-    ENETWORK: ['FailedToOpenSocket'],
-  },
-  maybe: {
-    // ETIMEDOUT is refined to "not sent" when the syscall is connect. TimedOut: Deno's
-    // class; Timeout: Bun's idle timeout.
-    ETIMEDOUT: [
-      'ETIMEDOUT TimedOut Timeout UND_ERR_HEADERS_TIMEOUT UND_ERR_BODY_TIMEOUT',
-      /timed out|deadline has elapsed/,
-    ],
-    // ConnectionReset, ConnectionAborted: Deno's classes.
-    ECONNRESET: [
-      'ECONNRESET ConnectionReset ECONNABORTED ConnectionAborted',
-      /connection reset|forcibly closed/,
-    ],
-    // BrokenPipe: Deno's class.
-    EPIPE: ['EPIPE BrokenPipe', /broken pipe/],
-    // UND_ERR_SOCKET: undici's "other side closed"; ConnectionClosed: older Bun (Bun 1.4
-    // reports ECONNRESET instead); UnexpectedEof: Deno's class.
-    ECLOSED: [
-      'UND_ERR_SOCKET ConnectionClosed UnexpectedEof',
-      /connection closed|unexpected eof|unexpected end of file/,
-    ],
-    // EHOSTUNREACH (and the rest) is refined to "not sent" when the syscall is connect.
-    ENETWORK: ['EHOSTUNREACH ENETUNREACH EHOSTDOWN ENETDOWN'],
-  },
-};
+const FAILURES: readonly (readonly [
+  code: NetworkErrorCode,
+  sent: SentState,
+  raws: string,
+  fragments?: RegExp,
+])[] = [
+  // EAI_AGAIN is a temporary DNS failure (see NetworkErrorCode); DNSException is Bun's DNS error class.
+  [
+    'ENOTFOUND',
+    'no',
+    'ENOTFOUND EAI_AGAIN EAI_FAIL EAI_NONAME EAI_NODATA DNSException',
+    /dns error|failed to lookup address|name or service not known|nodename nor servname|no such host|temporary failure in name resolution/,
+  ],
+  // ConnectionRefused: older Bun, and Deno's ConnectionRefused class.
+  ['ECONNREFUSED', 'no', 'ECONNREFUSED ConnectionRefused', /connection refused|actively refused/],
+  // EPROTO, Node and Bun: the TLS handshake failed (plain HTTP on the port, ...).
+  // Handshake and certificate codes are matched by TLS_CODE.
+  [
+    'TLS',
+    'no',
+    'EPROTO',
+    /certificate|received corrupt message|received fatal alert|peer is incompatible|peer misbehaved|tls handshake/,
+  ],
+  ['ETIMEDOUT', 'no', 'UND_ERR_CONNECT_TIMEOUT'],
+  // Bun: the socket could not be opened at all.
+  ['ENETWORK', 'no', 'FailedToOpenSocket'],
+  // ETIMEDOUT is refined to "not sent" when the syscall is connect. TimedOut: Deno's
+  // class; Timeout: Bun's idle timeout.
+  [
+    'ETIMEDOUT',
+    'maybe',
+    'ETIMEDOUT TimedOut Timeout UND_ERR_HEADERS_TIMEOUT UND_ERR_BODY_TIMEOUT',
+    /timed out|deadline has elapsed/,
+  ],
+  // ConnectionReset, ConnectionAborted: Deno's classes.
+  [
+    'ECONNRESET',
+    'maybe',
+    'ECONNRESET ConnectionReset ECONNABORTED ConnectionAborted',
+    /connection reset|forcibly closed/,
+  ],
+  // BrokenPipe: Deno's class.
+  ['EPIPE', 'maybe', 'EPIPE BrokenPipe', /broken pipe/],
+  // UND_ERR_SOCKET: undici's "other side closed"; ConnectionClosed: older Bun (Bun 1.4
+  // reports ECONNRESET instead); UnexpectedEof: Deno's class.
+  [
+    'ECLOSED',
+    'maybe',
+    'UND_ERR_SOCKET ConnectionClosed UnexpectedEof',
+    /connection closed|unexpected eof|unexpected end of file/,
+  ],
+  // EHOSTUNREACH (and the rest) is refined to "not sent" when the syscall is connect.
+  ['ENETWORK', 'maybe', 'EHOSTUNREACH ENETUNREACH EHOSTDOWN ENETDOWN'],
+];
 
 /**
- * {@link FAILURES} as lookups: `codes` by raw code or class name (a `Map`, not an
- * object literal, so a code such as `constructor` never finds a prototype member) and
- * `messages` as `[fragments, verdict]` in order.
+ * {@link FAILURES} by raw code or class name. A `Map`, not an object literal, so a
+ * code such as `constructor` never finds a prototype member.
  */
-const LOOKUP: { codes: ReadonlyMap<string, Verdict>; messages: readonly (readonly [RegExp, Verdict])[] } =
-  /* @__PURE__ */ lookups();
+const CODE_VERDICTS: ReadonlyMap<string, Verdict> = /* @__PURE__ */ verdictsByCode();
 
-function lookups(): typeof LOOKUP {
-  const codes = new Map<string, Verdict>();
-  const messages: [RegExp, Verdict][] = [];
-  for (const [sent, failures] of Object.entries(FAILURES) as [SentState, typeof FAILURES.no][]) {
-    for (const [code, [raws, fragments]] of Object.entries(failures) as [
-      NetworkErrorCode,
-      readonly [string, RegExp?],
-    ][]) {
-      const verdict: Verdict = [code, sent];
-      for (const raw of raws.split(' ')) codes.set(raw, verdict);
-      if (fragments) messages.push([fragments, verdict]);
-    }
+function verdictsByCode(): Map<string, Verdict> {
+  const verdicts = new Map<string, Verdict>();
+  for (const [code, sent, raws] of FAILURES) {
+    for (const raw of raws.split(' ')) verdicts.set(raw, [code, sent]);
   }
-  return { codes, messages };
+  return verdicts;
 }
 
 /**
@@ -282,7 +279,7 @@ function fromCode(error: unknown): Verdict | undefined {
     ? ['TLS', 'maybe']
     : TLS_CODE.test(code)
       ? ['TLS', 'no']
-      : (LOOKUP.codes.get(code) ?? LOOKUP.codes.get(readString(error, 'name')));
+      : (CODE_VERDICTS.get(code) ?? CODE_VERDICTS.get(readString(error, 'name')));
   // Node names the failing syscall: an error in `connect` came before any write.
   if (
     verdict?.[1] === 'maybe' &&
@@ -313,8 +310,8 @@ function judge(chain: readonly unknown[]): Verdict | undefined {
   if (messages.some((message) => LOCAL_REFUSAL.test(message))) return undefined;
   const connecting = messages.some((message) => CONNECT_MARKER.test(message));
   for (const message of messages) {
-    for (const [fragments, verdict] of LOOKUP.messages) {
-      if (fragments.test(message)) return connecting ? [verdict[0], 'no'] : verdict;
+    for (const [code, sent, , fragments] of FAILURES) {
+      if (fragments?.test(message)) return [code, connecting ? 'no' : sent];
     }
   }
   return ['ENETWORK', connecting ? 'no' : 'maybe'];

@@ -65,7 +65,8 @@ export function safeHeaders(headers: Headers | undefined): Record<string, string
 export function redactUrl(url: string | URL): string {
   let parsed: URL;
   try {
-    parsed = typeof url === 'string' ? new URL(url) : url;
+    // A URL object is parsed again from its href: the same URL, and one path for both.
+    parsed = new URL(url);
   } catch {
     return '(unparseable URL)';
   }
