@@ -47,43 +47,53 @@ const EPOCH_RESET_THRESHOLD_SECONDS = 1_704_067_200;
 const TWO_DIGIT_YEAR_FUTURE_WINDOW = 50;
 
 /**
- * 400 Gregorian years are exactly 146,097 days. `Date.UTC` maps years 0-99 to
- * 1900-1999, so such years are built 400 years later and shifted back exactly.
- */
-const MS_PER_400_YEARS = 146_097 * 86_400_000;
-
-/**
  * Go `time.Duration` units (as sent by OpenAI), in nanoseconds. Go sums terms in
  * integer nanoseconds; so do we, because float milliseconds would turn `0.007s`
- * into 7.000000000000001 ms and round it up to 8. Two-letter units come first:
- * `ms` must win over `m`.
+ * into 7.000000000000001 ms and round it up to 8.
  */
-const GO_DURATION_UNITS_NS: ReadonlyArray<readonly [unit: string, ns: number]> = [
-  ['ns', 1],
-  ['us', 1e3],
-  ['\u00b5s', 1e3], // µs, MICRO SIGN (what Go prints)
-  ['\u03bcs', 1e3], // μs, GREEK SMALL LETTER MU (Go accepts it too)
-  ['ms', 1e6],
-  ['h', 3.6e12],
-  ['m', 6e10],
-  ['s', 1e9],
-];
+const GO_DURATION_UNITS_NS: Readonly<Record<string, number>> = {
+  ns: 1,
+  us: 1e3,
+  '\u00b5s': 1e3, // µs, MICRO SIGN (what Go prints)
+  '\u03bcs': 1e3, // μs, GREEK SMALL LETTER MU (Go accepts it too)
+  ms: 1e6,
+  s: 1e9,
+  m: 6e10,
+  h: 3.6e12,
+};
+
+/**
+ * One Go duration term: `[digits][.digits]unit`. The units alternative tries
+ * `ms` before `m`. Each quantifier is followed by a character it cannot match,
+ * so a failed match backtracks at most once over each digit.
+ */
+const GO_DURATION_TERM = /(\d*)(?:\.(\d*))?([nu\u00b5\u03bcm]?s|m|h)/y;
 
 /** Fraction digits beyond this are below a nanosecond for every Go unit up to `h` and are dropped, as Go does. */
 const MAX_FRACTION_DIGITS = 13;
 
-/** The reset headers that sit beside a `-remaining` header in the legacy `X-RateLimit-*` family. */
-const LEGACY_RESET_HEADERS: ReadonlyArray<readonly [reset: string, remaining: string]> = [
-  ['ratelimit-reset', 'ratelimit-remaining'],
-  ['x-ratelimit-reset', 'x-ratelimit-remaining'],
-  ['x-rate-limit-reset', 'x-rate-limit-remaining'],
-];
+/** `[remaining, reset]` header-name pairs for each name in `names`. */
+function resetPairs(
+  names: readonly string[],
+  headerName: (name: string, field: 'remaining' | 'reset') => string,
+): ReadonlyArray<readonly [remaining: string, reset: string]> {
+  return names.map((name) => [headerName(name, 'remaining'), headerName(name, 'reset')]);
+}
 
-/** OpenAI limit kinds: `x-ratelimit-reset-<kind>` counts only when `x-ratelimit-remaining-<kind>` is 0. */
-const OPENAI_LIMIT_KINDS: readonly string[] = ['requests', 'tokens'];
+/** The legacy `X-RateLimit-*` family: `<prefix>-reset` beside `<prefix>-remaining`. */
+const LEGACY_RESETS = resetPairs(
+  ['ratelimit', 'x-ratelimit', 'x-rate-limit'],
+  (prefix, field) => `${prefix}-${field}`,
+);
 
-/** Anthropic limit kinds: `anthropic-ratelimit-<kind>-reset` counts only when `-remaining` is 0. */
-const ANTHROPIC_LIMIT_KINDS: readonly string[] = ['requests', 'tokens', 'input-tokens', 'output-tokens'];
+/** OpenAI: `x-ratelimit-reset-<kind>` counts only when `x-ratelimit-remaining-<kind>` is 0. */
+const OPENAI_RESETS = resetPairs(['requests', 'tokens'], (kind, field) => `x-ratelimit-${field}-${kind}`);
+
+/** Anthropic: `anthropic-ratelimit-<kind>-reset` counts only when `-remaining` is 0. */
+const ANTHROPIC_RESETS = resetPairs(
+  ['requests', 'tokens', 'input-tokens', 'output-tokens'],
+  (kind, field) => `anthropic-ratelimit-${kind}-${field}`,
+);
 
 /**
  * Response headers in any shape a fetch-based client is likely to hold them:
@@ -156,12 +166,12 @@ export interface RateLimitInfo {
  */
 export function retryDelay(headers: HeadersLike, now: number = Date.now()): number | undefined {
   return (
-    fromRetryAfterMs(headers) ??
+    clampDelay(parseNumber(DECIMAL, readHeader(headers, 'retry-after-ms'))) ??
     fromRetryAfter(headers, now) ??
     fromRateLimitField(headers) ??
     fromLegacyReset(headers, now) ??
-    fromOpenAiResets(headers) ??
-    fromAnthropicResets(headers, now)
+    fromExhaustedResets(headers, now, OPENAI_RESETS, parseGoDuration) ??
+    fromExhaustedResets(headers, now, ANTHROPIC_RESETS, parseRfc3339)
   );
 }
 
@@ -204,94 +214,77 @@ export function shouldRetryHeader(headers: HeadersLike): boolean | undefined {
  */
 export function parseRateLimit(headers: HeadersLike): RateLimitInfo | undefined {
   const limits = rateLimitStatuses(headers);
-  const policies: RateLimitPolicy[] = [];
-  for (const { name, params } of parseSfList(readHeader(headers, 'ratelimit-policy'))) {
-    const quota = nonNegativeInteger(params.get('q'));
-    if (quota === undefined) continue; // `q` is required
-    const policy: RateLimitPolicy = { policy: name, quota };
-    const unit = params.get('qu');
-    if (unit?.type === 'string' || unit?.type === 'token') policy.quotaUnit = unit.value;
-    const window = nonNegativeInteger(params.get('w'));
-    if (window !== undefined) policy.windowSeconds = window;
-    const key = params.get('pk');
-    if (key?.type === 'bytes') policy.partitionKey = key.value;
-    policies.push(policy);
-  }
+  const policies = sfMembers(headers, 'ratelimit-policy', 'q', toPolicy);
   return limits.length === 0 && policies.length === 0 ? undefined : { limits, policies };
 }
 
 // ---------------------------------------------------------------------------
-// Sources for retryDelay, in precedence order
-
-function fromRetryAfterMs(headers: HeadersLike): number | undefined {
-  const value = readHeader(headers, 'retry-after-ms');
-  return value === undefined ? undefined : clampDelay(parseDecimal(value));
-}
+// Sources for retryDelay, in precedence order (retry-after-ms is read inline).
+// Internally "no value" is NaN: it survives the arithmetic (`NaN * 1000`,
+// `NaN - now`), compares false (`NaN > 0`), and clampDelay turns it into
+// `undefined` on the way out.
 
 /** RFC 9110 §10.2.3: `Retry-After = HTTP-date / delay-seconds`, `delay-seconds = 1*DIGIT`. */
 function fromRetryAfter(headers: HeadersLike, now: number): number | undefined {
   const value = readHeader(headers, 'retry-after');
-  if (value === undefined) return undefined;
-  const seconds = parseDigits(value);
-  if (seconds !== undefined) return clampDelay(seconds * 1000);
-  const date = parseHttpDate(value, now);
-  return date === undefined ? undefined : clampDelay(date - now);
+  const seconds = parseNumber(DIGITS, value);
+  return clampDelay(Number.isNaN(seconds) ? parseHttpDate(value, now) - now : seconds * 1000);
 }
 
 function fromRateLimitField(headers: HeadersLike): number | undefined {
-  let longest: number | undefined;
-  for (const { remaining, resetSeconds } of rateLimitStatuses(headers)) {
+  let longest = Number.NaN;
+  for (const { remaining, resetSeconds = Number.NaN } of rateLimitStatuses(headers)) {
     // r>0 means this policy still has quota: it asks for no wait.
-    if (remaining === 0 && resetSeconds !== undefined) longest = Math.max(longest ?? 0, resetSeconds);
+    if (remaining === 0) longest = longer(resetSeconds * 1000, longest);
   }
-  return longest === undefined ? undefined : clampDelay(longest * 1000);
+  return clampDelay(longest);
 }
 
 /**
  * GitHub and the early ratelimit-headers drafts send the reset on every response,
  * not only when throttled: a 502 from an API with 4,999 requests left must not
  * wait out the hour, so a `-Remaining` that says quota is left vetoes the reset.
+ * The first header of the family with a usable reset wins.
  */
 function fromLegacyReset(headers: HeadersLike, now: number): number | undefined {
-  for (const [resetName, remainingName] of LEGACY_RESET_HEADERS) {
-    const reset = parseDigits(readHeader(headers, resetName));
-    if (reset === undefined) continue;
-    const remaining = parseDigits(readHeader(headers, remainingName));
-    if (remaining !== undefined && remaining > 0) continue;
-    return clampDelay(reset >= EPOCH_RESET_THRESHOLD_SECONDS ? reset * 1000 - now : reset * 1000);
+  for (const [remainingName, resetName] of LEGACY_RESETS) {
+    const reset = parseNumber(DIGITS, readHeader(headers, resetName));
+    if (reset >= 0 && !(parseNumber(DIGITS, readHeader(headers, remainingName)) > 0)) {
+      return clampDelay(reset * 1000 - (reset >= EPOCH_RESET_THRESHOLD_SECONDS ? now : 0));
+    }
   }
   return undefined;
 }
 
-function fromOpenAiResets(headers: HeadersLike): number | undefined {
-  let longest: number | undefined;
-  for (const kind of OPENAI_LIMIT_KINDS) {
-    if (parseDigits(readHeader(headers, `x-ratelimit-remaining-${kind}`)) !== 0) continue;
-    const ms = parseGoDuration(readHeader(headers, `x-ratelimit-reset-${kind}`));
-    if (ms !== undefined) longest = Math.max(longest ?? 0, ms);
+/** The longest wait among the provider's limits whose matching remaining count is exactly 0. */
+function fromExhaustedResets(
+  headers: HeadersLike,
+  now: number,
+  pairs: ReadonlyArray<readonly [remaining: string, reset: string]>,
+  parseWait: (value: string, now: number) => number,
+): number | undefined {
+  let longest = Number.NaN;
+  for (const [remainingName, resetName] of pairs) {
+    if (parseNumber(DIGITS, readHeader(headers, remainingName)) === 0) {
+      longest = longer(parseWait(readHeader(headers, resetName) ?? '', now), longest);
+    }
   }
-  return longest === undefined ? undefined : clampDelay(longest);
+  return clampDelay(longest);
 }
 
-function fromAnthropicResets(headers: HeadersLike, now: number): number | undefined {
-  let latest: number | undefined;
-  for (const kind of ANTHROPIC_LIMIT_KINDS) {
-    if (parseDigits(readHeader(headers, `anthropic-ratelimit-${kind}-remaining`)) !== 0) continue;
-    const at = parseRfc3339(readHeader(headers, `anthropic-ratelimit-${kind}-reset`));
-    if (at !== undefined) latest = Math.max(latest ?? at, at);
-  }
-  return latest === undefined ? undefined : clampDelay(latest - now);
+/** The larger of two waits, where NaN means "no wait given" rather than poisoning the result. */
+function longer(ms: number, other: number): number {
+  return ms > other || Number.isNaN(other) ? ms : other;
 }
 
 /**
- * Every delay leaves through here: NaN (say, from a non-finite `now`) becomes
+ * Every delay leaves through here: NaN (no value, or a non-finite `now`) becomes
  * `undefined`, negatives and past dates 0, fractions round up (waiting a hair too
  * long is harmless, too short earns another 429), and everything is capped.
  */
-function clampDelay(ms: number | undefined): number | undefined {
-  if (ms === undefined || Number.isNaN(ms)) return undefined;
-  if (ms <= 0) return 0;
-  return ms >= MAX_DELAY_MS ? MAX_DELAY_MS : Math.ceil(ms);
+function clampDelay(ms: number): number | undefined {
+  if (Number.isNaN(ms)) return undefined;
+  return ms <= 0 ? 0 : Math.min(Math.ceil(ms), MAX_DELAY_MS);
 }
 
 // ---------------------------------------------------------------------------
@@ -303,38 +296,25 @@ function clampDelay(ms: number | undefined): number | undefined {
  * when absent, not a string, or longer than {@link MAX_HEADER_CHARS}.
  */
 function readHeader(headers: HeadersLike, name: string): string | undefined {
-  if (typeof headers !== 'object' || headers === null) return undefined; // JS callers may pass anything
   let value: string | undefined;
   if (typeof Headers === 'function' && headers instanceof Headers) {
     value = headers.get(name) ?? undefined;
-  } else if (typeof (headers as Partial<Iterable<unknown>>)[Symbol.iterator] === 'function') {
-    for (const pair of headers as Iterable<unknown>) {
+  } else if (typeof headers === 'object' && headers !== null) {
+    // JS callers may pass anything. A plain object is read as its [name, value]
+    // entries; only there may a value be an array (one string per field line).
+    const isRecord = typeof (headers as Partial<Iterable<unknown>>)[Symbol.iterator] !== 'function';
+    const lines: string[] = [];
+    for (const pair of isRecord ? Object.entries(headers) : (headers as Iterable<unknown>)) {
       if (!Array.isArray(pair)) continue;
       const [key, item] = pair as unknown[];
-      if (typeof key === 'string' && typeof item === 'string' && sameName(key, name)) {
-        value = value === undefined ? item : `${value}, ${item}`;
+      if (typeof key !== 'string' || key.length !== name.length || key.toLowerCase() !== name) continue;
+      for (const line of isRecord && Array.isArray(item) ? item : [item]) {
+        if (typeof line === 'string') lines.push(line);
       }
     }
-  } else {
-    const record = headers as { readonly [name: string]: unknown };
-    for (const key of Object.keys(record)) {
-      if (!sameName(key, name)) continue;
-      const item = record[key];
-      const text = typeof item === 'string' ? item : joinStrings(item);
-      if (text !== undefined) value = value === undefined ? text : `${value}, ${text}`;
-    }
+    if (lines.length > 0) value = lines.join(', ');
   }
   return value === undefined || value.length > MAX_HEADER_CHARS ? undefined : trimHttpWhitespace(value);
-}
-
-function sameName(key: string, lowerName: string): boolean {
-  return key.length === lowerName.length && key.toLowerCase() === lowerName;
-}
-
-function joinStrings(item: unknown): string | undefined {
-  if (!Array.isArray(item)) return undefined;
-  const strings = item.filter((part): part is string => typeof part === 'string');
-  return strings.length === 0 ? undefined : strings.join(', ');
 }
 
 /** Fetch's HTTP whitespace (HTAB, LF, CR, SP), not `String#trim`'s Unicode spaces. */
@@ -353,61 +333,46 @@ function isHttpWhitespace(code: number): boolean {
 // ---------------------------------------------------------------------------
 // Numbers
 
-function isDigit(code: number): boolean {
-  return code >= 0x30 && code <= 0x39;
-}
-
-/**
- * `1*DIGIT` and nothing else: no sign, no fraction, no exponent, no `0x` (all of
- * which `Number()` would accept). A very long digit string may come back as a
- * huge number or Infinity; callers clamp, so that is safe.
- */
-function parseDigits(value: string | undefined): number | undefined {
-  if (value === undefined || value.length === 0) return undefined;
-  for (let i = 0; i < value.length; i++) if (!isDigit(value.charCodeAt(i))) return undefined;
-  return Number(value);
-}
+/** `1*DIGIT` and nothing else. */
+const DIGITS = /^\d+$/;
 
 /** `1*DIGIT [ "." 1*DIGIT ]`, e.g. `retry-after-ms: 1500.5`. */
-function parseDecimal(value: string): number | undefined {
-  const dot = value.indexOf('.');
-  if (dot === -1) return parseDigits(value);
-  if (parseDigits(value.slice(0, dot)) === undefined || parseDigits(value.slice(dot + 1)) === undefined) {
-    return undefined;
-  }
-  return Number(value);
+const DECIMAL = /^\d+(?:\.\d+)?$/;
+
+/**
+ * `value` as a number if all of it matches `pattern`, else NaN. `Number()` alone
+ * would also take signs, exponents, `0x` and whitespace. A very long digit string
+ * may come back as a huge number or Infinity; callers clamp, so that is safe.
+ */
+function parseNumber(pattern: RegExp, value: string | undefined): number {
+  return value !== undefined && pattern.test(value) ? Number(value) : Number.NaN;
 }
 
 /**
  * A Go `time.Duration` string as OpenAI sends it (`20ms`, `6m0s`, `1h2m3.5s`):
  * one or more `[digits][.digits]unit` terms, or a bare `0`. Signs are rejected (a
- * negative reset is meaningless). Returns milliseconds, possibly fractional.
+ * negative reset is meaningless). Returns milliseconds, possibly fractional, or NaN.
  */
-function parseGoDuration(value: string | undefined): number | undefined {
-  if (value === undefined || value.length === 0) return undefined;
+function parseGoDuration(value: string): number {
   if (value === '0') return 0;
-  let totalNs = 0;
-  let i = 0;
-  while (i < value.length) {
-    const intStart = i;
-    while (i < value.length && isDigit(value.charCodeAt(i))) i++;
-    const intDigits = value.slice(intStart, i);
-    let fraction = '';
-    if (value.charCodeAt(i) === 0x2e /* . */) {
-      const fractionStart = ++i;
-      while (i < value.length && isDigit(value.charCodeAt(i))) i++;
-      fraction = value.slice(fractionStart, i).slice(0, MAX_FRACTION_DIGITS);
-    }
-    if (intDigits.length === 0 && fraction.length === 0) return undefined;
-    const unit = GO_DURATION_UNITS_NS.find(([name]) => value.startsWith(name, i));
-    if (unit === undefined) return undefined;
-    const [name, unitNs] = unit;
+  let totalNs = value === '' ? Number.NaN : 0;
+  for (let at = 0; at < value.length; ) {
+    const term = matchAt(GO_DURATION_TERM, value, at);
+    if (term === null || !(term[1] || term[2])) return Number.NaN; // no term, or no digits
+    const [text, whole = '', allFraction = '', unit = ''] = term;
+    const unitNs = GO_DURATION_UNITS_NS[unit] ?? Number.NaN;
+    const fraction = allFraction.slice(0, MAX_FRACTION_DIGITS);
     // A huge integer part becomes Infinity here; clampDelay caps it.
-    totalNs += Number(intDigits || '0') * unitNs;
-    if (fraction.length > 0) totalNs += Math.trunc((Number(fraction) * unitNs) / 10 ** fraction.length);
-    i += name.length;
+    totalNs += Number(whole) * unitNs + Math.trunc((Number(fraction) * unitNs) / 10 ** fraction.length);
+    at += text.length;
   }
   return totalNs / 1e6;
+}
+
+/** Runs the sticky `pattern` at index `at` of `text`. */
+function matchAt(pattern: RegExp, text: string, at: number): RegExpExecArray | null {
+  pattern.lastIndex = at;
+  return pattern.exec(text);
 }
 
 // ---------------------------------------------------------------------------
@@ -415,73 +380,61 @@ function parseGoDuration(value: string | undefined): number | undefined {
 // `30 Feb` or hour 25 over into valid dates. Fixed-width anchored patterns pick
 // the parts; `utcMs` builds the instant and rejects anything that rolled over.
 
-// RFC 9110 §5.6.7 grammar. HTTP-date is case-sensitive and must be GMT. The
-// weekday must be a valid name but is not checked against the date: the date is
-// what the server means, and a mismatch is a cosmetic server bug.
-const IMF_FIXDATE =
-  /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d\d) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4}) (\d\d):(\d\d):(\d\d) GMT$/;
-const RFC850_DATE =
-  /^(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday), (\d\d)-(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)-(\d\d) (\d\d):(\d\d):(\d\d) GMT$/;
-const ASCTIME_DATE =
-  /^(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ( \d|\d\d) (\d\d):(\d\d):(\d\d) (\d{4})$/;
+// RFC 9110 §5.6.7 grammar, built from shared pieces. HTTP-date is case-sensitive
+// and must be GMT. The weekday must be a valid name but is not checked against the
+// date: the date is what the server means, and a mismatch is a cosmetic server bug.
+const WEEKDAY = '(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)';
+const MONTHS = 'Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec';
+const MONTH = `(?<month>${MONTHS})`;
+const TIME = '(?<hour>\\d\\d):(?<minute>\\d\\d):(?<second>\\d\\d)';
+const HTTP_DATE_FORMATS: readonly RegExp[] = [
+  // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
+  `${WEEKDAY}, (?<day>\\d\\d) ${MONTH} (?<year>\\d{4}) ${TIME} GMT`,
+  // rfc850-date: Sunday, 06-Nov-94 08:49:37 GMT
+  `(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (?<day>\\d\\d)-${MONTH}-(?<year>\\d\\d) ${TIME} GMT`,
+  // asctime-date: Sun Nov  6 08:49:37 1994
+  `${WEEKDAY} ${MONTH} (?<day> \\d|\\d\\d) ${TIME} (?<year>\\d{4})`,
+].map((format) => new RegExp(`^${format}$`));
+
 // RFC 3339 §5.6 date-time (`T`/`Z` case-insensitive per its §5.6 note). The one
 // unbounded part, the fraction, is a single `\d+` followed by fixed-width text:
 // no nested quantifier, so matching stays linear.
 const RFC3339_DATE_TIME =
-  /^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:[Zz]|([+-])(\d\d):(\d\d))$/;
+  /^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:[Zz]|([+-])([01]\d|2[0-3]):([0-5]\d))$/;
 
-const MONTHS: readonly string[] = [
-  'Jan',
-  'Feb',
-  'Mar',
-  'Apr',
-  'May',
-  'Jun',
-  'Jul',
-  'Aug',
-  'Sep',
-  'Oct',
-  'Nov',
-  'Dec',
-];
-
-/** An HTTP-date in any of its three forms (RFC 9110 §5.6.7), as epoch ms. */
-function parseHttpDate(value: string, now: number): number | undefined {
-  let m = IMF_FIXDATE.exec(value);
-  if (m !== null)
-    return utcMs(Number(m[3]), month(m[2]), Number(m[1]), Number(m[4]), Number(m[5]), Number(m[6]));
-  m = RFC850_DATE.exec(value);
-  if (m !== null) {
-    const year = expandTwoDigitYear(Number(m[3]), now);
-    return utcMs(year, month(m[2]), Number(m[1]), Number(m[4]), Number(m[5]), Number(m[6]));
+/** An HTTP-date in any of its three forms (RFC 9110 §5.6.7), as epoch ms, or NaN. */
+function parseHttpDate(value: string | undefined, now: number): number {
+  for (const format of HTTP_DATE_FORMATS) {
+    const parts = format.exec(value ?? '')?.groups;
+    if (parts !== undefined) {
+      const { year = '', month = '', day, hour, minute, second } = parts;
+      return utcMs(
+        year.length === 2 ? expandTwoDigitYear(Number(year), now) : Number(year),
+        MONTHS.indexOf(month) / 4 + 1, // the patterns only admit valid names
+        Number(day),
+        Number(hour),
+        Number(minute),
+        Number(second),
+      );
+    }
   }
-  m = ASCTIME_DATE.exec(value);
-  if (m !== null)
-    return utcMs(Number(m[6]), month(m[1]), Number(m[2]), Number(m[3]), Number(m[4]), Number(m[5]));
-  return undefined;
+  return Number.NaN;
 }
 
-/** An RFC 3339 timestamp (Anthropic's resets), as epoch ms; may be fractional. */
-function parseRfc3339(value: string | undefined): number | undefined {
-  const m = value === undefined ? null : RFC3339_DATE_TIME.exec(value);
-  if (m === null) return undefined;
+/** An RFC 3339 timestamp (Anthropic's resets) as the wait until it in ms, possibly fractional, or NaN. */
+function parseRfc3339(value: string, now: number): number {
+  const m = RFC3339_DATE_TIME.exec(value);
+  if (m === null) return Number.NaN;
+  const [, year, month, day, hour, minute, second, fraction = '', sign, offsetHours, offsetMinutes] = m;
   // Whole milliseconds from the first three digits, the rest as a sub-millisecond
   // remainder: `Number('0.007') * 1000` would be 7.000000000000001, not 7.
-  const fraction = m[7] ?? '';
   const fractionMs = Number(fraction.slice(0, 3).padEnd(3, '0')) + Number(`0.${fraction.slice(3)}0`);
-  const local = utcMs(Number(m[1]), Number(m[2]), Number(m[3]), Number(m[4]), Number(m[5]), Number(m[6]));
-  if (local === undefined) return undefined;
-  if (m[8] === undefined) return local + fractionMs; // Z
-  const offsetHours = Number(m[9]);
-  const offsetMinutes = Number(m[10]);
-  if (offsetHours > 23 || offsetMinutes > 59) return undefined;
-  const offsetMs = (offsetHours * 60 + offsetMinutes) * 60_000;
-  // Local time = UTC + offset, so UTC = local - offset.
-  return local + fractionMs - (m[8] === '+' ? offsetMs : -offsetMs);
-}
-
-function month(name: string | undefined): number {
-  return MONTHS.indexOf(name ?? '') + 1; // the patterns only admit valid names
+  // Local time = UTC + offset, so UTC = local - offset (`Z` has none).
+  const offsetMs = sign
+    ? Number(`${sign}1`) * (Number(offsetHours) * 60 + Number(offsetMinutes)) * 60_000
+    : 0;
+  const local = utcMs(Number(year), Number(month), Number(day), Number(hour), Number(minute), Number(second));
+  return local + fractionMs - offsetMs - now;
 }
 
 /**
@@ -492,272 +445,173 @@ function month(name: string | undefined): number {
  */
 function expandTwoDigitYear(yy: number, now: number): number {
   const current = new Date(now).getUTCFullYear(); // NaN for a non-finite `now`: utcMs rejects it
-  let year = current - (current % 100) + yy;
-  if (year > current + TWO_DIGIT_YEAR_FUTURE_WINDOW) year -= 100;
-  else if (year <= current - TWO_DIGIT_YEAR_FUTURE_WINDOW) year += 100;
-  return year;
+  const year = current - (current % 100) + yy;
+  if (year > current + TWO_DIGIT_YEAR_FUTURE_WINDOW) return year - 100;
+  return year <= current - TWO_DIGIT_YEAR_FUTURE_WINDOW ? year + 100 : year;
 }
 
 /**
- * Builds a UTC instant with `Date.UTC` and round-trips it: if any part rolled
- * over (`30 Feb`, hour 25, month 13), the date is invalid and we return `undefined`.
+ * The UTC instant of a date and time, or NaN for an invalid one. The calendar
+ * date is round-tripped: `setUTCFullYear` rolls `30 Feb` or month 13 over, and
+ * then the month or day read back differs. (Unlike `Date.UTC`, it also takes
+ * years 0-99 literally.) The time fields are range-checked.
  *
  * A leap second (`:60`, allowed by RFC 9110 §5.6.7 and RFC 3339 §5.7) is read as
- * `:59`: POSIX time has no leap seconds, and `Date.UTC` would roll :60 into the
- * next minute. Waiting at most one second less than asked is the lesser evil.
+ * `:59`: POSIX time has no leap seconds, and `Date` would roll :60 into the next
+ * minute. Waiting at most one second less than asked is the lesser evil.
  */
 function utcMs(
   year: number,
-  monthNumber: number,
+  month: number,
   day: number,
   hour: number,
   minute: number,
   second: number,
-): number | undefined {
-  if (second > 60) return undefined;
-  const sec = second === 60 ? 59 : second;
-  const built = year < 100 ? year + 400 : year;
-  const ms = Date.UTC(built, monthNumber - 1, day, hour, minute, sec);
-  const d = new Date(ms);
+): number {
+  const date = new Date(0);
+  date.setUTCFullYear(year, month - 1, day); // a NaN year (from a NaN `now`) makes an invalid date
   if (
-    d.getUTCFullYear() !== built ||
-    d.getUTCMonth() !== monthNumber - 1 ||
-    d.getUTCDate() !== day ||
-    d.getUTCHours() !== hour ||
-    d.getUTCMinutes() !== minute ||
-    d.getUTCSeconds() !== sec
+    date.getUTCMonth() !== month - 1 ||
+    date.getUTCDate() !== day ||
+    hour > 23 ||
+    minute > 59 ||
+    second > 60
   ) {
-    return undefined; // also catches NaN parts: NaN !== anything
+    return Number.NaN;
   }
-  return year < 100 ? ms - MS_PER_400_YEARS : ms;
+  return date.getTime() + ((hour * 60 + minute) * 60 + Math.min(second, 59)) * 1000;
 }
 
 // ---------------------------------------------------------------------------
 // RFC 8941 structured fields: just enough for a List of Items with parameters.
+// Each token type is a sticky pattern matched at a known index. No quantifier
+// is followed by something it could also match, so every pattern is linear-time.
 
-/** An RFC 8941 bare item (dates and display strings from RFC 9651 are not needed here). */
-type BareItem =
-  | { readonly type: 'integer' | 'decimal'; readonly value: number }
-  | { readonly type: 'string' | 'token' | 'bytes'; readonly value: string }
-  | { readonly type: 'boolean'; readonly value: boolean };
+/**
+ * §4.2.3.1 bare item, alternatives in this order (capture groups 2-5 once the
+ * pattern is embedded after one group):
+ * - §4.2.4 Decimal: at most 12 integer + 1-3 fraction digits. Tried first so an
+ *   Integer never stops at the dot: anything left unmatched fails the member.
+ * - §4.2.4 Integer (group 2): at most 15 digits, so always exact in a double.
+ * - §4.2.5 String (group 3): printable ASCII, with only `\"` and `\\` as escapes.
+ * - §4.2.6 Token (group 4): `( ALPHA / "*" ) *( tchar / ":" / "/" )`.
+ * - §4.2.7 Byte Sequence (group 5): `":" *(base64) ":"`, kept as base64 text.
+ * - §4.2.8 Boolean: `?0` or `?1`.
+ */
+const SF_BARE_ITEM =
+  /-?\d{1,12}\.\d{1,3}|(-?\d{1,15})|"((?:[ !#-[\]-~]|\\["\\])*)"|([A-Za-z*][\w!#$%&'*+.^|~:/`-]*)|:([A-Za-z\d+/=]*):|\?[01]/;
+
+/** The member's leading OWS (group 1, so the groups match SF_PARAMETER's) and its bare item. */
+const SF_ITEM = new RegExp(`([ \\t]*)(?:${SF_BARE_ITEM.source})`, 'y');
+
+/** §4.2.3.2 `";" *SP key [ "=" bare-item ]` (a bare key means Boolean true); §4.2.3.3 key in group 1. */
+const SF_PARAMETER = new RegExp(`; *([a-z*][a-z\\d_.*-]*)(?:=(?:${SF_BARE_ITEM.source}))?`, 'y');
+
+/** Trailing OWS up to the end of the member. */
+const SF_MEMBER_END = /[ \t]*$/y;
+
+/** Capture groups of SF_ITEM and SF_PARAMETER. */
+const SF_INTEGER = 2;
+const SF_STRING = 3;
+const SF_TOKEN = 4;
+const SF_BYTES = 5;
+
+/**
+ * One list member: text up to the next comma outside a quoted string (an
+ * unterminated string runs to the end). Escapes inside strings are skipped as
+ * pairs, so `"a\",b"` stays one member.
+ */
+const SF_MEMBER = /(?:"(?:\\[\s\S]|[^"\\])*"?|[^",])+/g;
 
 /** A list member we can use: a String or Token name and its parameters (later duplicates win, per RFC 8941). */
-interface NamedItem {
+interface SfItem {
   readonly name: string;
-  readonly params: ReadonlyMap<string, BareItem>;
-}
-
-/** A scanning position; each parser advances `i` past what it consumed. */
-interface Cursor {
-  readonly s: string;
-  i: number;
-}
-
-function rateLimitStatuses(headers: HeadersLike): RateLimitStatus[] {
-  const statuses: RateLimitStatus[] = [];
-  for (const { name, params } of parseSfList(readHeader(headers, 'ratelimit'))) {
-    const remaining = nonNegativeInteger(params.get('r'));
-    if (remaining === undefined) continue; // `r` is required
-    const status: RateLimitStatus = { policy: name, remaining };
-    const reset = nonNegativeInteger(params.get('t'));
-    if (reset !== undefined) status.resetSeconds = reset;
-    const key = params.get('pk');
-    if (key?.type === 'bytes') status.partitionKey = key.value;
-    statuses.push(status);
-  }
-  return statuses;
-}
-
-function nonNegativeInteger(item: BareItem | undefined): number | undefined {
-  return item?.type === 'integer' && item.value >= 0 ? item.value : undefined;
+  readonly params: ReadonlyMap<string, RegExpExecArray>;
 }
 
 /**
  * RFC 8941 §4.2.1 List parsing, made tolerant: a member that fails to parse (or is
  * an Inner List, or not named by a String or Token) is skipped up to the next
  * comma outside a quoted string, instead of failing the whole field. Each
- * character is scanned at most twice (once by the item parser, once by the skip).
+ * character is scanned at most twice (once by the splitter, once by the item).
  */
-function parseSfList(value: string | undefined): NamedItem[] {
-  const items: NamedItem[] = [];
-  if (value === undefined) return items;
-  const c: Cursor = { s: value, i: 0 };
-  while (c.i < value.length) {
-    skipOws(c);
-    const start = c.i;
-    const item = parseItem(c);
-    skipOws(c);
-    if (item !== undefined && (c.i === value.length || value.charCodeAt(c.i) === 0x2c) /* , */) {
-      items.push(item);
-    } else {
-      c.i = start;
-      skipToNextMember(c);
+function parseSfList(value: string | undefined): SfItem[] {
+  const items: SfItem[] = [];
+  for (const [member] of (value ?? '').matchAll(SF_MEMBER)) {
+    const m = matchAt(SF_ITEM, member, 0);
+    const name = sfText(m);
+    if (m === null || name === undefined) continue;
+    const params = new Map<string, RegExpExecArray>();
+    let at = m[0].length;
+    for (;;) {
+      const param = matchAt(SF_PARAMETER, member, at);
+      if (param === null) break;
+      params.set(param[1] ?? '', param);
+      at += param[0].length;
     }
-    c.i++; // past the comma (or past the end)
+    if (matchAt(SF_MEMBER_END, member, at) !== null) items.push({ name, params });
   }
   return items;
 }
 
-function skipOws(c: Cursor): void {
-  while (c.i < c.s.length && (c.s.charCodeAt(c.i) === 0x20 || c.s.charCodeAt(c.i) === 0x09)) c.i++;
+/** A String (unescaped) or Token item's text. */
+function sfText(item: RegExpExecArray | null | undefined): string | undefined {
+  return item?.[SF_STRING]?.replace(/\\(.)/g, '$1') ?? item?.[SF_TOKEN];
 }
 
-function skipToNextMember(c: Cursor): void {
-  let quoted = false;
-  for (; c.i < c.s.length; c.i++) {
-    const code = c.s.charCodeAt(c.i);
-    if (quoted) {
-      if (code === 0x5c /* \ */) c.i++;
-      else if (code === 0x22 /* " */) quoted = false;
-    } else if (code === 0x22) {
-      quoted = true;
-    } else if (code === 0x2c /* , */) {
-      return;
-    }
+function sfInteger(item: RegExpExecArray | undefined): number | undefined {
+  const n = Number(item?.[SF_INTEGER]);
+  return n >= 0 ? n : undefined; // also rejects NaN: not an Integer
+}
+
+/**
+ * The valid members of one field: named, with a non-negative Integer `required`
+ * parameter; `build` reads the rest. Absent optional fields are left out.
+ */
+function sfMembers<T extends object>(
+  headers: HeadersLike,
+  field: string,
+  required: string,
+  build: (policy: string, value: number, params: ReadonlyMap<string, RegExpExecArray>) => T,
+): T[] {
+  const members: T[] = [];
+  for (const { name, params } of parseSfList(readHeader(headers, field))) {
+    const value = sfInteger(params.get(required));
+    if (value === undefined) continue;
+    const member = build(name, value, params) as Record<string, unknown>;
+    for (const key in member) if (member[key] === undefined) delete member[key];
+    members.push(member as T);
   }
+  return members;
 }
 
-/** RFC 8941 §4.2.3, for Items named by a String or Token. */
-function parseItem(c: Cursor): NamedItem | undefined {
-  const bare = parseBareItem(c);
-  if (bare === undefined || (bare.type !== 'string' && bare.type !== 'token')) return undefined;
-  const params = new Map<string, BareItem>();
-  // §4.2.3.2: *( ";" *SP key [ "=" bare-item ] ), a bare key meaning Boolean true.
-  while (c.s.charCodeAt(c.i) === 0x3b /* ; */) {
-    c.i++;
-    while (c.s.charCodeAt(c.i) === 0x20) c.i++;
-    const key = parseKey(c);
-    if (key === undefined) return undefined;
-    let param: BareItem | undefined = { type: 'boolean', value: true };
-    if (c.s.charCodeAt(c.i) === 0x3d /* = */) {
-      c.i++;
-      param = parseBareItem(c);
-      if (param === undefined) return undefined;
-    }
-    params.set(key, param);
-  }
-  return { name: bare.value, params };
+function rateLimitStatuses(headers: HeadersLike): RateLimitStatus[] {
+  return sfMembers(headers, 'ratelimit', 'r', toStatus);
 }
 
-/** §4.2.3.3: `key = ( lcalpha / "*" ) *( lcalpha / DIGIT / "_" / "-" / "." / "*" )`. */
-function parseKey(c: Cursor): string | undefined {
-  const start = c.i;
-  const first = c.s.charCodeAt(c.i);
-  if (!isLcAlpha(first) && first !== 0x2a /* * */) return undefined;
-  c.i++;
-  while (c.i < c.s.length) {
-    const code = c.s.charCodeAt(c.i);
-    if (
-      !(isLcAlpha(code) || isDigit(code) || code === 0x5f || code === 0x2d || code === 0x2e || code === 0x2a)
-    )
-      break;
-    c.i++;
-  }
-  return c.s.slice(start, c.i);
+function toStatus(
+  policy: string,
+  remaining: number,
+  params: ReadonlyMap<string, RegExpExecArray>,
+): RateLimitStatus {
+  return {
+    policy,
+    remaining,
+    resetSeconds: sfInteger(params.get('t')),
+    partitionKey: params.get('pk')?.[SF_BYTES],
+  } as RateLimitStatus;
 }
 
-/** §4.2.3.1. */
-function parseBareItem(c: Cursor): BareItem | undefined {
-  const code = c.s.charCodeAt(c.i);
-  if (code === 0x2d /* - */ || isDigit(code)) return parseNumber(c);
-  if (code === 0x22 /* " */) return parseString(c);
-  if (code === 0x3a /* : */) return parseByteSequence(c);
-  if (code === 0x3f /* ? */) return parseBoolean(c);
-  if (isAlpha(code) || code === 0x2a /* * */) return parseToken(c);
-  return undefined;
-}
-
-/** §4.2.4: at most 15 integer digits, or 12 integer + 1-3 fraction digits (so always exact in a double). */
-function parseNumber(c: Cursor): BareItem | undefined {
-  const start = c.i;
-  if (c.s.charCodeAt(c.i) === 0x2d) c.i++;
-  const intStart = c.i;
-  while (c.i < c.s.length && isDigit(c.s.charCodeAt(c.i))) c.i++;
-  const intDigits = c.i - intStart;
-  if (intDigits === 0) return undefined;
-  if (c.s.charCodeAt(c.i) !== 0x2e /* . */) {
-    return intDigits > 15 ? undefined : { type: 'integer', value: Number(c.s.slice(start, c.i)) };
-  }
-  if (intDigits > 12) return undefined;
-  c.i++;
-  const fracStart = c.i;
-  while (c.i < c.s.length && isDigit(c.s.charCodeAt(c.i))) c.i++;
-  const fracDigits = c.i - fracStart;
-  if (fracDigits < 1 || fracDigits > 3) return undefined;
-  return { type: 'decimal', value: Number(c.s.slice(start, c.i)) };
-}
-
-/** §4.2.5: printable ASCII, with only `\"` and `\\` as escapes. */
-function parseString(c: Cursor): BareItem | undefined {
-  c.i++; // opening quote
-  const parts: string[] = [];
-  let run = c.i;
-  while (c.i < c.s.length) {
-    const code = c.s.charCodeAt(c.i);
-    if (code === 0x22 /* " */) {
-      parts.push(c.s.slice(run, c.i));
-      c.i++;
-      return { type: 'string', value: parts.join('') };
-    }
-    if (code === 0x5c /* \ */) {
-      const next = c.s.charCodeAt(c.i + 1);
-      if (next !== 0x22 && next !== 0x5c) return undefined;
-      parts.push(c.s.slice(run, c.i));
-      run = c.i + 1; // keep the escaped character
-      c.i += 2;
-      continue;
-    }
-    if (code < 0x20 || code > 0x7e) return undefined;
-    c.i++;
-  }
-  return undefined; // unterminated
-}
-
-/** §4.2.6: `( ALPHA / "*" ) *( tchar / ":" / "/" )`. */
-function parseToken(c: Cursor): BareItem | undefined {
-  const start = c.i;
-  c.i++;
-  while (c.i < c.s.length) {
-    const code = c.s.charCodeAt(c.i);
-    if (!(isTchar(code) || code === 0x3a || code === 0x2f)) break;
-    c.i++;
-  }
-  return { type: 'token', value: c.s.slice(start, c.i) };
-}
-
-/** §4.2.7: `":" *(base64) ":"`; kept as base64 text. */
-function parseByteSequence(c: Cursor): BareItem | undefined {
-  const start = ++c.i;
-  while (c.i < c.s.length) {
-    const code = c.s.charCodeAt(c.i);
-    if (code === 0x3a /* : */) {
-      c.i++;
-      return { type: 'bytes', value: c.s.slice(start, c.i - 1) };
-    }
-    if (!(isAlpha(code) || isDigit(code) || code === 0x2b || code === 0x2f || code === 0x3d))
-      return undefined;
-    c.i++;
-  }
-  return undefined;
-}
-
-/** §4.2.8: `?0` or `?1`. */
-function parseBoolean(c: Cursor): BareItem | undefined {
-  const code = c.s.charCodeAt(c.i + 1);
-  if (code !== 0x30 && code !== 0x31) return undefined;
-  c.i += 2;
-  return { type: 'boolean', value: code === 0x31 };
-}
-
-function isLcAlpha(code: number): boolean {
-  return code >= 0x61 && code <= 0x7a;
-}
-
-function isAlpha(code: number): boolean {
-  return isLcAlpha(code) || (code >= 0x41 && code <= 0x5a);
-}
-
-/** RFC 9110 §5.6.2 tchar. */
-function isTchar(code: number): boolean {
-  return isAlpha(code) || isDigit(code) || "!#$%&'*+-.^_`|~".includes(String.fromCharCode(code));
+function toPolicy(
+  policy: string,
+  quota: number,
+  params: ReadonlyMap<string, RegExpExecArray>,
+): RateLimitPolicy {
+  return {
+    policy,
+    quota,
+    quotaUnit: sfText(params.get('qu')),
+    windowSeconds: sfInteger(params.get('w')),
+    partitionKey: params.get('pk')?.[SF_BYTES],
+  } as RateLimitPolicy;
 }
