@@ -16,7 +16,7 @@
 
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
-import { validate } from '../../src/options.ts';
+import { functionOption, validate } from '../../src/options.ts';
 import { memoryStore, type Store } from '../../src/store.ts';
 import { problemResponse } from './problem.ts';
 
@@ -124,42 +124,30 @@ export interface IdempotencyOptions<E extends Env = Env> {
 const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 function isStore(value: unknown): value is Store {
-  if (value === null || typeof value !== 'object') return false;
-  const store = value as Record<string, unknown>;
-  return ['get', 'delete', 'compareAndSet'].every((method) => typeof store[method] === 'function');
+  const store = value as Partial<Store> | null;
+  return (
+    typeof store === 'object' &&
+    typeof store?.get === 'function' &&
+    typeof store.delete === 'function' &&
+    typeof store.compareAndSet === 'function'
+  );
 }
 
 const optionsSchema = z.optional(
-  z.strictObject(
-    {
-      store: z.optional(z.custom<Store>(isStore, 'must be a Store (get, delete, compareAndSet)')),
-      ttlMs: z.optional(
-        z.number('must be a number of ms').check(z.minimum(1, 'must be at least 1 ms (and finite)')),
-      ),
-      methods: z.optional(
-        z
-          .array(z.string('must be a method name').check(z.regex(HTTP_TOKEN, 'must be a method name')))
-          .check(z.minLength(1, 'must list at least one method')),
-      ),
-      required: z.optional(z.boolean('must be true or false')),
-      scope: z.optional(
-        z.custom<(c: Context) => string | Promise<string>>(
-          (value) => typeof value === 'function',
-          'must be a function returning a string',
-        ),
-      ),
-      maxBodyBytes: z.optional(
-        z
-          .number('must be a number of bytes')
-          .check(
-            z.int('must be a whole number of bytes'),
-            z.minimum(0, 'must be at least 0'),
-            z.maximum(MAX_BODY_BYTES_LIMIT, `must be at most ${MAX_BODY_BYTES_LIMIT} (64 MiB)`),
-          ),
-      ),
-    },
-    'must be an options object',
-  ),
+  z.strictObject({
+    store: z.optional(z.custom<Store>(isStore, 'must be a Store (get, delete, compareAndSet)')),
+    ttlMs: z.optional(z.number().check(z.minimum(1))),
+    methods: z.optional(
+      z
+        .array(z.string().check(z.regex(HTTP_TOKEN, 'must be a method name')))
+        .check(z.minLength(1, 'must list a method')),
+    ),
+    required: z.optional(z.boolean()),
+    scope: z.optional(functionOption<(c: Context) => string | Promise<string>>()),
+    maxBodyBytes: z.optional(
+      z.number().check(z.int('must be a whole number'), z.minimum(0), z.maximum(MAX_BODY_BYTES_LIMIT)),
+    ),
+  }),
 );
 
 /** A claim on a key: the handler is running (or the process died while it was). */
@@ -211,41 +199,32 @@ const recordSchema = z.discriminatedUnion('state', [
   }),
 ]);
 
-/** The key's content, or why the header is refused. */
-type ParsedKey = { ok: true; key: string } | { ok: false; why: string };
+/** A valid key, for the messages that show one. */
+const EXAMPLE_KEY = '"8e03978e-40d5-43e8-bc93-6894a57f9324"';
 
 /**
  * Parses the header as an RFC 8941 §3.3.3 sf-string: `"`, printable ASCII with `\"`
  * and `\\` as the only escapes, `"`. One linear pass; nothing may follow the closing
  * quote (the draft defines no parameters, and two keys joined by a comma are refused).
+ * Returns the key's content, or `undefined` when the value is no sf-string. The pass
+ * stops as soon as the content is longer than {@link MAX_KEY_CHARS}, returning it so far.
  */
-function parseKey(value: string): ParsedKey {
-  const malformed: ParsedKey = {
-    ok: false,
-    why: 'Idempotency-Key must be a structured-field string: printable ASCII in double quotes, e.g. "8e03978e-40d5-43e8-bc93-6894a57f9324"',
-  };
-  if (value.charCodeAt(0) !== 0x22) return malformed;
+function parseKey(value: string): string | undefined {
+  if (value.charCodeAt(0) !== 0x22) return undefined;
   let key = '';
   for (let i = 1; i < value.length; i++) {
-    const c = value.charCodeAt(i);
-    if (c === 0x22) {
-      if (i !== value.length - 1) return malformed;
-      if (key.length === 0) return { ok: false, why: 'Idempotency-Key must not be empty' };
-      return { ok: true, key };
-    }
+    let c = value.charCodeAt(i);
+    if (c === 0x22) return i === value.length - 1 ? key : undefined;
     if (c === 0x5c) {
-      i++;
-      const escaped = value.charCodeAt(i);
-      if (escaped !== 0x22 && escaped !== 0x5c) return malformed;
+      c = value.charCodeAt(++i);
+      if (c !== 0x22 && c !== 0x5c) return undefined;
     } else if (c < 0x20 || c > 0x7e) {
-      return malformed;
+      return undefined;
     }
     key += value[i];
-    if (key.length > MAX_KEY_CHARS) {
-      return { ok: false, why: `Idempotency-Key must be at most ${MAX_KEY_CHARS} characters long` };
-    }
+    if (key.length > MAX_KEY_CHARS) return key;
   }
-  return malformed;
+  return undefined;
 }
 
 /** What {@link readUpTo} got: every chunk when `complete`, else the chunks past the limit and the reader to finish with. */
@@ -309,18 +288,10 @@ function resume(
   });
 }
 
-async function sha256Hex(...parts: (string | Uint8Array)[]): Promise<string> {
-  const bytes = parts.map((part) => (typeof part === 'string' ? new TextEncoder().encode(part) : part));
-  const digest = await crypto.subtle.digest(
-    'SHA-256',
-    concat(
-      bytes,
-      bytes.reduce((n, b) => n + b.length, 0),
-    ),
-  );
-  let hex = '';
-  for (const byte of new Uint8Array(digest)) hex += byte.toString(16).padStart(2, '0');
-  return hex;
+/** SHA-256 of `parts` joined (strings as UTF-8), as lower-case hex. */
+async function sha256Hex(...parts: (string | Uint8Array<ArrayBuffer>)[]): Promise<string> {
+  const digest = await crypto.subtle.digest('SHA-256', await new Blob(parts).arrayBuffer());
+  return Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, '0')).join('');
 }
 
 function toBase64(bytes: Uint8Array): string {
@@ -368,7 +339,7 @@ function replay(record: DoneRecord): Response {
   headers.set(REPLAYED_HEADER, 'true');
   // Resending the same key gets this same answer until the record expires, so a
   // client that would retry a replayed 500 or 503 should not: it would only burn attempts.
-  for (const [name, value] of Object.entries(FINAL)) headers.set(name, value);
+  headers.set('x-should-retry', FINAL['x-should-retry']);
   const body = NULL_BODY_STATUSES.has(record.status)
     ? null
     : record.encoding === 'utf8'
@@ -388,7 +359,7 @@ function storeUnavailable(): Response {
     {
       status: 503,
       title: 'Idempotency store unavailable',
-      detail: 'The request was not run: its Idempotency-Key could not be checked. Retry with the same key.',
+      detail: 'Not run: the key could not be checked. Retry with the same key.',
     },
     STORE_RETRY_MS,
     NOT_RUN,
@@ -401,8 +372,7 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
     return problemResponse({
       status: 422,
       title: 'Idempotency-Key reused',
-      detail:
-        'This Idempotency-Key was already used for a different request (method, target or body differ). Use a new key for a new request.',
+      detail: 'This key was used for a different request (method, target or body). Use a new key.',
     });
   }
   switch (record.state) {
@@ -411,8 +381,7 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
         {
           status: 409,
           title: 'Request in progress',
-          detail:
-            'A request with this Idempotency-Key is still being processed. Retry with the same key to get its response.',
+          detail: 'A request with this key is still running. Retry with the same key.',
         },
         IN_PROGRESS_RETRY_MS,
         NOT_RUN,
@@ -424,7 +393,7 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
         {
           status: 409,
           title: 'Response not replayable',
-          detail: `The request with this Idempotency-Key already ran (status ${record.status}), but its response was ${record.reason === 'stream' ? 'a stream' : 'too large'} to keep for replay. It will not run again with this key.`,
+          detail: `This key's request already ran (status ${record.status}); its response was ${record.reason === 'stream' ? 'a stream' : 'too large'} to keep, and it will not run again.`,
           originalStatus: record.status,
         },
         undefined,
@@ -488,13 +457,13 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     return problemResponse({
       status: 413,
       title: 'Content Too Large',
-      detail: `A request with an Idempotency-Key may carry at most ${maxBodyBytes} bytes of body.`,
+      detail: `A keyed request's body may be at most ${maxBodyBytes} bytes.`,
       maxBodyBytes,
     });
   }
 
   /** The request body, or `undefined` when it is over the limit. The handler can still read it. */
-  async function requestBody(c: Context<E>): Promise<Uint8Array | undefined> {
+  async function requestBody(c: Context<E>): Promise<Uint8Array<ArrayBuffer> | undefined> {
     const raw = c.req.raw;
     if (raw.bodyUsed) {
       // An earlier middleware read it through Hono (c.req.json() and the like), which
@@ -564,24 +533,21 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
   }
 
   /**
-   * Claims the key, or returns the record that holds it. Throws when the store does,
-   * or when a record is not one this middleware wrote.
+   * Claims the key (resolving `undefined`), or returns the record that holds it:
+   * `running` itself when the key kept being released between the two calls. Throws
+   * when the store does, or when a record is not one this middleware wrote.
    */
-  async function claim(
-    recordKey: string,
-    running: RunningRecord,
-  ): Promise<{ claimed: true } | { claimed: false; record: IdempotencyRecord | undefined }> {
+  async function claim(recordKey: string, running: RunningRecord): Promise<IdempotencyRecord | undefined> {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      if (await store.compareAndSet(recordKey, undefined, { ...running }, ttlMs)) return { claimed: true };
+      if (await store.compareAndSet(recordKey, undefined, { ...running }, ttlMs)) return undefined;
       const found = await store.get(recordKey);
       // Released (or expired) between the two calls: try to claim it again.
       if (found === undefined) continue;
       const parsed = recordSchema.safeParse(found);
-      if (!parsed.success)
-        throw new TypeError('idempotency(): the store holds a record this middleware did not write');
-      return { claimed: false, record: parsed.data as IdempotencyRecord };
+      if (!parsed.success) throw new TypeError('idempotency(): the store holds a record it did not write');
+      return parsed.data as IdempotencyRecord;
     }
-    return { claimed: false, record: undefined };
+    return running;
   }
 
   return async function idempotency(c, next) {
@@ -592,12 +558,25 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
       return problemResponse({
         status: 400,
         title: 'Idempotency-Key required',
-        detail: `${c.req.method} requests to this endpoint must carry an Idempotency-Key header, e.g. Idempotency-Key: "8e03978e-40d5-43e8-bc93-6894a57f9324".`,
+        detail: `${c.req.method} requests here need an Idempotency-Key header, e.g. ${EXAMPLE_KEY}.`,
       });
     }
-    const parsed = parseKey(header);
-    if (!parsed.ok)
-      return problemResponse({ status: 400, title: 'Invalid Idempotency-Key', detail: parsed.why });
+    const key = parseKey(header);
+    const refused =
+      key === undefined
+        ? `must be printable ASCII in double quotes, e.g. ${EXAMPLE_KEY}`
+        : key === ''
+          ? 'must not be empty'
+          : key.length > MAX_KEY_CHARS
+            ? `must be at most ${MAX_KEY_CHARS} characters long`
+            : undefined;
+    if (refused !== undefined) {
+      return problemResponse({
+        status: 400,
+        title: 'Invalid Idempotency-Key',
+        detail: `Idempotency-Key ${refused}`,
+      });
+    }
 
     const declared = Number(c.req.header('content-length') ?? Number.NaN);
     if (declared > maxBodyBytes) return tooLarge();
@@ -611,21 +590,17 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     const url = new URL(c.req.url);
     const method = c.req.method;
     // JSON keeps the four parts apart whatever they contain: ("a", "b/c") is not ("a/b", "c").
-    const recordKey = `idempotency:${JSON.stringify([namespace, method, url.pathname, parsed.key])}`;
+    const recordKey = `idempotency:${JSON.stringify([namespace, method, url.pathname, key])}`;
     const fingerprint = await sha256Hex(`${method}\n${url.pathname}${url.search}\n`, body);
     const running: RunningRecord = { state: 'running', fingerprint, startedAt: Date.now() };
 
-    let claimed: Awaited<ReturnType<typeof claim>>;
+    let holder: IdempotencyRecord | undefined;
     try {
-      claimed = await claim(recordKey, running);
+      holder = await claim(recordKey, running);
     } catch {
       return storeUnavailable();
     }
-    if (!claimed.claimed) {
-      return claimed.record === undefined
-        ? answerRepeat(running, fingerprint)
-        : answerRepeat(claimed.record, fingerprint);
-    }
+    if (holder !== undefined) return answerRepeat(holder, fingerprint);
 
     // The key is ours: from here on the handler may have had effects, so whatever
     // happens, the outcome is recorded (or the key released if the handler says it did not run).
