@@ -51,10 +51,12 @@ const MAX_BODY_BYTES_LIMIT = 67_108_864;
 const CLAIM_ATTEMPTS = 3;
 /** Bytes per `String.fromCharCode` call when base64-encoding (keeps the argument list small). */
 const BASE64_CHUNK_BYTES = 0x8000;
+/** The header by which a server tells a client whether resending is worth it. */
+const SHOULD_RETRY = 'x-should-retry';
 /** What `x-should-retry` says on answers given before the handler ran: resending is safe. */
-const NOT_RUN = { 'x-should-retry': 'true' };
+const NOT_RUN = { [SHOULD_RETRY]: 'true' };
 /** What `x-should-retry` says on answers a resend with the same key would only repeat. */
-const FINAL = { 'x-should-retry': 'false' };
+const FINAL = { [SHOULD_RETRY]: 'false' };
 /**
  * Statuses the client treats as "rejected before executing" (breakwater's classify
  * table, RFC 9110): a handler that answers one is taken at its word, and its record is
@@ -62,19 +64,12 @@ const FINAL = { 'x-should-retry': 'false' };
  */
 const NOT_RUN_STATUSES: ReadonlySet<number> = new Set([401, 403, 407, 408, 429]);
 /**
- * Response headers never stored: hop-by-hop ones (RFC 9110 §7.6.1), `set-cookie` (a
+ * Response headers never stored: hop-by-hop ones (RFC 9110 §7.6.1, `proxy-*` too), `set-cookie` (a
  * replay must not hand out a session), and `content-length` (recomputed on replay).
+ * Names come lower-cased from `Headers`; an anchored list of words matches in linear time.
  */
-const UNSTORED_HEADERS: ReadonlySet<string> = new Set([
-  'connection',
-  'keep-alive',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'set-cookie',
-  'content-length',
-]);
+const UNSTORED_HEADERS =
+  /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|proxy-.*|set-cookie|content-length)$/;
 /** Statuses whose responses cannot carry a body (fetch's "null body status"). */
 const NULL_BODY_STATUSES: ReadonlySet<number> = new Set([101, 103, 204, 205, 304]);
 
@@ -227,12 +222,10 @@ function parseKey(value: string): string | undefined {
   return undefined;
 }
 
-/** What {@link readUpTo} got: every chunk when `complete`, else the chunks past the limit and the reader to finish with. */
+/** What {@link readUpTo} got: every chunk, or when the body went past the limit, the chunks so far and the reader to finish with. */
 interface BoundedRead {
   chunks: Uint8Array[];
-  size: number;
-  complete: boolean;
-  reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
+  rest: ReadableStreamDefaultReader<Uint8Array> | undefined;
 }
 
 /**
@@ -241,21 +234,21 @@ interface BoundedRead {
  */
 async function readUpTo(body: ReadableStream<Uint8Array> | null, maxBytes: number): Promise<BoundedRead> {
   const chunks: Uint8Array[] = [];
-  if (body === null) return { chunks, size: 0, complete: true, reader: undefined };
-  const reader = body.getReader();
+  const reader = body?.getReader();
   let size = 0;
-  for (;;) {
+  while (reader !== undefined) {
     const { done, value } = await reader.read();
-    if (done) return { chunks, size, complete: true, reader: undefined };
+    if (done) break;
     chunks.push(value);
     size += value.byteLength;
-    if (size > maxBytes) return { chunks, size, complete: false, reader };
+    if (size > maxBytes) return { chunks, rest: reader };
   }
+  return { chunks, rest: undefined };
 }
 
 /** One buffer holding `chunks` (a copy: chunks may be views into a larger, shared buffer). */
-function concat(chunks: readonly Uint8Array[], size: number): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(size);
+function concat(chunks: readonly Uint8Array[]): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(chunks.reduce((size, chunk) => size + chunk.byteLength, 0));
   let offset = 0;
   for (const chunk of chunks) {
     out.set(chunk, offset);
@@ -320,7 +313,7 @@ function storableHeaders(headers: Headers): [string, string][] {
   );
   const kept: [string, string][] = [];
   for (const [name, value] of headers) {
-    if (UNSTORED_HEADERS.has(name) || name.startsWith('proxy-') || nominated.has(name)) continue;
+    if (UNSTORED_HEADERS.test(name) || nominated.has(name)) continue;
     kept.push([name, value]);
   }
   return kept;
@@ -330,7 +323,7 @@ function storableHeaders(headers: Headers): [string, string][] {
 function saysNotRun(response: Response): boolean {
   return (
     NOT_RUN_STATUSES.has(response.status) ||
-    response.headers.get('x-should-retry')?.trim().toLowerCase() === 'true'
+    response.headers.get(SHOULD_RETRY)?.trim().toLowerCase() === 'true'
   );
 }
 
@@ -339,7 +332,7 @@ function replay(record: DoneRecord): Response {
   headers.set(REPLAYED_HEADER, 'true');
   // Resending the same key gets this same answer until the record expires, so a
   // client that would retry a replayed 500 or 503 should not: it would only burn attempts.
-  headers.set('x-should-retry', FINAL['x-should-retry']);
+  headers.set(SHOULD_RETRY, 'false');
   const body = NULL_BODY_STATUSES.has(record.status)
     ? null
     : record.encoding === 'utf8'
@@ -474,13 +467,13 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     // Read a clone, so the handler gets the body untouched; the clone's reader is
     // cancelled past the limit, so neither branch buffers more than that.
     const read = await readUpTo(raw.clone().body, maxBodyBytes);
-    if (!read.complete) {
+    if (read.rest !== undefined) {
       // Not awaited: cancelling one branch of a tee settles only once the other is
       // cancelled too, and the other is the handler's (the runtime drains it).
-      read.reader?.cancel().catch(() => {});
+      read.rest.cancel().catch(() => {});
       return undefined;
     }
-    return concat(read.chunks, read.size);
+    return concat(read.chunks);
   }
 
   /**
@@ -491,45 +484,35 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     response: Response,
     fingerprint: string,
   ): Promise<{ record: DoneRecord | UnreplayableRecord; response: Response }> {
-    const { status } = response;
-    const type = response.headers.get('content-type') ?? '';
+    const { status, headers } = response;
+    const init = { status, statusText: response.statusText, headers };
+    let reason: UnreplayableRecord['reason'] = 'too-large';
+    let sent = response;
     // An event stream is never buffered: it may run for minutes, and a replay could
     // not reproduce its timing anyway.
-    if (type.toLowerCase().startsWith('text/event-stream')) {
-      return { record: { state: 'unreplayable', fingerprint, status, reason: 'stream' }, response };
+    if ((headers.get('content-type') ?? '').toLowerCase().startsWith('text/event-stream')) {
+      reason = 'stream';
+    } else if (!(Number(headers.get('content-length')) > maxBodyBytes)) {
+      const read = await readUpTo(response.body, maxBodyBytes);
+      if (read.rest === undefined) {
+        const bytes = concat(read.chunks);
+        let body: string;
+        let encoding: DoneRecord['encoding'] = 'utf8';
+        try {
+          body = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+        } catch {
+          body = toBase64(bytes);
+          encoding = 'base64';
+        }
+        return {
+          record: { state: 'done', fingerprint, status, headers: storableHeaders(headers), body, encoding },
+          response: new Response(NULL_BODY_STATUSES.has(status) ? null : bytes, init),
+        };
+      }
+      // Too large after all: sent as it came, stitched back together.
+      sent = new Response(resume(read.chunks, read.rest), init);
     }
-    const declared = Number(response.headers.get('content-length') ?? Number.NaN);
-    if (declared > maxBodyBytes) {
-      return { record: { state: 'unreplayable', fingerprint, status, reason: 'too-large' }, response };
-    }
-    const init = { status, statusText: response.statusText, headers: response.headers };
-    const read = await readUpTo(response.body, maxBodyBytes);
-    if (!read.complete && read.reader !== undefined) {
-      return {
-        record: { state: 'unreplayable', fingerprint, status, reason: 'too-large' },
-        response: new Response(resume(read.chunks, read.reader), init),
-      };
-    }
-    const bytes = concat(read.chunks, read.size);
-    let body: string;
-    let encoding: DoneRecord['encoding'] = 'utf8';
-    try {
-      body = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
-    } catch {
-      body = toBase64(bytes);
-      encoding = 'base64';
-    }
-    return {
-      record: {
-        state: 'done',
-        fingerprint,
-        status,
-        headers: storableHeaders(response.headers),
-        body,
-        encoding,
-      },
-      response: new Response(NULL_BODY_STATUSES.has(status) ? null : bytes, init),
-    };
+    return { record: { state: 'unreplayable', fingerprint, status, reason }, response: sent };
   }
 
   /**
@@ -578,7 +561,7 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
       });
     }
 
-    const declared = Number(c.req.header('content-length') ?? Number.NaN);
+    const declared = Number(c.req.header('content-length'));
     if (declared > maxBodyBytes) return tooLarge();
     const body = await requestBody(c);
     if (body === undefined) return tooLarge();
