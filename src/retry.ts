@@ -18,7 +18,7 @@ import { BreakwaterError, RetryAfterTooLongError, requestSummary } from './error
 import type { GiveUpReason } from './events.ts';
 import { validate } from './options.ts';
 import { sleep } from './sleep.ts';
-import { statusError } from './status.ts';
+import { statusError, statusesSchema } from './status.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
 /** Total attempts, the first included. */
@@ -92,15 +92,11 @@ export interface RetryStats {
   giveUps: number;
 }
 
-const statusSchema = z.number().check(z.int(), z.minimum(100), z.maximum(599));
-
 /** The serialisable options schema, shared with `definePolicy()`. */
 export const retrySchema: z.ZodMiniType<RetryOptions> = z.strictObject({
-  attempts: z.optional(
-    z.number().check(z.int('must be a whole number'), z.minimum(1), z.maximum(MAX_ATTEMPTS)),
-  ),
+  attempts: z.optional(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_ATTEMPTS))),
   backoff: z.optional(backoffSchema),
-  statuses: z.optional(z.array(statusSchema)),
+  statuses: z.optional(statusesSchema),
   maxRetryAfterMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS))),
   budget: z.optional(
     z.union([
@@ -129,19 +125,16 @@ function describeOutcome(outcome: Outcome): string {
   return typeof error?.name === 'string' ? error.name : 'error';
 }
 
-/** Whether the body can be sent again as it is. */
-function replayable(call: Call): boolean {
-  return !(call.body instanceof ReadableStream);
-}
-
 /**
  * Reads a stream body of up to `cap` bytes into memory so it can be resent. A larger
- * body is stitched back into a stream (what was read, then the rest) and sent once.
+ * body is sent once, as a stream: one branch of a tee is read, and the other (which
+ * holds what was read, then the rest) is sent, so memory stays bounded by the cap.
  */
 async function bufferBody(call: Call, cap: number): Promise<void> {
   const stream = call.body;
   if (!(stream instanceof ReadableStream)) return;
-  const reader = (stream as ReadableStream<Uint8Array>).getReader();
+  const [send, probe] = (stream as ReadableStream<Uint8Array>).tee();
+  const reader = probe.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
@@ -150,30 +143,13 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
     chunks.push(value);
     size += value.byteLength;
     if (size > cap) {
-      const rest = new ReadableStream<Uint8Array>({
-        start(controller) {
-          for (const chunk of chunks) controller.enqueue(chunk);
-        },
-        async pull(controller) {
-          const next = await reader.read();
-          if (next.done) controller.close();
-          else controller.enqueue(next.value);
-        },
-        cancel(reason) {
-          return reader.cancel(reason);
-        },
-      });
-      call.init = { ...call.init, body: rest, duplex: 'half' } as RequestInit;
+      reader.cancel().catch(() => {});
+      call.init = { ...call.init, body: send, duplex: 'half' } as RequestInit;
       return;
     }
   }
-  const bytes = new Uint8Array(size);
-  let offset = 0;
-  for (const chunk of chunks) {
-    bytes.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  call.init = { ...call.init, body: bytes };
+  // Stream chunks are never views of a SharedArrayBuffer, which is all the cast hides.
+  call.init = { ...call.init, body: new Uint8Array(await new Blob(chunks as BlobPart[]).arrayBuffer()) };
 }
 
 /**
@@ -190,18 +166,20 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
 export function retry(options: RetryOptions = {}): Retry {
   const config = validate(retrySchema, options, 'retry()');
   const attempts = config.attempts ?? DEFAULT_ATTEMPTS;
-  const statuses = config.statuses ?? [...DEFAULT_RETRYABLE_STATUSES];
+  const classifyOptions = { statuses: config.statuses ?? DEFAULT_RETRYABLE_STATUSES };
   const maxRetryAfterMs = config.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
   const resend = config.resend ?? 'safe';
   const schedule = backoff({ ...DEFAULT_RETRY_BACKOFF, ...config.backoff });
-  const budgetTokens = config.budget === false ? undefined : (config.budget?.tokens ?? DEFAULT_BUDGET.tokens);
+  // 0 when the budget is off (a configured size is positive): then the bucket stays
+  // empty and is never consulted.
+  const budgetTokens = config.budget === false ? 0 : (config.budget?.tokens ?? DEFAULT_BUDGET.tokens);
   const refund = config.budget === false ? 0 : (config.budget?.refund ?? DEFAULT_BUDGET.refund);
   const budgets = new Map<string, Budget>();
 
   function budgetFor(key: string): Budget {
     let budget = budgets.get(key);
     if (budget === undefined) {
-      budget = { tokens: budgetTokens ?? 0, retries: 0, giveUps: 0 };
+      budget = { tokens: budgetTokens, retries: 0, giveUps: 0 };
       if (budgets.size >= MAX_BUDGET_KEYS) budgets.delete(budgets.keys().next().value as string);
     } else {
       budgets.delete(key);
@@ -215,23 +193,25 @@ export function retry(options: RetryOptions = {}): Retry {
     throw outcome.error;
   }
 
-  function giveUp(call: Call, outcome: Outcome, why: GiveUpReason, budget: Budget): Response {
-    budget.giveUps++;
-    call.emit({
-      type: 'give-up',
-      key: call.key,
-      attempt: call.attempt,
-      why,
-      reason: describeOutcome(outcome),
-    });
-    return settle(outcome);
-  }
-
-  /** Whether this outcome may be resent, given the `resend` rule. */
-  function mayResend(verdict: Classification): boolean {
-    if (resend === 'always') return true;
+  /** Why a retryable failure is not resent, or undefined when it is. */
+  function refusal(
+    call: Call,
+    verdict: Classification,
+    budget: Budget,
+    delay: number,
+  ): GiveUpReason | undefined {
+    const remaining = call.remainingMs();
+    const serverDelay = verdict.retryAfterMs;
+    if (call.attempt >= attempts) return 'attempts';
     // 'never': only what the server provably did not run, idempotent or not.
-    return resend === 'safe' ? verdict.safeToResend : verdict.notRun;
+    if (resend !== 'always' && !(resend === 'safe' ? verdict.safeToResend : verdict.notRun))
+      return 'unsafe-to-resend';
+    if (call.body instanceof ReadableStream) return 'body-not-replayable';
+    if (budgetTokens > 0 && serverDelay === undefined && budget.tokens <= budgetTokens / 2) return 'budget';
+    // No pointless sleep: a wait past the cap or the deadline fails at once.
+    if (serverDelay !== undefined && (serverDelay > maxRetryAfterMs || serverDelay > remaining))
+      return 'retry-after-too-long';
+    return delay >= remaining ? 'deadline' : undefined;
   }
 
   const middleware = async function retry(call: Call, next: Next): Promise<Response> {
@@ -245,52 +225,40 @@ export function retry(options: RetryOptions = {}): Retry {
       } catch (error) {
         outcome = { error };
       }
-      const verdict = classify(outcome, call, { statuses });
+      const verdict = classify(outcome, call, classifyOptions);
       if (verdict.kind === 'ok') {
         // The happy path: refill the server's bucket if it has one, without touching
         // the registry's order (a Map delete + set per call costs microseconds).
         const known = budgets.get(call.key);
-        if (known !== undefined && budgetTokens !== undefined) {
-          known.tokens = Math.min(budgetTokens, known.tokens + refund);
-        }
+        if (known !== undefined) known.tokens = Math.min(budgetTokens, known.tokens + refund);
         return settle(outcome);
       }
       const budget = budgetFor(call.key);
-      if (!verdict.retryable) {
-        if (verdict.kind !== 'cancelled') {
-          return giveUp(call, outcome, 'not-retryable', budget);
-        }
-        return settle(outcome);
-      }
+      if (verdict.kind === 'cancelled') return settle(outcome);
       // The budget guards against storms of our own making. A retry the server invited
       // with a delay it named (429/503 + Retry-After), waited out exactly (and, with a
       // breaker, by every caller of the key at once), is not one: it neither takes a
       // token nor is refused by the bucket. Any other failed attempt takes a token,
       // whether or not it is retried (gRPC throttling).
-      const invited = verdict.retryAfterMs !== undefined;
-      if (budgetTokens !== undefined && !invited) budget.tokens = Math.max(0, budget.tokens - 1);
-      if (call.attempt >= attempts) return giveUp(call, outcome, 'attempts', budget);
-      if (!mayResend(verdict)) return giveUp(call, outcome, 'unsafe-to-resend', budget);
-      if (!replayable(call)) return giveUp(call, outcome, 'body-not-replayable', budget);
-      if (budgetTokens !== undefined && !invited && budget.tokens <= budgetTokens / 2) {
-        return giveUp(call, outcome, 'budget', budget);
-      }
-
-      const remaining = call.remainingMs();
       const serverDelay = verdict.retryAfterMs;
-      if (serverDelay !== undefined && (serverDelay > maxRetryAfterMs || serverDelay > remaining)) {
-        budget.giveUps++;
-        call.emit({
-          type: 'give-up',
-          key: call.key,
-          attempt: call.attempt,
-          why: 'retry-after-too-long',
-          reason: describeOutcome(outcome),
-        });
-        throw await tooLong(call, outcome, serverDelay, Math.min(maxRetryAfterMs, remaining));
+      if (verdict.retryable && serverDelay === undefined) {
+        budget.tokens = Math.max(0, budget.tokens - 1);
       }
       const delay = serverDelay ?? schedule(call.attempt, previousDelay);
-      if (delay >= remaining) return giveUp(call, outcome, 'deadline', budget);
+      const why = verdict.retryable ? refusal(call, verdict, budget, delay) : 'not-retryable';
+      const reason = describeOutcome(outcome);
+      if (why !== undefined) {
+        budget.giveUps++;
+        call.emit({ type: 'give-up', key: call.key, attempt: call.attempt, why, reason });
+        if (why !== 'retry-after-too-long') return settle(outcome);
+        // The response's body is cancelled by statusError().
+        throw new RetryAfterTooLongError({
+          retryAfterMs: delay,
+          limitMs: Math.min(maxRetryAfterMs, call.remainingMs()),
+          cause: 'response' in outcome ? await statusError(call, outcome.response) : outcome.error,
+          request: requestSummary(call.key, call.method, call.href),
+        });
+      }
 
       if ('response' in outcome) await outcome.response.body?.cancel().catch(() => {});
       budget.retries++;
@@ -300,7 +268,7 @@ export function retry(options: RetryOptions = {}): Retry {
         attempt: call.attempt,
         delayMs: delay,
         delaySource: serverDelay === undefined ? 'backoff' : 'server',
-        reason: describeOutcome(outcome),
+        reason,
       });
       previousDelay = delay;
       await sleep(delay, call.signal);
@@ -313,20 +281,4 @@ export function retry(options: RetryOptions = {}): Retry {
     return budget === undefined ? undefined : { ...budget };
   };
   return middleware;
-}
-
-/** The error for a server delay retry will not wait out; the response's body is cancelled. */
-async function tooLong(
-  call: Call,
-  outcome: Outcome,
-  delayMs: number,
-  limitMs: number,
-): Promise<RetryAfterTooLongError> {
-  const cause = 'response' in outcome ? await statusError(call, outcome.response) : outcome.error;
-  return new RetryAfterTooLongError({
-    retryAfterMs: delayMs,
-    limitMs,
-    cause,
-    request: requestSummary(call.key, call.method, call.href),
-  });
 }
