@@ -58,9 +58,9 @@ export class BreakwaterError extends Error {
 
   constructor(message: string, code: string, options: BreakwaterErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.name = new.target.name;
     this.code = code;
     this.request = options.request;
+    this.name = new.target.name;
   }
 
   /**
