@@ -32,7 +32,7 @@ import {
   requestSummary,
   TimeoutError,
 } from './errors.ts';
-import { isFunction, validate } from './options.ts';
+import { functionOption, validate } from './options.ts';
 import { sleep } from './sleep.ts';
 import { MAX_DELAY_MS, retryDelay } from './timing.ts';
 
@@ -147,34 +147,22 @@ export interface CircuitBreaker extends Middleware {
   size(): number;
 }
 
-const ms = () =>
-  z
-    .number('must be a finite number of ms')
-    .check(
-      z.minimum(0, 'must be at least 0'),
-      z.maximum(MAX_DELAY_MS, `must be at most ${MAX_DELAY_MS} (2^31 − 1, setTimeout's limit)`),
-    );
+// Messages come from options.ts's formatter ("must be at least 1", "must be a number"):
+// they name the bound and the value found, which is what a user needs to fix it.
 
-const count = (max: number) =>
-  z
-    .number('must be a whole number')
-    .check(
-      z.int('must be a whole number'),
-      z.minimum(1, 'must be at least 1'),
-      z.maximum(max, `must be at most ${max}`),
-    );
+/** Milliseconds a timer can count: 0 to 2^31 − 1 (setTimeout fires at once past it). */
+const ms = () => z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS));
+
+/** A whole number, at least 1 (`z.int()` also keeps it below 2^53). */
+const count = () => z.number().check(z.int('must be a whole number'), z.minimum(1));
 
 const configShape = {
-  consecutiveFailures: z.optional(count(Number.MAX_SAFE_INTEGER)),
-  failureRatio: z.optional(
-    z
-      .number('must be a number in (0, 1]')
-      .check(z.gt(0, 'must be more than 0'), z.maximum(1, 'must be at most 1')),
-  ),
-  minimumThroughput: z.optional(count(Number.MAX_SAFE_INTEGER)),
-  windowMs: z.optional(ms().check(z.gt(0, 'must be more than 0'))),
+  consecutiveFailures: z.optional(count()),
+  failureRatio: z.optional(z.number().check(z.gt(0), z.maximum(1))),
+  minimumThroughput: z.optional(count()),
+  windowMs: z.optional(z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS))),
   open: z.optional(backoffSchema),
-  maxKeys: z.optional(count(MAX_MAX_KEYS)),
+  maxKeys: z.optional(count().check(z.maximum(MAX_MAX_KEYS))),
   maxRetryAfterMs: z.optional(ms()),
 };
 
@@ -182,34 +170,26 @@ const configShape = {
  * The schema of {@link BreakerConfig}: unknown keys are rejected. Exported so
  * `definePolicy()` validates `breaker` with the very same rules.
  */
-export const breakerSchema: z.ZodMiniType<BreakerConfig> = z.strictObject(
-  configShape,
-  'must be an options object',
-);
+export const breakerSchema: z.ZodMiniType<BreakerConfig> = z.strictObject(configShape);
 
 const optionsSchema = z.optional(
-  z.strictObject(
-    {
-      ...configShape,
-      now: z.optional(z.custom<() => number>(isFunction, 'must be a function returning epoch ms')),
-      random: z.optional(z.custom<() => number>(isFunction, 'must be a function returning [0, 1)')),
-    },
-    'must be an options object',
-  ),
+  z.strictObject({
+    ...configShape,
+    now: z.optional(functionOption<() => number>()),
+    random: z.optional(functionOption<() => number>()),
+  }),
 );
 
-/** The last counted failure, kept cheap: an `HttpStatusError` is built only if the circuit opens. */
-interface Failure {
-  /** `HTTP 503 Service Unavailable`, `network error ECONNREFUSED`, `attempt timeout after 100 ms`. */
-  readonly label: string;
-  /** The thrown error; undefined for a failure response. */
-  readonly error: unknown;
-  readonly status: number;
-  readonly statusText: string;
-  readonly headers: Headers | undefined;
-  readonly retryAfterMs: number | undefined;
-  readonly call: Call;
-}
+/**
+ * A counted failure: a response (408, 5xx), an `HttpStatusError` thrown inside the
+ * breaker, a `NetworkError` or a `TimeoutError`. Kept as is: its label and, for a
+ * response, the `HttpStatusError` for `CircuitOpenError.cause` are built only if the
+ * circuit opens.
+ */
+type Failure = Answer | NetworkError | TimeoutError;
+
+/** What the server answered: a response, or an `HttpStatusError` thrown inside the breaker. */
+type Answer = Response | HttpStatusError;
 
 /**
  * One key's state: what the happy path touches, kept small (a million keys pass
@@ -217,7 +197,7 @@ interface Failure {
  */
 interface Circuit {
   readonly key: string;
-  /** Neighbours in the registry's recency list (undefined at the ends, and once evicted). */
+  /** Neighbours in the registry's recency list (undefined at the ends). */
   newer: Circuit | undefined;
   older: Circuit | undefined;
   state: BreakerState;
@@ -225,8 +205,10 @@ interface Circuit {
   consecutive: number;
   /** Absolute index (`floor(t / bucketMs)`) of the newest window bucket. */
   head: number;
-  windowFailures: number;
-  windowTotal: number;
+  /** Failures in the sliding window. */
+  failed: number;
+  /** Calls in the sliding window. */
+  total: number;
   /**
    * `[failures × WINDOW_BUCKETS, totals × WINDOW_BUCKETS]`, allocated only once the
    * window spans two buckets: until then the sums are the newest bucket's counts,
@@ -239,7 +221,7 @@ interface Circuit {
    * check (`=== 0`) sends every call during the probe down the slow path.
    */
   pausedUntilMs: number;
-  /** Set by the first failure or pause; always set while open, half-open or paused. */
+  /** Set by the first failure or pause; always set while open, half-open or paced. */
   trouble: Trouble | undefined;
 }
 
@@ -257,8 +239,6 @@ interface Trouble {
   openReason: string;
   /** The failure that opened it, as an error (`CircuitOpenError.cause`). */
   cause: unknown;
-  /** The last counted failure. */
-  last: Failure | undefined;
   /** Whether a call may wait the pause out (the server asked for no more than the cap). */
   pauseWaitable: boolean;
   pauseReason: string;
@@ -268,13 +248,11 @@ interface Trouble {
   lastPauseMs: number | undefined;
   /** The first call let through after a pause ended, until its outcome (the Call itself is the token). */
   paceProbe: Call | undefined;
-  /** Calls waiting for the pace probe's outcome, in arrival order; undefined when none. */
-  paceWaiters: Set<PaceWaiter> | undefined;
-}
-
-/** A call waiting for the pace probe's outcome: `wake()` makes it look at the key again. */
-interface PaceWaiter {
-  wake(): void;
+  /**
+   * Wakers of the calls waiting for the pace probe's outcome, in arrival order; each
+   * makes its call look at the key again. Undefined until the first waiter.
+   */
+  paceWaiters: Set<() => void> | undefined;
 }
 
 function newCircuit(key: string): Circuit {
@@ -285,8 +263,8 @@ function newCircuit(key: string): Circuit {
     state: 'closed',
     consecutive: 0,
     head: Number.NEGATIVE_INFINITY,
-    windowFailures: 0,
-    windowTotal: 0,
+    failed: 0,
+    total: 0,
     ring: undefined,
     pausedUntilMs: 0,
     trouble: undefined,
@@ -301,7 +279,6 @@ function troubleOf(c: Circuit): Trouble {
     probe: undefined,
     openReason: '',
     cause: undefined,
-    last: undefined,
     pauseWaitable: false,
     pauseReason: '',
     pauseCause: undefined,
@@ -321,79 +298,80 @@ function slotOf(index: number): number {
 /** Empties the sliding window (and drops its ring: a quiet key goes back to costing nothing). */
 function clearWindow(c: Circuit): void {
   c.ring = undefined;
-  c.windowFailures = 0;
-  c.windowTotal = 0;
-}
-
-/** Any response but a 429 ends a run of 429s: the next one starts the pause schedule over. */
-function resetPauseSteps(c: Circuit): void {
-  const trouble = c.trouble;
-  if (trouble === undefined) return;
-  trouble.pauseSteps = 0;
-  trouble.lastPauseMs = undefined;
+  c.failed = 0;
+  c.total = 0;
 }
 
 /**
  * Wakes every call waiting for the pace probe's outcome (each one looks at the key
  * again: it goes, waits for a new pause or probe, or fails fast), and drops the list.
  */
-function wakePaceWaiters(trouble: Trouble): void {
+function wakePaceWaiters(trouble: Trouble | undefined): void {
+  if (trouble?.paceWaiters === undefined) return;
   const waiters = trouble.paceWaiters;
-  if (waiters === undefined) return;
   trouble.paceWaiters = undefined;
-  for (const waiter of waiters) waiter.wake();
+  for (const wake of waiters) wake();
 }
 
 /**
  * Waits for the pace probe's outcome: resolves `true` when woken, `false` when `ms`
- * pass first, and rejects at once with `signal.reason` on abort. The timer and the
- * listener are removed either way, and the waiter leaves the list.
+ * pass first, and rejects with `signal.reason` on abort (at once if already aborted).
+ * The timer and the listener are removed either way, and the waiter leaves the list.
  */
 function waitForPaceProbe(trouble: Trouble, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
-  if (signal?.aborted) return Promise.reject(signal.reason);
   return new Promise<boolean>((resolve, reject) => {
-    const leave = (): void => {
-      const waiters = trouble.paceWaiters;
-      if (waiters === undefined) return;
-      waiters.delete(waiter);
-      if (waiters.size === 0) trouble.paceWaiters = undefined;
-    };
-    const onAbort = (): void => {
-      clearTimeout(timer);
-      leave();
-      reject(signal?.reason);
-    };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      leave();
-      resolve(false);
-    }, ms);
-    const waiter: PaceWaiter = {
-      wake() {
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        resolve(true);
-      },
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
     trouble.paceWaiters ??= new Set();
-    trouble.paceWaiters.add(waiter);
+    const waiters = trouble.paceWaiters;
+    /** `true`: woken; `false`: timed out; undefined: aborted. */
+    const settle = (woken?: boolean): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      waiters.delete(wake);
+      if (woken === undefined) reject(signal?.reason);
+      else resolve(woken);
+    };
+    const wake = (): void => settle(true);
+    const onAbort = (): void => settle();
+    const timer = setTimeout(settle, ms, false);
+    waiters.add(wake);
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort);
   });
 }
 
-function errorFailure(label: string, error: unknown, call: Call): Failure {
-  return { label, error, status: 0, statusText: '', headers: undefined, retryAfterMs: undefined, call };
+/** `HTTP 503 Service Unavailable`, for reasons and messages. */
+function statusLabel(answer: Answer): string {
+  return `HTTP ${answer.status}${answer.statusText ? ` ${answer.statusText}` : ''}`;
 }
 
-/** Only what says something about the server's health: 408 and every 5xx (529 included). */
-function isFailureStatus(status: number): boolean {
-  return status === 408 || status >= 500;
+/** `HTTP 503 Service Unavailable`, `network error ECONNREFUSED`, `attempt timeout after 100 ms`. */
+function failureLabel(failure: Failure): string {
+  if (failure instanceof TimeoutError) return `${failure.scope} timeout after ${failure.ms} ms`;
+  if (failure instanceof NetworkError) return `network error ${failure.code}`;
+  return statusLabel(failure);
 }
 
-function statusLabel(status: number, statusText: string): string {
-  return `HTTP ${status}${statusText ? ` ${statusText}` : ''}`;
+/** The server's requested delay: read from a response's headers, or the one an `HttpStatusError` carries. */
+function delayOf(answer: Answer, t: number): number | undefined {
+  return answer instanceof HttpStatusError ? answer.retryAfterMs : retryDelay(answer.headers, t);
 }
 
+/**
+ * What a failure or pause reports as its cause: an error as is, a response as a new
+ * `HttpStatusError` (built only now, when a circuit opens or a key is paced).
+ */
+function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined): Error {
+  if (failure instanceof Error) return failure;
+  const { status, headers } = failure;
+  return new HttpStatusError({
+    status,
+    statusText: failure.statusText,
+    retryable: isRetryableStatus(status, headers),
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    headers,
+    request: requestSummary(call.key, call.method, call.href),
+  });
+}
 /**
  * A circuit breaker and pacer per server (`call.key`), in a bounded LRU registry.
  *
@@ -473,15 +451,6 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     else c.newer.older = c.older;
     if (c.older === undefined) oldest = c.newer;
     else c.older.newer = c.newer;
-    c.newer = undefined;
-    c.older = undefined;
-  }
-
-  function pushNewest(c: Circuit): void {
-    c.older = newest;
-    if (newest === undefined) oldest = c;
-    else newest.newer = c;
-    newest = c;
   }
 
   /**
@@ -495,25 +464,28 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * slowest one. Here a use is a few pointer writes, and none for the newest key.
    */
   function lookup(key: string): Circuit {
-    const found = circuits.get(key);
-    if (found !== undefined) {
-      if (found !== newest) {
-        unlink(found);
-        pushNewest(found);
-      }
-      return found;
+    let c = circuits.get(key);
+    if (c === newest && c !== undefined) return c;
+    if (c === undefined) {
+      if (circuits.size >= maxKeys && oldest !== undefined) forget(oldest);
+      c = newCircuit(key);
+      circuits.set(key, c);
+    } else {
+      unlink(c);
     }
-    if (circuits.size >= maxKeys && oldest !== undefined) {
-      const evicted = oldest;
-      unlink(evicted);
-      circuits.delete(evicted.key);
-      // Calls waiting on a forgotten key look again, and find it fresh.
-      if (evicted.trouble !== undefined) wakePaceWaiters(evicted.trouble);
-    }
-    const circuit = newCircuit(key);
-    pushNewest(circuit);
-    circuits.set(key, circuit);
-    return circuit;
+    c.newer = undefined;
+    c.older = newest;
+    if (newest === undefined) oldest = c;
+    else newest.newer = c;
+    newest = c;
+    return c;
+  }
+
+  /** Drops a key; calls waiting on it look again, and find it fresh. */
+  function forget(c: Circuit): void {
+    unlink(c);
+    circuits.delete(c.key);
+    wakePaceWaiters(c.trouble);
   }
 
   // -- the sliding window ---------------------------------------------------------
@@ -522,22 +494,21 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   function advance(c: Circuit, t: number): void {
     const index = Math.floor(t / bucketMs);
     if (index <= c.head) return; // same bucket, or the clock stepped back: keep the newest
-    if (index - c.head >= WINDOW_BUCKETS || c.windowTotal === 0) {
+    if (index - c.head >= WINDOW_BUCKETS || c.total === 0) {
       // Everything slid out (or there was nothing): an empty window needs no ring.
       clearWindow(c);
     } else {
       let ring = c.ring;
       if (ring === undefined) {
         // Until now every count was in the newest bucket.
-        ring = new Array<number>(2 * WINDOW_BUCKETS).fill(0);
-        ring[slotOf(c.head)] = c.windowFailures;
-        ring[WINDOW_BUCKETS + slotOf(c.head)] = c.windowTotal;
-        c.ring = ring;
+        ring = c.ring = new Array<number>(2 * WINDOW_BUCKETS).fill(0);
+        ring[slotOf(c.head)] = c.failed;
+        ring[WINDOW_BUCKETS + slotOf(c.head)] = c.total;
       }
       for (let i = c.head + 1; i <= index; i++) {
         const slot = slotOf(i);
-        c.windowFailures -= ring[slot] ?? 0;
-        c.windowTotal -= ring[WINDOW_BUCKETS + slot] ?? 0;
+        c.failed -= ring[slot] ?? 0;
+        c.total -= ring[WINDOW_BUCKETS + slot] ?? 0;
         ring[slot] = 0;
         ring[WINDOW_BUCKETS + slot] = 0;
       }
@@ -545,62 +516,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.head = index;
   }
 
-  function record(c: Circuit, t: number, failed: boolean): void {
-    advance(c, t);
-    c.windowTotal++;
-    if (failed) c.windowFailures++;
+  function record(c: Circuit, failed: boolean): void {
+    advance(c, now());
+    c.total++;
+    if (failed) c.failed++;
     const ring = c.ring;
     if (ring === undefined) return;
     const slot = slotOf(c.head);
     ring[WINDOW_BUCKETS + slot] = (ring[WINDOW_BUCKETS + slot] ?? 0) + 1;
     if (failed) ring[slot] = (ring[slot] ?? 0) + 1;
-  }
-
-  // -- transitions ----------------------------------------------------------------
-
-  function causeOf(failure: Failure | undefined): unknown {
-    if (failure === undefined || failure.error !== undefined) return failure?.error;
-    const { call } = failure;
-    return new HttpStatusError({
-      status: failure.status,
-      statusText: failure.statusText,
-      retryable: isRetryableStatus(failure.status, failure.headers),
-      ...(failure.retryAfterMs === undefined ? {} : { retryAfterMs: failure.retryAfterMs }),
-      ...(failure.headers === undefined ? {} : { headers: failure.headers }),
-      request: requestSummary(call.key, call.method, call.href),
-    });
-  }
-
-  function open(c: Circuit, call: Call, t: number, reason: string, serverDelayMs: number | undefined): void {
-    const trouble = troubleOf(c);
-    trouble.opens++;
-    const stepMs = schedule(trouble.opens, trouble.lastOpenMs);
-    trouble.lastOpenMs = stepMs;
-    // The server's delay may lengthen the open time, never shorten it, and only up to the cap.
-    const openMs = Math.max(stepMs, Math.min(serverDelayMs ?? 0, maxRetryAfterMs));
-    c.state = 'open';
-    trouble.retryAtMs = t + openMs;
-    trouble.probe = undefined;
-    trouble.openReason = reason;
-    trouble.cause = causeOf(trouble.last);
-    const retryAt = new Date(trouble.retryAtMs);
-    call.emit({ type: 'breaker', key: call.key, state: 'open', retryAt, reason });
-    // Calls waiting for a pace probe fail fast now, as every caller of an open circuit does.
-    wakePaceWaiters(trouble);
-  }
-
-  function close(c: Circuit, trouble: Trouble, call: Call): void {
-    c.state = 'closed';
-    c.consecutive = 0;
-    clearWindow(c);
-    trouble.opens = 0;
-    trouble.lastOpenMs = undefined;
-    trouble.retryAtMs = 0;
-    trouble.probe = undefined;
-    trouble.openReason = '';
-    trouble.cause = undefined;
-    trouble.last = undefined;
-    call.emit({ type: 'breaker', key: call.key, state: 'closed', reason: 'probe succeeded' });
   }
 
   // -- outcomes -------------------------------------------------------------------
@@ -609,36 +533,51 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   // (50 of them would otherwise push the open time 50 steps up).
 
   function succeed(c: Circuit, call: Call): void {
+    const trouble = c.trouble;
     if (c.state === 'closed') {
-      record(c, now(), false);
+      record(c, false);
       c.consecutive = 0;
-    } else if (c.trouble !== undefined && c.trouble.probe === call) {
-      close(c, c.trouble, call);
+    } else if (trouble?.probe === call) {
+      // The probe succeeded: close, and start every count and the schedule over.
+      c.state = 'closed';
+      c.consecutive = 0;
+      clearWindow(c);
+      trouble.opens = 0;
+      trouble.lastOpenMs = undefined;
+      trouble.probe = undefined;
+      trouble.cause = undefined;
+      call.emit({ type: 'breaker', key: call.key, state: 'closed', reason: 'probe succeeded' });
     }
   }
 
-  function fail(c: Circuit, call: Call, failure: Failure, serverDelayMs: number | undefined): void {
+  function fail(c: Circuit, call: Call, failure: Failure, serverDelayMs?: number): void {
+    let reason: string | undefined;
     if (c.state === 'closed') {
-      const t = now();
-      record(c, t, true);
+      record(c, true);
       c.consecutive++;
-      troubleOf(c).last = failure;
-      if (c.consecutive >= threshold) {
-        open(c, call, t, `${c.consecutive} consecutive failures (last: ${failure.label})`, serverDelayMs);
-      } else if (c.windowTotal >= minimumThroughput && c.windowFailures / c.windowTotal >= failureRatio) {
-        const reason = `${c.windowFailures} of the last ${c.windowTotal} calls failed (last: ${failure.label})`;
-        open(c, call, t, reason, serverDelayMs);
-      }
-    } else if (c.trouble !== undefined && c.trouble.probe === call) {
+      if (c.consecutive >= threshold) reason = `${c.consecutive} consecutive failures`;
+      else if (c.total >= minimumThroughput && c.failed / c.total >= failureRatio)
+        reason = `${c.failed} of the last ${c.total} calls failed`;
+    } else if (c.trouble?.probe === call) {
       c.consecutive++;
-      c.trouble.last = failure;
-      open(c, call, now(), `a failed probe (last: ${failure.label})`, serverDelayMs);
+      reason = 'a failed probe';
     }
-  }
-
-  /** An outcome that says nothing about the server (a user abort): a probe frees its slot. */
-  function neutral(c: Circuit, call: Call): void {
-    if (c.trouble !== undefined && c.trouble.probe === call) c.trouble.probe = undefined;
+    if (reason === undefined) return;
+    // Open, for the next step of the schedule.
+    const trouble = troubleOf(c);
+    const stepMs = schedule(++trouble.opens, trouble.lastOpenMs);
+    trouble.lastOpenMs = stepMs;
+    // The server's delay may lengthen the open time, never shorten it, and only up to the cap.
+    const retryAt = new Date(now() + Math.max(stepMs, Math.min(serverDelayMs ?? 0, maxRetryAfterMs)));
+    c.state = 'open';
+    trouble.retryAtMs = retryAt.getTime();
+    trouble.probe = undefined;
+    reason += ` (last: ${failureLabel(failure)})`;
+    trouble.openReason = reason;
+    trouble.cause = causeOf(call, failure, serverDelayMs);
+    call.emit({ type: 'breaker', key: call.key, state: 'open', retryAt, reason });
+    // Calls waiting for a pace probe fail fast now, as every caller of an open circuit does.
+    wakePaceWaiters(trouble);
   }
 
   /**
@@ -646,89 +585,75 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * pauses for the cap, but calls fail fast meanwhile instead of waiting. A pause only
    * ever grows: a shorter delay from a concurrent response never ends it early.
    */
-  function pace(
-    c: Circuit,
-    call: Call,
-    t: number,
-    askedMs: number,
-    fromServer: boolean,
-    status: number,
-    statusText: string,
-    headers: Headers | undefined,
-  ): void {
+  function pace(c: Circuit, call: Call, answer: Answer, askedMs: number, fromServer: boolean): void {
     const delayMs = fromServer ? Math.min(askedMs, maxRetryAfterMs) : askedMs;
-    if (!(delayMs > 0)) return;
-    const until = t + delayMs;
-    if (until <= c.pausedUntilMs) return;
+    const until = now() + delayMs;
+    if (!(delayMs > 0) || until <= c.pausedUntilMs) return;
     const trouble = troubleOf(c);
-    const label = statusLabel(status, statusText);
+    const waitable = askedMs <= maxRetryAfterMs;
     c.pausedUntilMs = until;
     // A new pause supersedes the pace probe in flight (the pause's end gets its own),
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.
     trouble.paceProbe = undefined;
-    trouble.pauseWaitable = askedMs <= maxRetryAfterMs;
-    if (trouble.pauseWaitable) {
-      trouble.pauseReason = `paced: the server asked to ${fromServer ? 'wait' : 'slow down'} (${label})`;
-    } else if (fromServer) {
-      trouble.pauseReason = `paced: the server asked to wait ${askedMs} ms (${label}), longer than the ${maxRetryAfterMs} ms allowed`;
-    } else {
-      trouble.pauseReason = `paced: the server asked to slow down (${label}), and the next pause (${askedMs} ms) is longer than the ${maxRetryAfterMs} ms allowed`;
-    }
-    trouble.pauseCause = new HttpStatusError({
-      status,
-      statusText,
-      retryable: isRetryableStatus(status, headers),
-      ...(fromServer ? { retryAfterMs: askedMs } : {}),
-      ...(headers === undefined ? {} : { headers }),
-      request: requestSummary(call.key, call.method, call.href),
-    });
+    trouble.pauseWaitable = waitable;
+    trouble.pauseReason = `paced: the server asked to ${fromServer ? 'wait' : 'slow down'} (${statusLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
+    trouble.pauseCause = causeOf(call, answer, fromServer ? askedMs : undefined);
     call.emit({ type: 'paced', key: call.key, until: new Date(until), phase: 'start', delayMs });
     wakePaceWaiters(trouble);
   }
 
-  /** Judges a status (from a response, or an `HttpStatusError` thrown inside the breaker). */
-  function judgeStatus(
-    c: Circuit,
-    call: Call,
-    status: number,
-    statusText: string,
-    headers: Headers | undefined,
-    readDelay: () => number | undefined,
-    error: unknown,
-  ): void {
+  /**
+   * Judges what the server answered. A 429 paces the key and counts as a success (the
+   * server is up); 408 and 5xx count as failures, and a 503 naming a delay also paces.
+   * Then, if this call was the pace probe, its answer releases the key.
+   */
+  function settle(c: Circuit, call: Call, answer: Answer): void {
+    const status = answer.status;
+    const trouble = c.trouble;
     if (status === 429) {
-      // The server is up and asks us to slow down: pace the key, never count it against it.
-      const t = now();
-      const asked = readDelay();
-      if (asked === undefined) {
-        const trouble = troubleOf(c);
-        trouble.pauseSteps++;
-        const stepMs = schedule(trouble.pauseSteps, trouble.lastPauseMs);
-        trouble.lastPauseMs = stepMs;
-        pace(c, call, t, stepMs, false, status, statusText, headers);
-      } else {
-        pace(c, call, t, asked, true, status, statusText, headers);
+      let askedMs = delayOf(answer, now());
+      const fromServer = askedMs !== undefined;
+      if (askedMs === undefined) {
+        // No delay named: the next step of the open schedule, growing over a run of 429s.
+        const t = troubleOf(c);
+        askedMs = t.lastPauseMs = schedule(++t.pauseSteps, t.lastPauseMs);
       }
+      pace(c, call, answer, askedMs, fromServer);
       succeed(c, call);
+    } else {
+      if (trouble !== undefined) {
+        // Any answer but a 429 ends a run of 429s: the next one starts the pause schedule over.
+        trouble.pauseSteps = 0;
+        trouble.lastPauseMs = undefined;
+      }
+      if (status === 408 || status >= 500) {
+        const askedMs = delayOf(answer, now());
+        fail(c, call, answer, askedMs);
+        if (status === 503 && askedMs !== undefined) pace(c, call, answer, askedMs, true);
+      } else {
+        succeed(c, call);
+      }
+    }
+    paceSettled(c, call, true);
+  }
+
+  function settleError(c: Circuit, call: Call, error: unknown): void {
+    // `throwOnStatus()` inside the breaker: judge the status it carries (the server answered).
+    if (error instanceof HttpStatusError) {
+      settle(c, call, error);
       return;
     }
-    resetPauseSteps(c);
-    if (!isFailureStatus(status)) {
-      succeed(c, call);
-      return;
+    // Our own deadline firing means the server was slow, even when a timeout
+    // middleware inside the breaker aborted the call's signal with it.
+    if (error instanceof TimeoutError || (error instanceof NetworkError && !isAbort(error, call.signal))) {
+      fail(c, call, error);
+    } else if (c.trouble?.probe === call) {
+      // Says nothing about the server (a user abort, a CircuitOpenError from an inner
+      // breaker, a bug in a middleware): the probe frees its slot.
+      c.trouble.probe = undefined;
     }
-    const asked = readDelay();
-    const failure: Failure = {
-      label: statusLabel(status, statusText),
-      error,
-      status,
-      statusText,
-      headers,
-      retryAfterMs: asked,
-      call,
-    };
-    fail(c, call, failure, asked);
-    if (status === 503 && asked !== undefined) pace(c, call, now(), asked, true, status, statusText, headers);
+    // No answer: a pace probe hands its role on to the next waiter.
+    paceSettled(c, call, false);
   }
 
   /**
@@ -739,49 +664,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    */
   function paceSettled(c: Circuit, call: Call, answered: boolean): void {
     const trouble = c.trouble;
-    if (trouble === undefined || trouble.paceProbe !== call) return;
+    if (trouble?.paceProbe !== call) return;
     trouble.paceProbe = undefined;
     if (answered) c.pausedUntilMs = 0;
     wakePaceWaiters(trouble);
-  }
-
-  function settleResponse(c: Circuit, call: Call, response: Response): void {
-    const status = response.status;
-    if (status < 400) {
-      // The happy path: a window bump and a field write or two.
-      if (c.trouble !== undefined) {
-        resetPauseSteps(c);
-        paceSettled(c, call, true);
-      }
-      succeed(c, call);
-      return;
-    }
-    const headers = response.headers;
-    judgeStatus(c, call, status, response.statusText, headers, () => retryDelay(headers, now()), undefined);
-    paceSettled(c, call, true);
-  }
-
-  function settleError(c: Circuit, call: Call, error: unknown): void {
-    if (error instanceof HttpStatusError) {
-      // `throwOnStatus()` inside the breaker: judge the status it carries (the server answered).
-      const headers = new Headers(error.headers);
-      judgeStatus(c, call, error.status, error.statusText, headers, () => error.retryAfterMs, error);
-      paceSettled(c, call, true);
-      return;
-    }
-    // Our own deadline firing means the server was slow, even when a timeout
-    // middleware inside the breaker aborted the call's signal with it.
-    if (error instanceof TimeoutError) {
-      fail(c, call, errorFailure(`${error.scope} timeout after ${error.ms} ms`, error, call), undefined);
-    } else if (isAbort(error, call.signal)) {
-      neutral(c, call);
-    } else if (error instanceof NetworkError) {
-      fail(c, call, errorFailure(`network error ${error.code}`, error, call), undefined);
-    } else {
-      neutral(c, call); // CircuitOpenError from an inner breaker, a bug in a middleware, ...
-    }
-    // No answer: a pace probe hands its role on to the next waiter.
-    paceSettled(c, call, false);
   }
 
   // -- admission ------------------------------------------------------------------
@@ -803,14 +689,6 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     });
   }
 
-  /** A call that waited for the pace probe's outcome as long as it may: it fails fast. */
-  function paceProbeWaitOver(call: Call, t: number, trouble: Trouble, byDeadline: boolean): CircuitOpenError {
-    const reason = byDeadline
-      ? `${trouble.pauseReason}, and its pace probe is still in flight at this call's deadline`
-      : `${trouble.pauseReason}, and its pace probe is still in flight after the ${maxRetryAfterMs} ms allowed`;
-    return fastFail(call, t, t, reason, trouble.pauseCause);
-  }
-
   /**
    * The slow path, for a key that is open, half-open or paced: fails fast, waits out
    * a pause or a pace probe, or lets the call through (as the probe, when half-open or
@@ -824,9 +702,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     /** When this call stops waiting for pace probes, by the breaker's clock; set by its first such wait. */
     let probeWaitEndsAt: number | undefined;
     for (;;) {
-      // A key reset (or forgotten) during a wait comes back closed and unpaused.
-      if (c.trouble === undefined) return c;
       const trouble = c.trouble;
+      // A key reset (or forgotten) during a wait comes back closed and unpaused.
+      if (trouble === undefined) return c;
       const t = now();
       if (c.state === 'open' && t < trouble.retryAtMs) {
         throw fastFail(call, t, trouble.retryAtMs, `after ${trouble.openReason}`, trouble.cause);
@@ -835,18 +713,23 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         const reason = `while its probe is in flight, after ${trouble.openReason}`;
         throw fastFail(call, t, t, reason, trouble.cause);
       }
-      if (c.pausedUntilMs !== 0) {
-        const leftMs = c.pausedUntilMs - t;
+      const pausedUntilMs = c.pausedUntilMs;
+      if (pausedUntilMs !== 0) {
+        const leftMs = pausedUntilMs - t;
         if (leftMs > 0 && t !== sleptAt) {
-          if (!trouble.pauseWaitable) {
-            throw fastFail(call, t, c.pausedUntilMs, trouble.pauseReason, trouble.pauseCause);
+          if (!trouble.pauseWaitable || leftMs >= call.remainingMs()) {
+            const reason = trouble.pauseWaitable
+              ? `${trouble.pauseReason}, past this call's deadline`
+              : trouble.pauseReason;
+            throw fastFail(call, t, pausedUntilMs, reason, trouble.pauseCause);
           }
-          if (leftMs >= call.remainingMs()) {
-            const reason = `${trouble.pauseReason}, past this call's deadline`;
-            throw fastFail(call, t, c.pausedUntilMs, reason, trouble.pauseCause);
-          }
-          const until = new Date(c.pausedUntilMs);
-          call.emit({ type: 'paced', key: call.key, until, phase: 'wait', delayMs: leftMs });
+          call.emit({
+            type: 'paced',
+            key: call.key,
+            until: new Date(pausedUntilMs),
+            phase: 'wait',
+            delayMs: leftMs,
+          });
           sleptAt = t;
           probeWaitEndsAt = undefined;
           await sleep(leftMs, call.signal);
@@ -859,22 +742,22 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         // waiting caller at once would be a thundering herd. As half-open does, the
         // first call through is the probe; unlike half-open, the others wait for its
         // outcome (abortably, while their deadline and maxRetryAfterMs allow).
-        if (trouble.paceProbe === undefined) {
-          trouble.paceProbe = call;
-        } else if (trouble.paceProbe !== call) {
+        trouble.paceProbe ??= call;
+        if (trouble.paceProbe !== call) {
           probeWaitEndsAt ??= t + maxRetryAfterMs;
           const capMs = probeWaitEndsAt - t;
           const remainingMs = call.remainingMs();
           const byDeadline = remainingMs <= capMs;
           const waitMs = byDeadline ? remainingMs : capMs;
-          if (!(waitMs > 0)) throw paceProbeWaitOver(call, t, trouble, byDeadline);
           sleptAt = undefined;
-          if (!(await waitForPaceProbe(trouble, waitMs, call.signal))) {
-            throw paceProbeWaitOver(call, now(), trouble, byDeadline);
+          if (waitMs > 0 && (await waitForPaceProbe(trouble, waitMs, call.signal))) {
+            // Released (the key goes), a new pause (wait it out), or the probe failed (be the next).
+            c = lookup(call.key);
+            continue;
           }
-          // Released (the key goes), a new pause (wait it out), or the probe failed (be the next).
-          c = lookup(call.key);
-          continue;
+          const over = now();
+          const reason = `${trouble.pauseReason}; its pace probe is still in flight ${byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`}`;
+          throw fastFail(call, over, over, reason, trouble.pauseCause);
         }
       }
       if (c.state === 'open') {
@@ -898,7 +781,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     }
     return pending.then(
       (response) => {
-        settleResponse(c, call, response);
+        // The happy path: a window bump and a field write or two.
+        if (response.status < 400 && c.trouble === undefined) succeed(c, call);
+        else settle(c, call, response);
         return response;
       },
       (error: unknown) => {
@@ -926,30 +811,24 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (c === undefined) return undefined;
     const t = now();
     advance(c, t);
-    return {
+    const stats: { -readonly [K in keyof BreakerStats]: BreakerStats[K] } = {
       state: c.state,
       consecutiveFailures: c.consecutive,
-      windowFailures: c.windowFailures,
-      windowTotal: c.windowTotal,
+      windowFailures: c.failed,
+      windowTotal: c.total,
       opens: c.trouble?.opens ?? 0,
-      ...(c.state === 'closed' || c.trouble === undefined ? {} : { retryAt: new Date(c.trouble.retryAtMs) }),
-      ...(c.pausedUntilMs > t ? { pausedUntil: new Date(c.pausedUntilMs) } : {}),
     };
+    if (c.state !== 'closed' && c.trouble !== undefined) stats.retryAt = new Date(c.trouble.retryAtMs);
+    if (c.pausedUntilMs > t) stats.pausedUntil = new Date(c.pausedUntilMs);
+    return stats;
   };
   breaker.reset = (key?: string): void => {
     // Calls waiting for a pace probe look again (once this returns), and find the key fresh.
-    if (key === undefined) {
-      for (const c of circuits.values()) if (c.trouble !== undefined) wakePaceWaiters(c.trouble);
-      circuits.clear();
-      newest = undefined;
-      oldest = undefined;
-      return;
+    if (key === undefined) for (const c of circuits.values()) forget(c);
+    else {
+      const c = circuits.get(key);
+      if (c !== undefined) forget(c);
     }
-    const c = circuits.get(key);
-    if (c === undefined) return;
-    unlink(c);
-    circuits.delete(key);
-    if (c.trouble !== undefined) wakePaceWaiters(c.trouble);
   };
   breaker.size = (): number => circuits.size;
   return breaker;

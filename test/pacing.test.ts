@@ -108,7 +108,7 @@ test('a pause the server wants longer than maxRetryAfterMs fails the next call f
       assert.equal(e.retryAt.getTime(), pausedUntil?.getTime(), 'retryAt is the end of the (capped) pause');
       assert.match(
         e.message,
-        /^circuit "model" is open paced: the server asked to wait 5000 ms \(HTTP 429 Too Many Requests\), longer than the 200 ms allowed; next attempt at /,
+        /^circuit "model" is open paced: the server asked to wait \(HTTP 429 Too Many Requests\): 5000 ms is longer than the 200 ms allowed; next attempt at /,
       );
       assert.ok(e.cause instanceof HttpStatusError);
       assert.equal(e.cause.status, 429);
