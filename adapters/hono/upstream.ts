@@ -23,12 +23,12 @@ import {
   TimeoutError,
 } from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
-import { isFunction, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
-import type { Policy } from '../../src/policy.ts';
+import { functionOption, isFunction, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
+import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../../src/retry.ts';
 import { statusError } from '../../src/status.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
-import { CLIENT_CLOSED_STATUS, type Problem, problemResponse } from './problem.ts';
+import { CLIENT_CLOSED_STATUS, problemResponse, retryAfterSeconds } from './problem.ts';
 
 /** The statuses whose server delay an upstream answer passes on to our client as a 503 with `Retry-After`. */
 const DELAY_STATUSES: ReadonlySet<number> = new Set([429, 503]);
@@ -86,22 +86,17 @@ export interface ErrorResponsesOptions {
   fallback?: ErrorHandler | undefined;
 }
 
-const statusSchema = z
-  .number('must be an HTTP status (100-599)')
-  .check(z.int('must be a whole number'), z.minimum(100), z.maximum(599));
+const statusSchema = z.number().check(z.int('must be a whole number'), z.minimum(100), z.maximum(599));
 
 const upstreamSchema = z.optional(
-  z.strictObject(
-    {
-      key: keyOptionSchema,
-      onEvent: onEventSchema,
-      auth: z.optional(
-        z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
-      ),
-      throwOnStatus: z.optional(z.union([z.boolean(), z.array(statusSchema)])),
-    },
-    'must be an options object',
-  ),
+  z.strictObject({
+    key: keyOptionSchema,
+    onEvent: onEventSchema,
+    auth: z.optional(
+      z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
+    ),
+    throwOnStatus: z.optional(z.union([z.boolean(), z.array(statusSchema)])),
+  }),
 );
 
 const policySchema = z.custom<Policy>(
@@ -110,18 +105,13 @@ const policySchema = z.custom<Policy>(
 );
 
 const errorResponsesSchema = z.optional(
-  z.strictObject(
-    {
-      policy: z.optional(policySchema),
-      maxRetryAfterMs: z.optional(
-        z
-          .number('must be a number of ms')
-          .check(z.int('must be a whole number of ms'), z.minimum(0), z.maximum(MAX_DELAY_MS)),
-      ),
-      fallback: z.optional(z.custom<ErrorHandler>(isFunction, 'must be a function (err, c) => Response')),
-    },
-    'must be an options object',
-  ),
+  z.strictObject({
+    policy: z.optional(policySchema),
+    maxRetryAfterMs: z.optional(
+      z.number().check(z.int('must be a whole number'), z.minimum(0), z.maximum(MAX_DELAY_MS)),
+    ),
+    fallback: z.optional(functionOption<ErrorHandler>()),
+  }),
 );
 
 /** The caller's own signal for a fetch call, if any. */
@@ -170,11 +160,12 @@ function abortError(reason: unknown): unknown {
 export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareHandler<UpstreamEnv> {
   validate(policySchema, policy, 'upstream(policy)');
   const valid = validate(upstreamSchema, options, 'upstream()') ?? {};
+  // policy.fetch() takes an absent option as undefined, so no spreads are needed.
   const chained = policy.fetch(undefined, {
-    ...(valid.key === undefined ? {} : { key: valid.key }),
-    ...(valid.onEvent === undefined ? {} : { onEvent: valid.onEvent }),
-    ...(valid.auth === undefined ? {} : { auth: valid.auth }),
-  });
+    key: valid.key,
+    onEvent: valid.onEvent,
+    auth: valid.auth,
+  } as PolicyFetchOptions);
   const keyOption = valid.key ?? policy.resolved.name;
   const throwing = valid.throwOnStatus ?? false;
   const failing = Array.isArray(throwing) ? new Set<number>(throwing) : undefined;
@@ -247,9 +238,12 @@ function keyOf(err: BreakwaterError): string | undefined {
   return err.request?.key;
 }
 
-function seconds(ms: number): number {
-  return Math.max(0, Math.ceil(ms / 1000));
-}
+/** The title of each status a breakwater error is answered with. */
+const TITLES: Readonly<Record<number, string>> = {
+  502: 'Bad Gateway',
+  503: 'Service Unavailable',
+  504: 'Gateway Timeout',
+};
 
 /**
  * The problem response for a breakwater error, or `undefined` for one this mapping
@@ -258,68 +252,40 @@ function seconds(ms: number): number {
 function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Response | undefined {
   const key = keyOf(err);
   const who = key === undefined ? 'the upstream' : `upstream "${key}"`;
-  const named = (problem: Problem): Problem =>
-    key === undefined ? { ...problem, code: err.code } : { ...problem, code: err.code, upstream: key };
   const capped = (ms: number): number => Math.min(Math.max(0, ms), capMs);
+  let status = 503;
+  let detail: string;
+  let waitMs: number | undefined;
 
   if (err instanceof CircuitOpenError || err instanceof GateClosedError) {
-    const waitMs = capped(err.retryAt.getTime() - now);
-    return problemResponse(
-      named({
-        status: 503,
-        title: 'Service Unavailable',
-        detail: `${who} is not accepting requests right now; retry in ${seconds(waitMs)} s`,
-      }),
-      waitMs,
-    );
-  }
-  if (err instanceof RetryAfterTooLongError) {
-    const waitMs = capped(err.retryAfterMs);
-    return problemResponse(
-      named({
-        status: 503,
-        title: 'Service Unavailable',
-        detail: `${who} asked for a pause; retry in ${seconds(waitMs)} s`,
-      }),
-      waitMs,
-    );
-  }
-  if (err instanceof HttpStatusError) {
+    waitMs = capped(err.retryAt.getTime() - now);
+    detail = `${who} is not accepting requests right now`;
+  } else if (err instanceof RetryAfterTooLongError) {
+    waitMs = capped(err.retryAfterMs);
+    detail = `${who} asked for a pause`;
+  } else if (err instanceof HttpStatusError) {
+    detail = `${who} answered ${err.status}`;
     if (DELAY_STATUSES.has(err.status)) {
-      const waitMs = err.retryAfterMs === undefined ? undefined : capped(err.retryAfterMs);
-      const when = waitMs === undefined ? '' : `; retry in ${seconds(waitMs)} s`;
-      return problemResponse(
-        named({
-          status: 503,
-          title: 'Service Unavailable',
-          detail: `${who} answered ${err.status} (overloaded or rate-limited)${when}`,
-        }),
-        waitMs,
-      );
+      if (err.retryAfterMs !== undefined) waitMs = capped(err.retryAfterMs);
+      detail += ' (overloaded or rate-limited)';
+    } else {
+      status = 502;
     }
-    return problemResponse(
-      named({ status: 502, title: 'Bad Gateway', detail: `${who} answered ${err.status}` }),
-    );
+  } else if (err instanceof TimeoutError) {
+    status = 504;
+    detail = `${who} did not answer within ${err.ms} ms`;
+  } else if (err instanceof NetworkError) {
+    status = 502;
+    detail = `could not get an answer from ${who} (${err.code})`;
+  } else {
+    return undefined;
   }
-  if (err instanceof TimeoutError) {
-    return problemResponse(
-      named({
-        status: 504,
-        title: 'Gateway Timeout',
-        detail: `${who} did not answer within ${err.ms} ms`,
-      }),
-    );
-  }
-  if (err instanceof NetworkError) {
-    return problemResponse(
-      named({
-        status: 502,
-        title: 'Bad Gateway',
-        detail: `could not get an answer from ${who} (${err.code})`,
-      }),
-    );
-  }
-  return undefined;
+  if (waitMs !== undefined) detail += `; retry in ${retryAfterSeconds(waitMs)} s`;
+  // JSON leaves out `upstream` when the key is unknown.
+  return problemResponse(
+    { status, title: TITLES[status] as string, detail, code: err.code, upstream: key },
+    waitMs,
+  );
 }
 
 /**
@@ -362,7 +328,7 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
       return problemResponse({
         status: CLIENT_CLOSED_STATUS,
         title: 'Client Closed Request',
-        detail: 'the client went away before the response was ready',
+        detail: 'the client went away',
       });
     }
     if (err instanceof BreakwaterError) {
