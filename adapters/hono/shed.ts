@@ -46,28 +46,18 @@ export interface ShedOptions {
   queueTimeoutMs?: number | undefined;
 }
 
-const msSchema = z
-  .number('must be a number of ms')
-  .check(
-    z.int('must be a whole number of ms'),
-    z.maximum(MAX_DELAY_MS, `must be at most ${MAX_DELAY_MS} ms`),
-  );
+/** What every answer given before the handler ran says: resending is safe. */
+const NOT_RUN = { 'x-should-retry': 'true' };
 
-const optionsSchema = z.strictObject(
-  {
-    maxInFlight: z
-      .number('must be a number of requests')
-      .check(z.int('must be a whole number of requests'), z.minimum(1, 'must be at least 1')),
-    maxQueue: z.optional(
-      z
-        .number('must be a number of requests')
-        .check(z.int('must be a whole number of requests'), z.minimum(0, 'must be at least 0')),
-    ),
-    retryAfterMs: z.optional(msSchema.check(z.minimum(0, 'must be at least 0'))),
-    queueTimeoutMs: z.optional(msSchema.check(z.minimum(1, 'must be at least 1'))),
-  },
-  'must be an options object',
-);
+const wholeSchema = z.number().check(z.int('must be a whole number'));
+const msSchema = wholeSchema.check(z.maximum(MAX_DELAY_MS));
+
+const optionsSchema = z.strictObject({
+  maxInFlight: wholeSchema.check(z.minimum(1)),
+  maxQueue: z.optional(wholeSchema.check(z.minimum(0))),
+  retryAfterMs: z.optional(msSchema.check(z.minimum(0))),
+  queueTimeoutMs: z.optional(msSchema.check(z.minimum(1))),
+});
 
 /** How a wait in the queue ended. */
 type QueueOutcome = 'admitted' | 'timeout' | 'gone';
@@ -134,9 +124,7 @@ export function shed(options: ShedOptions): MiddlewareHandler {
   }
 
   function refuse(detail: string): Response {
-    return problemResponse({ status: 503, title: 'Service Unavailable', detail }, retryAfterMs, {
-      'x-should-retry': 'true',
-    });
+    return problemResponse({ status: 503, title: 'Service Unavailable', detail }, retryAfterMs, NOT_RUN);
   }
 
   return async function shed(c, next) {
@@ -146,24 +134,22 @@ export function shed(options: ShedOptions): MiddlewareHandler {
       // The slot is handed over by release(), already counted.
       const outcome = await wait(c.req.raw.signal);
       if (outcome === 'timeout') {
-        return refuse(`no capacity freed up within ${queueTimeoutMs} ms; the request was not processed`);
+        return refuse(`no capacity freed up within ${queueTimeoutMs} ms; not processed`);
       }
       if (outcome === 'gone') {
         return problemResponse(
           {
             status: CLIENT_CLOSED_STATUS,
             title: 'Client Closed Request',
-            detail: 'the client went away while the request was queued; it was not processed',
+            detail: 'the client went away while queued; not processed',
           },
           undefined,
           // Never ran: an idempotency record in front must not keep this answer for the key.
-          { 'x-should-retry': 'true' },
+          NOT_RUN,
         );
       }
     } else {
-      return refuse(
-        `the server is at capacity (${maxInFlight} requests in flight); the request was not processed`,
-      );
+      return refuse(`at capacity (${maxInFlight} requests in flight); not processed`);
     }
     try {
       await next();
