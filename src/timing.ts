@@ -232,8 +232,8 @@ function fromRetryAfter(headers: HeadersLike, now: number): number | undefined {
 }
 
 function fromRateLimitField(headers: HeadersLike): number | undefined {
-  let longest = Number.NaN;
-  for (const { remaining, resetSeconds = Number.NaN } of rateLimitStatuses(headers)) {
+  let longest = NaN;
+  for (const { remaining, resetSeconds = NaN } of rateLimitStatuses(headers)) {
     // r>0 means this policy still has quota: it asks for no wait.
     if (remaining === 0) longest = longer(resetSeconds * 1000, longest);
   }
@@ -263,7 +263,7 @@ function fromExhaustedResets(
   pairs: ReadonlyArray<readonly [remaining: string, reset: string]>,
   parseWait: (value: string, now: number) => number,
 ): number | undefined {
-  let longest = Number.NaN;
+  let longest = NaN;
   for (const [remainingName, resetName] of pairs) {
     if (parseNumber(DIGITS, readHeader(headers, remainingName)) === 0) {
       longest = longer(parseWait(readHeader(headers, resetName) ?? '', now), longest);
@@ -299,8 +299,8 @@ function readHeader(headers: HeadersLike, name: string): string | undefined {
   let value: string | undefined;
   if (typeof Headers === 'function' && headers instanceof Headers) {
     value = headers.get(name) ?? undefined;
-  } else if (typeof headers === 'object' && headers !== null) {
-    // JS callers may pass anything. A plain object is read as its [name, value]
+  } else if (headers != null) {
+    // JS callers may pass anything (other non-objects have no matching entries). A plain object is read as its [name, value]
     // entries; only there may a value be an array (one string per field line).
     const isRecord = typeof (headers as Partial<Iterable<unknown>>)[Symbol.iterator] !== 'function';
     const lines: string[] = [];
@@ -317,17 +317,13 @@ function readHeader(headers: HeadersLike, name: string): string | undefined {
   return value === undefined || value.length > MAX_HEADER_CHARS ? undefined : trimHttpWhitespace(value);
 }
 
-/** Fetch's HTTP whitespace (HTAB, LF, CR, SP), not `String#trim`'s Unicode spaces. */
+/**
+ * Fetch's HTTP whitespace (HTAB, LF, CR, SP) trimmed, not `String#trim`'s Unicode
+ * spaces. Linear: the match starts at the first non-whitespace character, runs to
+ * the end and backs up only over the trailing whitespace.
+ */
 function trimHttpWhitespace(value: string): string {
-  let start = 0;
-  let end = value.length;
-  while (start < end && isHttpWhitespace(value.charCodeAt(start))) start++;
-  while (end > start && isHttpWhitespace(value.charCodeAt(end - 1))) end--;
-  return value.slice(start, end);
-}
-
-function isHttpWhitespace(code: number): boolean {
-  return code === 0x20 || code === 0x09 || code === 0x0a || code === 0x0d;
+  return /[^\t\n\r ](?:[\s\S]*[^\t\n\r ])?/.exec(value)?.[0] ?? '';
 }
 
 // ---------------------------------------------------------------------------
@@ -345,7 +341,7 @@ const DECIMAL = /^\d+(?:\.\d+)?$/;
  * may come back as a huge number or Infinity; callers clamp, so that is safe.
  */
 function parseNumber(pattern: RegExp, value: string | undefined): number {
-  return value !== undefined && pattern.test(value) ? Number(value) : Number.NaN;
+  return value !== undefined && pattern.test(value) ? Number(value) : NaN;
 }
 
 /**
@@ -355,12 +351,12 @@ function parseNumber(pattern: RegExp, value: string | undefined): number {
  */
 function parseGoDuration(value: string): number {
   if (value === '0') return 0;
-  let totalNs = value === '' ? Number.NaN : 0;
+  let totalNs = value === '' ? NaN : 0;
   for (let at = 0; at < value.length; ) {
     const term = matchAt(GO_DURATION_TERM, value, at);
-    if (term === null || !(term[1] || term[2])) return Number.NaN; // no term, or no digits
+    if (term === null || !(term[1] || term[2])) return NaN; // no term, or no digits
     const [text, whole = '', allFraction = '', unit = ''] = term;
-    const unitNs = GO_DURATION_UNITS_NS[unit] ?? Number.NaN;
+    const unitNs = GO_DURATION_UNITS_NS[unit] as number; // the pattern only admits its units
     const fraction = allFraction.slice(0, MAX_FRACTION_DIGITS);
     // A huge integer part becomes Infinity here; clampDelay caps it.
     totalNs += Number(whole) * unitNs + Math.trunc((Number(fraction) * unitNs) / 10 ** fraction.length);
@@ -378,63 +374,75 @@ function matchAt(pattern: RegExp, text: string, at: number): RegExpExecArray | n
 // ---------------------------------------------------------------------------
 // Dates. Never `Date.parse`: it accepts implementation-defined formats and rolls
 // `30 Feb` or hour 25 over into valid dates. Fixed-width anchored patterns pick
-// the parts; `utcMs` builds the instant and rejects anything that rolled over.
+// the parts into groups named after strftime's conversions (Y m d H M S);
+// `dateMs` builds the instant and rejects anything that rolled over.
 
 // RFC 9110 §5.6.7 grammar, built from shared pieces. HTTP-date is case-sensitive
 // and must be GMT. The weekday must be a valid name but is not checked against the
 // date: the date is what the server means, and a mismatch is a cosmetic server bug.
 const WEEKDAY = '(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)';
 const MONTHS = 'Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec';
-const MONTH = `(?<month>${MONTHS})`;
-const TIME = '(?<hour>\\d\\d):(?<minute>\\d\\d):(?<second>\\d\\d)';
+const MONTH = `(?<m>${MONTHS})`;
+const TIME = '(?<H>\\d\\d):(?<M>\\d\\d):(?<S>\\d\\d)';
 const HTTP_DATE_FORMATS: readonly RegExp[] = [
   // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
-  `${WEEKDAY}, (?<day>\\d\\d) ${MONTH} (?<year>\\d{4}) ${TIME} GMT`,
+  `${WEEKDAY}, (?<d>\\d\\d) ${MONTH} (?<Y>\\d{4}) ${TIME} GMT`,
   // rfc850-date: Sunday, 06-Nov-94 08:49:37 GMT
-  `(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (?<day>\\d\\d)-${MONTH}-(?<year>\\d\\d) ${TIME} GMT`,
+  `(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (?<d>\\d\\d)-${MONTH}-(?<Y>\\d\\d) ${TIME} GMT`,
   // asctime-date: Sun Nov  6 08:49:37 1994
-  `${WEEKDAY} ${MONTH} (?<day> \\d|\\d\\d) ${TIME} (?<year>\\d{4})`,
+  `${WEEKDAY} ${MONTH} (?<d> \\d|\\d\\d) ${TIME} (?<Y>\\d{4})`,
 ].map((format) => new RegExp(`^${format}$`));
 
 // RFC 3339 §5.6 date-time (`T`/`Z` case-insensitive per its §5.6 note). The one
 // unbounded part, the fraction, is a single `\d+` followed by fixed-width text:
 // no nested quantifier, so matching stays linear.
-const RFC3339_DATE_TIME =
-  /^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:[Zz]|([+-])([01]\d|2[0-3]):([0-5]\d))$/;
+const RFC3339_DATE_TIME = new RegExp(
+  `^(?<Y>\\d{4})-(?<m>\\d\\d)-(?<d>\\d\\d)[Tt]${TIME}(?:\\.(?<fraction>\\d+))?` +
+    '(?:[Zz]|(?<sign>[+-])(?<offsetH>[01]\\d|2[0-3]):(?<offsetM>[0-5]\\d))$',
+);
 
 /** An HTTP-date in any of its three forms (RFC 9110 §5.6.7), as epoch ms, or NaN. */
 function parseHttpDate(value: string | undefined, now: number): number {
   for (const format of HTTP_DATE_FORMATS) {
     const parts = format.exec(value ?? '')?.groups;
-    if (parts !== undefined) {
-      const { year = '', month = '', day, hour, minute, second } = parts;
-      return utcMs(
-        year.length === 2 ? expandTwoDigitYear(Number(year), now) : Number(year),
-        MONTHS.indexOf(month) / 4 + 1, // the patterns only admit valid names
-        Number(day),
-        Number(hour),
-        Number(minute),
-        Number(second),
-      );
-    }
+    if (parts !== undefined) return dateMs(parts, now);
   }
-  return Number.NaN;
+  return NaN;
 }
 
 /** An RFC 3339 timestamp (Anthropic's resets) as the wait until it in ms, possibly fractional, or NaN. */
 function parseRfc3339(value: string, now: number): number {
-  const m = RFC3339_DATE_TIME.exec(value);
-  if (m === null) return Number.NaN;
-  const [, year, month, day, hour, minute, second, fraction = '', sign, offsetHours, offsetMinutes] = m;
+  const parts = RFC3339_DATE_TIME.exec(value)?.groups;
+  if (parts === undefined) return NaN;
+  const { fraction = '', sign, offsetH, offsetM } = parts;
   // Whole milliseconds from the first three digits, the rest as a sub-millisecond
   // remainder: `Number('0.007') * 1000` would be 7.000000000000001, not 7.
   const fractionMs = Number(fraction.slice(0, 3).padEnd(3, '0')) + Number(`0.${fraction.slice(3)}0`);
   // Local time = UTC + offset, so UTC = local - offset (`Z` has none).
-  const offsetMs = sign
-    ? Number(`${sign}1`) * (Number(offsetHours) * 60 + Number(offsetMinutes)) * 60_000
-    : 0;
-  const local = utcMs(Number(year), Number(month), Number(day), Number(hour), Number(minute), Number(second));
-  return local + fractionMs - offsetMs - now;
+  const offsetMs = sign ? Number(`${sign}1`) * (Number(offsetH) * 60 + Number(offsetM)) * 60_000 : 0;
+  return dateMs(parts, now) + fractionMs - offsetMs - now;
+}
+
+/**
+ * The UTC instant a date pattern's groups name, or NaN for an invalid date. The
+ * calendar date is round-tripped: `setUTCFullYear` rolls `30 Feb` or month 13
+ * over, and then the month or day read back differs. (Unlike `Date.UTC`, it also
+ * takes years 0-99 literally.) The time fields are range-checked.
+ *
+ * A leap second (`:60`, allowed by RFC 9110 §5.6.7 and RFC 3339 §5.7) is read as
+ * `:59`: POSIX time has no leap seconds, and `Date` would roll :60 into the next
+ * minute. Waiting at most one second less than asked is the lesser evil.
+ */
+function dateMs({ Y = '', m = '', d, H, M, S }: Partial<Record<string, string>>, now: number): number {
+  const year = Y.length === 2 ? expandTwoDigitYear(Number(Y), now) : Number(Y);
+  const month = m.length === 3 ? MONTHS.indexOf(m) / 4 : Number(m) - 1; // a name in HTTP-dates, digits in RFC 3339
+  const [day, hour, minute, second] = [d, H, M, S].map(Number) as [number, number, number, number];
+  const date = new Date(0);
+  date.setUTCFullYear(year, month, day); // a NaN year (from a non-finite `now`) makes an invalid date
+  if (date.getUTCMonth() !== month || date.getUTCDate() !== day || hour > 23 || minute > 59 || second > 60) {
+    return NaN;
+  }
+  return date.getTime() + ((hour * 60 + minute) * 60 + Math.min(second, 59)) * 1000;
 }
 
 /**
@@ -444,42 +452,10 @@ function parseRfc3339(value: string, now: number): number {
  * years, compared by calendar year in UTC.
  */
 function expandTwoDigitYear(yy: number, now: number): number {
-  const current = new Date(now).getUTCFullYear(); // NaN for a non-finite `now`: utcMs rejects it
+  const current = new Date(now).getUTCFullYear(); // NaN for a non-finite `now`: dateMs rejects it
   const year = current - (current % 100) + yy;
   if (year > current + TWO_DIGIT_YEAR_FUTURE_WINDOW) return year - 100;
   return year <= current - TWO_DIGIT_YEAR_FUTURE_WINDOW ? year + 100 : year;
-}
-
-/**
- * The UTC instant of a date and time, or NaN for an invalid one. The calendar
- * date is round-tripped: `setUTCFullYear` rolls `30 Feb` or month 13 over, and
- * then the month or day read back differs. (Unlike `Date.UTC`, it also takes
- * years 0-99 literally.) The time fields are range-checked.
- *
- * A leap second (`:60`, allowed by RFC 9110 §5.6.7 and RFC 3339 §5.7) is read as
- * `:59`: POSIX time has no leap seconds, and `Date` would roll :60 into the next
- * minute. Waiting at most one second less than asked is the lesser evil.
- */
-function utcMs(
-  year: number,
-  month: number,
-  day: number,
-  hour: number,
-  minute: number,
-  second: number,
-): number {
-  const date = new Date(0);
-  date.setUTCFullYear(year, month - 1, day); // a NaN year (from a NaN `now`) makes an invalid date
-  if (
-    date.getUTCMonth() !== month - 1 ||
-    date.getUTCDate() !== day ||
-    hour > 23 ||
-    minute > 59 ||
-    second > 60
-  ) {
-    return Number.NaN;
-  }
-  return date.getTime() + ((hour * 60 + minute) * 60 + Math.min(second, 59)) * 1000;
 }
 
 // ---------------------------------------------------------------------------
