@@ -43,14 +43,11 @@ export interface BreakwaterErrorOptions {
   request?: RequestSummary | undefined;
 }
 
-/**
- * The base of every breakwater error: catch this to catch them all.
- *
- * Fields of the error classes are `declare`d: each constructor assigns them, so the
- * instances are the same, and a declared field emits no class-field code (with
- * ES2022 class fields, a plain one is defined as `undefined` first, then assigned).
- */
+/** The base of every breakwater error: catch this to catch them all. */
 export class BreakwaterError extends Error {
+  // Fields of the error classes are `declare`d: each constructor assigns them, so the
+  // instances are the same, and a declared field emits no class-field code (an ES2022
+  // class field is defined as `undefined` first, then assigned: twice the bytes).
   /** A stable, machine-readable code (`HTTP_STATUS`, `CIRCUIT_OPEN`, `ECONNREFUSED`, ...). */
   declare readonly code: string;
   /** The request this error is about, redacted; undefined when not tied to one. */
