@@ -355,7 +355,7 @@ function judge(chain: readonly unknown[]): Verdict | undefined {
 export function normalizeNetworkError(
   error: unknown,
   request?: RequestSummary,
-  stage: FetchStage = 'headers',
+  stage?: FetchStage,
 ): NetworkError | undefined {
   if (error instanceof NetworkError) return error;
   const chain = chainOf(error);
