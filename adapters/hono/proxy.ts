@@ -16,16 +16,16 @@ import type { FetchLike, KeyOption } from '../../src/call.ts';
 import { BreakwaterError, isAbort } from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
 import { isFunction, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
-import type { Policy } from '../../src/policy.ts';
+import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
-import { errorResponses } from './upstream.ts';
+import { authOptionSchema, errorResponses, policySchema } from './upstream.ts';
 
 /**
- * Request headers never forwarded: the upstream's `Host` comes from its URL (an
+ * The request header never forwarded: the upstream's `Host` comes from its URL (an
  * incoming `Host` names this server, and would break a virtual-hosted upstream).
  * Hop-by-hop headers (RFC 9110 §7.6.1) are dropped by `hono/proxy` itself.
  */
-const DROPPED_REQUEST_HEADERS: readonly string[] = ['host'];
+const DROPPED_REQUEST_HEADER = 'host';
 
 /** Where to send a request: a fixed URL, or one built from the request. */
 export type ProxyTarget = string | URL | ((c: Context) => string | URL | Promise<string | URL>);
@@ -60,36 +60,26 @@ export interface ProxyOptions {
   maxRetryAfterMs?: number | undefined;
 }
 
-const optionsSchema = z.strictObject(
-  {
-    policy: z.custom<Policy>(
-      (value) => isFunction((value as Partial<Policy> | null)?.fetch),
-      'must be a policy from definePolicy()',
+const optionsSchema = z.strictObject({
+  policy: policySchema,
+  key: keyOptionSchema,
+  onEvent: onEventSchema,
+  auth: authOptionSchema,
+  headers: z.optional(
+    z.custom<ProxyHeaders | ((c: Context) => ProxyHeaders)>(
+      (v) => isFunction(v) || (typeof v === 'object' && v !== null && !Array.isArray(v)),
+      'must be a record of header changes or a function',
     ),
-    key: keyOptionSchema,
-    onEvent: onEventSchema,
-    auth: z.optional(
-      z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
-    ),
-    headers: z.optional(
-      z.custom<ProxyHeaders | ((c: Context) => ProxyHeaders)>(
-        (v) => isFunction(v) || (typeof v === 'object' && v !== null && !Array.isArray(v)),
-        'must be a record of header changes or a function (c) => record',
-      ),
-    ),
-    strictConnectionProcessing: z.optional(z.boolean()),
-    maxRetryAfterMs: z.optional(
-      z
-        .number('must be a number of ms')
-        .check(z.int('must be a whole number of ms'), z.minimum(0), z.maximum(MAX_DELAY_MS)),
-    ),
-  },
-  'must be an options object',
-);
+  ),
+  strictConnectionProcessing: z.optional(z.boolean()),
+  maxRetryAfterMs: z.optional(
+    z.number().check(z.int('must be a whole number'), z.minimum(0), z.maximum(MAX_DELAY_MS)),
+  ),
+});
 
 const targetSchema = z.custom<ProxyTarget>(
   (v) => typeof v === 'string' || v instanceof URL || isFunction(v),
-  'must be a URL, a string or a function (c) => URL',
+  'must be a URL, a string or a function',
 );
 
 /**
@@ -127,15 +117,13 @@ const targetSchema = z.custom<ProxyTarget>(
 export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHandler {
   validate(targetSchema, target, 'proxy(target)');
   const valid = validate(optionsSchema, options, 'proxy()');
+  // policy.fetch() takes an absent option as undefined, so no spreads are needed.
   const chained: FetchLike = valid.policy.fetch(undefined, {
-    ...(valid.key === undefined ? {} : { key: valid.key }),
-    ...(valid.onEvent === undefined ? {} : { onEvent: valid.onEvent }),
-    ...(valid.auth === undefined ? {} : { auth: valid.auth }),
-  });
-  const respond = errorResponses({
-    policy: valid.policy,
-    ...(valid.maxRetryAfterMs === undefined ? {} : { maxRetryAfterMs: valid.maxRetryAfterMs }),
-  });
+    key: valid.key,
+    onEvent: valid.onEvent,
+    auth: valid.auth,
+  } as PolicyFetchOptions);
+  const respond = errorResponses({ policy: valid.policy, maxRetryAfterMs: valid.maxRetryAfterMs });
   const changes = valid.headers;
   const strict = valid.strictConnectionProcessing ?? false;
 
@@ -146,7 +134,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     /** hono/proxy built the request (hop-by-hop headers gone); send it on through the policy. */
     function send(request: Request): Promise<Response> {
       const headers = new Headers(request.headers);
-      for (const name of DROPPED_REQUEST_HEADERS) headers.delete(name);
+      headers.delete(DROPPED_REQUEST_HEADER);
       if (edits !== undefined) {
         for (const [name, value] of Object.entries(edits)) {
           if (value === undefined) headers.delete(name);

@@ -88,18 +88,22 @@ export interface ErrorResponsesOptions {
 
 const statusSchema = z.number().check(z.int('must be a whole number'), z.minimum(100), z.maximum(599));
 
+/** The `auth` option of `upstream()` and `proxy()`: checked in full by `auth()` itself. */
+export const authOptionSchema: z.ZodMiniOptional<z.ZodMiniType<AuthOptions>> = z.optional(
+  z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
+);
+
 const upstreamSchema = z.optional(
   z.strictObject({
     key: keyOptionSchema,
     onEvent: onEventSchema,
-    auth: z.optional(
-      z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
-    ),
+    auth: authOptionSchema,
     throwOnStatus: z.optional(z.union([z.boolean(), z.array(statusSchema)])),
   }),
 );
 
-const policySchema = z.custom<Policy>(
+/** A policy from `definePolicy()`, as `upstream()` and `proxy()` take it. */
+export const policySchema: z.ZodMiniType<Policy> = z.custom<Policy>(
   (value) => isFunction((value as Partial<Policy> | null)?.fetch),
   'must be a policy from definePolicy()',
 );
