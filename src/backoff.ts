@@ -75,27 +75,24 @@ export type BackoffSchedule = (attempt: number, previousMs?: number) => number;
 /** `+x%` with a plain decimal x: anchored, no nested quantifiers, linear on any input. */
 const SPREAD = /^\+(\d{1,4}(?:\.\d{1,6})?)%$/;
 
+/** The jitters named by a word (the other form is `+x%`). */
+const NAMED_JITTERS: readonly string[] = ['full', 'equal', 'decorrelated', 'none'];
+
 /** The `x` of a `+x%` jitter, or undefined when `jitter` is not one. */
 function spreadPercent(jitter: string): number | undefined {
-  const match = SPREAD.exec(jitter);
-  if (match === null) return undefined;
-  const percent = Number(match[1]);
+  const percent = Number(SPREAD.exec(jitter)?.[1] ?? Number.NaN);
   return percent <= MAX_SPREAD_PERCENT ? percent : undefined;
 }
 
 function isJitter(value: unknown): value is Jitter {
-  if (typeof value !== 'string') return false;
-  if (value === 'full' || value === 'equal' || value === 'decorrelated' || value === 'none') return true;
-  return spreadPercent(value) !== undefined;
+  return typeof value === 'string' && (NAMED_JITTERS.includes(value) || spreadPercent(value) !== undefined);
 }
 
-const ms = () =>
-  z
-    .number('must be a finite number of ms')
-    .check(
-      z.minimum(0, 'must be at least 0'),
-      z.maximum(MAX_DELAY_MS, `must be at most ${MAX_DELAY_MS} (2^31 − 1, setTimeout's limit)`),
-    );
+/**
+ * Delays in ms. The formatter's own messages say what is wrong; the cap is 2^31 − 1,
+ * the longest delay `setTimeout` honours (a longer one fires at once).
+ */
+const msSchema = z.optional(z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS)));
 
 /**
  * The schema of {@link BackoffOptions}: unknown keys are rejected, and `maxMs` must
@@ -103,28 +100,23 @@ const ms = () =>
  * and `breaker.open` with the very same rules.
  */
 export const backoffSchema: z.ZodMiniType<BackoffOptions> = z
-  .strictObject(
-    {
-      initialMs: z.optional(ms()),
-      factor: z.optional(z.number('must be a finite number').check(z.minimum(1, 'must be at least 1'))),
-      maxMs: z.optional(ms()),
-      jitter: z.optional(
-        z.custom<Jitter>(
-          isJitter,
-          `must be 'full', 'equal', 'decorrelated', 'none' or '+x%' with 0 ≤ x ≤ ${MAX_SPREAD_PERCENT}`,
-        ),
+  .strictObject({
+    initialMs: msSchema,
+    factor: z.optional(z.number().check(z.minimum(1))),
+    maxMs: msSchema,
+    jitter: z.optional(
+      z.custom<Jitter>(
+        isJitter,
+        `must be 'full', 'equal', 'decorrelated', 'none' or '+x%' (0 ≤ x ≤ ${MAX_SPREAD_PERCENT})`,
       ),
-    },
-    'must be an options object',
-  )
+    ),
+  })
   .check(
     z.refine(
       (o) => typeof o.initialMs !== 'number' || typeof o.maxMs !== 'number' || o.maxMs >= o.initialMs,
       { message: 'must be at least initialMs', path: ['maxMs'] },
     ),
   );
-
-const optionsSchema = z.optional(backoffSchema);
 
 /**
  * Builds a backoff schedule: call it with the retry number (and, for decorrelated
@@ -145,14 +137,14 @@ const optionsSchema = z.optional(backoffSchema);
  * ```
  */
 export function backoff(options?: BackoffOptions, random: () => number = Math.random): BackoffSchedule {
-  const valid = validate(optionsSchema, options, 'backoff()');
+  const valid = options === undefined ? undefined : validate(backoffSchema, options, 'backoff()');
   const initialMs = valid?.initialMs ?? DEFAULT_INITIAL_MS;
   const factor = valid?.factor ?? DEFAULT_FACTOR;
   // An explicit initialMs above the default cap raises the cap with it rather than
   // failing a check the user never wrote; an explicit maxMs is checked by the schema.
   const maxMs = valid?.maxMs ?? Math.max(DEFAULT_MAX_MS, initialMs);
   const jitter = valid?.jitter ?? DEFAULT_JITTER;
-  const spread = spreadPercent(jitter);
+  const spread = spreadPercent(jitter) ?? 0;
   // The exponent from which `initialMs × factor^n` is at or past the cap. Clamping to
   // it keeps `factor ** n` finite for any attempt; +1 absorbs rounding in the logs.
   const capExponent =
@@ -164,19 +156,13 @@ export function backoff(options?: BackoffOptions, random: () => number = Math.ra
     return Math.min(maxMs, initialMs * factor ** exponent);
   }
 
-  /** A draw from `random`, forced into [0, 1) so a bad source cannot break the bounds. */
+  /** A draw from `random`, forced into [0, 1] so a bad source (NaN, say) cannot break the bounds. */
   function draw(): number {
     const r = random();
-    return r >= 0 && r < 1 ? r : r >= 1 ? 1 : 0;
+    return r >= 0 ? Math.min(r, 1) : 0;
   }
 
   function spreadOut(attempt: number, previousMs: number | undefined): number {
-    if (jitter === 'none') return base(attempt);
-    if (jitter === 'full') return draw() * base(attempt);
-    if (jitter === 'equal') {
-      const half = base(attempt) / 2;
-      return half + draw() * half;
-    }
     if (jitter === 'decorrelated') {
       // A caller that keeps no state gets the step before as its "previous" delay,
       // so the schedule still grows; attempt 1 starts from initialMs (AWS's formula).
@@ -185,7 +171,11 @@ export function backoff(options?: BackoffOptions, random: () => number = Math.ra
       const upper = Math.min(maxMs, from * DECORRELATED_GROWTH);
       return initialMs + draw() * (upper - initialMs);
     }
-    return base(attempt) * (1 + (draw() * (spread ?? 0)) / 100);
+    const step = base(attempt);
+    if (jitter === 'none') return step;
+    if (jitter === 'full') return draw() * step;
+    if (jitter === 'equal') return step / 2 + draw() * (step / 2);
+    return step * (1 + (draw() * spread) / 100);
   }
 
   return function backoffDelay(attempt: number, previousMs?: number): number {
