@@ -10,7 +10,7 @@
 
 import type { Context, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
-import { isFunction, validate } from '../../src/options.ts';
+import { functionOption, isFunction, validate } from '../../src/options.ts';
 import { memoryStore, type Store } from '../../src/store.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { problemResponse, retryAfterSeconds } from './problem.ts';
@@ -89,46 +89,27 @@ const FIELD_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** RFC 8941 §3.3.3: a String holds printable ASCII (0x20-0x7E). */
 const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
 
-const optionsSchema = z.strictObject(
-  {
-    limit: z
-      .number('must be a number of requests')
-      .check(z.int('must be a whole number of requests'), z.minimum(1, 'must be at least 1')),
-    windowMs: z
-      .number('must be a number of ms')
-      .check(
-        z.int('must be a whole number of ms'),
-        z.minimum(MS_PER_SECOND, 'must be at least 1000 ms (windows are advertised in whole seconds)'),
-        z.maximum(MAX_DELAY_MS, `must be at most ${MAX_DELAY_MS} ms`),
-        z.multipleOf(MS_PER_SECOND, 'must be a whole number of seconds (RateLimit w and t are integers)'),
-      ),
-    key: z.optional(
-      z.custom<(c: Context) => string | undefined | Promise<string | undefined>>(
-        isFunction,
-        'must be a function (c) => client id',
-      ),
+const optionsSchema = z.strictObject({
+  limit: z.number().check(z.int('must be a whole number'), z.minimum(1)),
+  windowMs: z
+    .number()
+    .check(
+      z.minimum(MS_PER_SECOND),
+      z.maximum(MAX_DELAY_MS),
+      z.multipleOf(MS_PER_SECOND, 'must be a whole number of seconds (RateLimit w and t are integers)'),
     ),
-    trustedHeader: z.optional(
-      z
-        .string('must be a header name')
-        .check(z.regex(FIELD_NAME, 'must be a header name, e.g. "cf-connecting-ip"')),
+  key: z.optional(functionOption<(c: Context) => string | undefined | Promise<string | undefined>>()),
+  trustedHeader: z.optional(z.string().check(z.regex(FIELD_NAME, 'must be a header name'))),
+  store: z.optional(
+    z.custom<Store>(
+      (value) => isFunction((value as Partial<Store> | null)?.increment),
+      'must be a Store (with increment())',
     ),
-    store: z.optional(
-      z.custom<Store>(
-        (value) => isFunction((value as Partial<Store> | null)?.increment),
-        'must be a Store (with an increment() method)',
-      ),
-    ),
-    policyName: z.optional(
-      z
-        .string('must be a string')
-        .check(z.regex(PRINTABLE_ASCII, 'must be a non-empty string of printable ASCII characters')),
-    ),
-    onStoreError: z.optional(z.enum(['open', 'closed'])),
-    now: z.optional(z.custom<() => number>(isFunction, 'must be a function returning epoch ms')),
-  },
-  'must be an options object',
-);
+  ),
+  policyName: z.optional(z.string().check(z.regex(PRINTABLE_ASCII, 'must be non-empty printable ASCII'))),
+  onStoreError: z.optional(z.enum(['open', 'closed'])),
+  now: z.optional(functionOption<() => number>()),
+});
 
 /** An RFC 8941 sf-string: quoted, with `\` and `"` escaped. */
 function sfString(value: string): string {
@@ -167,14 +148,11 @@ function firstEntry(value: string): string {
  */
 export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
   const valid = validate(optionsSchema, options, 'rateLimit()');
-  if (valid.key === undefined && valid.trustedHeader === undefined) {
+  // Without a client identity every client would share one bucket.
+  if ((valid.key === undefined) === (valid.trustedHeader === undefined)) {
     throw new TypeError(
-      'invalid options for rateLimit():\n  - set key (a function of the request) or trustedHeader ' +
-        '(e.g. "cf-connecting-ip"): without a client identity every client would share one bucket',
+      'invalid options for rateLimit():\n  - set key (a function of the request) or trustedHeader (e.g. "cf-connecting-ip"), not both',
     );
-  }
-  if (valid.key !== undefined && valid.trustedHeader !== undefined) {
-    throw new TypeError('invalid options for rateLimit():\n  - set key or trustedHeader, not both');
   }
   const { limit, windowMs } = valid;
   const keyOf = valid.key;
@@ -183,7 +161,8 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
   const name = valid.policyName ?? DEFAULT_POLICY_NAME;
   const failClosed = (valid.onStoreError ?? DEFAULT_ON_STORE_ERROR) === 'closed';
   const now = valid.now ?? Date.now;
-  const policyHeader = `${sfString(name)};q=${limit};w=${windowMs / MS_PER_SECOND}`;
+  const quotedName = sfString(name);
+  const policyHeader = `${quotedName};q=${limit};w=${windowMs / MS_PER_SECOND}`;
 
   async function identity(c: Context): Promise<string | undefined> {
     if (keyOf !== undefined) {
@@ -203,9 +182,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
         status: 400,
         title: 'Bad Request',
         detail:
-          header === undefined
-            ? 'missing client identity: the rate limiter could not tell who sent this request'
-            : `missing client identity header "${header}"`,
+          header === undefined ? 'missing client identity' : `missing client identity header "${header}"`,
       });
     }
 
@@ -224,7 +201,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
         {
           status: 503,
           title: 'Service Unavailable',
-          detail: 'the rate limiter cannot reach its store; the request was not processed',
+          detail: 'the rate limit store is unreachable; not processed',
         },
         STORE_DOWN_RETRY_AFTER_MS,
         { 'x-should-retry': 'true' },
@@ -235,7 +212,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     const remaining = Math.max(0, limit - count);
     const headers = {
       'ratelimit-policy': policyHeader,
-      ratelimit: `${sfString(name)};r=${remaining};t=${resetSeconds}`,
+      ratelimit: `${quotedName};r=${remaining};t=${resetSeconds}`,
     };
     if (count > limit) {
       return problemResponse(
@@ -251,7 +228,6 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     await next();
     // c.header() copies a finalized response first, so immutable headers (a proxied
     // fetch response) are fine; an error response from onError gets them too.
-    c.header('ratelimit-policy', headers['ratelimit-policy']);
-    c.header('ratelimit', headers.ratelimit);
+    for (const [field, value] of Object.entries(headers)) c.header(field, value);
   };
 }
