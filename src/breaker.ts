@@ -197,9 +197,9 @@ type Answer = Response | HttpStatusError;
  */
 interface Circuit {
   readonly key: string;
-  /** Neighbours in the registry's recency list (undefined at the ends). */
-  newer: Circuit | undefined;
-  older: Circuit | undefined;
+  /** Neighbours in the registry's recency list (the sentinel at the ends). */
+  newer: Circuit;
+  older: Circuit;
   state: BreakerState;
   /** Failures in a row since the last success. */
   consecutive: number;
@@ -240,7 +240,7 @@ interface Trouble {
   /** The failure that opened it, as an error (`CircuitOpenError.cause`). */
   cause: unknown;
   /** Whether a call may wait the pause out (the server asked for no more than the cap). */
-  pauseWaitable: boolean;
+  waitable: boolean;
   pauseReason: string;
   pauseCause: unknown;
   /** 429s without a delay in a row: the step of the pause schedule. */
@@ -252,17 +252,18 @@ interface Trouble {
    * Wakers of the calls waiting for the pace probe's outcome, in arrival order; each
    * makes its call look at the key again. Undefined until the first waiter.
    */
-  paceWaiters: Set<() => void> | undefined;
+  waiters: Set<() => void> | undefined;
 }
 
-function newCircuit(key: string): Circuit {
+/** A closed, unpaused circuit; `list` fills its neighbours until it is linked in. */
+function newCircuit(key: string, list?: Circuit): Circuit {
   return {
     key,
-    newer: undefined,
-    older: undefined,
+    newer: list as Circuit,
+    older: list as Circuit,
     state: 'closed',
     consecutive: 0,
-    head: Number.NEGATIVE_INFINITY,
+    head: -Infinity,
     failed: 0,
     total: 0,
     ring: undefined,
@@ -279,13 +280,13 @@ function troubleOf(c: Circuit): Trouble {
     probe: undefined,
     openReason: '',
     cause: undefined,
-    pauseWaitable: false,
+    waitable: false,
     pauseReason: '',
     pauseCause: undefined,
     pauseSteps: 0,
     lastPauseMs: undefined,
     paceProbe: undefined,
-    paceWaiters: undefined,
+    waiters: undefined,
   };
   return c.trouble;
 }
@@ -307,9 +308,9 @@ function clearWindow(c: Circuit): void {
  * again: it goes, waits for a new pause or probe, or fails fast), and drops the list.
  */
 function wakePaceWaiters(trouble: Trouble | undefined): void {
-  if (trouble?.paceWaiters === undefined) return;
-  const waiters = trouble.paceWaiters;
-  trouble.paceWaiters = undefined;
+  if (!trouble?.waiters) return;
+  const waiters = trouble.waiters;
+  trouble.waiters = undefined;
   for (const wake of waiters) wake();
 }
 
@@ -320,8 +321,8 @@ function wakePaceWaiters(trouble: Trouble | undefined): void {
  */
 function waitForPaceProbe(trouble: Trouble, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
   return new Promise<boolean>((resolve, reject) => {
-    trouble.paceWaiters ??= new Set();
-    const waiters = trouble.paceWaiters;
+    trouble.waiters ??= new Set();
+    const waiters = trouble.waiters;
     /** `true`: woken; `false`: timed out; undefined: aborted. */
     const settle = (woken?: boolean): void => {
       clearTimeout(timer);
@@ -442,15 +443,17 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   /** Every known key's circuit; recency is kept by the list below, not by Map order. */
   const circuits = new Map<string, Circuit>();
 
-  /** The recency list through the circuits: `newest.older.older...` ends at `oldest`. */
-  let newest: Circuit | undefined;
-  let oldest: Circuit | undefined;
+  /**
+   * The recency list: a ring through every circuit and this sentinel, so no end needs
+   * a special case. `list.older` is the newest circuit, `list.newer` the oldest.
+   */
+  const list = newCircuit('');
+  list.newer = list;
+  list.older = list;
 
   function unlink(c: Circuit): void {
-    if (c.newer === undefined) newest = c.older;
-    else c.newer.older = c.older;
-    if (c.older === undefined) oldest = c.newer;
-    else c.older.newer = c.newer;
+    c.newer.older = c.older;
+    c.older.newer = c.newer;
   }
 
   /**
@@ -465,19 +468,18 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    */
   function lookup(key: string): Circuit {
     let c = circuits.get(key);
-    if (c === newest && c !== undefined) return c;
-    if (c === undefined) {
-      if (circuits.size >= maxKeys && oldest !== undefined) forget(oldest);
-      c = newCircuit(key);
-      circuits.set(key, c);
-    } else {
+    if (c === list.older) return c;
+    if (c) {
       unlink(c);
+    } else {
+      if (circuits.size >= maxKeys) forget(list.newer);
+      c = newCircuit(key, list);
+      circuits.set(key, c);
     }
-    c.newer = undefined;
-    c.older = newest;
-    if (newest === undefined) oldest = c;
-    else newest.newer = c;
-    newest = c;
+    c.older = list.older;
+    c.newer = list;
+    list.older.newer = c;
+    list.older = c;
     return c;
   }
 
@@ -499,7 +501,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       clearWindow(c);
     } else {
       let ring = c.ring;
-      if (ring === undefined) {
+      if (!ring) {
         // Until now every count was in the newest bucket.
         ring = c.ring = new Array<number>(2 * WINDOW_BUCKETS).fill(0);
         ring[slotOf(c.head)] = c.failed;
@@ -521,7 +523,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.total++;
     if (failed) c.failed++;
     const ring = c.ring;
-    if (ring === undefined) return;
+    if (!ring) return;
     const slot = slotOf(c.head);
     ring[WINDOW_BUCKETS + slot] = (ring[WINDOW_BUCKETS + slot] ?? 0) + 1;
     if (failed) ring[slot] = (ring[slot] ?? 0) + 1;
@@ -595,7 +597,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // A new pause supersedes the pace probe in flight (the pause's end gets its own),
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.
     trouble.paceProbe = undefined;
-    trouble.pauseWaitable = waitable;
+    trouble.waitable = waitable;
     trouble.pauseReason = `paced: the server asked to ${fromServer ? 'wait' : 'slow down'} (${statusLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
     trouble.pauseCause = causeOf(call, answer, fromServer ? askedMs : undefined);
     call.emit({ type: 'paced', key: call.key, until: new Date(until), phase: 'start', delayMs });
@@ -621,7 +623,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       pace(c, call, answer, askedMs, fromServer);
       succeed(c, call);
     } else {
-      if (trouble !== undefined) {
+      if (trouble) {
         // Any answer but a 429 ends a run of 429s: the next one starts the pause schedule over.
         trouble.pauseSteps = 0;
         trouble.lastPauseMs = undefined;
@@ -704,12 +706,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     for (;;) {
       const trouble = c.trouble;
       // A key reset (or forgotten) during a wait comes back closed and unpaused.
-      if (trouble === undefined) return c;
+      if (!trouble) return c;
       const t = now();
       if (c.state === 'open' && t < trouble.retryAtMs) {
         throw fastFail(call, t, trouble.retryAtMs, `after ${trouble.openReason}`, trouble.cause);
       }
-      if (c.state === 'half-open' && trouble.probe !== undefined) {
+      if (c.state === 'half-open' && trouble.probe) {
         const reason = `while its probe is in flight, after ${trouble.openReason}`;
         throw fastFail(call, t, t, reason, trouble.cause);
       }
@@ -717,8 +719,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       if (pausedUntilMs !== 0) {
         const leftMs = pausedUntilMs - t;
         if (leftMs > 0 && t !== sleptAt) {
-          if (!trouble.pauseWaitable || leftMs >= call.remainingMs()) {
-            const reason = trouble.pauseWaitable
+          if (!trouble.waitable || leftMs >= call.remainingMs()) {
+            const reason = trouble.waitable
               ? `${trouble.pauseReason}, past this call's deadline`
               : trouble.pauseReason;
             throw fastFail(call, t, pausedUntilMs, reason, trouble.pauseCause);
@@ -782,7 +784,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     return pending.then(
       (response) => {
         // The happy path: a window bump and a field write or two.
-        if (response.status < 400 && c.trouble === undefined) succeed(c, call);
+        if (response.status < 400 && !c.trouble) succeed(c, call);
         else settle(c, call, response);
         return response;
       },
@@ -808,7 +810,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
 
   breaker.stats = (key: string): BreakerStats | undefined => {
     const c = circuits.get(key);
-    if (c === undefined) return undefined;
+    if (!c) return undefined;
     const t = now();
     advance(c, t);
     const stats: { -readonly [K in keyof BreakerStats]: BreakerStats[K] } = {
@@ -818,7 +820,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       windowTotal: c.total,
       opens: c.trouble?.opens ?? 0,
     };
-    if (c.state !== 'closed' && c.trouble !== undefined) stats.retryAt = new Date(c.trouble.retryAtMs);
+    if (c.state !== 'closed' && c.trouble) stats.retryAt = new Date(c.trouble.retryAtMs);
     if (c.pausedUntilMs > t) stats.pausedUntil = new Date(c.pausedUntilMs);
     return stats;
   };
@@ -827,7 +829,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (key === undefined) for (const c of circuits.values()) forget(c);
     else {
       const c = circuits.get(key);
-      if (c !== undefined) forget(c);
+      if (c) forget(c);
     }
   };
   breaker.size = (): number => circuits.size;
