@@ -77,6 +77,14 @@ export function isRetryableStatus(
   return override ?? statuses.includes(status);
 }
 
+/** Kinds fixed by the status alone; any other failure status is `transient` or `fatal`. */
+const STATUS_KINDS: Readonly<Record<number, OutcomeKind>> = {
+  401: 'auth-recoverable',
+  407: 'auth-recoverable',
+  403: 'auth-user',
+  429: 'rate-limited',
+};
+
 /** Builds a verdict: safe to resend when the server provably did not run it, or repeating is harmless. */
 function verdict(
   kind: OutcomeKind,
@@ -85,10 +93,19 @@ function verdict(
   call: Call | undefined,
   retryAfterMs?: number,
 ): Classification {
-  const safeToResend = notRun || (call?.isIdempotent ?? false);
-  return retryAfterMs === undefined
-    ? { kind, retryable, notRun, safeToResend }
-    : { kind, retryable, notRun, safeToResend, retryAfterMs };
+  const result: Classification = {
+    kind,
+    retryable,
+    notRun,
+    safeToResend: notRun || (call?.isIdempotent ?? false),
+  };
+  if (retryAfterMs !== undefined) result.retryAfterMs = retryAfterMs;
+  return result;
+}
+
+/** A verdict that is final whatever the call: success (safe to resend), a cancel or an unknown error (not). */
+function settled(kind: OutcomeKind, safeToResend = false): Classification {
+  return { kind, retryable: false, notRun: false, safeToResend };
 }
 
 function fromStatus(
@@ -98,15 +115,14 @@ function fromStatus(
   call: Call | undefined,
   statuses: readonly number[],
 ): Classification {
-  if (status < 400) return { kind: 'ok', retryable: false, notRun: false, safeToResend: true };
+  if (status < 400) return settled('ok', true);
   const override = headers === undefined ? undefined : shouldRetryHeader(headers);
   const retryable = override ?? statuses.includes(status);
   // The server saying "retry" is the server saying it did not (or may again) execute it.
   const notRun = override === true || REJECTED_BEFORE_EXECUTION.has(status);
-  if (status === 401 || status === 407) return verdict('auth-recoverable', false, notRun, call, retryAfterMs);
-  if (status === 403) return verdict('auth-user', false, notRun, call, retryAfterMs);
-  if (status === 429) return verdict('rate-limited', retryable, notRun, call, retryAfterMs);
-  return verdict(retryable ? 'transient' : 'fatal', retryable, notRun, call, retryAfterMs);
+  const kind = STATUS_KINDS[status] ?? (retryable ? 'transient' : 'fatal');
+  // Auth failures are the auth middleware's to resend (401 after a refresh), or the user's.
+  return verdict(kind, retryable && !kind.startsWith('auth'), notRun, call, retryAfterMs);
 }
 
 /**
@@ -125,13 +141,11 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
   if ('response' in outcome) {
     const { response } = outcome;
     // Success pays for no header parsing: the happy path is most responses.
-    if (response.status < 400) return { kind: 'ok', retryable: false, notRun: false, safeToResend: true };
+    if (response.status < 400) return settled('ok', true);
     return fromStatus(response.status, response.headers, retryDelay(response.headers), call, statuses);
   }
   const { error } = outcome;
-  if (isAbort(error, call?.signal)) {
-    return { kind: 'cancelled', retryable: false, notRun: false, safeToResend: false };
-  }
+  if (isAbort(error, call?.signal)) return settled('cancelled');
   if (error instanceof HttpStatusError) {
     return fromStatus(error.status, error.headers, error.retryAfterMs, call, statuses);
   }
@@ -150,5 +164,5 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
   if (error instanceof RetryAfterTooLongError) {
     return verdict('rate-limited', false, true, call, error.retryAfterMs);
   }
-  return { kind: 'fatal', retryable: false, notRun: false, safeToResend: false };
+  return settled('fatal');
 }
