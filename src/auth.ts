@@ -72,7 +72,7 @@ const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const optionsSchema = z.strictObject({
   token: z.custom<TokenSource>(
     (value) => isTokenValue(value) || isFunction(value),
-    'must be a non-empty string of printable ASCII, or a function returning one',
+    'must be a non-empty string of printable ASCII, or a function',
   ),
   refresh: z.optional(functionOption<() => string | Promise<string>>()),
   header: z.optional(z.string().check(z.regex(HTTP_TOKEN, 'must be a header name'))),
@@ -88,9 +88,7 @@ const optionsSchema = z.strictObject({
 async function obtain(get: () => string | Promise<string>, name: string): Promise<string> {
   const value: unknown = await get();
   if (!isTokenValue(value)) {
-    throw new TypeError(
-      `${name}() returned an invalid token (${value === null ? 'null' : typeof value}; want printable ASCII, no line breaks)`,
-    );
+    throw new TypeError(`${name}() returned an invalid token (${value === null ? 'null' : typeof value})`);
   }
   return value;
 }
@@ -195,8 +193,10 @@ export function auth(options: AuthOptions): Middleware {
 
   /** Runs `refresh()` once; a caller arriving while it runs joins it. */
   function refreshOnce(call: Call, run: () => string | Promise<string>): Promise<void> {
-    if (inflight !== undefined) return inflight;
-    const flight = (async (): Promise<void> => {
+    // Cleared once settled by `.finally()`, whose callback always runs after this
+    // assignment, even when refresh() throws synchronously. No new flight starts
+    // before then, so it clears this one.
+    inflight ??= (async (): Promise<void> => {
       let outcome: 'failed' | 'refreshed' = 'failed';
       try {
         refreshed = await obtain(run, 'refresh');
@@ -205,16 +205,10 @@ export function auth(options: AuthOptions): Middleware {
       } finally {
         call.emit({ type: 'auth-refresh', key: call.key, outcome });
       }
-    })();
-    inflight = flight;
-    // Cleared once settled (not in a `finally` inside: a refresh() that throws
-    // synchronously would settle before `inflight` is even assigned). No new flight
-    // starts before this runs, so `inflight` is still this one.
-    const clear = (): void => {
+    })().finally(() => {
       inflight = undefined;
-    };
-    flight.then(clear, clear);
-    return flight;
+    });
+    return inflight;
   }
 
   return async function auth(call: Call, next: Next): Promise<Response> {
@@ -235,7 +229,7 @@ export function auth(options: AuthOptions): Middleware {
         throw failure(
           call,
           'AUTH_REFRESH_FAILED',
-          'the token refresh after HTTP 401 failed, so the request was not resent',
+          'refresh() after HTTP 401 failed, so the request was not resent',
           error,
         );
       }
