@@ -357,8 +357,15 @@ export function normalizeNetworkError(
   request?: RequestSummary,
   stage?: FetchStage,
 ): NetworkError | undefined {
-  if (error instanceof NetworkError) return error;
-  const chain = chainOf(error);
+  let chain: unknown[];
+  try {
+    if (error instanceof NetworkError) return error;
+    chain = chainOf(error);
+  } catch {
+    // A thrown value whose proxy traps throw (revoked, hostile getPrototypeOf or an
+    // `errors` list that cannot be read) says nothing we can trust: not normalised.
+    return undefined;
+  }
   // judge([]) is undefined: a value that is not an object is no network failure.
   if (chain.some(isCancellation)) return undefined;
   const verdict = judge(chain);

@@ -435,6 +435,25 @@ test('constructed: non-Error throwables give undefined without throwing', () => 
   assertNetwork(cyclic, { code: 'ENETWORK', phase: 'send', sent: 'maybe' });
 });
 
+test('constructed: errors whose traps throw (revoked proxies, throwing getPrototypeOf) give undefined', () => {
+  const revoked = Proxy.revocable({}, {});
+  revoked.revoke();
+  const noPrototype = new Proxy(
+    {},
+    {
+      getPrototypeOf() {
+        throw new Error('trap');
+      },
+    },
+  );
+  const aggregate = { name: 'TypeError', message: 'fetch failed', errors: revoked.proxy };
+  for (const value of [revoked.proxy, noPrototype, aggregate]) {
+    assert.doesNotThrow(() => normalizeNetworkError(value));
+  }
+  assert.equal(normalizeNetworkError(revoked.proxy), undefined);
+  assert.equal(normalizeNetworkError(noPrototype), undefined);
+});
+
 test('constructed: a code such as constructor finds no prototype member', () => {
   assert.equal(normalizeNetworkError(Object.assign(new Error('x'), { code: 'constructor' })), undefined);
   assert.equal(normalizeNetworkError(Object.assign(new Error('x'), { code: '__proto__' })), undefined);
