@@ -33,14 +33,12 @@ export interface TimeoutOptions {
   totalMs?: number;
 }
 
-const msSchema = z
-  .number()
-  .check(z.int('must be a whole number of ms'), z.positive(), z.maximum(MAX_DELAY_MS));
+const msSchema = z.optional(z.number().check(z.int(), z.positive(), z.maximum(MAX_DELAY_MS)));
 
 /** The serialisable options schema, shared with `definePolicy()`. */
 export const timeoutSchema: z.ZodMiniType<TimeoutOptions> = z.strictObject({
-  attemptMs: z.optional(msSchema),
-  totalMs: z.optional(msSchema),
+  attemptMs: msSchema,
+  totalMs: msSchema,
 }) as z.ZodMiniType<TimeoutOptions>;
 
 /**
@@ -86,6 +84,14 @@ function follow(outer: Followed, controller: AbortController): void {
   set.add(new WeakRef(controller));
 }
 
+/** Sets the call's total deadline, unless an outer timeout or deadline already did: the first one set wins. */
+function startDeadline(call: Call, totalMs: number, now: number): void {
+  if (call.deadline === undefined) {
+    call.deadline = now + totalMs;
+    call.totalMs = totalMs;
+  }
+}
+
 /** Ties `controller`'s life to the response and its body, which may outlive the call. */
 function keepAlive(response: Response, controller: AbortController): void {
   (response as Response & { [CONTROLLER]?: AbortController })[CONTROLLER] = controller;
@@ -112,12 +118,9 @@ export function timeout(options: TimeoutOptions): Middleware {
   }
   return async function timeout(call: Call, next: Next): Promise<Response> {
     const now = Date.now();
-    if (totalMs !== undefined && call.deadline === undefined) {
-      call.deadline = now + totalMs;
-      call.totalMs = totalMs;
-    }
+    if (totalMs !== undefined) startDeadline(call, totalMs, now);
     const remaining = call.remainingMs(now);
-    const attemptLimit = attemptMs ?? Number.POSITIVE_INFINITY;
+    const attemptLimit = attemptMs ?? Infinity;
     // Whichever deadline comes first names the error.
     const scope = attemptLimit < remaining ? 'attempt' : 'total';
     const ms = scope === 'attempt' ? attemptLimit : (call.totalMs ?? remaining);
@@ -161,10 +164,7 @@ export function timeout(options: TimeoutOptions): Middleware {
 export function deadline(totalMs: number): Middleware {
   validate(timeoutSchema, { totalMs }, 'deadline()');
   return async function deadline(call: Call, next: Next): Promise<Response> {
-    if (call.deadline === undefined) {
-      call.deadline = Date.now() + totalMs;
-      call.totalMs = totalMs;
-    }
+    startDeadline(call, totalMs, Date.now());
     return next(call);
   };
 }
