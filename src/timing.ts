@@ -46,6 +46,12 @@ const EPOCH_RESET_THRESHOLD_SECONDS = 1_704_067_200;
  */
 const TWO_DIGIT_YEAR_FUTURE_WINDOW = 50;
 
+/** Capture groups of a bare item in SF_ITEM and SF_PARAMETER (see SF_BARE_ITEM). */
+const SF_INTEGER = 2;
+const SF_STRING = 3;
+const SF_TOKEN = 4;
+const SF_BYTES = 5;
+
 /**
  * Go `time.Duration` units (as sent by OpenAI), in nanoseconds. Go sums terms in
  * integer nanoseconds; so do we, because float milliseconds would turn `0.007s`
@@ -215,7 +221,7 @@ export function shouldRetryHeader(headers: HeadersLike): boolean | undefined {
 export function parseRateLimit(headers: HeadersLike): RateLimitInfo | undefined {
   const limits = rateLimitStatuses(headers);
   const policies = sfMembers(headers, 'ratelimit-policy', 'q', toPolicy);
-  return limits.length === 0 && policies.length === 0 ? undefined : { limits, policies };
+  return limits.length > 0 || policies.length > 0 ? { limits, policies } : undefined;
 }
 
 // ---------------------------------------------------------------------------
@@ -355,7 +361,7 @@ function parseGoDuration(value: string): number {
   for (let at = 0; at < value.length; ) {
     const term = matchAt(GO_DURATION_TERM, value, at);
     if (term === null || !(term[1] || term[2])) return NaN; // no term, or no digits
-    const [text, whole = '', allFraction = '', unit = ''] = term;
+    const [text, whole, allFraction = '', unit = ''] = term;
     const unitNs = GO_DURATION_UNITS_NS[unit] as number; // the pattern only admits its units
     const fraction = allFraction.slice(0, MAX_FRACTION_DIGITS);
     // A huge integer part becomes Infinity here; clampDelay caps it.
@@ -419,7 +425,7 @@ function parseRfc3339(value: string, now: number): number {
   // remainder: `Number('0.007') * 1000` would be 7.000000000000001, not 7.
   const fractionMs = Number(fraction.slice(0, 3).padEnd(3, '0')) + Number(`0.${fraction.slice(3)}0`);
   // Local time = UTC + offset, so UTC = local - offset (`Z` has none).
-  const offsetMs = sign ? Number(`${sign}1`) * (Number(offsetH) * 60 + Number(offsetM)) * 60_000 : 0;
+  const offsetMs = sign ? (Number(sign + offsetH) * 60 + Number(sign + offsetM)) * 60_000 : 0;
   return dateMs(parts, now) + fractionMs - offsetMs - now;
 }
 
@@ -486,12 +492,6 @@ const SF_PARAMETER = new RegExp(`; *([a-z*][a-z\\d_.*-]*)(?:=(?:${SF_BARE_ITEM.s
 /** Trailing OWS up to the end of the member. */
 const SF_MEMBER_END = /[ \t]*$/y;
 
-/** Capture groups of SF_ITEM and SF_PARAMETER. */
-const SF_INTEGER = 2;
-const SF_STRING = 3;
-const SF_TOKEN = 4;
-const SF_BYTES = 5;
-
 /**
  * One list member: text up to the next comma outside a quoted string (an
  * unterminated string runs to the end). Escapes inside strings are skipped as
@@ -513,7 +513,8 @@ interface SfItem {
  */
 function parseSfList(value: string | undefined): SfItem[] {
   const items: SfItem[] = [];
-  for (const [member] of (value ?? '').matchAll(SF_MEMBER)) {
+  if (value === undefined) return items;
+  for (const [member] of value.matchAll(SF_MEMBER)) {
     const m = matchAt(SF_ITEM, member, 0);
     const name = sfText(m);
     if (m === null || name === undefined) continue;
