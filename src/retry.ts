@@ -176,15 +176,12 @@ export function retry(options: RetryOptions = {}): Retry {
   const refund = config.budget === false ? 0 : (config.budget?.refund ?? DEFAULT_BUDGET.refund);
   const budgets = new Map<string, Budget>();
 
+  /** The server's budget, moved to the most recently used end of the registry. */
   function budgetFor(key: string): Budget {
-    let budget = budgets.get(key);
-    if (budget === undefined) {
-      budget = { tokens: budgetTokens, retries: 0, giveUps: 0 };
-      if (budgets.size >= MAX_BUDGET_KEYS) budgets.delete(budgets.keys().next().value as string);
-    } else {
-      budgets.delete(key);
-    }
+    const budget = budgets.get(key) ?? { tokens: budgetTokens, retries: 0, giveUps: 0 };
+    budgets.delete(key);
     budgets.set(key, budget);
+    if (budgets.size > MAX_BUDGET_KEYS) budgets.delete(budgets.keys().next().value as string);
     return budget;
   }
 
