@@ -7,9 +7,9 @@
  * rate-limit headers.
  *
  * Every value here comes from a server we do not control, so every parser is
- * total (garbage yields `undefined`, never a throw), linear-time (hand-written
- * scanners and fixed-width anchored patterns only), and never returns NaN,
- * Infinity or a negative delay.
+ * total (garbage yields `undefined`, never a throw), linear-time (anchored or
+ * sticky patterns without nested quantifiers over overlapping characters), and
+ * never returns NaN, Infinity or a negative delay.
  */
 
 /**
