@@ -15,7 +15,7 @@
  *
  * Cost matters: the happy path (closed, not paused, 2xx) is one Map lookup, a few
  * pointer writes to mark the key most recently used, and a few field updates. Per-key
- * state is a small fixed-shape record (the sliding window is a ring of
+ * state is one fixed-shape record (the sliding window is a ring of
  * {@link WINDOW_BUCKETS} counters, allocated only once a key's calls span two
  * buckets), and the registry is bounded, so a flood of distinct keys cannot grow memory.
  */
@@ -192,8 +192,9 @@ type Failure = Answer | NetworkError | TimeoutError;
 type Answer = Response | HttpStatusError;
 
 /**
- * One key's state: what the happy path touches, kept small (a million keys pass
- * through a registry of a thousand), plus {@link Trouble} once something went wrong.
+ * One key's state, one fixed-shape record (a million keys may pass through a
+ * registry of a thousand, each allocating one): the recency links and the counts the
+ * happy path touches, then what only failures, openings and pauses use.
  */
 interface Circuit {
   readonly key: string;
@@ -221,12 +222,6 @@ interface Circuit {
    * check (`=== 0`) sends every call during the probe down the slow path.
    */
   pausedUntilMs: number;
-  /** Set by the first failure or pause; always set while open, half-open or paced. */
-  trouble: Trouble | undefined;
-}
-
-/** The part of a key's state that only failures, openings and pauses need. */
-interface Trouble {
   /** Openings since last closed (the backoff step). */
   opens: number;
   /** The last open-time step, for decorrelated jitter. */
@@ -268,12 +263,6 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     total: 0,
     ring: undefined,
     pausedUntilMs: 0,
-    trouble: undefined,
-  };
-}
-
-function troubleOf(c: Circuit): Trouble {
-  c.trouble ??= {
     opens: 0,
     lastOpenMs: undefined,
     retryAtMs: 0,
@@ -288,7 +277,6 @@ function troubleOf(c: Circuit): Trouble {
     paceProbe: undefined,
     waiters: undefined,
   };
-  return c.trouble;
 }
 
 /** The ring slot of an absolute bucket index (safe for negative indexes too). */
@@ -307,10 +295,10 @@ function clearWindow(c: Circuit): void {
  * Wakes every call waiting for the pace probe's outcome (each one looks at the key
  * again: it goes, waits for a new pause or probe, or fails fast), and drops the list.
  */
-function wakePaceWaiters(trouble: Trouble | undefined): void {
-  if (!trouble?.waiters) return;
-  const waiters = trouble.waiters;
-  trouble.waiters = undefined;
+function wakePaceWaiters(c: Circuit): void {
+  const waiters = c.waiters;
+  if (!waiters) return;
+  c.waiters = undefined;
   for (const wake of waiters) wake();
 }
 
@@ -319,10 +307,10 @@ function wakePaceWaiters(trouble: Trouble | undefined): void {
  * pass first, and rejects with `signal.reason` on abort (at once if already aborted).
  * The timer and the listener are removed either way, and the waiter leaves the list.
  */
-function waitForPaceProbe(trouble: Trouble, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+function waitForPaceProbe(c: Circuit, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
   return new Promise<boolean>((resolve, reject) => {
-    trouble.waiters ??= new Set();
-    const waiters = trouble.waiters;
+    c.waiters ??= new Set();
+    const waiters = c.waiters;
     /** `true`: woken; `false`: timed out; undefined: aborted. */
     const settle = (woken?: boolean): void => {
       clearTimeout(timer);
@@ -487,7 +475,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   function forget(c: Circuit): void {
     unlink(c);
     circuits.delete(c.key);
-    wakePaceWaiters(c.trouble);
+    wakePaceWaiters(c);
   }
 
   // -- the sliding window ---------------------------------------------------------
@@ -535,19 +523,18 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   // (50 of them would otherwise push the open time 50 steps up).
 
   function succeed(c: Circuit, call: Call): void {
-    const trouble = c.trouble;
     if (c.state === 'closed') {
       record(c, false);
       c.consecutive = 0;
-    } else if (trouble?.probe === call) {
+    } else if (c.probe === call) {
       // The probe succeeded: close, and start every count and the schedule over.
       c.state = 'closed';
       c.consecutive = 0;
       clearWindow(c);
-      trouble.opens = 0;
-      trouble.lastOpenMs = undefined;
-      trouble.probe = undefined;
-      trouble.cause = undefined;
+      c.opens = 0;
+      c.lastOpenMs = undefined;
+      c.probe = undefined;
+      c.cause = undefined;
       call.emit({ type: 'breaker', key: call.key, state: 'closed', reason: 'probe succeeded' });
     }
   }
@@ -560,26 +547,25 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       if (c.consecutive >= threshold) reason = `${c.consecutive} consecutive failures`;
       else if (c.total >= minimumThroughput && c.failed / c.total >= failureRatio)
         reason = `${c.failed} of the last ${c.total} calls failed`;
-    } else if (c.trouble?.probe === call) {
+    } else if (c.probe === call) {
       c.consecutive++;
       reason = 'a failed probe';
     }
     if (reason === undefined) return;
     // Open, for the next step of the schedule.
-    const trouble = troubleOf(c);
-    const stepMs = schedule(++trouble.opens, trouble.lastOpenMs);
-    trouble.lastOpenMs = stepMs;
+    const stepMs = schedule(++c.opens, c.lastOpenMs);
+    c.lastOpenMs = stepMs;
     // The server's delay may lengthen the open time, never shorten it, and only up to the cap.
     const retryAt = new Date(now() + Math.max(stepMs, Math.min(serverDelayMs ?? 0, maxRetryAfterMs)));
     c.state = 'open';
-    trouble.retryAtMs = retryAt.getTime();
-    trouble.probe = undefined;
+    c.retryAtMs = retryAt.getTime();
+    c.probe = undefined;
     reason += ` (last: ${failureLabel(failure)})`;
-    trouble.openReason = reason;
-    trouble.cause = causeOf(call, failure, serverDelayMs);
+    c.openReason = reason;
+    c.cause = causeOf(call, failure, serverDelayMs);
     call.emit({ type: 'breaker', key: call.key, state: 'open', retryAt, reason });
     // Calls waiting for a pace probe fail fast now, as every caller of an open circuit does.
-    wakePaceWaiters(trouble);
+    wakePaceWaiters(c);
   }
 
   /**
@@ -591,17 +577,16 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     const delayMs = fromServer ? Math.min(askedMs, maxRetryAfterMs) : askedMs;
     const until = now() + delayMs;
     if (!(delayMs > 0) || until <= c.pausedUntilMs) return;
-    const trouble = troubleOf(c);
     const waitable = askedMs <= maxRetryAfterMs;
     c.pausedUntilMs = until;
     // A new pause supersedes the pace probe in flight (the pause's end gets its own),
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.
-    trouble.paceProbe = undefined;
-    trouble.waitable = waitable;
-    trouble.pauseReason = `paced: the server asked to ${fromServer ? 'wait' : 'slow down'} (${statusLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
-    trouble.pauseCause = causeOf(call, answer, fromServer ? askedMs : undefined);
+    c.paceProbe = undefined;
+    c.waitable = waitable;
+    c.pauseReason = `paced: the server asked to ${fromServer ? 'wait' : 'slow down'} (${statusLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
+    c.pauseCause = causeOf(call, answer, fromServer ? askedMs : undefined);
     call.emit({ type: 'paced', key: call.key, until: new Date(until), phase: 'start', delayMs });
-    wakePaceWaiters(trouble);
+    wakePaceWaiters(c);
   }
 
   /**
@@ -611,23 +596,19 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    */
   function settle(c: Circuit, call: Call, answer: Answer): void {
     const status = answer.status;
-    const trouble = c.trouble;
     if (status === 429) {
       let askedMs = delayOf(answer, now());
       const fromServer = askedMs !== undefined;
       if (askedMs === undefined) {
         // No delay named: the next step of the open schedule, growing over a run of 429s.
-        const t = troubleOf(c);
-        askedMs = t.lastPauseMs = schedule(++t.pauseSteps, t.lastPauseMs);
+        askedMs = c.lastPauseMs = schedule(++c.pauseSteps, c.lastPauseMs);
       }
       pace(c, call, answer, askedMs, fromServer);
       succeed(c, call);
     } else {
-      if (trouble) {
-        // Any answer but a 429 ends a run of 429s: the next one starts the pause schedule over.
-        trouble.pauseSteps = 0;
-        trouble.lastPauseMs = undefined;
-      }
+      // Any answer but a 429 ends a run of 429s: the next one starts the pause schedule over.
+      c.pauseSteps = 0;
+      c.lastPauseMs = undefined;
       if (status === 408 || status >= 500) {
         const askedMs = delayOf(answer, now());
         fail(c, call, answer, askedMs);
@@ -649,10 +630,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // middleware inside the breaker aborted the call's signal with it.
     if (error instanceof TimeoutError || (error instanceof NetworkError && !isAbort(error, call.signal))) {
       fail(c, call, error);
-    } else if (c.trouble?.probe === call) {
+    } else if (c.probe === call) {
       // Says nothing about the server (a user abort, a CircuitOpenError from an inner
       // breaker, a bug in a middleware): the probe frees its slot.
-      c.trouble.probe = undefined;
+      c.probe = undefined;
     }
     // No answer: a pace probe hands its role on to the next waiter.
     paceSettled(c, call, false);
@@ -665,11 +646,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * waiters look again and the first of them becomes the next probe.
    */
   function paceSettled(c: Circuit, call: Call, answered: boolean): void {
-    const trouble = c.trouble;
-    if (trouble?.paceProbe !== call) return;
-    trouble.paceProbe = undefined;
+    if (c.paceProbe !== call) return;
+    c.paceProbe = undefined;
     if (answered) c.pausedUntilMs = 0;
-    wakePaceWaiters(trouble);
+    wakePaceWaiters(c);
   }
 
   // -- admission ------------------------------------------------------------------
@@ -704,26 +684,22 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     /** When this call stops waiting for pace probes, by the breaker's clock; set by its first such wait. */
     let probeWaitEndsAt: number | undefined;
     for (;;) {
-      const trouble = c.trouble;
-      // A key reset (or forgotten) during a wait comes back closed and unpaused.
-      if (!trouble) return c;
+      // A key reset (or forgotten) during a wait comes back closed and unpaused, and goes.
       const t = now();
-      if (c.state === 'open' && t < trouble.retryAtMs) {
-        throw fastFail(call, t, trouble.retryAtMs, `after ${trouble.openReason}`, trouble.cause);
+      if (c.state === 'open' && t < c.retryAtMs) {
+        throw fastFail(call, t, c.retryAtMs, `after ${c.openReason}`, c.cause);
       }
-      if (c.state === 'half-open' && trouble.probe) {
-        const reason = `while its probe is in flight, after ${trouble.openReason}`;
-        throw fastFail(call, t, t, reason, trouble.cause);
+      if (c.state === 'half-open' && c.probe) {
+        const reason = `while its probe is in flight, after ${c.openReason}`;
+        throw fastFail(call, t, t, reason, c.cause);
       }
       const pausedUntilMs = c.pausedUntilMs;
       if (pausedUntilMs !== 0) {
         const leftMs = pausedUntilMs - t;
         if (leftMs > 0 && t !== sleptAt) {
-          if (!trouble.waitable || leftMs >= call.remainingMs()) {
-            const reason = trouble.waitable
-              ? `${trouble.pauseReason}, past this call's deadline`
-              : trouble.pauseReason;
-            throw fastFail(call, t, pausedUntilMs, reason, trouble.pauseCause);
+          if (!c.waitable || leftMs >= call.remainingMs()) {
+            const reason = c.waitable ? `${c.pauseReason}, past this call's deadline` : c.pauseReason;
+            throw fastFail(call, t, pausedUntilMs, reason, c.pauseCause);
           }
           call.emit({
             type: 'paced',
@@ -744,22 +720,22 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         // waiting caller at once would be a thundering herd. As half-open does, the
         // first call through is the probe; unlike half-open, the others wait for its
         // outcome (abortably, while their deadline and maxRetryAfterMs allow).
-        trouble.paceProbe ??= call;
-        if (trouble.paceProbe !== call) {
+        c.paceProbe ??= call;
+        if (c.paceProbe !== call) {
           probeWaitEndsAt ??= t + maxRetryAfterMs;
           const capMs = probeWaitEndsAt - t;
           const remainingMs = call.remainingMs();
           const byDeadline = remainingMs <= capMs;
           const waitMs = byDeadline ? remainingMs : capMs;
           sleptAt = undefined;
-          if (waitMs > 0 && (await waitForPaceProbe(trouble, waitMs, call.signal))) {
+          if (waitMs > 0 && (await waitForPaceProbe(c, waitMs, call.signal))) {
             // Released (the key goes), a new pause (wait it out), or the probe failed (be the next).
             c = lookup(call.key);
             continue;
           }
           const over = now();
-          const reason = `${trouble.pauseReason}; its pace probe is still in flight ${byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`}`;
-          throw fastFail(call, over, over, reason, trouble.pauseCause);
+          const reason = `${c.pauseReason}; its pace probe is still in flight ${byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`}`;
+          throw fastFail(call, over, over, reason, c.pauseCause);
         }
       }
       if (c.state === 'open') {
@@ -767,7 +743,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         const reason = 'open time passed; letting one probe through';
         call.emit({ type: 'breaker', key: call.key, state: 'half-open', reason });
       }
-      if (c.state === 'half-open') trouble.probe = call;
+      if (c.state === 'half-open') c.probe = call;
       return c;
     }
   }
@@ -784,8 +760,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     return pending.then(
       (response) => {
         // The happy path: a window bump and a field write or two.
-        if (response.status < 400 && !c.trouble) succeed(c, call);
-        else settle(c, call, response);
+        settle(c, call, response);
         return response;
       },
       (error: unknown) => {
@@ -818,9 +793,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       consecutiveFailures: c.consecutive,
       windowFailures: c.failed,
       windowTotal: c.total,
-      opens: c.trouble?.opens ?? 0,
+      opens: c.opens,
     };
-    if (c.state !== 'closed' && c.trouble) stats.retryAt = new Date(c.trouble.retryAtMs);
+    if (c.state !== 'closed') stats.retryAt = new Date(c.retryAtMs);
     if (c.pausedUntilMs > t) stats.pausedUntil = new Date(c.pausedUntilMs);
     return stats;
   };
