@@ -36,21 +36,17 @@ const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS
 
 type HeaderSource = Headers | [string, string][] | Record<string, string> | undefined;
 
-/** Reads one header from any `HeadersInit` form without building a `Headers`. */
+/**
+ * Reads one header (`name` in lower case) from any `HeadersInit` form without
+ * building a `Headers`: repeated names are joined with ", " as `Headers` would.
+ */
 function readHeader(source: HeaderSource, name: string): string | null {
-  if (source === undefined || source === null) return null;
   if (source instanceof Headers) return source.get(name);
-  if (Array.isArray(source)) {
-    const found: string[] = [];
-    for (const pair of source) if (String(pair[0]).toLowerCase() === name) found.push(String(pair[1]));
-    return found.length > 0 ? found.join(', ') : null;
+  const found: string[] = [];
+  for (const [key, value] of Array.isArray(source) ? source : Object.entries(source ?? {})) {
+    if (String(key).toLowerCase() === name) found.push(String(value));
   }
-  if (typeof source === 'object') {
-    for (const key of Object.keys(source)) {
-      if (key.toLowerCase() === name) return String(source[key]);
-    }
-  }
-  return null;
+  return found.length > 0 ? found.join(', ') : null;
 }
 
 /**
@@ -60,22 +56,20 @@ function readHeader(source: HeaderSource, name: string): string | null {
 function originOf(href: string): string | undefined {
   const scheme = href.indexOf('://');
   if (scheme <= 0) return undefined;
-  let end = href.length;
-  for (let i = scheme + 3; i < href.length; i++) {
-    const c = href.charCodeAt(i);
-    // '/', '?', '#' end the authority.
-    if (c === 47 || c === 63 || c === 35) {
-      end = i;
-      break;
-    }
+  let end = scheme + 3;
+  // '/', '?', '#' end the authority.
+  for (
+    let c = href.charCodeAt(end);
+    end < href.length && c !== 47 && c !== 63 && c !== 35;
+    c = href.charCodeAt(++end)
+  ) {
     // '@' means userinfo: let the URL parser deal with it (and drop it).
     if (c === 64) return undefined;
   }
   const origin = href.slice(0, end).toLowerCase();
   // Default ports are not part of an origin.
-  if (origin.endsWith(':80') && origin.startsWith('http:')) return origin.slice(0, -3);
-  if (origin.endsWith(':443') && origin.startsWith('https:')) return origin.slice(0, -4);
-  return origin;
+  const port = origin.startsWith('http:') ? ':80' : origin.startsWith('https:') ? ':443' : undefined;
+  return port && origin.endsWith(port) ? origin.slice(0, -port.length) : origin;
 }
 
 /** How the chain names a server: a fixed name, or one derived from the URL. */
@@ -95,7 +89,12 @@ export type KeyOption = string | ((url: URL) => string);
 export class Call {
   /** The first argument the caller passed to fetch, untouched. */
   readonly input: string | URL | Request;
-  #init: RequestInit | undefined;
+  /**
+   * The init the real fetch will get: the caller's own object until something
+   * changes it. An init assigned here is treated as someone else's too (copied
+   * before any change).
+   */
+  init: RequestInit | undefined;
   /** 1-based attempt number; a resending middleware bumps it before calling `next` again. */
   attempt = 1;
   /**
@@ -108,9 +107,9 @@ export class Call {
    * `timeout({ totalMs })`. Retry and pacing read it so they never start a wait
    * the deadline cannot cover.
    */
-  deadline: number | undefined = undefined;
+  deadline: number | undefined;
   /** The total budget `deadline` was set from, in ms (for error messages). */
-  totalMs: number | undefined = undefined;
+  totalMs: number | undefined;
   /** A small per-call bag for middleware to share state, kept across attempts. */
   readonly bag: Map<unknown, unknown> = new Map();
   /**
@@ -122,13 +121,12 @@ export class Call {
   /** Where events go; undefined when nobody listens (emit then costs nothing). */
   readonly onEvent: ((event: BreakwaterEvent) => void) | undefined;
 
-  #keyOption: KeyOption | undefined;
-  #key: string | undefined;
+  /** The `key` option until the key is first read, then the key itself. */
+  #key: KeyOption | undefined;
   #url: URL | undefined;
-  #ownHeaders = false;
-  #ownInit = false;
-  #signal: AbortSignal | undefined;
-  #signalSet = false;
+  /** The init and headers this call made itself, so may change in place (copy on write). */
+  #ownInit: RequestInit | undefined;
+  #ownHeaders: Headers | undefined;
 
   constructor(
     input: string | URL | Request,
@@ -137,34 +135,31 @@ export class Call {
     onEvent: ((event: BreakwaterEvent) => void) | undefined,
   ) {
     this.input = input;
-    this.#init = init;
-    this.#keyOption = key;
+    this.init = init;
+    this.#key = key;
     this.onEvent = onEvent;
   }
 
-  /** The init the real fetch will get: the caller's own object until something changes it. */
-  get init(): RequestInit | undefined {
-    return this.#init;
-  }
-
-  /** Replaces the init; the new object is treated as someone else's (copied before any change). */
-  set init(init: RequestInit | undefined) {
-    this.#init = init;
-    this.#ownInit = false;
-    this.#ownHeaders = false;
+  /**
+   * What fetch itself would use for `field`: the init's, else the `Request` input's.
+   * As in WebIDL, an init member set to `undefined` counts as absent.
+   */
+  #field<K extends 'method' | 'headers' | 'body' | 'signal'>(
+    field: K,
+  ): RequestInit[K] | Request[K] | undefined {
+    const value = this.init?.[field];
+    return value !== undefined ? value : this.input instanceof Request ? this.input[field] : undefined;
   }
 
   /** The request method, upper-case (default GET). */
   get method(): string {
-    const fromInit = this.init?.method;
-    if (fromInit) return fromInit.toUpperCase();
-    return this.input instanceof Request ? this.input.method : 'GET';
+    return (this.#field('method') || 'GET').toUpperCase();
   }
 
   /** The request URL as a string, exactly as given. */
   get href(): string {
     const input = this.input;
-    return typeof input === 'string' ? input : input instanceof URL ? input.href : input.url;
+    return input instanceof Request ? input.url : String(input);
   }
 
   /** The request URL, parsed once on first use. */
@@ -175,46 +170,35 @@ export class Call {
 
   /** The server's name: the `key` option, or the URL's origin. */
   get key(): string {
-    if (this.#key !== undefined) return this.#key;
-    const option = this.#keyOption;
-    if (typeof option === 'string') this.#key = option;
-    else if (typeof option === 'function') this.#key = option(this.url);
-    else this.#key = originOf(this.href) ?? this.url.origin;
+    const option = this.#key;
+    if (typeof option === 'string') return option;
+    this.#key = option ? option(this.url) : (originOf(this.href) ?? this.url.origin);
     return this.#key;
   }
 
   /** The caller's abort signal (from init, else from a `Request` input), if any. */
   get signal(): AbortSignal | undefined {
-    if (!this.#signalSet) {
-      this.#signal = this.init?.signal ?? (this.input instanceof Request ? this.input.signal : undefined);
-      this.#signalSet = true;
-    }
-    return this.#signal;
+    return this.#field('signal') ?? undefined;
   }
 
   /** Replaces the signal the real fetch gets (timeouts combine the caller's with their own). */
   set signal(signal: AbortSignal | undefined) {
-    this.#signal = signal;
-    this.#signalSet = true;
-    const init = this.#writableInit();
     // Without a signal the key is left out, not set to null: `signal: null` would
     // drop a Request input's own signal.
+    const init = this.#writableInit();
     if (signal === undefined) delete init.signal;
     else init.signal = signal;
   }
 
   /** The request body as given (init's, else the `Request`'s stream), if any. */
   get body(): BodyInit | null | undefined {
-    if (this.init && 'body' in this.init) return this.init.body;
-    return this.input instanceof Request ? this.input.body : undefined;
+    return this.#field('body');
   }
 
   /** One request header (case-insensitive), without building a `Headers` object. */
   header(name: string): string | null {
-    const lower = name.toLowerCase();
     // fetch(request, { headers }) replaces the request's headers entirely.
-    if (this.init?.headers !== undefined) return readHeader(this.init.headers as HeaderSource, lower);
-    return this.input instanceof Request ? this.input.headers.get(lower) : null;
+    return readHeader(this.#field('headers') as HeaderSource, name.toLowerCase());
   }
 
   /**
@@ -238,14 +222,13 @@ export class Call {
 
   /** Milliseconds left before {@link deadline} (never negative), or `Infinity` without one. */
   remainingMs(now: number = Date.now()): number {
-    return this.deadline === undefined ? Number.POSITIVE_INFINITY : Math.max(0, this.deadline - now);
+    return this.deadline === undefined ? Infinity : Math.max(0, this.deadline - now);
   }
 
   /** Sends an event to the chain's `onEvent`, if any; a throwing listener never breaks the call. */
   emit(event: BreakwaterEvent): void {
-    if (this.onEvent === undefined) return;
     try {
-      this.onEvent(event);
+      this.onEvent?.(event);
     } catch {
       // An observer must not be able to fail the request it observes.
     }
@@ -253,25 +236,20 @@ export class Call {
 
   #writableHeaders(): Headers {
     const init = this.#writableInit();
-    if (this.#ownHeaders) return init.headers as Headers;
-    const headers = new Headers(
-      init.headers ?? (this.input instanceof Request ? this.input.headers : undefined),
-    );
-    init.headers = headers;
-    this.#ownHeaders = true;
-    return headers;
+    if (this.#ownHeaders === undefined || init.headers !== this.#ownHeaders) {
+      init.headers = this.#ownHeaders = new Headers(this.#field('headers') as HeadersInit | undefined);
+    }
+    return this.#ownHeaders;
   }
 
   /**
-   * An init object this call owns, copied from the caller's on first use. Later
-   * changes (a signal per attempt, a header) mutate it in place: fetch reads init
-   * only while starting a request, so an earlier attempt is not affected.
+   * An init object this call owns, copied from the current one on first use (and
+   * again after someone assigns `init`). Later changes (a signal per attempt, a
+   * header) mutate it in place: fetch reads init only while starting a request, so
+   * an earlier attempt is not affected.
    */
   #writableInit(): RequestInit {
-    if (!this.#ownInit || this.#init === undefined) {
-      this.#init = { ...this.#init };
-      this.#ownInit = true;
-    }
-    return this.#init;
+    if (this.init === undefined || this.init !== this.#ownInit) this.init = this.#ownInit = { ...this.init };
+    return this.init;
   }
 }
