@@ -13,10 +13,10 @@
 
 import * as z from 'zod/mini';
 import { ATTACH, Call, type FetchLike, type KeyOption, type Middleware, type Next } from './call.ts';
-import { BreakwaterError, isAbort, requestSummary } from './errors.ts';
+import { BreakwaterError, isAbort, type RequestSummary, requestSummary } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { normalizeNetworkError } from './network.ts';
-import { isFunction, keyOptionSchema, onEventSchema, validate } from './options.ts';
+import { functionOption, keyOptionSchema, onEventSchema, validate } from './options.ts';
 import { redactText, redactUrl } from './redact.ts';
 
 /** Options for {@link createFetch}. */
@@ -32,10 +32,9 @@ export interface CreateFetchOptions {
 }
 
 const optionsSchema = z.strictObject({
-  fetch: z.optional(z.custom<FetchLike>(isFunction, 'must be a function with fetch’s signature')),
-  use: z.array(
-    z.custom<Middleware>(isFunction, 'must be a middleware function (call, next) => Promise<Response>'),
-  ),
+  fetch: z.optional(functionOption<FetchLike>()),
+  // zod's parse returns a new array: the caller changing `use` later does not change the chain.
+  use: z.array(functionOption<Middleware>()),
   key: keyOptionSchema,
   onEvent: onEventSchema,
 });
@@ -57,18 +56,13 @@ function withoutSecrets(error: unknown): unknown {
 
 /** Whether a value is a fetch `Response` (from this realm or another fetch implementation). */
 function isResponse(value: unknown): value is Response {
-  if (value instanceof Response) return true;
-  const r = value as Response | null;
-  return (
-    typeof r === 'object' &&
-    r !== null &&
-    typeof r.status === 'number' &&
-    typeof r.headers?.get === 'function'
-  );
+  const r = value as Response | null | undefined;
+  return value instanceof Response || (typeof r?.status === 'number' && typeof r.headers?.get === 'function');
 }
 
-function nameOf(middleware: Middleware, index: number): string {
-  return middleware.name ? `"${middleware.name}"` : `#${index + 1} (anonymous)`;
+/** The key, method and redacted URL an error about this call names. */
+function summary(call: Call): RequestSummary {
+  return requestSummary(call.key, call.method, call.href);
 }
 
 /**
@@ -84,8 +78,7 @@ function nameOf(middleware: Middleware, index: number): string {
  * ```
  */
 export function createFetch(options: CreateFetchOptions): FetchLike {
-  const { fetch: base, use, key, onEvent } = validate(optionsSchema, options, 'createFetch()');
-  const middleware = [...use];
+  const { fetch: base, use: middleware, key, onEvent } = validate(optionsSchema, options, 'createFetch()');
 
   /** The end of the chain: the real fetch, with its failures made typed. */
   async function send(call: Call): Promise<Response> {
@@ -105,10 +98,9 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       return await (call.init === undefined ? real(call.input) : real(call.input, call.init));
     } catch (error) {
       if (isAbort(error, call.signal)) throw error;
-      const typed =
-        normalizeNetworkError(error, requestSummary(call.key, call.method, call.href)) ??
-        withoutSecrets(error);
-      if (typeof typed === 'object' && typed !== null) passedThrough.add(typed);
+      const typed = normalizeNetworkError(error, summary(call)) ?? withoutSecrets(error);
+      // Only objects can be remembered (a thrown primitive is wrapped by the middleware above).
+      if (Object(typed) === typed) passedThrough.add(typed as object);
       throw typed;
     }
   }
@@ -117,21 +109,18 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     if (index === middleware.length) return send;
     const current = middleware[index] as Middleware;
     const inner = dispatch(index + 1);
+    /** How errors name this middleware; fixed when the chain is built. */
+    const name = `middleware ${current.name ? `"${current.name}"` : `#${index + 1} (anonymous)`}`;
     /** `next` for the middleware at `index`: once per attempt of a call. */
     const next: Next = (call) => {
       if (!(call instanceof Call)) {
-        return Promise.reject(
-          new TypeError(
-            `middleware ${nameOf(current, index)} called next() with something other than its call`,
-          ),
-        );
+        return Promise.reject(new TypeError(`${name} called next() without its call`));
       }
       const passed = call.passes;
       if ((passed[index] ?? 0) >= call.attempt) {
         return Promise.reject(
           new BreakwaterError(
-            `middleware ${nameOf(current, index)} called next() twice for attempt ${call.attempt}; ` +
-              'only a middleware that resends (retry) may call it again, after bumping call.attempt',
+            `${name} called next() twice for attempt ${call.attempt}; to resend, bump call.attempt first`,
             'NEXT_CALLED_TWICE',
           ),
         );
@@ -152,14 +141,14 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
           throw error;
         }
         throw new BreakwaterError(
-          `middleware ${nameOf(current, index)} threw: ${redactText(error instanceof Error ? error.message : String(error))}`,
+          `${name} threw: ${redactText(error instanceof Error ? error.message : String(error))}`,
           'MIDDLEWARE_FAILED',
-          { cause: error, request: requestSummary(call.key, call.method, call.href) },
+          { cause: error, request: summary(call) },
         );
       }
       if (!isResponse(result)) {
         throw new TypeError(
-          `middleware ${nameOf(current, index)} returned ${result === null ? 'null' : typeof result} instead of a Response`,
+          `${name} returned ${result === null ? 'null' : typeof result} instead of a Response`,
         );
       }
       return result;
