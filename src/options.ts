@@ -61,11 +61,12 @@ export function describeValue(value: unknown, path: readonly PropertyKey[] = [])
 
 /**
  * The parts of a zod issue this file reads. Which fields are present depends on the
- * code, so the formatter tells issues apart by field: `errors` (invalid_union),
- * `keys` (unrecognized_keys), `expected` (invalid_type), `values` (invalid_value),
- * `minimum` / `maximum` (too_small / too_big).
+ * code, so the formatter mostly tells issues apart by field: `errors`
+ * (invalid_union), `keys` (unrecognized_keys), `expected` (invalid_type), `values`
+ * (invalid_value).
  */
 interface Issue {
+  code: string;
   path: PropertyKey[];
   message: string;
   errors?: Issue[][];
@@ -119,10 +120,16 @@ export function validate<T>(schema: z.ZodMiniType<T>, value: unknown, where: str
   );
 }
 
+/** too_small / too_big wording: [bound excluded, bound included]. */
+const BOUND_WORDS: Record<string, [string, string]> = {
+  too_small: ['more than', 'at least'],
+  too_big: ['less than', 'at most'],
+};
+
 function explain(issue: Issue): string {
-  const { minimum, maximum, inclusive, values } = issue;
+  const { values } = issue;
+  const bound = BOUND_WORDS[issue.code];
   if (issue.message !== DEFAULT_MESSAGE) return issue.message;
-  const unit = issue.origin === 'string' ? ' characters long' : '';
   return `must be ${
     issue.errors?.length
       ? issue.errors
@@ -133,10 +140,8 @@ function explain(issue: Issue): string {
         ? article(issue.expected === 'int' ? 'integer' : issue.expected)
         : values
           ? values.map((v) => describeValue(v)).join(' or ')
-          : minimum !== undefined
-            ? `${inclusive ? 'at least' : 'more than'} ${minimum}${unit}`
-            : maximum !== undefined
-              ? `${inclusive ? 'at most' : 'less than'} ${maximum}${unit}`
-              : 'valid'
+          : bound
+            ? `${bound[Number(issue.inclusive)]} ${issue.minimum ?? issue.maximum}${issue.origin === 'string' ? ' characters long' : ''}`
+            : 'valid'
   }`;
 }
