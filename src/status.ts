@@ -46,7 +46,7 @@ export const statusesSchema: z.ZodMiniType<number[]> = z.array(
 const WHITESPACE_RUN = /[\t\n\v\f\r ]+/g;
 
 /** Collapses whitespace runs (newlines included) to single spaces, none at either end. */
-export function oneLine(text: string): string {
+function oneLine(text: string): string {
   const line = text.replace(WHITESPACE_RUN, ' ');
   return line.slice(line.startsWith(' ') ? 1 : 0, line.endsWith(' ') ? -1 : undefined);
 }
