@@ -12,13 +12,13 @@
 
 import type { Call } from './call.ts';
 import {
-  CircuitOpenError,
-  GateClosedError,
+  BreakwaterError,
+  type CircuitOpenError,
   HttpStatusError,
   isAbort,
   NetworkError,
-  RetryAfterTooLongError,
-  TimeoutError,
+  type RetryAfterTooLongError,
+  type TimeoutError,
 } from './errors.ts';
 import { type HeadersLike, retryDelay, shouldRetryHeader } from './timing.ts';
 
@@ -152,17 +152,21 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
   if (error instanceof NetworkError) {
     return verdict('transient', true, error.sent === 'no', call);
   }
-  if (error instanceof TimeoutError) {
+  // The other breakwater errors are told apart by their stable code, not instanceof,
+  // so a bundle without timeouts, a breaker or a gate does not carry their classes.
+  const code = error instanceof BreakwaterError ? error.code : undefined;
+  if (code === 'TIMEOUT') {
     // A total deadline is the caller's whole budget: nothing is left to retry with.
     // An attempt deadline hit while waiting for headers: the server may be running it.
-    return verdict('transient', error.scope === 'attempt', false, call);
+    return verdict('transient', (error as TimeoutError).scope === 'attempt', false, call);
   }
-  if (error instanceof CircuitOpenError || error instanceof GateClosedError) {
+  if (code === 'CIRCUIT_OPEN' || code === 'GATE_CLOSED') {
     // Failed fast locally: nothing was sent. Waiting is the breaker's business, not retry's.
-    return verdict('transient', false, true, call, Math.max(0, error.retryAt.getTime() - Date.now()));
+    const { retryAt } = error as CircuitOpenError;
+    return verdict('transient', false, true, call, Math.max(0, retryAt.getTime() - Date.now()));
   }
-  if (error instanceof RetryAfterTooLongError) {
-    return verdict('rate-limited', false, true, call, error.retryAfterMs);
+  if (code === 'RETRY_AFTER_TOO_LONG') {
+    return verdict('rate-limited', false, true, call, (error as RetryAfterTooLongError).retryAfterMs);
   }
   return settled('fatal');
 }
