@@ -32,6 +32,7 @@ import {
   requestSummary,
   TimeoutError,
 } from './errors.ts';
+import type { BreakerEvent } from './events.ts';
 import { functionOption, validate } from './options.ts';
 import { sleep } from './sleep.ts';
 import { MAX_DELAY_MS, retryDelay } from './timing.ts';
@@ -150,9 +151,6 @@ export interface CircuitBreaker extends Middleware {
 // Messages come from options.ts's formatter ("must be at least 1", "must be a number"):
 // they name the bound and the value found, which is what a user needs to fix it.
 
-/** Milliseconds a timer can count: 0 to 2^31 − 1 (setTimeout fires at once past it). */
-const ms = () => z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS));
-
 /** A whole number, at least 1 (`z.int()` also keeps it below 2^53). */
 const count = () => z.number().check(z.int('must be a whole number'), z.minimum(1));
 
@@ -163,7 +161,8 @@ const configShape = {
   windowMs: z.optional(z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS))),
   open: z.optional(backoffSchema),
   maxKeys: z.optional(count().check(z.maximum(MAX_MAX_KEYS))),
-  maxRetryAfterMs: z.optional(ms()),
+  // At most 2^31 − 1: setTimeout fires at once past it.
+  maxRetryAfterMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS))),
 };
 
 /**
@@ -340,11 +339,6 @@ function failureLabel(failure: Failure): string {
   return statusLabel(failure);
 }
 
-/** The server's requested delay: read from a response's headers, or the one an `HttpStatusError` carries. */
-function delayOf(answer: Answer, t: number): number | undefined {
-  return answer instanceof HttpStatusError ? answer.retryAfterMs : retryDelay(answer.headers, t);
-}
-
 /**
  * What a failure or pause reports as its cause: an error as is, a response as a new
  * `HttpStatusError` (built only now, when a circuit opens or a key is paced).
@@ -518,6 +512,19 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   }
 
   // -- outcomes -------------------------------------------------------------------
+
+  /** The server's requested delay: read from a response's headers, or the one an `HttpStatusError` carries. */
+  function delayOf(answer: Answer): number | undefined {
+    return answer instanceof HttpStatusError ? answer.retryAfterMs : retryDelay(answer.headers, now());
+  }
+
+  /** Moves the circuit to `state`, and tells `onEvent` why. */
+  function become(c: Circuit, call: Call, state: BreakerState, reason: string, retryAt?: Date): void {
+    c.state = state;
+    const event: BreakerEvent = { type: 'breaker', key: call.key, state, reason };
+    if (retryAt) event.retryAt = retryAt;
+    call.emit(event);
+  }
   // Only outcomes of calls admitted while closed, and the probe's own, change state:
   // a call sent before the circuit opened and ending after must not open it again
   // (50 of them would otherwise push the open time 50 steps up).
@@ -528,14 +535,13 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       c.consecutive = 0;
     } else if (c.probe === call) {
       // The probe succeeded: close, and start every count and the schedule over.
-      c.state = 'closed';
       c.consecutive = 0;
       clearWindow(c);
       c.opens = 0;
       c.lastOpenMs = undefined;
       c.probe = undefined;
       c.cause = undefined;
-      call.emit({ type: 'breaker', key: call.key, state: 'closed', reason: 'probe succeeded' });
+      become(c, call, 'closed', 'probe succeeded');
     }
   }
 
@@ -557,13 +563,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.lastOpenMs = stepMs;
     // The server's delay may lengthen the open time, never shorten it, and only up to the cap.
     const retryAt = new Date(now() + Math.max(stepMs, Math.min(serverDelayMs ?? 0, maxRetryAfterMs)));
-    c.state = 'open';
     c.retryAtMs = retryAt.getTime();
     c.probe = undefined;
     reason += ` (last: ${failureLabel(failure)})`;
     c.openReason = reason;
     c.cause = causeOf(call, failure, serverDelayMs);
-    call.emit({ type: 'breaker', key: call.key, state: 'open', retryAt, reason });
+    become(c, call, 'open', reason, retryAt);
     // Calls waiting for a pace probe fail fast now, as every caller of an open circuit does.
     wakePaceWaiters(c);
   }
@@ -597,7 +602,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   function settle(c: Circuit, call: Call, answer: Answer): void {
     const status = answer.status;
     if (status === 429) {
-      let askedMs = delayOf(answer, now());
+      let askedMs = delayOf(answer);
       const fromServer = askedMs !== undefined;
       if (askedMs === undefined) {
         // No delay named: the next step of the open schedule, growing over a run of 429s.
@@ -610,7 +615,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       c.pauseSteps = 0;
       c.lastPauseMs = undefined;
       if (status === 408 || status >= 500) {
-        const askedMs = delayOf(answer, now());
+        const askedMs = delayOf(answer);
         fail(c, call, answer, askedMs);
         if (status === 503 && askedMs !== undefined) pace(c, call, answer, askedMs, true);
       } else {
@@ -654,16 +659,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
 
   // -- admission ------------------------------------------------------------------
 
-  function fastFail(
-    call: Call,
-    t: number,
-    retryAtMs: number,
-    reason: string,
-    cause: unknown,
-  ): CircuitOpenError {
+  /** The error for a call that fails fast; `retryAtMs` defaults to now (try again once a probe settles). */
+  function fastFail(call: Call, reason: string, cause: unknown, retryAtMs?: number): CircuitOpenError {
+    const t = now();
     return new CircuitOpenError({
       key: call.key,
-      retryAt: new Date(retryAtMs),
+      retryAt: new Date(retryAtMs ?? t),
       reason,
       cause,
       now: t,
@@ -687,11 +688,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // A key reset (or forgotten) during a wait comes back closed and unpaused, and goes.
       const t = now();
       if (c.state === 'open' && t < c.retryAtMs) {
-        throw fastFail(call, t, c.retryAtMs, `after ${c.openReason}`, c.cause);
+        throw fastFail(call, `after ${c.openReason}`, c.cause, c.retryAtMs);
       }
       if (c.state === 'half-open' && c.probe) {
-        const reason = `while its probe is in flight, after ${c.openReason}`;
-        throw fastFail(call, t, t, reason, c.cause);
+        throw fastFail(call, `while its probe is in flight, after ${c.openReason}`, c.cause);
       }
       const pausedUntilMs = c.pausedUntilMs;
       if (pausedUntilMs !== 0) {
@@ -699,7 +699,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         if (leftMs > 0 && t !== sleptAt) {
           if (!c.waitable || leftMs >= call.remainingMs()) {
             const reason = c.waitable ? `${c.pauseReason}, past this call's deadline` : c.pauseReason;
-            throw fastFail(call, t, pausedUntilMs, reason, c.pauseCause);
+            throw fastFail(call, reason, c.pauseCause, pausedUntilMs);
           }
           call.emit({
             type: 'paced',
@@ -733,16 +733,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             c = lookup(call.key);
             continue;
           }
-          const over = now();
-          const reason = `${c.pauseReason}; its pace probe is still in flight ${byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`}`;
-          throw fastFail(call, over, over, reason, c.pauseCause);
+          const limit = byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`;
+          throw fastFail(call, `${c.pauseReason}; its pace probe is still in flight ${limit}`, c.pauseCause);
         }
       }
-      if (c.state === 'open') {
-        c.state = 'half-open';
-        const reason = 'open time passed; letting one probe through';
-        call.emit({ type: 'breaker', key: call.key, state: 'half-open', reason });
-      }
+      if (c.state === 'open') become(c, call, 'half-open', 'open time passed; letting one probe through');
       if (c.state === 'half-open') c.probe = call;
       return c;
     }
