@@ -37,10 +37,11 @@ export const SNAPSHOT: unique symbol = Symbol('breakwater.snapshot');
 /** A response `captureStatus()` may have snapshotted. */
 export type Snapshotted = Response & { [SNAPSHOT]?: StatusSnapshot };
 
+/** One HTTP status, as `wrapHttpError()` takes it. */
+const statusSchema = z.number().check(z.int(), z.minimum(100), z.maximum(599));
+
 /** HTTP statuses, as `retry()` and `throwOnStatus()` take them. */
-export const statusesSchema: z.ZodMiniType<number[]> = z.array(
-  z.number().check(z.int(), z.minimum(100), z.maximum(599)),
-);
+export const statusesSchema: z.ZodMiniType<number[]> = z.array(statusSchema);
 
 /** Whitespace runs collapsed to one space (tab, LF, VT, FF, CR, space): one pass, no backtracking. */
 const WHITESPACE_RUN = /[\t\n\v\f\r ]+/g;
@@ -233,9 +234,7 @@ export function wrapHttpError(
   source: Response | HeadersLike | undefined,
   cause?: unknown,
 ): HttpStatusError {
-  if (!Number.isInteger(status) || status < 100 || status > 599) {
-    throw new TypeError(`wrapHttpError(): status must be an HTTP status (100-599) (got ${String(status)})`);
-  }
+  validate(statusSchema, status, 'wrapHttpError(status)');
   const headers = toHeaders(source);
   return new HttpStatusError({
     status,

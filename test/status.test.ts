@@ -317,7 +317,7 @@ test('wrapHttpError() with a bad status throws a TypeError naming it', () => {
   for (const bad of [99, 600, 503.5, Number.NaN, '503']) {
     assert.throws(
       () => wrapHttpError(bad as number, undefined),
-      (error) => error instanceof TypeError && /wrapHttpError\(\): status/.test(error.message),
+      (error) => error instanceof TypeError && /wrapHttpError\(status\): must be/.test(error.message),
       `for ${String(bad)}`,
     );
   }
