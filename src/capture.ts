@@ -8,7 +8,8 @@
  * clone (a tee of the body) and cancels that branch. Only responses with status >= 400
  * pay for this; every other response costs one comparison. Streaming bodies
  * (`text/event-stream`) are never read, and a body that trickles in slowly is read
- * for at most `bodyWaitMs` (default 1 s).
+ * for at most `bodyWaitMs` (default 1 s). The reader itself (`readSaid()`) lives in
+ * `status.ts`, shared with `statusError()`, which reuses a snapshot taken here.
  */
 
 import * as z from 'zod/mini';
