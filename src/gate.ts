@@ -15,7 +15,7 @@ import * as z from 'zod/mini';
 import { type BackoffOptions, backoff, backoffSchema, type Jitter, withDefaults } from './backoff.ts';
 import { GateClosedError, HttpStatusError, isAbort, NetworkError, TimeoutError } from './errors.ts';
 import type { GateEvent } from './events.ts';
-import { isFunction, validate } from './options.ts';
+import { functionOption, validate } from './options.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
@@ -85,25 +85,21 @@ export interface Gate {
   reset(): void;
 }
 
+/** An optional function-valued option ("must be a function" otherwise). */
+const fnOption = <F>() => z.optional(functionOption<F>());
+
+// Messages come from options.ts's formatter ("must be a function", "must be at least
+// 0"), which names the value found as well.
 const optionsSchema = z.optional(
-  z.strictObject(
-    {
-      key: z.optional(z.string('must be a string').check(z.minLength(1, 'must be a non-empty string'))),
-      schedule: z.optional(backoffSchema),
-      maxRetryAfterMs: z.optional(
-        z
-          .number('must be a finite number of ms')
-          .check(
-            z.minimum(0, 'must be at least 0'),
-            z.maximum(MAX_DELAY_MS, `must be at most ${MAX_DELAY_MS} (2^31 − 1, setTimeout's limit)`),
-          ),
-      ),
-      isCrashLoop: z.optional(z.custom<(error: unknown) => boolean>(isFunction, 'must be a function')),
-      onEvent: z.optional(z.custom<(event: GateEvent) => void>(isFunction, 'must be a function')),
-      now: z.optional(z.custom<() => number>(isFunction, 'must be a function returning epoch ms')),
-    },
-    'must be an options object',
-  ),
+  z.strictObject({
+    key: z.optional(z.string().check(z.minLength(1, 'must be a non-empty string'))),
+    schedule: z.optional(backoffSchema),
+    // At most 2^31 − 1: setTimeout fires at once past it.
+    maxRetryAfterMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS))),
+    isCrashLoop: fnOption<(error: unknown) => boolean>(),
+    onEvent: fnOption<(event: GateEvent) => void>(),
+    now: fnOption<() => number>(),
+  }),
 );
 
 /**
@@ -156,11 +152,11 @@ export function createGate(options?: GateOptions): Gate {
   const listener = valid?.onEvent;
 
   function emit(state: GateEvent['state'], at?: number): void {
-    if (listener === undefined) return;
+    if (!listener) return;
+    const event: GateEvent = { type: 'gate', key, state };
+    if (at !== undefined) event.retryAt = new Date(at);
     try {
-      listener(
-        at === undefined ? { type: 'gate', key, state } : { type: 'gate', key, state, retryAt: new Date(at) },
-      );
+      listener(event);
     } catch {
       // An observer must not be able to fail the operation it observes.
     }
@@ -169,8 +165,11 @@ export function createGate(options?: GateOptions): Gate {
   let failures = 0;
   /** The last backoff step used, for decorrelated jitter. */
   let lastDelayMs: number | undefined;
-  /** Epoch ms when the window ends; undefined when cleared. */
-  let retryAtMs: number | undefined;
+  /**
+   * Epoch ms when the window ends; 0 when cleared. Every failure that arms the gate
+   * sets it, so `failures > 0` says whether there is a window at all.
+   */
+  let retryAtMs = 0;
   let cause: unknown;
   /** The probe in flight, by identity, so a stale probe cannot end a newer one. */
   let probe: symbol | undefined;
@@ -178,9 +177,8 @@ export function createGate(options?: GateOptions): Gate {
   function arms(error: unknown): boolean {
     if (isAbort(error, undefined)) return false;
     if (error instanceof HttpStatusError) return error.retryable;
-    if (error instanceof NetworkError || error instanceof TimeoutError) return true;
     try {
-      return isCrashLoop?.(error) === true;
+      return error instanceof NetworkError || error instanceof TimeoutError || isCrashLoop?.(error) === true;
     } catch {
       // A broken predicate must not replace the caller's error with its own.
       return false;
@@ -188,63 +186,63 @@ export function createGate(options?: GateOptions): Gate {
   }
 
   function arm(error: unknown): void {
-    failures += 1;
-    const backoffMs = schedule(failures, lastDelayMs);
-    lastDelayMs = backoffMs;
+    lastDelayMs = schedule(++failures, lastDelayMs);
     const serverMs = error instanceof HttpStatusError ? error.retryAfterMs : undefined;
     // The server's delay may lengthen the window, never shorten it, and only up to the
     // cap: a Retry-After of a day must not silence the client for a day.
-    const windowMs = Math.max(backoffMs, Math.min(serverMs ?? 0, maxRetryAfterMs));
-    retryAtMs = Math.max(retryAtMs ?? 0, now() + windowMs);
+    const windowMs = Math.max(lastDelayMs, Math.min(serverMs ?? 0, maxRetryAfterMs));
+    retryAtMs = Math.max(retryAtMs, now() + windowMs);
     cause = error;
     emit('armed', retryAtMs);
   }
 
   function clear(): void {
-    if (retryAtMs !== undefined) emit('cleared');
+    if (failures > 0) emit('cleared');
     failures = 0;
     lastDelayMs = undefined;
-    retryAtMs = undefined;
+    retryAtMs = 0;
     cause = undefined;
   }
 
-  function closed(at: number, time: number): GateClosedError {
-    emit('refused', at);
-    return new GateClosedError({ key, retryAt: new Date(at), cause, now: time });
-  }
-
-  async function attempt<T>(fn: () => Promise<T>, mine: symbol | undefined): Promise<T> {
-    try {
-      const result = await fn();
-      clear();
-      return result;
-    } catch (error) {
-      if (arms(error)) arm(error);
-      throw error;
-    } finally {
-      if (mine !== undefined && probe === mine) probe = undefined;
-    }
-  }
-
   return {
-    run<T>(fn: () => Promise<T>): Promise<T> {
-      if (retryAtMs === undefined) return attempt(fn, undefined);
-      const time = now();
-      if (time < retryAtMs) return Promise.reject(closed(retryAtMs, time));
-      // The window has passed: one probe goes through, everyone else waits for its verdict.
-      if (probe !== undefined) return Promise.reject(closed(time, time));
-      const mine = Symbol('probe');
-      probe = mine;
-      return attempt(fn, mine);
+    async run<T>(fn: () => Promise<T>): Promise<T> {
+      /** This run's probe token, when it is the one attempt allowed after a window. */
+      let mine: symbol | undefined;
+      if (failures > 0) {
+        const time = now();
+        // Inside the window, or after it while its probe runs (then try again once the
+        // probe settles: retryAt is now): fail fast without calling fn.
+        if (time < retryAtMs || probe) {
+          const at = Math.max(time, retryAtMs);
+          emit('refused', at);
+          throw new GateClosedError({ key, retryAt: new Date(at), cause, now: time });
+        }
+        probe = mine = Symbol();
+      }
+      try {
+        const result = await fn();
+        clear();
+        return result;
+      } catch (error) {
+        if (arms(error)) arm(error);
+        throw error;
+      } finally {
+        // A stale probe (after reset() or a newer window) must not end a newer one.
+        if (probe === mine) probe = undefined;
+      }
     },
     state(): GateState {
-      const time = now();
-      const base = {
-        armed: probe !== undefined || (retryAtMs !== undefined && time < retryAtMs),
+      const probing = !!probe;
+      const state: { -readonly [K in keyof GateState]: GateState[K] } = {
+        armed: probing || (failures > 0 && now() < retryAtMs),
         failures,
-        probing: probe !== undefined,
+        probing,
       };
-      return retryAtMs === undefined ? base : { ...base, retryAt: new Date(retryAtMs), cause };
+      if (failures > 0) {
+        state.retryAt = new Date(retryAtMs);
+        state.cause = cause;
+      }
+      return state;
     },
     reset(): void {
       clear();
