@@ -500,15 +500,16 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.head = index;
   }
 
-  function record(c: Circuit, failed: boolean): void {
+  /** Counts one call in the window; `failed` is 1 for a failure, else 0. */
+  function record(c: Circuit, failed: 0 | 1): void {
     advance(c, now());
     c.total++;
-    if (failed) c.failed++;
+    c.failed += failed;
     const ring = c.ring;
     if (!ring) return;
     const slot = slotOf(c.head);
+    ring[slot] = (ring[slot] ?? 0) + failed;
     ring[WINDOW_BUCKETS + slot] = (ring[WINDOW_BUCKETS + slot] ?? 0) + 1;
-    if (failed) ring[slot] = (ring[slot] ?? 0) + 1;
   }
 
   // -- outcomes -------------------------------------------------------------------
@@ -531,7 +532,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
 
   function succeed(c: Circuit, call: Call): void {
     if (c.state === 'closed') {
-      record(c, false);
+      record(c, 0);
       c.consecutive = 0;
     } else if (c.probe === call) {
       // The probe succeeded: close, and start every count and the schedule over.
@@ -548,7 +549,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   function fail(c: Circuit, call: Call, failure: Failure, serverDelayMs?: number): void {
     let reason: string | undefined;
     if (c.state === 'closed') {
-      record(c, true);
+      record(c, 1);
       c.consecutive++;
       if (c.consecutive >= threshold) reason = `${c.consecutive} consecutive failures`;
       else if (c.total >= minimumThroughput && c.failed / c.total >= failureRatio)
@@ -796,11 +797,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   };
   breaker.reset = (key?: string): void => {
     // Calls waiting for a pace probe look again (once this returns), and find the key fresh.
-    if (key === undefined) for (const c of circuits.values()) forget(c);
-    else {
-      const c = circuits.get(key);
-      if (c) forget(c);
-    }
+    for (const c of key === undefined ? [...circuits.values()] : [circuits.get(key)]) if (c) forget(c);
   };
   breaker.size = (): number => circuits.size;
   return breaker;
