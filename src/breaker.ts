@@ -27,6 +27,7 @@ import { isRetryableStatus } from './classify.ts';
 import {
   CircuitOpenError,
   HttpStatusError,
+  type HttpStatusErrorInit,
   isAbort,
   NetworkError,
   requestSummary,
@@ -34,6 +35,8 @@ import {
 } from './errors.ts';
 import type { BreakerEvent } from './events.ts';
 import { functionOption, validate } from './options.ts';
+// The longest wait, in ms, a server may impose on its word alone, by default: the same as retry()'s.
+import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
 import { sleep } from './sleep.ts';
 import { MAX_DELAY_MS, retryDelay } from './timing.ts';
 
@@ -52,8 +55,6 @@ const DEFAULT_WINDOW_MS = 30_000;
 const DEFAULT_OPEN_JITTER: Jitter = '+30%';
 /** Servers remembered at once, by default (least recently used dropped first). */
 const DEFAULT_MAX_KEYS = 1000;
-/** The longest wait, in ms, a server may impose on its word alone, by default (as `retry()`). */
-const DEFAULT_MAX_RETRY_AFTER_MS = 60_000;
 /**
  * The sliding window is this many fixed time buckets: a call costs one counter
  * bump, and per-key memory stays constant however many calls a window holds.
@@ -350,10 +351,11 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
     status,
     statusText: failure.statusText,
     retryable: isRetryableStatus(status, headers),
-    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    retryAfterMs,
     headers,
     request: requestSummary(call.key, call.method, call.href),
-  });
+    // HttpStatusError reads an undefined field as absent.
+  } as HttpStatusErrorInit);
 }
 /**
  * A circuit breaker and pacer per server (`call.key`), in a bounded LRU registry.
