@@ -155,29 +155,32 @@ export interface CircuitBreaker extends Middleware {
 /** A whole number, at least 1 (`z.int()` also keeps it below 2^53). */
 const count = () => z.number().check(z.int('must be a whole number'), z.minimum(1));
 
+// Every field is optional: `z.partial()` below says so once.
 const configShape = {
-  consecutiveFailures: z.optional(count()),
-  failureRatio: z.optional(z.number().check(z.gt(0), z.maximum(1))),
-  minimumThroughput: z.optional(count()),
-  windowMs: z.optional(z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS))),
-  open: z.optional(backoffSchema),
-  maxKeys: z.optional(count().check(z.maximum(MAX_MAX_KEYS))),
+  consecutiveFailures: count(),
+  failureRatio: z.number().check(z.gt(0), z.maximum(1)),
+  minimumThroughput: count(),
+  windowMs: z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS)),
+  open: backoffSchema,
+  maxKeys: count().check(z.maximum(MAX_MAX_KEYS)),
   // At most 2^31 − 1: setTimeout fires at once past it.
-  maxRetryAfterMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS))),
+  maxRetryAfterMs: z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS)),
 };
 
 /**
  * The schema of {@link BreakerConfig}: unknown keys are rejected. Exported so
  * `definePolicy()` validates `breaker` with the very same rules.
  */
-export const breakerSchema: z.ZodMiniType<BreakerConfig> = z.strictObject(configShape);
+export const breakerSchema: z.ZodMiniType<BreakerConfig> = z.partial(z.strictObject(configShape));
 
 const optionsSchema = z.optional(
-  z.strictObject({
-    ...configShape,
-    now: z.optional(functionOption<() => number>()),
-    random: z.optional(functionOption<() => number>()),
-  }),
+  z.partial(
+    z.strictObject({
+      ...configShape,
+      now: functionOption<() => number>(),
+      random: functionOption<() => number>(),
+    }),
+  ),
 );
 
 /**

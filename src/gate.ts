@@ -85,21 +85,20 @@ export interface Gate {
   reset(): void;
 }
 
-/** An optional function-valued option ("must be a function" otherwise). */
-const fnOption = <F>() => z.optional(functionOption<F>());
-
 // Messages come from options.ts's formatter ("must be a function", "must be at least
-// 0"), which names the value found as well.
+// 0"), which names the value found as well. Every field is optional (`z.partial()`).
 const optionsSchema = z.optional(
-  z.strictObject({
-    key: z.optional(z.string().check(z.minLength(1, 'must be a non-empty string'))),
-    schedule: z.optional(backoffSchema),
-    // At most 2^31 − 1: setTimeout fires at once past it.
-    maxRetryAfterMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS))),
-    isCrashLoop: fnOption<(error: unknown) => boolean>(),
-    onEvent: fnOption<(event: GateEvent) => void>(),
-    now: fnOption<() => number>(),
-  }),
+  z.partial(
+    z.strictObject({
+      key: z.string().check(z.minLength(1, 'must be a non-empty string')),
+      schedule: backoffSchema,
+      // At most 2^31 − 1: setTimeout fires at once past it.
+      maxRetryAfterMs: z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS)),
+      isCrashLoop: functionOption<(error: unknown) => boolean>(),
+      onEvent: functionOption<(event: GateEvent) => void>(),
+      now: functionOption<() => number>(),
+    }),
+  ),
 );
 
 /**
