@@ -685,13 +685,13 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * have been reset during a wait).
    */
   async function admit(first: Circuit, call: Call): Promise<Circuit> {
-    let c = first;
     /** The clock reading before the last wait: a clock that did not move (a test's) ends the wait. */
     let sleptAt: number | undefined;
     /** When this call stops waiting for pace probes, by the breaker's clock; set by its first such wait. */
     let probeWaitEndsAt: number | undefined;
-    for (;;) {
-      // A key reset (or forgotten) during a wait comes back closed and unpaused, and goes.
+    // After every wait, look the key up again: a key reset (or forgotten) meanwhile comes
+    // back closed and unpaused, and goes.
+    for (let c = first; ; c = lookup(call.key)) {
       const t = now();
       if (c.state === 'open' && t < c.retryAtMs) {
         throw fastFail(call, `after ${c.openReason}`, c.cause, c.retryAtMs);
@@ -719,7 +719,6 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
           await sleep(leftMs, call.signal);
           // Timers may fire a little early against the wall clock, and another
           // response may have stretched the pause meanwhile: look again.
-          c = lookup(call.key);
           continue;
         }
         // The pause is over, but the server may still be overloaded: releasing every
@@ -734,17 +733,16 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
           const byDeadline = remainingMs <= capMs;
           const waitMs = byDeadline ? remainingMs : capMs;
           sleptAt = undefined;
-          if (waitMs > 0 && (await waitForPaceProbe(c, waitMs, call.signal))) {
-            // Released (the key goes), a new pause (wait it out), or the probe failed (be the next).
-            c = lookup(call.key);
-            continue;
-          }
+          // Woken: released (the key goes), a new pause (wait it out), or the probe failed (be the next).
+          if (waitMs > 0 && (await waitForPaceProbe(c, waitMs, call.signal))) continue;
           const limit = byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`;
           throw fastFail(call, `${c.pauseReason}; its pace probe is still in flight ${limit}`, c.pauseCause);
         }
       }
-      if (c.state === 'open') become(c, call, 'half-open', 'open time passed; letting one probe through');
-      if (c.state === 'half-open') c.probe = call;
+      if (c.state !== 'closed') {
+        if (c.state === 'open') become(c, call, 'half-open', 'open time passed; letting one probe through');
+        c.probe = call;
+      }
       return c;
     }
   }
