@@ -152,8 +152,8 @@ export interface CircuitBreaker extends Middleware {
 // Messages come from options.ts's formatter ("must be at least 1", "must be a number"):
 // they name the bound and the value found, which is what a user needs to fix it.
 
-/** A whole number, at least 1 (`z.int()` also keeps it below 2^53). */
-const count = () => z.number().check(z.int('must be a whole number'), z.minimum(1));
+/** A whole number, at least 1 (`z.int()` also keeps it below 2^53; the formatter says "must be an integer"). */
+const count = () => z.int().check(z.minimum(1));
 
 // Every field is optional: `z.partial()` below says so once.
 const configShape = {
@@ -206,7 +206,7 @@ interface Circuit {
   older: Circuit;
   state: BreakerState;
   /** Failures in a row since the last success. */
-  consecutive: number;
+  streak: number;
   /** Absolute index (`floor(t / bucketMs)`) of the newest window bucket. */
   head: number;
   /** Failures in the sliding window. */
@@ -260,7 +260,7 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     newer: list as Circuit,
     older: list as Circuit,
     state: 'closed',
-    consecutive: 0,
+    streak: 0,
     head: -Infinity,
     failed: 0,
     total: 0,
@@ -538,10 +538,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   function succeed(c: Circuit, call: Call): void {
     if (c.state === 'closed') {
       record(c, 0);
-      c.consecutive = 0;
+      c.streak = 0;
     } else if (c.probe === call) {
       // The probe succeeded: close, and start every count and the schedule over.
-      c.consecutive = 0;
+      c.streak = 0;
       clearWindow(c);
       c.opens = 0;
       c.lastOpenMs = undefined;
@@ -555,12 +555,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     let reason: string | undefined;
     if (c.state === 'closed') {
       record(c, 1);
-      c.consecutive++;
-      if (c.consecutive >= threshold) reason = `${c.consecutive} consecutive failures`;
+      c.streak++;
+      if (c.streak >= threshold) reason = `${c.streak} consecutive failures`;
       else if (c.total >= minimumThroughput && c.failed / c.total >= failureRatio)
         reason = `${c.failed} of the last ${c.total} calls failed`;
     } else if (c.probe === call) {
-      c.consecutive++;
+      c.streak++;
       reason = 'a failed probe';
     }
     if (reason === undefined) return;
@@ -789,7 +789,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     advance(c, t);
     const stats: { -readonly [K in keyof BreakerStats]: BreakerStats[K] } = {
       state: c.state,
-      consecutiveFailures: c.consecutive,
+      consecutiveFailures: c.streak,
       windowFailures: c.failed,
       windowTotal: c.total,
       opens: c.opens,
