@@ -33,7 +33,7 @@ import {
   requestSummary,
   TimeoutError,
 } from './errors.ts';
-import type { BreakerEvent } from './events.ts';
+import type { BreakerEvent, PacedEvent } from './events.ts';
 import { functionOption, validate } from './options.ts';
 // The longest wait, in ms, a server may impose on its word alone, by default: the same as retry()'s.
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
@@ -222,7 +222,7 @@ interface Circuit {
   /**
    * When the pause ends, epoch ms; 0 when not paced. It stays set after the pause
    * ends, until the pace probe's response releases the key: the happy path's one
-   * check (`=== 0`) sends every call during the probe down the slow path.
+   * check (`!pausedUntilMs`) sends every call during the probe down the slow path.
    */
   pausedUntilMs: number;
   /** Openings since last closed (the backoff step). */
@@ -331,16 +331,11 @@ function waitForPaceProbe(c: Circuit, ms: number, signal: AbortSignal | undefine
   });
 }
 
-/** `HTTP 503 Service Unavailable`, for reasons and messages. */
-function statusLabel(answer: Answer): string {
-  return `HTTP ${answer.status}${answer.statusText ? ` ${answer.statusText}` : ''}`;
-}
-
 /** `HTTP 503 Service Unavailable`, `network error ECONNREFUSED`, `attempt timeout after 100 ms`. */
 function failureLabel(failure: Failure): string {
   if (failure instanceof TimeoutError) return `${failure.scope} timeout after ${failure.ms} ms`;
   if (failure instanceof NetworkError) return `network error ${failure.code}`;
-  return statusLabel(failure);
+  return `HTTP ${failure.status}${failure.statusText ? ` ${failure.statusText}` : ''}`;
 }
 
 /**
@@ -483,7 +478,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   function advance(c: Circuit, t: number): void {
     const index = Math.floor(t / bucketMs);
     if (index <= c.head) return; // same bucket, or the clock stepped back: keep the newest
-    if (index - c.head >= WINDOW_BUCKETS || c.total === 0) {
+    if (index - c.head >= WINDOW_BUCKETS || !c.total) {
       // Everything slid out (or there was nothing): an empty window needs no ring.
       clearWindow(c);
     } else {
@@ -522,6 +517,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   /** The server's requested delay: read from a response's headers, or the one an `HttpStatusError` carries. */
   function delayOf(answer: Answer): number | undefined {
     return answer instanceof HttpStatusError ? answer.retryAfterMs : retryDelay(answer.headers, now());
+  }
+
+  /** Tells `onEvent` that the key is paused until `untilMs` (`start`), or that a call waits it out (`wait`). */
+  function paced(call: Call, untilMs: number, phase: PacedEvent['phase'], delayMs: number): void {
+    call.emit({ type: 'paced', key: call.key, until: new Date(untilMs), phase, delayMs });
   }
 
   /** Moves the circuit to `state`, and tells `onEvent` why. */
@@ -565,10 +565,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     }
     if (reason === undefined) return;
     // Open, for the next step of the schedule.
-    const stepMs = schedule(++c.opens, c.lastOpenMs);
-    c.lastOpenMs = stepMs;
+    c.lastOpenMs = schedule(++c.opens, c.lastOpenMs);
     // The server's delay may lengthen the open time, never shorten it, and only up to the cap.
-    const retryAt = new Date(now() + Math.max(stepMs, Math.min(serverDelayMs ?? 0, maxRetryAfterMs)));
+    const retryAt = new Date(now() + Math.max(c.lastOpenMs, Math.min(serverDelayMs ?? 0, maxRetryAfterMs)));
     c.retryAtMs = retryAt.getTime();
     c.probe = undefined;
     reason += ` (last: ${failureLabel(failure)})`;
@@ -594,9 +593,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.
     c.paceProbe = undefined;
     c.waitable = waitable;
-    c.pauseReason = `paced: the server asked to ${fromServer ? 'wait' : 'slow down'} (${statusLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
+    c.pauseReason = `paced: the server asked to ${fromServer ? 'wait' : 'slow down'} (${failureLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
     c.pauseCause = causeOf(call, answer, fromServer ? askedMs : undefined);
-    call.emit({ type: 'paced', key: call.key, until: new Date(until), phase: 'start', delayMs });
+    paced(call, until, 'start', delayMs);
     wakePaceWaiters(c);
   }
 
@@ -700,20 +699,14 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         throw fastFail(call, `while its probe is in flight, after ${c.openReason}`, c.cause);
       }
       const pausedUntilMs = c.pausedUntilMs;
-      if (pausedUntilMs !== 0) {
+      if (pausedUntilMs) {
         const leftMs = pausedUntilMs - t;
         if (leftMs > 0 && t !== sleptAt) {
           if (!c.waitable || leftMs >= call.remainingMs()) {
             const reason = c.waitable ? `${c.pauseReason}, past this call's deadline` : c.pauseReason;
             throw fastFail(call, reason, c.pauseCause, pausedUntilMs);
           }
-          call.emit({
-            type: 'paced',
-            key: call.key,
-            until: new Date(pausedUntilMs),
-            phase: 'wait',
-            delayMs: leftMs,
-          });
+          paced(call, pausedUntilMs, 'wait', leftMs);
           sleptAt = t;
           probeWaitEndsAt = undefined;
           await sleep(leftMs, call.signal);
@@ -775,7 +768,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   const breaker = function circuitBreaker(call: Call, next: Next): Promise<Response> {
     try {
       const c = lookup(call.key);
-      if (c.state === 'closed' && c.pausedUntilMs === 0) return send(c, call, next);
+      if (c.state === 'closed' && !c.pausedUntilMs) return send(c, call, next);
       return admit(c, call).then((admitted) => send(admitted, call, next));
     } catch (error) {
       return Promise.reject(error);
