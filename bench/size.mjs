@@ -49,7 +49,8 @@ for (const { name, code, budget } of cases) {
     const inputs = Object.entries(Object.values(result.metafile.outputs)[0].inputs)
       .filter(([, input]) => input.bytesInOutput > 0)
       .sort(([, a], [, b]) => b.bytesInOutput - a.bytesInOutput);
-    for (const [file, input] of inputs) console.log(`    ${String(input.bytesInOutput).padStart(7)} B  ${file}`);
+    for (const [file, input] of inputs)
+      console.log(`    ${String(input.bytesInOutput).padStart(7)} B  ${file}`);
   }
 }
 if (over > 0) console.log(`${over} budget(s) not met`);
