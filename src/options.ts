@@ -39,7 +39,7 @@ const SECRET_NAME = /secret|passw|auth|cookie|cred|api.?key|token$/i;
 /** The longest value shown in an error before it is cut. */
 const MAX_SHOWN_CHARS = 60;
 
-/** zod/mini ships no locale: its default message is "Invalid input". Say what was expected. */
+/** The marker for "no message of the schema's own": explain() then says what was expected. */
 const DEFAULT_MESSAGE = 'Invalid input';
 
 function article(noun: string): string {
@@ -88,7 +88,10 @@ function depth(issues: Issue[]): number {
  * `where.path: message (got VALUE)`. `where` names the factory, e.g. `createFetch()`.
  */
 export function validate<T>(schema: z.ZodMiniType<T>, value: unknown, where: string): T {
-  const result = schema.safeParse(value);
+  // The per-parse map outranks a global zod config (full `zod` installs English
+  // messages process-wide when an app loads it) but not a schema's own message, so
+  // every message without one reaches explain() as the marker.
+  const result = schema.safeParse(value, { error: () => DEFAULT_MESSAGE });
   if (result.success) return result.data;
   /**
    * One line per issue. zod reports a failed union only when every branch failed on

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import {
   BreakwaterError,
+  backoff,
   type Call,
   createFetch,
   type FetchLike,
@@ -335,4 +336,28 @@ test('an onEvent listener sees one attempt event per attempt, and a throwing lis
   const res = await fetch('http://user:pw@127.0.0.1:9/x?token=secret');
   assert.equal(await res.text(), 'ok');
   assert.deepEqual(events, ['attempt:http://127.0.0.1:9/x?token=[redacted]']);
+});
+
+test("option errors keep breakwater's wording when the app has loaded zod's English locale", async () => {
+  // Full `zod` installs its English messages process-wide; apps (and the MCP SDK)
+  // load it. Validation must read the same either way.
+  const zod = await import('zod');
+  zod.config(zod.locales.en());
+  assert.throws(
+    () => createFetch({ use: [], key: '' } as never),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /createFetch\(\)\.key: must be a non-empty string/);
+      return true;
+    },
+  );
+  assert.throws(
+    () => backoff({ initialMs: -1, factor: 'x' } as never),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /backoff\(\)\.initialMs: must be at least 0 \(got -1\)/);
+      assert.match(error.message, /backoff\(\)\.factor: must be a number \(got "x"\)/);
+      return true;
+    },
+  );
 });
