@@ -191,7 +191,8 @@ export function backoff(options?: BackoffOptions, random: () => number = Math.ra
  * A user's schedule over the default one (500 ms ×2 to 32 s) with the caller's
  * default jitter, field by field: an undefined field keeps its default, and an
  * `initialMs` above the default cap raises the cap with it, so `{ initialMs: 60_000 }`
- * alone is valid. The breaker's open time and the start gate's window use it.
+ * alone is valid. Retry's schedule, the breaker's open time and the start gate's
+ * window use it.
  */
 export function withDefaults(given: BackoffOptions | undefined, jitter: Jitter): BackoffOptions {
   const initialMs = given?.initialMs ?? DEFAULT_INITIAL_MS;

@@ -14,6 +14,7 @@
 
 import * as z from 'zod/mini';
 import { type AuthOptions, auth } from './auth.ts';
+import { withDefaults } from './backoff.ts';
 import {
   type BreakerConfig,
   type BreakerStats,
@@ -32,7 +33,7 @@ import {
   DEFAULT_ATTEMPTS,
   DEFAULT_BUDGET,
   DEFAULT_MAX_RETRY_AFTER_MS,
-  DEFAULT_RETRY_BACKOFF,
+  DEFAULT_RETRY_JITTER,
   type Retry,
   type RetryOptions,
   type RetryStats,
@@ -143,7 +144,7 @@ function resolve(config: PolicyConfig): ResolvedPolicyConfig {
   const given = config.retry === false ? { attempts: 1 } : (config.retry ?? {});
   const retry: ResolvedPolicyConfig['retry'] = {
     attempts: given.attempts ?? DEFAULT_ATTEMPTS,
-    backoff: { ...DEFAULT_RETRY_BACKOFF, ...given.backoff },
+    backoff: withDefaults(given.backoff, DEFAULT_RETRY_JITTER),
     statuses: given.statuses ?? [...DEFAULT_RETRYABLE_STATUSES],
     maxRetryAfterMs: given.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS,
     budget: given.budget ?? { ...DEFAULT_BUDGET },

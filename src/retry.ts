@@ -11,7 +11,7 @@
  */
 
 import * as z from 'zod/mini';
-import { type BackoffOptions, backoff, backoffSchema } from './backoff.ts';
+import { type BackoffOptions, backoff, backoffSchema, type Jitter, withDefaults } from './backoff.ts';
 import type { Call, Middleware, Next } from './call.ts';
 import { type Classification, classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
 import { BreakwaterError, RetryAfterTooLongError, requestSummary } from './errors.ts';
@@ -27,13 +27,11 @@ export const DEFAULT_ATTEMPTS = 3;
 export const DEFAULT_MAX_RETRY_AFTER_MS = 60_000;
 /** gRPC-style retry budget: bucket size, and what one success puts back. */
 export const DEFAULT_BUDGET = { tokens: 10, refund: 0.1 } as const;
-/** Retry's backoff between attempts when the server names no delay. */
-export const DEFAULT_RETRY_BACKOFF: BackoffOptions = {
-  initialMs: 500,
-  factor: 2,
-  maxMs: 32_000,
-  jitter: 'decorrelated',
-};
+/**
+ * Retry's jitter between attempts when the server names no delay; the rest of the
+ * schedule is backoff's default (500 ms ×2 to 32 s, see withDefaults).
+ */
+export const DEFAULT_RETRY_JITTER: Jitter = 'decorrelated';
 /** How many servers' budgets are kept (least recently used dropped first). */
 const MAX_BUDGET_KEYS = 1000;
 /** The most attempts one call may be configured to make. */
@@ -169,7 +167,7 @@ export function retry(options: RetryOptions = {}): Retry {
   const classifyOptions = { statuses: config.statuses ?? DEFAULT_RETRYABLE_STATUSES };
   const maxRetryAfterMs = config.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
   const resend = config.resend ?? 'safe';
-  const schedule = backoff({ ...DEFAULT_RETRY_BACKOFF, ...config.backoff });
+  const schedule = backoff(withDefaults(config.backoff, DEFAULT_RETRY_JITTER));
   // 0 when the budget is off (a configured size is positive): then the bucket stays
   // empty and is never consulted.
   const budgetTokens = config.budget === false ? 0 : (config.budget?.tokens ?? DEFAULT_BUDGET.tokens);

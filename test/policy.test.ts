@@ -26,6 +26,18 @@ test('definePolicy({}) fills in the documented defaults', () => {
   assert.deepEqual(resolved.breaker, {});
 });
 
+test('a retry initialMs above the default cap raises the cap with it, as backoff() does', () => {
+  const { resolved } = definePolicy({ retry: { backoff: { initialMs: 60_000 } } });
+  assert.deepEqual(resolved.retry.backoff, {
+    initialMs: 60_000,
+    factor: 2,
+    maxMs: 60_000,
+    jitter: 'decorrelated',
+  });
+  // A cap the user set below their own initialMs is still their mistake to hear about.
+  assert.throws(() => definePolicy({ retry: { backoff: { initialMs: 60_000, maxMs: 1_000 } } }), TypeError);
+});
+
 test('a policy is JSON-serialisable and round-trips to the same config', () => {
   const config = {
     name: 'github-mcp',

@@ -337,6 +337,14 @@ test('sleep rejects at once for an already aborted signal', async () => {
   await assert.rejects(sleep(10_000, controller.signal), /already/);
 });
 
+test('retry({ backoff: { initialMs } }) above the default cap raises the cap rather than throwing', () => {
+  assert.doesNotThrow(() => retry({ backoff: { initialMs: 60_000 } }));
+  assert.throws(
+    () => retry({ backoff: { initialMs: 60_000, maxMs: 1_000 } }),
+    /maxMs: must be at least initialMs/,
+  );
+});
+
 test('bad retry options are a TypeError listing each one', () => {
   assert.throws(
     () => retry({ attempts: 0, resend: 'sometimes', backoff: { jitter: 'lots' } } as never),
