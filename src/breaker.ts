@@ -27,10 +27,10 @@ import { isRetryableStatus } from './classify.ts';
 import {
   CircuitOpenError,
   HttpStatusError,
-  type HttpStatusErrorInit,
   isAbort,
   NetworkError,
   requestSummary,
+  statusLine,
   TimeoutError,
 } from './errors.ts';
 import type { BreakerEvent, PacedEvent } from './events.ts';
@@ -335,7 +335,7 @@ function waitForPaceProbe(c: Circuit, ms: number, signal: AbortSignal | undefine
 function failureLabel(failure: Failure): string {
   if (failure instanceof TimeoutError) return `${failure.scope} timeout after ${failure.ms} ms`;
   if (failure instanceof NetworkError) return `network error ${failure.code}`;
-  return `HTTP ${failure.status}${failure.statusText ? ` ${failure.statusText}` : ''}`;
+  return statusLine(failure.status, failure.statusText);
 }
 
 /**
@@ -352,8 +352,7 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
     retryAfterMs,
     headers,
     request: requestSummary(call.key, call.method, call.href),
-    // HttpStatusError reads an undefined field as absent.
-  } as HttpStatusErrorInit);
+  });
 }
 /**
  * A circuit breaker and pacer per server (`call.key`), in a bounded LRU registry.

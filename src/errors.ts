@@ -81,8 +81,19 @@ export class BreakwaterError extends Error {
 /** The most body bytes an {@link HttpStatusError} keeps (DESIGN.md §4: 2 KiB). */
 const MAX_BODY_BYTES = 2048;
 
-/** Whitespace runs a kept body collapses to one space (tab, LF, VT, FF, CR, space). */
+/** Whitespace runs collapsed to one space (tab, LF, VT, FF, CR, space): one pass, no backtracking. */
 const WHITESPACE_RUN = /[\t\n\v\f\r ]+/;
+
+/** `text` with whitespace runs (newlines included) collapsed to single spaces, none at either end. */
+export function oneLine(text: string): string {
+  // A leading or trailing run leaves an empty string at that end of the split: dropped.
+  return text.split(WHITESPACE_RUN).filter(Boolean).join(' ');
+}
+
+/** `HTTP 503 Service Unavailable`, or `HTTP 503` when the server sent no reason phrase. */
+export function statusLine(status: number, statusText: string | undefined): string {
+  return `HTTP ${status}${statusText ? ` ${statusText}` : ''}`;
+}
 
 /**
  * A body fit to keep on an error: on one line and at most {@link MAX_BODY_BYTES} UTF-8
@@ -90,8 +101,7 @@ const WHITESPACE_RUN = /[\t\n\v\f\r ]+/;
  * prefix read as bytes can end in half a character that decodes to a 3-byte U+FFFD.
  */
 function keptBody(body: string): string {
-  // A leading or trailing run leaves an empty string at that end of the split: dropped.
-  const line = body.split(WHITESPACE_RUN).filter(Boolean).join(' ');
+  const line = oneLine(body);
   // A UTF-16 unit is at most 3 UTF-8 bytes: short strings need no encoding to check.
   if (line.length * 3 <= MAX_BODY_BYTES) return line;
   const bytes = new TextEncoder().encode(line);
@@ -103,17 +113,17 @@ function keptBody(body: string): string {
 /** Fields of an {@link HttpStatusError}. */
 export interface HttpStatusErrorInit extends BreakwaterErrorOptions {
   status: number;
-  statusText?: string;
+  statusText?: string | undefined;
   /** Whether the policy would retry this status (given a safe resend). */
-  retryable?: boolean;
+  retryable?: boolean | undefined;
   /** The server's requested wait, from its timing headers. */
-  retryAfterMs?: number;
+  retryAfterMs?: number | undefined;
   /** The start of the body, decoded; kept on one line and cut to at most 2 KiB. */
-  body?: string;
+  body?: string | undefined;
   /** The message from a JSON error body, when the server sent one. */
-  serverMessage?: string;
+  serverMessage?: string | undefined;
   /** The response headers; only an allowlisted, secret-free subset is kept. */
-  headers?: Headers;
+  headers?: Headers | undefined;
 }
 
 /** A response whose status the policy treats as a failure. */
@@ -128,7 +138,7 @@ export class HttpStatusError extends BreakwaterError {
   declare readonly headers: Readonly<Record<string, string>>;
 
   constructor(init: HttpStatusErrorInit) {
-    const status = `HTTP ${init.status}${init.statusText ? ` ${init.statusText}` : ''}`;
+    const status = statusLine(init.status, init.statusText);
     const said = init.serverMessage ? `: ${init.serverMessage}` : '';
     const wait =
       init.retryAfterMs === undefined ? '' : `; server asked to retry after ${init.retryAfterMs} ms`;

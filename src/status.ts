@@ -17,7 +17,7 @@ import * as z from 'zod/mini';
 import type { Call, Middleware, Next } from './call.ts';
 import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
-import { HttpStatusError, type HttpStatusErrorInit, requestSummary } from './errors.ts';
+import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
 import { validate } from './options.ts';
 import { type HeadersLike, retryDelay } from './timing.ts';
 
@@ -42,15 +42,6 @@ const statusSchema = z.number().check(z.int(), z.minimum(100), z.maximum(599));
 
 /** HTTP statuses, as `retry()` and `throwOnStatus()` take them. */
 export const statusesSchema: z.ZodMiniType<number[]> = z.array(statusSchema);
-
-/** Whitespace runs collapsed to one space (tab, LF, VT, FF, CR, space): one pass, no backtracking. */
-const WHITESPACE_RUN = /[\t\n\v\f\r ]+/g;
-
-/** Collapses whitespace runs (newlines included) to single spaces, none at either end. */
-function oneLine(text: string): string {
-  const line = text.replace(WHITESPACE_RUN, ' ');
-  return line.slice(line.startsWith(' ') ? 1 : 0, line.endsWith(' ') ? -1 : undefined);
-}
 
 /** Where JSON error bodies keep their message, in the order they are tried. */
 const MESSAGE_PATHS = [['error', 'message'], ['error'], ['message'], ['detail'], ['title']];
@@ -192,8 +183,7 @@ export async function statusError(call: Call, response: Response): Promise<HttpS
     serverMessage: said.serverMessage,
     headers,
     request: requestSummary(call.key, call.method, call.href),
-    // HttpStatusError reads an undefined field as absent.
-  } as HttpStatusErrorInit);
+  });
 }
 
 function toHeaders(source: Response | HeadersLike | undefined): Headers | undefined {
@@ -243,6 +233,5 @@ export function wrapHttpError(
     retryAfterMs: headers && retryDelay(headers),
     headers,
     cause,
-    // HttpStatusError reads an undefined field as absent.
-  } as HttpStatusErrorInit);
+  });
 }
