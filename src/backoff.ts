@@ -89,10 +89,13 @@ function isJitter(value: unknown): value is Jitter {
 }
 
 /**
- * Delays in ms. The formatter's own messages say what is wrong; the cap is 2^31 − 1,
- * the longest delay `setTimeout` honours (a longer one fires at once).
+ * A delay in ms, as every schedule and wait cap takes it: 0 to 2^31 − 1, the longest
+ * delay `setTimeout` honours (a longer one fires at once). Shared by retry, the
+ * breaker and the start gate.
  */
-const msSchema = z.optional(z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS)));
+export const delayMsSchema: z.ZodMiniNumber<number> = z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS));
+
+const msSchema = z.optional(delayMsSchema);
 
 /**
  * The schema of {@link BackoffOptions}: unknown keys are rejected, and `maxMs` must

@@ -21,7 +21,14 @@
  */
 
 import * as z from 'zod/mini';
-import { type BackoffOptions, backoff, backoffSchema, type Jitter, withDefaults } from './backoff.ts';
+import {
+  type BackoffOptions,
+  backoff,
+  backoffSchema,
+  delayMsSchema,
+  type Jitter,
+  withDefaults,
+} from './backoff.ts';
 import type { Call, Middleware, Next } from './call.ts';
 import { isRetryableStatus } from './classify.ts';
 import {
@@ -163,8 +170,7 @@ const configShape = {
   windowMs: z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS)),
   open: backoffSchema,
   maxKeys: count().check(z.maximum(MAX_MAX_KEYS)),
-  // At most 2^31 − 1: setTimeout fires at once past it.
-  maxRetryAfterMs: z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS)),
+  maxRetryAfterMs: delayMsSchema,
 };
 
 /**

@@ -12,12 +12,18 @@
  */
 
 import * as z from 'zod/mini';
-import { type BackoffOptions, backoff, backoffSchema, type Jitter, withDefaults } from './backoff.ts';
+import {
+  type BackoffOptions,
+  backoff,
+  backoffSchema,
+  delayMsSchema,
+  type Jitter,
+  withDefaults,
+} from './backoff.ts';
 import { GateClosedError, HttpStatusError, isAbort, NetworkError, TimeoutError } from './errors.ts';
 import type { GateEvent } from './events.ts';
 import { functionOption, validate } from './options.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
-import { MAX_DELAY_MS } from './timing.ts';
 
 /** The gate's name in errors and state, by default. */
 export const DEFAULT_GATE_KEY = 'gate';
@@ -92,8 +98,7 @@ const optionsSchema = z.optional(
     z.strictObject({
       key: z.string().check(z.minLength(1, 'must be a non-empty string')),
       schedule: backoffSchema,
-      // At most 2^31 − 1: setTimeout fires at once past it.
-      maxRetryAfterMs: z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS)),
+      maxRetryAfterMs: delayMsSchema,
       isCrashLoop: functionOption<(error: unknown) => boolean>(),
       onEvent: functionOption<(event: GateEvent) => void>(),
       now: functionOption<() => number>(),

@@ -11,7 +11,14 @@
  */
 
 import * as z from 'zod/mini';
-import { type BackoffOptions, backoff, backoffSchema, type Jitter, withDefaults } from './backoff.ts';
+import {
+  type BackoffOptions,
+  backoff,
+  backoffSchema,
+  delayMsSchema,
+  type Jitter,
+  withDefaults,
+} from './backoff.ts';
 import type { Call, Middleware, Next } from './call.ts';
 import { type Classification, classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
 import { BreakwaterError, RetryAfterTooLongError, requestSummary } from './errors.ts';
@@ -19,7 +26,6 @@ import type { GiveUpReason } from './events.ts';
 import { validate } from './options.ts';
 import { sleep } from './sleep.ts';
 import { statusError, statusesSchema } from './status.ts';
-import { MAX_DELAY_MS } from './timing.ts';
 
 /** Total attempts, the first included. */
 export const DEFAULT_ATTEMPTS = 3;
@@ -95,7 +101,7 @@ export const retrySchema: z.ZodMiniType<RetryOptions> = z.strictObject({
   attempts: z.optional(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_ATTEMPTS))),
   backoff: z.optional(backoffSchema),
   statuses: z.optional(statusesSchema),
-  maxRetryAfterMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS))),
+  maxRetryAfterMs: z.optional(delayMsSchema),
   budget: z.optional(
     z.union([
       z.literal(false),

@@ -26,7 +26,7 @@ import type { BreakwaterEvent } from '../../src/events.ts';
 import { functionOption, isFunction, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../../src/retry.ts';
-import { statusError } from '../../src/status.ts';
+import { statusError, statusesSchema } from '../../src/status.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { CLIENT_CLOSED_STATUS, problemResponse, retryAfterSeconds } from './problem.ts';
 
@@ -86,8 +86,6 @@ export interface ErrorResponsesOptions {
   fallback?: ErrorHandler | undefined;
 }
 
-const statusSchema = z.number().check(z.int('must be a whole number'), z.minimum(100), z.maximum(599));
-
 /** The `auth` option of `upstream()` and `proxy()`: checked in full by `auth()` itself. */
 export const authOptionSchema: z.ZodMiniOptional<z.ZodMiniType<AuthOptions>> = z.optional(
   z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
@@ -98,7 +96,7 @@ const upstreamSchema = z.optional(
     key: keyOptionSchema,
     onEvent: onEventSchema,
     auth: authOptionSchema,
-    throwOnStatus: z.optional(z.union([z.boolean(), z.array(statusSchema)])),
+    throwOnStatus: z.optional(z.union([z.boolean(), statusesSchema])),
   }),
 );
 
