@@ -71,7 +71,9 @@ test('one 429 with retry-after-ms: 500 holds all 20 concurrent callers on the ke
     assert.equal(server.requests.length, 21, 'every caller reached the server after the pause');
     for (const ms of elapsed) {
       assert.ok(ms >= 500, `waited ${ms} ms`);
-      assert.ok(ms < 900, `waited ${ms} ms`);
+      // Loose on a loaded 2-core CI machine; that there was exactly one pause is
+      // checked exactly below, by its events.
+      assert.ok(ms < 1500, `waited ${ms} ms`);
     }
     const paced = events.filter((e): e is PacedEvent => e.type === 'paced');
     assert.equal(paced.filter((e) => e.phase === 'start').length, 1);

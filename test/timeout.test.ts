@@ -33,11 +33,12 @@ test('a streaming body is never cut by the deadline once the headers are in', as
       body: 'data: 1\n\n',
     }),
     async (server) => {
-      const fetch = createFetch({ use: [timeout({ attemptMs: 30, totalMs: 40 })] });
+      // Deadlines long enough for the headers to arrive on a loaded machine.
+      const fetch = createFetch({ use: [timeout({ attemptMs: 250, totalMs: 300 })] });
       const res = await fetch(server.origin);
       const reader = res.body?.getReader();
       // Wait past both deadlines, then read: the stream is still open.
-      await new Promise((resolve) => setTimeout(resolve, 80));
+      await new Promise((resolve) => setTimeout(resolve, 350));
       const first = await reader?.read();
       assert.equal(new TextDecoder().decode(first?.value), 'data: 1\n\n');
       await reader?.cancel();
