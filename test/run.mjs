@@ -8,6 +8,7 @@ const steps = [
   ['lint', 'lint'],
   ['typecheck', 'typecheck'],
   ['build', 'build'],
+  ['size', 'test:size'],
   ['node', 'test:node'],
   ['deno', 'test:deno'],
   ['bun', 'test:bun'],
