@@ -308,15 +308,20 @@ function readHeader(headers: HeadersLike, name: string): string | undefined {
   } else if (headers != null) {
     // JS callers may pass anything (other non-objects have no matching entries). A plain object is read as its [name, value]
     // entries; only there may a value be an array (one string per field line).
-    const isRecord = typeof (headers as Partial<Iterable<unknown>>)[Symbol.iterator] !== 'function';
     const lines: string[] = [];
-    for (const pair of isRecord ? Object.entries(headers) : (headers as Iterable<unknown>)) {
-      if (!Array.isArray(pair)) continue;
-      const [key, item] = pair as unknown[];
-      if (typeof key !== 'string' || key.length !== name.length || key.toLowerCase() !== name) continue;
-      for (const line of isRecord && Array.isArray(item) ? item : [item]) {
-        if (typeof line === 'string') lines.push(line);
+    try {
+      const isRecord = typeof (headers as Partial<Iterable<unknown>>)[Symbol.iterator] !== 'function';
+      for (const pair of isRecord ? Object.entries(headers) : (headers as Iterable<unknown>)) {
+        if (!Array.isArray(pair)) continue;
+        const [key, item] = pair as unknown[];
+        if (typeof key !== 'string' || key.length !== name.length || key.toLowerCase() !== name) continue;
+        for (const line of isRecord && Array.isArray(item) ? item : [item]) {
+          if (typeof line === 'string') lines.push(line);
+        }
       }
+    } catch {
+      // A getter, proxy trap or iterator that throws: garbage, so the header reads as absent.
+      lines.length = 0;
     }
     if (lines.length > 0) value = lines.join(', ');
   }

@@ -637,3 +637,31 @@ test('hostile repeated-fragment values at the length cap parse in well under 50 
     }
   }
 });
+
+test('headers whose getters, proxy traps or iterators throw read as absent: nothing throws', () => {
+  const getter = {
+    'retry-after': '5',
+    get other() {
+      throw new Error('getter');
+    },
+  };
+  const proxy = new Proxy(
+    {},
+    {
+      ownKeys() {
+        throw new Error('trap');
+      },
+    },
+  );
+  const iterable = {
+    [Symbol.iterator]() {
+      throw new Error('iterator');
+    },
+  };
+  for (const headers of [getter, proxy, iterable]) {
+    assert.doesNotThrow(() => retryDelay(headers as never));
+    assert.equal(retryDelay(headers as never), undefined);
+    assert.equal(shouldRetryHeader(headers as never), undefined);
+    assert.equal(parseRateLimit(headers as never), undefined);
+  }
+});
