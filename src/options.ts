@@ -54,8 +54,9 @@ export function describeValue(value: unknown, path: readonly PropertyKey[] = [])
     const text = value as string;
     return JSON.stringify(text.length > MAX_SHOWN_CHARS ? `${text.slice(0, MAX_SHOWN_CHARS)}…` : text);
   }
-  // Primitives (null included) print as themselves; objects by kind only.
-  if (Object(value) !== value) return String(value);
+  // Primitives (null included) print as themselves, a bigint with its `n` (`5n` is
+  // not the number 5); objects by kind only.
+  if (Object(value) !== value) return `${String(value)}${type === 'bigint' ? 'n' : ''}`;
   return Array.isArray(value) ? `an array of ${value.length}` : article(type);
 }
 

@@ -361,3 +361,14 @@ test("option errors keep breakwater's wording when the app has loaded zod's Engl
     },
   );
 });
+
+test('an option given as a bigint is shown with its n suffix, not as the number it is not', () => {
+  assert.throws(
+    () => backoff({ initialMs: 5n } as never),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /backoff\(\)\.initialMs: must be a number \(got 5n\)/);
+      return true;
+    },
+  );
+});
