@@ -1,7 +1,174 @@
 /**
  * @module
- * `breakwater/ky`: ky options built from a breakwater policy. Not yet implemented: this entry point is reserved so the subpath is stable.
+ * `breakwater/ky`: ky options built from a breakwater policy, so one layer (the
+ * policy) decides about retries, waits, breakers and deadlines, and ky keeps the
+ * rest of what it does (`json`, `searchParams`, `prefixUrl`, hooks, progress,
+ * `HTTPError` by default).
+ *
+ * `kyOptions(policy)` sets three ky options: `fetch` (the policy's chain), `retry`
+ * (off: ky's own retry would multiply the policy's, resend POSTs it cannot prove
+ * safe to the policy, and knows no breaker or budget) and `timeout` (off: ky's timer
+ * spans the whole fetch call, the policy's retries and server-requested waits
+ * included, so its 10 s default would cut a wait the policy chose to make; the
+ * policy's own deadlines cover the same ground). It adds one `beforeRequest` hook
+ * so ky's in-memory bodies can be resent (see {@link kyOptions}), and with
+ * `errors: 'breakwater'` one `beforeError` hook.
+ *
+ * Only types are imported from ky: importing this module loads no ky code, so it
+ * works with any ky 1.x the app has.
+ *
+ * @example
+ * ```ts
+ * import ky from 'ky';
+ * import { definePolicy } from 'breakwater';
+ * import { kyOptions } from 'breakwater/ky';
+ *
+ * const api = ky.create({ prefixUrl: 'https://api.example.com/v1/' }).extend(kyOptions(definePolicy()));
+ * const things = await api.get('things').json(); // a 503 + Retry-After: 2 is waited out, then sent again
+ * ```
  */
+
+import type { BeforeErrorHook, BeforeRequestHook, HTTPError, Options } from 'ky';
+import * as z from 'zod/mini';
+import type { AuthOptions } from '../../src/auth.ts';
+import { Call, type FetchLike, type KeyOption } from '../../src/call.ts';
+import type { HttpStatusError } from '../../src/errors.ts';
+import type { BreakwaterEvent } from '../../src/events.ts';
+import { functionOption, isFunction, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
+import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
+import { statusError } from '../../src/status.ts';
 
 /** The subpath this module is published under. */
 export const ADAPTER: 'breakwater/ky' = 'breakwater/ky';
+
+/** Which error a failure status reaches the caller as (when ky's `throwHttpErrors` says to throw). */
+export type KyErrorForm = 'ky' | 'breakwater';
+
+/** Options for {@link kyOptions}: what the policy's chain is built with, and the error form. */
+export interface KyPolicyOptions {
+  /** The fetch at the end of the policy's chain. Default: the global `fetch`, looked up per call. */
+  fetch?: FetchLike | undefined;
+  /** Stamps and refreshes a token (`auth()` options): a 401 is refreshed and resent once. Default: none. */
+  auth?: AuthOptions | undefined;
+  /** Receives typed events from every call (`attempt`, `retry`, `breaker`, ...). Default: none. */
+  onEvent?: ((event: BreakwaterEvent) => void) | undefined;
+  /** The server's name (breaker, pacing, budget, messages), or a function of the URL. Default: the policy's `name`, else the URL's origin. */
+  key?: KeyOption | undefined;
+  /**
+   * `'ky'` (default): a failure status throws ky's own `HTTPError`, as without
+   * breakwater, so existing `isHTTPError()` checks and `beforeError` hooks keep
+   * working. `'breakwater'`: it throws breakwater's `HttpStatusError` instead, with
+   * `status`, `retryAfterMs`, `serverMessage`, the start of the body, safe headers and
+   * a redacted URL; the response body is then cancelled (read only up to 2 KiB).
+   * Either way ky's `throwHttpErrors` decides whether a status throws at all.
+   */
+  errors?: KyErrorForm | undefined;
+}
+
+const policySchema = z.custom<Policy>(
+  (value) => isFunction((value as Partial<Policy> | null)?.fetch),
+  'must be a policy from definePolicy()',
+);
+
+const optionsSchema = z.optional(
+  z.strictObject({
+    fetch: z.optional(functionOption<FetchLike>()),
+    auth: z.optional(
+      z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
+    ),
+    onEvent: onEventSchema,
+    key: keyOptionSchema,
+    errors: z.optional(z.enum(['ky', 'breakwater'])),
+  }),
+);
+
+/**
+ * Whether a body can be sent again as is (DESIGN.md §2): everything but a stream and
+ * FormData. FormData is left out on purpose: the Request ky built from it already
+ * carries a `Content-Type` with its multipart boundary, and sending the FormData
+ * again would encode it with a new boundary the header does not name.
+ */
+function isReplayable(body: unknown): body is BodyInit {
+  return (
+    typeof body === 'string' ||
+    body instanceof ArrayBuffer ||
+    ArrayBuffer.isView(body) ||
+    body instanceof Blob ||
+    body instanceof URLSearchParams
+  );
+}
+
+/**
+ * ky options that send every request through `policy`: pass them to `ky.create()`
+ * or `ky.extend()`. ky's own `retry` is set to `{ limit: 0 }` and its `timeout` to
+ * `false`; the policy retries (safe resends only, server delays honoured, breaker and
+ * budget consulted) and bounds each attempt and the whole call. A user abort through
+ * ky's `signal` rejects with the runtime's `AbortError`, never retried.
+ *
+ * ky hands fetch a `Request`, whose body is a stream the policy could not resend. A
+ * `beforeRequest` hook remembers the body ky built the request from (the `json`
+ * string, a string, bytes, a Blob, URLSearchParams) and the fetch sends that instead,
+ * so an idempotent or keyed request can be resent. Stream and FormData bodies (and
+ * any request with `onUploadProgress`) are sent as ky built them: once, unless the
+ * policy sets `retry.replayBodyBytes`. A `beforeRequest` hook of yours that returns
+ * a new `Request` makes that request a stream-body one too.
+ *
+ * Hooks merge as ky merges them (arrays concatenated). With `errors: 'breakwater'`,
+ * `beforeError` hooks that run before this one (given earlier: `api.extend(kyOptions(...))`)
+ * see ky's `HTTPError`; hooks added after it see the `HttpStatusError`.
+ *
+ * @example
+ * ```ts
+ * import ky from 'ky';
+ * import { definePolicy, HttpStatusError } from 'breakwater';
+ * import { kyOptions } from 'breakwater/ky';
+ *
+ * const policy = definePolicy({ name: 'orders', idempotencyKeys: true });
+ * const api = ky.create({ prefixUrl: 'https://orders.example.com/' }).extend(kyOptions(policy, { errors: 'breakwater' }));
+ * try {
+ *   await api.post('orders', { json: { item: 'book' } }).json(); // keyed: resent after a 503 with the same Idempotency-Key
+ * } catch (error) {
+ *   if (error instanceof HttpStatusError) console.log(error.status, error.retryAfterMs, error.serverMessage);
+ * }
+ * ```
+ */
+export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
+  validate(policySchema, policy, 'kyOptions(policy)');
+  const valid = validate(optionsSchema, options, 'kyOptions()') ?? {};
+  // policy.fetch() takes an absent option as undefined, so no spreads are needed.
+  const chained = policy.fetch(valid.fetch, {
+    auth: valid.auth,
+    onEvent: valid.onEvent,
+    key: valid.key,
+  } as PolicyFetchOptions);
+  const key = valid.key ?? policy.resolved.name;
+  /** The body each request was built from, for the requests whose body can be resent. */
+  const bodies = new WeakMap<Request, BodyInit>();
+
+  const rememberBody: BeforeRequestHook = function rememberBody(request, normalized) {
+    const { body, onUploadProgress } = normalized as typeof normalized & { onUploadProgress?: unknown };
+    if (request.body !== null && onUploadProgress === undefined && isReplayable(body)) {
+      bodies.set(request, body);
+    }
+  };
+
+  const fetch: FetchLike = function kyFetch(input, init) {
+    const body = input instanceof Request ? bodies.get(input) : undefined;
+    // fetch(request, { body }) sends the request with the given body instead of its
+    // stream (Fetch §5.4, Request constructor); ky cancels the unread stream afterwards.
+    return chained(input, body === undefined ? init : { ...init, body });
+  };
+
+  const hooks: NonNullable<Options['hooks']> = { beforeRequest: [rememberBody] };
+  if (valid.errors === 'breakwater') {
+    const toHttpStatusError = async function toHttpStatusError(error: HTTPError): Promise<HttpStatusError> {
+      const { request, response } = error as Partial<HTTPError>;
+      // Anything else an earlier hook put in its place passes through unchanged.
+      if (!(request instanceof Request && response instanceof Response)) return error as never;
+      return statusError(new Call(request, undefined, key, undefined), response);
+    };
+    // ky types beforeError as returning HTTPError; it throws whatever the hooks return.
+    hooks.beforeError = [toHttpStatusError as unknown as BeforeErrorHook];
+  }
+  return { fetch, retry: { limit: 0 }, timeout: false, hooks };
+}
