@@ -288,7 +288,7 @@ function longer(ms: number, other: number): number {
  * `undefined`, negatives and past dates 0, fractions round up (waiting a hair too
  * long is harmless, too short earns another 429), and everything is capped.
  */
-function clampDelay(ms: number): number | undefined {
+export function clampDelay(ms: number): number | undefined {
   if (Number.isNaN(ms)) return undefined;
   return ms <= 0 ? 0 : Math.min(Math.ceil(ms), MAX_DELAY_MS);
 }
@@ -301,7 +301,7 @@ function clampDelay(ms: number): number | undefined {
  * whitespace removed (as fetch's `Headers` normalises it) out, or `undefined`
  * when absent, not a string, or longer than {@link MAX_HEADER_CHARS}.
  */
-function readHeader(headers: HeadersLike, name: string): string | undefined {
+export function readHeader(headers: HeadersLike, name: string): string | undefined {
   let value: string | undefined;
   if (typeof Headers === 'function' && headers instanceof Headers) {
     value = headers.get(name) ?? undefined;
@@ -341,7 +341,7 @@ function trimHttpWhitespace(value: string): string {
 // Numbers
 
 /** `1*DIGIT` and nothing else. */
-const DIGITS = /^\d+$/;
+export const DIGITS: RegExp = /^\d+$/;
 
 /** `1*DIGIT [ "." 1*DIGIT ]`, e.g. `retry-after-ms: 1500.5`. */
 const DECIMAL = /^\d+(?:\.\d+)?$/;
@@ -351,7 +351,7 @@ const DECIMAL = /^\d+(?:\.\d+)?$/;
  * would also take signs, exponents, `0x` and whitespace. A very long digit string
  * may come back as a huge number or Infinity; callers clamp, so that is safe.
  */
-function parseNumber(pattern: RegExp, value: string | undefined): number {
+export function parseNumber(pattern: RegExp, value: string | undefined): number {
   return value !== undefined && pattern.test(value) ? Number(value) : NaN;
 }
 
@@ -360,7 +360,7 @@ function parseNumber(pattern: RegExp, value: string | undefined): number {
  * one or more `[digits][.digits]unit` terms, or a bare `0`. Signs are rejected (a
  * negative reset is meaningless). Returns milliseconds, possibly fractional, or NaN.
  */
-function parseGoDuration(value: string): number {
+export function parseGoDuration(value: string): number {
   if (value === '0') return 0;
   let totalNs = value === '' ? NaN : 0;
   for (let at = 0; at < value.length; ) {
@@ -422,7 +422,7 @@ function parseHttpDate(value: string | undefined, now: number): number {
 }
 
 /** An RFC 3339 timestamp (Anthropic's resets) as the wait until it in ms, possibly fractional, or NaN. */
-function parseRfc3339(value: string, now: number): number {
+export function parseRfc3339(value: string, now: number): number {
   const parts = RFC3339_DATE_TIME.exec(value)?.groups;
   if (parts === undefined) return NaN;
   const { fraction = '', sign, offsetH, offsetM } = parts;
