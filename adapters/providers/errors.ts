@@ -1,0 +1,108 @@
+/**
+ * @module
+ * `toHttpStatusError()`: a provider SDK's status error as breakwater's
+ * `HttpStatusError`, so one `catch` handles every client the same way. Read
+ * structurally, without importing any SDK: the OpenAI and Anthropic SDKs' `APIError`
+ * (`status`, `headers`, `error`), the AI SDK's `APICallError` (`statusCode`,
+ * `responseHeaders`, `responseBody`), and breakwater's own errors wrapped as `cause`
+ * (the SDKs wrap what their `fetch` throws in a connection error).
+ */
+
+import { HttpStatusError, oneLine } from '../../src/errors.ts';
+import { wrapHttpError } from '../../src/status.ts';
+import type { HeadersLike } from '../../src/timing.ts';
+
+/** How many `cause` / `lastError` links are followed before giving up: a cycle or a deep chain costs no more. */
+const MAX_CAUSE_DEPTH = 8;
+
+/** A `serverMessage` longer than this many characters is cut (as the core cuts one it reads from a body). */
+const MAX_MESSAGE_CHARS = 400;
+
+/** The fields read from an SDK error. All optional: the value is untrusted. */
+interface SdkErrorShape {
+  /** OpenAI, Anthropic. */
+  status?: unknown;
+  headers?: unknown;
+  /** OpenAI: the body's `error` object (`{ message }`); Anthropic: the whole body (`{ error: { message } }`). */
+  error?: { message?: unknown; error?: { message?: unknown } | null } | null;
+  /** AI SDK. */
+  statusCode?: unknown;
+  responseHeaders?: unknown;
+  responseBody?: unknown;
+  /** Wrappers: the SDKs' connection errors (`cause`), the AI SDK's `RetryError` (`lastError`). */
+  cause?: unknown;
+  lastError?: unknown;
+}
+
+/** A string worth keeping: non-empty, on one line, at most {@link MAX_MESSAGE_CHARS}. */
+function text(value: unknown): string | undefined {
+  const line = typeof value === 'string' ? oneLine(value) : '';
+  if (line === '') return undefined;
+  return line.length > MAX_MESSAGE_CHARS ? `${line.slice(0, MAX_MESSAGE_CHARS)}…` : line;
+}
+
+/** The error from one SDK error object, or undefined when it carries no failure status. */
+function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined {
+  const aiSdk = error.statusCode !== undefined;
+  const status = aiSdk ? error.statusCode : error.status;
+  if (!Number.isInteger(status) || (status as number) < 400 || (status as number) > 599) return undefined;
+  const headers = (aiSdk ? error.responseHeaders : error.headers) as HeadersLike | undefined;
+  // wrapHttpError reads the status rule, x-should-retry and the timing headers, and
+  // keeps the safe subset of the headers; what it has no parameter for is added here.
+  const wrapped = wrapHttpError(status as number, headers instanceof Object ? headers : undefined, error);
+  const body = error.error;
+  const serverMessage =
+    text(body?.message) ?? text(body?.error?.message) ?? (aiSdk ? text(error.message) : undefined);
+  return new HttpStatusError({
+    status: wrapped.status,
+    retryable: wrapped.retryable,
+    retryAfterMs: wrapped.retryAfterMs,
+    serverMessage,
+    body: typeof error.responseBody === 'string' ? error.responseBody : undefined,
+    headers: new Headers(wrapped.headers),
+    cause: error,
+  });
+}
+
+/**
+ * A provider SDK's status error as an `HttpStatusError`: the status, whether
+ * breakwater would retry it (the status rule and `x-should-retry`), the server's
+ * requested wait (`retryAfterMs`, from `retry-after-ms`, `Retry-After` and the
+ * providers' reset headers), the server's message, a safe subset of the headers, and
+ * the SDK's error as `cause`.
+ *
+ * Understands the OpenAI and Anthropic SDKs' `APIError` (`status`, `headers`), the
+ * AI SDK's `APICallError` (`statusCode`, `responseHeaders`, `responseBody`), and
+ * looks through `cause` (an SDK's connection error around an `HttpStatusError` that
+ * breakwater threw, returned as is) and `lastError` (the AI SDK's `RetryError`).
+ * No SDK is imported: the fields are read structurally.
+ *
+ * @param error - Anything caught.
+ * @returns The `HttpStatusError`, or `undefined` when `error` carries no 4xx/5xx status (a network error, a timeout, a user abort, not an error at all).
+ *
+ * @example
+ * ```ts
+ * try {
+ *   await client.messages.create({ model, max_tokens: 1024, messages });
+ * } catch (error) {
+ *   const status = toHttpStatusError(error);
+ *   if (status?.retryable) queue.later(job, status.retryAfterMs ?? 30_000);
+ *   else throw error;
+ * }
+ * ```
+ */
+export function toHttpStatusError(error: unknown): HttpStatusError | undefined {
+  let current = error;
+  try {
+    for (let depth = 0; depth < MAX_CAUSE_DEPTH && current instanceof Error; depth++) {
+      if (current instanceof HttpStatusError) return current;
+      const found = fromSdkError(current);
+      if (found !== undefined) return found;
+      const { cause, lastError } = current as SdkErrorShape;
+      current = cause ?? lastError;
+    }
+  } catch {
+    // A getter or proxy trap on the error that throws: nothing usable in it.
+  }
+  return undefined;
+}

@@ -1,0 +1,191 @@
+/**
+ * @module
+ * Client options that put a breakwater policy under a model provider's SDK and turn
+ * the SDK's own retries off, plus a policy config tuned for model APIs.
+ *
+ * Why the SDK's retries must go: the OpenAI and Anthropic SDKs retry twice by
+ * default, and so does the AI SDK per `generateText` / `streamText` call. With
+ * breakwater's fetch underneath, every SDK attempt runs breakwater's retries, so one
+ * call becomes up to 3 × 3 = 9 requests, and the SDK's own waits ignore the breaker,
+ * the pacing and the retry budget. One layer decides: breakwater.
+ */
+
+import * as z from 'zod/mini';
+import type { FetchLike } from '../../src/call.ts';
+import { functionOption, validate } from '../../src/options.ts';
+import type { Policy, PolicyConfig, PolicyFetchOptions } from '../../src/policy.ts';
+import type { TimeoutOptions } from '../../src/timeout.ts';
+
+/**
+ * The wait for one attempt's response headers in {@link providerConfig}: 5 minutes.
+ * A non-streaming completion sends its headers only when the whole answer is ready,
+ * which takes minutes for long or reasoning-heavy outputs; the core's 30 s would cut
+ * it (and a POST cut that way is not resent). Node's fetch (undici) stops waiting for
+ * headers after 300 s anyway, so longer buys nothing there.
+ */
+const PROVIDER_ATTEMPT_MS = 300_000;
+
+/**
+ * The wait for the whole call in {@link providerConfig}, retries and server-requested
+ * waits included: 9 minutes. Under the OpenAI and Anthropic SDKs' own 10-minute
+ * `timeout` (which, around breakwater's fetch, covers the same span), so breakwater's
+ * deadline fires first: its `TimeoutError` names the server and counts toward the
+ * breaker, while the SDK's abort would count as the caller giving up.
+ */
+const PROVIDER_TOTAL_MS = 540_000;
+
+/** What {@link openaiOptions}, {@link anthropicOptions} and {@link aiSdkOptions} take besides the policy. */
+export interface PresetOptions extends PolicyFetchOptions {
+  /** The fetch underneath the policy's chain (a proxy-aware fetch, a test double). Default: the global fetch. */
+  fetch?: FetchLike | undefined;
+}
+
+/** Client options for the OpenAI and Anthropic SDKs: spread them into the client's constructor options. */
+export interface StainlessClientOptions {
+  /** The policy's fetch: every request of the client passes the breakwater chain. */
+  fetch: FetchLike;
+  /** Always 0: the SDK's own retries are off, breakwater's policy retries. */
+  maxRetries: 0;
+}
+
+/** Client options for the AI SDK's providers (`createOpenAI`, `createAnthropic`, ...). */
+export interface AiSdkProviderOptions {
+  /** The policy's fetch: every request of the provider passes the breakwater chain. */
+  fetch: FetchLike;
+}
+
+const policyArgSchema = z.custom<Policy>(
+  (value) => typeof (value as Partial<Policy> | null)?.fetch === 'function',
+  'must be a policy from definePolicy()',
+);
+
+// The fields' own checks happen where they are used: createFetch() checks `fetch`,
+// `key` and `onEvent`, auth() its options. Here only the shape and unknown names.
+const presetOptionsSchema = z.optional(
+  z.strictObject({
+    fetch: z.optional(functionOption<FetchLike>()),
+    auth: z.optional(z.custom<PolicyFetchOptions['auth']>((v) => typeof v === 'object' && v !== null)),
+    onEvent: z.optional(functionOption<PolicyFetchOptions['onEvent']>()),
+    key: z.optional(z.custom<PolicyFetchOptions['key']>()),
+  }),
+);
+
+/** The policy's fetch for one SDK client, after checking the arguments. */
+function policyFetch(where: string, policy: Policy, options: PresetOptions | undefined): FetchLike {
+  validate(policyArgSchema, policy, `${where}(policy)`);
+  const { fetch, ...rest } = validate(presetOptionsSchema, options, `${where}(policy, options)`) ?? {};
+  return policy.fetch(fetch, rest as PolicyFetchOptions);
+}
+
+/**
+ * Options for the OpenAI SDK (`openai` ≥ 5): the policy's fetch, and `maxRetries: 0`
+ * so the SDK does not retry on top of the policy.
+ *
+ * The SDK's `timeout` is left alone (default 10 minutes). It covers only the wait for
+ * response headers (streamed bodies are not timed), which around breakwater's fetch
+ * means the whole policy call, retries included: an outer backstop. Keep the policy's
+ * `timeout.totalMs` below it so breakwater's own deadline fires first
+ * ({@link providerConfig} does).
+ *
+ * @param policy - A policy from `definePolicy()`; its breaker, pacing and budget are shared by every client built from it.
+ * @param options - The fetch underneath (default: the global fetch), `auth`, `onEvent`, `key` (default: the policy's `name`, else the URL's origin).
+ * @returns `{ fetch, maxRetries: 0 }`.
+ *
+ * @example
+ * ```ts
+ * import OpenAI from 'openai';
+ * import { definePolicy } from 'breakwater';
+ * import { openaiOptions, providerConfig } from 'breakwater/providers';
+ *
+ * const policy = definePolicy(providerConfig({ name: 'openai' }));
+ * const client = new OpenAI({ apiKey: process.env.OPENAI_API_KEY, ...openaiOptions(policy) });
+ * ```
+ */
+export function openaiOptions(policy: Policy, options?: PresetOptions): StainlessClientOptions {
+  return { fetch: policyFetch('openaiOptions', policy, options), maxRetries: 0 };
+}
+
+/**
+ * Options for the Anthropic SDK (`@anthropic-ai/sdk`): the policy's fetch, and
+ * `maxRetries: 0` so the SDK does not retry on top of the policy. The same client
+ * options as {@link openaiOptions} (both SDKs are generated by Stainless and share
+ * their fetch, retry and timeout handling).
+ *
+ * The SDK's `timeout` is left alone: setting it would also switch off the SDK's
+ * check that refuses non-streaming requests expected to take over 10 minutes.
+ *
+ * @param policy - A policy from `definePolicy()`.
+ * @param options - The fetch underneath (default: the global fetch), `auth`, `onEvent`, `key`.
+ * @returns `{ fetch, maxRetries: 0 }`.
+ *
+ * @example
+ * ```ts
+ * import Anthropic from '@anthropic-ai/sdk';
+ * import { definePolicy } from 'breakwater';
+ * import { anthropicOptions, providerConfig } from 'breakwater/providers';
+ *
+ * const policy = definePolicy(providerConfig({ name: 'anthropic' }));
+ * const client = new Anthropic({ apiKey: process.env.ANTHROPIC_API_KEY, ...anthropicOptions(policy) });
+ * ```
+ */
+export function anthropicOptions(policy: Policy, options?: PresetOptions): StainlessClientOptions {
+  return { fetch: policyFetch('anthropicOptions', policy, options), maxRetries: 0 };
+}
+
+/**
+ * Options for an AI SDK provider factory (`createOpenAI`, `createAnthropic`, any
+ * provider with a `fetch` setting): the policy's fetch.
+ *
+ * The AI SDK retries per call, not per provider: pass `maxRetries: 0` to
+ * `generateText`, `streamText`, `generateObject`, `embed` and the like, or each of
+ * its 2 default retries runs the policy's retries again.
+ *
+ * @param policy - A policy from `definePolicy()`.
+ * @param options - The fetch underneath (default: the global fetch), `auth`, `onEvent`, `key`.
+ * @returns `{ fetch }`.
+ *
+ * @example
+ * ```ts
+ * import { createOpenAI } from '@ai-sdk/openai';
+ * import { generateText } from 'ai';
+ * import { definePolicy } from 'breakwater';
+ * import { aiSdkOptions, providerConfig } from 'breakwater/providers';
+ *
+ * const openai = createOpenAI(aiSdkOptions(definePolicy(providerConfig({ name: 'openai' }))));
+ * const { text } = await generateText({ model: openai('gpt-5-mini'), prompt: 'Hi', maxRetries: 0 });
+ * ```
+ */
+export function aiSdkOptions(policy: Policy, options?: PresetOptions): AiSdkProviderOptions {
+  return { fetch: policyFetch('aiSdkOptions', policy, options) };
+}
+
+/**
+ * A policy config for model APIs: `config` with longer deadlines filled in where it
+ * sets none. Attempt timeout 5 minutes (non-streaming completions send headers only
+ * when the answer is done), total 9 minutes (under the SDKs' 10-minute backstop).
+ * Everything else is the core's default, which already suits model APIs: 429 and
+ * Anthropic's 529 are retried, `retry-after-ms` and the providers' reset headers are
+ * honoured up to 60 s, and the key defaults to the URL's origin, so one policy keeps a
+ * separate breaker per provider.
+ *
+ * Returns plain JSON: pass it to `definePolicy()`, which validates it (so a bad
+ * `config` throws there, naming every bad path).
+ *
+ * @param config - Your policy config; its `timeout` fields win over the preset's, and `timeout: false` turns deadlines off.
+ * @returns The merged config.
+ *
+ * @example
+ * ```ts
+ * const policy = definePolicy(providerConfig({ name: 'openai', retry: { attempts: 4 } }));
+ * policy.resolved.timeout; // { attemptMs: 300_000, totalMs: 540_000 }
+ * ```
+ */
+export function providerConfig(config: PolicyConfig = {}): PolicyConfig {
+  const given = config?.timeout;
+  // Only a plain object is merged; anything else goes through as given, for
+  // definePolicy() to report where the user wrote it.
+  const isSection =
+    given === undefined || (typeof given === 'object' && given !== null && !Array.isArray(given));
+  const timeout: TimeoutOptions = { attemptMs: PROVIDER_ATTEMPT_MS, totalMs: PROVIDER_TOTAL_MS, ...given };
+  return isSection ? { ...config, timeout } : config;
+}
