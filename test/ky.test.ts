@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { Hono } from 'hono';
 import ky, { HTTPError, isHTTPError } from 'ky';
 import { kyOptions } from '../adapters/ky/index.ts';
-import { HttpStatusError } from '../src/errors.ts';
+import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { withApp } from './helpers/hono-server.ts';
 
@@ -311,4 +311,74 @@ test('kyOptions with bad option types throws a TypeError naming every path', () 
     },
   );
   assert.throws(() => kyOptions({} as never), /kyOptions\(policy\): must be a policy from definePolicy\(\)/);
+});
+
+test('a keyed FormData POST is resent with its multipart boundary intact when the policy buffers stream bodies', async () => {
+  const fields: string[] = [];
+  const app = new Hono();
+  let calls = 0;
+  app.post('/upload', async (c) => {
+    // Parsing fails if the Content-Type's boundary is not the one in the body.
+    const form = await c.req.formData();
+    fields.push(`${c.req.header('idempotency-key')} ${form.get('name')}`);
+    return ++calls === 1 ? overloaded() : c.json({ ok: true });
+  });
+  await withApp(app, async (server) => {
+    const policy = definePolicy({ idempotencyKeys: true, retry: { backoff: fast, replayBodyBytes: 65_536 } });
+    const api = ky.create(kyOptions(policy));
+    const body = new FormData();
+    body.set('name', 'report.txt');
+    assert.deepEqual(await api.post(`${server.origin}/upload`, { body }).json(), { ok: true });
+    assert.equal(fields.length, 2);
+    assert.equal(fields[0], fields[1]);
+    assert.match(String(fields[0]), /^"[0-9a-f-]{36}" report\.txt$/);
+  });
+});
+
+test('a keyed FormData POST is sent once when the policy does not buffer stream bodies', async () => {
+  const { app, seen } = faulty(1, () => overloaded());
+  await withApp(app, async (server) => {
+    const api = ky.create(kyOptions(definePolicy({ idempotencyKeys: true, retry: { backoff: fast } })));
+    const body = new FormData();
+    body.set('name', 'report.txt');
+    const error = await api.post(`${server.origin}/upload`, { body }).catch((e: unknown) => e);
+    assert.ok(isHTTPError(error));
+    await error.response.body?.cancel();
+    assert.equal(seen.length, 1);
+  });
+});
+
+test('an open circuit fails fast through ky with CircuitOpenError, nothing sent', async () => {
+  const { app, seen } = faulty(Infinity, () => new Response('down', { status: 500 }));
+  await withApp(app, async (server) => {
+    const policy = definePolicy({ retry: false, breaker: { consecutiveFailures: 1 } });
+    const api = ky.create(kyOptions(policy));
+    const first = await api.get(`${server.origin}/things`).catch((e: unknown) => e);
+    assert.ok(isHTTPError(first));
+    await first.response.body?.cancel();
+    const second = await api.get(`${server.origin}/things`).catch((e: unknown) => e);
+    assert.ok(second instanceof CircuitOpenError, String(second));
+    assert.equal(seen.length, 1);
+  });
+});
+
+test('a forced ky.retry() from afterResponse still works with retry: { limit, shouldRetry: () => false }', async () => {
+  let calls = 0;
+  const app = new Hono();
+  app.get('/job', (c) => c.json({ status: ++calls === 1 ? 'pending' : 'done' }));
+  await withApp(app, async (server) => {
+    const api = ky.create(kyOptions(definePolicy())).extend({
+      retry: { limit: 1, shouldRetry: () => false },
+      hooks: {
+        afterResponse: [
+          async (_request, _options, response) => {
+            const { status } = (await response.json()) as { status: string };
+            if (status === 'pending') return ky.retry({ delay: 5 });
+          },
+        ],
+      },
+    });
+    assert.deepEqual(await api.get(`${server.origin}/job`).json(), { status: 'done' });
+    assert.equal(calls, 2);
+  });
 });
