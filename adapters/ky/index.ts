@@ -113,6 +113,10 @@ function isReplayable(body: unknown): body is BodyInit {
  * policy sets `retry.replayBodyBytes`. A `beforeRequest` hook of yours that returns
  * a new `Request` makes that request a stream-body one too.
  *
+ * With ky's retry off, `beforeRetry` hooks never run and `ky.retry()` from an
+ * `afterResponse` hook is capped too; to keep forced retries only, extend with
+ * `retry: { limit: 2, shouldRetry: () => false }` (forced retries skip `shouldRetry`).
+ *
  * Hooks merge as ky merges them (arrays concatenated). With `errors: 'breakwater'`,
  * `beforeError` hooks that run before this one (given earlier: `api.extend(kyOptions(...))`)
  * see ky's `HTTPError`; hooks added after it see the `HttpStatusError`.
