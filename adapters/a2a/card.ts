@@ -1,0 +1,333 @@
+/**
+ * @module
+ * `resolveAgentCard()`: fetches an A2A agent card through breakwater, so a 429 or
+ * 503 with `Retry-After` is waited out by the policy (a card GET is idempotent by
+ * method, so it may be resent), a failing status becomes an `HttpStatusError` that
+ * keeps the status, and the untrusted body is read under a byte cap and a deadline
+ * and checked before anyone relies on it.
+ *
+ * The SDK's own `DefaultAgentCardResolver` keeps the status only in its message
+ * (`Failed to fetch Agent Card from <url>: 503`), buffers the whole body with
+ * `response.json()` and trusts its shape.
+ */
+
+import * as z from 'zod/mini';
+import { Call, type FetchLike } from '../../src/call.ts';
+import {
+  BreakwaterError,
+  isAbort,
+  type RequestSummary,
+  requestSummary,
+  TimeoutError,
+} from '../../src/errors.ts';
+import { normalizeNetworkError } from '../../src/network.ts';
+import { functionOption, validate } from '../../src/options.ts';
+import type { Policy } from '../../src/policy.ts';
+import { statusError } from '../../src/status.ts';
+
+/**
+ * Where the card lives, relative to the base URL: the SDK's default (A2A 0.3 and
+ * 1.0 both name `agent-card.json`; `agent.json` was A2A 0.2's name). Relative, as
+ * in the SDK, so `https://host/agents/a/` reads `/agents/a/.well-known/agent-card.json`
+ * and both resolvers read the same URL for the same input.
+ */
+export const AGENT_CARD_PATH = '.well-known/agent-card.json';
+
+/**
+ * The largest card body read (1 MiB). Real cards are a few KB (a name, some skills,
+ * interfaces, security schemes; signatures add under 1 KB each): 1 MiB leaves two
+ * orders of magnitude of headroom while bounding what a misconfigured or hostile
+ * server (a catch-all route streaming a large file) can make a client hold.
+ */
+const DEFAULT_MAX_BYTES = 1024 * 1024;
+/** How long the body may take after the headers arrived (10 s): a card is small. */
+const DEFAULT_BODY_TIMEOUT_MS = 10_000;
+/** Problems listed in an {@link AgentCardError} message; the rest are counted. */
+const MAX_LISTED_ISSUES = 10;
+
+/** One way to reach the agent (A2A 1.0 `supportedInterfaces[]`). */
+export interface AgentInterface {
+  url: string;
+  /** `JSONRPC`, `HTTP+JSON`, `GRPC`, or another binding's name. */
+  protocolBinding: string;
+  /** `1.0`, `0.3`, ... */
+  protocolVersion?: string;
+  tenant?: string;
+  [field: string]: unknown;
+}
+
+/** One skill the agent advertises. */
+export interface AgentSkill {
+  id: string;
+  name: string;
+  description?: string;
+  tags?: string[];
+  [field: string]: unknown;
+}
+
+/**
+ * An agent card as checked by {@link resolveAgentCard}: the fields a client acts on,
+ * in A2A 1.0 form (`supportedInterfaces`) or A2A 0.3 form (`url`, `preferredTransport`,
+ * `additionalInterfaces`). Every other field the server sent is kept as sent.
+ */
+export interface AgentCard {
+  name: string;
+  version: string;
+  description?: string;
+  /** A2A 1.0: where and how to reach the agent, preferred first. */
+  supportedInterfaces?: AgentInterface[];
+  /** A2A 0.3: the preferred endpoint. */
+  url?: string;
+  /** A2A 0.3: the protocol version of `url`. */
+  protocolVersion?: string;
+  capabilities: {
+    streaming?: boolean;
+    pushNotifications?: boolean;
+    extendedAgentCard?: boolean;
+    [field: string]: unknown;
+  };
+  skills: AgentSkill[];
+  defaultInputModes?: string[];
+  defaultOutputModes?: string[];
+  [field: string]: unknown;
+}
+
+/** What went wrong with a card the server did send. */
+export type AgentCardErrorCode = 'AGENT_CARD_TOO_LARGE' | 'AGENT_CARD_NOT_JSON' | 'AGENT_CARD_INVALID';
+
+/**
+ * The server answered with a card that cannot be used: larger than the cap, not
+ * JSON, or missing or mistyping a field a client relies on. `issues` names every
+ * bad path (values from the card are cut short and never shown for secret-looking
+ * names). Not retried: the same request would get the same card.
+ */
+export class AgentCardError extends BreakwaterError {
+  declare readonly code: AgentCardErrorCode;
+  /** One line per problem, `card.path: what is wrong (got ...)`; empty unless `AGENT_CARD_INVALID`. */
+  declare readonly issues: readonly string[];
+
+  constructor(code: AgentCardErrorCode, problem: string, request: RequestSummary, issues: string[] = []) {
+    const listed = issues.slice(0, MAX_LISTED_ISSUES).join('; ');
+    const more = issues.length > MAX_LISTED_ISSUES ? ` (and ${issues.length - MAX_LISTED_ISSUES} more)` : '';
+    super(
+      `agent card at ${request.url} (server "${request.key}") ${problem}${listed ? `: ${listed}${more}` : ''}`,
+      code,
+      { request },
+    );
+    this.issues = Object.freeze(issues);
+  }
+}
+
+const text = z.string();
+const texts = z.optional(z.array(text));
+const url = z.url({ message: 'must be an absolute URL' });
+
+/**
+ * What both spec versions require and a client acts on: a name, a version, the
+ * capabilities (streaming, push, extended card decide which calls the SDK makes),
+ * the skills, and an endpoint. Descriptive fields are checked only when present.
+ * Loose objects: unknown fields pass through, so newer cards keep working.
+ */
+const cardSchema = z
+  .looseObject({
+    name: text.check(z.minLength(1, 'must be a non-empty string')),
+    version: text,
+    description: z.optional(text),
+    supportedInterfaces: z.optional(
+      z.array(
+        z.looseObject({
+          url,
+          protocolBinding: text,
+          protocolVersion: z.optional(text),
+          tenant: z.optional(text),
+        }),
+      ),
+    ),
+    url: z.optional(url),
+    protocolVersion: z.optional(text),
+    preferredTransport: z.optional(text),
+    additionalInterfaces: z.optional(z.array(z.looseObject({ url, transport: text }))),
+    capabilities: z.looseObject({
+      streaming: z.optional(z.boolean()),
+      pushNotifications: z.optional(z.boolean()),
+      extendedAgentCard: z.optional(z.boolean()),
+    }),
+    skills: z.array(z.looseObject({ id: text, name: text, description: z.optional(text), tags: texts })),
+    defaultInputModes: texts,
+    defaultOutputModes: texts,
+  })
+  .check(
+    z.refine((card) => card.url !== undefined || (card.supportedInterfaces?.length ?? 0) > 0, {
+      message: 'must list at least one interface (A2A 1.0), or the card must have a url (A2A 0.3)',
+      path: ['supportedInterfaces'],
+      // Reported alongside other problems, not only once the rest is fixed.
+      when: (payload) => payload.value !== null && typeof payload.value === 'object',
+    }),
+  );
+
+/** Options for {@link resolveAgentCard}. */
+export interface ResolveAgentCardOptions {
+  /**
+   * The fetch to GET the card with: a breakwater chain, or under `policy` the base
+   * fetch. Default: the global `fetch`.
+   */
+  fetch?: FetchLike | undefined;
+  /** GET through `policy.fetch(fetch)`: its retries, pacing, breaker and timeouts apply. Default: none. */
+  policy?: Policy | undefined;
+  /**
+   * The card's path, resolved against `baseUrl` as a relative URL. Default
+   * `.well-known/agent-card.json`; `''` reads `baseUrl` itself; an A2A 0.2 server
+   * needs `'/.well-known/agent.json'`.
+   */
+  path?: string | undefined;
+  /** The most body bytes read (default 1,048,576); a larger card fails with `AGENT_CARD_TOO_LARGE`. */
+  maxBytes?: number | undefined;
+  /** How long the body may take once the headers arrived, in ms (default 10,000). */
+  bodyTimeoutMs?: number | undefined;
+  /** Aborts the request and the body read; the abort reason is thrown as is. */
+  signal?: AbortSignal | undefined;
+}
+
+const optionsSchema = z.optional(
+  z.strictObject({
+    fetch: z.optional(functionOption<FetchLike>()),
+    policy: z.optional(
+      z.custom<Policy>(
+        (value) => typeof (value as Policy | null)?.fetch === 'function',
+        'must be a policy from definePolicy()',
+      ),
+    ),
+    path: z.optional(text),
+    maxBytes: z.optional(z.number().check(z.int(), z.minimum(1))),
+    bodyTimeoutMs: z.optional(z.number().check(z.minimum(1))),
+    signal: z.optional(
+      z.custom<AbortSignal>((value) => value instanceof AbortSignal, 'must be an AbortSignal'),
+    ),
+  }),
+);
+
+/**
+ * Reads the whole body, at most `maxBytes` bytes and for at most
+ * `timeoutMs`: a declared length over the cap fails before a byte is read, and a
+ * body that grows past it is cancelled at once, so memory never exceeds the cap.
+ */
+async function readCapped(
+  response: Response,
+  maxBytes: number,
+  timeoutMs: number,
+  request: RequestSummary,
+  signal: AbortSignal | undefined,
+): Promise<Uint8Array> {
+  const tooLarge = (): AgentCardError =>
+    new AgentCardError('AGENT_CARD_TOO_LARGE', `is larger than the ${maxBytes}-byte limit`, request);
+  const declared = Number(response.headers.get('content-length') ?? Number.NaN);
+  const body = response.body;
+  if (declared > maxBytes || body === null) {
+    await body?.cancel().catch(() => {});
+    if (body === null) return new Uint8Array();
+    throw tooLarge();
+  }
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timedOut = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), timeoutMs);
+  });
+  try {
+    for (;;) {
+      const next = await Promise.race([
+        reader.read().catch((error: unknown) => {
+          // A body that broke mid-way is a network failure like any other (user aborts pass as they are).
+          throw isAbort(error, signal) ? error : (normalizeNetworkError(error, request) ?? error);
+        }),
+        timedOut,
+      ]);
+      if (next === undefined) throw new TimeoutError({ scope: 'attempt', ms: timeoutMs, request });
+      if (next.done) break;
+      size += next.value.byteLength;
+      if (size > maxBytes) throw tooLarge();
+      chunks.push(next.value);
+    }
+  } finally {
+    clearTimeout(timer);
+    // After `done` this is a no-op; otherwise it stops the transfer (too large, timed out, aborted).
+    reader.cancel().catch(() => {});
+  }
+  const bytes = new Uint8Array(size);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return bytes;
+}
+
+/** Checks parsed JSON against the card schema, naming every bad path. */
+function checkCard(json: unknown, request: RequestSummary): AgentCard {
+  try {
+    return validate(cardSchema, json, 'card') as AgentCard;
+  } catch (error) {
+    // validate() words its TypeError for options ("invalid options for card:\n  - ...");
+    // its lines (path, problem, a safe view of the value) are what a card error lists.
+    const lines = (error as Error).message.split('\n  - ').slice(1);
+    throw new AgentCardError('AGENT_CARD_INVALID', 'is not a usable agent card', request, lines);
+  }
+}
+
+/**
+ * Fetches and checks an A2A agent card.
+ *
+ * The GET goes through `options.fetch` (or `policy.fetch(options.fetch)`), so a 429
+ * or 503 with `Retry-After` is waited out and resent by the policy. A failing final
+ * status throws an `HttpStatusError` (status, `retryAfterMs`, `serverMessage`,
+ * redacted URL). The body is read under `maxBytes` and `bodyTimeoutMs`; a body that
+ * is too large, not JSON, or not a usable card throws an {@link AgentCardError}.
+ * Sends the same `A2A-Version: 1.0` header as the SDK's resolver.
+ *
+ * @example
+ * ```ts
+ * import { definePolicy } from 'breakwater';
+ * import { resolveAgentCard } from 'breakwater/a2a';
+ *
+ * const policy = definePolicy({ name: 'travel-agent' });
+ * const card = await resolveAgentCard('https://agent.example.com', { policy });
+ * console.log(card.name, card.skills.map((skill) => skill.id));
+ * ```
+ */
+export async function resolveAgentCard(
+  baseUrl: string | URL,
+  options?: ResolveAgentCardOptions,
+): Promise<AgentCard> {
+  const valid = validate(optionsSchema, options, 'resolveAgentCard()') ?? {};
+  const fetch = valid.policy ? valid.policy.fetch(valid.fetch) : (valid.fetch ?? globalThis.fetch);
+  let href: string;
+  try {
+    href = new URL(valid.path ?? AGENT_CARD_PATH, baseUrl).href;
+  } catch {
+    throw new TypeError('resolveAgentCard(): baseUrl must be an absolute http(s) URL');
+  }
+  const init: RequestInit = { headers: { accept: 'application/json', 'a2a-version': '1.0' } };
+  if (valid.signal) init.signal = valid.signal;
+  const call = new Call(href, init, valid.policy?.resolved.name, undefined);
+  const request = requestSummary(call.key, 'GET', href);
+  const response = await fetch(href, init);
+  if (!response.ok) throw await statusError(call, response);
+  const body = await readCapped(
+    response,
+    valid.maxBytes ?? DEFAULT_MAX_BYTES,
+    valid.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS,
+    request,
+    valid.signal,
+  );
+  let json: unknown;
+  try {
+    // `fatal`: invalid UTF-8 is not a card, rather than a card with U+FFFD in its name.
+    json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
+  } catch {
+    // JSON.parse's message quotes the body: only the content type is shown.
+    const type = (response.headers.get('content-type') ?? 'none').slice(0, 60);
+    throw new AgentCardError('AGENT_CARD_NOT_JSON', `is not JSON (content-type ${type})`, request);
+  }
+  return checkCard(json, request);
+}

@@ -1,0 +1,189 @@
+/**
+ * @module
+ * `createA2AClient()`: an `@a2a-js/sdk` client whose every request (the card GET
+ * included) goes through a breakwater policy, and whose errors keep the HTTP status.
+ *
+ * The SDK turns a failing response into `Error('HTTP error for GetTask! Status: 503
+ * Service Unavailable. Response: ...')`: the status survives only in the message and
+ * `Retry-After` not at all. The client returned here maps such errors to an
+ * `HttpStatusError` built from the capture snapshot of the same client's calls
+ * (status, `retryAfterMs`, `serverMessage`, safe headers), with the SDK's error as
+ * `cause`. Errors that carry no status (an A2A error such as `TaskNotFoundError`,
+ * breakwater's own errors, aborts) pass through unchanged.
+ *
+ * The SDK is loaded with a dynamic `import()` on the first call, so importing
+ * `breakwater/a2a` for the resolver alone never loads it.
+ */
+
+import type { Client, ClientConfig } from '@a2a-js/sdk/client';
+import * as z from 'zod/mini';
+import type { FetchLike } from '../../src/call.ts';
+import type { CaptureScope, StatusSnapshot } from '../../src/capture.ts';
+import { isRetryableStatus } from '../../src/classify.ts';
+import { BreakwaterError, HttpStatusError, isAbort, requestSummary } from '../../src/errors.ts';
+import { functionOption, validate } from '../../src/options.ts';
+import type { Policy } from '../../src/policy.ts';
+import { wrapHttpError } from '../../src/status.ts';
+import { resolveAgentCard } from './card.ts';
+import { a2aFetch } from './fetch.ts';
+
+/**
+ * How `@a2a-js/sdk` (0.3 and 1.x, JSON-RPC and REST transports) words a failing
+ * status: `... Status: 503 Service Unavailable. ...`, `HTTP error establishing
+ * stream for SendStreamingMessage: 503 ...`, `HTTP error for /v1/tasks: 503 ...`,
+ * `Failed to fetch Agent Card from <url>: 503`. Anchored on fixed words, with no
+ * nested quantifiers: linear on any message.
+ */
+const SDK_STATUS = /(?:Status: |stream for \S+: |HTTP error for \S+: |Agent Card from \S+: )([1-5]\d\d)\b/;
+
+/** Options for {@link createA2AClient}. */
+export interface CreateA2AClientOptions {
+  /** Every request (card and JSON-RPC / REST calls) goes through `a2aFetch(policy, { fetch })`. */
+  policy?: Policy | undefined;
+  /**
+   * Under `policy`, the base fetch. Without `policy`, the whole chain to use as is
+   * (a `createFetch()` with `a2aIdempotent()` in front of its retry, say).
+   * Default: the global `fetch`.
+   */
+  fetch?: FetchLike | undefined;
+  /** The card's path relative to `cardUrl` (see `resolveAgentCard`). Default `.well-known/agent-card.json`. */
+  path?: string | undefined;
+  /** Passed to the SDK's `ClientFactory`: interceptors, polling, accepted output modes. */
+  clientConfig?: ClientConfig | undefined;
+  /** Transport names tried before the card's order, e.g. `['JSONRPC']`. */
+  preferredTransports?: string[] | undefined;
+}
+
+const optionsSchema = z.optional(
+  z.strictObject({
+    policy: z.optional(
+      z.custom<Policy>(
+        (value) => typeof (value as Policy | null)?.fetch === 'function',
+        'must be a policy from definePolicy()',
+      ),
+    ),
+    fetch: z.optional(functionOption<FetchLike>()),
+    path: z.optional(z.string()),
+    clientConfig: z.optional(z.custom<ClientConfig>((value) => typeof value === 'object' && value !== null)),
+    preferredTransports: z.optional(z.array(z.string())),
+  }),
+);
+
+/**
+ * The `HttpStatusError` an SDK error stands for, when its message names a status:
+ * built from the latest snapshot with that status taken through this client's
+ * scope (so its Retry-After and message belong to a response of this client), or
+ * from the status alone. Anything else is returned unchanged.
+ */
+function withStatus(error: unknown, scope: CaptureScope | undefined): unknown {
+  if (error instanceof BreakwaterError || isAbort(error, undefined) || !(error instanceof Error))
+    return error;
+  const status = SDK_STATUS.exec(error.message)?.[1];
+  if (status === undefined) return error;
+  const code = Number(status);
+  const said: StatusSnapshot | undefined = scope
+    ?.all()
+    .filter((snapshot) => snapshot.status === code)
+    .at(-1);
+  if (said === undefined) return wrapHttpError(code, undefined, error);
+  const headers = new Headers(said.headers);
+  return new HttpStatusError({
+    ...said,
+    retryable: isRetryableStatus(code, headers),
+    headers,
+    request: requestSummary(said.key, said.method, said.url),
+    cause: error,
+  });
+}
+
+/**
+ * `client` with every method's failure passed through `map`: promises, async
+ * generators (`sendMessageStream`, `resubscribeTask`) and synchronous throws.
+ */
+function mapErrors<T extends object>(client: T, map: (error: unknown) => unknown): T {
+  return new Proxy(client, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]): unknown => {
+        let result: unknown;
+        try {
+          result = value.apply(target, args);
+        } catch (error) {
+          throw map(error);
+        }
+        if (result instanceof Promise) {
+          return result.catch((error: unknown) => {
+            throw map(error);
+          });
+        }
+        const stream = result as AsyncGenerator<unknown> | null | undefined;
+        if (typeof stream?.next !== 'function' || !(Symbol.asyncIterator in stream)) return result;
+        return (async function* mapped() {
+          try {
+            return yield* stream;
+          } catch (error) {
+            throw map(error);
+          }
+        })();
+      };
+    },
+  });
+}
+
+/**
+ * Resolves the agent card at `cardUrl` with `resolveAgentCard` and builds an
+ * `@a2a-js/sdk` client from it whose JSON-RPC and REST transports (v1.0, and v0.3
+ * through the SDK's compat layer) send through `a2aFetch(policy)`. Failures that the
+ * SDK reports only in a message come back as `HttpStatusError` with the SDK's error
+ * as `cause`. Requires `@a2a-js/sdk` 1.x (`ClientFactory`, `legacyCompat`).
+ *
+ * @example
+ * ```ts
+ * import { definePolicy } from 'breakwater';
+ * import { createA2AClient } from 'breakwater/a2a';
+ *
+ * const client = await createA2AClient('https://agent.example.com', {
+ *   policy: definePolicy({ name: 'travel-agent' }),
+ * });
+ * const reply = await client.sendMessage({
+ *   message: { messageId: crypto.randomUUID(), role: 'ROLE_USER', parts: [{ text: 'Plan a trip' }] },
+ * });
+ * ```
+ */
+export async function createA2AClient(
+  cardUrl: string | URL,
+  options?: CreateA2AClientOptions,
+): Promise<Client> {
+  const valid = validate(optionsSchema, options, 'createA2AClient()') ?? {};
+  const chain = valid.policy ? a2aFetch(valid.policy, { fetch: valid.fetch }) : valid.fetch;
+  // One scope per client: its snapshots are this client's responses only.
+  const scope = valid.policy ? valid.policy.capture.scope(chain) : undefined;
+  const fetchImpl = (scope?.fetch ??
+    chain ??
+    ((input, init) => globalThis.fetch(input, init))) as typeof fetch;
+  const toStatus = (error: unknown): unknown => withStatus(error, scope);
+  // Under a policy the card GET goes through it directly, so errors name the policy's key.
+  const card = await resolveAgentCard(
+    cardUrl,
+    valid.policy
+      ? { policy: valid.policy, fetch: valid.fetch, path: valid.path }
+      : { fetch: fetchImpl, path: valid.path },
+  );
+  const sdk = await import('@a2a-js/sdk/client');
+  const legacyCompat = { enabled: true };
+  const factory = new sdk.ClientFactory({
+    transports: [
+      new sdk.JsonRpcTransportFactory({ fetchImpl, legacyCompat }),
+      new sdk.RestTransportFactory({ fetchImpl, legacyCompat }),
+    ],
+    cardResolver: new sdk.DefaultAgentCardResolver({ fetchImpl, legacyCompat }),
+    clientConfig: valid.clientConfig,
+    preferredTransports: valid.preferredTransports,
+  } as ConstructorParameters<typeof sdk.ClientFactory>[0]);
+  try {
+    return mapErrors(await factory.createFromAgentCard(card as never), toStatus);
+  } catch (error) {
+    throw toStatus(error);
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * @module
+ * Resend safety for A2A JSON-RPC. Every JSON-RPC call is a POST, which retry treats
+ * as unsafe to resend after a 5xx or a connection reset (the agent may have run
+ * it). Reads are safe to repeat, so `a2aIdempotent()` marks them `call.idempotent`
+ * by the JSON-RPC method the SDK sends, in A2A 1.0 and 0.3 names alike. Sending a
+ * message, streaming one, cancelling, and creating or deleting push configs stay
+ * unmarked: a 503 after `SendMessage` reached the agent is never resent.
+ */
+
+import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
+import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
+
+/**
+ * JSON-RPC methods that only read: A2A 1.0 names (`@a2a-js/sdk` 1.x `JsonRpcTransport`)
+ * and A2A 0.3 names (the SDK's `LegacyJsonRpcTransport`, and `@a2a-js/sdk` 0.3.x).
+ * `SubscribeToTask` / `tasks/resubscribe` open a stream on an existing task: a
+ * resend before the stream starts cannot run anything twice.
+ */
+export const A2A_READ_ONLY_METHODS: ReadonlySet<string> = new Set([
+  'GetTask',
+  'ListTasks',
+  'GetExtendedAgentCard',
+  'GetTaskPushNotificationConfig',
+  'ListTaskPushNotificationConfigs',
+  'SubscribeToTask',
+  'tasks/get',
+  'agent/getAuthenticatedExtendedCard',
+  'tasks/pushNotificationConfig/get',
+  'tasks/pushNotificationConfig/list',
+  'tasks/resubscribe',
+]);
+
+/**
+ * The longest request body inspected (64 KiB, in UTF-16 units). Read calls are a few
+ * hundred bytes; a larger body is a message with content, never a read, and is not
+ * parsed at all.
+ */
+const MAX_INSPECTED_CHARS = 64 * 1024;
+
+/** Whether a parsed JSON-RPC request (or batch, all of it) only reads. */
+function readsOnly(json: unknown): boolean {
+  if (Array.isArray(json)) return json.length > 0 && json.every(readsOnly);
+  const method = (json as { method?: unknown } | null)?.method;
+  return typeof method === 'string' && A2A_READ_ONLY_METHODS.has(method);
+}
+
+/**
+ * Middleware that marks read-only A2A JSON-RPC calls idempotent, so `retry()` may
+ * resend them after a 5xx or a reset. Put it before (outside) `retry()`. Only POSTs
+ * with a string body of at most 64 KiB are parsed (the SDK sends `JSON.stringify`'d
+ * bodies); anything else, garbage included, passes through untouched and unmarked.
+ *
+ * @example
+ * ```ts
+ * import { captureStatus, createFetch, retry } from 'breakwater';
+ * import { a2aIdempotent } from 'breakwater/a2a';
+ *
+ * const fetch = createFetch({ use: [a2aIdempotent(), retry(), captureStatus()] });
+ * // new JsonRpcTransportFactory({ fetchImpl: fetch }): GetTask is resent after a 503, SendMessage is not.
+ * ```
+ */
+export function a2aIdempotent(): Middleware {
+  return function a2aIdempotent(call: Call, next: Next): Promise<Response> {
+    const body = call.body;
+    if (call.method === 'POST' && typeof body === 'string' && body.length <= MAX_INSPECTED_CHARS) {
+      try {
+        if (readsOnly(JSON.parse(body))) call.idempotent = true;
+      } catch {
+        // Not JSON: not ours to judge.
+      }
+    }
+    return next(call);
+  };
+}
+
+/** Options for {@link a2aFetch}: the policy's per-client options, and the base fetch. */
+export interface A2AFetchOptions extends PolicyFetchOptions {
+  /** The fetch at the end of the chain. Default: the global `fetch`. */
+  fetch?: FetchLike | undefined;
+}
+
+/**
+ * A fetch for the A2A SDK's `fetchImpl` options: `policy.fetch()` with
+ * {@link a2aIdempotent} in front, so reads are resent after a 5xx and sends never are.
+ * Non-2xx responses are returned, as the SDK needs them to build its own errors.
+ *
+ * @example
+ * ```ts
+ * import { definePolicy } from 'breakwater';
+ * import { a2aFetch } from 'breakwater/a2a';
+ * import { JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+ *
+ * const fetchImpl = a2aFetch(definePolicy({ name: 'travel-agent' }));
+ * const transport = new JsonRpcTransportFactory({ fetchImpl });
+ * ```
+ */
+export function a2aFetch(policy: Policy, options: A2AFetchOptions = {}): FetchLike {
+  const { fetch, ...rest } = options;
+  // `use`: middleware the policy runs outermost, so the mark is set before its retry judges a failure.
+  return policy.fetch(fetch, { ...rest, use: [a2aIdempotent()] } as PolicyFetchOptions);
+}
