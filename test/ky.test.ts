@@ -5,6 +5,7 @@ import ky, { HTTPError, isHTTPError } from 'ky';
 import { kyOptions } from '../adapters/ky/index.ts';
 import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
+import { retryDelay } from '../src/timing.ts';
 import { withApp } from './helpers/hono-server.ts';
 
 const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
@@ -86,7 +87,7 @@ test('a POST answered 503 is sent once and ky throws its HTTPError by default', 
       .catch((e: unknown) => e);
     assert.ok(error instanceof HTTPError);
     assert.equal(error.response.status, 503);
-    assert.equal(error.response.headers.get('retry-after'), '7');
+    assert.equal(retryDelay(error.response.headers), 7000, 'the server’s wait, read with the core’s parser');
     assert.deepEqual(await error.response.json(), { error: { message: 'model overloaded' } });
     assert.equal(seen.length, 1, 'a POST that may have run is not resent');
   });
