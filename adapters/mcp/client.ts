@@ -1,0 +1,223 @@
+/**
+ * @module
+ * `resilientMcpClient()`: an MCP SDK `Client` that an agent can ask for on every
+ * turn. It connects through `mcpFetch()` behind a start gate, so a server that is
+ * down or overloaded is asked again only once its window has passed (every other
+ * turn fails fast with `GateClosedError`, without a request); it learns which tools
+ * are safe to resend from every `tools/list` answer; and the SDK's HTTP errors come
+ * out as breakwater `HttpStatusError`s with Retry-After and the server's message.
+ */
+
+import * as z from 'zod/mini';
+import type { FetchLike } from '../../src/call.ts';
+import { HttpStatusError } from '../../src/errors.ts';
+import { createGate, type Gate } from '../../src/gate.ts';
+import { functionOption, validate } from '../../src/options.ts';
+import { definePolicy, type Policy } from '../../src/policy.ts';
+import { type McpFetch, type McpFetchOptions, mcpFetch } from './fetch.ts';
+import type { McpToolInfo } from './resend.ts';
+
+/** The gate's key when neither `key` nor the policy's `name` gives one. */
+const DEFAULT_KEY = 'mcp';
+/** How many `tools/list` answers may be awaited at once before the oldest is forgotten. */
+const MAX_PENDING_LISTS = 64;
+/** The status that tells an MCP client its session is gone and it must initialize again (MCP spec, Session Management). */
+const SESSION_GONE = 404;
+
+/** What this module needs of the MCP SDK's `Client` (any version with `connect` / `close`). */
+export interface McpClientLike {
+  connect(transport: never): Promise<void>;
+  close(): Promise<void>;
+  /** The connected transport; undefined once closed (the SDK's `Protocol.transport`). */
+  readonly transport?: unknown;
+}
+
+/** What this module needs of an MCP SDK transport (`StreamableHTTPClientTransport`, `SSEClientTransport`). */
+export interface McpTransportLike {
+  send(message: never, options?: never): Promise<void>;
+  readonly sessionId?: string | undefined;
+}
+
+/** The transport as this module wires it. */
+interface Wired {
+  send(message: unknown, options?: unknown): Promise<void>;
+  onmessage?: (message: unknown, extra?: unknown) => void;
+  readonly sessionId?: string | undefined;
+}
+
+/** A JSON-RPC message, as far as this module looks into one. */
+interface Message {
+  id?: unknown;
+  method?: unknown;
+  result?: { tools?: unknown } | null;
+}
+
+/** Options for {@link resilientMcpClient}. */
+export interface ResilientMcpClientOptions<C extends McpClientLike, T extends McpTransportLike>
+  extends McpFetchOptions {
+  /** The SDK client to connect (`new Client({ name, version })`). */
+  client: C;
+  /**
+   * Builds a transport around breakwater's fetch, once per connect (an SDK transport
+   * cannot be started twice): `(fetch) => new StreamableHTTPClientTransport(url, { fetch })`.
+   */
+  transport: (fetch: FetchLike) => T;
+  /** The policy for every request. Default: `definePolicy({})`. */
+  policy?: Policy | undefined;
+  /**
+   * The start gate around connect. Default: `createGate({ key })` with the key, else
+   * the policy's name, else `'mcp'`: 500 ms doubling to 32 s (+30%), stretched to the
+   * server's Retry-After up to 60 s.
+   */
+  gate?: Gate | undefined;
+}
+
+/** A client that connects on demand, behind a start gate. */
+export interface ResilientMcpClient<C extends McpClientLike, T extends McpTransportLike> {
+  /** The SDK client; connected once `connect()` has resolved. */
+  readonly client: C;
+  /** The fetch every transport gets: `learn()` and `toError()` (see `mcpFetch()`). */
+  readonly fetch: McpFetch;
+  /** The start gate: `gate.state()` says whether connects fail fast and until when. */
+  readonly gate: Gate;
+  /** The transport of the current connection, if any. */
+  readonly transport: T | undefined;
+  /**
+   * Resolves with the connected client: at once when already connected, else after
+   * one connect through the gate (concurrent callers share it). Rejects with
+   * `GateClosedError` (nothing sent) while the gate is armed, or with the connect's
+   * failure as a breakwater error (`HttpStatusError`, `NetworkError`, ...).
+   */
+  connect(): Promise<C>;
+  /** Closes the client (and its transport). The next `connect()` opens a new session. */
+  close(): Promise<void>;
+}
+
+const optionsSchema = z.looseObject({
+  client: z.custom<McpClientLike>(
+    (value) => typeof (value as McpClientLike | null)?.connect === 'function',
+    'must be an MCP client (with connect())',
+  ),
+  transport: functionOption<(fetch: FetchLike) => McpTransportLike>(),
+  policy: z.optional(
+    z.custom<Policy>((value) => typeof (value as Policy | null)?.fetch === 'function', 'must be a policy'),
+  ),
+  gate: z.optional(
+    z.custom<Gate>((value) => typeof (value as Gate | null)?.run === 'function', 'must be a gate'),
+  ),
+});
+
+/**
+ * An MCP client for agents: `connect()` on every turn, and a server that is down is
+ * not asked again until the start gate's window has passed.
+ *
+ * - Connects through `mcpFetch(policy)` inside `gate.run()`: a refused connection,
+ *   a timeout or a retryable status (503, 429) arms the gate; auth and config errors
+ *   (401, 403, a bad URL) never do. While armed, `connect()` fails fast with
+ *   `GateClosedError` (`retryAt`) and sends nothing.
+ * - Learns from every `tools/list` answer which tools the server annotates
+ *   `readOnlyHint` / `idempotentHint`: those `tools/call`s may be resent after a 503
+ *   or a reset; others never are unless the server proves it did not run them.
+ * - Errors from requests (`client.callTool()`, ...) and from connect come out as
+ *   breakwater errors: the SDK's `StreamableHTTPError` becomes an `HttpStatusError`
+ *   (status, `retryAfterMs`, `serverMessage`) with the SDK's error as `cause`.
+ * - A 404 for a request in a session means the server ended it (MCP spec): the
+ *   client is closed, so the next `connect()` initializes a new session.
+ *
+ * @example
+ * ```ts
+ * import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+ * import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+ * import { definePolicy, GateClosedError } from 'breakwater';
+ * import { resilientMcpClient } from 'breakwater/mcp';
+ *
+ * const url = new URL('https://mcp.example.com/mcp');
+ * const github = resilientMcpClient({
+ *   client: new Client({ name: 'my-agent', version: '1.0.0' }),
+ *   transport: (fetch) => new StreamableHTTPClientTransport(url, { fetch }),
+ *   policy: definePolicy({ name: 'github-mcp' }),
+ * });
+ *
+ * // On every agent turn:
+ * try {
+ *   const client = await github.connect();
+ *   const { tools } = await client.listTools(); // also teaches which tools are safe to resend
+ * } catch (error) {
+ *   if (!(error instanceof GateClosedError)) throw error;
+ *   // The server failed recently; this turn goes on without its tools until error.retryAt.
+ * }
+ * ```
+ */
+export function resilientMcpClient<C extends McpClientLike, T extends McpTransportLike>(
+  options: ResilientMcpClientOptions<C, T>,
+): ResilientMcpClient<C, T> {
+  validate(optionsSchema, options, 'resilientMcpClient()');
+  const { client, transport: build, policy = definePolicy(), gate: given, ...fetchOptions } = options;
+  const fetch = mcpFetch(policy, fetchOptions);
+  const name = typeof options.key === 'string' ? options.key : policy.resolved.name;
+  const gate = given ?? createGate({ key: name ?? DEFAULT_KEY });
+  let current: T | undefined;
+  let connecting: Promise<C> | undefined;
+
+  /** Routes the transport's failures through `toError()` and its `tools/list` answers to `learn()`. */
+  function wire(transport: Wired): void {
+    const pending = new Set<unknown>();
+    const send = transport.send.bind(transport);
+    transport.send = async (message, sendOptions) => {
+      const { id, method } = (message ?? {}) as Message;
+      if (method === 'tools/list' && id !== undefined) {
+        if (pending.size >= MAX_PENDING_LISTS) pending.delete(pending.values().next().value);
+        pending.add(id);
+      }
+      try {
+        return await send(message, sendOptions);
+      } catch (error) {
+        const typed = fetch.toError(error);
+        // The server no longer knows the session: start a new one on the next connect().
+        if (typed instanceof HttpStatusError && typed.status === SESSION_GONE && transport.sessionId) {
+          if (client.transport === transport) client.close().catch(() => {});
+        }
+        throw typed;
+      }
+    };
+    // The SDK's Protocol keeps a handler set before connect() and calls it first.
+    transport.onmessage = (message) => {
+      const { id, result } = (message ?? {}) as Message;
+      if (!pending.delete(id)) return;
+      const tools = result?.tools;
+      if (Array.isArray(tools)) fetch.learn(tools as McpToolInfo[]);
+    };
+  }
+
+  async function open(): Promise<C> {
+    const transport = build(fetch);
+    wire(transport as unknown as Wired);
+    try {
+      await client.connect(transport as never);
+    } catch (error) {
+      throw fetch.toError(error);
+    }
+    current = transport;
+    return client;
+  }
+
+  return {
+    client,
+    fetch,
+    gate,
+    get transport() {
+      return client.transport === current ? current : undefined;
+    },
+    connect(): Promise<C> {
+      if (current !== undefined && client.transport === current) return Promise.resolve(client);
+      connecting ??= gate.run(open).finally(() => {
+        connecting = undefined;
+      });
+      return connecting;
+    },
+    async close(): Promise<void> {
+      current = undefined;
+      await client.close();
+    },
+  };
+}

@@ -1,0 +1,203 @@
+/**
+ * @module
+ * `mcpResend()`: tells breakwater which MCP requests are safe to send twice.
+ *
+ * Every MCP request over Streamable HTTP is a POST, so by method alone none of them
+ * may be resent after a 503 or a connection reset: the server may have run it. Most
+ * of them only read (`tools/list`, `resources/read`, `ping`), and some tools say in
+ * their annotations that they only read or that repeating them changes nothing. This
+ * reads the JSON-RPC body the SDK sends and marks the call idempotent (DESIGN.md §5)
+ * when every message in it is one of those; everything else (a `tools/call` of any
+ * other tool, answers to the server's sampling or elicitation requests, unknown
+ * methods, bodies that are not JSON) stays unmarked and is never resent on a guess.
+ */
+
+import * as z from 'zod/mini';
+import type { Call, Middleware, Next } from '../../src/call.ts';
+import { functionOption, validate } from '../../src/options.ts';
+
+/**
+ * The longest body read, in UTF-16 code units (256 Ki): the SDK's bodies are strings
+ * it just built, so parsing costs time, not memory, and a bigger body is left unmarked.
+ */
+export const DEFAULT_MAX_BODY_CHARS = 262_144;
+/** How many tool names `learn()` keeps: a server listing more cannot grow memory without end. */
+const MAX_TOOLS = 4096;
+
+/**
+ * JSON-RPC methods a client sends that change nothing when they run twice:
+ * - reads: `ping`, the `*\/list` methods, `prompts/get`, `resources/read`,
+ *   `completion/complete`, `tasks/get`, `tasks/result`;
+ * - setters whose second run leaves the same state: `logging/setLevel`,
+ *   `resources/subscribe`, `resources/unsubscribe`;
+ * - `initialize`: a lost answer is always followed by a fresh `initialize` (the
+ *   client cannot go on without one), so resending it now does what the caller would
+ *   do anyway, sooner; at worst the server keeps an unused session until it expires;
+ * - the spec's client notifications: `initialized`, `cancelled`, `progress` and
+ *   `roots/list_changed` announce state, and a second copy announces the same.
+ */
+const SAFE_METHODS: ReadonlySet<string> = new Set([
+  'ping',
+  'initialize',
+  'tools/list',
+  'prompts/list',
+  'prompts/get',
+  'resources/list',
+  'resources/templates/list',
+  'resources/read',
+  'resources/subscribe',
+  'resources/unsubscribe',
+  'completion/complete',
+  'logging/setLevel',
+  'tasks/get',
+  'tasks/list',
+  'tasks/result',
+  'notifications/initialized',
+  'notifications/cancelled',
+  'notifications/progress',
+  'notifications/roots/list_changed',
+]);
+
+/** A tool as `tools/list` describes it: the part resend safety reads. */
+export interface McpToolInfo {
+  name: string;
+  /** The server's hints (MCP `ToolAnnotations`); only `readOnlyHint` and `idempotentHint` are read. */
+  annotations?: { readOnlyHint?: boolean | undefined; idempotentHint?: boolean | undefined } | undefined;
+}
+
+/** Options for {@link mcpResend}. */
+export interface McpResendOptions {
+  /**
+   * Tools you vouch for as safe to call twice, by name or by a predicate, on top of
+   * what the server's annotations say. Default: none.
+   */
+  tools?: readonly string[] | ((name: string) => boolean) | undefined;
+  /**
+   * Trust the server's `readOnlyHint` / `idempotentHint` from `tools/list` (passed to
+   * `learn()`). Default `true`. The hints come from the server: a server that lies
+   * about them gets its own tool called twice. Set `false` for servers you do not
+   * trust; then only `tools` counts.
+   */
+  hints?: boolean | undefined;
+  /** The longest body parsed, in characters. Default 262,144; a longer body is left unmarked. */
+  maxBodyChars?: number | undefined;
+}
+
+/** The `mcpResend()` middleware, with the tool list it learns from. */
+export interface McpResend extends Middleware {
+  /**
+   * Records which tools the server annotates as read-only or idempotent (pass
+   * `(await client.listTools()).tools`). Each call updates the tools it names, so a
+   * tool whose hints were withdrawn stops being resent. Ignored with `hints: false`.
+   */
+  learn(tools: readonly McpToolInfo[]): void;
+  /** Whether this call's body is MCP traffic that is safe to send twice. */
+  isSafe(call: Call): boolean;
+}
+
+/** Shared by `mcpResend()` and `mcpFetch()`, whose options include these. */
+export const resendShape: {
+  tools: z.ZodMiniOptional<z.ZodMiniType<string[] | ((name: string) => boolean)>>;
+  hints: z.ZodMiniOptional<z.ZodMiniType<boolean>>;
+  maxBodyChars: z.ZodMiniOptional<z.ZodMiniType<number>>;
+} = {
+  tools: z.optional(
+    z.union([
+      z.array(z.string()),
+      functionOption<(name: string) => boolean>('must be an array or a function'),
+    ]),
+  ),
+  hints: z.optional(z.boolean()),
+  maxBodyChars: z.optional(z.number().check(z.int(), z.minimum(0))),
+};
+
+const optionsSchema = z.optional(z.strictObject(resendShape));
+
+/** A JSON-RPC message as far as resend safety looks into it. */
+interface Message {
+  method?: unknown;
+  params?: { name?: unknown } | null;
+}
+
+/**
+ * Marks MCP calls idempotent when every JSON-RPC message in the body is read-only
+ * (see the module doc), or a `tools/call` of a tool that is safe to call twice (by
+ * the server's `readOnlyHint` / `idempotentHint`, learned with `learn()`, or listed
+ * in `tools`). Put it anywhere in a `createFetch()` chain: retry reads the mark when
+ * it judges a failed attempt. With `definePolicy()`, use `mcpFetch()`.
+ *
+ * Only string bodies up to `maxBodyChars` are parsed; other bodies, garbage and
+ * parse errors leave the call as it was, never throw.
+ *
+ * @example
+ * ```ts
+ * import { captureStatus, createFetch, retry } from 'breakwater';
+ * import { mcpResend } from 'breakwater/mcp';
+ *
+ * const resend = mcpResend({ tools: ['search'] });
+ * const fetch = createFetch({ use: [resend, retry(), captureStatus()] });
+ * const transport = new StreamableHTTPClientTransport(new URL('https://mcp.example.com/mcp'), { fetch });
+ * await client.connect(transport);
+ * resend.learn((await client.listTools()).tools); // tools annotated readOnlyHint/idempotentHint
+ * ```
+ */
+export function mcpResend(options?: McpResendOptions): McpResend {
+  const valid = validate(optionsSchema, options, 'mcpResend()');
+  const vouched = valid?.tools;
+  const hints = valid?.hints ?? true;
+  const maxBodyChars = valid?.maxBodyChars ?? DEFAULT_MAX_BODY_CHARS;
+  const listed = new Set(Array.isArray(vouched) ? vouched : []);
+  const learned = new Set<string>();
+
+  function safeTool(name: unknown): boolean {
+    if (typeof name !== 'string') return false;
+    if (learned.has(name) || listed.has(name)) return true;
+    try {
+      return typeof vouched === 'function' && vouched(name) === true;
+    } catch {
+      // A predicate that throws vouches for nothing.
+      return false;
+    }
+  }
+
+  /** A message without a method (a response to the server) or with any other method is not safe. */
+  function safeMessage(message: Message | null): boolean {
+    const method = message?.method;
+    if (typeof method !== 'string') return false;
+    return SAFE_METHODS.has(method) || (method === 'tools/call' && safeTool(message?.params?.name));
+  }
+
+  function isSafe(call: Call): boolean {
+    const body = call.body;
+    if (call.method !== 'POST' || typeof body !== 'string' || body.length > maxBodyChars) return false;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(body);
+    } catch {
+      return false;
+    }
+    // A batch is as safe as its least safe message; an empty batch is not a request.
+    const messages = (Array.isArray(parsed) ? parsed : [parsed]) as (Message | null)[];
+    return messages.length > 0 && messages.every(safeMessage);
+  }
+
+  const middleware = function mcpResend(call: Call, next: Next): Promise<Response> {
+    if (isSafe(call)) call.idempotent = true;
+    return next(call);
+  } as McpResend;
+  middleware.isSafe = isSafe;
+  middleware.learn = (tools) => {
+    if (!hints || !Array.isArray(tools)) return;
+    for (const tool of tools as readonly (McpToolInfo | null)[]) {
+      const name = tool?.name;
+      if (typeof name !== 'string') continue;
+      const hinted = tool?.annotations;
+      if (hinted?.readOnlyHint === true || hinted?.idempotentHint === true) {
+        if (learned.size < MAX_TOOLS) learned.add(name);
+      } else {
+        learned.delete(name);
+      }
+    }
+  };
+  return middleware;
+}

@@ -1,0 +1,565 @@
+import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
+import { test } from 'node:test';
+// @ts-types="@modelcontextprotocol/sdk/client/index"
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+// @ts-types="@modelcontextprotocol/sdk/client/streamableHttp"
+import {
+  StreamableHTTPClientTransport,
+  StreamableHTTPError,
+} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+// @ts-types="@modelcontextprotocol/sdk/server/mcp"
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+// @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { mcpFetch, mcpResend, resilientMcpClient } from '../adapters/mcp/index.ts';
+import type { FetchLike } from '../src/call.ts';
+import { createFetch } from '../src/chain.ts';
+import { GateClosedError, HttpStatusError, NetworkError } from '../src/errors.ts';
+import type { BreakwaterEvent } from '../src/events.ts';
+import { createGate } from '../src/gate.ts';
+import { definePolicy, type PolicyConfig } from '../src/policy.ts';
+import { retry } from '../src/retry.ts';
+import { withApp } from './helpers/hono-server.ts';
+
+const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
+const quickGate = { initialMs: 20, maxMs: 20, jitter: 'none' } as const;
+
+/** A failure the fault layer answers instead of (or after) the MCP server. */
+interface Fault {
+  status: number;
+  headers?: Record<string, string>;
+  body?: string;
+  /** Run the MCP server first (the tool ran), then answer with the fault. */
+  after?: boolean;
+}
+
+/** What reached the app: POSTs per JSON-RPC method (`tools/call:<name>` for calls), tool runs, all requests. */
+interface Counts {
+  posts: Record<string, number>;
+  runs: Record<string, number>;
+  requests: number;
+}
+
+/** Decides, for the n-th POST of `what` (a method, or `tools/call:<tool>`), whether to fail it. */
+type Faults = (what: string, nth: number) => Fault | undefined;
+
+function counts(): Counts {
+  return { posts: {}, runs: {}, requests: 0 };
+}
+
+/**
+ * A real MCP server (stateless, JSON responses: one server and transport per request)
+ * with four tools, each counting its runs: `add` (no annotations), `lookup`
+ * (`readOnlyHint`), `upsert` (`idempotentHint`), `wipe` (`destructiveHint` only).
+ * A fault layer in front can answer any POST with a failure, before or after the
+ * server ran it.
+ */
+function mcpApp(seen: Counts, faults: Faults = () => undefined) {
+  async function serve(request: Request): Promise<Response> {
+    const server = new McpServer({ name: 'tools', version: '1.0.0' });
+    const tool = (name: string, annotations: Record<string, boolean>) =>
+      server.registerTool(name, { description: name, annotations }, async () => {
+        seen.runs[name] = (seen.runs[name] ?? 0) + 1;
+        return { content: [{ type: 'text' as const, text: `${name} ran` }] };
+      });
+    tool('add', {});
+    tool('lookup', { readOnlyHint: true });
+    tool('upsert', { readOnlyHint: false, idempotentHint: true });
+    tool('wipe', { readOnlyHint: false, destructiveHint: true });
+    const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
+    await server.connect(transport);
+    try {
+      return await transport.handleRequest(request);
+    } finally {
+      await server.close();
+    }
+  }
+  return {
+    async fetch(request: Request): Promise<Response> {
+      seen.requests++;
+      if (request.method !== 'POST') return new Response(null, { status: 405, headers: { allow: 'POST' } });
+      const text = await request.text();
+      let what = 'not-json';
+      try {
+        const message = JSON.parse(text);
+        what = message.method === 'tools/call' ? `tools/call:${message.params.name}` : String(message.method);
+      } catch {}
+      const nth = (seen.posts[what] = (seen.posts[what] ?? 0) + 1);
+      const fault = faults(what, nth);
+      const failure = () =>
+        new Response(fault?.body ?? '{"error":{"message":"overloaded, try again"}}', {
+          status: fault?.status,
+          headers: { 'content-type': 'application/json', ...fault?.headers },
+        });
+      if (fault && !fault.after) return failure();
+      const response = await serve(
+        new Request(request.url, { method: 'POST', headers: request.headers, body: text }),
+      );
+      if (!fault) return response;
+      await response.body?.cancel();
+      return failure();
+    },
+  };
+}
+
+/** A connected SDK client on `mcpFetch(policy)`; closed by `fn`'s caller. */
+async function withClient<T>(
+  origin: string,
+  config: PolicyConfig,
+  fn: (client: Client, fetch: ReturnType<typeof mcpFetch>) => Promise<T>,
+  options: Parameters<typeof mcpFetch>[1] = {},
+): Promise<T> {
+  const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast }, ...config }), options);
+  const transport = new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch });
+  const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+  try {
+    await client.connect(transport);
+    return await fn(client, fetch);
+  } finally {
+    await client.close();
+  }
+}
+
+/** Fails the first `times` POSTs of `what` with `fault`. */
+function failFirst(what: string, fault: Fault, times = 1): Faults {
+  return (seenWhat, nth) => (seenWhat === what && nth <= times ? fault : undefined);
+}
+
+/** A port on 127.0.0.1 that nothing listens on: bound, then closed. */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/** Waits until `date` has passed. */
+async function until(date: Date | undefined): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, Math.max(0, (date?.getTime() ?? 0) - Date.now()) + 5));
+}
+
+test('a tools/list answered 503 (no x-should-retry) is resent, and the list arrives', async () => {
+  const seen = counts();
+  await withApp(mcpApp(seen, failFirst('tools/list', { status: 503 })), async (app) => {
+    await withClient(app.origin, {}, async (client) => {
+      const { tools } = await client.listTools();
+      assert.deepEqual(
+        tools.map((tool) => tool.name),
+        ['add', 'lookup', 'upsert', 'wipe'],
+      );
+    });
+  });
+  assert.equal(seen.posts['tools/list'], 2);
+});
+
+test('an initialize answered 503 is resent: connect succeeds on the second attempt', async () => {
+  const seen = counts();
+  await withApp(mcpApp(seen, failFirst('initialize', { status: 503 })), async (app) => {
+    await withClient(app.origin, {}, async (client) => {
+      assert.equal(client.getServerVersion()?.name, 'tools');
+    });
+  });
+  assert.equal(seen.posts.initialize, 2);
+});
+
+test('a tools/call of an unannotated tool answered 503 after it ran is not resent: the tool ran once', async () => {
+  const seen = counts();
+  await withApp(mcpApp(seen, failFirst('tools/call:add', { status: 503, after: true })), async (app) => {
+    await withClient(app.origin, {}, async (client) => {
+      await client.listTools();
+      await assert.rejects(
+        client.callTool({ name: 'add', arguments: {} }),
+        (error: unknown) => error instanceof StreamableHTTPError && error.code === 503,
+      );
+    });
+  });
+  assert.equal(seen.posts['tools/call:add'], 1);
+  assert.equal(seen.runs.add, 1);
+});
+
+test('a tools/call of a tool annotated readOnlyHint is resent after a 503 once learn() has seen tools/list', async () => {
+  const seen = counts();
+  await withApp(mcpApp(seen, failFirst('tools/call:lookup', { status: 503, after: true })), async (app) => {
+    await withClient(app.origin, {}, async (client, fetch) => {
+      fetch.learn((await client.listTools()).tools);
+      const result = await client.callTool({ name: 'lookup', arguments: {} });
+      assert.deepEqual(result.content, [{ type: 'text', text: 'lookup ran' }]);
+    });
+  });
+  assert.equal(seen.posts['tools/call:lookup'], 2);
+});
+
+test('a tools/call of a tool annotated idempotentHint is resent after a 503', async () => {
+  const seen = counts();
+  await withApp(mcpApp(seen, failFirst('tools/call:upsert', { status: 503, after: true })), async (app) => {
+    await withClient(app.origin, {}, async (client, fetch) => {
+      fetch.learn((await client.listTools()).tools);
+      await client.callTool({ name: 'upsert', arguments: {} });
+    });
+  });
+  assert.equal(seen.runs.upsert, 2);
+});
+
+test('a tools/call of a tool annotated destructiveHint only is not resent', async () => {
+  const seen = counts();
+  await withApp(mcpApp(seen, failFirst('tools/call:wipe', { status: 503, after: true })), async (app) => {
+    await withClient(app.origin, {}, async (client, fetch) => {
+      fetch.learn((await client.listTools()).tools);
+      await assert.rejects(client.callTool({ name: 'wipe', arguments: {} }));
+    });
+  });
+  assert.equal(seen.runs.wipe, 1);
+});
+
+test('with hints: false the server’s annotations are ignored, and a tool named in tools is resent', async () => {
+  const seen = counts();
+  const faults: Faults = (what, nth) =>
+    what.startsWith('tools/call') && nth === 1 ? { status: 503 } : undefined;
+  await withApp(mcpApp(seen, faults), async (app) => {
+    await withClient(
+      app.origin,
+      {},
+      async (client, fetch) => {
+        fetch.learn((await client.listTools()).tools);
+        await assert.rejects(client.callTool({ name: 'lookup', arguments: {} }));
+        await client.callTool({ name: 'add', arguments: {} });
+      },
+      { hints: false, tools: ['add'] },
+    );
+  });
+  assert.deepEqual(seen.posts['tools/call:lookup'], 1);
+  assert.deepEqual(seen.posts['tools/call:add'], 2);
+});
+
+test('toError() gives a 503’s status, Retry-After and server message back, with the SDK error as cause', async () => {
+  const fault = {
+    status: 503,
+    headers: { 'retry-after': '7' },
+    body: '{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"database is down"}}',
+  };
+  await withApp(mcpApp(counts(), failFirst('tools/call:add', fault)), async (app) => {
+    await withClient(app.origin, {}, async (client, fetch) => {
+      const error = await client.callTool({ name: 'add', arguments: {} }).then(
+        () => undefined,
+        (caught: unknown) => fetch.toError(caught),
+      );
+      assert.ok(error instanceof HttpStatusError);
+      assert.equal(error.status, 503);
+      assert.equal(error.retryAfterMs, 7000);
+      assert.equal(error.serverMessage, 'database is down');
+      assert.equal(error.retryable, true);
+      assert.equal(error.request?.key, 'mcp');
+      assert.equal(error.request?.method, 'POST');
+      assert.ok(error.cause instanceof StreamableHTTPError);
+      assert.equal(error.cause.code, 503);
+    });
+  });
+});
+
+test('toError() gives a 429’s Retry-After back when the policy does not retry', async () => {
+  const fault = { status: 429, headers: { 'retry-after': '3' }, body: '{"error":"slow down"}' };
+  await withApp(mcpApp(counts(), failFirst('tools/call:add', fault)), async (app) => {
+    await withClient(app.origin, { retry: false, breaker: false }, async (client, fetch) => {
+      const error = await client.callTool({ name: 'add', arguments: {} }).catch(fetch.toError);
+      assert.ok(error instanceof HttpStatusError);
+      assert.equal(error.status, 429);
+      assert.equal(error.retryAfterMs, 3000);
+      assert.equal(error.serverMessage, 'slow down');
+    });
+  });
+});
+
+test('toError() leaves errors that are not the SDK’s HTTP errors unchanged', () => {
+  const fetch = mcpFetch(definePolicy());
+  const mcpError = Object.assign(new Error('MCP error 404: no such tool'), { name: 'McpError', code: 404 });
+  const plain = new Error('boom');
+  assert.equal(fetch.toError(mcpError), mcpError);
+  assert.equal(fetch.toError(plain), plain);
+  assert.equal(fetch.toError('text'), 'text');
+  assert.equal(fetch.toError(null), null);
+  // An SDK HTTP error with no failure seen by this fetch still keeps its status.
+  const bare = fetch.toError(new StreamableHTTPError(502, 'Error POSTing to endpoint: bad gateway'));
+  assert.ok(bare instanceof HttpStatusError);
+  assert.equal(bare.status, 502);
+});
+
+/** An app that answers every POST 503 and records what it got. */
+function recordingApp(got: { body: string; key: string | null }[]) {
+  return {
+    async fetch(request: Request): Promise<Response> {
+      got.push({ body: await request.text(), key: request.headers.get('idempotency-key') });
+      return new Response('busy', { status: 503 });
+    },
+  };
+}
+
+test('garbage and oversized bodies pass through mcpFetch untouched, are not resent, and never throw', async () => {
+  const got: { body: string; key: string | null }[] = [];
+  await withApp(recordingApp(got), async (app) => {
+    const fetch = mcpFetch(definePolicy({ retry: { backoff: fast }, breaker: false }), { maxBodyChars: 100 });
+    const bodies = [
+      'not json',
+      '{"jsonrpc":"2.0","method":"ping"',
+      'null',
+      '[]',
+      '[1,"x",null]',
+      '{"jsonrpc":"2.0","id":1,"method":{"toString":1}}',
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"lookup"}',
+      JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping', params: { pad: 'x'.repeat(200) } }),
+    ];
+    for (const body of bodies) {
+      const response = await fetch(`${app.origin}/mcp`, { method: 'POST', body });
+      assert.equal(response.status, 503);
+      await response.body?.cancel();
+    }
+    const bytes = new TextEncoder().encode('{"jsonrpc":"2.0","id":1,"method":"ping"}');
+    await (await fetch(`${app.origin}/mcp`, { method: 'POST', body: bytes })).body?.cancel();
+    assert.deepEqual(
+      got.map((g) => g.body),
+      [...bodies, new TextDecoder().decode(bytes)],
+    );
+    assert.deepEqual(
+      got.map((g) => g.key),
+      got.map(() => null),
+    );
+  });
+});
+
+test('a read-only request is resent, and its resend mark never reaches the server', async () => {
+  const got: { body: string; key: string | null }[] = [];
+  await withApp(recordingApp(got), async (app) => {
+    const fetch = mcpFetch(definePolicy({ retry: { backoff: fast }, breaker: false }));
+    const body =
+      '[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled"}]';
+    const response = await fetch(`${app.origin}/mcp`, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json' },
+    });
+    assert.equal(response.status, 503);
+    await response.body?.cancel();
+  });
+  assert.deepEqual(got, [
+    {
+      body: '[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled"}]',
+      key: null,
+    },
+    {
+      body: '[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled"}]',
+      key: null,
+    },
+    {
+      body: '[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled"}]',
+      key: null,
+    },
+  ]);
+});
+
+test('a batch with one unsafe message is not resent', async () => {
+  const got: { body: string; key: string | null }[] = [];
+  await withApp(recordingApp(got), async (app) => {
+    const fetch = mcpFetch(definePolicy({ retry: { backoff: fast }, breaker: false }));
+    const body = JSON.stringify([
+      { jsonrpc: '2.0', id: 1, method: 'ping' },
+      { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'add' } },
+    ]);
+    await (await fetch(`${app.origin}/mcp`, { method: 'POST', body })).body?.cancel();
+  });
+  assert.equal(got.length, 1);
+});
+
+test('mcpResend() marks read-only calls in a createFetch() chain, and a caller’s own Idempotency-Key is kept', async () => {
+  const got: { body: string; key: string | null }[] = [];
+  await withApp(recordingApp(got), async (app) => {
+    const fetch = createFetch({ use: [mcpResend(), retry({ attempts: 2, backoff: fast })] });
+    const ping = '{"jsonrpc":"2.0","id":1,"method":"ping"}';
+    const call = '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"add"}}';
+    await (await fetch(`${app.origin}/mcp`, { method: 'POST', body: ping })).body?.cancel();
+    await (await fetch(`${app.origin}/mcp`, { method: 'POST', body: call })).body?.cancel();
+    await (
+      await fetch(`${app.origin}/mcp`, { method: 'POST', body: call, headers: { 'idempotency-key': '"k1"' } })
+    ).body?.cancel();
+  });
+  assert.deepEqual(
+    got.map((g) => [JSON.parse(g.body).id, g.key]),
+    [
+      [1, null],
+      [1, null],
+      [2, null],
+      [2, '"k1"'],
+      [2, '"k1"'],
+    ],
+  );
+});
+
+test('an SSE response slower than the attempt timeout is not cut', async () => {
+  const app = {
+    fetch(): Response {
+      const encoder = new TextEncoder();
+      const stream = new ReadableStream<Uint8Array>({
+        async start(controller) {
+          controller.enqueue(encoder.encode(': open\n\n'));
+          await new Promise((resolve) => setTimeout(resolve, 250));
+          controller.enqueue(
+            encoder.encode('event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n'),
+          );
+          controller.close();
+        },
+      });
+      return new Response(stream, { headers: { 'content-type': 'text/event-stream' } });
+    },
+  };
+  await withApp(app, async (server) => {
+    const fetch = mcpFetch(definePolicy({ timeout: { attemptMs: 50, totalMs: 100 } }));
+    const started = performance.now();
+    const response = await fetch(`${server.origin}/mcp`, {
+      method: 'POST',
+      body: '{"jsonrpc":"2.0","id":1,"method":"ping"}',
+      headers: { accept: 'application/json, text/event-stream' },
+    });
+    const text = await response.text();
+    assert.ok(performance.now() - started >= 240);
+    assert.match(text, /"result":\{\}/);
+  });
+});
+
+test('bad options for mcpFetch() and mcpResend() throw a TypeError naming each path', () => {
+  assert.throws(
+    () => mcpFetch(definePolicy(), { tools: 5, maxBodyChars: -1 } as never),
+    (error: unknown) =>
+      error instanceof TypeError &&
+      error.message.includes('mcpFetch().tools') &&
+      error.message.includes('mcpFetch().maxBodyChars'),
+  );
+  assert.throws(() => mcpResend({ hints: 'yes' } as never), /mcpResend\(\)\.hints/);
+});
+
+/** A resilient client for `origin`, with a quick gate and events recorded. */
+function resilient(origin: string, events: BreakwaterEvent[] = [], config: PolicyConfig = {}) {
+  return resilientMcpClient({
+    client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+    transport: (fetch: FetchLike) => new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }),
+    policy: definePolicy({ name: 'tools', retry: { backoff: fast }, ...config }),
+    gate: createGate({ key: 'tools', schedule: quickGate }),
+    onEvent: (event) => events.push(event),
+  });
+}
+
+test('resilientMcpClient: a closed port arms the gate, and the next connect fails fast without a request', async () => {
+  const events: BreakwaterEvent[] = [];
+  const mcp = resilient(`http://127.0.0.1:${await closedPort()}`, events);
+  try {
+    await assert.rejects(
+      mcp.connect(),
+      (error: unknown) => error instanceof NetworkError && error.code === 'ECONNREFUSED',
+    );
+    const attempts = events.filter((event) => event.type === 'attempt').length;
+    assert.equal(attempts, 3, 'a refused connection was not sent: retried');
+    assert.equal(mcp.gate.state().armed, true);
+    await assert.rejects(
+      mcp.connect(),
+      (error: unknown) =>
+        error instanceof GateClosedError && error.key === 'tools' && error.retryAt.getTime() > Date.now() - 5,
+    );
+    assert.equal(events.filter((event) => event.type === 'attempt').length, attempts);
+  } finally {
+    await mcp.close();
+  }
+});
+
+test('resilientMcpClient: a 503 arms the gate for the server’s delay; after it a connect succeeds and clears the gate', async () => {
+  const seen = counts();
+  const fault = { status: 503, headers: { 'retry-after-ms': '60' } };
+  await withApp(mcpApp(seen, failFirst('initialize', fault)), async (app) => {
+    const mcp = resilient(app.origin, [], { retry: false });
+    try {
+      const error = await mcp.connect().catch((caught: unknown) => caught);
+      assert.ok(error instanceof HttpStatusError);
+      assert.equal(error.status, 503);
+      assert.equal(error.retryAfterMs, 60);
+      assert.ok(error.cause instanceof StreamableHTTPError);
+      const { retryAt } = mcp.gate.state();
+      assert.ok((retryAt?.getTime() ?? 0) - Date.now() > 30, 'the window is the server’s 60 ms');
+
+      const requests = seen.requests;
+      await assert.rejects(mcp.connect(), GateClosedError);
+      assert.equal(seen.requests, requests, 'nothing was sent while the gate was armed');
+
+      await until(retryAt);
+      const client = await mcp.connect();
+      assert.equal(client.getServerVersion()?.name, 'tools');
+      assert.deepEqual(mcp.gate.state(), { armed: false, failures: 0, probing: false });
+      assert.equal(await mcp.connect(), client, 'connected: no new connect');
+      assert.equal(seen.posts.initialize, 2);
+    } finally {
+      await mcp.close();
+    }
+  });
+});
+
+test('resilientMcpClient: a 401 never arms the gate, so every connect reaches the server', async () => {
+  const seen = counts();
+  await withApp(
+    mcpApp(seen, (what) => (what === 'initialize' ? { status: 401 } : undefined)),
+    async (app) => {
+      const mcp = resilient(app.origin);
+      try {
+        for (let i = 0; i < 2; i++) {
+          await assert.rejects(
+            mcp.connect(),
+            (error: unknown) => error instanceof HttpStatusError && error.status === 401 && !error.retryable,
+          );
+        }
+        assert.equal(seen.posts.initialize, 2);
+        assert.equal(mcp.gate.state().armed, false);
+      } finally {
+        await mcp.close();
+      }
+    },
+  );
+});
+
+test('resilientMcpClient: a bad URL never arms the gate', async () => {
+  const mcp = resilientMcpClient({
+    client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+    transport: (fetch: FetchLike) => new StreamableHTTPClientTransport(new URL('not a url'), { fetch }),
+  });
+  await assert.rejects(mcp.connect(), TypeError);
+  await assert.rejects(mcp.connect(), TypeError);
+  assert.equal(mcp.gate.state().failures, 0);
+});
+
+test('resilientMcpClient: listTools() teaches which tools are resent, and call errors are HttpStatusErrors', async () => {
+  const seen = counts();
+  const faults: Faults = (what, nth) =>
+    what.startsWith('tools/call') && nth === 1
+      ? { status: 503, after: true, headers: { 'retry-after': '0' } }
+      : undefined;
+  await withApp(mcpApp(seen, faults), async (app) => {
+    const mcp = resilient(app.origin);
+    try {
+      const client = await mcp.connect();
+      await client.listTools();
+      await client.callTool({ name: 'lookup', arguments: {} });
+      const error = await client.callTool({ name: 'add', arguments: {} }).catch((caught: unknown) => caught);
+      assert.ok(error instanceof HttpStatusError);
+      assert.equal(error.status, 503);
+      assert.equal(error.retryAfterMs, 0);
+      assert.ok(error.cause instanceof StreamableHTTPError);
+    } finally {
+      await mcp.close();
+    }
+  });
+  assert.deepEqual(seen.runs, { lookup: 2, add: 1 });
+});
+
+test('resilientMcpClient: bad options throw a TypeError naming each path', () => {
+  assert.throws(
+    () => resilientMcpClient({ client: {}, transport: 'x', gate: 1 } as never),
+    (error: unknown) =>
+      error instanceof TypeError &&
+      ['client', 'transport', 'gate'].every((path) => error.message.includes(`resilientMcpClient().${path}`)),
+  );
+});
