@@ -85,11 +85,12 @@ function mcpApp(seen: Counts, faults: Faults = () => undefined) {
         const message = JSON.parse(text);
         what = message.method === 'tools/call' ? `tools/call:${message.params.name}` : String(message.method);
       } catch {}
-      const nth = (seen.posts[what] = (seen.posts[what] ?? 0) + 1);
+      const nth = (seen.posts[what] ?? 0) + 1;
+      seen.posts[what] = nth;
       const fault = faults(what, nth);
       const failure = () =>
         new Response(fault?.body ?? '{"error":{"message":"overloaded, try again"}}', {
-          status: fault?.status,
+          status: fault?.status ?? 500,
           headers: { 'content-type': 'application/json', ...fault?.headers },
         });
       if (fault && !fault.after) return failure();
@@ -396,7 +397,9 @@ test('mcpResend() marks read-only calls in a createFetch() chain, and a callerâ€
 
 test('an SSE response slower than the attempt timeout is not cut', async () => {
   const app = {
-    fetch(): Response {
+    async fetch(request: Request): Promise<Response> {
+      // Read, so the server has no request body left to drain after the response.
+      await request.text();
       const encoder = new TextEncoder();
       const stream = new ReadableStream<Uint8Array>({
         async start(controller) {
