@@ -1,0 +1,320 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+// @ts-types="@a2a-js/sdk"
+import { Role, TaskState } from '@a2a-js/sdk';
+// @ts-types="@a2a-js/sdk/server"
+import {
+  AgentEvent,
+  DefaultRequestHandler,
+  defaultServerCallContextBuilder,
+  InMemoryTaskStore,
+  JsonRpcTransportHandler,
+} from '@a2a-js/sdk/server';
+import { Hono } from 'hono';
+import { AgentCardError, createA2AClient, resolveAgentCard } from '../adapters/a2a/index.ts';
+import { captureStatus } from '../src/capture.ts';
+import { createFetch } from '../src/chain.ts';
+import { HttpStatusError } from '../src/errors.ts';
+import { definePolicy } from '../src/policy.ts';
+import { retry } from '../src/retry.ts';
+import { a2aIdempotent } from '../adapters/a2a/fetch.ts';
+import { withApp } from './helpers/hono-server.ts';
+
+const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
+
+/** A policy with short waits, so tests stay quick. */
+function quickPolicy(attempts = 3) {
+  return definePolicy({ retry: { attempts, backoff: fast }, breaker: false });
+}
+
+/** A v1.0 card for an agent whose JSON-RPC endpoint is `<origin>/a2a`. */
+function cardFor(origin: string) {
+  return {
+    name: 'echo',
+    description: 'Echoes what it is told',
+    version: '1.0.0',
+    supportedInterfaces: [
+      { url: `${origin}/a2a`, protocolBinding: 'JSONRPC', protocolVersion: '1.0', tenant: '' },
+    ],
+    capabilities: { streaming: false, pushNotifications: false, extensions: [] },
+    defaultInputModes: ['text/plain'],
+    defaultOutputModes: ['text/plain'],
+    skills: [{ id: 'echo', name: 'Echo', description: 'Echoes', tags: [], examples: [] }],
+    securitySchemes: {},
+    securityRequirements: [],
+    signatures: [],
+  };
+}
+
+/** What a fault answers instead of the agent: a 503 asking for a short wait. */
+function overloaded(): Response {
+  return new Response('{"error":{"message":"agent overloaded"}}', {
+    status: 503,
+    headers: { 'content-type': 'application/json', 'retry-after-ms': '20' },
+  });
+}
+
+/** When a JSON-RPC method is answered 503: before the agent sees it, or after it ran. */
+interface Fault {
+  method: string;
+  times: number;
+  after?: boolean;
+}
+
+/** What reached the agent. */
+interface Seen {
+  cardGets: number;
+  /** JSON-RPC methods, in arrival order (faulted ones included). */
+  methods: string[];
+  /** Times the agent executor ran. */
+  executed: number;
+}
+
+/**
+ * A real A2A agent (the SDK's DefaultRequestHandler, InMemoryTaskStore and
+ * JsonRpcTransportHandler, with an executor that echoes the text back as a completed
+ * task) on a Hono app, with a fault layer in front of its JSON-RPC endpoint.
+ */
+function agentApp(seen: Seen, faults: Fault[] = [], card?: (c: { req: Request }) => Response) {
+  let handler: JsonRpcTransportHandler | undefined;
+  const app = new Hono();
+  app.get('/.well-known/agent-card.json', (c) => {
+    seen.cardGets++;
+    return card ? card({ req: c.req.raw }) : c.json(cardFor(new URL(c.req.url).origin));
+  });
+  app.post('/a2a', async (c) => {
+    const body = await c.req.text();
+    const method = String((JSON.parse(body) as { method?: unknown }).method);
+    seen.methods.push(method);
+    const fault = faults.find((f) => f.method === method && f.times > 0);
+    if (fault && !fault.after) {
+      fault.times--;
+      return overloaded();
+    }
+    handler ??= new JsonRpcTransportHandler(
+      new DefaultRequestHandler(cardFor(new URL(c.req.url).origin) as never, new InMemoryTaskStore(), {
+        async execute(context, bus) {
+          seen.executed++;
+          const said = context.userMessage.parts[0]?.content as { value: string } | undefined;
+          bus.publish(
+            AgentEvent.task({
+              id: context.taskId,
+              contextId: context.contextId,
+              status: {
+                state: TaskState.TASK_STATE_COMPLETED,
+                message: {
+                  messageId: crypto.randomUUID(),
+                  contextId: context.contextId,
+                  taskId: context.taskId,
+                  role: Role.ROLE_AGENT,
+                  parts: [{ content: { $case: 'text', value: `echo: ${said?.value}` } }],
+                },
+              },
+              artifacts: [],
+              history: [],
+            } as never),
+          );
+          bus.finished();
+        },
+        async cancelTask() {},
+      }),
+    );
+    const context = defaultServerCallContextBuilder({
+      headers: Object.fromEntries(c.req.raw.headers),
+      requestedVersion: c.req.header('a2a-version'),
+    } as never);
+    const answer = await handler.handle(body, context);
+    if (fault?.after) {
+      fault.times--;
+      return overloaded();
+    }
+    return c.json(answer as object);
+  });
+  return app;
+}
+
+function newSeen(): Seen {
+  return { cardGets: 0, methods: [], executed: 0 };
+}
+
+/** A user message as the v1.0 SDK client takes it. */
+function userMessage(text: string) {
+  return {
+    message: {
+      messageId: crypto.randomUUID(),
+      role: Role.ROLE_USER,
+      parts: [{ content: { $case: 'text', value: text } }],
+    },
+  } as never;
+}
+
+test('the card resolver waits out a 503 with Retry-After and returns the card', async () => {
+  const seen = newSeen();
+  let gets = 0;
+  const app = agentApp(seen, [], (c) => {
+    if (gets++ === 0) return new Response('busy', { status: 503, headers: { 'retry-after': '1' } });
+    return Response.json(cardFor(new URL(c.req.url).origin));
+  });
+  await withApp(app, async ({ origin }) => {
+    const started = Date.now();
+    const card = await resolveAgentCard(origin, { policy: quickPolicy() });
+    assert.equal(card.name, 'echo');
+    assert.equal(card.supportedInterfaces?.[0]?.url, `${origin}/a2a`);
+    assert.equal(seen.cardGets, 2);
+    // Retry-After: 1 is a second; the 5 ms backoff alone would not wait that long.
+    assert.ok(Date.now() - started >= 900, `waited ${Date.now() - started} ms`);
+  });
+});
+
+test('a 404 card fetch throws HttpStatusError with the status, without resending', async () => {
+  const seen = newSeen();
+  const app = agentApp(seen, [], () => new Response('no card here', { status: 404 }));
+  await withApp(app, async ({ origin }) => {
+    const error = await resolveAgentCard(`${origin}/?token=s3cret`, { policy: quickPolicy() }).catch(
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof HttpStatusError, String(error));
+    assert.equal(error.status, 404);
+    assert.equal(error.retryable, false);
+    assert.equal(error.serverMessage, 'no card here');
+    assert.equal(seen.cardGets, 1);
+    assert.doesNotMatch(error.message, /s3cret/);
+  });
+});
+
+test('a 500 card fetch throws HttpStatusError with the server message once retries run out', async () => {
+  const seen = newSeen();
+  const app = agentApp(
+    seen,
+    [],
+    () => new Response('{"error":{"message":"card store down"}}', { status: 500 }),
+  );
+  await withApp(app, async ({ origin }) => {
+    const error = await resolveAgentCard(origin, { policy: quickPolicy(2) }).catch((e: unknown) => e);
+    assert.ok(error instanceof HttpStatusError, String(error));
+    assert.equal(error.status, 500);
+    assert.equal(error.serverMessage, 'card store down');
+    assert.equal(error.request?.url, `${origin}/.well-known/agent-card.json`);
+    assert.equal(seen.cardGets, 2);
+  });
+});
+
+test('a card that is not JSON throws AgentCardError AGENT_CARD_NOT_JSON', async () => {
+  const app = agentApp(
+    newSeen(),
+    [],
+    () => new Response('<html>hello</html>', { headers: { 'content-type': 'text/html' } }),
+  );
+  await withApp(app, async ({ origin }) => {
+    const error = await resolveAgentCard(origin).catch((e: unknown) => e);
+    assert.ok(error instanceof AgentCardError, String(error));
+    assert.equal(error.code, 'AGENT_CARD_NOT_JSON');
+    assert.match(error.message, /content-type text\/html/);
+    assert.doesNotMatch(error.message, /hello/);
+  });
+});
+
+test('a card missing its name and endpoint throws AgentCardError naming every bad path', async () => {
+  const app = agentApp(newSeen(), [], (c) => {
+    const { name: _, supportedInterfaces: __, ...rest } = cardFor(new URL(c.req.url).origin);
+    return Response.json({ ...rest, skills: 'many' });
+  });
+  await withApp(app, async ({ origin }) => {
+    const error = await resolveAgentCard(origin).catch((e: unknown) => e);
+    assert.ok(error instanceof AgentCardError, String(error));
+    assert.equal(error.code, 'AGENT_CARD_INVALID');
+    const paths = error.issues.map((issue) => issue.split(':')[0]);
+    assert.deepEqual(paths.sort(), ['card.name', 'card.skills', 'card.supportedInterfaces']);
+  });
+});
+
+test('a card keeps the fields it was not checked for', async () => {
+  const app = agentApp(newSeen(), [], (c) =>
+    Response.json({ ...cardFor(new URL(c.req.url).origin), iconUrl: 'https://example.com/i.png' }),
+  );
+  await withApp(app, async ({ origin }) => {
+    const card = await resolveAgentCard(origin);
+    assert.equal(card.iconUrl, 'https://example.com/i.png');
+    assert.deepEqual(card.securitySchemes, {});
+  });
+});
+
+test('an endless card body throws AGENT_CARD_TOO_LARGE after about 1 MiB, not after reading it all', async () => {
+  let sent = 0;
+  const app = agentApp(newSeen(), [], () => {
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        sent += 64 * 1024;
+        // JSON whitespace: only the size can reject it.
+        controller.enqueue(new Uint8Array(64 * 1024).fill(32));
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'application/json' } });
+  });
+  await withApp(app, async ({ origin }) => {
+    const started = Date.now();
+    const error = await resolveAgentCard(origin).catch((e: unknown) => e);
+    assert.ok(error instanceof AgentCardError, String(error));
+    assert.equal(error.code, 'AGENT_CARD_TOO_LARGE');
+    assert.ok(Date.now() - started < 5000, `took ${Date.now() - started} ms`);
+    // The server produced what the cap and the socket buffers took, then the client hung up.
+    assert.ok(sent < 32 * 1024 * 1024, `server produced ${sent} bytes`);
+  });
+});
+
+test('a card whose declared length is over the cap fails before its body is read', async () => {
+  const app = agentApp(
+    newSeen(),
+    [],
+    () =>
+      new Response(' '.repeat(4096), { headers: { 'content-type': 'application/json', 'content-length': '4096' } }),
+  );
+  await withApp(app, async ({ origin }) => {
+    const error = await resolveAgentCard(origin, { maxBytes: 1024 }).catch((e: unknown) => e);
+    assert.ok(error instanceof AgentCardError, String(error));
+    assert.equal(error.code, 'AGENT_CARD_TOO_LARGE');
+    assert.match(error.message, /1024-byte limit/);
+  });
+});
+
+test('the SDK client sends a message through the policy and gets the agent reply', async () => {
+  const seen = newSeen();
+  await withApp(agentApp(seen), async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: quickPolicy() });
+    const task = (await client.sendMessage(userMessage('hello'))) as {
+      status: { message: { parts: { content: { value: string } }[] } };
+    };
+    assert.equal(task.status.message.parts[0]?.content.value, 'echo: hello');
+    assert.deepEqual(seen.methods, ['SendMessage']);
+    assert.equal(seen.cardGets, 1);
+  });
+});
+
+test('SendMessage answered 503 after the agent ran is not resent, and fails as HttpStatusError', async () => {
+  const seen = newSeen();
+  const faults = [{ method: 'SendMessage', times: 1, after: true }];
+  await withApp(agentApp(seen, faults), async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: quickPolicy() });
+    const error = await client.sendMessage(userMessage('pay the invoice')).catch((e: unknown) => e);
+    assert.equal(seen.executed, 1);
+    assert.deepEqual(seen.methods, ['SendMessage']);
+    assert.ok(error instanceof HttpStatusError, String(error));
+    assert.equal(error.status, 503);
+    assert.equal(error.retryAfterMs, 20);
+    assert.equal(error.serverMessage, 'agent overloaded');
+    assert.match(String((error.cause as Error).message), /Status: 503/);
+  });
+});
+
+test('a read-only GetTask answered 503 once is resent and succeeds', async () => {
+  const seen = newSeen();
+  const faults = [{ method: 'GetTask', times: 1 }];
+  await withApp(agentApp(seen, faults), async ({ origin }) => {
+    const fetch = createFetch({ use: [a2aIdempotent(), retry({ backoff: fast }), captureStatus()] });
+    const client = await createA2AClient(origin, { fetch });
+    const sent = (await client.sendMessage(userMessage('remember me'))) as { id: string };
+    const task = (await client.getTask({ id: sent.id } as never)) as { id: string };
+    assert.equal(task.id, sent.id);
+    assert.deepEqual(seen.methods, ['SendMessage', 'GetTask', 'GetTask']);
+  });
+});
