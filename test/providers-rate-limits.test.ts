@@ -41,7 +41,10 @@ const ANTHROPIC_HEADERS = {
 
 function serving(path: string, body: unknown, headers: Record<string, string>): Hono {
   const app = new Hono();
-  app.post(path, (c) => c.json(body, 200, headers));
+  app.post(path, async (c) => {
+    await c.req.text(); // read, as a real server does (an unread body leaves a drain timer behind)
+    return c.json(body, 200, headers);
+  });
   return app;
 }
 
