@@ -11,13 +11,13 @@ import {
   JsonRpcTransportHandler,
 } from '@a2a-js/sdk/server';
 import { Hono } from 'hono';
+import { a2aIdempotent } from '../adapters/a2a/fetch.ts';
 import { AgentCardError, createA2AClient, resolveAgentCard } from '../adapters/a2a/index.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { HttpStatusError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
-import { a2aIdempotent } from '../adapters/a2a/fetch.ts';
 import { withApp } from './helpers/hono-server.ts';
 
 const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
@@ -267,7 +267,9 @@ test('a card whose declared length is over the cap fails before its body is read
     newSeen(),
     [],
     () =>
-      new Response(' '.repeat(4096), { headers: { 'content-type': 'application/json', 'content-length': '4096' } }),
+      new Response(' '.repeat(4096), {
+        headers: { 'content-type': 'application/json', 'content-length': '4096' },
+      }),
   );
   await withApp(app, async ({ origin }) => {
     const error = await resolveAgentCard(origin, { maxBytes: 1024 }).catch((e: unknown) => e);

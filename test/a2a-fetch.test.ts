@@ -1,0 +1,107 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Hono } from 'hono';
+import { a2aIdempotent, resolveAgentCard } from '../adapters/a2a/index.ts';
+import { captureStatus } from '../src/capture.ts';
+import { createFetch } from '../src/chain.ts';
+import { TimeoutError } from '../src/errors.ts';
+import { retry } from '../src/retry.ts';
+import { withApp } from './helpers/hono-server.ts';
+
+const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
+
+/** A JSON-RPC endpoint that answers the first POST 503 and records every body it got. */
+function flakyEndpoint(bodies: string[]) {
+  const app = new Hono();
+  app.post('/rpc', async (c) => {
+    bodies.push(await c.req.text());
+    if (bodies.length === 1) return c.json({ error: { message: 'busy' } }, 503);
+    return c.json({ jsonrpc: '2.0', id: 1, result: {} });
+  });
+  return app;
+}
+
+const chain = () => createFetch({ use: [a2aIdempotent(), retry({ backoff: fast }), captureStatus()] });
+
+test('an A2A 0.3 tasks/get answered 503 is resent', async () => {
+  const bodies: string[] = [];
+  await withApp(flakyEndpoint(bodies), async ({ origin }) => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/get', params: { id: 't1' } });
+    const response = await chain()(`${origin}/rpc`, { method: 'POST', body });
+    await response.text();
+    assert.equal(response.status, 200);
+    assert.equal(bodies.length, 2);
+  });
+});
+
+test('an A2A 0.3 message/send answered 503 is not resent', async () => {
+  const bodies: string[] = [];
+  await withApp(flakyEndpoint(bodies), async ({ origin }) => {
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'message/send', params: {} });
+    const response = await chain()(`${origin}/rpc`, { method: 'POST', body });
+    await response.text();
+    assert.equal(response.status, 503);
+    assert.equal(bodies.length, 1);
+  });
+});
+
+test('a body that is not JSON-RPC passes through untouched and is not resent', async () => {
+  const bodies: string[] = [];
+  await withApp(flakyEndpoint(bodies), async ({ origin }) => {
+    const body = '{"method":"GetTask"'; // cut short: not JSON
+    const response = await chain()(`${origin}/rpc`, { method: 'POST', body });
+    await response.text();
+    assert.equal(response.status, 503);
+    assert.deepEqual(bodies, [body]);
+  });
+});
+
+test('a batch is resent only when every call in it reads', async () => {
+  const mixed: string[] = [];
+  const reads: string[] = [];
+  const batch = (second: string) =>
+    JSON.stringify([
+      { jsonrpc: '2.0', id: 1, method: 'GetTask', params: {} },
+      { jsonrpc: '2.0', id: 2, method: second, params: {} },
+    ]);
+  await withApp(flakyEndpoint(mixed), async ({ origin }) => {
+    await (await chain()(`${origin}/rpc`, { method: 'POST', body: batch('SendMessage') })).text();
+  });
+  await withApp(flakyEndpoint(reads), async ({ origin }) => {
+    await (await chain()(`${origin}/rpc`, { method: 'POST', body: batch('ListTasks') })).text();
+  });
+  assert.equal(mixed.length, 1);
+  assert.equal(reads.length, 2);
+});
+
+test('a card body that stalls fails with TimeoutError after bodyTimeoutMs', async () => {
+  const app = new Hono();
+  app.get('/.well-known/agent-card.json', () => {
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"name":'));
+        // Never more, never closed.
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'application/json' } });
+  });
+  await withApp(app, async ({ origin }) => {
+    const started = Date.now();
+    const error = await resolveAgentCard(origin, { bodyTimeoutMs: 100 }).catch((e: unknown) => e);
+    assert.ok(error instanceof TimeoutError, String(error));
+    assert.equal(error.ms, 100);
+    assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
+  });
+});
+
+test('resolveAgentCard rejects bad options with a TypeError naming each path', async () => {
+  const error = await resolveAgentCard('http://127.0.0.1:9/', {
+    maxBytes: -1,
+    path: 5,
+    bogus: true,
+  } as never).catch((e: unknown) => e);
+  assert.ok(error instanceof TypeError, String(error));
+  assert.match(error.message, /resolveAgentCard\(\)\.maxBytes: must be at least 1/);
+  assert.match(error.message, /resolveAgentCard\(\)\.path: must be a string/);
+  assert.match(error.message, /unknown option "bogus"/);
+});
