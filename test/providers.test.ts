@@ -17,7 +17,7 @@ import {
   toHttpStatusError,
 } from '../adapters/providers/index.ts';
 import { createFetch } from '../src/chain.ts';
-import { HttpStatusError } from '../src/errors.ts';
+import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { throwOnStatus } from '../src/status.ts';
 import { withApp } from './helpers/hono-server.ts';
@@ -524,4 +524,45 @@ test('toHttpStatusError returns undefined for what carries no failure status', a
       undefined,
     );
   }
+});
+
+test('a 429 asking to wait longer than the policy allows reaches the caller as the SDK’s connection error; toHttpStatusError recovers the 429 and its wait', async () => {
+  const { app, seen } = provider('/v1/chat/completions', [
+    json(429, openaiError('daily limit reached'), { 'retry-after': '3600' }),
+  ]);
+  await withApp(app, async (server) => {
+    const client = new OpenAI({
+      baseURL: `${server.origin}/v1`,
+      apiKey: 'sk-test',
+      ...openaiOptions(definePolicy({ retry: FAST })),
+    });
+    const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
+    assert.ok(
+      error instanceof OpenAI.APIConnectionError,
+      'the policy failed fast instead of sleeping an hour',
+    );
+    assert.equal(seen.length, 1);
+    const converted = toHttpStatusError(error);
+    assert.equal(converted?.status, 429);
+    assert.equal(converted?.retryAfterMs, 3_600_000);
+  });
+});
+
+test('toHttpStatusError returns undefined when the policy’s paused key failed the call fast: nothing was sent', async () => {
+  const { app, seen } = provider('/v1/chat/completions', [
+    json(429, openaiError('daily limit reached'), { 'retry-after': '3600' }),
+  ]);
+  await withApp(app, async (server) => {
+    const client = new OpenAI({
+      baseURL: `${server.origin}/v1`,
+      apiKey: 'sk-test',
+      ...openaiOptions(definePolicy({ retry: false })),
+    });
+    await client.chat.completions.create(ask).catch(() => {});
+    const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
+    assert.equal(seen.length, 1, 'the second call was not sent');
+    assert.ok(error instanceof OpenAI.APIConnectionError);
+    assert.equal((error as Error).cause instanceof CircuitOpenError, true);
+    assert.equal(toHttpStatusError(error), undefined);
+  });
 });

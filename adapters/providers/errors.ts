@@ -8,7 +8,7 @@
  * (the SDKs wrap what their `fetch` throws in a connection error).
  */
 
-import { HttpStatusError, oneLine } from '../../src/errors.ts';
+import { BreakwaterError, HttpStatusError, oneLine } from '../../src/errors.ts';
 import { wrapHttpError } from '../../src/status.ts';
 import type { HeadersLike } from '../../src/timing.ts';
 
@@ -73,8 +73,13 @@ function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined
  *
  * Understands the OpenAI and Anthropic SDKs' `APIError` (`status`, `headers`), the
  * AI SDK's `APICallError` (`statusCode`, `responseHeaders`, `responseBody`), and
- * looks through `cause` (an SDK's connection error around an `HttpStatusError` that
- * breakwater threw, returned as is) and `lastError` (the AI SDK's `RetryError`).
+ * looks through `cause` and `lastError` (the AI SDK's `RetryError`). The SDKs wrap
+ * what breakwater's fetch throws in their connection error (`APIConnectionError`,
+ * message "Connection error."): an `HttpStatusError` in there is returned as is, and
+ * so is the 429 or 503 under a `RetryAfterTooLongError` (the server asked for a
+ * longer wait than the policy allows, so the policy failed fast instead of returning
+ * the response). An open circuit or a closed gate gives `undefined`: that call was
+ * never sent, and the status in its `cause` belongs to an earlier call.
  * No SDK is imported: the fields are read structurally.
  *
  * @param error - Anything caught.
@@ -96,6 +101,10 @@ export function toHttpStatusError(error: unknown): HttpStatusError | undefined {
   try {
     for (let depth = 0; depth < MAX_CAUSE_DEPTH && current instanceof Error; depth++) {
       if (current instanceof HttpStatusError) return current;
+      // breakwater's other errors end the search, but one: the `cause` of an open
+      // circuit or a closed gate is an earlier call's failure (this one was never
+      // sent), while a wait too long to honour has this call's response as its cause.
+      if (current instanceof BreakwaterError && current.code !== 'RETRY_AFTER_TOO_LONG') return undefined;
       const found = fromSdkError(current);
       if (found !== undefined) return found;
       const { cause, lastError } = current as SdkErrorShape;
