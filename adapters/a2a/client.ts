@@ -142,12 +142,13 @@ function mapErrors<T extends object>(client: T, map: (error: unknown) => unknown
  * ```ts
  * import { definePolicy } from 'breakwater';
  * import { createA2AClient } from 'breakwater/a2a';
+ * import { Role } from '@a2a-js/sdk';
  *
  * const client = await createA2AClient('https://agent.example.com', {
  *   policy: definePolicy({ name: 'travel-agent' }),
  * });
  * const reply = await client.sendMessage({
- *   message: { messageId: crypto.randomUUID(), role: 'ROLE_USER', parts: [{ text: 'Plan a trip' }] },
+ *   message: { messageId: crypto.randomUUID(), role: Role.ROLE_USER, parts: [{ content: { $case: 'text', value: 'Plan a trip' } }] },
  * });
  * ```
  */
