@@ -5,7 +5,7 @@ import { createOpenAI } from '@ai-sdk/openai';
 // @ts-types="@anthropic-ai/sdk"
 import Anthropic from '@anthropic-ai/sdk';
 // @ts-types="ai"
-import { APICallError, generateText } from 'ai';
+import { APICallError, generateText, RetryError } from 'ai';
 import { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import OpenAI from 'openai';
@@ -564,5 +564,26 @@ test('toHttpStatusError returns undefined when the policy’s paused key failed 
     assert.ok(error instanceof OpenAI.APIConnectionError);
     assert.equal((error as Error).cause instanceof CircuitOpenError, true);
     assert.equal(toHttpStatusError(error), undefined);
+  });
+});
+
+test('toHttpStatusError finds the status under the AI SDK’s RetryError when its own retries were left on', async () => {
+  const { app, seen } = provider('/v1/chat/completions', [
+    json(503, openaiError('upstream busy'), { 'retry-after-ms': '1' }),
+  ]);
+  await withApp(app, async (server) => {
+    const openai = createOpenAI({
+      baseURL: `${server.origin}/v1`,
+      apiKey: 'sk-test',
+      ...aiSdkOptions(definePolicy({ retry: false })),
+    });
+    const error = await generateText({
+      model: openai.chat('test-model'),
+      prompt: 'hello',
+      maxRetries: 1,
+    }).catch((e: unknown) => e);
+    assert.ok(RetryError.isInstance(error));
+    assert.equal(seen.length, 2, 'the AI SDK retried once on its own');
+    assert.equal(toHttpStatusError(error)?.status, 503);
   });
 });
