@@ -566,3 +566,81 @@ test('resilientMcpClient: bad options throw a TypeError naming each path', () =>
       ['client', 'transport', 'gate'].every((path) => error.message.includes(`resilientMcpClient().${path}`)),
   );
 });
+
+/**
+ * A stateful MCP server: one server and transport per session, kept until `forget()`
+ * drops them all (a restarted server). No standalone SSE stream (GET answers 405).
+ */
+function sessionApp() {
+  const sessions = new Map<string, McpServer>();
+  let initializes = 0;
+  return {
+    sessions,
+    initializes: () => initializes,
+    async forget(): Promise<void> {
+      for (const server of sessions.values()) await server.close();
+      sessions.clear();
+    },
+    async fetch(request: Request): Promise<Response> {
+      if (request.method !== 'POST') return new Response(null, { status: 405, headers: { allow: 'POST' } });
+      const id = request.headers.get('mcp-session-id');
+      if (id !== null) {
+        const server = sessions.get(id);
+        if (server === undefined) {
+          await request.body?.cancel();
+          return Response.json(
+            { jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } },
+            { status: 404 },
+          );
+        }
+        return (server.server.transport as WebStandardStreamableHTTPServerTransport).handleRequest(request);
+      }
+      initializes++;
+      const server = new McpServer({ name: 'sessions', version: '1.0.0' });
+      server.registerTool('echo', { description: 'echo' }, async () => ({
+        content: [{ type: 'text' as const, text: 'echoed' }],
+      }));
+      const transport = new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: () => crypto.randomUUID(),
+        enableJsonResponse: true,
+        onsessioninitialized: (sessionId) => {
+          sessions.set(sessionId, server);
+        },
+      });
+      await server.connect(transport);
+      return transport.handleRequest(request);
+    },
+  };
+}
+
+test('resilientMcpClient: a 404 for a session the server forgot closes the client, and the next connect starts a new session', async () => {
+  const app = sessionApp();
+  await withApp(app, async (server) => {
+    const mcp = resilient(server.origin);
+    try {
+      const client = await mcp.connect();
+      const first = (mcp.transport as StreamableHTTPClientTransport | undefined)?.sessionId;
+      assert.ok(first);
+      await app.forget();
+      await assert.rejects(
+        client.callTool({ name: 'echo', arguments: {} }),
+        (error: unknown) =>
+          error instanceof HttpStatusError &&
+          error.status === 404 &&
+          error.serverMessage === 'Session not found',
+      );
+      assert.equal(mcp.transport, undefined);
+      assert.equal(mcp.gate.state().failures, 0, 'a lost session is not a start failure');
+
+      const again = await mcp.connect();
+      const second = (mcp.transport as StreamableHTTPClientTransport | undefined)?.sessionId;
+      assert.ok(second && second !== first);
+      const result = await again.callTool({ name: 'echo', arguments: {} });
+      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
+      assert.equal(app.initializes(), 2);
+    } finally {
+      await mcp.close();
+      await app.forget();
+    }
+  });
+});

@@ -80,7 +80,7 @@ export interface ResilientMcpClient<C extends McpClientLike, T extends McpTransp
   readonly fetch: McpFetch;
   /** The start gate: `gate.state()` says whether connects fail fast and until when. */
   readonly gate: Gate;
-  /** The transport of the current connection, if any. */
+  /** The transport of the current connection; undefined before `connect()`, after `close()`, and once the server has lost the session. */
   readonly transport: T | undefined;
   /**
    * Resolves with the connected client: at once when already connected, else after
@@ -89,7 +89,7 @@ export interface ResilientMcpClient<C extends McpClientLike, T extends McpTransp
    * failure as a breakwater error (`HttpStatusError`, `NetworkError`, ...).
    */
   connect(): Promise<C>;
-  /** Closes the client (and its transport). The next `connect()` opens a new session. */
+  /** Closes the client (and its transport). The next `connect()` starts a new session. */
   close(): Promise<void>;
 }
 
@@ -121,8 +121,9 @@ const optionsSchema = z.looseObject({
  * - Errors from requests (`client.callTool()`, ...) and from connect come out as
  *   breakwater errors: the SDK's `StreamableHTTPError` becomes an `HttpStatusError`
  *   (status, `retryAfterMs`, `serverMessage`) with the SDK's error as `cause`.
- * - A 404 for a request in a session means the server ended it (MCP spec): the
- *   client is closed, so the next `connect()` initializes a new session.
+ * - A 404 for a request in a session means the server ended it (MCP spec): that
+ *   request fails with the 404, and the next `connect()` closes the client and
+ *   initializes a new session.
  *
  * @example
  * ```ts
@@ -173,9 +174,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         return await send(message, sendOptions);
       } catch (error) {
         const typed = fetch.toError(error);
-        // The server no longer knows the session: start a new one on the next connect().
+        // The server no longer knows the session: the next connect() starts a new one.
+        // Not closed here: closing now would fail this very request as "Connection closed"
+        // instead of with the 404, and every other request in flight with it.
         if (typed instanceof HttpStatusError && typed.status === SESSION_GONE && transport.sessionId) {
-          if (client.transport === transport) client.close().catch(() => {});
+          if (current === (transport as unknown)) current = undefined;
         }
         throw typed;
       }
@@ -190,6 +193,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   }
 
   async function open(): Promise<C> {
+    // A client still on a lost session: closed first (the SDK connects one transport at a time).
+    if (client.transport !== undefined) await client.close();
     const transport = build(fetch);
     wire(transport as unknown as Wired);
     try {
