@@ -587,3 +587,20 @@ test('toHttpStatusError finds the status under the AI SDK’s RetryError when it
     assert.equal(toHttpStatusError(error)?.status, 503);
   });
 });
+
+test('toHttpStatusError keeps at most 2 KiB of a huge AI SDK error body and 400 characters of its message', () => {
+  const huge = 'x'.repeat(1_000_000);
+  const error = new APICallError({
+    message: huge,
+    url: 'http://127.0.0.1/v1/chat/completions',
+    requestBodyValues: {},
+    statusCode: 500,
+    responseHeaders: { 'retry-after': '2', 'bad header name': 'v', 'x-request-id': 'r\u0000' },
+    responseBody: huge,
+  });
+  const converted = toHttpStatusError(error);
+  assert.equal(converted?.status, 500);
+  assert.equal(converted?.retryAfterMs, 2000);
+  assert.equal(converted?.body.length, 2048);
+  assert.equal(converted?.serverMessage?.length, 401);
+});

@@ -34,9 +34,15 @@ interface SdkErrorShape {
   lastError?: unknown;
 }
 
+/**
+ * Characters of an SDK's string read at most: a message or body may be megabytes, and
+ * nothing past this survives the cut (an `HttpStatusError` keeps 2 KiB of body).
+ */
+const MAX_READ_CHARS = 4096;
+
 /** A string worth keeping: non-empty, on one line, at most {@link MAX_MESSAGE_CHARS}. */
 function text(value: unknown): string | undefined {
-  const line = typeof value === 'string' ? oneLine(value) : '';
+  const line = typeof value === 'string' ? oneLine(value.slice(0, MAX_READ_CHARS)) : '';
   if (line === '') return undefined;
   return line.length > MAX_MESSAGE_CHARS ? `${line.slice(0, MAX_MESSAGE_CHARS)}…` : line;
 }
@@ -58,7 +64,7 @@ function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined
     retryable: wrapped.retryable,
     retryAfterMs: wrapped.retryAfterMs,
     serverMessage,
-    body: typeof error.responseBody === 'string' ? error.responseBody : undefined,
+    body: typeof error.responseBody === 'string' ? error.responseBody.slice(0, MAX_READ_CHARS) : undefined,
     headers: new Headers(wrapped.headers),
     cause: error,
   });
