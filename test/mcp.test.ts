@@ -528,6 +528,7 @@ test('resilientMcpClient: a bad URL never arms the gate', async () => {
   const mcp = resilientMcpClient({
     client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
     transport: (fetch: FetchLike) => new StreamableHTTPClientTransport(new URL('not a url'), { fetch }),
+    policy: definePolicy(),
   });
   await assert.rejects(mcp.connect(), TypeError);
   await assert.rejects(mcp.connect(), TypeError);
@@ -563,7 +564,7 @@ test('resilientMcpClient: bad options throw a TypeError naming each path', () =>
     () => resilientMcpClient({ client: {}, transport: 'x', gate: 1 } as never),
     (error: unknown) =>
       error instanceof TypeError &&
-      ['client', 'transport', 'gate'].every((path) => error.message.includes(`resilientMcpClient().${path}`)),
+      ['client', 'transport', 'policy', 'gate'].every((path) => error.message.includes(`resilientMcpClient().${path}`)),
   );
 });
 

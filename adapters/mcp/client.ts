@@ -13,7 +13,7 @@ import type { FetchLike } from '../../src/call.ts';
 import { HttpStatusError } from '../../src/errors.ts';
 import { createGate, type Gate } from '../../src/gate.ts';
 import { functionOption, validate } from '../../src/options.ts';
-import { definePolicy, type Policy } from '../../src/policy.ts';
+import type { Policy } from '../../src/policy.ts';
 import { type McpFetch, type McpFetchOptions, mcpFetch } from './fetch.ts';
 import type { McpToolInfo } from './resend.ts';
 
@@ -62,8 +62,8 @@ export interface ResilientMcpClientOptions<C extends McpClientLike, T extends Mc
    * cannot be started twice): `(fetch) => new StreamableHTTPClientTransport(url, { fetch })`.
    */
   transport: (fetch: FetchLike) => T;
-  /** The policy for every request. Default: `definePolicy({})`. */
-  policy?: Policy | undefined;
+  /** The policy for every request (`definePolicy({})` is a good start); its clients share breaker, pacing and budget. */
+  policy: Policy;
   /**
    * The start gate around connect. Default: `createGate({ key })` with the key, else
    * the policy's name, else `'mcp'`: 500 ms doubling to 32 s (+30%), stretched to the
@@ -99,8 +99,9 @@ const optionsSchema = z.looseObject({
     'must be an MCP client (with connect())',
   ),
   transport: functionOption<(fetch: FetchLike) => McpTransportLike>(),
-  policy: z.optional(
-    z.custom<Policy>((value) => typeof (value as Policy | null)?.fetch === 'function', 'must be a policy'),
+  policy: z.custom<Policy>(
+    (value) => typeof (value as Policy | null)?.fetch === 'function',
+    'must be a policy',
   ),
   gate: z.optional(
     z.custom<Gate>((value) => typeof (value as Gate | null)?.run === 'function', 'must be a gate'),
@@ -153,7 +154,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   options: ResilientMcpClientOptions<C, T>,
 ): ResilientMcpClient<C, T> {
   validate(optionsSchema, options, 'resilientMcpClient()');
-  const { client, transport: build, policy = definePolicy(), gate: given, ...fetchOptions } = options;
+  const { client, transport: build, policy, gate: given, ...fetchOptions } = options;
   const fetch = mcpFetch(policy, fetchOptions);
   const name = typeof options.key === 'string' ? options.key : policy.resolved.name;
   const gate = given ?? createGate({ key: name ?? DEFAULT_KEY });

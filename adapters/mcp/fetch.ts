@@ -21,7 +21,6 @@ import type { BreakwaterEvent } from '../../src/events.ts';
 import { IDEMPOTENCY_KEY_HEADER } from '../../src/idempotency-key.ts';
 import { functionOption, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
-import { wrapHttpError } from '../../src/status.ts';
 import { type McpResendOptions, type McpToolInfo, mcpResend, resendShape } from './resend.ts';
 
 /**
@@ -169,7 +168,10 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     const status = sdkStatus(error);
     if (status === undefined) return error;
     const said = failures.get(status);
-    return said ? fromSnapshot(said, error) : wrapHttpError(status, undefined, error);
+    // No failure of that status came through this fetch: the status is all there is.
+    return said
+      ? fromSnapshot(said, error)
+      : new HttpStatusError({ status, retryable: isRetryableStatus(status), cause: error });
   };
   return fetch;
 }
