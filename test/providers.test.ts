@@ -5,7 +5,7 @@ import { createOpenAI } from '@ai-sdk/openai';
 // @ts-types="@anthropic-ai/sdk"
 import Anthropic from '@anthropic-ai/sdk';
 // @ts-types="ai"
-import { APICallError, generateText, RetryError } from 'ai';
+import { APICallError, generateText, type LanguageModel, RetryError } from 'ai';
 import { Hono } from 'hono';
 import { streamSSE } from 'hono/streaming';
 import OpenAI from 'openai';
@@ -13,14 +13,17 @@ import {
   aiSdkOptions,
   anthropicOptions,
   openaiOptions,
+  type PresetOptions,
   providerConfig,
+  readRateLimits,
   toHttpStatusError,
 } from '../adapters/providers/index.ts';
 import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
-import { definePolicy } from '../src/policy.ts';
+import { definePolicy, type Policy } from '../src/policy.ts';
 import { throwOnStatus } from '../src/status.ts';
-import { withApp } from './helpers/hono-server.ts';
+import { MAX_DELAY_MS } from '../src/timing.ts';
+import { type AppServer, withApp } from './helpers/hono-server.ts';
 
 /** A short retry schedule: tests wait milliseconds, not the default half second. */
 const FAST = { backoff: { initialMs: 5, jitter: 'none' as const } };
@@ -86,6 +89,23 @@ const json =
       headers: { 'content-type': 'application/json', ...headers },
     });
 
+/** The OpenAI SDK on the preset, pointed at the fake provider. */
+function openaiClient(server: AppServer, policy: Policy, options?: PresetOptions): OpenAI {
+  return new OpenAI({ baseURL: `${server.origin}/v1`, apiKey: 'sk-test', ...openaiOptions(policy, options) });
+}
+
+/** The Anthropic SDK on the preset, pointed at the fake provider. */
+function anthropicClient(server: AppServer, policy: Policy): Anthropic {
+  return new Anthropic({ baseURL: server.origin, apiKey: 'sk-ant-test', ...anthropicOptions(policy) });
+}
+
+/** A chat model of the AI SDK's OpenAI provider on the preset, pointed at the fake provider. */
+function aiSdkModel(server: AppServer, policy: Policy): LanguageModel {
+  return createOpenAI({ baseURL: `${server.origin}/v1`, apiKey: 'sk-test', ...aiSdkOptions(policy) }).chat(
+    'test-model',
+  );
+}
+
 const ask = { model: 'test-model', messages: [{ role: 'user' as const, content: 'hello' }] };
 const askClaude = {
   model: 'claude-test',
@@ -99,11 +119,7 @@ test('openaiOptions: a 429 with retry-after-ms is sent twice in all under a 2-at
   ]);
   await withApp(app, async (server) => {
     const policy = definePolicy({ retry: { attempts: 2, ...FAST } });
-    const client = new OpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...openaiOptions(policy),
-    });
+    const client = openaiClient(server, policy);
     await assert.rejects(client.chat.completions.create(ask), (error: unknown) => {
       return error instanceof OpenAI.RateLimitError && error.status === 429;
     });
@@ -123,11 +139,7 @@ test('openaiOptions: a 429 with retry-after-ms then a 200 gives the completion a
   ]);
   await withApp(app, async (server) => {
     const policy = definePolicy({ name: 'openai', retry: FAST });
-    const client = new OpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...openaiOptions(policy),
-    });
+    const client = openaiClient(server, policy);
     const started = performance.now();
     const result = await client.chat.completions.create(ask);
     assert.equal(result.choices[0]?.message.content, 'hi');
@@ -159,11 +171,7 @@ test('openaiOptions: the Responses API goes through the policy too (429, then th
     json(200, response),
   ]);
   await withApp(app, async (server) => {
-    const client = new OpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...openaiOptions(definePolicy({ retry: FAST })),
-    });
+    const client = openaiClient(server, definePolicy({ retry: FAST }));
     const result = await client.responses.create({ model: 'test-model', input: 'hello' });
     assert.equal(result.output_text, 'hi');
     assert.equal(seen.length, 2);
@@ -173,11 +181,7 @@ test('openaiOptions: the Responses API goes through the policy too (429, then th
 test('openaiOptions: a POST answered 500 without x-should-retry is not resent', async () => {
   const { app, seen } = provider('/v1/chat/completions', [json(500, openaiError('boom'))]);
   await withApp(app, async (server) => {
-    const client = new OpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...openaiOptions(definePolicy({ retry: FAST })),
-    });
+    const client = openaiClient(server, definePolicy({ retry: FAST }));
     await assert.rejects(
       client.chat.completions.create(ask),
       (error: unknown) => error instanceof OpenAI.InternalServerError && error.status === 500,
@@ -192,11 +196,7 @@ test('openaiOptions: a POST answered 500 with x-should-retry: true is resent, th
     json(200, completion),
   ]);
   await withApp(app, async (server) => {
-    const client = new OpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...openaiOptions(definePolicy({ retry: FAST })),
-    });
+    const client = openaiClient(server, definePolicy({ retry: FAST }));
     const result = await client.chat.completions.create(ask);
     assert.equal(result.choices[0]?.message.content, 'hi');
     assert.equal(seen.length, 2);
@@ -227,11 +227,7 @@ test('openaiOptions: a streamed completion is not cut by an attempt timeout shor
   });
   await withApp(app, async (server) => {
     const policy = definePolicy({ timeout: { attemptMs: 50, totalMs: 60 } });
-    const client = new OpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...openaiOptions(policy),
-    });
+    const client = openaiClient(server, policy);
     const started = performance.now();
     const stream = await client.chat.completions.create({ ...ask, stream: true });
     let text = '';
@@ -250,11 +246,7 @@ test('anthropicOptions: a 529 with retry-after and x-should-retry is sent twice 
   ]);
   await withApp(app, async (server) => {
     const policy = definePolicy({ retry: { attempts: 2, ...FAST } });
-    const client = new Anthropic({
-      baseURL: server.origin,
-      apiKey: 'sk-ant-test',
-      ...anthropicOptions(policy),
-    });
+    const client = anthropicClient(server, policy);
     await assert.rejects(client.messages.create(askClaude), (error: unknown) => {
       return error instanceof Anthropic.APIError && error.status === 529;
     });
@@ -271,11 +263,7 @@ test('anthropicOptions: a 529 with retry-after then a 200 gives the message afte
     json(200, message),
   ]);
   await withApp(app, async (server) => {
-    const client = new Anthropic({
-      baseURL: server.origin,
-      apiKey: 'sk-ant-test',
-      ...anthropicOptions(definePolicy({ retry: FAST })),
-    });
+    const client = anthropicClient(server, definePolicy({ retry: FAST }));
     const result = await client.messages.create(askClaude);
     assert.deepEqual(result.content, [{ type: 'text', text: 'hi' }]);
     assert.deepEqual(
@@ -293,11 +281,7 @@ test('anthropicOptions: a POST answered 529 without x-should-retry is not resent
     json(529, anthropicError('overloaded_error', 'Overloaded'), { 'retry-after': '0' }),
   ]);
   await withApp(app, async (server) => {
-    const client = new Anthropic({
-      baseURL: server.origin,
-      apiKey: 'sk-ant-test',
-      ...anthropicOptions(definePolicy({ retry: FAST })),
-    });
+    const client = anthropicClient(server, definePolicy({ retry: FAST }));
     await assert.rejects(client.messages.create(askClaude), (error: unknown) => {
       return error instanceof Anthropic.APIError && error.status === 529;
     });
@@ -311,12 +295,8 @@ test('aiSdkOptions: generateText through createOpenAI sees 2 requests for a 429 
     json(200, completion),
   ]);
   await withApp(app, async (server) => {
-    const openai = createOpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...aiSdkOptions(definePolicy({ retry: FAST })),
-    });
-    const result = await generateText({ model: openai.chat('test-model'), prompt: 'hello', maxRetries: 0 });
+    const model = aiSdkModel(server, definePolicy({ retry: FAST }));
+    const result = await generateText({ model, prompt: 'hello', maxRetries: 0 });
     assert.equal(result.text, 'hi');
     assert.equal(seen.length, 2);
   });
@@ -327,13 +307,9 @@ test('aiSdkOptions: with maxRetries: 0 a lasting 429 is sent twice in all under 
     json(429, openaiError('slow down'), { 'retry-after-ms': '5' }),
   ]);
   await withApp(app, async (server) => {
-    const openai = createOpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...aiSdkOptions(definePolicy({ retry: { attempts: 2, ...FAST } })),
-    });
+    const model = aiSdkModel(server, definePolicy({ retry: { attempts: 2, ...FAST } }));
     await assert.rejects(
-      generateText({ model: openai.chat('test-model'), prompt: 'hello', maxRetries: 0 }),
+      generateText({ model, prompt: 'hello', maxRetries: 0 }),
       (error: unknown) => APICallError.isInstance(error) && error.statusCode === 429,
     );
     assert.equal(seen.length, 2);
@@ -345,17 +321,13 @@ test('the presets pass onEvent, key and the fetch underneath to the policy', asy
   await withApp(app, async (server) => {
     const events: string[] = [];
     let baseCalls = 0;
-    const client = new OpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...openaiOptions(definePolicy({ retry: false }), {
-        fetch: (input, init) => {
-          baseCalls++;
-          return fetch(input, init);
-        },
-        onEvent: (event) => events.push(`${event.type} ${'key' in event ? event.key : ''}`),
-        key: 'openai-primary',
-      }),
+    const client = openaiClient(server, definePolicy({ retry: false }), {
+      fetch: (input, init) => {
+        baseCalls++;
+        return fetch(input, init);
+      },
+      onEvent: (event) => events.push(`${event.type} ${'key' in event ? event.key : ''}`),
+      key: 'openai-primary',
     });
     await client.chat.completions.create(ask);
     assert.equal(baseCalls, 1);
@@ -404,11 +376,7 @@ test('toHttpStatusError on the OpenAI SDK’s RateLimitError gives the status, t
     }),
   ]);
   await withApp(app, async (server) => {
-    const client = new OpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...openaiOptions(definePolicy({ retry: false })),
-    });
+    const client = openaiClient(server, definePolicy({ retry: false }));
     const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.RateLimitError);
     const converted = toHttpStatusError(error);
@@ -430,11 +398,7 @@ test('toHttpStatusError on the Anthropic SDK’s 529 error gives the status, the
     }),
   ]);
   await withApp(app, async (server) => {
-    const client = new Anthropic({
-      baseURL: server.origin,
-      apiKey: 'sk-ant-test',
-      ...anthropicOptions(definePolicy({ retry: false })),
-    });
+    const client = anthropicClient(server, definePolicy({ retry: false }));
     const error = await client.messages.create(askClaude).catch((e: unknown) => e);
     assert.ok(error instanceof Anthropic.APIError);
     const converted = toHttpStatusError(error);
@@ -450,13 +414,9 @@ test('toHttpStatusError on the AI SDK’s APICallError reads statusCode, respons
     json(503, openaiError('upstream busy'), { 'retry-after': '3' }),
   ]);
   await withApp(app, async (server) => {
-    const openai = createOpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...aiSdkOptions(definePolicy({ retry: false })),
-    });
+    const model = aiSdkModel(server, definePolicy({ retry: false }));
     const error = await generateText({
-      model: openai.chat('test-model'),
+      model,
       prompt: 'hello',
       maxRetries: 0,
     }).catch((e: unknown) => e);
@@ -472,14 +432,10 @@ test('toHttpStatusError on the AI SDK’s APICallError reads statusCode, respons
 test('toHttpStatusError returns breakwater’s own HttpStatusError from inside the SDK’s connection error', async () => {
   const { app } = provider('/v1/chat/completions', [json(503, openaiError('down'))]);
   await withApp(app, async (server) => {
-    const client = new OpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...openaiOptions(definePolicy({ retry: false }), {
-        // A named key: a default (origin) key trips a core quirk that re-throws the
-        // nested error as a TypeError (see the report on redactText).
-        fetch: createFetch({ use: [throwOnStatus()], key: 'openai' }),
-      }),
+    const client = openaiClient(server, definePolicy({ retry: false }), {
+      // A named key: a default (origin) key trips a core quirk that re-throws the
+      // nested error as a TypeError (see the report on redactText).
+      fetch: createFetch({ use: [throwOnStatus()], key: 'openai' }),
     });
     const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.APIConnectionError, String(error));
@@ -531,11 +487,7 @@ test('a 429 asking to wait longer than the policy allows reaches the caller as t
     json(429, openaiError('daily limit reached'), { 'retry-after': '3600' }),
   ]);
   await withApp(app, async (server) => {
-    const client = new OpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...openaiOptions(definePolicy({ retry: FAST })),
-    });
+    const client = openaiClient(server, definePolicy({ retry: FAST }));
     const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
     assert.ok(
       error instanceof OpenAI.APIConnectionError,
@@ -553,11 +505,7 @@ test('toHttpStatusError returns undefined when the policy’s paused key failed 
     json(429, openaiError('daily limit reached'), { 'retry-after': '3600' }),
   ]);
   await withApp(app, async (server) => {
-    const client = new OpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...openaiOptions(definePolicy({ retry: false })),
-    });
+    const client = openaiClient(server, definePolicy({ retry: false }));
     await client.chat.completions.create(ask).catch(() => {});
     const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
     assert.equal(seen.length, 1, 'the second call was not sent');
@@ -572,13 +520,9 @@ test('toHttpStatusError finds the status under the AI SDK’s RetryError when it
     json(503, openaiError('upstream busy'), { 'retry-after-ms': '1' }),
   ]);
   await withApp(app, async (server) => {
-    const openai = createOpenAI({
-      baseURL: `${server.origin}/v1`,
-      apiKey: 'sk-test',
-      ...aiSdkOptions(definePolicy({ retry: false })),
-    });
+    const model = aiSdkModel(server, definePolicy({ retry: false }));
     const error = await generateText({
-      model: openai.chat('test-model'),
+      model,
       prompt: 'hello',
       maxRetries: 1,
     }).catch((e: unknown) => e);
@@ -603,4 +547,123 @@ test('toHttpStatusError keeps at most 2 KiB of a huge AI SDK error body and 400 
   assert.equal(converted?.retryAfterMs, 2000);
   assert.equal(converted?.body.length, 2048);
   assert.equal(converted?.serverMessage?.length, 401);
+});
+
+const NOW = Date.UTC(2026, 0, 15, 12, 0, 0);
+
+/** Headers as api.openai.com sends them on a chat completion. */
+const OPENAI_HEADERS = {
+  'x-request-id': 'req_7f3c0a',
+  'x-ratelimit-limit-requests': '10000',
+  'x-ratelimit-remaining-requests': '9999',
+  'x-ratelimit-reset-requests': '6ms',
+  'x-ratelimit-limit-tokens': '30000000',
+  'x-ratelimit-remaining-tokens': '29999980',
+  'x-ratelimit-reset-tokens': '1m2.5s',
+};
+
+/** Headers as api.anthropic.com sends them on a message. */
+const ANTHROPIC_HEADERS = {
+  'request-id': 'req_011CSHoEeqs5C35K2UUqR7Fy',
+  'anthropic-ratelimit-requests-limit': '4000',
+  'anthropic-ratelimit-requests-remaining': '3999',
+  'anthropic-ratelimit-requests-reset': '2026-01-15T12:00:01Z',
+  'anthropic-ratelimit-tokens-limit': '480000',
+  'anthropic-ratelimit-tokens-remaining': '0',
+  'anthropic-ratelimit-tokens-reset': '2026-01-15T12:00:07.250Z',
+  'anthropic-ratelimit-input-tokens-limit': '400000',
+  'anthropic-ratelimit-input-tokens-remaining': '0',
+  'anthropic-ratelimit-input-tokens-reset': '2026-01-15T12:00:07.250Z',
+  'anthropic-ratelimit-output-tokens-limit': '80000',
+  'anthropic-ratelimit-output-tokens-remaining': '79990',
+  'anthropic-ratelimit-output-tokens-reset': '2026-01-15T13:00:00+01:00',
+};
+
+test('readRateLimits reads the OpenAI SDK’s response headers: limits, remaining, Go-duration resets, request id', async () => {
+  const { app } = provider('/v1/chat/completions', [json(200, completion, OPENAI_HEADERS)]);
+  await withApp(app, async (server) => {
+    const client = openaiClient(server, definePolicy());
+    const { response } = await client.chat.completions
+      .create({ model: 'test-model', messages: [{ role: 'user', content: 'hello' }] })
+      .withResponse();
+    assert.deepEqual(readRateLimits(response.headers, NOW), {
+      requests: { limit: 10_000, remaining: 9_999, resetMs: 6, resetAt: new Date(NOW + 6) },
+      tokens: { limit: 30_000_000, remaining: 29_999_980, resetMs: 62_500, resetAt: new Date(NOW + 62_500) },
+      requestId: 'req_7f3c0a',
+    });
+  });
+});
+
+test('readRateLimits reads the Anthropic SDK’s response headers: four windows, RFC 3339 resets, the wait for the exhausted one', async () => {
+  const { app } = provider('/v1/messages', [json(200, message, ANTHROPIC_HEADERS)]);
+  await withApp(app, async (server) => {
+    const client = anthropicClient(server, definePolicy());
+    const { response } = await client.messages
+      .create({ model: 'claude-test', max_tokens: 16, messages: [{ role: 'user', content: 'hello' }] })
+      .withResponse();
+    const at = (iso: string) => new Date(iso);
+    assert.deepEqual(readRateLimits(response.headers, NOW), {
+      requests: { limit: 4000, remaining: 3999, resetMs: 1000, resetAt: at('2026-01-15T12:00:01Z') },
+      tokens: { limit: 480_000, remaining: 0, resetMs: 7250, resetAt: at('2026-01-15T12:00:07.250Z') },
+      inputTokens: { limit: 400_000, remaining: 0, resetMs: 7250, resetAt: at('2026-01-15T12:00:07.250Z') },
+      // 13:00 at +01:00 is 12:00 UTC: now, so no wait.
+      outputTokens: { limit: 80_000, remaining: 79_990, resetMs: 0, resetAt: at('2026-01-15T12:00:00Z') },
+      // The exhausted token windows ask for a wait (the core's retryDelay): their reset.
+      retryAfterMs: 7250,
+      requestId: 'req_011CSHoEeqs5C35K2UUqR7Fy',
+    });
+  });
+});
+
+test('readRateLimits takes a plain object with names in any case, and retry-after-ms as the wait', () => {
+  assert.deepEqual(
+    readRateLimits(
+      { 'X-RateLimit-Remaining-Requests': '0', 'Retry-After-Ms': '1500', 'X-Request-Id': 'r1' },
+      NOW,
+    ),
+    { requests: { remaining: 0 }, retryAfterMs: 1500, requestId: 'r1' },
+  );
+});
+
+test('readRateLimits leaves out every garbage field and never throws', () => {
+  const garbage = {
+    'x-ratelimit-limit-requests': '-5',
+    'x-ratelimit-remaining-requests': '1e3',
+    'x-ratelimit-reset-requests': '-1s',
+    'x-ratelimit-limit-tokens': '9'.repeat(400),
+    'x-ratelimit-remaining-tokens': ' ',
+    'x-ratelimit-reset-tokens': '5 minutes',
+    'anthropic-ratelimit-requests-limit': '0x10',
+    'anthropic-ratelimit-requests-reset': '2026-02-30T00:00:00Z',
+    'anthropic-ratelimit-tokens-reset': `2026-01-15T12:00:00.${'1'.repeat(5000)}Z`,
+    'anthropic-ratelimit-input-tokens-remaining': '12.5',
+    'anthropic-ratelimit-output-tokens-reset': 'tomorrow',
+    'retry-after': 'soon',
+  };
+  assert.deepEqual(readRateLimits(garbage, NOW), {});
+  const hostile = new Proxy(
+    {},
+    {
+      ownKeys() {
+        throw new Error('trap');
+      },
+    },
+  );
+  for (const headers of [hostile, null, undefined, 42, 'x-ratelimit-limit-requests: 5', new Headers()]) {
+    assert.deepEqual(readRateLimits(headers as never, NOW), {});
+  }
+});
+
+test('readRateLimits caps a far reset at the longest delay a timer can wait, and keeps a past reset’s instant', () => {
+  const limits = readRateLimits(
+    {
+      'x-ratelimit-reset-tokens': '99999999h',
+      'anthropic-ratelimit-requests-reset': '2026-01-15T11:59:00Z',
+    },
+    NOW,
+  );
+  assert.deepEqual(limits, {
+    tokens: { resetMs: MAX_DELAY_MS, resetAt: new Date(NOW + MAX_DELAY_MS) },
+    requests: { resetMs: 0, resetAt: new Date('2026-01-15T11:59:00Z') },
+  });
 });
