@@ -564,7 +564,9 @@ test('resilientMcpClient: bad options throw a TypeError naming each path', () =>
     () => resilientMcpClient({ client: {}, transport: 'x', gate: 1 } as never),
     (error: unknown) =>
       error instanceof TypeError &&
-      ['client', 'transport', 'policy', 'gate'].every((path) => error.message.includes(`resilientMcpClient().${path}`)),
+      ['client', 'transport', 'policy', 'gate'].every((path) =>
+        error.message.includes(`resilientMcpClient().${path}`),
+      ),
   );
 });
 
