@@ -35,7 +35,7 @@ const PROVIDER_ATTEMPT_MS = 300_000;
 const PROVIDER_TOTAL_MS = 540_000;
 
 /** What {@link openaiOptions}, {@link anthropicOptions} and {@link aiSdkOptions} take besides the policy. */
-export interface PresetOptions extends PolicyFetchOptions {
+export interface PresetOptions extends Pick<PolicyFetchOptions, 'auth' | 'onEvent' | 'key'> {
   /** The fetch underneath the policy's chain (a proxy-aware fetch, a test double). Default: the global fetch. */
   fetch?: FetchLike | undefined;
 }
