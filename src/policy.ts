@@ -28,7 +28,7 @@ import { type CreateFetchOptions, createFetch } from './chain.ts';
 import { DEFAULT_RETRYABLE_STATUSES } from './classify.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { idempotencyKey } from './idempotency-key.ts';
-import { validate } from './options.ts';
+import { functionOption, validate } from './options.ts';
 import {
   DEFAULT_ATTEMPTS,
   DEFAULT_BUDGET,
@@ -84,6 +84,12 @@ export interface PolicyFetchOptions {
   onEvent?: (event: BreakwaterEvent) => void;
   /** Overrides the policy's `name` as the key (a function derives it from the URL). */
   key?: KeyOption;
+  /**
+   * Middleware run outermost, before the total timeout and retry: where an adapter
+   * marks calls (`call.idempotent` for a read-only MCP or A2A method) so that retry's
+   * resend rule sees the mark. Default: none.
+   */
+  use?: Middleware[];
 }
 
 /** What a policy knows about one server right now. */
@@ -131,6 +137,9 @@ const policySchema = z.strictObject({
     }),
   ),
 });
+
+/** `policy.fetch({ use })`: the adapters' outermost middleware (the other options are checked where they are used). */
+const adapterUse = z.object({ use: z._default(z.array(functionOption<Middleware>()), []) });
 
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === 'object') {
@@ -208,6 +217,7 @@ export function definePolicy(config: PolicyConfig = {}): Policy {
     capture,
     fetch(base?: FetchLike, options: PolicyFetchOptions = {}): FetchLike {
       const use = [
+        ...validate(adapterUse, options, 'policy.fetch()').use,
         total,
         retries,
         keys,

@@ -96,6 +96,35 @@ test('without idempotency keys a POST answered 503 is not resent', async () => {
   });
 });
 
+test('middleware given to policy.fetch({ use }) runs outside retry: a POST it marks idempotent is resent', async () => {
+  await withServer(sequence({ status: 503 }, { status: 200, body: 'read' }), async (server) => {
+    const policy = definePolicy({ retry: { backoff: fast } });
+    const marked = policy.fetch(undefined, {
+      use: [
+        (call, next) => {
+          call.idempotent = true;
+          return next(call);
+        },
+      ],
+    });
+    const res = await marked(server.origin, { method: 'POST', body: '{"method":"tools/list"}' });
+    assert.equal(await res.text(), 'read');
+    assert.equal(server.requests.length, 2);
+  });
+});
+
+test('policy.fetch({ use }) that is not a list of functions is a TypeError naming each bad entry', () => {
+  const policy = definePolicy({});
+  assert.throws(
+    () => policy.fetch(undefined, { use: [() => undefined as never, 'nope'] as never }),
+    (error: unknown) =>
+      error instanceof TypeError &&
+      /policy\.fetch\(\)/.test(error.message) &&
+      /use\.1: must be a function/.test(error.message),
+  );
+  assert.throws(() => policy.fetch(undefined, { use: 'nope' as never }), TypeError);
+});
+
 test('the breaker sits inside retry: once it opens, retries stop reaching the server', async () => {
   await withServer(always({ status: 503 }), async (server) => {
     const policy = definePolicy({
