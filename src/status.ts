@@ -168,9 +168,10 @@ export function throwOnStatus(statuses?: readonly number[]): Middleware {
 /**
  * The {@link HttpStatusError} for a failure response of a call: reuses the snapshot
  * `captureStatus()` took of it, or reads the body snippet itself, then cancels the
- * body so the connection is freed.
+ * body so the connection is freed. `cause` is kept on the error (an adapter passes
+ * the SDK error it replaces).
  */
-export async function statusError(call: Call, response: Response): Promise<HttpStatusError> {
+export async function statusError(call: Call, response: Response, cause?: unknown): Promise<HttpStatusError> {
   const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(response));
   await response.body?.cancel().catch(() => {});
   const { status, headers } = response;
@@ -183,6 +184,7 @@ export async function statusError(call: Call, response: Response): Promise<HttpS
     serverMessage: said.serverMessage,
     headers,
     request: requestSummary(call.key, call.method, call.href),
+    cause,
   });
 }
 

@@ -113,6 +113,8 @@ test('with errors: breakwater, a POST answered 503 throws HttpStatusError with t
     assert.equal(error.request?.method, 'POST');
     assert.doesNotMatch(error.message, /hunter2/);
     assert.match(error.message, /server asked to retry after 7000 ms/);
+    // ky's own error stays reachable (its request and options) as the cause.
+    assert.equal((error.cause as Error | undefined)?.name, 'HTTPError');
     assert.equal(seen.length, 1);
   });
 });

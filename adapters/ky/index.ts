@@ -169,7 +169,7 @@ export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
       const { request, response } = error as Partial<HTTPError>;
       // Anything else an earlier hook put in its place passes through unchanged.
       if (!(request instanceof Request && response instanceof Response)) return error as never;
-      return statusError(new Call(request, undefined, key, undefined), response);
+      return statusError(new Call(request, undefined, key, undefined), response, error);
     };
     // ky types beforeError as returning HTTPError; it throws whatever the hooks return.
     hooks.beforeError = [toHttpStatusError as unknown as BeforeErrorHook];
