@@ -320,3 +320,15 @@ test('a read-only GetTask answered 503 once is resent and succeeds', async () =>
     assert.deepEqual(seen.methods, ['SendMessage', 'GetTask', 'GetTask']);
   });
 });
+
+test('a read-only GetTask answered 503 once is resent through a policy', async () => {
+  const seen = newSeen();
+  const faults = [{ method: 'GetTask', times: 1 }];
+  await withApp(agentApp(seen, faults), async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: quickPolicy() });
+    const sent = (await client.sendMessage(userMessage('remember me'))) as { id: string };
+    const task = (await client.getTask({ id: sent.id } as never)) as { id: string };
+    assert.equal(task.id, sent.id);
+    assert.deepEqual(seen.methods, ['SendMessage', 'GetTask', 'GetTask']);
+  });
+});
