@@ -48,7 +48,13 @@ const passedThrough = new WeakSet<object>();
  * userinfo and query values: such an error is re-thrown with the URL redacted.
  */
 function withoutSecrets(error: unknown): unknown {
-  if (!(error instanceof Error) || redactText(error.message) === error.message) return error;
+  // breakwater's own errors (from a breakwater fetch passed as `fetch`) are redacted already.
+  if (
+    !(error instanceof Error) ||
+    error instanceof BreakwaterError ||
+    redactText(error.message) === error.message
+  )
+    return error;
   const safe = new TypeError(redactText(error.message));
   safe.name = error.name;
   return safe;

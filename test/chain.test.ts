@@ -6,8 +6,10 @@ import {
   type Call,
   createFetch,
   type FetchLike,
+  HttpStatusError,
   type Middleware,
   NetworkError,
+  throwOnStatus,
 } from '../src/index.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
 
@@ -309,6 +311,18 @@ test('a refused connection comes out of the chain as a typed NetworkError', asyn
     assert.equal(error.code, 'ECONNREFUSED');
     assert.equal(error.sent, 'no');
     return true;
+  });
+});
+
+test('a breakwater fetch under another passes the inner one’s typed errors up unchanged', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const inner = createFetch({ use: [throwOnStatus()] });
+    // The default key is the origin: its redacted form differs from the raw text, which
+    // once made the outer chain re-wrap the inner error as a plain TypeError.
+    const outer = createFetch({ fetch: inner, use: [passThrough] });
+    const error = await outer(`${server.origin}/v1/things`).catch((e: unknown) => e);
+    assert.ok(error instanceof HttpStatusError, String(error));
+    assert.equal(error.status, 503);
   });
 });
 
