@@ -1,5 +1,5 @@
 // Bundle sizes as a user's bundler would see them: esbuild, minified, gzip -9, with
-// the peers (zod, hono) external. Run: npm run size.
+// the peers (zod, hono, ky, the MCP and A2A SDKs) external. Run: npm run size.
 //   --files  also lists each source file's minified bytes in each bundle, largest first
 //   --check  exits 1 when a bundle is over its ceiling (npm test runs this)
 //
@@ -58,7 +58,17 @@ async function bundle(code, external) {
   return { result, min: bytes.byteLength, gzip: gzipSync(bytes, { level: 9 }).byteLength };
 }
 
-const PEERS = ['zod', 'zod/*', 'hono', 'hono/*'];
+const PEERS = [
+  'zod',
+  'zod/*',
+  'hono',
+  'hono/*',
+  'ky',
+  '@modelcontextprotocol/sdk',
+  '@modelcontextprotocol/sdk/*',
+  '@a2a-js/sdk',
+  '@a2a-js/sdk/*',
+];
 let overCeiling = 0;
 let overTarget = 0;
 for (const { name, code, target, ceiling } of cases) {
@@ -67,6 +77,13 @@ for (const { name, code, target, ceiling } of cases) {
   if (target !== undefined) limits.push(`target ${target}${gzip > target ? ' not met' : ' met'}`);
   if (gzip > ceiling) overCeiling++;
   if (target !== undefined && gzip > target) overTarget++;
+  if (code.includes('/adapters/')) {
+    // What the adapter adds to an app that already bundles the whole core.
+    const core = `import * as core from '${root}src/index.ts';`;
+    const alone = await bundle(`${core} export { core };`, PEERS);
+    const both = await bundle(`${core} import * as adapter from '${code.match(/'([^']+)'/)[1]}'; export { core, adapter };`, PEERS);
+    limits.push(`+${both.gzip - alone.gzip} B gzip over the whole core`);
+  }
   console.log(
     `${name.padEnd(44)} ${String(min).padStart(7)} B min  ${String(gzip).padStart(6)} B gzip  (${limits.join(', ')})`,
   );
