@@ -210,23 +210,36 @@ function toHeaders(source: Response | HeadersLike | undefined): Headers | undefi
 
 /**
  * Builds an {@link HttpStatusError} from an SDK error that lost the status or the
- * headers: pass the status you recovered, the response or headers if you still have
- * them (a `StatusSnapshot` from `captureStatus()` has them), and the SDK's error as `cause`.
+ * headers: pass the status you recovered, what you still have of the response (the
+ * `Response`, its headers, or best a `StatusSnapshot` from `captureStatus()`, which
+ * also gives the server's message, the body's start and the request), and the SDK's
+ * error as `cause`.
  *
  * @example
  * ```ts
  * catch (error) {
  *   const said = connect.last();
- *   if (said) throw wrapHttpError(said.status, new Headers(said.headers), error);
+ *   if (said) throw wrapHttpError(said.status, said, error);
  * }
  * ```
  */
 export function wrapHttpError(
   status: number,
-  source: Response | HeadersLike | undefined,
+  source: Response | StatusSnapshot | HeadersLike | undefined,
   cause?: unknown,
 ): HttpStatusError {
   validate(statusSchema, status, 'wrapHttpError(status)');
+  if (isSnapshot(source)) {
+    const headers = new Headers(source.headers);
+    return new HttpStatusError({
+      ...source,
+      status,
+      retryable: isRetryableStatus(status, headers),
+      headers,
+      request: requestSummary(source.key, source.method, source.url),
+      cause,
+    });
+  }
   const headers = toHeaders(source);
   return new HttpStatusError({
     status,
@@ -236,4 +249,13 @@ export function wrapHttpError(
     headers,
     cause,
   });
+}
+
+/**
+ * Whether `source` is a `captureStatus()` snapshot: a numeric status (a header value
+ * never is) and the call's key and method (a `Response` has neither).
+ */
+function isSnapshot(source: unknown): source is StatusSnapshot {
+  const said = source as StatusSnapshot | null | undefined;
+  return typeof said?.status === 'number' && typeof said.key === 'string' && typeof said.method === 'string';
 }

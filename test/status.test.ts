@@ -252,6 +252,31 @@ test('wrapHttpError() from a Response takes statusText, Retry-After and the safe
   assert.deepEqual(error.headers, { 'retry-after': '3', 'x-request-id': 'req_1' });
 });
 
+test('wrapHttpError() from a captureStatus() snapshot keeps the server’s message, the body and the request', async () => {
+  const behaviour = {
+    status: 503,
+    headers: { 'retry-after': '7', 'content-type': 'application/json' },
+    body: '{"error":{"message":"model overloaded"}}',
+  };
+  await withServer(always(behaviour), async (server) => {
+    const capture = captureStatus();
+    const fetch = createFetch({ use: [capture], key: 'mcp' });
+    await (await fetch(`${server.origin}/rpc?token=hunter2`, { method: 'POST', body: '{}' })).body?.cancel();
+    const said = capture.last('mcp');
+    assert.ok(said);
+    const cause = new Error('Streamable HTTP error: 503');
+    const error = wrapHttpError(said.status, said, cause);
+    assert.equal(error.status, 503);
+    assert.equal(error.retryAfterMs, 7_000);
+    assert.equal(error.serverMessage, 'model overloaded');
+    assert.match(error.body, /model overloaded/);
+    assert.equal(error.request?.key, 'mcp');
+    assert.equal(error.request?.method, 'POST');
+    assert.doesNotMatch(error.message, /hunter2/);
+    assert.equal(error.cause, cause);
+  });
+});
+
 test('wrapHttpError() from a Headers reads the wait from its timing headers', () => {
   const error = wrapHttpError(503, new Headers({ 'retry-after-ms': '1500' }));
   assert.equal(error.retryAfterMs, 1_500);
