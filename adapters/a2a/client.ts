@@ -19,8 +19,7 @@ import type { Client, ClientConfig } from '@a2a-js/sdk/client';
 import * as z from 'zod/mini';
 import type { FetchLike } from '../../src/call.ts';
 import type { CaptureScope, StatusSnapshot } from '../../src/capture.ts';
-import { isRetryableStatus } from '../../src/classify.ts';
-import { BreakwaterError, HttpStatusError, isAbort, requestSummary } from '../../src/errors.ts';
+import { BreakwaterError, isAbort } from '../../src/errors.ts';
 import { functionOption, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { wrapHttpError } from '../../src/status.ts';
@@ -85,15 +84,7 @@ function withStatus(error: unknown, scope: CaptureScope | undefined): unknown {
     ?.all()
     .filter((snapshot) => snapshot.status === code)
     .at(-1);
-  if (said === undefined) return wrapHttpError(code, undefined, error);
-  const headers = new Headers(said.headers);
-  return new HttpStatusError({
-    ...said,
-    retryable: isRetryableStatus(code, headers),
-    headers,
-    request: requestSummary(said.key, said.method, said.url),
-    cause: error,
-  });
+  return wrapHttpError(code, said, error);
 }
 
 /**

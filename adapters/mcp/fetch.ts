@@ -13,23 +13,14 @@
 
 import * as z from 'zod/mini';
 import type { AuthOptions } from '../../src/auth.ts';
-import { Call, type FetchLike, type KeyOption } from '../../src/call.ts';
+import type { FetchLike, KeyOption } from '../../src/call.ts';
 import type { StatusSnapshot } from '../../src/capture.ts';
-import { isRetryableStatus } from '../../src/classify.ts';
-import { BreakwaterError, HttpStatusError, requestSummary } from '../../src/errors.ts';
+import { BreakwaterError } from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
-import { IDEMPOTENCY_KEY_HEADER } from '../../src/idempotency-key.ts';
 import { functionOption, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
+import { wrapHttpError } from '../../src/status.ts';
 import { type McpResendOptions, type McpToolInfo, mcpResend, resendShape } from './resend.ts';
-
-/**
- * How a call judged safe is marked idempotent inside the policy's chain, which has no
- * place for an extra middleware: an `Idempotency-Key` with this value (retry counts a
- * keyed request as idempotent), removed again before the request reaches the
- * network, so the server never sees it.
- */
-const MARK = 'breakwater-mcp-safe-to-resend';
 
 /** Options for {@link mcpFetch}. */
 export interface McpFetchOptions extends McpResendOptions {
@@ -80,22 +71,6 @@ function sdkStatus(error: unknown): number | undefined {
     : undefined;
 }
 
-/** The `HttpStatusError` a snapshot describes, with `cause` as its cause. */
-function fromSnapshot(said: StatusSnapshot, cause: unknown): HttpStatusError {
-  const headers = new Headers(said.headers);
-  return new HttpStatusError({
-    status: said.status,
-    statusText: said.statusText,
-    retryable: isRetryableStatus(said.status, headers),
-    retryAfterMs: said.retryAfterMs,
-    body: said.body,
-    serverMessage: said.serverMessage,
-    headers,
-    request: requestSummary(said.key, said.method, said.url),
-    cause,
-  });
-}
-
 /**
  * A fetch through `policy` for the MCP SDK's `StreamableHTTPClientTransport`:
  * - MCP requests that are safe to send twice (read-only methods, tools annotated
@@ -134,22 +109,11 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   /** The latest failure response of each status (at most one per status: bounded). */
   const failures = new Map<number, StatusSnapshot>();
 
-  /** The end of the policy's chain: drops the mark, then calls the real fetch. */
-  const send: FetchLike = (input, init) => {
-    const headers = init?.headers;
-    if (headers instanceof Headers && headers.get(IDEMPOTENCY_KEY_HEADER) === MARK) {
-      // A copy: the call keeps its mark for retry to read after this attempt.
-      const unmarked = new Headers(headers);
-      unmarked.delete(IDEMPOTENCY_KEY_HEADER);
-      init = { ...init, headers: unmarked };
-    }
-    const real = base ?? globalThis.fetch;
-    return init === undefined ? real(input) : real(input, init);
-  };
-
-  const chain = policy.fetch(send, {
+  const chain = policy.fetch(base, {
     auth: valid.auth,
     key: valid.key,
+    // Outermost, so retry's resend rule sees the mark on calls judged safe.
+    use: [resend],
     onEvent(event) {
       if (event.type === 'captured') failures.set(event.snapshot.status, event.snapshot);
       onEvent?.(event);
@@ -157,21 +121,14 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   } as Parameters<Policy['fetch']>[1]);
 
   const fetch = function mcpFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-    // Judged on the request as the SDK built it; a keyed request is idempotent already.
-    const call = new Call(input, init, undefined, undefined);
-    if (call.header(IDEMPOTENCY_KEY_HEADER) !== null || !resend.isSafe(call)) return chain(input, init);
-    call.setHeader(IDEMPOTENCY_KEY_HEADER, MARK);
-    return chain(input, call.init);
+    return chain(input, init);
   } as McpFetch;
   fetch.learn = resend.learn;
   fetch.toError = (error) => {
     const status = sdkStatus(error);
     if (status === undefined) return error;
-    const said = failures.get(status);
     // No failure of that status came through this fetch: the status is all there is.
-    return said
-      ? fromSnapshot(said, error)
-      : new HttpStatusError({ status, retryable: isRetryableStatus(status), cause: error });
+    return wrapHttpError(status, failures.get(status), error);
   };
   return fetch;
 }
