@@ -71,6 +71,7 @@ export { idempotencyKey } from './idempotency-key.ts';
 export { normalizeNetworkError } from './network.ts';
 export type {
   Policy,
+  PolicyClientOptions,
   PolicyConfig,
   PolicyFetchOptions,
   PolicyStats,

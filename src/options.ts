@@ -6,7 +6,10 @@
  */
 
 import * as z from 'zod/mini';
+import type { AuthOptions } from './auth.ts';
+import type { FetchLike } from './call.ts';
 import type { BreakwaterEvent } from './events.ts';
+import type { Policy } from './policy.ts';
 
 /** Whether a value can be called: the test every function-valued option uses. */
 export const isFunction = (value: unknown): boolean => typeof value === 'function';
@@ -28,6 +31,39 @@ export const keyOptionSchema: z.ZodMiniOptional<z.ZodMiniType<string | ((url: UR
 export const onEventSchema: z.ZodMiniOptional<z.ZodMiniType<(event: BreakwaterEvent) => void>> = z.optional(
   functionOption<(event: BreakwaterEvent) => void>(),
 );
+
+// The schemas below are marked pure so that a bundle which does not use them (the
+// core alone: `createFetch` never takes a policy) drops them with zod's calls.
+
+/** A policy from `definePolicy()`, as the adapters take it: anything with a `fetch()` method. */
+export const policySchema: z.ZodMiniType<Policy> = /* @__PURE__ */ z.custom<Policy>(
+  (value) => isFunction((value as Partial<Policy> | null)?.fetch),
+  'must be a policy from definePolicy()',
+);
+
+/** The `auth` option of the adapters: only an object here, since `auth()` checks it in full. */
+export const authOptionSchema: z.ZodMiniOptional<z.ZodMiniType<AuthOptions>> = /* @__PURE__ */ z.optional(
+  /* @__PURE__ */ z.custom<AuthOptions>(
+    (value) => typeof value === 'object' && value !== null,
+    'must be auth() options',
+  ),
+);
+
+/**
+ * The client options an adapter passes on to `policy.fetch()` (`PolicyClientOptions`),
+ * as a zod shape to spread into the adapter's `z.strictObject({ ...clientOptionsShape, ... })`.
+ */
+export const clientOptionsShape: {
+  fetch: z.ZodMiniOptional<z.ZodMiniType<FetchLike>>;
+  auth: typeof authOptionSchema;
+  onEvent: typeof onEventSchema;
+  key: typeof keyOptionSchema;
+} = {
+  fetch: /* @__PURE__ */ z.optional(/* @__PURE__ */ functionOption<FetchLike>()),
+  auth: authOptionSchema,
+  onEvent: onEventSchema,
+  key: keyOptionSchema,
+};
 
 /**
  * Option names whose values must never be printed: any name containing one of

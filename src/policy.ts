@@ -92,6 +92,21 @@ export interface PolicyFetchOptions {
   use?: Middleware[];
 }
 
+/**
+ * The options every adapter passes on to `policy.fetch()` for one client: the base
+ * fetch and the per-client pieces. Adapters' option types extend it.
+ */
+export interface PolicyClientOptions {
+  /** The fetch under the policy's chain (a proxy-aware fetch, a test double). Default: the global `fetch`, looked up per call. */
+  fetch?: FetchLike | undefined;
+  /** Stamps and refreshes a token (`auth()` options): a 401 is refreshed and resent once. Default: none. */
+  auth?: AuthOptions | undefined;
+  /** Receives typed events from this client's calls (`attempt`, `retry`, `breaker`, ...). Default: none. */
+  onEvent?: ((event: BreakwaterEvent) => void) | undefined;
+  /** The server's name (breaker, pacing, budget, messages), or a function of the URL. Default: the policy's `name`, else the URL's origin. */
+  key?: KeyOption | undefined;
+}
+
 /** What a policy knows about one server right now. */
 export interface PolicyStats {
   retry: RetryStats | undefined;

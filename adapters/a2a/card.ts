@@ -21,7 +21,7 @@ import {
   TimeoutError,
 } from '../../src/errors.ts';
 import { normalizeNetworkError } from '../../src/network.ts';
-import { functionOption, validate } from '../../src/options.ts';
+import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { statusError } from '../../src/status.ts';
 
@@ -191,12 +191,7 @@ export interface ResolveAgentCardOptions {
 const optionsSchema = z.optional(
   z.strictObject({
     fetch: z.optional(functionOption<FetchLike>()),
-    policy: z.optional(
-      z.custom<Policy>(
-        (value) => typeof (value as Policy | null)?.fetch === 'function',
-        'must be a policy from definePolicy()',
-      ),
-    ),
+    policy: z.optional(policySchema),
     path: z.optional(text),
     maxBytes: z.optional(z.number().check(z.int(), z.minimum(1))),
     bodyTimeoutMs: z.optional(z.number().check(z.minimum(1))),

@@ -20,7 +20,7 @@ import * as z from 'zod/mini';
 import type { FetchLike } from '../../src/call.ts';
 import type { CaptureScope, StatusSnapshot } from '../../src/capture.ts';
 import { BreakwaterError, isAbort } from '../../src/errors.ts';
-import { functionOption, validate } from '../../src/options.ts';
+import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { wrapHttpError } from '../../src/status.ts';
 import { resolveAgentCard } from './card.ts';
@@ -55,12 +55,7 @@ export interface CreateA2AClientOptions {
 
 const optionsSchema = z.optional(
   z.strictObject({
-    policy: z.optional(
-      z.custom<Policy>(
-        (value) => typeof (value as Policy | null)?.fetch === 'function',
-        'must be a policy from definePolicy()',
-      ),
-    ),
+    policy: z.optional(policySchema),
     fetch: z.optional(functionOption<FetchLike>()),
     path: z.optional(z.string()),
     clientConfig: z.optional(z.custom<ClientConfig>((value) => typeof value === 'object' && value !== null)),

@@ -9,7 +9,7 @@
  */
 
 import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
-import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
+import type { Policy, PolicyClientOptions, PolicyFetchOptions } from '../../src/policy.ts';
 
 /**
  * JSON-RPC methods that only read: A2A 1.0 names (`@a2a-js/sdk` 1.x `JsonRpcTransport`)
@@ -75,10 +75,7 @@ export function a2aIdempotent(): Middleware {
 }
 
 /** Options for {@link a2aFetch}: the policy's per-client options, and the base fetch. */
-export interface A2AFetchOptions extends PolicyFetchOptions {
-  /** The fetch at the end of the chain. Default: the global `fetch`. */
-  fetch?: FetchLike | undefined;
-}
+export interface A2AFetchOptions extends PolicyClientOptions {}
 
 /**
  * A fetch for the A2A SDK's `fetchImpl` options: `policy.fetch()` with

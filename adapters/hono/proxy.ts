@@ -15,10 +15,17 @@ import type { AuthOptions } from '../../src/auth.ts';
 import type { FetchLike, KeyOption } from '../../src/call.ts';
 import { BreakwaterError, isAbort } from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
-import { isFunction, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
+import {
+  authOptionSchema,
+  isFunction,
+  keyOptionSchema,
+  onEventSchema,
+  policySchema,
+  validate,
+} from '../../src/options.ts';
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
-import { authOptionSchema, errorResponses, policySchema } from './upstream.ts';
+import { errorResponses } from './upstream.ts';
 
 /**
  * The request header never forwarded: the upstream's `Host` comes from its URL (an

@@ -23,7 +23,14 @@ import {
   TimeoutError,
 } from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
-import { functionOption, isFunction, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
+import {
+  authOptionSchema,
+  functionOption,
+  keyOptionSchema,
+  onEventSchema,
+  policySchema,
+  validate,
+} from '../../src/options.ts';
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../../src/retry.ts';
 import { statusError, statusesSchema } from '../../src/status.ts';
@@ -86,11 +93,6 @@ export interface ErrorResponsesOptions {
   fallback?: ErrorHandler | undefined;
 }
 
-/** The `auth` option of `upstream()` and `proxy()`: checked in full by `auth()` itself. */
-export const authOptionSchema: z.ZodMiniOptional<z.ZodMiniType<AuthOptions>> = z.optional(
-  z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
-);
-
 const upstreamSchema = z.optional(
   z.strictObject({
     key: keyOptionSchema,
@@ -98,12 +100,6 @@ const upstreamSchema = z.optional(
     auth: authOptionSchema,
     throwOnStatus: z.optional(z.union([z.boolean(), statusesSchema])),
   }),
-);
-
-/** A policy from `definePolicy()`, as `upstream()` and `proxy()` take it. */
-export const policySchema: z.ZodMiniType<Policy> = z.custom<Policy>(
-  (value) => isFunction((value as Partial<Policy> | null)?.fetch),
-  'must be a policy from definePolicy()',
 );
 
 const errorResponsesSchema = z.optional(

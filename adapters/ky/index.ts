@@ -30,12 +30,10 @@
 
 import type { BeforeErrorHook, BeforeRequestHook, HTTPError, Options } from 'ky';
 import * as z from 'zod/mini';
-import type { AuthOptions } from '../../src/auth.ts';
-import { Call, type FetchLike, type KeyOption } from '../../src/call.ts';
+import { Call, type FetchLike } from '../../src/call.ts';
 import type { HttpStatusError } from '../../src/errors.ts';
-import type { BreakwaterEvent } from '../../src/events.ts';
-import { functionOption, isFunction, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
-import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
+import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
+import type { Policy, PolicyClientOptions, PolicyFetchOptions } from '../../src/policy.ts';
 import { statusError } from '../../src/status.ts';
 
 /** The subpath this module is published under. */
@@ -45,15 +43,7 @@ export const ADAPTER: 'breakwater/ky' = 'breakwater/ky';
 export type KyErrorForm = 'ky' | 'breakwater';
 
 /** Options for {@link kyOptions}: what the policy's chain is built with, and the error form. */
-export interface KyPolicyOptions {
-  /** The fetch at the end of the policy's chain. Default: the global `fetch`, looked up per call. */
-  fetch?: FetchLike | undefined;
-  /** Stamps and refreshes a token (`auth()` options): a 401 is refreshed and resent once. Default: none. */
-  auth?: AuthOptions | undefined;
-  /** Receives typed events from every call (`attempt`, `retry`, `breaker`, ...). Default: none. */
-  onEvent?: ((event: BreakwaterEvent) => void) | undefined;
-  /** The server's name (breaker, pacing, budget, messages), or a function of the URL. Default: the policy's `name`, else the URL's origin. */
-  key?: KeyOption | undefined;
+export interface KyPolicyOptions extends PolicyClientOptions {
   /**
    * `'ky'` (default): a failure status throws ky's own `HTTPError`, as without
    * breakwater, so existing `isHTTPError()` checks and `beforeError` hooks keep
@@ -65,19 +55,9 @@ export interface KyPolicyOptions {
   errors?: KyErrorForm | undefined;
 }
 
-const policySchema = z.custom<Policy>(
-  (value) => isFunction((value as Partial<Policy> | null)?.fetch),
-  'must be a policy from definePolicy()',
-);
-
 const optionsSchema = z.optional(
   z.strictObject({
-    fetch: z.optional(functionOption<FetchLike>()),
-    auth: z.optional(
-      z.custom<AuthOptions>((v) => typeof v === 'object' && v !== null, 'must be auth() options'),
-    ),
-    onEvent: onEventSchema,
-    key: keyOptionSchema,
+    ...clientOptionsShape,
     errors: z.optional(z.enum(['ky', 'breakwater'])),
   }),
 );

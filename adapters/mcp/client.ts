@@ -12,7 +12,7 @@ import * as z from 'zod/mini';
 import type { FetchLike } from '../../src/call.ts';
 import { HttpStatusError } from '../../src/errors.ts';
 import { createGate, type Gate } from '../../src/gate.ts';
-import { functionOption, validate } from '../../src/options.ts';
+import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { type McpFetch, type McpFetchOptions, mcpFetch } from './fetch.ts';
 import type { McpToolInfo } from './resend.ts';
@@ -99,10 +99,7 @@ const optionsSchema = z.looseObject({
     'must be an MCP client (with connect())',
   ),
   transport: functionOption<(fetch: FetchLike) => McpTransportLike>(),
-  policy: z.custom<Policy>(
-    (value) => typeof (value as Policy | null)?.fetch === 'function',
-    'must be a policy',
-  ),
+  policy: policySchema,
   gate: z.optional(
     z.custom<Gate>((value) => typeof (value as Gate | null)?.run === 'function', 'must be a gate'),
   ),

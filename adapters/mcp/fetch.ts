@@ -12,27 +12,19 @@
  */
 
 import * as z from 'zod/mini';
-import type { AuthOptions } from '../../src/auth.ts';
-import type { FetchLike, KeyOption } from '../../src/call.ts';
+import type { FetchLike } from '../../src/call.ts';
 import type { StatusSnapshot } from '../../src/capture.ts';
 import { BreakwaterError } from '../../src/errors.ts';
-import type { BreakwaterEvent } from '../../src/events.ts';
-import { functionOption, keyOptionSchema, onEventSchema, validate } from '../../src/options.ts';
-import type { Policy } from '../../src/policy.ts';
+import { clientOptionsShape, validate } from '../../src/options.ts';
+import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { wrapHttpError } from '../../src/status.ts';
 import { type McpResendOptions, type McpToolInfo, mcpResend, resendShape } from './resend.ts';
 
-/** Options for {@link mcpFetch}. */
-export interface McpFetchOptions extends McpResendOptions {
-  /** The fetch under the policy's chain. Default: the global `fetch`, looked up per call. */
-  fetch?: FetchLike | undefined;
-  /** Stamps and refreshes a token (`auth()` options). Default: none (the SDK's `authProvider` still works). */
-  auth?: AuthOptions | undefined;
-  /** Receives typed events from this fetch's calls. Default: none. */
-  onEvent?: ((event: BreakwaterEvent) => void) | undefined;
-  /** The server's name for breakers, pacing and messages. Default: the policy's `name`, else the URL's origin. */
-  key?: KeyOption | undefined;
-}
+/**
+ * Options for {@link mcpFetch}: which MCP requests may be resent, and the client
+ * options for `policy.fetch()`. `auth` is optional: the SDK's `authProvider` still works.
+ */
+export interface McpFetchOptions extends McpResendOptions, PolicyClientOptions {}
 
 /** A fetch for the MCP SDK's transport, with what it learned. */
 export interface McpFetch extends FetchLike {
@@ -51,12 +43,7 @@ export interface McpFetch extends FetchLike {
 const optionsSchema = z.optional(
   z.strictObject({
     ...resendShape,
-    fetch: z.optional(functionOption<FetchLike>()),
-    auth: z.optional(
-      z.custom<AuthOptions>((value) => value !== null && typeof value === 'object', 'must be an object'),
-    ),
-    onEvent: onEventSchema,
-    key: keyOptionSchema,
+    ...clientOptionsShape,
   }),
 );
 

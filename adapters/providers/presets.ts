@@ -12,8 +12,8 @@
 
 import * as z from 'zod/mini';
 import type { FetchLike } from '../../src/call.ts';
-import { functionOption, validate } from '../../src/options.ts';
-import type { Policy, PolicyConfig, PolicyFetchOptions } from '../../src/policy.ts';
+import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
+import type { Policy, PolicyClientOptions, PolicyConfig, PolicyFetchOptions } from '../../src/policy.ts';
 import type { TimeoutOptions } from '../../src/timeout.ts';
 
 /**
@@ -35,10 +35,7 @@ const PROVIDER_ATTEMPT_MS = 300_000;
 const PROVIDER_TOTAL_MS = 540_000;
 
 /** What {@link openaiOptions}, {@link anthropicOptions} and {@link aiSdkOptions} take besides the policy. */
-export interface PresetOptions extends Pick<PolicyFetchOptions, 'auth' | 'onEvent' | 'key'> {
-  /** The fetch underneath the policy's chain (a proxy-aware fetch, a test double). Default: the global fetch. */
-  fetch?: FetchLike | undefined;
-}
+export interface PresetOptions extends PolicyClientOptions {}
 
 /** Client options for the OpenAI and Anthropic SDKs: spread them into the client's constructor options. */
 export interface StainlessClientOptions {
@@ -54,25 +51,12 @@ export interface AiSdkProviderOptions {
   fetch: FetchLike;
 }
 
-const policyArgSchema = z.custom<Policy>(
-  (value) => typeof (value as Partial<Policy> | null)?.fetch === 'function',
-  'must be a policy from definePolicy()',
-);
-
-// The fields' own checks happen where they are used: createFetch() checks `fetch`,
-// `key` and `onEvent`, auth() its options. Here only the shape and unknown names.
-const presetOptionsSchema = z.optional(
-  z.strictObject({
-    fetch: z.optional(functionOption<FetchLike>()),
-    auth: z.optional(z.custom<PolicyFetchOptions['auth']>((v) => typeof v === 'object' && v !== null)),
-    onEvent: z.optional(functionOption<PolicyFetchOptions['onEvent']>()),
-    key: z.optional(z.custom<PolicyFetchOptions['key']>()),
-  }),
-);
+// auth() checks its own options in full; here only that `auth` is an object.
+const presetOptionsSchema = z.optional(z.strictObject(clientOptionsShape));
 
 /** The policy's fetch for one SDK client, after checking the arguments. */
 function policyFetch(where: string, policy: Policy, options: PresetOptions | undefined): FetchLike {
-  validate(policyArgSchema, policy, `${where}(policy)`);
+  validate(policySchema, policy, `${where}(policy)`);
   const { fetch, ...rest } = validate(presetOptionsSchema, options, `${where}(policy, options)`) ?? {};
   return policy.fetch(fetch, rest as PolicyFetchOptions);
 }
