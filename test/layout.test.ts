@@ -46,3 +46,25 @@ test('every public entry point in package.json has a matching Deno export and ts
   assert.deepEqual(subpaths.sort(), Object.keys(deno.exports).sort());
   assert.deepEqual(subpaths.sort(), ['.', './a2a', './hono', './ky', './mcp', './providers']);
 });
+
+test('client adapters load no SDK when imported: only type imports of their peers (a2a loads its SDK inside createA2AClient)', () => {
+  const offenders: string[] = [];
+  const sdk =
+    /^(?:ky|@modelcontextprotocol\/.*|@a2a-js\/.*|openai(?:\/.*)?|@anthropic-ai\/.*|ai|@ai-sdk\/.*)$/;
+  const provider = /^(?:openai(?:\/.*)?|@anthropic-ai\/.*|ai|@ai-sdk\/.*)$/;
+  for (const file of ['mcp', 'a2a', 'providers', 'ky'].flatMap((name) => sources(`adapters/${name}`))) {
+    const text = readFileSync(join(root, file), 'utf8');
+    // Statements at the start of a line: the JSDoc examples (` * import ...`) are not code.
+    for (const [statement, typeOnly, specifier] of text.matchAll(
+      /^import\s+(type\s)?[^;]*?from\s+['"]([^'"]+)['"]/gm,
+    )) {
+      const name = specifier as string;
+      if (
+        (sdk.test(name) && typeOnly === undefined) ||
+        (file.startsWith('adapters/providers') && provider.test(name))
+      )
+        offenders.push(`${file}: ${statement}`);
+    }
+  }
+  assert.deepEqual(offenders, []);
+});
