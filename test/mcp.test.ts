@@ -13,7 +13,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 // @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { mcpFetch, mcpResend, resilientMcpClient } from '../adapters/mcp/index.ts';
-import type { FetchLike } from '../src/call.ts';
+import { Call, type FetchLike } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { GateClosedError, HttpStatusError, NetworkError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
@@ -369,6 +369,103 @@ test('a batch with one unsafe message is not resent', async () => {
     await (await fetch(`${app.origin}/mcp`, { method: 'POST', body })).body?.cancel();
   });
   assert.equal(got.length, 1);
+});
+
+/** Whether `resend` judges a POST of `body` to the MCP endpoint safe to send twice. */
+function judged(resend: ReturnType<typeof mcpResend>, body: unknown, init: RequestInit = {}): boolean {
+  return resend.isSafe(
+    new Call(
+      'http://mcp.test/mcp',
+      { method: 'POST', body: body as BodyInit, ...init },
+      undefined,
+      undefined,
+    ),
+  );
+}
+
+test('a body with a key given twice is never marked, whichever copy a server reads', () => {
+  const resend = mcpResend();
+  // JSON.parse keeps the last "method" (ping); a first-wins server runs tools/call.
+  assert.equal(
+    judged(resend, '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add"},"method":"ping"}'),
+    false,
+  );
+  assert.equal(
+    judged(
+      resend,
+      '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"add","name":"lookup"}}',
+      {},
+    ),
+    false,
+  );
+  assert.equal(judged(resend, '{"jsonrpc":"2.0","id":1,"method":"ping"}'), true);
+});
+
+test('only JSON-RPC 2.0 messages are marked, with their own fields, not inherited ones', () => {
+  const resend = mcpResend();
+  assert.equal(judged(resend, '{"id":1,"method":"ping"}'), false);
+  assert.equal(judged(resend, '{"jsonrpc":"1.0","id":1,"method":"ping"}'), false);
+  assert.equal(judged(resend, '{"jsonrpc":"2.0","id":1,"__proto__":{"method":"ping"}}'), false);
+  const proto = Object.prototype as { method?: unknown };
+  proto.method = 'ping';
+  try {
+    // A response to the server (no method of its own) stays unmarked under a polluted prototype.
+    assert.equal(judged(resend, '{"jsonrpc":"2.0","id":1,"result":{}}'), false);
+  } finally {
+    delete proto.method;
+  }
+});
+
+test('method names match exactly: odd casing, whitespace and non-string tool names are not safe', () => {
+  const resend = mcpResend({ tools: ['lookup'] });
+  const message = (method: unknown, params?: unknown) =>
+    JSON.stringify({ jsonrpc: '2.0', id: 1, method, params });
+  for (const method of ['Tools/List', 'PING', ' ping', 'ping ', 'tools/list\u0000', 'Tools/call']) {
+    assert.equal(judged(resend, message(method, { name: 'lookup' })), false, method);
+  }
+  for (const name of [['lookup'], { toString: 'lookup' }, 1, null, 'Lookup', ' lookup']) {
+    assert.equal(judged(resend, message('tools/call', { name })), false, JSON.stringify(name));
+  }
+  assert.equal(judged(resend, message('tools/call', ['lookup'])), false);
+  assert.equal(judged(resend, message('tools/call', { name: 'lookup' })), true);
+});
+
+test('isSafe() never throws: non-string bodies, Request inputs and throwing getters are unmarked', async () => {
+  const resend = mcpResend();
+  const ping = '{"jsonrpc":"2.0","id":1,"method":"ping"}';
+  const bytes = new TextEncoder().encode(ping);
+  const form = new FormData();
+  form.set('body', ping);
+  for (const body of [bytes, bytes.buffer, new Blob([ping]), new ReadableStream(), form, new String(ping)]) {
+    assert.equal(judged(resend, body), false);
+  }
+  const request = new Request('http://mcp.test/mcp', { method: 'POST', body: ping });
+  assert.equal(resend.isSafe(new Call(request, undefined, undefined, undefined)), false);
+  const hostile = {
+    method: 'POST',
+    get body(): string {
+      throw new Error('getter');
+    },
+  };
+  assert.equal(resend.isSafe(new Call('http://mcp.test/mcp', hostile, undefined, undefined)), false);
+  const trap = new Proxy({} as RequestInit, {
+    get() {
+      throw new Error('trap');
+    },
+  });
+  assert.equal(resend.isSafe(new Call('http://mcp.test/mcp', trap, undefined, undefined)), false);
+});
+
+test('a tool learned as read-only and listed again without hints stops being resent', () => {
+  const resend = mcpResend();
+  const call = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'lookup' } });
+  resend.learn([{ name: 'lookup', annotations: { readOnlyHint: true } }]);
+  assert.equal(judged(resend, call), true);
+  resend.learn([{ name: 'lookup' }]);
+  assert.equal(judged(resend, call), false);
+  resend.learn([{ name: 'lookup', annotations: { idempotentHint: true } }]);
+  resend.learn([{ name: 'lookup', annotations: { readOnlyHint: false, idempotentHint: false } }]);
+  assert.equal(judged(resend, call), false);
 });
 
 test('mcpResend() marks read-only calls in a createFetch() chain, and a caller’s own Idempotency-Key is kept', async () => {

@@ -113,10 +113,14 @@ export const resendShape: {
 
 const optionsSchema = z.optional(z.strictObject(resendShape));
 
-/** A JSON-RPC message as far as resend safety looks into it. */
-interface Message {
-  method?: unknown;
-  params?: { name?: unknown } | null;
+/**
+ * A parsed JSON value's own field `key` (never an inherited one: a polluted
+ * `Object.prototype.method` must not make a response look like a `ping`).
+ */
+function own(value: unknown, key: string): unknown {
+  return typeof value === 'object' && value !== null && Object.hasOwn(value, key)
+    ? (value as Record<string, unknown>)[key]
+    : undefined;
 }
 
 /**
@@ -160,25 +164,37 @@ export function mcpResend(options?: McpResendOptions): McpResend {
     }
   }
 
-  /** A message without a method (a response to the server) or with any other method is not safe. */
-  function safeMessage(message: Message | null): boolean {
-    const method = message?.method;
-    if (typeof method !== 'string') return false;
-    return SAFE_METHODS.has(method) || (method === 'tools/call' && safeTool(message?.params?.name));
+  /**
+   * A JSON-RPC 2.0 request or notification with a safe method. Names match exactly
+   * (JSON-RPC method names are case-sensitive): `Tools/List` or ` ping` is unknown,
+   * so unsafe. A message without a method (a response to the server) is not safe.
+   */
+  function safeMessage(message: unknown): boolean {
+    const method = own(message, 'method');
+    return (
+      own(message, 'jsonrpc') === '2.0' &&
+      typeof method === 'string' &&
+      (SAFE_METHODS.has(method) || (method === 'tools/call' && safeTool(own(own(message, 'params'), 'name'))))
+    );
   }
 
   function isSafe(call: Call): boolean {
-    const body = call.body;
-    if (call.method !== 'POST' || typeof body !== 'string' || body.length > maxBodyChars) return false;
-    let parsed: unknown;
     try {
-      parsed = JSON.parse(body);
+      const body = call.body;
+      if (call.method !== 'POST' || typeof body !== 'string' || body.length > maxBodyChars) return false;
+      const parsed: unknown = JSON.parse(body);
+      // Only a body exactly as JSON.stringify() writes it (as the SDK sends) is judged. A
+      // key given twice ({"method":"ping","method":"tools/call"}) reads as its last value
+      // here but as its first on some servers; re-serialising drops one copy, so it differs.
+      if (JSON.stringify(parsed) !== body) return false;
+      // A batch is as safe as its least safe message; an empty batch is not a request.
+      const messages = Array.isArray(parsed) ? parsed : [parsed];
+      return messages.length > 0 && messages.every(safeMessage);
     } catch {
+      // Not JSON, or a getter on the caller's init that throws: not marked, and the
+      // fetch underneath reports the init's problem itself.
       return false;
     }
-    // A batch is as safe as its least safe message; an empty batch is not a request.
-    const messages = (Array.isArray(parsed) ? parsed : [parsed]) as (Message | null)[];
-    return messages.length > 0 && messages.every(safeMessage);
   }
 
   const middleware = function mcpResend(call: Call, next: Next): Promise<Response> {
