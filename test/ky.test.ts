@@ -385,3 +385,30 @@ test('a forced ky.retry() from afterResponse still works with retry: { limit, sh
     assert.equal(calls, 2);
   });
 });
+
+test('a forced ky.retry() with a request of its own sends that request’s body, not the first one’s', async () => {
+  const { app, seen } = faulty(0, () => overloaded());
+  await withApp(app, async (server) => {
+    const api = ky.create(kyOptions(definePolicy({ retry: { backoff: fast } }))).extend({
+      retry: { limit: 1, shouldRetry: () => false },
+      hooks: {
+        afterResponse: [
+          (request, _options, _response, state) => {
+            if (state.retryCount > 0) return;
+            const body = JSON.stringify({ attempt: 2 });
+            const headers = request.headers;
+            return ky.retry({
+              request: new Request(request.url, { method: 'PUT', headers, body }),
+              delay: 1,
+            });
+          },
+        ],
+      },
+    });
+    await api.put(`${server.origin}/things/1`, { json: { attempt: 1 } }).json();
+    assert.deepEqual(
+      seen.map((s) => s.body),
+      ['{"attempt":1}', '{"attempt":2}'],
+    );
+  });
+});

@@ -91,7 +91,8 @@ function isReplayable(body: unknown): body is BodyInit {
  * so an idempotent or keyed request can be resent. Stream and FormData bodies (and
  * any request with `onUploadProgress`) are sent as ky built them: once, unless the
  * policy sets `retry.replayBodyBytes`. A `beforeRequest` hook of yours that returns
- * a new `Request` makes that request a stream-body one too.
+ * a new `Request` makes that request a stream-body one too, and so does every ky
+ * retry (a forced `ky.retry()`): its request may carry a body of its own.
  *
  * With ky's retry off, `beforeRetry` hooks never run and `ky.retry()` from an
  * `afterResponse` hook is capped too; to keep forced retries only, extend with
@@ -129,9 +130,17 @@ export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
   /** The body each request was built from, for the requests whose body can be resent. */
   const bodies = new WeakMap<Request, BodyInit>();
 
-  const rememberBody: BeforeRequestHook = function rememberBody(request, normalized) {
+  const rememberBody: BeforeRequestHook = function rememberBody(request, normalized, state) {
     const { body, onUploadProgress } = normalized as typeof normalized & { onUploadProgress?: unknown };
-    if (request.body !== null && onUploadProgress === undefined && isReplayable(body)) {
+    // Only ky's first request is built from `normalized.body`. A retry's request may be
+    // one a hook or `ky.retry({ request })` made with another body, while the options
+    // still hold the first (ky < 1.12 passes no state, and cannot replace requests).
+    if (
+      !(state?.retryCount > 0) &&
+      request.body !== null &&
+      onUploadProgress === undefined &&
+      isReplayable(body)
+    ) {
       bodies.set(request, body);
     }
   };
