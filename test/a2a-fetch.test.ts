@@ -105,3 +105,98 @@ test('resolveAgentCard rejects bad options with a TypeError naming each path', a
   assert.match(error.message, /resolveAgentCard\(\)\.path: must be a string/);
   assert.match(error.message, /unknown option "bogus"/);
 });
+
+/** The mark a2aIdempotent() left on the last call through `probe` (no request leaves the process). */
+let idempotent: boolean | undefined;
+const probe = createFetch({
+  fetch: async () => new Response('{}'),
+  use: [
+    a2aIdempotent(),
+    (call, next) => {
+      idempotent = call.idempotent;
+      return next(call);
+    },
+  ],
+});
+
+/** Whether a2aIdempotent() marks a call with this init. */
+async function marked(
+  init: RequestInit,
+  input: string | Request = 'http://agent.test/a2a',
+): Promise<boolean> {
+  idempotent = undefined;
+  await probe(input, init).catch(() => undefined);
+  return idempotent === true;
+}
+
+const rpc = (method: unknown, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: {}, ...extra });
+
+test('reads are marked in A2A 1.0 and 0.3 names alike; writes in either never are', async () => {
+  for (const method of ['GetTask', 'ListTasks', 'SubscribeToTask', 'tasks/get', 'tasks/resubscribe']) {
+    assert.equal(await marked({ method: 'POST', body: rpc(method) }), true, method);
+  }
+  for (const method of [
+    'SendMessage',
+    'SendStreamingMessage',
+    'CancelTask',
+    'CreateTaskPushNotificationConfig',
+    'DeleteTaskPushNotificationConfig',
+    'message/send',
+    'message/stream',
+    'tasks/cancel',
+    'tasks/pushNotificationConfig/set',
+    'tasks/pushNotificationConfig/delete',
+  ]) {
+    assert.equal(await marked({ method: 'POST', body: rpc(method) }), false, method);
+  }
+});
+
+test('method names match exactly: odd casing and whitespace are not reads', async () => {
+  for (const method of ['gettask', 'GETTASK', ' GetTask', 'GetTask ', 'Tasks/Get', 'tasks/get/']) {
+    assert.equal(await marked({ method: 'POST', body: rpc(method) }), false, method);
+  }
+});
+
+test('a body with a key given twice is never marked, whichever copy a server reads', async () => {
+  const twice = '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{},"method":"GetTask"}';
+  assert.equal(await marked({ method: 'POST', body: twice }), false);
+  assert.equal(await marked({ method: 'POST', body: rpc('GetTask') }), true);
+});
+
+test('nested batches, non-JSON-RPC bodies and inherited methods are not marked', async () => {
+  const read = { jsonrpc: '2.0', id: 1, method: 'GetTask', params: {} };
+  assert.equal(await marked({ method: 'POST', body: JSON.stringify([[read]]) }), false);
+  assert.equal(await marked({ method: 'POST', body: JSON.stringify([read, [read]]) }), false);
+  assert.equal(await marked({ method: 'POST', body: '{"method":"GetTask"}' }), false);
+  assert.equal(
+    await marked({ method: 'POST', body: '{"jsonrpc":"2.0","__proto__":{"method":"GetTask"}}' }),
+    false,
+  );
+  const proto = Object.prototype as { method?: unknown };
+  proto.method = 'GetTask';
+  try {
+    assert.equal(await marked({ method: 'POST', body: '{"jsonrpc":"2.0","id":1,"result":{}}' }), false);
+  } finally {
+    delete proto.method;
+  }
+});
+
+test('non-string bodies, Request inputs and throwing getters pass through unmarked, never crashing the middleware', async () => {
+  const body = rpc('GetTask');
+  const form = new FormData();
+  form.set('body', body);
+  for (const other of [new TextEncoder().encode(body), new Blob([body]), form, new ReadableStream()]) {
+    assert.equal(await marked({ method: 'POST', body: other, duplex: 'half' } as RequestInit), false);
+  }
+  assert.equal(await marked({}, new Request('http://agent.test/a2a', { method: 'POST', body })), false);
+  const hostile = {
+    method: 'POST',
+    get body(): string {
+      throw new Error('getter');
+    },
+  };
+  idempotent = undefined;
+  await probe('http://agent.test/a2a', hostile).catch(() => undefined);
+  assert.equal(idempotent, false, 'a2aIdempotent threw instead of passing the call on');
+});

@@ -38,11 +38,33 @@ export const A2A_READ_ONLY_METHODS: ReadonlySet<string> = new Set([
  */
 const MAX_INSPECTED_CHARS = 64 * 1024;
 
-/** Whether a parsed JSON-RPC request (or batch, all of it) only reads. */
-function readsOnly(json: unknown): boolean {
-  if (Array.isArray(json)) return json.length > 0 && json.every(readsOnly);
-  const method = (json as { method?: unknown } | null)?.method;
-  return typeof method === 'string' && A2A_READ_ONLY_METHODS.has(method);
+/** A parsed JSON value's own field `key`, never an inherited one (a polluted prototype). */
+function own(value: unknown, key: string): unknown {
+  return typeof value === 'object' && value !== null && Object.hasOwn(value, key)
+    ? (value as Record<string, unknown>)[key]
+    : undefined;
+}
+
+/**
+ * Whether one JSON-RPC 2.0 message only reads. Names match exactly (JSON-RPC method
+ * names are case-sensitive), so `gettask` or ` GetTask` is unknown and unsafe.
+ */
+function reads(message: unknown): boolean {
+  const method = own(message, 'method');
+  return own(message, 'jsonrpc') === '2.0' && typeof method === 'string' && A2A_READ_ONLY_METHODS.has(method);
+}
+
+/**
+ * Whether `body` is a JSON-RPC request, or a batch, that only reads. Only a body
+ * exactly as JSON.stringify() writes it (as the SDK sends) is judged: a key given
+ * twice reads as its last copy here but its first on some servers, and re-serialising
+ * drops one copy. A batch is one flat array; nested arrays are not JSON-RPC.
+ */
+function readsOnly(body: string): boolean {
+  const json: unknown = JSON.parse(body);
+  if (JSON.stringify(json) !== body) return false;
+  const calls = Array.isArray(json) ? json : [json];
+  return calls.length > 0 && calls.every(reads);
 }
 
 /**
@@ -62,13 +84,13 @@ function readsOnly(json: unknown): boolean {
  */
 export function a2aIdempotent(): Middleware {
   return function a2aIdempotent(call: Call, next: Next): Promise<Response> {
-    const body = call.body;
-    if (call.method === 'POST' && typeof body === 'string' && body.length <= MAX_INSPECTED_CHARS) {
-      try {
-        if (readsOnly(JSON.parse(body))) call.idempotent = true;
-      } catch {
-        // Not JSON: not ours to judge.
-      }
+    try {
+      const body = call.body;
+      if (call.method === 'POST' && typeof body === 'string' && body.length <= MAX_INSPECTED_CHARS)
+        call.idempotent ||= readsOnly(body);
+    } catch {
+      // Not JSON, or a getter on the caller's init that throws: not ours to judge (the
+      // fetch underneath reports the init's problem itself).
     }
     return next(call);
   };
