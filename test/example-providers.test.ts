@@ -1,0 +1,108 @@
+/**
+ * Smoke test for examples/providers/: the openai SDK as shipped vs on
+ * `openaiOptions(policy)`, against a local rate-limiting provider. The example serves
+ * its fake provider through @hono/node-server and runs under Node through tsx, so it
+ * is started as a child process (`node --import tsx examples/providers/main.ts`),
+ * which works the same from Node, Deno and Bun.
+ */
+
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import process from 'node:process';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+/** The example takes about 2 s; a slow CI machine gets plenty more. */
+const RUN_TIMEOUT_MS = 60_000;
+/** Calls per client in the example. */
+const CALLS = 40;
+
+if (process.versions.bun !== undefined) {
+  // A variable specifier: 'bun:test' exists only under Bun (and has no types elsewhere).
+  const bunTest = 'bun:test';
+  const { setDefaultTimeout } = (await import(bunTest)) as { setDefaultTimeout(ms: number): void };
+  setDefaultTimeout(RUN_TIMEOUT_MS);
+}
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const MAIN = fileURLToPath(new URL('../examples/providers/main.ts', import.meta.url));
+/** Under Deno and Bun, `process.execPath` is their own binary: use the `node` on PATH. */
+const NODE =
+  process.versions.deno === undefined && process.versions.bun === undefined ? process.execPath : 'node';
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function example(): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(NODE, ['--import', 'tsx', MAIN], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8');
+    child.stderr.setEncoding('utf8');
+    child.stdout.on('data', (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr.on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** A table row's two figures (openai SDK defaults, openaiOptions(policy)): the cells after the label. */
+function row(stdout: string, label: string): [string, string] {
+  const line = stdout.split('\n').find((l) => l.startsWith(label));
+  assert.ok(line, `no row "${label}" in:\n${stdout}`);
+  const cells = line.slice(label.length).trim().split(/ {2,}/);
+  assert.equal(cells.length, 2, line);
+  return cells as [string, string];
+}
+
+/** The leading integer of a cell: `84 (2.10x)` → 84, `31/40` → 31. */
+const int = (cell: string): number => Number.parseInt(cell, 10);
+
+test('the providers example: on openaiOptions(policy) nothing is sent inside an announced Retry-After window and no 500’d POST is resent; the SDK as shipped amplifies load', async () => {
+  const run = await example();
+  assert.equal(run.code, 0, run.stderr || run.stdout);
+  const out = run.stdout;
+  assert.ok(out.split('\n').length < 40, 'the story stays under 40 lines');
+  assert.match(out, /^counted by the server +openai SDK defaults +openaiOptions\(policy\)$/m);
+
+  const [sdkRequests, bwRequests] = row(out, `requests received (${CALLS} calls)`).map(int);
+  const [sdkInside, bwInside] = row(out, 'inside an announced Retry-After window').map(int);
+  const [sdkTwice, bwTwice] = row(out, "completions run twice (500'd POST resent)").map(int);
+  const [sdkAnswered, bwAnswered] = row(out, 'answered 429 / 500');
+  const [sdkOk, bwOk] = row(out, 'calls succeeded').map(int);
+
+  // breakwater: the figures the example exists for, counted by the server.
+  assert.equal(bwInside, 0, 'breakwater requests inside an announced Retry-After window');
+  assert.equal(bwTwice, 0, 'breakwater completions run twice');
+  const [bw429, bw500] = (bwAnswered ?? '').split(' / ').map(int);
+  assert.ok((bw429 ?? 0) > 0, `the server rate-limited the breakwater client: ${bwAnswered}`);
+  assert.equal(bw500, 4, 'the four failing completions reached the breakwater client too');
+  assert.ok((bwRequests ?? 0) >= CALLS, 'every call was sent');
+  // The four 500'd calls are surfaced, not resent, and toHttpStatusError names them.
+  assert.match(out, /^ {2}openaiOptions\(policy\): .*\b500 x4 \(retryAfterMs none\)/m);
+  assert.ok((bwOk ?? 0) <= CALLS - 4, 'the 500’d calls failed');
+
+  // The SDK as shipped: more load at the server, and at least one of the two harms
+  // (how many varies a little with timing and the SDK's jittered backoff).
+  assert.ok(
+    (sdkRequests ?? 0) > (bwRequests ?? 0),
+    `SDK ${sdkRequests} vs breakwater ${bwRequests} requests`,
+  );
+  assert.ok(
+    (sdkInside ?? 0) > 0 || (sdkTwice ?? 0) > 0,
+    `the SDK as shipped showed neither harm: inside ${sdkInside}, twice ${sdkTwice}`,
+  );
+  assert.match(sdkAnswered ?? '', /^\d+ \/ 4$/);
+  assert.ok((sdkOk ?? 0) > 0 && (sdkOk ?? 0) <= CALLS);
+
+  // readRateLimits() of a real response: the Go-duration reset and the request id.
+  assert.match(out, /\{"requests":\{"limit":3,"remaining":2,"resetMs":\d+\},"requestId":"req_\d+"\}/);
+});
