@@ -332,3 +332,21 @@ test('a read-only GetTask answered 503 once is resent through a policy', async (
     assert.deepEqual(seen.methods, ['SendMessage', 'GetTask', 'GetTask']);
   });
 });
+
+test('an A2A error whose message merely mentions a status passes through as the SDK’s error', async () => {
+  const app = new Hono();
+  app.get('/.well-known/agent-card.json', (c) => c.json(cardFor(new URL(c.req.url).origin)));
+  app.post('/a2a', async (c) => {
+    const { id } = (await c.req.json()) as { id: unknown };
+    // HTTP 200: the agent answered; its message quotes an upstream's words.
+    const message = 'HTTP error for GetTask! Status: 503 from upstream. Status: 503';
+    return c.json({ jsonrpc: '2.0', id, error: { code: -32001, message: `Task not found. ${message}` } });
+  });
+  await withApp(app, async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: quickPolicy() });
+    const error = await client.getTask({ id: 't1' } as never).catch((e: unknown) => e);
+    assert.ok(error instanceof Error, String(error));
+    assert.ok(!(error instanceof HttpStatusError), `mapped to ${String(error)}`);
+    assert.match(error.message, /Task not found/);
+  });
+});

@@ -28,12 +28,15 @@ import { a2aFetch } from './fetch.ts';
 
 /**
  * How `@a2a-js/sdk` (0.3 and 1.x, JSON-RPC and REST transports) words a failing
- * status: `... Status: 503 Service Unavailable. ...`, `HTTP error establishing
- * stream for SendStreamingMessage: 503 ...`, `HTTP error for /v1/tasks: 503 ...`,
- * `Failed to fetch Agent Card from <url>: 503`. Anchored on fixed words, with no
- * nested quantifiers: linear on any message.
+ * status: `HTTP error for GetTask! Status: 503 Service Unavailable. ...`, `HTTP error
+ * establishing stream for SendStreamingMessage: 503 ...`, `HTTP error for /v1/tasks:
+ * 503 ...`, `Failed to fetch Agent Card from <url>: 503`. Anchored at the start: the
+ * SDK's typed A2A errors carry the agent's own message (`TaskNotFoundError('... Status:
+ * 503')`), which must not pass for a status. Fixed words, no nested quantifiers:
+ * linear on any message.
  */
-const SDK_STATUS = /(?:Status: |stream for \S+: |HTTP error for \S+: |Agent Card from \S+: )([1-5]\d\d)\b/;
+const SDK_STATUS =
+  /^(?:HTTP error (?:for \S+?(?:! Status:|:)|establishing stream for \S+:)|Failed to fetch Agent Card from \S+:) ([1-5]\d\d)\b/;
 
 /** Options for {@link createA2AClient}. */
 export interface CreateA2AClientOptions {
