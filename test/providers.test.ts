@@ -667,3 +667,20 @@ test('readRateLimits caps a far reset at the longest delay a timer can wait, and
     requests: { resetMs: 0, resetAt: new Date('2026-01-15T11:59:00Z') },
   });
 });
+
+test('providerConfig passes a config that is not an object through untouched, for definePolicy to reject', () => {
+  for (const bad of [null, 42, 'openai', ['x']]) {
+    assert.equal(providerConfig(bad as never), bad);
+    assert.throws(() => definePolicy(providerConfig(bad as never)), TypeError, `config ${String(bad)}`);
+  }
+});
+
+test('providerConfig treats a timeout field set to undefined as not set: the preset’s deadline stays', () => {
+  assert.deepEqual(
+    definePolicy(providerConfig({ timeout: { attemptMs: undefined } } as never)).resolved.timeout,
+    {
+      attemptMs: 300_000,
+      totalMs: 540_000,
+    },
+  );
+});

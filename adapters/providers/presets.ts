@@ -166,10 +166,17 @@ export function aiSdkOptions(policy: Policy, options?: PresetOptions): AiSdkProv
  */
 export function providerConfig(config: PolicyConfig = {}): PolicyConfig {
   const given = config?.timeout;
-  // Only a plain object is merged; anything else goes through as given, for
-  // definePolicy() to report where the user wrote it.
-  const isSection =
-    given === undefined || (typeof given === 'object' && given !== null && !Array.isArray(given));
-  const timeout: TimeoutOptions = { attemptMs: PROVIDER_ATTEMPT_MS, totalMs: PROVIDER_TOTAL_MS, ...given };
-  return isSection ? { ...config, timeout } : config;
+  // Only plain objects are merged; anything else goes through as given, for
+  // definePolicy() to report where the user wrote it (a spread would hide a null
+  // config, and turn a string into an "unknown option 0").
+  if (!isSection(config) || !(given === undefined || isSection(given))) return config;
+  const timeout: Record<string, unknown> = { attemptMs: PROVIDER_ATTEMPT_MS, totalMs: PROVIDER_TOTAL_MS };
+  // A field set to undefined is not set (definePolicy reads it so): the preset's stays.
+  for (const [name, value] of Object.entries(given ?? {})) if (value !== undefined) timeout[name] = value;
+  return { ...config, timeout: timeout as TimeoutOptions };
+}
+
+/** A value a spread can merge: an object that is not null or an array. */
+function isSection(value: unknown): value is object {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
