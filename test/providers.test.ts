@@ -684,3 +684,17 @@ test('providerConfig treats a timeout field set to undefined as not set: the pre
     },
   );
 });
+
+test('readRateLimits takes the request id only as one token of visible ASCII, and falls back to request-id', () => {
+  assert.deepEqual(readRateLimits({ 'x-request-id': '', 'request-id': 'req_2' }, NOW), {
+    requestId: 'req_2',
+  });
+  const joined = new Headers([
+    ['x-request-id', 'req_a'],
+    ['x-request-id', 'req_b'],
+  ]);
+  assert.deepEqual(readRateLimits(joined, NOW), {}, 'two ids joined by ", " name no one request');
+  for (const id of ['req_1\r\nx-injected: 1', 'req 1', 'req_\u00e9', 'req_\u0000']) {
+    assert.deepEqual(readRateLimits({ 'x-request-id': id }, NOW), {}, JSON.stringify(id));
+  }
+});

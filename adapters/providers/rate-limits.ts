@@ -52,6 +52,13 @@ export interface ProviderRateLimits {
   requestId?: string;
 }
 
+/**
+ * A request id worth quoting: one token of visible ASCII (no space, no comma). Two
+ * ids joined by ", " (a proxy that added its own) name no one request, and a value
+ * from a plain object may hold line breaks that would forge lines in a log.
+ */
+const REQUEST_ID = /^[!-+\--~]+$/;
+
 type WindowName = 'requests' | 'tokens' | 'input-tokens' | 'output-tokens';
 type Field = 'limit' | 'remaining' | 'reset';
 
@@ -143,7 +150,9 @@ export function readRateLimits(headers: HeadersLike, now: number = Date.now()): 
   }
   const retryAfterMs = retryDelay(headers, now);
   if (retryAfterMs !== undefined) limits.retryAfterMs = retryAfterMs;
-  const requestId = readHeader(headers, 'x-request-id') ?? readHeader(headers, 'request-id');
+  const requestId = [readHeader(headers, 'x-request-id'), readHeader(headers, 'request-id')].find((id) =>
+    REQUEST_ID.test(id ?? ''),
+  );
   if (requestId) limits.requestId = requestId;
   return limits;
 }
