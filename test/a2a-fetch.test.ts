@@ -200,3 +200,25 @@ test('non-string bodies, Request inputs and throwing getters pass through unmark
   await probe('http://agent.test/a2a', hostile).catch(() => undefined);
   assert.equal(idempotent, false, 'a2aIdempotent threw instead of passing the call on');
 });
+
+test('an abort ends the card body read at once, even through a fetch that ignores the signal', async () => {
+  const stalled = async () =>
+    new Response(
+      new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode('{"name":'));
+        },
+      }),
+    );
+  const controller = new AbortController();
+  const reason = new Error('user gave up');
+  setTimeout(() => controller.abort(reason), 50);
+  const started = Date.now();
+  const error = await resolveAgentCard('http://agent.test/', {
+    fetch: stalled,
+    bodyTimeoutMs: 5000,
+    signal: controller.signal,
+  }).catch((e: unknown) => e);
+  assert.equal(error, reason);
+  assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
+});

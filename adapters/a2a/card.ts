@@ -226,17 +226,23 @@ async function readCapped(
   const chunks: Uint8Array[] = [];
   let size = 0;
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), timeoutMs);
+  // The read ends at the deadline, or at once on abort: a `fetch` that ignores the
+  // signal (or a body that does) must not keep the caller waiting.
+  let abort: (() => void) | undefined;
+  const stop = new Promise<undefined>((resolve, reject) => {
+    timer = setTimeout(resolve, timeoutMs);
+    abort = () => reject(signal?.reason);
   });
   try {
+    signal?.throwIfAborted();
+    signal?.addEventListener('abort', abort as () => void);
     for (;;) {
       const next = await Promise.race([
         reader.read().catch((error: unknown) => {
           // A body that broke mid-way is a network failure like any other (user aborts pass as they are).
           throw isAbort(error, signal) ? error : (normalizeNetworkError(error, request) ?? error);
         }),
-        timedOut,
+        stop,
       ]);
       if (next === undefined) throw new TimeoutError({ scope: 'attempt', ms: timeoutMs, request });
       if (next.done) break;
@@ -246,6 +252,7 @@ async function readCapped(
     }
   } finally {
     clearTimeout(timer);
+    signal?.removeEventListener('abort', abort as () => void);
     // After `done` this is a no-op; otherwise it stops the transfer (too large, timed out, aborted).
     reader.cancel().catch(() => {});
   }
