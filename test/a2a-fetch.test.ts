@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Hono } from 'hono';
-import { a2aIdempotent, resolveAgentCard } from '../adapters/a2a/index.ts';
+import { AgentCardError, a2aIdempotent, resolveAgentCard } from '../adapters/a2a/index.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { TimeoutError } from '../src/errors.ts';
@@ -221,4 +221,27 @@ test('an abort ends the card body read at once, even through a fetch that ignore
   }).catch((e: unknown) => e);
   assert.equal(error, reason);
   assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
+});
+
+test('a card URL that does not parse is named in issues without its value (userinfo, query secrets)', async () => {
+  const card = {
+    name: 'leaky',
+    version: '1',
+    capabilities: {},
+    skills: [],
+    url: 'agent.example.com/a2a?api_key=SECRET-1',
+    supportedInterfaces: [{ url: '//user:SECRET-2@host/a2a', protocolBinding: 'JSONRPC' }],
+    additionalInterfaces: [{ url: 'https//host/a2a?token=SECRET-3', transport: 'JSONRPC' }],
+  };
+  const error = await resolveAgentCard('http://agent.test/', {
+    fetch: async () => Response.json(card),
+  }).catch((e: unknown) => e);
+  assert.ok(error instanceof AgentCardError, String(error));
+  assert.equal(error.code, 'AGENT_CARD_INVALID');
+  assert.deepEqual([...error.issues].sort(), [
+    'card.additionalInterfaces.0.url: must be an absolute URL (got a string, not shown)',
+    'card.supportedInterfaces.0.url: must be an absolute URL (got a string, not shown)',
+    'card.url: must be an absolute URL (got a string, not shown)',
+  ]);
+  assert.doesNotMatch(`${error.message} ${JSON.stringify(error)}`, /SECRET/);
 });

@@ -272,7 +272,17 @@ function checkCard(json: unknown, request: RequestSummary): AgentCard {
   } catch (error) {
     // validate() words its TypeError for options ("invalid options for card:\n  - ...");
     // its lines (path, problem, a safe view of the value) are what a card error lists.
-    const lines = (error as Error).message.split('\n  - ').slice(1);
+    // A URL that failed to parse may still hold userinfo or a query's secrets
+    // (`host/a2a?api_key=...`): its value is never shown.
+    const lines = (error as Error).message
+      .split('\n  - ')
+      .slice(1)
+      .map((line) => {
+        const got = line.lastIndexOf(' (got "');
+        return got > 0 && line.slice(0, line.indexOf(': ')).endsWith('.url')
+          ? `${line.slice(0, got)} (got a string, not shown)`
+          : line;
+      });
     throw new AgentCardError('AGENT_CARD_INVALID', 'is not a usable agent card', request, lines);
   }
 }
