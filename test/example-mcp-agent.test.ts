@@ -1,0 +1,113 @@
+/**
+ * Smoke test for examples/mcp-agent/: an MCP agent's 12 turns against a flaky local
+ * McpServer, through a naive retry loop and through `resilientMcpClient()`. The example
+ * serves through node:http and runs under Node, so this starts it as a child process
+ * (`node --import tsx examples/mcp-agent/main.ts`), which works the same from Node,
+ * Deno and Bun.
+ */
+
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import process from 'node:process';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+/** One run takes about 2 s; Bun's default per-test timeout (5 s) leaves too little room under load. */
+const RUN_TIMEOUT_MS = 60_000;
+
+if (process.versions.bun !== undefined) {
+  // A variable specifier: 'bun:test' exists only under Bun (and has no types elsewhere).
+  const bunTest = 'bun:test';
+  const { setDefaultTimeout } = (await import(bunTest)) as { setDefaultTimeout(ms: number): void };
+  setDefaultTimeout(RUN_TIMEOUT_MS);
+}
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const MAIN = fileURLToPath(new URL('../examples/mcp-agent/main.ts', import.meta.url));
+/** Under Deno and Bun, `process.execPath` is their own binary: use the `node` on PATH. */
+const NODE =
+  process.versions.deno === undefined && process.versions.bun === undefined ? process.execPath : 'node';
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function example(): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(NODE, ['--import', 'tsx', MAIN], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8');
+    child.stderr.setEncoding('utf8');
+    child.stdout.on('data', (chunk: string) => {
+      stdout += chunk;
+    });
+    child.stderr.on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** The figures table's row starting with `label`: [naive, breakwater]. */
+function figures(stdout: string, label: string): [number, number] {
+  const line = stdout.split('\n').find((l) => l.startsWith(label));
+  const match = line?.slice(label.length).match(/^ +(\d+) +(\d+)$/);
+  assert.ok(match, `no figures for "${label}" in:\n${stdout}`);
+  return [Number(match[1]), Number(match[2])];
+}
+
+/** The log lines of one client's section (`naive:` or `breakwater:`), by turn. */
+function turns(stdout: string, client: string): Map<number, string> {
+  const lines = stdout.split('\n');
+  const start = lines.findIndex((l) => l.startsWith(`${client}:`));
+  assert.ok(start >= 0, `no section for ${client} in:\n${stdout}`);
+  const byTurn = new Map<number, string>();
+  for (const line of lines.slice(start + 1)) {
+    const match = line.match(/^ {2}turn +(\d+) {2}(.*)$/);
+    if (match === null) break;
+    byTurn.set(Number(match[1]), match[2] ?? '');
+  }
+  return byTurn;
+}
+
+test('the MCP agent example: breakwater runs create_ticket once per ask, fails fast while the server is down, and keeps out of Retry-After windows; the naive loop does neither', async () => {
+  const run = await example();
+  assert.equal(run.code, 0, `stderr:\n${run.stderr}\nstdout:\n${run.stdout}`);
+  assert.ok(run.stdout.split('\n').length < 40, 'the story fits in 40 lines');
+
+  const [naiveAsked, breakwaterAsked] = figures(run.stdout, 'tickets the agent asked for');
+  assert.deepEqual([naiveAsked, breakwaterAsked], [4, 4]);
+  // The 503 after create_ticket ran: the naive loop ran it again, breakwater did not.
+  assert.deepEqual(figures(run.stdout, 'create_ticket executions'), [5, 4]);
+  assert.deepEqual(figures(run.stdout, 'duplicate create_ticket executions'), [1, 0]);
+  // search is annotated readOnlyHint: both resend it after its 503.
+  assert.deepEqual(figures(run.stdout, 'search executions'), [9, 10]);
+  // Down for 3 turns: 3 tries a turn for the naive loop; breakwater's first connect (3
+  // attempts), then the gate sends nothing.
+  assert.deepEqual(figures(run.stdout, 'requests while down (turns 6-8)'), [9, 3]);
+  const [naiveInside, breakwaterInside] = figures(run.stdout, 'requests inside a Retry-After window');
+  assert.equal(breakwaterInside, 0);
+  assert.ok(naiveInside > 0, `the naive loop ignores Retry-After: ${naiveInside}`);
+  const [naiveRequests, breakwaterRequests] = figures(run.stdout, 'requests received');
+  assert.ok(breakwaterRequests < naiveRequests, `${breakwaterRequests} < ${naiveRequests}`);
+
+  const breakwater = turns(run.stdout, 'breakwater');
+  assert.match(breakwater.get(3) ?? '', /^ok; tools\/list HTTP 503 resent after 100 ms, as the server asked/);
+  assert.match(
+    breakwater.get(5) ?? '',
+    /^create_ticket: HttpStatusError 503, retryAfterMs 50, "ticket queue overloaded"; not resent/,
+  );
+  assert.match(breakwater.get(6) ?? '', /^connect: HttpStatusError 503, "no healthy upstream"/);
+  assert.match(breakwater.get(7) ?? '', /^connect: GateClosedError, nothing sent/);
+  assert.match(breakwater.get(8) ?? '', /^connect: GateClosedError, nothing sent/);
+  assert.match(breakwater.get(9) ?? '', /^ok; the gate let one connect through/);
+
+  const naive = turns(run.stdout, 'naive');
+  assert.match(naive.get(3) ?? '', /^tools\/list: "Streamable HTTP error: .*; 3 tries$/);
+  assert.match(naive.get(5) ?? '', /^ok; create_ticket failed, ok on try 2$/);
+  for (const turn of [6, 7, 8]) assert.match(naive.get(turn) ?? '', /^connect: "Streamable HTTP error: /);
+});
