@@ -656,6 +656,39 @@ test('resilientMcpClient: listTools() teaches which tools are resent, and call e
   assert.deepEqual(seen.runs, { lookup: 2, add: 1 });
 });
 
+test('resilientMcpClient: a server request reusing a pending tools/list id does not steal its answer', async () => {
+  const got: { body: string; key: string | null }[] = [];
+  await withApp(recordingApp(got), async (app) => {
+    let wired: { send(message: unknown): Promise<void>; onmessage?: (message: unknown) => void } | undefined;
+    const client = {
+      transport: undefined as unknown,
+      async connect(transport: never) {
+        this.transport = transport;
+      },
+      async close() {
+        this.transport = undefined;
+      },
+    };
+    const mcp = resilientMcpClient({
+      client,
+      transport: () => {
+        wired = { async send() {} };
+        return wired;
+      },
+      policy: definePolicy({ retry: { backoff: fast }, breaker: false }),
+    });
+    await mcp.connect();
+    await wired?.send({ jsonrpc: '2.0', id: 7, method: 'tools/list' });
+    // The server's own request with the same id, then the list's answer.
+    wired?.onmessage?.({ jsonrpc: '2.0', id: 7, method: 'sampling/createMessage', params: {} });
+    const lookup = { name: 'lookup', annotations: { readOnlyHint: true } };
+    wired?.onmessage?.({ jsonrpc: '2.0', id: 7, result: { tools: [lookup] } });
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'lookup' } });
+    await (await mcp.fetch(`${app.origin}/mcp`, { method: 'POST', body })).body?.cancel();
+  });
+  assert.equal(got.length, 3, 'lookup was not learned as read-only, so its 503 was not resent');
+});
+
 test('resilientMcpClient: bad options throw a TypeError naming each path', () => {
   assert.throws(
     () => resilientMcpClient({ client: {}, transport: 'x', gate: 1 } as never),

@@ -183,8 +183,9 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     };
     // The SDK's Protocol keeps a handler set before connect() and calls it first.
     transport.onmessage = (message) => {
-      const { id, result } = (message ?? {}) as Message;
-      if (!pending.delete(id)) return;
+      const { id, method, result } = (message ?? {}) as Message;
+      // A request from the server has its own ids: one equal to a pending list's is not its answer.
+      if (method !== undefined || !pending.delete(id)) return;
       const tools = result?.tools;
       if (Array.isArray(tools)) fetch.learn(tools as McpToolInfo[]);
     };
