@@ -230,7 +230,7 @@ async function readCapped(
   // signal (or a body that does) must not keep the caller waiting.
   let abort: (() => void) | undefined;
   const stop = new Promise<undefined>((resolve, reject) => {
-    timer = setTimeout(resolve, timeoutMs);
+    timer = setTimeout(() => resolve(undefined), timeoutMs);
     abort = () => reject(signal?.reason);
   });
   try {
