@@ -58,8 +58,13 @@ const NAIVE_GAP_MS = 20;
 /** How much of an SDK error message the log shows. */
 const CLIP_CHARS = 64;
 
-/** breakwater: short backoffs so the example is quick; a start gate that waits 250 ms after a failed connect. */
+/** breakwater: short backoffs so the example is quick (the defaults start at 500 ms). */
 const BACKOFF = { initialMs: 10, maxMs: 40, jitter: 'none' } as const;
+/**
+ * The start gate's first window after a failed connect. Between two and three turns'
+ * thinking, with 50 ms to spare on each side: it covers the two turns after the first
+ * down turn and lets the first recovered turn through.
+ */
 const GATE_MS = 250;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
