@@ -698,3 +698,36 @@ test('readRateLimits takes the request id only as one token of visible ASCII, an
     assert.deepEqual(readRateLimits({ 'x-request-id': id }, NOW), {}, JSON.stringify(id));
   }
 });
+
+test('toHttpStatusError keeps the status when the headers, the message or the body cannot be read', () => {
+  const trap = () => {
+    throw new Error('trap');
+  };
+  /** A status error whose `name` field is a getter that throws. */
+  const throwing = (fields: object, name: string) =>
+    Object.defineProperty(Object.assign(new Error('x'), fields), name, { get: trap });
+  const cases: Array<[string, Error]> = [
+    ['headers that are not pairs', Object.assign(new Error('x'), { status: 429, headers: [1, 2] })],
+    [
+      'headers whose traps throw',
+      Object.assign(new Error('x'), {
+        status: 429,
+        headers: new Proxy({}, { has: trap, ownKeys: trap, get: trap }),
+      }),
+    ],
+    ['a headers getter that throws', throwing({ status: 429 }, 'headers')],
+    ['an error body getter that throws', throwing({ status: 429, headers: new Headers() }, 'error')],
+    ['an AI SDK body getter that throws', throwing({ statusCode: 429 }, 'responseBody')],
+    [
+      'an AI SDK body that is an array',
+      Object.assign(new Error('x'), { statusCode: 429, responseBody: ['x'] }),
+    ],
+  ];
+  for (const [label, error] of cases) {
+    const converted = toHttpStatusError(error);
+    assert.ok(converted instanceof HttpStatusError, label);
+    assert.equal(converted.status, 429, label);
+    assert.equal(converted.retryable, true, label);
+    assert.equal(converted.cause, error, label);
+  }
+});

@@ -47,24 +47,43 @@ function text(value: unknown): string | undefined {
   return line.length > MAX_MESSAGE_CHARS ? `${line.slice(0, MAX_MESSAGE_CHARS)}…` : line;
 }
 
-/** The error from one SDK error object, or undefined when it carries no failure status. */
+/** What `read` returns, or undefined when a getter or proxy trap it meets throws. */
+function safely<T>(read: () => T): T | undefined {
+  try {
+    return read();
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The error from one SDK error object, or undefined when it carries no failure
+ * status. Past the status, each part is read on its own: headers, a message or a
+ * body that cannot be read leave that part out, not the status.
+ */
 function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined {
   const aiSdk = error.statusCode !== undefined;
   const status = aiSdk ? error.statusCode : error.status;
   if (!Number.isInteger(status) || (status as number) < 400 || (status as number) > 599) return undefined;
-  const headers = (aiSdk ? error.responseHeaders : error.headers) as HeadersLike | undefined;
   // wrapHttpError reads the status rule, x-should-retry and the timing headers, and
   // keeps the safe subset of the headers; what it has no parameter for is added here.
-  const wrapped = wrapHttpError(status as number, headers instanceof Object ? headers : undefined, error);
-  const body = error.error;
-  const serverMessage =
-    text(body?.message) ?? text(body?.error?.message) ?? (aiSdk ? text(error.message) : undefined);
+  const wrapped =
+    safely(() => {
+      const headers = (aiSdk ? error.responseHeaders : error.headers) as HeadersLike | undefined;
+      return wrapHttpError(status as number, headers instanceof Object ? headers : undefined);
+    }) ?? wrapHttpError(status as number, undefined);
   return new HttpStatusError({
     status: wrapped.status,
     retryable: wrapped.retryable,
     retryAfterMs: wrapped.retryAfterMs,
-    serverMessage,
-    body: typeof error.responseBody === 'string' ? error.responseBody.slice(0, MAX_READ_CHARS) : undefined,
+    serverMessage: safely(() => {
+      const body = error.error;
+      return text(body?.message) ?? text(body?.error?.message) ?? (aiSdk ? text(error.message) : undefined);
+    }),
+    body: safely(() => {
+      const body = error.responseBody;
+      return typeof body === 'string' ? body.slice(0, MAX_READ_CHARS) : undefined;
+    }),
     headers: new Headers(wrapped.headers),
     cause: error,
   });
