@@ -433,9 +433,7 @@ test('toHttpStatusError returns breakwater’s own HttpStatusError from inside t
   const { app } = provider('/v1/chat/completions', [json(503, openaiError('down'))]);
   await withApp(app, async (server) => {
     const client = openaiClient(server, definePolicy({ retry: false }), {
-      // A named key: a default (origin) key trips a core quirk that re-throws the
-      // nested error as a TypeError (see the report on redactText).
-      fetch: createFetch({ use: [throwOnStatus()], key: 'openai' }),
+      fetch: createFetch({ use: [throwOnStatus()] }),
     });
     const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.APIConnectionError, String(error));
