@@ -412,3 +412,33 @@ test('a forced ky.retry() with a request of its own sends that request’s body,
     );
   });
 });
+
+test('a later extend({ retry: { methods } }) keeps ky’s own retries off', async () => {
+  const { app, seen } = faulty(Infinity, () => overloaded());
+  await withApp(app, async (server) => {
+    const policy = definePolicy({ retry: { attempts: 2, backoff: fast, budget: false } });
+    const api = ky.create(kyOptions(policy)).extend({ retry: { methods: ['get', 'post'] } });
+    const error = await api.get(`${server.origin}/things`).catch((e: unknown) => e);
+    assert.ok(isHTTPError(error));
+    await error.response.body?.cancel();
+    assert.equal(seen.length, 2, 'the policy’s 2 attempts, no ky retry on top');
+  });
+});
+
+test('a beforeRequest hook of yours that returns a new Request sends that request’s body', async () => {
+  const { app, seen } = faulty(0, () => overloaded());
+  await withApp(app, async (server) => {
+    const api = ky.create(kyOptions(definePolicy())).extend({
+      hooks: {
+        beforeRequest: [
+          (request) => new Request(request.url, { method: 'PUT', headers: request.headers, body: 'signed' }),
+        ],
+      },
+    });
+    await api.put(`${server.origin}/things/1`, { json: { n: 1 } }).json();
+    assert.deepEqual(
+      seen.map((s) => s.body),
+      ['signed'],
+    );
+  });
+});
