@@ -91,7 +91,8 @@ function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined
 
 /**
  * A provider SDK's status error as an `HttpStatusError`: the status, whether
- * breakwater would retry it (the status rule and `x-should-retry`), the server's
+ * breakwater would retry it by default (the core's default retryable statuses, not a
+ * policy's `retry.statuses`, and `x-should-retry`), the server's
  * requested wait (`retryAfterMs`, from `retry-after-ms`, `Retry-After` and the
  * providers' reset headers), the server's message, a safe subset of the headers, and
  * the SDK's error as `cause`.

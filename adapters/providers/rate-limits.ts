@@ -28,7 +28,7 @@ export interface RateLimitWindow {
   remaining?: number;
   /** Milliseconds from `now` until the quota is restored: an integer in `[0, MAX_DELAY_MS]` (a reset in the past is 0). */
   resetMs?: number;
-  /** When the quota is restored (for a past reset, the past instant the server named). */
+  /** When the quota is restored: `now + resetMs` before rounding, so a reset further off than `MAX_DELAY_MS` is capped there too; a past reset keeps the past instant the server named. */
   resetAt?: Date;
 }
 
