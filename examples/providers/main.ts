@@ -321,14 +321,13 @@ console.log(
   ].join('\n'),
 );
 
-const held =
-  shielded.ledger.insideWindow === 0 &&
-  ranTwice(shielded.ledger) === 0 &&
-  shielded.ledger.answered429 > 0 &&
-  shielded.ledger.answered500 > 0;
-if (!held) {
-  console.error(
-    "breakwater sent requests inside an announced window or resent a 500'd POST (or the server never failed)",
-  );
+const broken = [
+  shielded.ledger.insideWindow > 0 && `${shielded.ledger.insideWindow} request(s) inside an announced window`,
+  ranTwice(shielded.ledger) > 0 && `${ranTwice(shielded.ledger)} completion(s) run twice`,
+  shielded.ledger.answered429 === 0 && 'the server never rate-limited it',
+  shielded.ledger.answered500 === 0 && 'the server never failed a completion for it',
+].filter(Boolean);
+if (broken.length > 0) {
+  console.error(`openaiOptions(policy) did not hold: ${broken.join('; ')}`);
   process.exitCode = 1;
 }
