@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Hono } from 'hono';
-import { AgentCardError, a2aIdempotent, resolveAgentCard } from '../adapters/a2a/index.ts';
+import { AgentCardError, a2aFetch, a2aIdempotent, resolveAgentCard } from '../adapters/a2a/index.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { TimeoutError } from '../src/errors.ts';
+import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { withApp } from './helpers/hono-server.ts';
 
@@ -104,6 +105,29 @@ test('resolveAgentCard rejects bad options with a TypeError naming each path', a
   assert.match(error.message, /resolveAgentCard\(\)\.maxBytes: must be at least 1/);
   assert.match(error.message, /resolveAgentCard\(\)\.path: must be a string/);
   assert.match(error.message, /unknown option "bogus"/);
+});
+
+test('a2aFetch rejects a non-policy and bad options with a TypeError naming each path', () => {
+  assert.throws(() => a2aFetch({} as never), /a2aFetch\(policy\): must be a policy from definePolicy\(\)/);
+  const policy = definePolicy({});
+  assert.throws(
+    () => a2aFetch(policy, { key: '', use: [], onEvent: 'log' } as never),
+    (error: unknown) =>
+      error instanceof TypeError &&
+      /a2aFetch\(\)\.key: must be a non-empty string/.test(error.message) &&
+      /a2aFetch\(\)\.onEvent: must be a function/.test(error.message) &&
+      /unknown option "use"/.test(error.message),
+  );
+  assert.throws(() => a2aFetch(policy, null as never), TypeError);
+  assert.equal(typeof a2aFetch(policy), 'function');
+});
+
+test('resolveAgentCard refuses a base URL that is not http(s) before sending anything', async () => {
+  for (const base of ['ftp://agent.example/', 'file:///etc/', 'not a url']) {
+    const error = await resolveAgentCard(base).catch((e: unknown) => e);
+    assert.ok(error instanceof TypeError, `${base}: ${String(error)}`);
+    assert.match(error.message, /must be an absolute http\(s\) URL/);
+  }
 });
 
 /** The mark a2aIdempotent() left on the last call through `probe` (no request leaves the process). */

@@ -313,12 +313,14 @@ export async function resolveAgentCard(
 ): Promise<AgentCard> {
   const valid = validate(optionsSchema, options, 'resolveAgentCard()') ?? {};
   const fetch = valid.policy ? valid.policy.fetch(valid.fetch) : (valid.fetch ?? globalThis.fetch);
-  let href: string;
+  let url: URL | undefined;
   try {
-    href = new URL(valid.path ?? AGENT_CARD_PATH, baseUrl).href;
-  } catch {
+    url = new URL(valid.path ?? AGENT_CARD_PATH, baseUrl);
+  } catch {}
+  // A card is fetched over HTTP(S); any other scheme is the caller's mistake, not a server fault.
+  if (url?.protocol !== 'http:' && url?.protocol !== 'https:')
     throw new TypeError('resolveAgentCard(): baseUrl must be an absolute http(s) URL');
-  }
+  const href = url.href;
   const init: RequestInit = { headers: { accept: 'application/json', 'a2a-version': '1.0' } };
   if (valid.signal) init.signal = valid.signal;
   const call = new Call(href, init, valid.policy?.resolved.name, undefined);

@@ -8,7 +8,9 @@
  * unmarked: a 503 after `SendMessage` reached the agent is never resent.
  */
 
+import * as z from 'zod/mini';
 import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
+import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions, PolicyFetchOptions } from '../../src/policy.ts';
 
 /**
@@ -37,6 +39,8 @@ export const A2A_READ_ONLY_METHODS: ReadonlySet<string> = new Set([
  * parsed at all.
  */
 const MAX_INSPECTED_CHARS = 64 * 1024;
+
+const optionsSchema = z.optional(z.strictObject(clientOptionsShape));
 
 /** A parsed JSON value's own field `key`, never an inherited one (a polluted prototype). */
 function own(value: unknown, key: string): unknown {
@@ -114,8 +118,9 @@ export interface A2AFetchOptions extends PolicyClientOptions {}
  * const transport = new JsonRpcTransportFactory({ fetchImpl });
  * ```
  */
-export function a2aFetch(policy: Policy, options: A2AFetchOptions = {}): FetchLike {
-  const { fetch, ...rest } = options;
+export function a2aFetch(policy: Policy, options?: A2AFetchOptions): FetchLike {
+  validate(policySchema, policy, 'a2aFetch(policy)');
+  const { fetch, ...rest } = validate(optionsSchema, options, 'a2aFetch()') ?? {};
   // `use`: middleware the policy runs outermost, so the mark is set before its retry judges a failure.
   return policy.fetch(fetch, { ...rest, use: [a2aIdempotent()] } as PolicyFetchOptions);
 }
