@@ -6,57 +6,17 @@
  */
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import process from 'node:process';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { type ExampleRun, runExample } from './helpers/example.ts';
 
 /** A short run: three clients through a 2 s storm take about 8 s in all. */
 const SHORT_RUN = ['--calls', '120', '--seed', '1', '--storm-ms', '2000', '--quiet'];
-/** Bun's default per-test timeout (5 s) is shorter than one short run. */
-const RUN_TIMEOUT_MS = 60_000;
-
-if (process.versions.bun !== undefined) {
-  // A variable specifier: 'bun:test' exists only under Bun (and has no types elsewhere).
-  const bunTest = 'bun:test';
-  const { setDefaultTimeout } = (await import(bunTest)) as { setDefaultTimeout(ms: number): void };
-  setDefaultTimeout(RUN_TIMEOUT_MS);
-}
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const MAIN = fileURLToPath(new URL('../examples/demo/main.ts', import.meta.url));
-/** Under Deno and Bun, `process.execPath` is their own binary: use the `node` on PATH. */
-const NODE =
-  process.versions.deno === undefined && process.versions.bun === undefined ? process.execPath : 'node';
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function demo(args: string[]): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(NODE, ['--import', 'tsx', MAIN, ...args], {
-      cwd: ROOT,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8');
-    child.stderr.setEncoding('utf8');
-    child.stdout.on('data', (chunk: string) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk: string) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
+/** The demo with `args`. */
+function demo(args: string[]): Promise<ExampleRun> {
+  return runExample('demo/main.ts', args);
 }
 
 /** The results table's row for a client, as cells (columns are two or more spaces apart). */

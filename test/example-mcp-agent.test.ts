@@ -7,50 +7,8 @@
  */
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import process from 'node:process';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-
-/** One run takes about 2 s; Bun's default per-test timeout (5 s) leaves too little room under load. */
-const RUN_TIMEOUT_MS = 60_000;
-
-if (process.versions.bun !== undefined) {
-  // A variable specifier: 'bun:test' exists only under Bun (and has no types elsewhere).
-  const bunTest = 'bun:test';
-  const { setDefaultTimeout } = (await import(bunTest)) as { setDefaultTimeout(ms: number): void };
-  setDefaultTimeout(RUN_TIMEOUT_MS);
-}
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const MAIN = fileURLToPath(new URL('../examples/mcp-agent/main.ts', import.meta.url));
-/** Under Deno and Bun, `process.execPath` is their own binary: use the `node` on PATH. */
-const NODE =
-  process.versions.deno === undefined && process.versions.bun === undefined ? process.execPath : 'node';
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function example(): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(NODE, ['--import', 'tsx', MAIN], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8');
-    child.stderr.setEncoding('utf8');
-    child.stdout.on('data', (chunk: string) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk: string) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
+import { runExample } from './helpers/example.ts';
 
 /** The figures table's row starting with `label`: [naive, breakwater]. */
 function figures(stdout: string, label: string): [number, number] {
@@ -75,7 +33,7 @@ function turns(stdout: string, client: string): Map<number, string> {
 }
 
 test('the MCP agent example: breakwater runs create_ticket once per ask, fails fast while the server is down, and keeps out of Retry-After windows; the naive loop does neither', async () => {
-  const run = await example();
+  const run = await runExample('mcp-agent/main.ts');
   assert.equal(run.code, 0, `stderr:\n${run.stderr}\nstdout:\n${run.stdout}`);
   assert.ok(run.stdout.split('\n').length < 40, 'the story fits in 40 lines');
 

@@ -7,52 +7,11 @@
  */
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import process from 'node:process';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
+import { runExample } from './helpers/example.ts';
 
-/** The example takes about 2 s; a slow CI machine gets plenty more. */
-const RUN_TIMEOUT_MS = 60_000;
 /** Calls per client in the example. */
 const CALLS = 40;
-
-if (process.versions.bun !== undefined) {
-  // A variable specifier: 'bun:test' exists only under Bun (and has no types elsewhere).
-  const bunTest = 'bun:test';
-  const { setDefaultTimeout } = (await import(bunTest)) as { setDefaultTimeout(ms: number): void };
-  setDefaultTimeout(RUN_TIMEOUT_MS);
-}
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const MAIN = fileURLToPath(new URL('../examples/providers/main.ts', import.meta.url));
-/** Under Deno and Bun, `process.execPath` is their own binary: use the `node` on PATH. */
-const NODE =
-  process.versions.deno === undefined && process.versions.bun === undefined ? process.execPath : 'node';
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function example(): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(NODE, ['--import', 'tsx', MAIN], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8');
-    child.stderr.setEncoding('utf8');
-    child.stdout.on('data', (chunk: string) => {
-      stdout += chunk;
-    });
-    child.stderr.on('data', (chunk: string) => {
-      stderr += chunk;
-    });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
 
 /** A table row's two figures (openai SDK defaults, openaiOptions(policy)): the cells after the label. */
 function row(stdout: string, label: string): [string, string] {
@@ -67,7 +26,7 @@ function row(stdout: string, label: string): [string, string] {
 const int = (cell: string): number => Number.parseInt(cell, 10);
 
 test('the providers example: on openaiOptions(policy) nothing is sent inside an announced Retry-After window and no 500’d POST is resent; the SDK as shipped does one or both', async () => {
-  const run = await example();
+  const run = await runExample('providers/main.ts');
   assert.equal(run.code, 0, `${run.stderr}\n${run.stdout}`);
   const out = run.stdout;
   assert.ok(out.split('\n').length < 40, 'the story stays under 40 lines');
