@@ -272,6 +272,29 @@ test('toError() gives a 429’s Retry-After back when the policy does not retry'
   });
 });
 
+test('toError() does not lend an old failure’s Retry-After to a later error of the same status', async () => {
+  const fault = { status: 429, headers: { 'retry-after': '3' }, body: '{"error":"slow down"}' };
+  await withApp(mcpApp(counts(), failFirst('tools/call:add', fault)), async (app) => {
+    await withClient(app.origin, { retry: false, breaker: false }, async (client, fetch) => {
+      const caught = await client.callTool({ name: 'add', arguments: {} }).catch((e: unknown) => e);
+      assert.equal((fetch.toError(caught) as HttpStatusError).retryAfterMs, 3000);
+      // The same SDK error, judged 31 s later: that snapshot can no longer be its answer.
+      const realNow = Date.now;
+      const later = realNow() + 31_000;
+      Date.now = () => later;
+      try {
+        const stale = fetch.toError(caught);
+        assert.ok(stale instanceof HttpStatusError);
+        assert.equal(stale.status, 429);
+        assert.equal(stale.retryAfterMs, undefined);
+        assert.equal(stale.serverMessage, undefined);
+      } finally {
+        Date.now = realNow;
+      }
+    });
+  });
+});
+
 test('toError() leaves errors that are not the SDK’s HTTP errors unchanged', () => {
   const fetch = mcpFetch(definePolicy());
   const mcpError = Object.assign(new Error('MCP error 404: no such tool'), { name: 'McpError', code: 404 });

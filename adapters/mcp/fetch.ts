@@ -40,6 +40,14 @@ export interface McpFetch extends FetchLike {
   toError(error: unknown): unknown;
 }
 
+/**
+ * How old a failure response may be and still explain an SDK error, in ms. The SDK
+ * throws as soon as it has read the failing answer (its body, at most a few seconds
+ * on a slow server), so an older snapshot of the same status belongs to an earlier
+ * request: its Retry-After and message would mislead.
+ */
+const MAX_SNAPSHOT_AGE_MS = 30_000;
+
 const optionsSchema = z.optional(
   z.strictObject({
     ...resendShape,
@@ -115,7 +123,12 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     const status = sdkStatus(error);
     if (status === undefined) return error;
     // No failure of that status came through this fetch: the status is all there is.
-    return wrapHttpError(status, failures.get(status), error);
+    const said = failures.get(status);
+    return wrapHttpError(
+      status,
+      said && Date.now() - said.at <= MAX_SNAPSHOT_AGE_MS ? said : undefined,
+      error,
+    );
   };
   return fetch;
 }
