@@ -2,7 +2,9 @@
  * Smoke tests for `npm run demo` (examples/demo/). The demo's upstream resets sockets
  * through node:http, so it always runs under Node: these tests start it as a child
  * process (`node --import tsx examples/demo/main.ts`), which works the same from Node,
- * Deno and Bun.
+ * Deno and Bun. The storm's own test runs with `--storm-only`; acts 2 and 3 (the
+ * MCP agent and providers examples, tested in full by their own tests) get one run
+ * of the whole demo.
  */
 
 import assert from 'node:assert/strict';
@@ -12,42 +14,54 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { type ExampleRun, runExample } from './helpers/example.ts';
 
-/** A short run: three clients through a 2 s storm take about 8 s in all. */
+/** A short run: three clients through a 2 s storm take about 8 s in all; acts 2 and 3 add about 4 s. */
 const SHORT_RUN = ['--calls', '120', '--seed', '1', '--storm-ms', '2000', '--quiet'];
 /** The demo with `args`. */
 function demo(args: string[]): Promise<ExampleRun> {
   return runExample('demo/main.ts', args);
 }
 
-/** The results table's row for a client, as cells (columns are two or more spaces apart). */
-function row(stdout: string, client: string): string[] {
-  const line = stdout.split('\n').find((l) => l.startsWith(`${client}  `));
-  assert.ok(line, `no table row for ${client} in:\n${stdout}`);
-  return line.split(/ {2,}/).map((cell) => cell.trim());
+/** The cells after `label` in the first table row it starts (columns are two or more spaces apart). */
+function cells(text: string, label: string): string[] {
+  const line = text.split('\n').find((l) => l.startsWith(`${label}  `));
+  assert.ok(line, `no table row "${label}" in:\n${text}`);
+  return line.slice(label.length).trim().split(/ {2,}/);
+}
+
+/** The integers in a row's cells: `84 (2.10x)` → 84. */
+const ints = (row: string[]): number[] => row.map((cell) => Number.parseInt(cell, 10));
+
+/** An act's output: from its heading line to the next blank line followed by a heading, or the end. */
+function act(stdout: string, title: string): string {
+  const start = stdout.indexOf(`\n${title}\n`);
+  assert.ok(start >= 0, `no "${title}" in:\n${stdout}`);
+  const end = stdout.indexOf('\n\nAct ', start + 1);
+  return stdout.slice(start + 1, end < 0 ? undefined : end);
 }
 
 test('a short demo run prints the table: breakwater sends no duplicate order and nothing inside a Retry-After window, the naive loop does', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'breakwater-demo-'));
   try {
     const html = join(dir, 'report.html');
-    const run = await demo([...SHORT_RUN, '--html', html]);
+    const run = await demo([...SHORT_RUN, '--storm-only', '--html', html]);
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stdout, /^client +calls ok +requests at server +inside Retry-After +duplicate orders/m);
+    assert.doesNotMatch(run.stdout, /^Act /m, '--storm-only runs no other act');
 
-    // client, calls ok, requests at server, inside Retry-After, duplicate orders, p50, p99, breaker opens
-    const plain = row(run.stdout, 'plain fetch');
-    const naive = row(run.stdout, 'naive retry');
-    const breakwater = row(run.stdout, 'breakwater');
-    for (const cells of [plain, naive, breakwater]) assert.equal(cells.length, 8, cells.join(' | '));
-    assert.equal(breakwater[3], '0', 'breakwater requests inside a Retry-After window');
-    assert.equal(breakwater[4], '0', 'breakwater duplicate order executions');
+    // calls ok, requests at server, inside Retry-After, duplicate orders, p50, p99, breaker opens
+    const plain = cells(run.stdout, 'plain fetch');
+    const naive = cells(run.stdout, 'naive retry');
+    const breakwater = cells(run.stdout, 'breakwater');
+    for (const row of [plain, naive, breakwater]) assert.equal(row.length, 7, row.join(' | '));
+    assert.equal(breakwater[2], '0', 'breakwater requests inside a Retry-After window');
+    assert.equal(breakwater[3], '0', 'breakwater duplicate order executions');
     assert.ok(
-      Number(naive[3]) > 0 || Number(naive[4]) > 0,
+      Number(naive[2]) > 0 || Number(naive[3]) > 0,
       `the naive loop should show requests inside Retry-After windows or duplicates: ${naive.join(' | ')}`,
     );
-    assert.equal(plain[2], '120 (1.00x)', 'plain fetch sends each call once');
+    assert.equal(plain[1], '120 (1.00x)', 'plain fetch sends each call once');
     assert.ok(
-      Number.parseInt(naive[2] ?? '', 10) > Number.parseInt(breakwater[2] ?? '', 10),
+      Number.parseInt(naive[1] ?? '', 10) > Number.parseInt(breakwater[1] ?? '', 10),
       'naive load > breakwater load',
     );
 
@@ -66,10 +80,53 @@ test('a short demo run prints the table: breakwater sends no duplicate order and
   }
 });
 
+test('after the storm, the demo runs the MCP agent and model-provider acts and exits 0: breakwater runs no ticket twice and sends nothing inside a Retry-After window', async () => {
+  const run = await demo(SHORT_RUN);
+  assert.equal(run.code, 0, `stderr:\n${run.stderr}\nstdout:\n${run.stdout}`);
+  assert.doesNotMatch(run.stderr, /done in|calls {2}ok/, '--quiet prints no progress lines');
+  // Act 1's heading opens the output; its table, then the other acts, follow in order.
+  const at = ['Act 1: ', '\nclient  ', '\nAct 2: ', '\nAct 3: '].map((h) => run.stdout.indexOf(h));
+  assert.equal(at[0], 0, run.stdout.slice(0, 200));
+  assert.ok(
+    at.every((i, n) => n === 0 || i > (at[n - 1] ?? 0)),
+    `acts missing or out of order: ${at.join(', ')}`,
+  );
+
+  // [naive, breakwater], as the MCP server counted them.
+  const mcp = act(run.stdout, 'Act 2: an MCP agent');
+  assert.ok(mcp.split('\n').length <= 15, `act 2 stays compact:\n${mcp}`);
+  assert.deepEqual(ints(cells(mcp, 'tickets the agent asked for')), [4, 4]);
+  assert.deepEqual(ints(cells(mcp, 'duplicate create_ticket executions')), [1, 0]);
+  const [naiveDown, breakwaterDown] = ints(cells(mcp, 'requests while down (turns 6-8)'));
+  assert.ok((breakwaterDown ?? 0) < (naiveDown ?? 0), `while down: ${breakwaterDown} < ${naiveDown}`);
+  assert.equal(ints(cells(mcp, 'requests inside a Retry-After window'))[1], 0);
+
+  // [openai SDK defaults, openaiOptions(policy)], as the fake provider counted them.
+  const providers = act(run.stdout, 'Act 3: model-provider calls');
+  assert.ok(providers.split('\n').length <= 15, `act 3 stays compact:\n${providers}`);
+  assert.equal(ints(cells(providers, 'inside an announced Retry-After window'))[1], 0);
+  assert.equal(ints(cells(providers, "completions run twice (500'd POST resent)"))[1], 0);
+  const [, shielded] = cells(providers, 'answered 429 / 500');
+  assert.match(
+    shielded ?? '',
+    /^[1-9]\d* \/ 4$/,
+    'the provider rate-limited and failed the breakwater client',
+  );
+});
+
 test('the demo documents its flags with --help and exits 0', async () => {
   const run = await demo(['--help']);
   assert.equal(run.code, 0, run.stderr);
-  for (const flag of ['--seed', '--calls', '--concurrency', '--storm-ms', '--html', '--quiet', '--help']) {
+  for (const flag of [
+    '--seed',
+    '--calls',
+    '--concurrency',
+    '--storm-ms',
+    '--html',
+    '--storm-only',
+    '--quiet',
+    '--help',
+  ]) {
     assert.ok(run.stdout.includes(flag), `--help does not mention ${flag}`);
   }
 });

@@ -1,11 +1,12 @@
 /**
  * @module
  * `npm run demo`: why breakwater exists, in under 30 seconds, with nothing outside
- * this machine. A local "stormy" upstream (storm.ts) sheds load with 503 +
+ * this machine. Act 1: a local "stormy" upstream (storm.ts) sheds load with 503 +
  * Retry-After, rate-limits with 429 + retry-after-ms, resets connections before and
  * after running a handler, answers slowly, and then recovers. The same workload runs
  * through plain fetch, a naive retry loop and breakwater, one after the other, and the
- * server counts what each did to it.
+ * server counts what each did to it. Acts 2 and 3 (acts.ts) run the MCP agent and
+ * model-provider examples and print their tables; `--storm-only` skips them.
  *
  * Run with Node through tsx (`npm run demo`, or `node --import tsx examples/demo/main.ts`):
  * the upstream resets sockets through node:http.
@@ -36,16 +37,23 @@ const DEFAULT_CONCURRENCY = 32;
 const DEFAULT_STORM_MS = 4500;
 /** The live progress line is redrawn at most this often. */
 const PROGRESS_EVERY_MS = 100;
+/** Act 1's heading, printed when the other acts follow. */
+const STORM_TITLE = 'Act 1: an order API in a storm';
 /** Exit code for a bad command line (as most CLIs: 2 = usage error). */
 const EXIT_USAGE = 2;
 
-const HELP = `breakwater demo: the same workload through plain fetch, a naive retry loop and
-breakwater, against a local upstream having a (seeded, repeatable) bad day.
+const HELP = `breakwater demo, in three acts, each comparing breakwater with what people ship:
+  1. the same workload through plain fetch, a naive retry loop and breakwater, against
+     a local order API having a (seeded, repeatable) bad day;
+  2. an MCP agent's 12 turns against a flaky local MCP server: a naive 3-tries loop vs
+     resilientMcpClient() (examples/mcp-agent/);
+  3. 40 chat completions through the openai SDK against a rate-limiting local provider:
+     as it ships vs openaiOptions(policy) (examples/providers/).
 
 usage: npm run demo -- [options]
        node --import tsx examples/demo/main.ts [options]
 
-options:
+options (--seed to --html are about act 1, the storm):
   --seed N          fault script and workload seed (default ${DEFAULT_SEED}); the same seed replays
                     the same storm
   --calls N         calls per client, about 30% of them orders (default ${DEFAULT_CALLS})
@@ -54,11 +62,13 @@ options:
                     (default ${DEFAULT_STORM_MS}, at least 2000)
   --html FILE       also write a self-contained HTML report with a chart of requests
                     per 100 ms at the server for each client
-  --quiet           no progress lines (the table still goes to stdout)
+  --storm-only      run act 1 only
+  --quiet           no progress lines on stderr (the acts' output still goes to stdout)
   -h, --help        show this help
 
 Everything runs on 127.0.0.1; nothing leaves the machine. Exit codes: 0 done,
-1 the demo failed, 2 bad options.
+1 the demo failed (or act 2 or 3 found breakwater not holding, said on stderr),
+2 bad options.
 `;
 
 /** The demo's settings, validated. */
@@ -68,6 +78,8 @@ interface Settings {
   concurrency: number;
   stormMs: number;
   html: string | undefined;
+  /** Skip acts 2 and 3. */
+  stormOnly: boolean;
   quiet: boolean;
 }
 
@@ -92,6 +104,7 @@ const FLAGS = {
   concurrency: { type: 'string' },
   'storm-ms': { type: 'string' },
   html: { type: 'string' },
+  'storm-only': { type: 'boolean' },
   quiet: { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
@@ -113,6 +126,7 @@ function parseSettings(args: string[]): Settings | 'help' {
     concurrency: integer('concurrency', values.concurrency, DEFAULT_CONCURRENCY, 1, 1024),
     stormMs: integer('storm-ms', values['storm-ms'], DEFAULT_STORM_MS, 2000, 120_000),
     html: values.html,
+    stormOnly: values['storm-only'] ?? false,
     quiet: values.quiet ?? false,
   };
 }
@@ -138,6 +152,20 @@ function progressLine(name: string, quiet: boolean) {
     done(p: Progress): void {
       if (quiet) return;
       process.stderr.write(live ? `\r${text(p)}\u001b[K\n` : `${text(p)}\n`);
+    },
+  };
+}
+
+/** An act's progress on stderr: `running` while it runs on a terminal, then its time. */
+function actProgress(name: string, quiet: boolean) {
+  const live = !quiet && process.stderr.isTTY === true;
+  const started = Date.now();
+  if (live) process.stderr.write(`${name.padEnd(12)} running`);
+  return {
+    done(): void {
+      if (quiet) return;
+      const text = `${name.padEnd(12)} done in ${((Date.now() - started) / 1000).toFixed(1)} s`;
+      process.stderr.write(live ? `\r${text}\u001b[K\n` : `${text}\n`);
     },
   };
 }
@@ -168,12 +196,14 @@ function summarize(
   };
 }
 
-async function runDemo(settings: Settings): Promise<RunSummary[]> {
+/** Act 1: the workload through each client in turn, against a fresh storm each. */
+async function runStorm(settings: Settings): Promise<RunSummary[]> {
   const script = stormScript(settings.seed, settings.stormMs);
   const plan = planWorkload(settings.seed, settings.calls, settings.stormMs);
   const orders = plan.filter((call) => call.method === 'POST').length;
+  const heading = settings.stormOnly ? '' : `${STORM_TITLE}\n`;
   process.stdout.write(
-    `breakwater demo: ${settings.calls} calls (${orders} of them orders), ${settings.concurrency} at a time, ` +
+    `${heading}breakwater demo: ${settings.calls} calls (${orders} of them orders), ${settings.concurrency} at a time, ` +
       `through each client in turn,\nagainst a local upstream with this fault script (seed ${settings.seed}):\n` +
       `${formatScript(script)}\n\n${formatClients(CLIENT_NAMES.map((name) => [name, CLIENT_ABOUT[name]]))}\n\n`,
   );
@@ -213,6 +243,22 @@ async function runDemo(settings: Settings): Promise<RunSummary[]> {
   return runs;
 }
 
+/** Acts 2 and 3, one after the other; what broke in them, each line naming its act. */
+async function runActs(quiet: boolean): Promise<string[]> {
+  // Loaded only when the acts run: --help, bad flags and --storm-only skip the MCP and openai SDKs.
+  const { ACTS } = await import('./acts.ts');
+  const problems: string[] = [];
+  for (const act of ACTS) {
+    process.stdout.write(`\n${act.title}\n${act.intro.join('\n')}\n`);
+    const progress = actProgress(act.name, quiet);
+    const result = await act.run();
+    progress.done();
+    process.stdout.write(`${quiet ? '' : '\n'}${result.lines.join('\n')}\n`);
+    problems.push(...result.problems.map((problem) => `FAILED (${act.title}): ${problem}`));
+  }
+  return problems;
+}
+
 async function main(): Promise<void> {
   let settings: Settings | 'help';
   try {
@@ -227,7 +273,11 @@ async function main(): Promise<void> {
     process.stdout.write(HELP);
     return;
   }
-  await runDemo(settings);
+  await runStorm(settings);
+  if (settings.stormOnly) return;
+  const problems = await runActs(settings.quiet);
+  for (const problem of problems) process.stderr.write(`breakwater demo: ${problem}\n`);
+  if (problems.length > 0) process.exitCode = 1;
 }
 
 main().catch((error: unknown) => {
