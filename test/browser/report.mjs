@@ -49,6 +49,7 @@ try {
       '--seed',
       '1',
       '--quiet',
+      '--storm-only',
       '--html',
       report,
     ],
