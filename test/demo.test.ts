@@ -12,7 +12,9 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { type ExampleRun, runExample } from './helpers/example.ts';
+import { allowSlowTests, type ExampleRun, runExample } from './helpers/example.ts';
+
+await allowSlowTests();
 
 /** A short run: three clients through a 2 s storm take about 8 s in all; acts 2 and 3 add about 4 s. */
 const SHORT_RUN = ['--calls', '120', '--seed', '1', '--storm-ms', '2000', '--quiet'];

@@ -8,7 +8,9 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { runExample } from './helpers/example.ts';
+import { allowSlowTests, runExample } from './helpers/example.ts';
+
+await allowSlowTests();
 
 /** The figures table's row starting with `label`: [naive, breakwater]. */
 function figures(stdout: string, label: string): [number, number] {

@@ -8,7 +8,9 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { runExample } from './helpers/example.ts';
+import { allowSlowTests, runExample } from './helpers/example.ts';
+
+await allowSlowTests();
 
 /** Calls per client in the example. */
 const CALLS = 40;

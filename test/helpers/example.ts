@@ -2,8 +2,8 @@
  * @module
  * Runs an example program as a child process under Node (`node --import tsx <main>`),
  * the same from Node, Deno and Bun: the examples serve through node:http and tsx.
- * Importing this module also raises Bun's per-test timeout, which is shorter than one
- * example run.
+ * Test files that run examples call {@link allowSlowTests} first: Bun's per-test
+ * timeout is shorter than one example run.
  */
 
 import { spawn } from 'node:child_process';
@@ -13,7 +13,13 @@ import { fileURLToPath } from 'node:url';
 /** How long one test that runs an example may take under Bun (its default is 5 s). */
 const RUN_TIMEOUT_MS = 60_000;
 
-if (process.versions.bun !== undefined) {
+/**
+ * Raises Bun's per-test timeout for the calling test file. Call it at the file's top
+ * level: Bun applies it to the file being loaded, and this module is evaluated only
+ * once per process, so a call made here on import would reach only the first file.
+ */
+export async function allowSlowTests(): Promise<void> {
+  if (process.versions.bun === undefined) return;
   // A variable specifier: 'bun:test' exists only under Bun (and has no types elsewhere).
   const bunTest = 'bun:test';
   const { setDefaultTimeout } = (await import(bunTest)) as { setDefaultTimeout(ms: number): void };
