@@ -67,7 +67,7 @@ options (--seed to --html are about act 1, the storm):
   -h, --help        show this help
 
 Everything runs on 127.0.0.1; nothing leaves the machine. Exit codes: 0 done,
-1 the demo failed (or act 2 or 3 found breakwater not holding, said on stderr),
+1 the demo failed (or an act found breakwater not holding, said on stderr),
 2 bad options.
 `;
 
@@ -243,6 +243,20 @@ async function runStorm(settings: Settings): Promise<RunSummary[]> {
   return runs;
 }
 
+/**
+ * What act 1 must show, or the demo is wrong (issue 6): breakwater ran no order twice
+ * and sent nothing inside a Retry-After window the server had given.
+ */
+function stormProblems(runs: readonly RunSummary[]): string[] {
+  const shielded = runs.find((run) => run.client === 'breakwater');
+  if (shielded === undefined) return [];
+  const found = [
+    shielded.duplicates > 0 && `breakwater ran ${shielded.duplicates} order(s) twice`,
+    shielded.inWindow > 0 && `breakwater sent ${shielded.inWindow} request(s) inside a Retry-After window`,
+  ].filter((problem): problem is string => problem !== false);
+  return found.map((problem) => `FAILED (${STORM_TITLE}): ${problem}`);
+}
+
 /** Acts 2 and 3, one after the other; what broke in them, each line naming its act. */
 async function runActs(quiet: boolean): Promise<string[]> {
   // Loaded only when the acts run: --help, bad flags and --storm-only skip the MCP and openai SDKs.
@@ -273,9 +287,8 @@ async function main(): Promise<void> {
     process.stdout.write(HELP);
     return;
   }
-  await runStorm(settings);
-  if (settings.stormOnly) return;
-  const problems = await runActs(settings.quiet);
+  const problems = stormProblems(await runStorm(settings));
+  if (!settings.stormOnly) problems.push(...(await runActs(settings.quiet)));
   for (const problem of problems) process.stderr.write(`breakwater demo: ${problem}\n`);
   if (problems.length > 0) process.exitCode = 1;
 }
