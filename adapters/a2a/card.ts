@@ -304,7 +304,7 @@ function checkCard(json: unknown, request: RequestSummary): AgentCard {
  *
  * const policy = definePolicy({ name: 'travel-agent' });
  * const card = await resolveAgentCard('https://agent.example.com', { policy });
- * console.log(card.name, card.skills.map((skill) => skill.id));
+ * const skills = card.skills.map((skill) => skill.id);
  * ```
  */
 export async function resolveAgentCard(

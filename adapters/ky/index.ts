@@ -113,7 +113,8 @@ function isReplayable(body: unknown): body is BodyInit {
  * try {
  *   await api.post('orders', { json: { item: 'book' } }).json(); // keyed: resent after a 503 with the same Idempotency-Key
  * } catch (error) {
- *   if (error instanceof HttpStatusError) console.log(error.status, error.retryAfterMs, error.serverMessage);
+ *   if (!(error instanceof HttpStatusError)) throw error;
+ *   const { status, retryAfterMs, serverMessage } = error; // what the server said, parsed
  * }
  * ```
  */

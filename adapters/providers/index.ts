@@ -19,9 +19,10 @@
  *   const { data, response } = await client.chat.completions
  *     .create({ model: 'gpt-5-mini', messages: [{ role: 'user', content: 'Hi' }] })
  *     .withResponse();
- *   console.log(data.choices[0]?.message.content, readRateLimits(response.headers).tokens?.remaining);
+ *   const answer = data.choices[0]?.message.content;
+ *   const tokensLeft = readRateLimits(response.headers).tokens?.remaining;
  * } catch (error) {
- *   console.log(toHttpStatusError(error)?.retryAfterMs);
+ *   const waitMs = toHttpStatusError(error)?.retryAfterMs; // the server's requested wait, if it said one
  * }
  * ```
  */
