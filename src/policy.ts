@@ -78,33 +78,27 @@ export interface ResolvedPolicyConfig {
 
 /** Per-client pieces that do not belong in a policy file. */
 export interface PolicyFetchOptions {
-  /** Stamp and refresh a token (`auth()` options). */
-  auth?: AuthOptions;
-  /** Receives typed events from this client's calls. */
-  onEvent?: (event: BreakwaterEvent) => void;
-  /** Overrides the policy's `name` as the key (a function derives it from the URL). */
-  key?: KeyOption;
-  /**
-   * Middleware run outermost, before the total timeout and retry: where an adapter
-   * marks calls (`call.idempotent` for a read-only MCP or A2A method) so that retry's
-   * resend rule sees the mark. Default: none.
-   */
-  use?: Middleware[];
-}
-
-/**
- * The options every adapter passes on to `policy.fetch()` for one client: the base
- * fetch and the per-client pieces. Adapters' option types extend it.
- */
-export interface PolicyClientOptions {
-  /** The fetch under the policy's chain (a proxy-aware fetch, a test double). Default: the global `fetch`, looked up per call. */
-  fetch?: FetchLike | undefined;
   /** Stamps and refreshes a token (`auth()` options): a 401 is refreshed and resent once. Default: none. */
   auth?: AuthOptions | undefined;
   /** Receives typed events from this client's calls (`attempt`, `retry`, `breaker`, ...). Default: none. */
   onEvent?: ((event: BreakwaterEvent) => void) | undefined;
   /** The server's name (breaker, pacing, budget, messages), or a function of the URL. Default: the policy's `name`, else the URL's origin. */
   key?: KeyOption | undefined;
+  /**
+   * Middleware run outermost, before the total timeout and retry: where an adapter
+   * marks calls (`call.idempotent` for a read-only MCP or A2A method) so that retry's
+   * resend rule sees the mark. Default: none.
+   */
+  use?: Middleware[] | undefined;
+}
+
+/**
+ * The options every adapter passes on to `policy.fetch()` for one client: the base
+ * fetch and the per-client pieces. Adapters' option types extend it.
+ */
+export interface PolicyClientOptions extends Omit<PolicyFetchOptions, 'use'> {
+  /** The fetch under the policy's chain (a proxy-aware fetch, a test double). Default: the global `fetch`, looked up per call. */
+  fetch?: FetchLike | undefined;
 }
 
 /** What a policy knows about one server right now. */

@@ -11,7 +11,7 @@
 import * as z from 'zod/mini';
 import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
-import type { Policy, PolicyClientOptions, PolicyFetchOptions } from '../../src/policy.ts';
+import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 
 /**
  * JSON-RPC methods that only read: A2A 1.0 names (`@a2a-js/sdk` 1.x `JsonRpcTransport`)
@@ -122,5 +122,5 @@ export function a2aFetch(policy: Policy, options?: A2AFetchOptions): FetchLike {
   validate(policySchema, policy, 'a2aFetch(policy)');
   const { fetch, ...rest } = validate(optionsSchema, options, 'a2aFetch()') ?? {};
   // `use`: middleware the policy runs outermost, so the mark is set before its retry judges a failure.
-  return policy.fetch(fetch, { ...rest, use: [a2aIdempotent()] } as PolicyFetchOptions);
+  return policy.fetch(fetch, { ...rest, use: [a2aIdempotent()] });
 }

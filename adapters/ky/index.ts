@@ -33,7 +33,7 @@ import * as z from 'zod/mini';
 import { Call, type FetchLike } from '../../src/call.ts';
 import type { HttpStatusError } from '../../src/errors.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
-import type { Policy, PolicyClientOptions, PolicyFetchOptions } from '../../src/policy.ts';
+import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { statusError } from '../../src/status.ts';
 
 /** The subpath this module is published under. */
@@ -121,12 +121,7 @@ function isReplayable(body: unknown): body is BodyInit {
 export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
   validate(policySchema, policy, 'kyOptions(policy)');
   const valid = validate(optionsSchema, options, 'kyOptions()') ?? {};
-  // policy.fetch() takes an absent option as undefined, so no spreads are needed.
-  const chained = policy.fetch(valid.fetch, {
-    auth: valid.auth,
-    onEvent: valid.onEvent,
-    key: valid.key,
-  } as PolicyFetchOptions);
+  const chained = policy.fetch(valid.fetch, { auth: valid.auth, onEvent: valid.onEvent, key: valid.key });
   const key = valid.key ?? policy.resolved.name;
   /** The body each request was built from, for the requests whose body can be resent. */
   const bodies = new WeakMap<Request, BodyInit>();

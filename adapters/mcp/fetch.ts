@@ -104,7 +104,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   /** The latest failure response of each status (at most one per status: bounded). */
   const failures = new Map<number, StatusSnapshot>();
 
-  const chain = policy.fetch(base, {
+  const fetch = policy.fetch(base, {
     auth: valid.auth,
     key: valid.key,
     // Outermost, so retry's resend rule sees the mark on calls judged safe.
@@ -113,11 +113,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       if (event.type === 'captured') failures.set(event.snapshot.status, event.snapshot);
       onEvent?.(event);
     },
-  } as Parameters<Policy['fetch']>[1]);
-
-  const fetch = function mcpFetch(input: string | URL | Request, init?: RequestInit): Promise<Response> {
-    return chain(input, init);
-  } as McpFetch;
+  }) as McpFetch;
   fetch.learn = resend.learn;
   fetch.toError = (error) => {
     const status = sdkStatus(error);

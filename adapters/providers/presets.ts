@@ -13,7 +13,7 @@
 import * as z from 'zod/mini';
 import type { FetchLike } from '../../src/call.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
-import type { Policy, PolicyClientOptions, PolicyConfig, PolicyFetchOptions } from '../../src/policy.ts';
+import type { Policy, PolicyClientOptions, PolicyConfig } from '../../src/policy.ts';
 import type { TimeoutOptions } from '../../src/timeout.ts';
 
 /**
@@ -58,7 +58,7 @@ const presetOptionsSchema = z.optional(z.strictObject(clientOptionsShape));
 function policyFetch(where: string, policy: Policy, options: PresetOptions | undefined): FetchLike {
   validate(policySchema, policy, `${where}(policy)`);
   const { fetch, ...rest } = validate(presetOptionsSchema, options, `${where}(policy, options)`) ?? {};
-  return policy.fetch(fetch, rest as PolicyFetchOptions);
+  return policy.fetch(fetch, rest);
 }
 
 /**
