@@ -11,7 +11,10 @@
  * count; a 429 never opens the circuit (the server is up and asked us to slow down):
  * it pauses the whole key instead, for every caller. When the pause ends, one call
  * goes first (the pace probe) and the rest follow only once it is answered, so a
- * server that is still overloaded meets one request, not every waiting caller at once.
+ * server that is still overloaded meets one request, not every waiting caller at once;
+ * and no more of them than its answer says its quota has left. A success that says the
+ * quota is used up (`remaining: 0` and a reset) pauses the key too: model providers
+ * send that on the last allowed request, and the next one would only earn a 429.
  *
  * Cost matters: the happy path (closed, not paused, 2xx) is one Map lookup, a few
  * pointer writes to mark the key most recently used, and a few field updates. Per-key
@@ -45,7 +48,7 @@ import { functionOption, validate } from './options.ts';
 // The longest wait, in ms, a server may impose on its word alone, by default: the same as retry()'s.
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
 import { sleep } from './sleep.ts';
-import { MAX_DELAY_MS, retryDelay } from './timing.ts';
+import { MAX_DELAY_MS, quotaLeft, retryDelay } from './timing.ts';
 
 /** Consecutive failures that open a circuit, by default: a blip is not an outage. */
 const DEFAULT_CONSECUTIVE_FAILURES = 5;
@@ -253,6 +256,11 @@ interface Circuit {
   /** The first call let through after a pause ended, until its outcome (the Call itself is the token). */
   paceProbe: Call | undefined;
   /**
+   * Calls that may still go during the pause: the quota the pace probe's answer said
+   * was left, when fewer than the calls waiting. 0 for every other pause.
+   */
+  allowance: number;
+  /**
    * Wakers of the calls waiting for the pace probe's outcome, in arrival order; each
    * makes its call look at the key again. Undefined until the first waiter.
    */
@@ -284,6 +292,7 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     pauseSteps: 0,
     lastPauseMs: undefined,
     paceProbe: undefined,
+    allowance: 0,
     waiters: undefined,
   };
 }
@@ -385,12 +394,17 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   else fails fast with `CircuitOpenError` (`retryAt` = the pause's end). A server
  *   delay above `maxRetryAfterMs` pauses the key for `maxRetryAfterMs` only, and calls
  *   fail fast meanwhile (waiting would only meet another 429). A 503 with a delay both
- *   pauses the key and counts as a failure.
+ *   pauses the key and counts as a failure. Any other response (a 200 included) whose
+ *   rate-limit headers say a quota is used up (`remaining: 0` beside a reset: OpenAI's,
+ *   Anthropic's, `RateLimit`, `X-RateLimit-*`) pauses the key until the reset, so the
+ *   call after the last allowed one waits instead of earning a 429.
  * - **Paced release**: when a pause ends, the first call through is the pace probe;
  *   the calls waiting (or arriving) meanwhile wait for its outcome, abortably, for at
  *   most `maxRetryAfterMs` and never past their deadline (then they fail fast with
  *   `CircuitOpenError`). A response that starts no new pause releases them all at
- *   once; a 429 / 503 with a delay pauses the key again and they wait that pause out
+ *   once, unless its rate-limit headers leave fewer requests in the quota than calls
+ *   are waiting: then that many go, and the rest wait for the quota's reset (a new
+ *   pause). A 429 / 503 with a delay pauses the key again and they wait that pause out
  *   (or fail fast, as above); an error (network, timeout, abort) makes the first of
  *   them the next probe. An open circuit fails them fast, as it fails every call.
  *   As with half-open, pair the breaker with an attempt timeout: a hung probe holds
@@ -587,8 +601,17 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * Pauses the key. A server's delay is applied up to the cap; a longer one still
    * pauses for the cap, but calls fail fast meanwhile instead of waiting. A pause only
    * ever grows: a shorter delay from a concurrent response never ends it early.
+   * `quota` is set when the pause is the server's quota until its reset: the calls
+   * that may still go before it (0: the quota is used up).
    */
-  function pace(c: Circuit, call: Call, answer: Answer, askedMs: number, fromServer: boolean): void {
+  function pace(
+    c: Circuit,
+    call: Call,
+    answer: Answer,
+    askedMs: number,
+    fromServer: boolean,
+    quota?: number,
+  ): void {
     const delayMs = fromServer ? Math.min(askedMs, maxRetryAfterMs) : askedMs;
     const until = now() + delayMs;
     if (!(delayMs > 0) || until <= c.pausedUntilMs) return;
@@ -598,8 +621,16 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.
     c.paceProbe = undefined;
     c.waitable = waitable;
-    c.pauseReason = `paced: the server asked to ${fromServer ? 'wait' : 'slow down'} (${failureLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
-    c.pauseCause = causeOf(call, answer, fromServer ? askedMs : undefined);
+    c.allowance = quota ?? 0;
+    const asked =
+      quota === undefined
+        ? `asked to ${fromServer ? 'wait' : 'slow down'}`
+        : quota === 0
+          ? 'said its quota is used up'
+          : `said its quota has ${quota} left until it resets`;
+    c.pauseReason = `paced: the server ${asked} (${failureLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
+    // A success that used up the quota failed nothing: there is no error to show as the cause.
+    c.pauseCause = answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined);
     paced(call, until, 'start', delayMs);
     wakePaceWaiters(c);
   }
@@ -607,6 +638,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   /**
    * Judges what the server answered. A 429 paces the key and counts as a success (the
    * server is up); 408 and 5xx count as failures, and a 503 naming a delay also paces.
+   * Any other answer that says a quota is used up (a 200 with `remaining: 0` and a
+   * reset) paces the key until the reset: the next call would only earn a 429.
    * Then, if this call was the pace probe, its answer releases the key.
    */
   function settle(c: Circuit, call: Call, answer: Answer): void {
@@ -624,12 +657,20 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // Any answer but a 429 ends a run of 429s: the next one starts the pause schedule over.
       c.pauseSteps = 0;
       c.lastPauseMs = undefined;
+      let pacedMs: number | undefined;
       if (status === 408 || status >= 500) {
         const askedMs = delayOf(answer);
         fail(c, call, answer, askedMs);
-        if (status === 503 && askedMs !== undefined) pace(c, call, answer, askedMs, true);
+        if (status === 503) pacedMs = askedMs;
       } else {
         succeed(c, call);
+      }
+      if (pacedMs !== undefined) {
+        pace(c, call, answer, pacedMs, true);
+      } else {
+        const quota = quotaLeft(answer.headers, now());
+        if (quota?.remaining === 0) pace(c, call, answer, quota.resetMs, true, 0);
+        else if (c.paceProbe === call) paceReleased(c, call, answer, quota);
       }
     }
     paceSettled(c, call, true);
@@ -652,6 +693,23 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     }
     // No answer: a pace probe hands its role on to the next waiter.
     paceSettled(c, call, false);
+  }
+
+  /**
+   * The pace probe was answered and started no new pause. When the answer says fewer
+   * requests are left in the quota than calls are waiting, only that many go now, and
+   * the rest wait for the quota's reset (a new pause, with that allowance), instead of
+   * all going at once and all but a few earning a 429.
+   */
+  function paceReleased(
+    c: Circuit,
+    call: Call,
+    answer: Answer,
+    quota: { remaining: number; resetMs: number } | undefined,
+  ): void {
+    if (quota && quota.resetMs > 0 && quota.remaining < (c.waiters?.size ?? 0)) {
+      pace(c, call, answer, quota.resetMs, true, quota.remaining);
+    }
   }
 
   /**
@@ -704,7 +762,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         throw fastFail(call, `while its probe is in flight, after ${c.openReason}`, c.cause);
       }
       const pausedUntilMs = c.pausedUntilMs;
-      if (pausedUntilMs) {
+      if (pausedUntilMs && pausedUntilMs > t && c.allowance > 0) {
+        // The pace probe's answer said this many more may go before the quota resets.
+        c.allowance--;
+      } else if (pausedUntilMs) {
         const leftMs = pausedUntilMs - t;
         if (leftMs > 0 && t !== sleptAt) {
           if (!c.waitable || leftMs >= call.remainingMs()) {

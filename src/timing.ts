@@ -174,11 +174,59 @@ export function retryDelay(headers: HeadersLike, now: number = Date.now()): numb
   return (
     clampDelay(parseNumber(DECIMAL, readHeader(headers, 'retry-after-ms'))) ??
     fromRetryAfter(headers, now) ??
-    fromRateLimitField(headers) ??
+    fromExhausted(headers, now, rateLimitFieldQuotas) ??
     fromLegacyReset(headers, now) ??
-    fromExhaustedResets(headers, now, OPENAI_RESETS, parseGoDuration) ??
-    fromExhaustedResets(headers, now, ANTHROPIC_RESETS, parseRfc3339)
+    fromExhausted(headers, now, openaiQuotas) ??
+    fromExhausted(headers, now, anthropicQuotas)
   );
+}
+
+/**
+ * The tightest quota a response reports: the fewest requests (or tokens) left, and how
+ * long until that quota is restored, in ms. Read from a response of any status (a 200
+ * included) and from every source of {@link retryDelay} that carries a remaining count
+ * beside its reset: `RateLimit` (`r`, `t`), the `RateLimit-Reset` family with its
+ * `-Remaining`, OpenAI's `x-ratelimit-*-requests` / `-tokens` and Anthropic's
+ * `anthropic-ratelimit-*`. A reset without a remaining count says nothing here (GitHub
+ * sends one on every response). Between quotas with the same count, the later reset wins.
+ *
+ * The breaker paces a key on it: a quota at 0 pauses the key until its reset (the next
+ * call would only earn a 429), and after a pause only as many waiting calls go as the
+ * pace probe's answer says are left.
+ */
+export function quotaLeft(
+  headers: HeadersLike,
+  now: number = Date.now(),
+): { remaining: number; resetMs: number } | undefined {
+  if (!mentionsRateLimit(headers)) return undefined;
+  let tightest: { remaining: number; resetMs: number } | undefined;
+  for (const read of QUOTA_FAMILIES) {
+    for (const [remaining, rawResetMs] of read(headers, now)) {
+      const resetMs = clampDelay(rawResetMs);
+      if (!(remaining >= 0) || resetMs === undefined) continue;
+      if (
+        !tightest ||
+        remaining < tightest.remaining ||
+        (remaining === tightest.remaining && resetMs > tightest.resetMs)
+      ) {
+        tightest = { remaining, resetMs };
+      }
+    }
+  }
+  return tightest;
+}
+
+/**
+ * Whether any header name mentions a rate limit. A `Headers` has no such header on
+ * most responses, and one pass over its names costs less than the dozen lookups it
+ * spares (each `get` on Node 20 is about 0.3 µs). Other shapes say true: read them.
+ */
+function mentionsRateLimit(headers: HeadersLike): boolean {
+  if (!(typeof Headers === 'function' && headers instanceof Headers)) return true;
+  for (const name of headers.keys()) {
+    if (name.includes('ratelimit') || name.includes('rate-limit')) return true;
+  }
+  return false;
 }
 
 /**
@@ -237,11 +285,12 @@ function fromRetryAfter(headers: HeadersLike, now: number): number | undefined {
   return clampDelay(Number.isNaN(seconds) ? parseHttpDate(value, now) - now : seconds * 1000);
 }
 
-function fromRateLimitField(headers: HeadersLike): number | undefined {
+/** The longest reset among the family's quotas whose remaining count is exactly 0. */
+function fromExhausted(headers: HeadersLike, now: number, read: QuotaReader): number | undefined {
   let longest = NaN;
-  for (const { remaining, resetSeconds = NaN } of rateLimitStatuses(headers)) {
-    // r>0 means this policy still has quota: it asks for no wait.
-    if (remaining === 0) longest = longer(resetSeconds * 1000, longest);
+  for (const [remaining, resetMs] of read(headers, now)) {
+    // A quota with units left asks for no wait.
+    if (remaining === 0) longest = longer(resetMs, longest);
   }
   return clampDelay(longest);
 }
@@ -253,30 +302,57 @@ function fromRateLimitField(headers: HeadersLike): number | undefined {
  * The first header of the family with a usable reset wins.
  */
 function fromLegacyReset(headers: HeadersLike, now: number): number | undefined {
-  for (const [remainingName, resetName] of LEGACY_RESETS) {
-    const reset = parseNumber(DIGITS, readHeader(headers, resetName));
-    if (reset >= 0 && !(parseNumber(DIGITS, readHeader(headers, remainingName)) > 0)) {
-      return clampDelay(reset * 1000 - (reset >= EPOCH_RESET_THRESHOLD_SECONDS ? now : 0));
-    }
+  for (const [remaining, resetMs] of legacyQuotas(headers, now)) {
+    if (!Number.isNaN(resetMs) && !(remaining > 0)) return clampDelay(resetMs);
   }
   return undefined;
 }
 
-/** The longest wait among the provider's limits whose matching remaining count is exactly 0. */
-function fromExhaustedResets(
+/**
+ * One family of quota headers, read as `[remaining, resetMs]` per quota; NaN where a
+ * header is absent or garbage, and `resetMs` not yet clamped.
+ */
+type QuotaReader = (
   headers: HeadersLike,
   now: number,
-  pairs: ReadonlyArray<readonly [remaining: string, reset: string]>,
-  parseWait: (value: string, now: number) => number,
-): number | undefined {
-  let longest = NaN;
-  for (const [remainingName, resetName] of pairs) {
-    if (parseNumber(DIGITS, readHeader(headers, remainingName)) === 0) {
-      longest = longer(parseWait(readHeader(headers, resetName) ?? '', now), longest);
-    }
-  }
-  return clampDelay(longest);
-}
+) => Array<readonly [remaining: number, resetMs: number]>;
+
+/** `RateLimit` (draft-ietf-httpapi-ratelimit-headers): `r` and `t` seconds per policy. */
+const rateLimitFieldQuotas: QuotaReader = (headers) =>
+  rateLimitStatuses(headers).map(({ remaining, resetSeconds = NaN }) => [remaining, resetSeconds * 1000]);
+
+/** `<prefix>-Reset` seconds, or epoch seconds when ≥ 2024-01-01, beside `<prefix>-Remaining`. */
+const legacyQuotas: QuotaReader = (headers, now) =>
+  LEGACY_RESETS.map(([remainingName, resetName]) => {
+    const reset = parseNumber(DIGITS, readHeader(headers, resetName));
+    const resetMs = reset * 1000 - (reset >= EPOCH_RESET_THRESHOLD_SECONDS ? now : 0);
+    return [parseNumber(DIGITS, readHeader(headers, remainingName)), resetMs];
+  });
+
+/** A provider's `[remaining, reset]` header pairs, the reset read by `parseWait`. */
+const pairQuotas =
+  (
+    pairs: ReadonlyArray<readonly [remaining: string, reset: string]>,
+    parseWait: (value: string, now: number) => number,
+  ): QuotaReader =>
+  (headers, now) =>
+    pairs.map(([remainingName, resetName]) => [
+      parseNumber(DIGITS, readHeader(headers, remainingName)),
+      parseWait(readHeader(headers, resetName) ?? '', now),
+    ]);
+
+/** OpenAI: Go durations. */
+const openaiQuotas = pairQuotas(OPENAI_RESETS, parseGoDuration);
+/** Anthropic: RFC 3339 timestamps. */
+const anthropicQuotas = pairQuotas(ANTHROPIC_RESETS, parseRfc3339);
+
+/** Every family that pairs a remaining count with its reset, for {@link quotaLeft}. */
+const QUOTA_FAMILIES: readonly QuotaReader[] = [
+  rateLimitFieldQuotas,
+  legacyQuotas,
+  openaiQuotas,
+  anthropicQuotas,
+];
 
 /** The larger of two waits, where NaN means "no wait given" rather than poisoning the result. */
 function longer(ms: number, other: number): number {

@@ -383,3 +383,121 @@ test('an abort while waiting for the pace probe rejects at once with the callerâ
     assert.equal(server.requests.length, 2, 'the aborted call was never sent');
   });
 });
+
+/** A 200 that reports OpenAI's request quota: `remaining` left, restored in `resetMs`. */
+const quota = (remaining: number, resetMs: number) => ({
+  status: 200,
+  headers: {
+    'x-ratelimit-limit-requests': '3',
+    'x-ratelimit-remaining-requests': String(remaining),
+    'x-ratelimit-reset-requests': `${resetMs}ms`,
+  },
+});
+
+test('a 200 that says the quota is used up pauses the key until the reset, so the next call waits instead of earning a 429', async () => {
+  const { arrivals, handler } = stamped((index) => (index === 0 ? quota(0, 150) : { status: 200 }));
+  await withServer(handler, async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const breaker = circuitBreaker({ open: OPEN });
+    const fetch = createFetch({ use: [breaker], key: 'model', onEvent: (e) => events.push(e) });
+    assert.equal(await send(fetch, server.origin), 200);
+    assert.notEqual(breaker.stats('model')?.pausedUntil, undefined, 'the key is paced');
+    assert.equal(await send(fetch, server.origin), 200);
+    const gap = at(arrivals, 1) - at(arrivals, 0);
+    assert.ok(gap >= 140, `the second call went ${gap} ms after the first, before the reset`);
+    const starts = events.filter((e): e is PacedEvent => e.type === 'paced' && e.phase === 'start');
+    assert.deepEqual(
+      starts.map((e) => e.delayMs),
+      [150],
+    );
+    assert.equal(breaker.stats('model')?.consecutiveFailures, 0, 'a used-up quota is not a failure');
+  });
+});
+
+test('a call that cannot wait out a used-up quota fails fast with a CircuitOpenError that says so, and is not sent', async () => {
+  await withServer(sequence(quota(0, 500), { status: 200 }), async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const plain = createFetch({ use: [breaker], key: 'model' });
+    const hurried = createFetch({ use: [deadline, breaker], key: 'model' });
+    assert.equal(await send(plain, server.origin), 200);
+    await assert.rejects(send(hurried, server.origin), (e: unknown) => {
+      assert.ok(e instanceof CircuitOpenError);
+      assert.match(
+        e.message,
+        /the server said its quota is used up \(HTTP 200 OK\), past this call's deadline/,
+      );
+      assert.equal(e.cause, undefined, 'a 200 is no failure to blame');
+      return true;
+    });
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('quota headers that leave requests, or a reset with no remaining count, pause nothing', async () => {
+  const answers = [
+    quota(1, 5_000),
+    { status: 200, headers: { RateLimit: '"default";r=5;t=30' } },
+    // GitHub sends its reset on every response; without a remaining count it says nothing.
+    { status: 200, headers: { 'X-RateLimit-Reset': String(Math.floor(Date.now() / 1000) + 3600) } },
+    { status: 200, headers: { 'x-ratelimit-remaining-requests': '0' } },
+  ];
+  await withServer(sequence(...answers, { status: 200 }), async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    for (let i = 0; i <= answers.length; i++) {
+      assert.equal(await send(fetch, server.origin), 200);
+      assert.equal(breaker.stats('model')?.pausedUntil, undefined, `answer ${i} paused the key`);
+    }
+  });
+});
+
+test('when the pace probeâ€™s answer leaves 2 requests in the quota, 2 of 9 waiters go at once and the rest wait for the reset', async () => {
+  let probeAnsweredAt = 0;
+  let secondProbeAnsweredAt = 0;
+  const { arrivals, handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(100);
+    if (index === 1) {
+      await delay(20);
+      probeAnsweredAt = Date.now();
+      return quota(2, 200);
+    }
+    // After the reset, the next request is a new pace probe; its plain 200 releases the rest.
+    if (index === 4) {
+      await delay(20);
+      secondProbeAnsweredAt = Date.now();
+    }
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({
+      use: [circuitBreaker({ open: OPEN })],
+      key: 'model',
+      onEvent: (e) => events.push(e),
+    });
+    assert.equal(await send(fetch, server.origin), 429);
+    const statuses = await Promise.all(Array.from({ length: 10 }, () => send(fetch, server.origin)));
+    assert.deepEqual(statuses, Array(10).fill(200), 'nobody earned a 429');
+    assert.equal(server.requests.length, 11);
+    const allowed = arrivals.slice(2, 4);
+    for (const t of allowed) {
+      assert.ok(
+        t >= probeAnsweredAt && t - probeAnsweredAt < 150,
+        'the 2 allowed went right after the answer',
+      );
+    }
+    const secondProbeAt = at(arrivals, 4);
+    assert.ok(
+      secondProbeAt - probeAnsweredAt >= 190,
+      `the third went ${secondProbeAt - probeAnsweredAt} ms after the answer, before the quota's reset`,
+    );
+    for (const t of arrivals.slice(5)) {
+      assert.ok(t >= secondProbeAnsweredAt, 'the rest went after the second probe was answered');
+    }
+    const starts = events.filter((e): e is PacedEvent => e.type === 'paced' && e.phase === 'start');
+    assert.deepEqual(
+      starts.map((e) => e.delayMs),
+      [100, 200],
+    );
+  });
+});

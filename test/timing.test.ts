@@ -6,6 +6,7 @@ import {
   MAX_DELAY_MS,
   MAX_HEADER_CHARS,
   parseRateLimit,
+  quotaLeft,
   retryDelay,
   shouldRetryHeader,
 } from '../src/timing.ts';
@@ -664,4 +665,88 @@ test('headers whose getters, proxy traps or iterators throw read as absent: noth
     assert.equal(shouldRetryHeader(headers as never), undefined);
     assert.equal(parseRateLimit(headers as never), undefined);
   }
+});
+
+// --- quotaLeft: the tightest quota a response of any status reports ---
+
+test('quotaLeft reads OpenAI’s request quota from a 200: 2 left, restored in 100 ms', () => {
+  const headers = new Headers({
+    'x-ratelimit-remaining-requests': '2',
+    'x-ratelimit-reset-requests': '100ms',
+    'x-ratelimit-remaining-tokens': '39000',
+    'x-ratelimit-reset-tokens': '6m0s',
+  });
+  assert.deepEqual(quotaLeft(headers, NOW), { remaining: 2, resetMs: 100 });
+});
+
+test('quotaLeft picks the fewest remaining across families, and the later reset between equals', () => {
+  assert.deepEqual(
+    quotaLeft(
+      {
+        RateLimit: '"minute";r=7;t=40, "burst";r=0;t=2',
+        'anthropic-ratelimit-tokens-remaining': '0',
+        'anthropic-ratelimit-tokens-reset': '2026-11-29T17:00:05Z',
+      },
+      NOW,
+    ),
+    { remaining: 0, resetMs: 5_000 },
+  );
+});
+
+test('quotaLeft reads the legacy family with an epoch reset', () => {
+  const reset = String(NOW / 1000 + 30);
+  assert.deepEqual(quotaLeft({ 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': reset }, NOW), {
+    remaining: 0,
+    resetMs: 30_000,
+  });
+});
+
+test('quotaLeft needs a remaining count and a reset side by side', () => {
+  // GitHub sends its reset on every response: without the count it says nothing.
+  assert.equal(quotaLeft({ 'X-RateLimit-Reset': String(NOW / 1000 + 3600) }, NOW), undefined);
+  assert.equal(quotaLeft({ 'x-ratelimit-remaining-requests': '0' }, NOW), undefined);
+  assert.equal(quotaLeft(new Headers({ 'content-type': 'application/json' }), NOW), undefined);
+  assert.equal(quotaLeft({ RateLimit: '"default";r=0' }, NOW), undefined, 'r=0 without t');
+});
+
+test('quotaLeft treats garbage counts and resets as absent', () => {
+  for (const [remaining, reset] of [
+    ['-1', '1s'],
+    ['1e3', '1s'],
+    ['0x10', '1s'],
+    ['0', '1 second'],
+    ['0', ''],
+    ['2', '-5ms'],
+  ]) {
+    assert.equal(
+      quotaLeft({ 'x-ratelimit-remaining-requests': remaining, 'x-ratelimit-reset-requests': reset }, NOW),
+      undefined,
+      `${remaining} / ${reset}`,
+    );
+  }
+});
+
+test('quotaLeft on any generated headers never throws and returns a bounded wait', () => {
+  fc.assert(
+    fc.property(
+      fc.dictionary(
+        fc.constantFrom(
+          'ratelimit',
+          'x-ratelimit-remaining',
+          'x-ratelimit-reset',
+          'x-ratelimit-remaining-requests',
+          'x-ratelimit-reset-requests',
+          'anthropic-ratelimit-requests-remaining',
+          'anthropic-ratelimit-requests-reset',
+        ),
+        fc.string({ maxLength: 40 }),
+      ),
+      (headers) => {
+        const quota = quotaLeft(headers, NOW);
+        if (quota === undefined) return;
+        assert.ok(Number.isInteger(quota.remaining) && quota.remaining >= 0);
+        assert.ok(Number.isInteger(quota.resetMs) && quota.resetMs >= 0 && quota.resetMs <= MAX_DELAY_MS);
+      },
+    ),
+  );
 });
