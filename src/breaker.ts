@@ -623,11 +623,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.waitable = waitable;
     c.allowance = quota ?? 0;
     const asked =
-      quota === undefined
-        ? `asked to ${fromServer ? 'wait' : 'slow down'}`
-        : quota === 0
-          ? 'said its quota is used up'
-          : `said its quota has ${quota} left until it resets`;
+      quota === undefined ? `asked to ${fromServer ? 'wait' : 'slow down'}` : 'said its quota is used up';
     c.pauseReason = `paced: the server ${asked} (${failureLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
     // A success that used up the quota failed nothing: there is no error to show as the cause.
     c.pauseCause = answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined);
@@ -665,13 +661,16 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       } else {
         succeed(c, call);
       }
-      if (pacedMs !== undefined) {
-        pace(c, call, answer, pacedMs, true);
-      } else {
-        const quota = quotaLeft(answer.headers, now());
-        if (quota?.remaining === 0) pace(c, call, answer, quota.resetMs, true, 0);
-        else if (c.paceProbe === call) paceReleased(c, call, answer, quota);
+      // A quota used up pauses the key until its reset. So does one with fewer requests
+      // left than calls waiting for this pace probe: that many of them go (the allowance),
+      // the rest wait for the reset instead of all going and most earning a 429.
+      const quota = pacedMs === undefined ? quotaLeft(answer.headers, now()) : undefined;
+      let allowance: number | undefined;
+      if (quota && (!quota.remaining || (c.paceProbe === call && quota.remaining < (c.waiters?.size ?? 0)))) {
+        pacedMs = quota.resetMs;
+        allowance = quota.remaining;
       }
+      if (pacedMs !== undefined) pace(c, call, answer, pacedMs, true, allowance);
     }
     paceSettled(c, call, true);
   }
@@ -693,23 +692,6 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     }
     // No answer: a pace probe hands its role on to the next waiter.
     paceSettled(c, call, false);
-  }
-
-  /**
-   * The pace probe was answered and started no new pause. When the answer says fewer
-   * requests are left in the quota than calls are waiting, only that many go now, and
-   * the rest wait for the quota's reset (a new pause, with that allowance), instead of
-   * all going at once and all but a few earning a 429.
-   */
-  function paceReleased(
-    c: Circuit,
-    call: Call,
-    answer: Answer,
-    quota: { remaining: number; resetMs: number } | undefined,
-  ): void {
-    if (quota && quota.resetMs > 0 && quota.remaining < (c.waiters?.size ?? 0)) {
-      pace(c, call, answer, quota.resetMs, true, quota.remaining);
-    }
   }
 
   /**

@@ -78,28 +78,41 @@ const GO_DURATION_TERM = /(\d*)(?:\.(\d*))?([nu\u00b5\u03bcm]?s|m|h)/y;
 /** Fraction digits beyond this are below a nanosecond for every Go unit up to `h` and are dropped, as Go does. */
 const MAX_FRACTION_DIGITS = 13;
 
-/** `[remaining, reset]` header-name pairs for each name in `names`. */
-function resetPairs(
-  names: readonly string[],
-  headerName: (name: string, field: 'remaining' | 'reset') => string,
-): ReadonlyArray<readonly [remaining: string, reset: string]> {
-  return names.map((name) => [headerName(name, 'remaining'), headerName(name, 'reset')]);
-}
+/** A quota header field: the window's size, what is left of it, and when it is restored. */
+export type QuotaField = 'limit' | 'remaining' | 'reset';
 
-/** The legacy `X-RateLimit-*` family: `<prefix>-reset` beside `<prefix>-remaining`. */
-const LEGACY_RESETS = resetPairs(
+/**
+ * A family of per-quota headers: its quota names, the header name of each field of a
+ * quota, and how its reset reads (as the wait from `now` in ms, NaN when unreadable).
+ */
+export type QuotaHeaders = readonly [
+  names: readonly string[],
+  header: (name: string, field: QuotaField) => string,
+  parseReset: (value: string, now: number) => number,
+];
+
+/** The legacy `X-RateLimit-*` family: delay seconds, or epoch seconds when ≥ 2024-01-01. */
+const LEGACY_QUOTAS: QuotaHeaders = [
   ['ratelimit', 'x-ratelimit', 'x-rate-limit'],
   (prefix, field) => `${prefix}-${field}`,
-);
+  (value, now) => {
+    const reset = parseNumber(DIGITS, value);
+    return reset * 1000 - (reset >= EPOCH_RESET_THRESHOLD_SECONDS ? now : 0);
+  },
+];
 
-/** OpenAI: `x-ratelimit-reset-<kind>` counts only when `x-ratelimit-remaining-<kind>` is 0. */
-const OPENAI_RESETS = resetPairs(['requests', 'tokens'], (kind, field) => `x-ratelimit-${field}-${kind}`);
-
-/** Anthropic: `anthropic-ratelimit-<kind>-reset` counts only when `-remaining` is 0. */
-const ANTHROPIC_RESETS = resetPairs(
-  ['requests', 'tokens', 'input-tokens', 'output-tokens'],
-  (kind, field) => `anthropic-ratelimit-${kind}-${field}`,
-);
+/**
+ * The model providers' families: OpenAI's `x-ratelimit-<field>-<quota>` (Go durations)
+ * and Anthropic's `anthropic-ratelimit-<quota>-<field>` (RFC 3339 timestamps).
+ */
+export const PROVIDER_QUOTAS: readonly QuotaHeaders[] = [
+  [['requests', 'tokens'], (name, field) => `x-ratelimit-${field}-${name}`, parseGoDuration],
+  [
+    ['requests', 'tokens', 'input-tokens', 'output-tokens'],
+    (name, field) => `anthropic-ratelimit-${name}-${field}`,
+    parseRfc3339,
+  ],
+];
 
 /**
  * Response headers in any shape a fetch-based client is likely to hold them:
@@ -201,14 +214,10 @@ export function quotaLeft(
   if (!mentionsRateLimit(headers)) return undefined;
   let tightest: { remaining: number; resetMs: number } | undefined;
   for (const read of QUOTA_FAMILIES) {
-    for (const [remaining, rawResetMs] of read(headers, now)) {
-      const resetMs = clampDelay(rawResetMs);
-      if (!(remaining >= 0) || resetMs === undefined) continue;
-      if (
-        !tightest ||
-        remaining < tightest.remaining ||
-        (remaining === tightest.remaining && resetMs > tightest.resetMs)
-      ) {
+    for (const [remaining, reset] of read(headers, now)) {
+      const resetMs = clampDelay(reset);
+      const { remaining: least = Infinity, resetMs: latest = 0 } = tightest ?? {};
+      if (resetMs !== undefined && remaining <= least && (remaining < least || resetMs > latest)) {
         tightest = { remaining, resetMs };
       }
     }
@@ -321,30 +330,20 @@ type QuotaReader = (
 const rateLimitFieldQuotas: QuotaReader = (headers) =>
   rateLimitStatuses(headers).map(({ remaining, resetSeconds = NaN }) => [remaining, resetSeconds * 1000]);
 
-/** `<prefix>-Reset` seconds, or epoch seconds when ≥ 2024-01-01, beside `<prefix>-Remaining`. */
-const legacyQuotas: QuotaReader = (headers, now) =>
-  LEGACY_RESETS.map(([remainingName, resetName]) => {
-    const reset = parseNumber(DIGITS, readHeader(headers, resetName));
-    const resetMs = reset * 1000 - (reset >= EPOCH_RESET_THRESHOLD_SECONDS ? now : 0);
-    return [parseNumber(DIGITS, readHeader(headers, remainingName)), resetMs];
-  });
-
-/** A provider's `[remaining, reset]` header pairs, the reset read by `parseWait`. */
-const pairQuotas =
-  (
-    pairs: ReadonlyArray<readonly [remaining: string, reset: string]>,
-    parseWait: (value: string, now: number) => number,
-  ): QuotaReader =>
+/** A family's `[remaining, resetMs]` per quota. */
+const quotasOf =
+  ([names, header, parseReset]: QuotaHeaders): QuotaReader =>
   (headers, now) =>
-    pairs.map(([remainingName, resetName]) => [
-      parseNumber(DIGITS, readHeader(headers, remainingName)),
-      parseWait(readHeader(headers, resetName) ?? '', now),
+    names.map((name) => [
+      parseNumber(DIGITS, readHeader(headers, header(name, 'remaining'))),
+      parseReset(readHeader(headers, header(name, 'reset')) ?? '', now),
     ]);
 
-/** OpenAI: Go durations. */
-const openaiQuotas = pairQuotas(OPENAI_RESETS, parseGoDuration);
-/** Anthropic: RFC 3339 timestamps. */
-const anthropicQuotas = pairQuotas(ANTHROPIC_RESETS, parseRfc3339);
+const [legacyQuotas, openaiQuotas, anthropicQuotas] = [LEGACY_QUOTAS, ...PROVIDER_QUOTAS].map(quotasOf) as [
+  QuotaReader,
+  QuotaReader,
+  QuotaReader,
+];
 
 /** Every family that pairs a remaining count with its reset, for {@link quotaLeft}. */
 const QUOTA_FAMILIES: readonly QuotaReader[] = [

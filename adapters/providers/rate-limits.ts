@@ -13,9 +13,10 @@ import {
   DIGITS,
   type HeadersLike,
   MAX_DELAY_MS,
-  parseGoDuration,
+  PROVIDER_QUOTAS,
   parseNumber,
-  parseRfc3339,
+  type QuotaField,
+  type QuotaHeaders,
   readHeader,
   retryDelay,
 } from '../../src/timing.ts';
@@ -59,32 +60,10 @@ export interface ProviderRateLimits {
  */
 const REQUEST_ID = /^[!-+\--~]+$/;
 
-type WindowName = 'requests' | 'tokens' | 'input-tokens' | 'output-tokens';
-type Field = 'limit' | 'remaining' | 'reset';
-
-/** A reset header's value as a wait in ms from `now` (possibly negative, fractional or huge), or NaN. */
-type ResetParser = (value: string, now: number) => number;
-
-/** Where each provider keeps a window's fields, and how it writes the reset. */
-const PROVIDERS: ReadonlyArray<
-  readonly [
-    names: readonly WindowName[],
-    header: (name: WindowName, field: Field) => string,
-    reset: ResetParser,
-  ]
-> = [
-  [['requests', 'tokens'], (name, field) => `x-ratelimit-${field}-${name}`, parseGoDuration],
-  [
-    ['requests', 'tokens', 'input-tokens', 'output-tokens'],
-    (name, field) => `anthropic-ratelimit-${name}-${field}`,
-    parseRfc3339,
-  ],
-];
-
 type WindowKey = 'requests' | 'tokens' | 'inputTokens' | 'outputTokens';
 
 /** `input-tokens` → `inputTokens`. */
-function camel(name: WindowName): WindowKey {
+function camel(name: string): WindowKey {
   return name.replace('-t', 'T') as WindowKey;
 }
 
@@ -98,8 +77,8 @@ function count(headers: HeadersLike, name: string): number | undefined {
 function readWindow(
   headers: HeadersLike,
   now: number,
-  header: (field: Field) => string,
-  parseReset: ResetParser,
+  header: (field: QuotaField) => string,
+  parseReset: QuotaHeaders[2],
 ): RateLimitWindow | undefined {
   const window: RateLimitWindow = {};
   const limit = count(headers, header('limit'));
@@ -141,7 +120,7 @@ function readWindow(
  */
 export function readRateLimits(headers: HeadersLike, now: number = Date.now()): ProviderRateLimits {
   const limits: ProviderRateLimits = {};
-  for (const [names, header, parseReset] of PROVIDERS) {
+  for (const [names, header, parseReset] of PROVIDER_QUOTAS) {
     for (const name of names) {
       const key = camel(name);
       const window = limits[key] ?? readWindow(headers, now, (field) => header(name, field), parseReset);
