@@ -20,7 +20,8 @@ const cases = [
     name: 'breakwater (everything)',
     code: `export * from '${root}src/index.ts';`,
     target: 12_000,
-    ceiling: 17_700,
+    // 17,700 until quota pacing in the breaker (2026-11-30) added 327 B.
+    ceiling: 17_750,
   },
   {
     name: 'createFetch + retry + retryDelay',

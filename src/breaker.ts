@@ -664,13 +664,13 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // A quota used up pauses the key until its reset. So does one with fewer requests
       // left than calls waiting for this pace probe: that many of them go (the allowance),
       // the rest wait for the reset instead of all going and most earning a 429.
-      const quota = pacedMs === undefined ? quotaLeft(answer.headers, now()) : undefined;
-      let allowance: number | undefined;
-      if (quota && (!quota.remaining || (c.paceProbe === call && quota.remaining < (c.waiters?.size ?? 0)))) {
-        pacedMs = quota.resetMs;
-        allowance = quota.remaining;
+      const probe = c.paceProbe === call;
+      const quota = pacedMs === undefined && quotaLeft(answer.headers, now(), !probe);
+      if (quota && (!quota.remaining || (probe && quota.remaining < (c.waiters?.size ?? 0)))) {
+        pace(c, call, answer, quota.resetMs, true, quota.remaining);
+      } else if (pacedMs !== undefined) {
+        pace(c, call, answer, pacedMs, true);
       }
-      if (pacedMs !== undefined) pace(c, call, answer, pacedMs, true, allowance);
     }
     paceSettled(c, call, true);
   }

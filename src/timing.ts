@@ -206,12 +206,17 @@ export function retryDelay(headers: HeadersLike, now: number = Date.now()): numb
  * The breaker paces a key on it: a quota at 0 pauses the key until its reset (the next
  * call would only earn a 429), and after a pause only as many waiting calls go as the
  * pace probe's answer says are left.
+ *
+ * @param usedUpOnly - Only a quota at 0 is wanted: skip the reads (up to 19 header
+ *   lookups, 6 to 11 µs on Node 20) unless some rate-limit header reads 0, which a
+ *   `Headers` tells in one pass over its names. The breaker asks this on every answer.
  */
 export function quotaLeft(
   headers: HeadersLike,
   now: number = Date.now(),
+  usedUpOnly = false,
 ): { remaining: number; resetMs: number } | undefined {
-  if (!mentionsRateLimit(headers)) return undefined;
+  if (!mentionsRateLimit(headers, usedUpOnly)) return undefined;
   let tightest: { remaining: number; resetMs: number } | undefined;
   for (const read of QUOTA_FAMILIES) {
     for (const [remaining, reset] of read(headers, now)) {
@@ -226,14 +231,20 @@ export function quotaLeft(
 }
 
 /**
- * Whether any header name mentions a rate limit. A `Headers` has no such header on
- * most responses, and one pass over its names costs less than the dozen lookups it
- * spares (each `get` on Node 20 is about 0.3 µs). Other shapes say true: read them.
+ * Whether a rate-limit header (with `usedUpOnly`, one that reads 0, or a `RateLimit`
+ * with `r=0`) may be there. One pass over a `Headers` costs less than the lookups it
+ * spares (each `get` on Node 20 is about 0.3 µs); a false alarm only costs those.
+ * Other shapes say true: read them.
  */
-function mentionsRateLimit(headers: HeadersLike): boolean {
+function mentionsRateLimit(headers: HeadersLike, usedUpOnly: boolean): boolean {
   if (!(typeof Headers === 'function' && headers instanceof Headers)) return true;
-  for (const name of headers.keys()) {
-    if (name.includes('ratelimit') || name.includes('rate-limit')) return true;
+  for (const [name, value] of headers) {
+    if (
+      (name.includes('ratelimit') || name.includes('rate-limit')) &&
+      (!usedUpOnly || value === '0' || value.includes('r=0'))
+    ) {
+      return true;
+    }
   }
   return false;
 }

@@ -750,3 +750,16 @@ test('quotaLeft on any generated headers never throws and returns a bounded wait
     ),
   );
 });
+
+test('quotaLeft with usedUpOnly reads a Headers only when some quota header is at 0', () => {
+  const left = new Headers({ 'x-ratelimit-remaining-requests': '2', 'x-ratelimit-reset-requests': '100ms' });
+  assert.equal(quotaLeft(left, NOW, true), undefined);
+  assert.deepEqual(quotaLeft(left, NOW), { remaining: 2, resetMs: 100 });
+  const usedUp = new Headers({
+    'x-ratelimit-remaining-requests': '0',
+    'x-ratelimit-reset-requests': '100ms',
+  });
+  assert.deepEqual(quotaLeft(usedUp, NOW, true), { remaining: 0, resetMs: 100 });
+  const field = new Headers({ RateLimit: '"burst";r=0;t=2' });
+  assert.deepEqual(quotaLeft(field, NOW, true), { remaining: 0, resetMs: 2_000 });
+});
