@@ -8,10 +8,14 @@ import {
   StreamableHTTPClientTransport,
   StreamableHTTPError,
 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+// @ts-types="@modelcontextprotocol/sdk/server/index"
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 // @ts-types="@modelcontextprotocol/sdk/server/mcp"
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 // @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+// @ts-types="@modelcontextprotocol/sdk/types"
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { mcpFetch, mcpResend, resilientMcpClient } from '../adapters/mcp/index.ts';
 import { Call, type FetchLike } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
@@ -48,25 +52,33 @@ function counts(): Counts {
   return { posts: {}, runs: {}, requests: 0 };
 }
 
+/** Four tools, each counting its runs: `add` (no annotations), `lookup` (`readOnlyHint`), `upsert` (`idempotentHint`), `wipe` (`destructiveHint` only). */
+function fourTools(seen: Counts): McpServer {
+  const server = new McpServer({ name: 'tools', version: '1.0.0' });
+  const tool = (name: string, annotations: Record<string, boolean>) =>
+    server.registerTool(name, { description: name, annotations }, async () => {
+      seen.runs[name] = (seen.runs[name] ?? 0) + 1;
+      return { content: [{ type: 'text' as const, text: `${name} ran` }] };
+    });
+  tool('add', {});
+  tool('lookup', { readOnlyHint: true });
+  tool('upsert', { readOnlyHint: false, idempotentHint: true });
+  tool('wipe', { readOnlyHint: false, destructiveHint: true });
+  return server;
+}
+
 /**
- * A real MCP server (stateless, JSON responses: one server and transport per request)
- * with four tools, each counting its runs: `add` (no annotations), `lookup`
- * (`readOnlyHint`), `upsert` (`idempotentHint`), `wipe` (`destructiveHint` only).
- * A fault layer in front can answer any POST with a failure, before or after the
- * server ran it.
+ * A real MCP server (stateless, JSON responses: one server and transport per request),
+ * by default {@link fourTools}. A fault layer in front can answer any POST with a
+ * failure, before or after the server ran it.
  */
-function mcpApp(seen: Counts, faults: Faults = () => undefined) {
+function mcpApp(
+  seen: Counts,
+  faults: Faults = () => undefined,
+  build: () => McpServer | Server = () => fourTools(seen),
+) {
   async function serve(request: Request): Promise<Response> {
-    const server = new McpServer({ name: 'tools', version: '1.0.0' });
-    const tool = (name: string, annotations: Record<string, boolean>) =>
-      server.registerTool(name, { description: name, annotations }, async () => {
-        seen.runs[name] = (seen.runs[name] ?? 0) + 1;
-        return { content: [{ type: 'text' as const, text: `${name} ran` }] };
-      });
-    tool('add', {});
-    tool('lookup', { readOnlyHint: true });
-    tool('upsert', { readOnlyHint: false, idempotentHint: true });
-    tool('wipe', { readOnlyHint: false, destructiveHint: true });
+    const server = build();
     const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
     await server.connect(transport);
     try {
@@ -102,6 +114,63 @@ function mcpApp(seen: Counts, faults: Faults = () => undefined) {
       return failure();
     },
   };
+}
+
+/** What a catalog server lists: its tools as they are now, in order, `pageSize` to a `tools/list` page. */
+interface Catalog {
+  pageSize: number;
+  tools: { name: string; annotations?: Record<string, boolean> }[];
+}
+
+/**
+ * An MCP server that lists `catalog` as it is at each request, paginated (MCP
+ * `cursor` / `nextCursor`, the cursor being the offset), and runs any tool it is
+ * called with, counting its runs: a server whose tools change between listings.
+ */
+function catalogServer(seen: Counts, catalog: Catalog): Server {
+  const server = new Server({ name: 'catalog', version: '1.0.0' }, { capabilities: { tools: {} } });
+  server.setRequestHandler(ListToolsRequestSchema, (request) => {
+    const start = Number(request.params?.cursor ?? 0);
+    const end = start + catalog.pageSize;
+    const tools = catalog.tools
+      .slice(start, end)
+      .map((tool) => ({ ...tool, inputSchema: { type: 'object' as const } }));
+    return end < catalog.tools.length ? { tools, nextCursor: String(end) } : { tools };
+  });
+  server.setRequestHandler(CallToolRequestSchema, (request) => {
+    const name = request.params.name;
+    seen.runs[name] = (seen.runs[name] ?? 0) + 1;
+    return { content: [{ type: 'text' as const, text: `${name} ran` }] };
+  });
+  return server;
+}
+
+/** Faults that fail the next `tools/call` once `arm()` is called: a 503 after the tool ran. */
+function tripwire(): { faults: Faults; arm(): void } {
+  let armed = false;
+  return {
+    faults(what) {
+      if (!armed || !what.startsWith('tools/call:')) return undefined;
+      armed = false;
+      return { status: 503, after: true };
+    },
+    arm() {
+      armed = true;
+    },
+  };
+}
+
+/** Calls `name` with the tripwire armed: whether its 503 was resent, so the tool ran twice. */
+async function ranTwice(
+  client: Client,
+  seen: Counts,
+  trip: ReturnType<typeof tripwire>,
+  name: string,
+): Promise<boolean> {
+  const runs = seen.runs[name] ?? 0;
+  trip.arm();
+  await client.callTool({ name, arguments: {} }).catch(() => undefined);
+  return (seen.runs[name] ?? 0) - runs === 2;
 }
 
 /** A connected SDK client on `mcpFetch(policy)`; closed by `fn`'s caller. */
@@ -491,6 +560,94 @@ test('a tool learned as read-only and listed again without hints stops being res
   assert.equal(judged(resend, call), false);
 });
 
+/** Whether `resend` judges a `tools/call` of `name` safe to send twice. */
+function callSafe(resend: ReturnType<typeof mcpResend>, name: string): boolean {
+  return judged(resend, JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name } }));
+}
+
+const readOnly = { readOnlyHint: true };
+
+test('learn(): a first tools/list page replaces what earlier listings taught, but never the tools you listed', () => {
+  const resend = mcpResend({ tools: ['pinned'] });
+  resend.learn({
+    tools: [
+      { name: 'lookup', annotations: readOnly },
+      { name: 'pinned', annotations: readOnly },
+    ],
+  });
+  assert.equal(callSafe(resend, 'lookup'), true);
+  // A bare array of tools (learn()'s older form) is a first page too.
+  resend.learn([{ name: 'search', annotations: readOnly }]);
+  assert.equal(callSafe(resend, 'lookup'), false, 'lookup is no longer listed');
+  assert.equal(callSafe(resend, 'search'), true);
+  resend.learn({ tools: [{ name: 'pinned' }] });
+  assert.equal(callSafe(resend, 'search'), false);
+  assert.equal(callSafe(resend, 'pinned'), true, 'a listing cannot take back a tool you vouched for');
+});
+
+test('learn(): a page for a cursor the current listing did not give teaches nothing and forgets each tool it names', () => {
+  const resend = mcpResend();
+  resend.learn({
+    tools: [
+      { name: 'a', annotations: readOnly },
+      { name: 'b', annotations: readOnly },
+    ],
+    nextCursor: 'p2',
+  });
+  resend.learn({ tools: [{ name: 'c', annotations: readOnly }] }, 'p9');
+  assert.equal(callSafe(resend, 'c'), false, 'an unknown cursor');
+  resend.learn({ tools: [{ name: 'a', annotations: readOnly }] }, 'old');
+  assert.equal(callSafe(resend, 'a'), false, 'a stale page names a: it may describe another tool');
+  assert.equal(callSafe(resend, 'b'), true);
+  resend.learn({ tools: [{ name: 'd', annotations: readOnly }], nextCursor: 'p3' }, 'p2');
+  assert.equal(callSafe(resend, 'd'), true, 'the page the listing pointed to adds');
+  resend.learn({ tools: [{ name: 'e', annotations: readOnly }] }, 'p2');
+  assert.equal(callSafe(resend, 'e'), false, 'p2 again, out of order');
+  resend.learn({ tools: [{ name: 'f', annotations: readOnly }] }, 'p3');
+  assert.equal(callSafe(resend, 'f'), true, 'the last page');
+  resend.learn({ tools: [{ name: 'g', annotations: readOnly }] }, 'p3');
+  assert.equal(callSafe(resend, 'g'), false, 'after the last page no listing goes on');
+  assert.equal(callSafe(resend, 'b'), true);
+});
+
+test('a tools predicate that throws vouches for nothing: the call, and a batch holding it, stay unmarked', () => {
+  const resend = mcpResend({
+    tools: () => {
+      throw new Error('predicate');
+    },
+  });
+  const ping = { jsonrpc: '2.0', id: 1, method: 'ping' };
+  const call = { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'lookup' } };
+  assert.equal(judged(resend, JSON.stringify(call)), false);
+  assert.equal(judged(resend, JSON.stringify([ping, call])), false);
+  assert.equal(judged(resend, JSON.stringify(ping)), true);
+});
+
+test('a tool a fresh tools/list no longer lists is not resent after a 503: the new listing replaces the old', async () => {
+  const seen = counts();
+  const trip = tripwire();
+  const catalog: Catalog = {
+    pageSize: 10,
+    tools: [
+      { name: 'lookup', annotations: readOnly },
+      { name: 'upsert', annotations: { idempotentHint: true } },
+    ],
+  };
+  await withApp(
+    mcpApp(seen, trip.faults, () => catalogServer(seen, catalog)),
+    async (app) => {
+      await withClient(app.origin, {}, async (client, fetch) => {
+        fetch.learn(await client.listTools());
+        assert.equal(await ranTwice(client, seen, trip, 'lookup'), true);
+        catalog.tools = [{ name: 'upsert', annotations: { idempotentHint: true } }];
+        fetch.learn(await client.listTools());
+        assert.equal(await ranTwice(client, seen, trip, 'lookup'), false, 'lookup is no longer listed');
+        assert.equal(await ranTwice(client, seen, trip, 'upsert'), true);
+      });
+    },
+  );
+});
+
 test('mcpResend() marks read-only calls in a createFetch() chain, and a caller’s own Idempotency-Key is kept', async () => {
   const got: { body: string; key: string | null }[] = [];
   await withApp(recordingApp(got), async (app) => {
@@ -710,6 +867,73 @@ test('resilientMcpClient: a server request reusing a pending tools/list id does 
     await (await mcp.fetch(`${app.origin}/mcp`, { method: 'POST', body })).body?.cancel();
   });
   assert.equal(got.length, 3, 'lookup was not learned as read-only, so its 503 was not resent');
+});
+
+test('resilientMcpClient: a first tools/list page replaces what earlier listings taught, before the next page arrives', async () => {
+  const seen = counts();
+  const trip = tripwire();
+  const catalog: Catalog = {
+    pageSize: 2,
+    tools: [
+      { name: 'lookup', annotations: readOnly },
+      { name: 'upsert', annotations: { idempotentHint: true } },
+      { name: 'scan', annotations: readOnly },
+    ],
+  };
+  await withApp(
+    mcpApp(seen, trip.faults, () => catalogServer(seen, catalog)),
+    async (app) => {
+      const mcp = resilient(app.origin);
+      try {
+        const client = await mcp.connect();
+        const { nextCursor } = await client.listTools();
+        assert.equal(nextCursor, '2');
+        await client.listTools({ cursor: nextCursor });
+        assert.equal(await ranTwice(client, seen, trip, 'scan'), true, 'the second page adds to the listing');
+        // The server turns upsert destructive and lists it on its second page now.
+        catalog.tools = [
+          { name: 'lookup', annotations: readOnly },
+          { name: 'scan', annotations: readOnly },
+          { name: 'upsert', annotations: { destructiveHint: true } },
+        ];
+        await client.listTools();
+        assert.equal(await ranTwice(client, seen, trip, 'upsert'), false, 'not on the new first page');
+        assert.equal(await ranTwice(client, seen, trip, 'scan'), true);
+        await client.listTools({ cursor: '2' });
+        assert.equal(await ranTwice(client, seen, trip, 'upsert'), false);
+      } finally {
+        await mcp.close();
+      }
+    },
+  );
+});
+
+test('resilientMcpClient: a tools/list page for a cursor no listing gave teaches nothing', async () => {
+  const seen = counts();
+  const trip = tripwire();
+  const catalog: Catalog = {
+    pageSize: 1,
+    tools: [
+      { name: 'lookup', annotations: readOnly },
+      { name: 'scan', annotations: readOnly },
+    ],
+  };
+  await withApp(
+    mcpApp(seen, trip.faults, () => catalogServer(seen, catalog)),
+    async (app) => {
+      const mcp = resilient(app.origin);
+      try {
+        const client = await mcp.connect();
+        await client.listTools({ cursor: '1' });
+        assert.equal(await ranTwice(client, seen, trip, 'scan'), false);
+        const { nextCursor } = await client.listTools();
+        await client.listTools({ cursor: nextCursor });
+        assert.equal(await ranTwice(client, seen, trip, 'scan'), true, 'the same page, in its listing');
+      } finally {
+        await mcp.close();
+      }
+    },
+  );
 });
 
 test('resilientMcpClient: bad options throw a TypeError naming each path', () => {

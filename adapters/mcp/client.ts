@@ -15,7 +15,7 @@ import { createGate, type Gate } from '../../src/gate.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { type McpFetch, type McpFetchOptions, mcpFetch } from './fetch.ts';
-import type { McpToolInfo } from './resend.ts';
+import type { McpToolsList } from './resend.ts';
 
 /** The gate's key when neither `key` nor the policy's `name` gives one. */
 const DEFAULT_KEY = 'mcp';
@@ -49,7 +49,8 @@ interface Wired {
 interface Message {
   id?: unknown;
   method?: unknown;
-  result?: { tools?: unknown } | null;
+  params?: { cursor?: string } | null;
+  result?: unknown;
 }
 
 /** Options for {@link resilientMcpClient}. */
@@ -115,7 +116,9 @@ const optionsSchema = z.looseObject({
  *   `GateClosedError` (`retryAt`) and sends nothing.
  * - Learns from every `tools/list` answer which tools the server annotates
  *   `readOnlyHint` / `idempotentHint`: those `tools/call`s may be resent after a 503
- *   or a reset; others never are unless the server proves it did not run them.
+ *   or a reset; others never are unless the server proves it did not run them. A
+ *   listing's first page replaces what earlier listings taught, and each page it
+ *   points to adds (see `mcpResend()`'s `learn()`).
  * - Errors from requests (`client.callTool()`, ...) and from connect come out as
  *   breakwater errors: the SDK's `StreamableHTTPError` becomes an `HttpStatusError`
  *   (status, `retryAfterMs`, `serverMessage`) with the SDK's error as `cause`.
@@ -160,13 +163,14 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
 
   /** Routes the transport's failures through `toError()` and its `tools/list` answers to `learn()`. */
   function wire(transport: Wired): void {
-    const pending = new Set<unknown>();
+    /** The ids of `tools/list` requests awaiting their answer, each with the cursor it asked for. */
+    const pending = new Map<unknown, string | undefined>();
     const send = transport.send.bind(transport);
     transport.send = async (message, sendOptions) => {
-      const { id, method } = (message ?? {}) as Message;
+      const { id, method, params } = (message ?? {}) as Message;
       if (method === 'tools/list' && id !== undefined) {
-        if (pending.size >= MAX_PENDING_LISTS) pending.delete(pending.values().next().value);
-        pending.add(id);
+        if (pending.size >= MAX_PENDING_LISTS) pending.delete(pending.keys().next().value);
+        pending.set(id, params?.cursor);
       }
       try {
         return await send(message, sendOptions);
@@ -184,10 +188,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // The SDK's Protocol keeps a handler set before connect() and calls it first.
     transport.onmessage = (message) => {
       const { id, method, result } = (message ?? {}) as Message;
+      const cursor = pending.get(id);
       // A request from the server has its own ids: one equal to a pending list's is not its answer.
       if (method !== undefined || !pending.delete(id)) return;
-      const tools = result?.tools;
-      if (Array.isArray(tools)) fetch.learn(tools as McpToolInfo[]);
+      // With the cursor it asked for: a first page replaces what earlier listings taught.
+      fetch.learn(result as McpToolsList, cursor);
     };
   }
 

@@ -18,7 +18,13 @@ import { BreakwaterError } from '../../src/errors.ts';
 import { clientOptionsShape, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { wrapHttpError } from '../../src/status.ts';
-import { type McpResendOptions, type McpToolInfo, mcpResend, resendShape } from './resend.ts';
+import {
+  type McpResendOptions,
+  type McpToolInfo,
+  type McpToolsList,
+  mcpResend,
+  resendShape,
+} from './resend.ts';
 
 /**
  * Options for {@link mcpFetch}: which MCP requests may be resent, and the client
@@ -28,8 +34,12 @@ export interface McpFetchOptions extends McpResendOptions, PolicyClientOptions {
 
 /** A fetch for the MCP SDK's transport, with what it learned. */
 export interface McpFetch extends FetchLike {
-  /** Records the server's tool annotations (`(await client.listTools()).tools`); see `mcpResend()`. */
-  learn(tools: readonly McpToolInfo[]): void;
+  /**
+   * Records the server's tool annotations from one `tools/list` result
+   * (`learn(await client.listTools())`; a later page with the `cursor` it was asked
+   * with). A first page replaces what earlier listings taught. See `mcpResend()`.
+   */
+  learn(list: McpToolsList | readonly McpToolInfo[], cursor?: string): void;
   /**
    * The breakwater error for an error the MCP SDK threw after a failure response
    * through this fetch (`StreamableHTTPError`, whose `code` is the status): an
@@ -69,8 +79,8 @@ function sdkStatus(error: unknown): number | undefined {
 /**
  * A fetch through `policy` for the MCP SDK's `StreamableHTTPClientTransport`:
  * - MCP requests that are safe to send twice (read-only methods, tools annotated
- *   `readOnlyHint` / `idempotentHint` once `learn()` has seen them, tools you list in
- *   `tools`) are resent after a 503 or a connection reset; every other POST, a
+ *   `readOnlyHint` / `idempotentHint` in the latest listing `learn()` saw, tools you
+ *   list in `tools`) are resent after a 503 or a connection reset; every other POST, a
  *   `tools/call` above all, is resent only when the server proves it did not run it
  *   (a 429, `x-should-retry: true`, a refused connection). GET (the SSE stream) and
  *   DELETE (session end) are idempotent by method.
@@ -91,7 +101,7 @@ function sdkStatus(error: unknown): number | undefined {
  * const transport = new StreamableHTTPClientTransport(new URL('https://api.githubcopilot.com/mcp/'), { fetch });
  * try {
  *   await client.connect(transport);
- *   fetch.learn((await client.listTools()).tools);
+ *   fetch.learn(await client.listTools());
  * } catch (error) {
  *   throw fetch.toError(error); // HttpStatusError: status, retryAfterMs, serverMessage
  * }

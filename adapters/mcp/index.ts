@@ -39,7 +39,7 @@ export type {
 export { resilientMcpClient } from './client.ts';
 export type { McpFetch, McpFetchOptions } from './fetch.ts';
 export { mcpFetch } from './fetch.ts';
-export type { McpResend, McpResendOptions, McpToolInfo } from './resend.ts';
+export type { McpResend, McpResendOptions, McpToolInfo, McpToolsList } from './resend.ts';
 export { DEFAULT_MAX_BODY_CHARS, mcpResend } from './resend.ts';
 
 /** The subpath this module is published under. */

@@ -83,14 +83,27 @@ export interface McpResendOptions {
   maxBodyChars?: number | undefined;
 }
 
+/** A `tools/list` result (`await client.listTools()`): one page of the server's tools. */
+export interface McpToolsList {
+  tools: readonly McpToolInfo[];
+  /** Where the listing goes on (MCP pagination); absent on its last page. */
+  nextCursor?: string | undefined;
+}
+
 /** The `mcpResend()` middleware, with the tool list it learns from. */
 export interface McpResend extends Middleware {
   /**
-   * Records which tools the server annotates as read-only or idempotent (pass
-   * `(await client.listTools()).tools`). Each call updates the tools it names, so a
-   * tool whose hints were withdrawn stops being resent. Ignored with `hints: false`.
+   * Records which tools the server annotates as read-only or idempotent, from one
+   * `tools/list` result: `learn(await client.listTools())` for a listing's first page,
+   * `learn(await client.listTools({ cursor }), cursor)` for each later one. A first
+   * page (no `cursor`) replaces every hint learned before, so a tool the server dropped
+   * or stripped of its hints stops being resent. A page requested with the cursor the
+   * previous page's `nextCursor` gave adds to that listing; any other page (stale, out
+   * of order, an unknown cursor) only forgets: each tool it names stops being resent.
+   * A bare array of tools (`result.tools`) is a page without a `nextCursor`. Tools you
+   * list in `tools` are never forgotten. Ignored with `hints: false`.
    */
-  learn(tools: readonly McpToolInfo[]): void;
+  learn(list: McpToolsList | readonly McpToolInfo[], cursor?: string): void;
   /** Whether this call's body is MCP traffic that is safe to send twice. */
   isSafe(call: Call): boolean;
 }
@@ -118,9 +131,8 @@ const optionsSchema = z.optional(z.strictObject(resendShape));
  * `Object.prototype.method` must not make a response look like a `ping`).
  */
 function own(value: unknown, key: string): unknown {
-  return typeof value === 'object' && value !== null && Object.hasOwn(value, key)
-    ? (value as Record<string, unknown>)[key]
-    : undefined;
+  // Object() boxes primitives and turns null into {}: none of them owns a JSON-RPC field.
+  return Object.hasOwn(Object(value), key) ? (value as Record<string, unknown>)[key] : undefined;
 }
 
 /**
@@ -142,7 +154,7 @@ function own(value: unknown, key: string): unknown {
  * const fetch = createFetch({ use: [resend, retry(), captureStatus()] });
  * const transport = new StreamableHTTPClientTransport(new URL('https://mcp.example.com/mcp'), { fetch });
  * await client.connect(transport);
- * resend.learn((await client.listTools()).tools); // tools annotated readOnlyHint/idempotentHint
+ * resend.learn(await client.listTools()); // tools annotated readOnlyHint/idempotentHint
  * ```
  */
 export function mcpResend(options?: McpResendOptions): McpResend {
@@ -151,17 +163,17 @@ export function mcpResend(options?: McpResendOptions): McpResend {
   const hints = valid?.hints ?? true;
   const maxBodyChars = valid?.maxBodyChars ?? DEFAULT_MAX_BODY_CHARS;
   const listed = new Set(Array.isArray(vouched) ? vouched : []);
+  /** Tools the current listing annotates as safe (never the user's own `tools`). */
   const learned = new Set<string>();
+  /** The `nextCursor` of the current listing's latest page: the only cursor whose page may add. */
+  let next: string | undefined;
 
+  /** Called only inside isSafe()'s try: a predicate that throws vouches for nothing. */
   function safeTool(name: unknown): boolean {
-    if (typeof name !== 'string') return false;
-    if (learned.has(name) || listed.has(name)) return true;
-    try {
-      return typeof vouched === 'function' && vouched(name) === true;
-    } catch {
-      // A predicate that throws vouches for nothing.
-      return false;
-    }
+    return (
+      typeof name === 'string' &&
+      (learned.has(name) || listed.has(name) || (typeof vouched === 'function' && vouched(name) === true))
+    );
   }
 
   /**
@@ -183,13 +195,12 @@ export function mcpResend(options?: McpResendOptions): McpResend {
       const body = call.body;
       if (call.method !== 'POST' || typeof body !== 'string' || body.length > maxBodyChars) return false;
       const parsed: unknown = JSON.parse(body);
+      const messages = Array.isArray(parsed) ? parsed : [parsed];
       // Only a body exactly as JSON.stringify() writes it (as the SDK sends) is judged. A
       // key given twice ({"method":"ping","method":"tools/call"}) reads as its last value
       // here but as its first on some servers; re-serialising drops one copy, so it differs.
-      if (JSON.stringify(parsed) !== body) return false;
       // A batch is as safe as its least safe message; an empty batch is not a request.
-      const messages = Array.isArray(parsed) ? parsed : [parsed];
-      return messages.length > 0 && messages.every(safeMessage);
+      return JSON.stringify(parsed) === body && messages.length > 0 && messages.every(safeMessage);
     } catch {
       // Not JSON, or a getter on the caller's init that throws: not marked, and the
       // fetch underneath reports the init's problem itself.
@@ -202,13 +213,24 @@ export function mcpResend(options?: McpResendOptions): McpResend {
     return next(call);
   } as McpResend;
   middleware.isSafe = isSafe;
-  middleware.learn = (tools) => {
+  middleware.learn = (list, cursor) => {
+    // An array owns no `tools`: it is the tools themselves.
+    const tools = own(list, 'tools') ?? list;
     if (!hints || !Array.isArray(tools)) return;
+    // A first page starts a new listing: what earlier listings said is stale.
+    if (cursor === undefined) {
+      learned.clear();
+      next = cursor;
+    }
+    // Only a first page or the one the current listing points to next may add; a stale
+    // or unknown page may describe an older tool set, so it can only take marks away.
+    const adds = cursor === next;
+    if (adds) next = own(list, 'nextCursor') as string | undefined;
     for (const tool of tools as readonly (McpToolInfo | null)[]) {
-      const name = tool?.name;
-      if (typeof name !== 'string') continue;
+      // A name that is not a string may be stored but never matches: safeTool() checks.
+      const name = tool?.name as string;
       const hinted = tool?.annotations;
-      if (hinted?.readOnlyHint === true || hinted?.idempotentHint === true) {
+      if (adds && (hinted?.readOnlyHint === true || hinted?.idempotentHint === true)) {
         if (learned.size < MAX_TOOLS) learned.add(name);
       } else {
         learned.delete(name);
