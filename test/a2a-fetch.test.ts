@@ -2,12 +2,14 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Hono } from 'hono';
 import { AgentCardError, a2aFetch, a2aIdempotent, resolveAgentCard } from '../adapters/a2a/index.ts';
+import type { FetchLike } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
-import { TimeoutError } from '../src/errors.ts';
+import { HttpStatusError, TimeoutError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { withApp } from './helpers/hono-server.ts';
+import { always, withServer } from './helpers/server.ts';
 
 const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
 
@@ -95,6 +97,182 @@ test('a card body that stalls fails with TimeoutError after bodyTimeoutMs', asyn
   });
 });
 
+/** A minimal card that passes the checks, answered without a network. */
+const minimalCard = async () =>
+  Response.json({ name: 'a', version: '1', capabilities: {}, skills: [], url: 'http://agent.test/a2a' });
+
+/**
+ * Runs `fn` with `setTimeout` and `clearTimeout` recorded: the delay of every timer
+ * started and the handles cleared. The originals are always put back.
+ */
+async function recordingTimers(
+  fn: () => Promise<unknown>,
+): Promise<{ started: { ms: unknown; handle: unknown }[]; cleared: Set<unknown> }> {
+  const original = { setTimeout: globalThis.setTimeout, clearTimeout: globalThis.clearTimeout };
+  const started: { ms: unknown; handle: unknown }[] = [];
+  const cleared = new Set<unknown>();
+  globalThis.setTimeout = ((callback: () => void, ms?: number) => {
+    const handle = original.setTimeout(callback, ms);
+    started.push({ ms, handle });
+    return handle;
+  }) as typeof setTimeout;
+  globalThis.clearTimeout = ((handle: Parameters<typeof clearTimeout>[0]) => {
+    cleared.add(handle);
+    original.clearTimeout(handle);
+  }) as typeof clearTimeout;
+  try {
+    await fn();
+  } finally {
+    globalThis.setTimeout = original.setTimeout;
+    globalThis.clearTimeout = original.clearTimeout;
+  }
+  return { started, cleared };
+}
+
+test('a card server that accepts and never answers fails with TimeoutError after timeoutMs', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    const started = Date.now();
+    const error = await resolveAgentCard(`${server.origin}/card.json?api_key=SECRET-1`, {
+      path: '',
+      timeoutMs: 150,
+    }).catch((e: unknown) => e);
+    assert.ok(error instanceof TimeoutError, String(error));
+    assert.equal(error.scope, 'total');
+    assert.equal(error.ms, 150);
+    assert.equal(server.requests.length, 1);
+    assert.ok(error.message.includes(`${server.origin}/card.json?api_key=`), error.message);
+    assert.doesNotMatch(`${error.message} ${JSON.stringify(error)}`, /SECRET/);
+    assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
+  });
+});
+
+test('a fetch that ignores its signal still ends at the deadline, and the message hides userinfo and query values', async () => {
+  const started = Date.now();
+  const error = await resolveAgentCard('http://user:SECRET-1@agent.test/card.json?token=SECRET-2', {
+    path: '',
+    fetch: () => new Promise<Response>(() => {}),
+    timeoutMs: 100,
+  }).catch((e: unknown) => e);
+  assert.ok(error instanceof TimeoutError, String(error));
+  assert.ok(error.message.includes('http://agent.test/card.json?token='), error.message);
+  assert.doesNotMatch(`${error.message} ${JSON.stringify(error)}`, /SECRET|user/);
+  assert.ok(Date.now() - started < 3000, `took ${Date.now() - started} ms`);
+});
+
+test('without a policy the card resolution is bounded by a 10-second default deadline', async () => {
+  let signal: AbortSignal | null | undefined;
+  const { started } = await recordingTimers(() =>
+    resolveAgentCard('http://agent.test/', {
+      bodyTimeoutMs: 4322,
+      fetch: async (_input, init) => {
+        signal = init?.signal;
+        return minimalCard();
+      },
+    }),
+  );
+  assert.ok(signal instanceof AbortSignal, 'the GET carries no signal');
+  assert.deepEqual(
+    started.map((timer) => timer.ms),
+    [10_000, 4322],
+  );
+});
+
+test('under a policy with timeouts its deadlines govern, and an explicit timeoutMs is added; with its timeouts off the default applies', async () => {
+  const delays = async (options: Parameters<typeof resolveAgentCard>[1]) =>
+    (
+      await recordingTimers(() => resolveAgentCard('http://agent.test/', { ...options, fetch: minimalCard }))
+    ).started
+      .map((timer) => timer.ms)
+      .filter((ms) => ms === 10_000 || ms === 4321);
+  const withTimeouts = definePolicy({ retry: { attempts: 1 }, breaker: false });
+  const withoutTimeouts = definePolicy({ retry: { attempts: 1 }, breaker: false, timeout: false });
+  const body = { bodyTimeoutMs: 4322 };
+  assert.deepEqual(await delays({ ...body, policy: withTimeouts }), []);
+  assert.deepEqual(await delays({ ...body, policy: withTimeouts, timeoutMs: 4321 }), [4321]);
+  assert.deepEqual(await delays({ ...body, policy: withoutTimeouts }), [10_000]);
+});
+
+test('under a policy, an explicit timeoutMs ends a card GET that never answers before the policy’s own timeouts', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    const policy = definePolicy({ name: 'agent', retry: { attempts: 1 }, breaker: false });
+    const error = await resolveAgentCard(server.origin, { policy, timeoutMs: 150 }).catch((e: unknown) => e);
+    assert.ok(error instanceof TimeoutError, String(error));
+    assert.equal(error.scope, 'total');
+    assert.equal(error.ms, 150);
+    assert.match(error.message, /server "agent"/);
+  });
+});
+
+test('the card deadlines are cleared on every path: a card, a failing status, a bad body, a network error, a timeout', async () => {
+  const outcomes: FetchLike[] = [
+    minimalCard,
+    async () => new Response('gone', { status: 404 }),
+    async () => new Response('<html>', { headers: { 'content-type': 'text/html' } }),
+    async () => {
+      throw new TypeError('fetch failed');
+    },
+    () => new Promise<Response>(() => {}),
+  ];
+  const results: unknown[] = [];
+  const { started, cleared } = await recordingTimers(async () => {
+    for (const fetch of outcomes) {
+      const timeoutMs = fetch === outcomes[4] ? 50 : 4321;
+      results.push(
+        await resolveAgentCard('http://agent.test/', { fetch, timeoutMs, bodyTimeoutMs: 4322 }).catch(
+          (e: unknown) => e,
+        ),
+      );
+    }
+  });
+  assert.equal(typeof (results[0] as { name?: unknown }).name, 'string');
+  assert.ok(results[1] instanceof HttpStatusError, String(results[1]));
+  assert.ok(results[2] instanceof AgentCardError, String(results[2]));
+  assert.ok(results[3] instanceof TypeError, String(results[3]));
+  assert.ok(results[4] instanceof TimeoutError, String(results[4]));
+  const ours = started.filter((timer) => timer.ms === 4321 || timer.ms === 4322 || timer.ms === 50);
+  assert.equal(ours.length, 7, 'one deadline per call, one body deadline per body read');
+  for (const timer of ours) assert.ok(cleared.has(timer.handle), `a ${timer.ms} ms timer was left running`);
+});
+
+test('a long-lived caller signal keeps no listener from the resolver once the card resolves or fails', async () => {
+  const controller = new AbortController();
+  const signal = controller.signal;
+  const listening = new Set<unknown>();
+  const add = signal.addEventListener.bind(signal);
+  const remove = signal.removeEventListener.bind(signal);
+  signal.addEventListener = ((type: string, listener: EventListener) => {
+    listening.add(listener);
+    add(type, listener);
+  }) as typeof signal.addEventListener;
+  signal.removeEventListener = ((type: string, listener: EventListener) => {
+    listening.delete(listener);
+    remove(type, listener);
+  }) as typeof signal.removeEventListener;
+  await resolveAgentCard('http://agent.test/', { signal, fetch: minimalCard });
+  await resolveAgentCard('http://agent.test/', {
+    signal,
+    fetch: async () => new Response('gone', { status: 404 }),
+  }).catch(() => undefined);
+  assert.equal(listening.size, 0);
+});
+
+test('a caller’s abort during a card GET that never answers comes back as its own reason', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    const reason = new Error('user gave up');
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(reason), 50);
+    const error = await resolveAgentCard(server.origin, { signal: controller.signal, timeoutMs: 5000 }).catch(
+      (e: unknown) => e,
+    );
+    assert.equal(error, reason);
+    const early = new Error('gave up before');
+    const before = await resolveAgentCard(server.origin, { signal: AbortSignal.abort(early) }).catch(
+      (e: unknown) => e,
+    );
+    assert.equal(before, early);
+  });
+});
+
 test('resolveAgentCard rejects bad options with a TypeError naming each path', async () => {
   const error = await resolveAgentCard('http://127.0.0.1:9/', {
     maxBytes: -1,
@@ -105,6 +283,18 @@ test('resolveAgentCard rejects bad options with a TypeError naming each path', a
   assert.match(error.message, /resolveAgentCard\(\)\.maxBytes: must be at least 1/);
   assert.match(error.message, /resolveAgentCard\(\)\.path: must be a string/);
   assert.match(error.message, /unknown option "bogus"/);
+});
+
+test('resolveAgentCard rejects a timeoutMs or bodyTimeoutMs that is not a usable timer delay', async () => {
+  for (const ms of [0, -5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31, '100']) {
+    for (const name of ['timeoutMs', 'bodyTimeoutMs']) {
+      const error = await resolveAgentCard('http://127.0.0.1:9/', { [name]: ms } as never).catch(
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof TypeError, `${name} ${String(ms)}: ${String(error)}`);
+      assert.match(error.message, new RegExp(`resolveAgentCard\\(\\)\\.${name}: `));
+    }
+  }
 });
 
 test('a2aFetch rejects a non-policy and bad options with a TypeError naming each path', () => {

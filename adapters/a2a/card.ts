@@ -19,11 +19,13 @@ import {
   type RequestSummary,
   requestSummary,
   TimeoutError,
+  type TimeoutScope,
 } from '../../src/errors.ts';
 import { normalizeNetworkError } from '../../src/network.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { statusError } from '../../src/status.ts';
+import { MAX_DELAY_MS } from '../../src/timing.ts';
 
 /**
  * Where the card lives, relative to the base URL: the SDK's default (A2A 0.3 and
@@ -42,6 +44,13 @@ export const AGENT_CARD_PATH = '.well-known/agent-card.json';
 const DEFAULT_MAX_BYTES = 1024 * 1024;
 /** How long the body may take after the headers arrived (10 s): a card is small. */
 const DEFAULT_BODY_TIMEOUT_MS = 10_000;
+/**
+ * How long a whole resolution (headers and body) may take when no policy bounds it
+ * (10 s). Without a deadline, a server that accepts the connection and never answers
+ * would hold the caller forever; a card is one small GET, so a healthy server answers
+ * in well under a second, and 10 s still covers a cold start or a slow TLS handshake.
+ */
+const DEFAULT_TIMEOUT_MS = 10_000;
 /** Problems listed in an {@link AgentCardError} message; the rest are counted. */
 const MAX_LISTED_ISSUES = 10;
 
@@ -184,9 +193,20 @@ export interface ResolveAgentCardOptions {
   maxBytes?: number | undefined;
   /** How long the body may take once the headers arrived, in ms (default 10,000). */
   bodyTimeoutMs?: number | undefined;
+  /**
+   * How long the whole resolution (headers, the policy's retries and waits, body) may
+   * take, in ms; past it a `TimeoutError` (`scope: 'total'`) is thrown. Default 10,000
+   * without a policy (or under a policy whose timeouts are off), so a server that never
+   * answers cannot hang the caller; none under a policy with timeouts, whose deadlines
+   * already bound the wait. Setting it adds this deadline under a policy too.
+   */
+  timeoutMs?: number | undefined;
   /** Aborts the request and the body read; the abort reason is thrown as is. */
   signal?: AbortSignal | undefined;
 }
+
+/** A timer delay in ms: at least 1, and at most what `setTimeout` holds (a larger one fires at once). */
+const msOption = z.optional(z.number().check(z.minimum(1), z.maximum(MAX_DELAY_MS)));
 
 const optionsSchema = z.optional(
   z.strictObject({
@@ -194,12 +214,47 @@ const optionsSchema = z.optional(
     policy: z.optional(policySchema),
     path: z.optional(text),
     maxBytes: z.optional(z.number().check(z.int(), z.minimum(1))),
-    bodyTimeoutMs: z.optional(z.number().check(z.minimum(1))),
+    bodyTimeoutMs: msOption,
+    timeoutMs: msOption,
     signal: z.optional(
       z.custom<AbortSignal>((value) => value instanceof AbortSignal, 'must be an AbortSignal'),
     ),
   }),
 );
+
+/**
+ * Runs `work` under a deadline of `ms` (none when `undefined`) that also follows
+ * `outer`, the caller's signal. A caller's abort keeps its own reason (user aborts are
+ * never wrapped); a missed deadline is a `TimeoutError` naming the redacted URL.
+ * `work` gets a signal that aborts either way, and is raced as well: a `fetch` (or a
+ * body) that ignores its signal must not keep the caller waiting. The timer and the
+ * listener on `outer` are removed on every path, so nothing outlives the call or
+ * keeps a process alive.
+ */
+async function within<T>(
+  ms: number | undefined,
+  scope: TimeoutScope,
+  request: RequestSummary,
+  outer: AbortSignal | undefined,
+  work: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const controller = new AbortController();
+  const signal = controller.signal;
+  // Listening before `outer` is followed, so an `outer` aborted already ends it at once.
+  const stop = new Promise<never>((_, reject) => {
+    signal.addEventListener('abort', () => reject(signal.reason));
+  });
+  const follow = (): void => controller.abort(outer?.reason);
+  if (outer?.aborted) follow();
+  outer?.addEventListener('abort', follow);
+  const timer = ms && setTimeout(() => controller.abort(new TimeoutError({ scope, ms, request })), ms);
+  try {
+    return await Promise.race([work(signal), stop]);
+  } finally {
+    clearTimeout(timer);
+    outer?.removeEventListener('abort', follow);
+  }
+}
 
 /**
  * Reads the whole body, at most `maxBytes` bytes and for at most
@@ -211,7 +266,7 @@ async function readCapped(
   maxBytes: number,
   timeoutMs: number,
   request: RequestSummary,
-  signal: AbortSignal | undefined,
+  outer: AbortSignal | undefined,
 ): Promise<Uint8Array> {
   const tooLarge = (): AgentCardError =>
     new AgentCardError('AGENT_CARD_TOO_LARGE', `is larger than the ${maxBytes}-byte limit`, request);
@@ -225,35 +280,23 @@ async function readCapped(
   const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  // The read ends at the deadline, or at once on abort: a `fetch` that ignores the
-  // signal (or a body that does) must not keep the caller waiting.
-  let abort: (() => void) | undefined;
-  const stop = new Promise<undefined>((resolve, reject) => {
-    timer = setTimeout(() => resolve(undefined), timeoutMs);
-    abort = () => reject(signal?.reason);
-  });
   try {
-    signal?.throwIfAborted();
-    signal?.addEventListener('abort', abort as () => void);
-    for (;;) {
-      const next = await Promise.race([
-        reader.read().catch((error: unknown) => {
+    // The read ends at the deadline, or at once on abort.
+    await within(timeoutMs, 'attempt', request, outer, async (signal) => {
+      for (;;) {
+        const next = await reader.read().catch((error: unknown) => {
           // A body that broke mid-way is a network failure like any other (user aborts pass as they are).
           throw isAbort(error, signal) ? error : (normalizeNetworkError(error, request) ?? error);
-        }),
-        stop,
-      ]);
-      if (next === undefined) throw new TimeoutError({ scope: 'attempt', ms: timeoutMs, request });
-      if (next.done) break;
-      size += next.value.byteLength;
-      if (size > maxBytes) throw tooLarge();
-      chunks.push(next.value);
-    }
+        });
+        if (next.done) return;
+        size += next.value.byteLength;
+        if (size > maxBytes) throw tooLarge();
+        chunks.push(next.value);
+      }
+    });
   } finally {
-    clearTimeout(timer);
-    signal?.removeEventListener('abort', abort as () => void);
-    // After `done` this is a no-op; otherwise it stops the transfer (too large, timed out, aborted).
+    // After `done` this is a no-op; otherwise it stops the transfer (too large, timed
+    // out, aborted) and ends the loop still waiting on `read()`.
     reader.cancel().catch(() => {});
   }
   const bytes = new Uint8Array(size);
@@ -295,6 +338,8 @@ function checkCard(json: unknown, request: RequestSummary): AgentCard {
  * status throws an `HttpStatusError` (status, `retryAfterMs`, `serverMessage`,
  * redacted URL). The body is read under `maxBytes` and `bodyTimeoutMs`; a body that
  * is too large, not JSON, or not a usable card throws an {@link AgentCardError}.
+ * Without a policy, the whole resolution ends at `timeoutMs` (default 10 s) with a
+ * `TimeoutError`, so a server that never answers cannot hang the caller.
  * Sends the same `A2A-Version: 1.0` header as the SDK's resolver.
  *
  * @example
@@ -322,26 +367,31 @@ export async function resolveAgentCard(
     throw new TypeError('resolveAgentCard(): baseUrl must be an absolute http(s) URL');
   const href = url.href;
   const init: RequestInit = { headers: { accept: 'application/json', 'a2a-version': '1.0' } };
-  if (valid.signal) init.signal = valid.signal;
   const call = new Call(href, init, valid.policy?.resolved.name, undefined);
   const request = requestSummary(call.key, 'GET', href);
-  const response = await fetch(href, init);
-  if (!response.ok) throw await statusError(call, response);
-  const body = await readCapped(
-    response,
-    valid.maxBytes ?? DEFAULT_MAX_BYTES,
-    valid.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS,
-    request,
-    valid.signal,
-  );
-  let json: unknown;
-  try {
-    // `fatal`: invalid UTF-8 is not a card, rather than a card with U+FFFD in its name.
-    json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
-  } catch {
-    // JSON.parse's message quotes the body: only the content type is shown.
-    const type = (response.headers.get('content-type') ?? 'none').slice(0, 60);
-    throw new AgentCardError('AGENT_CARD_NOT_JSON', `is not JSON (content-type ${type})`, request);
-  }
-  return checkCard(json, request);
+  // A policy with timeouts already bounds the wait for headers; anything else gets a
+  // deadline, so a server that accepts and never answers cannot hang the caller.
+  const ms = valid.timeoutMs ?? (valid.policy?.resolved.timeout ? undefined : DEFAULT_TIMEOUT_MS);
+  return within(ms, 'total', request, valid.signal, async (signal) => {
+    init.signal = signal;
+    const response = await fetch(href, init);
+    if (!response.ok) throw await statusError(call, response);
+    const body = await readCapped(
+      response,
+      valid.maxBytes ?? DEFAULT_MAX_BYTES,
+      valid.bodyTimeoutMs ?? DEFAULT_BODY_TIMEOUT_MS,
+      request,
+      signal,
+    );
+    let json: unknown;
+    try {
+      // `fatal`: invalid UTF-8 is not a card, rather than a card with U+FFFD in its name.
+      json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
+    } catch {
+      // JSON.parse's message quotes the body: only the content type is shown.
+      const type = (response.headers.get('content-type') ?? 'none').slice(0, 60);
+      throw new AgentCardError('AGENT_CARD_NOT_JSON', `is not JSON (content-type ${type})`, request);
+    }
+    return checkCard(json, request);
+  });
 }
