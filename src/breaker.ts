@@ -397,7 +397,9 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   pauses the key and counts as a failure. Any other response (a 200 included) whose
  *   rate-limit headers say a quota is used up (`remaining: 0` beside a reset: OpenAI's,
  *   Anthropic's, `RateLimit`, `X-RateLimit-*`) pauses the key until the reset, so the
- *   call after the last allowed one waits instead of earning a 429.
+ *   call after the last allowed one waits instead of earning a 429. Only a reset within
+ *   `maxRetryAfterMs`: a success is a forecast, not a refusal, so a longer limit is left
+ *   to the server's own 429 (a server that reports 0 yet keeps serving costs nothing).
  * - **Paced release**: when a pause ends, the first call through is the pace probe;
  *   the calls waiting (or arriving) meanwhile wait for its outcome, abortably, for at
  *   most `maxRetryAfterMs` and never past their deadline (then they fail fast with
@@ -663,10 +665,17 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       }
       // A quota used up pauses the key until its reset. So does one with fewer requests
       // left than calls waiting for this pace probe: that many of them go (the allowance),
-      // the rest wait for the reset instead of all going and most earning a 429.
+      // the rest wait for the reset instead of all going and most earning a 429. Only a
+      // reset within maxRetryAfterMs: this answer is a forecast, not a refusal, and a
+      // server that reports 0 yet keeps serving must not cost its callers minutes of
+      // failing fast; a longer limit is left to the server's own 429.
       const probe = c.paceProbe === call;
       const quota = pacedMs === undefined && quotaLeft(answer.headers, now(), !probe);
-      if (quota && (!quota.remaining || (probe && quota.remaining < (c.waiters?.size ?? 0)))) {
+      if (
+        quota &&
+        quota.resetMs <= maxRetryAfterMs &&
+        (!quota.remaining || (probe && quota.remaining < (c.waiters?.size ?? 0)))
+      ) {
         pace(c, call, answer, quota.resetMs, true, quota.remaining);
       } else if (pacedMs !== undefined) {
         pace(c, call, answer, pacedMs, true);

@@ -501,3 +501,14 @@ test('when the pace probe’s answer leaves 2 requests in the quota, 2 of 9 wait
     );
   });
 });
+
+test('a used-up quota that resets later than maxRetryAfterMs pauses nothing: a 200 is a forecast, and the server enforces its own limit', async () => {
+  await withServer(sequence(quota(0, 5_000), { status: 200 }), async (server) => {
+    const breaker = circuitBreaker({ open: OPEN, maxRetryAfterMs: 1_000 });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 200);
+    assert.equal(breaker.stats('model')?.pausedUntil, undefined);
+    assert.equal(await send(fetch, server.origin), 200, 'the next call went, and the server served it');
+    assert.equal(server.requests.length, 2);
+  });
+});
