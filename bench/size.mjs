@@ -35,7 +35,12 @@ const cases = [
     code: `export * from '${root}adapters/hono/index.ts';`,
     ceiling: 13_200,
   },
-  { name: 'breakwater/mcp', code: `export * from '${root}adapters/mcp/index.ts';`, ceiling: 7_800 },
+  {
+    name: 'breakwater/mcp',
+    code: `export * from '${root}adapters/mcp/index.ts';`,
+    // 7,800 until forgetting tool hints on notifications/tools/list_changed added 34 B.
+    ceiling: 7_840,
+  },
   { name: 'breakwater/a2a', code: `export * from '${root}adapters/a2a/index.ts';`, ceiling: 10_000 },
   {
     name: 'breakwater/providers',

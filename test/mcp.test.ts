@@ -15,7 +15,11 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 // @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 // @ts-types="@modelcontextprotocol/sdk/types"
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema,
+  ListToolsRequestSchema,
+  ToolListChangedNotificationSchema,
+} from '@modelcontextprotocol/sdk/types.js';
 import { mcpFetch, mcpResend, resilientMcpClient } from '../adapters/mcp/index.ts';
 import { Call, type FetchLike } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
@@ -68,24 +72,39 @@ function fourTools(seen: Counts): McpServer {
 }
 
 /**
- * A real MCP server (stateless, JSON responses: one server and transport per request),
- * by default {@link fourTools}. A fault layer in front can answer any POST with a
- * failure, before or after the server ran it.
+ * A real MCP server (stateless, one server and transport per request), by default
+ * {@link fourTools}. A fault layer in front can answer any POST with a failure, before
+ * or after the server ran it. Answers are JSON, or with `sse` SSE streams, which also
+ * carry what a handler sends while it runs (`extra.sendNotification()`).
  */
 function mcpApp(
   seen: Counts,
   faults: Faults = () => undefined,
   build: () => McpServer | Server = () => fourTools(seen),
+  { sse = false }: { sse?: boolean } = {},
 ) {
   async function serve(request: Request): Promise<Response> {
     const server = build();
-    const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
+    const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: !sse });
     await server.connect(transport);
+    let response: Response;
     try {
-      return await transport.handleRequest(request);
-    } finally {
+      response = await transport.handleRequest(request);
+    } catch (error) {
       await server.close();
+      throw error;
     }
+    if (!sse || response.body === null) {
+      await server.close();
+      return response;
+    }
+    // An SSE answer is handed out before its handlers run: closing the server now would
+    // end the stream empty, so it closes once the stream has carried everything.
+    const closing = new TransformStream<Uint8Array, Uint8Array>({ flush: () => server.close() });
+    return new Response(response.body.pipeThrough(closing), {
+      status: response.status,
+      headers: response.headers,
+    });
   }
   return {
     async fetch(request: Request): Promise<Response> {
@@ -110,7 +129,8 @@ function mcpApp(
         new Request(request.url, { method: 'POST', headers: request.headers, body: text }),
       );
       if (!fault) return response;
-      await response.body?.cancel();
+      // Read to its end: on an SSE answer the tool runs while the stream is open.
+      await response.text();
       return failure();
     },
   };
@@ -122,13 +142,24 @@ interface Catalog {
   tools: { name: string; annotations?: Record<string, boolean> }[];
 }
 
+/** A tool whose call changes the catalog's tools, and the server says so to the client. */
+interface CatalogChange {
+  tool: string;
+  tools: Catalog['tools'];
+}
+
 /**
  * An MCP server that lists `catalog` as it is at each request, paginated (MCP
  * `cursor` / `nextCursor`, the cursor being the offset), and runs any tool it is
  * called with, counting its runs: a server whose tools change between listings.
+ * Calling `change.tool` replaces the catalog's tools with `change.tools` and sends
+ * `notifications/tools/list_changed` on the call's own stream (needs an SSE app).
  */
-function catalogServer(seen: Counts, catalog: Catalog): Server {
-  const server = new Server({ name: 'catalog', version: '1.0.0' }, { capabilities: { tools: {} } });
+function catalogServer(seen: Counts, catalog: Catalog, change?: CatalogChange): Server {
+  const server = new Server(
+    { name: 'catalog', version: '1.0.0' },
+    { capabilities: { tools: change ? { listChanged: true } : {} } },
+  );
   server.setRequestHandler(ListToolsRequestSchema, (request) => {
     const start = Number(request.params?.cursor ?? 0);
     const end = start + catalog.pageSize;
@@ -137,9 +168,13 @@ function catalogServer(seen: Counts, catalog: Catalog): Server {
       .map((tool) => ({ ...tool, inputSchema: { type: 'object' as const } }));
     return end < catalog.tools.length ? { tools, nextCursor: String(end) } : { tools };
   });
-  server.setRequestHandler(CallToolRequestSchema, (request) => {
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const name = request.params.name;
     seen.runs[name] = (seen.runs[name] ?? 0) + 1;
+    if (name === change?.tool) {
+      catalog.tools = change.tools;
+      await extra.sendNotification({ method: 'notifications/tools/list_changed' });
+    }
     return { content: [{ type: 'text' as const, text: `${name} ran` }] };
   });
   return server;
@@ -610,6 +645,16 @@ test('learn(): a page for a cursor the current listing did not give teaches noth
   assert.equal(callSafe(resend, 'b'), true);
 });
 
+test('learn({ tools: [] }) forgets every learned hint and keeps the tools you listed: what to do on tools/list_changed', () => {
+  const resend = mcpResend({ tools: ['pinned'] });
+  resend.learn({ tools: [{ name: 'lookup', annotations: readOnly }], nextCursor: 'p2' });
+  resend.learn({ tools: [] });
+  assert.equal(callSafe(resend, 'lookup'), false);
+  assert.equal(callSafe(resend, 'pinned'), true);
+  resend.learn({ tools: [{ name: 'scan', annotations: readOnly }] }, 'p2');
+  assert.equal(callSafe(resend, 'scan'), false, 'the listing before the change goes on no more');
+});
+
 test('a tools predicate that throws vouches for nothing: the call, and a batch holding it, stay unmarked', () => {
   const resend = mcpResend({
     tools: () => {
@@ -717,13 +762,19 @@ test('bad options for mcpFetch() and mcpResend() throw a TypeError naming each p
 });
 
 /** A resilient client for `origin`, with a quick gate and events recorded. */
-function resilient(origin: string, events: BreakwaterEvent[] = [], config: PolicyConfig = {}) {
+function resilient(
+  origin: string,
+  events: BreakwaterEvent[] = [],
+  config: PolicyConfig = {},
+  options: Parameters<typeof mcpFetch>[1] = {},
+) {
   return resilientMcpClient({
     client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
     transport: (fetch: FetchLike) => new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }),
     policy: definePolicy({ name: 'tools', retry: { backoff: fast }, ...config }),
     gate: createGate({ key: 'tools', schedule: quickGate }),
     onEvent: (event) => events.push(event),
+    ...options,
   });
 }
 
@@ -934,6 +985,92 @@ test('resilientMcpClient: a tools/list page for a cursor no listing gave teaches
       }
     },
   );
+});
+
+test('resilientMcpClient: after notifications/tools/list_changed a tool learned read-only is not resent until the client lists again', async () => {
+  const seen = counts();
+  const trip = tripwire();
+  const catalog: Catalog = {
+    pageSize: 10,
+    tools: [
+      { name: 'lookup', annotations: readOnly },
+      { name: 'pinned' },
+      { name: 'retool', annotations: { destructiveHint: true } },
+    ],
+  };
+  // Calling retool turns lookup destructive, and the server says its tools changed.
+  const change: CatalogChange = {
+    tool: 'retool',
+    tools: [
+      { name: 'lookup', annotations: { readOnlyHint: false, destructiveHint: true } },
+      { name: 'pinned' },
+      { name: 'scan', annotations: readOnly },
+    ],
+  };
+  await withApp(
+    mcpApp(seen, trip.faults, () => catalogServer(seen, catalog, change), { sse: true }),
+    async (app) => {
+      const mcp = resilient(app.origin, [], {}, { tools: ['pinned'] });
+      try {
+        const client = await mcp.connect();
+        let notified = 0;
+        client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+          notified++;
+        });
+        await client.listTools();
+        assert.equal(await ranTwice(client, seen, trip, 'lookup'), true, 'learned read-only');
+
+        await client.callTool({ name: 'retool', arguments: {} });
+        // The SDK hands a notification to its handler a microtask after the message.
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        assert.equal(notified, 1, 'the notification reached the client');
+
+        const runs = seen.runs.lookup ?? 0;
+        assert.equal(await ranTwice(client, seen, trip, 'lookup'), false, 'no re-list, and no resend');
+        assert.equal((seen.runs.lookup ?? 0) - runs, 1, 'lookup ran once');
+        assert.equal(await ranTwice(client, seen, trip, 'pinned'), true, 'a tool you vouched for stays');
+
+        await client.listTools();
+        assert.equal(await ranTwice(client, seen, trip, 'scan'), true, 'a new listing teaches again');
+        assert.equal(await ranTwice(client, seen, trip, 'lookup'), false);
+      } finally {
+        await mcp.close();
+      }
+    },
+  );
+});
+
+test('resilientMcpClient: a tools/list answer arriving after notifications/tools/list_changed teaches nothing', async () => {
+  const got: { body: string; key: string | null }[] = [];
+  await withApp(recordingApp(got), async (app) => {
+    let wired: { send(message: unknown): Promise<void>; onmessage?: (message: unknown) => void } | undefined;
+    const client = {
+      transport: undefined as unknown,
+      async connect(transport: never) {
+        this.transport = transport;
+      },
+      async close() {
+        this.transport = undefined;
+      },
+    };
+    const mcp = resilientMcpClient({
+      client,
+      transport: () => {
+        wired = { async send() {} };
+        return wired;
+      },
+      policy: definePolicy({ retry: { backoff: fast }, breaker: false }),
+    });
+    await mcp.connect();
+    await wired?.send({ jsonrpc: '2.0', id: 7, method: 'tools/list' });
+    // The list may have been answered before the change the notification announces.
+    wired?.onmessage?.({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    const lookup = { name: 'lookup', annotations: { readOnlyHint: true } };
+    wired?.onmessage?.({ jsonrpc: '2.0', id: 7, result: { tools: [lookup] } });
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'lookup' } });
+    await (await mcp.fetch(`${app.origin}/mcp`, { method: 'POST', body })).body?.cancel();
+  });
+  assert.equal(got.length, 1, 'lookup was learned from a listing older than the change, and resent');
 });
 
 test('resilientMcpClient: bad options throw a TypeError naming each path', () => {

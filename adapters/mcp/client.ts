@@ -23,6 +23,8 @@ const DEFAULT_KEY = 'mcp';
 const MAX_PENDING_LISTS = 64;
 /** The status that tells an MCP client its session is gone and it must initialize again (MCP spec, Session Management). */
 const SESSION_GONE = 404;
+/** The server's word that its tools changed (MCP spec, Tools: List Changed Notification). */
+const TOOLS_CHANGED = 'notifications/tools/list_changed';
 
 /** What this module needs of the MCP SDK's `Client` (any version with `connect` / `close`). */
 export interface McpClientLike {
@@ -118,7 +120,9 @@ const optionsSchema = z.looseObject({
  *   `readOnlyHint` / `idempotentHint`: those `tools/call`s may be resent after a 503
  *   or a reset; others never are unless the server proves it did not run them. A
  *   listing's first page replaces what earlier listings taught, and each page it
- *   points to adds (see `mcpResend()`'s `learn()`).
+ *   points to adds (see `mcpResend()`'s `learn()`). A `notifications/tools/list_changed`
+ *   from the server forgets every learned hint (the tools in `tools` stay) until the
+ *   client lists again, and answers to listings then in flight teach nothing.
  * - Errors from requests (`client.callTool()`, ...) and from connect come out as
  *   breakwater errors: the SDK's `StreamableHTTPError` becomes an `HttpStatusError`
  *   (status, `retryAfterMs`, `serverMessage`) with the SDK's error as `cause`.
@@ -188,6 +192,15 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // The SDK's Protocol keeps a handler set before connect() and calls it first.
     transport.onmessage = (message) => {
       const { id, method, result } = (message ?? {}) as Message;
+      // The hints describe tools that may have changed (read-only turned destructive): a
+      // call made before the client lists again must not be resent on them. A listing in
+      // flight may have been answered before the change, so its answer teaches nothing.
+      // An empty first page forgets every learned hint and keeps the user's `tools`.
+      if (method === TOOLS_CHANGED) {
+        pending.clear();
+        fetch.learn([]);
+        return;
+      }
       const cursor = pending.get(id);
       // A request from the server has its own ids: one equal to a pending list's is not its answer.
       if (method !== undefined || !pending.delete(id)) return;

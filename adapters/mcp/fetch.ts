@@ -37,7 +37,9 @@ export interface McpFetch extends FetchLike {
   /**
    * Records the server's tool annotations from one `tools/list` result
    * (`learn(await client.listTools())`; a later page with the `cursor` it was asked
-   * with). A first page replaces what earlier listings taught. See `mcpResend()`.
+   * with). A first page replaces what earlier listings taught. On the server's
+   * `notifications/tools/list_changed`, call `learn({ tools: [] })` (forgets every
+   * learned hint) or list again. See `mcpResend()`.
    */
   learn(list: McpToolsList | readonly McpToolInfo[], cursor?: string): void;
   /**

@@ -102,6 +102,11 @@ export interface McpResend extends Middleware {
    * of order, an unknown cursor) only forgets: each tool it names stops being resent.
    * A bare array of tools (`result.tools`) is a page without a `nextCursor`. Tools you
    * list in `tools` are never forgotten. Ignored with `hints: false`.
+   *
+   * When the server sends `notifications/tools/list_changed`, call `learn({ tools: [] })`
+   * (an empty first page: every learned hint is forgotten, `tools` stay) or list again:
+   * until then the hints describe the old tools, and one turned destructive would still
+   * be resent. `resilientMcpClient()` does this itself.
    */
   learn(list: McpToolsList | readonly McpToolInfo[], cursor?: string): void;
   /** Whether this call's body is MCP traffic that is safe to send twice. */
