@@ -729,3 +729,40 @@ test('toHttpStatusError keeps the status when the headers, the message or the bo
     assert.equal(converted.cause, error, label);
   }
 });
+
+test('anthropicOptions: a message that uses up the request quota holds the next call until its RFC 3339 reset, and the server sends no 429', async () => {
+  const QUOTA_MS = 300;
+  const arrivals: number[] = [];
+  let resetAt = 0;
+  let refused = 0;
+  const app = new Hono();
+  app.post('/v1/messages', async (c) => {
+    await c.req.text();
+    const now = Date.now();
+    arrivals.push(now);
+    if (now < resetAt) {
+      refused++;
+      return c.json(
+        anthropicError('rate_limit_error', 'Number of requests has exceeded your rate limit'),
+        429,
+      );
+    }
+    resetAt = now + QUOTA_MS;
+    // One request per window: this one used the quota up, as the headers say.
+    return c.json(message, 200, {
+      'anthropic-ratelimit-requests-limit': '1',
+      'anthropic-ratelimit-requests-remaining': '0',
+      'anthropic-ratelimit-requests-reset': new Date(resetAt).toISOString(),
+    });
+  });
+  await withApp(app, async (server) => {
+    const client = anthropicClient(server, definePolicy({ retry: FAST }));
+    await client.messages.create(askClaude);
+    const result = await client.messages.create(askClaude);
+    assert.deepEqual(result.content, [{ type: 'text', text: 'hi' }]);
+    assert.equal(refused, 0, 'no request was sent before the reset');
+    assert.equal(arrivals.length, 2);
+    const gap = (arrivals[1] ?? 0) - (arrivals[0] ?? 0);
+    assert.ok(gap >= QUOTA_MS - 10, `the second call went ${gap} ms after the first, before the reset`);
+  });
+});
