@@ -209,7 +209,7 @@ export function retryDelay(headers: HeadersLike, now: number = Date.now()): numb
  *
  * @param usedUpOnly - Only a quota at 0 is wanted: skip the reads (up to 19 header
  *   lookups, 6 to 11 µs on Node 20) unless some rate-limit header reads 0, which a
- *   `Headers` tells in one pass over its names. The breaker asks this on every answer.
+ *   `Headers` tells in one pass over its fields. The breaker asks this on every answer.
  */
 export function quotaLeft(
   headers: HeadersLike,
@@ -234,19 +234,19 @@ export function quotaLeft(
  * Whether a rate-limit header (with `usedUpOnly`, one that reads 0, or a `RateLimit`
  * with `r=0`) may be there. One pass over a `Headers` costs less than the lookups it
  * spares (each `get` on Node 20 is about 0.3 µs); a false alarm only costs those.
+ * The pass is `forEach`, not the iterator: Deno's iterator costs about 2 µs a header
+ * (25 µs for an OpenAI answer's dozen, on every answer), its `forEach` a tenth of that.
  * Other shapes say true: read them.
  */
 function mentionsRateLimit(headers: HeadersLike, usedUpOnly: boolean): boolean {
   if (!(typeof Headers === 'function' && headers instanceof Headers)) return true;
-  for (const [name, value] of headers) {
-    if (
+  let found = false;
+  headers.forEach((value, name) => {
+    found ||=
       (name.includes('ratelimit') || name.includes('rate-limit')) &&
-      (!usedUpOnly || value === '0' || value.includes('r=0'))
-    ) {
-      return true;
-    }
-  }
-  return false;
+      (!usedUpOnly || value === '0' || value.includes('r=0'));
+  });
+  return found;
 }
 
 /**
