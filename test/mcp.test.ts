@@ -987,6 +987,55 @@ test('resilientMcpClient: a tools/list page for a cursor no listing gave teaches
   );
 });
 
+test('resilientMcpClient: a listing answered late, after a listing sent later was answered, only forgets', async () => {
+  const seen = counts();
+  const trip = tripwire();
+  const catalog: Catalog = { pageSize: 10, tools: [{ name: 'lookup', annotations: readOnly }] };
+  const inner = mcpApp(seen, trip.faults, () => catalogServer(seen, catalog));
+  let listed!: () => void;
+  const firstListed = new Promise<void>((resolve) => {
+    listed = resolve;
+  });
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let lists = 0;
+  // The first tools/list is answered (lookup read-only), then the server turns lookup
+  // destructive, without a notification, and that answer reaches the client last.
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      const response = await inner.fetch(request);
+      if (!text.includes('"method":"tools/list"') || ++lists !== 1) return response;
+      catalog.tools = [{ name: 'lookup', annotations: { destructiveHint: true } }];
+      listed();
+      await held;
+      return response;
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin);
+    try {
+      const client = await mcp.connect();
+      const first = client.listTools();
+      await firstListed;
+      const { tools } = await client.listTools();
+      assert.deepEqual(tools[0]?.annotations, { destructiveHint: true });
+      release();
+      assert.deepEqual((await first).tools[0]?.annotations, readOnly);
+      assert.equal(
+        await ranTwice(client, seen, trip, 'lookup'),
+        false,
+        'the older answer taught lookup read-only',
+      );
+    } finally {
+      release();
+      await mcp.close();
+    }
+  });
+});
+
 test('resilientMcpClient: after notifications/tools/list_changed a tool learned read-only is not resent until the client lists again', async () => {
   const seen = counts();
   const trip = tripwire();

@@ -122,13 +122,15 @@ const optionsSchema = z.looseObject({
  *   listing's first page replaces what earlier listings taught, and each page it
  *   points to adds (see `mcpResend()`'s `learn()`). A `notifications/tools/list_changed`
  *   from the server forgets every learned hint (the tools in `tools` stay) until the
- *   client lists again, and answers to listings then in flight teach nothing.
+ *   client lists again, and answers to listings then in flight teach nothing. Answers
+ *   may arrive in any order: once a listing's first page is asked for, answers to the
+ *   listings asked for before it only forget.
  * - Errors from requests (`client.callTool()`, ...) and from connect come out as
  *   breakwater errors: the SDK's `StreamableHTTPError` becomes an `HttpStatusError`
  *   (status, `retryAfterMs`, `serverMessage`) with the SDK's error as `cause`.
  * - A 404 for a request in a session means the server ended it (MCP spec): that
  *   request fails with the 404, and the next `connect()` closes the client and
- *   initializes a new session.
+ *   initializes a new session..
  *
  * @example
  * ```ts
@@ -167,12 +169,19 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
 
   /** Routes the transport's failures through `toError()` and its `tools/list` answers to `learn()`. */
   function wire(transport: Wired): void {
-    /** The ids of `tools/list` requests awaiting their answer, each with the cursor it asked for. */
-    const pending = new Map<unknown, string | undefined>();
+    /**
+     * The ids of `tools/list` requests awaiting their answer, each with the cursor it
+     * asked for; once outdated, with the transport instead: a cursor no page gives, so
+     * `learn()` lets that answer only forget.
+     */
+    const pending = new Map<unknown, unknown>();
     const send = transport.send.bind(transport);
     transport.send = async (message, sendOptions) => {
       const { id, method, params } = (message ?? {}) as Message;
       if (method === 'tools/list' && id !== undefined) {
+        // A new listing outdates those asked for before it: their answers may arrive after
+        // its own (answers come in any order) and describe older tools, so they only forget.
+        if (params?.cursor === undefined) for (const key of pending.keys()) pending.set(key, transport);
         if (pending.size >= MAX_PENDING_LISTS) pending.delete(pending.keys().next().value);
         pending.set(id, params?.cursor);
       }
@@ -192,20 +201,19 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // The SDK's Protocol keeps a handler set before connect() and calls it first.
     transport.onmessage = (message) => {
       const { id, method, result } = (message ?? {}) as Message;
-      // The hints describe tools that may have changed (read-only turned destructive): a
-      // call made before the client lists again must not be resent on them. A listing in
-      // flight may have been answered before the change, so its answer teaches nothing.
-      // An empty first page forgets every learned hint and keeps the user's `tools`.
+      const cursor = pending.get(id);
       if (method === TOOLS_CHANGED) {
+        // The hints describe tools that may have changed (read-only turned destructive): a
+        // call made before the client lists again must not be resent on them. A listing in
+        // flight may have been answered before the change, so its answer teaches nothing.
+        // An empty first page forgets every learned hint and keeps the user's `tools`.
         pending.clear();
         fetch.learn([]);
-        return;
+      } else if (method === undefined && pending.delete(id)) {
+        // (A request from the server has its own ids: one equal to a pending list's is not its answer.)
+        // With the cursor it asked for: a first page replaces what earlier listings taught.
+        fetch.learn(result as McpToolsList, cursor as string);
       }
-      const cursor = pending.get(id);
-      // A request from the server has its own ids: one equal to a pending list's is not its answer.
-      if (method !== undefined || !pending.delete(id)) return;
-      // With the cursor it asked for: a first page replaces what earlier listings taught.
-      fetch.learn(result as McpToolsList, cursor);
     };
   }
 

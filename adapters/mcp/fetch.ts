@@ -14,7 +14,6 @@
 import * as z from 'zod/mini';
 import type { FetchLike } from '../../src/call.ts';
 import type { StatusSnapshot } from '../../src/capture.ts';
-import { BreakwaterError } from '../../src/errors.ts';
 import { clientOptionsShape, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { wrapHttpError } from '../../src/status.ts';
@@ -69,11 +68,11 @@ const optionsSchema = z.optional(
 
 /** The HTTP status an MCP SDK transport error carries as `code` (`StreamableHTTPError`, `SseError`), if any. */
 function sdkStatus(error: unknown): number | undefined {
-  if (!(error instanceof Error) || error instanceof BreakwaterError || error.name === 'McpError')
-    return undefined;
-  // McpError's code is a JSON-RPC code; a transport's is the response status.
+  if (!(error instanceof Error) || error.name === 'McpError') return undefined;
+  // McpError's code is a JSON-RPC code; a transport's is the response status; a
+  // breakwater error's is a string (`HTTP_STATUS`, `ECONNRESET`), never a status.
   const code = (error as { code?: unknown }).code;
-  return Number.isInteger(code) && (code as number) >= 400 && (code as number) <= 599
+  return (code as number) >= 400 && (code as number) <= 599 && Number.isInteger(code)
     ? (code as number)
     : undefined;
 }
