@@ -1133,11 +1133,18 @@ test('resilientMcpClient: bad options throw a TypeError naming each path', () =>
   );
 });
 
+/** `sessionApp()`'s one tool: its annotations in sessions started from now on, its runs, and whether its next call is answered 503 after it ran. */
+interface Echo {
+  annotations: Record<string, boolean>;
+  runs: number;
+  failNext: boolean;
+}
+
 /**
  * A stateful MCP server: one server and transport per session, kept until `forget()`
  * drops them all (a restarted server). No standalone SSE stream (GET answers 405).
  */
-function sessionApp() {
+function sessionApp(echo: Echo = { annotations: {}, runs: 0, failNext: false }) {
   const sessions = new Map<string, McpServer>();
   let initializes = 0;
   return {
@@ -1159,13 +1166,21 @@ function sessionApp() {
             { status: 404 },
           );
         }
-        return (server.server.transport as WebStandardStreamableHTTPServerTransport).handleRequest(request);
+        const runs = echo.runs;
+        const response = await (
+          server.server.transport as WebStandardStreamableHTTPServerTransport
+        ).handleRequest(request);
+        if (!echo.failNext || echo.runs === runs) return response;
+        echo.failNext = false;
+        await response.text();
+        return new Response('busy', { status: 503 });
       }
       initializes++;
       const server = new McpServer({ name: 'sessions', version: '1.0.0' });
-      server.registerTool('echo', { description: 'echo' }, async () => ({
-        content: [{ type: 'text' as const, text: 'echoed' }],
-      }));
+      server.registerTool('echo', { description: 'echo', annotations: echo.annotations }, async () => {
+        echo.runs++;
+        return { content: [{ type: 'text' as const, text: 'echoed' }] };
+      });
       const transport = new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: () => crypto.randomUUID(),
         enableJsonResponse: true,
@@ -1204,6 +1219,40 @@ test('resilientMcpClient: a 404 for a session the server forgot closes the clien
       const result = await again.callTool({ name: 'echo', arguments: {} });
       assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
       assert.equal(app.initializes(), 2);
+    } finally {
+      await mcp.close();
+      await app.forget();
+    }
+  });
+});
+
+test('resilientMcpClient: a new session after a 404 forgets the tool hints the lost session taught', async () => {
+  const echo: Echo = { annotations: readOnly, runs: 0, failNext: false };
+  const app = sessionApp(echo);
+  /** Calls echo with its answer failing 503 after it ran: how many times it ran. */
+  const runs = async (client: Client): Promise<number> => {
+    const before = echo.runs;
+    echo.failNext = true;
+    await client.callTool({ name: 'echo', arguments: {} }).catch(() => undefined);
+    return echo.runs - before;
+  };
+  await withApp(app, async (server) => {
+    const mcp = resilient(server.origin);
+    try {
+      const client = await mcp.connect();
+      await client.listTools();
+      assert.equal(await runs(client), 2, 'learned read-only, so resent');
+      // The server restarts, and its echo is destructive now.
+      await app.forget();
+      echo.annotations = { destructiveHint: true };
+      await assert.rejects(
+        client.callTool({ name: 'echo', arguments: {} }),
+        (error: unknown) => error instanceof HttpStatusError && error.status === 404,
+      );
+      const again = await mcp.connect();
+      assert.equal(await runs(again), 1, 'resent on a hint from the lost session');
+      await again.listTools();
+      assert.equal(await runs(again), 1);
     } finally {
       await mcp.close();
       await app.forget();

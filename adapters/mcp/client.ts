@@ -130,7 +130,8 @@ const optionsSchema = z.looseObject({
  *   (status, `retryAfterMs`, `serverMessage`) with the SDK's error as `cause`.
  * - A 404 for a request in a session means the server ended it (MCP spec): that
  *   request fails with the 404, and the next `connect()` closes the client and
- *   initializes a new session..
+ *   initializes a new session. Each new session starts without learned hints (the
+ *   server may have restarted with other tools): list its tools again.
  *
  * @example
  * ```ts
@@ -169,6 +170,9 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
 
   /** Routes the transport's failures through `toError()` and its `tools/list` answers to `learn()`. */
   function wire(transport: Wired): void {
+    // A new session may list other tools (a restarted server, a new version): what the
+    // last one taught no longer holds, and its server will send no list_changed for it.
+    fetch.learn([]);
     /**
      * The ids of `tools/list` requests awaiting their answer, each with the cursor it
      * asked for; once outdated, with the transport instead: a cursor no page gives, so
