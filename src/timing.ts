@@ -239,13 +239,20 @@ export function quotaLeft(
  * Other shapes say true: read them.
  */
 function mentionsRateLimit(headers: HeadersLike, usedUpOnly: boolean): boolean {
-  if (!(typeof Headers === 'function' && headers instanceof Headers)) return true;
-  let found = false;
-  headers.forEach((value, name) => {
-    found ||=
-      (name.includes('ratelimit') || name.includes('rate-limit')) &&
-      (!usedUpOnly || value === '0' || value.includes('r=0'));
-  });
+  let found = true;
+  try {
+    if (typeof Headers === 'function' && headers instanceof Headers) {
+      found = false;
+      headers.forEach((value, name) => {
+        found ||=
+          (name.includes('ratelimit') || name.includes('rate-limit')) &&
+          (!usedUpOnly || value === '0' || value.includes('r=0'));
+      });
+    }
+  } catch {
+    // A Headers whose forEach throws (Node's and Bun's do on a Proxy): garbage, read as no
+    // quota. A proxy trap that throws on `instanceof` leaves it to readHeader, which copes.
+  }
   return found;
 }
 
@@ -389,13 +396,13 @@ export function clampDelay(ms: number): number | undefined {
  */
 export function readHeader(headers: HeadersLike, name: string): string | undefined {
   let value: string | undefined;
-  if (typeof Headers === 'function' && headers instanceof Headers) {
-    value = headers.get(name) ?? undefined;
-  } else if (headers != null) {
-    // JS callers may pass anything (other non-objects have no matching entries). A plain object is read as its [name, value]
-    // entries; only there may a value be an array (one string per field line).
-    const lines: string[] = [];
-    try {
+  try {
+    if (typeof Headers === 'function' && headers instanceof Headers) {
+      value = headers.get(name) ?? undefined;
+    } else if (headers != null) {
+      // JS callers may pass anything (other non-objects have no matching entries). A plain object is read as its [name, value]
+      // entries; only there may a value be an array (one string per field line).
+      const lines: string[] = [];
       const isRecord = typeof (headers as Partial<Iterable<unknown>>)[Symbol.iterator] !== 'function';
       for (const pair of isRecord ? Object.entries(headers) : (headers as Iterable<unknown>)) {
         if (!Array.isArray(pair)) continue;
@@ -405,11 +412,11 @@ export function readHeader(headers: HeadersLike, name: string): string | undefin
           if (typeof line === 'string') lines.push(line);
         }
       }
-    } catch {
-      // A getter, proxy trap or iterator that throws: garbage, so the header reads as absent.
-      lines.length = 0;
+      if (lines.length > 0) value = lines.join(', ');
     }
-    if (lines.length > 0) value = lines.join(', ');
+  } catch {
+    // A getter, proxy trap or iterator that throws, or a Headers whose get does (Node's
+    // and Bun's on a Proxy): garbage, so the header reads as absent.
   }
   return value === undefined || value.length > MAX_HEADER_CHARS ? undefined : trimHttpWhitespace(value);
 }

@@ -512,3 +512,23 @@ test('a used-up quota that resets later than maxRetryAfterMs pauses nothing: a 2
     assert.equal(server.requests.length, 2);
   });
 });
+
+test('a 200 whose headers throw when read reaches its caller: the breaker’s quota check reads them as absent', async () => {
+  class Hostile extends Headers {
+    override forEach(): void {
+      throw new Error('forEach');
+    }
+  }
+  // A middleware inside the breaker (or a fetch mock) that hands back odd headers.
+  const oddHeaders: Middleware = async function oddHeaders(call, next) {
+    const response = await next(call);
+    Object.defineProperty(response, 'headers', { value: new Hostile(response.headers) });
+    return response;
+  };
+  await withServer(always(quota(0, 100)), async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const fetch = createFetch({ use: [breaker, oddHeaders], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 200);
+    assert.equal(breaker.stats('model')?.pausedUntil, undefined);
+  });
+});

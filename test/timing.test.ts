@@ -778,3 +778,31 @@ test('quotaLeft with usedUpOnly scans a Headers with forEach, not its iterator, 
   });
   assert.deepEqual(quotaLeft(headers, NOW, true), { remaining: 0, resetMs: 100 });
 });
+
+test('a Headers whose methods throw (a subclass, or a Proxy around one) reads as absent: retryDelay and quotaLeft never throw', () => {
+  class Hostile extends Headers {
+    override get(): string | null {
+      throw new Error('get');
+    }
+    override forEach(): void {
+      throw new Error('forEach');
+    }
+  }
+  const fields = { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '100ms' };
+  const hostile = new Hostile(fields);
+  assert.equal(retryDelay(hostile, NOW), undefined);
+  assert.equal(quotaLeft(hostile, NOW), undefined);
+  assert.equal(quotaLeft(hostile, NOW, true), undefined);
+  // Node's and Bun's Headers methods check their receiver and throw on a Proxy; Deno's read through it.
+  const proxy = new Proxy(new Headers(fields), {});
+  assert.ok([undefined, 100].includes(retryDelay(proxy, NOW)));
+  assert.ok([undefined, 100].includes(quotaLeft(proxy, NOW)?.resetMs));
+  assert.ok([undefined, 100].includes(quotaLeft(proxy, NOW, true)?.resetMs));
+  const untyped = new Proxy(new Headers(fields), {
+    getPrototypeOf() {
+      throw new Error('trap');
+    },
+  });
+  assert.equal(retryDelay(untyped, NOW), undefined);
+  assert.equal(quotaLeft(untyped, NOW, true), undefined);
+});
