@@ -201,7 +201,8 @@ export function retryDelay(headers: HeadersLike, now: number = Date.now()): numb
  * beside its reset: `RateLimit` (`r`, `t`), the `RateLimit-Reset` family with its
  * `-Remaining`, OpenAI's `x-ratelimit-*-requests` / `-tokens` and Anthropic's
  * `anthropic-ratelimit-*`. A reset without a remaining count says nothing here (GitHub
- * sends one on every response). Between quotas with the same count, the later reset wins.
+ * sends one on every response), nor does one whose reset has come (it is restored).
+ * Between quotas with the same count, the later reset wins.
  *
  * The breaker paces a key on it: a quota at 0 pauses the key until its reset (the next
  * call would only earn a 429), and after a pause only as many waiting calls go as the
@@ -220,9 +221,11 @@ export function quotaLeft(
   let tightest: { remaining: number; resetMs: number } | undefined;
   for (const read of QUOTA_FAMILIES) {
     for (const [remaining, reset] of read(headers, now)) {
-      const resetMs = clampDelay(reset);
+      // No readable reset says nothing, and a reset that has come means the quota is
+      // restored, whatever its count said: neither is the tightest.
+      const resetMs = clampDelay(reset) ?? 0;
       const { remaining: least = Infinity, resetMs: latest = 0 } = tightest ?? {};
-      if (resetMs !== undefined && remaining <= least && (remaining < least || resetMs > latest)) {
+      if (resetMs > 0 && remaining <= least && (remaining < least || resetMs > latest)) {
         tightest = { remaining, resetMs };
       }
     }

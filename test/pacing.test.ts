@@ -532,3 +532,31 @@ test('a 200 whose headers throw when read reaches its caller: the breaker’s qu
     assert.equal(breaker.stats('model')?.pausedUntil, undefined);
   });
 });
+
+test('a pace probe’s answer with one quota just restored and another with 2 left lets 2 of 6 waiters go, not all', async () => {
+  const { arrivals, handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(50);
+    if (index === 1) {
+      await delay(20);
+      return {
+        status: 200,
+        headers: {
+          'x-ratelimit-remaining-requests': '0',
+          'x-ratelimit-reset-requests': '0s',
+          'x-ratelimit-remaining-tokens': '2',
+          'x-ratelimit-reset-tokens': '200ms',
+        },
+      };
+    }
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const fetch = createFetch({ use: [circuitBreaker({ open: OPEN })], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 429);
+    const statuses = await Promise.all(Array.from({ length: 7 }, () => send(fetch, server.origin)));
+    assert.deepEqual(statuses, Array(7).fill(200));
+    const answeredAt = at(arrivals, 1) + 20;
+    const early = arrivals.slice(2).filter((t) => t - answeredAt < 150);
+    assert.equal(early.length, 2, 'only the 2 the quota had left went before its reset');
+  });
+});

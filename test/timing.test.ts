@@ -806,3 +806,19 @@ test('a Headers whose methods throw (a subclass, or a Proxy around one) reads as
   assert.equal(retryDelay(untyped, NOW), undefined);
   assert.equal(quotaLeft(untyped, NOW, true), undefined);
 });
+
+test('quotaLeft passes over a used-up quota whose reset has come: it is restored, not the tightest', () => {
+  // The burst window just rolled over; the minute's 2 left are what limits the next calls.
+  // Read as the tightest, "0 left, reset now" hid them: a pace probe's answer released every waiter.
+  assert.deepEqual(quotaLeft({ RateLimit: '"burst";r=0;t=0, "minute";r=2;t=40' }, NOW), {
+    remaining: 2,
+    resetMs: 40_000,
+  });
+  const past = {
+    'anthropic-ratelimit-requests-remaining': '0',
+    'anthropic-ratelimit-requests-reset': '2026-11-29T16:59:59Z',
+    'anthropic-ratelimit-tokens-remaining': '3',
+    'anthropic-ratelimit-tokens-reset': '2026-11-29T17:00:05Z',
+  };
+  assert.deepEqual(quotaLeft(past, NOW), { remaining: 3, resetMs: 5_000 });
+});
