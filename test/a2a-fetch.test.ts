@@ -459,3 +459,17 @@ test('a card URL that does not parse is named in issues without its value (useri
   ]);
   assert.doesNotMatch(`${error.message} ${JSON.stringify(error)}`, /SECRET/);
 });
+
+test('a signal aborted before the call rejects with its reason and sends nothing, even through a fetch that ignores signals', async () => {
+  let calls = 0;
+  const fetch: FetchLike = async () => {
+    calls++;
+    return new Response('{}', { headers: { 'content-type': 'application/json' } });
+  };
+  const reason = new Error('the user left');
+  await assert.rejects(
+    resolveAgentCard('http://127.0.0.1:9/', { fetch, signal: AbortSignal.abort(reason) }),
+    (error: unknown) => error === reason,
+  );
+  assert.equal(calls, 0);
+});

@@ -238,14 +238,14 @@ async function within<T>(
   outer: AbortSignal | undefined,
   work: (signal: AbortSignal) => Promise<T>,
 ): Promise<T> {
+  // Aborted already: nothing starts, not even a `fetch` that would ignore the signal.
+  outer?.throwIfAborted();
   const controller = new AbortController();
   const signal = controller.signal;
-  // Listening before `outer` is followed, so an `outer` aborted already ends it at once.
   const stop = new Promise<never>((_, reject) => {
     signal.addEventListener('abort', () => reject(signal.reason));
   });
   const follow = (): void => controller.abort(outer?.reason);
-  if (outer?.aborted) follow();
   outer?.addEventListener('abort', follow);
   const timer = ms && setTimeout(() => controller.abort(new TimeoutError({ scope, ms, request })), ms);
   try {
