@@ -616,6 +616,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   ): void {
     const delayMs = fromServer ? Math.min(askedMs, maxRetryAfterMs) : askedMs;
     const until = now() + delayMs;
+    // Whatever the pause, the server just said stop: an allowance left from a quota pause
+    // (its takers failed fast on an open circuit) ends, even when this pause is the shorter.
+    c.allowance = quota ?? 0;
     if (!(delayMs > 0) || until <= c.pausedUntilMs) return;
     const waitable = askedMs <= maxRetryAfterMs;
     c.pausedUntilMs = until;
@@ -623,7 +626,6 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.
     c.paceProbe = undefined;
     c.waitable = waitable;
-    c.allowance = quota ?? 0;
     const asked =
       quota === undefined ? `asked to ${fromServer ? 'wait' : 'slow down'}` : 'said its quota is used up';
     c.pauseReason = `paced: the server ${asked} (${failureLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
