@@ -405,8 +405,9 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   most `maxRetryAfterMs` and never past their deadline (then they fail fast with
  *   `CircuitOpenError`). A response that starts no new pause releases them all at
  *   once, unless its rate-limit headers leave fewer requests in the quota than calls
- *   are waiting: then that many go, and the rest wait for the quota's reset (a new
- *   pause). A 429 / 503 with a delay pauses the key again and they wait that pause out
+ *   are waiting and the quota resets within `maxRetryAfterMs`: then that many go, and
+ *   the rest wait for the quota's reset (a new pause; a later 429 ends what is left
+ *   of that allowance). A 429 / 503 with a delay pauses the key again and they wait that pause out
  *   (or fail fast, as above); an error (network, timeout, abort) makes the first of
  *   them the next probe. An open circuit fails them fast, as it fails every call.
  *   As with half-open, pair the breaker with an attempt timeout: a hung probe holds
@@ -639,7 +640,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * Judges what the server answered. A 429 paces the key and counts as a success (the
    * server is up); 408 and 5xx count as failures, and a 503 naming a delay also paces.
    * Any other answer that says a quota is used up (a 200 with `remaining: 0` and a
-   * reset) paces the key until the reset: the next call would only earn a 429.
+   * reset within `maxRetryAfterMs`) paces the key until the reset: the next call would
+   * only earn a 429.
    * Then, if this call was the pace probe, its answer releases the key.
    */
   function settle(c: Circuit, call: Call, answer: Answer): void {
