@@ -568,7 +568,9 @@ test('a 429 during a quota pause ends what is left of its allowance: a fresh cal
   let probeAnsweredAt = 0;
   const handler: Handler = async (req) => {
     const path = new URL(req.url, 'http://x').pathname;
-    const n = (arrived[path] ??= []).push(Date.now()) - 1;
+    const times = arrived[path] ?? [];
+    arrived[path] = times;
+    const n = times.push(Date.now()) - 1;
     if (path === '/limit') return tooMany(50);
     if (path === '/slow') return { status: 500, delayMs: 100 };
     if (path === '/probe') {
