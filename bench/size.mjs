@@ -38,8 +38,10 @@ const cases = [
   {
     name: 'breakwater/mcp',
     code: `export * from '${root}adapters/mcp/index.ts';`,
-    // 7,800 until forgetting tool hints on notifications/tools/list_changed added 34 B.
-    ceiling: 7_840,
+    // 7,800 until forgetting tool hints on notifications/tools/list_changed added 34 B;
+    // 7,840 until the core's header reads learned not to throw on hostile Headers and
+    // token quotas stopped counting as calls (+18 B here).
+    ceiling: 7_880,
   },
   { name: 'breakwater/a2a', code: `export * from '${root}adapters/a2a/index.ts';`, ceiling: 10_000 },
   {

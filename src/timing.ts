@@ -202,7 +202,8 @@ export function retryDelay(headers: HeadersLike, now: number = Date.now()): numb
  * `-Remaining`, OpenAI's `x-ratelimit-*-requests` / `-tokens` and Anthropic's
  * `anthropic-ratelimit-*`. A reset without a remaining count says nothing here (GitHub
  * sends one on every response), nor does one whose reset has come (it is restored).
- * Between quotas with the same count, the later reset wins.
+ * Between quotas with the same count, the later reset wins. A token quota with tokens
+ * left reads as `Infinity` left: how many calls fit in them is unknown.
  *
  * The breaker paces a key on it: a quota at 0 pauses the key until its reset (the next
  * call would only earn a 429), and after a pause only as many waiting calls go as the
@@ -355,10 +356,15 @@ const rateLimitFieldQuotas: QuotaReader = (headers) =>
 const quotasOf =
   ([names, header, parseReset]: QuotaHeaders): QuotaReader =>
   (headers, now) =>
-    names.map((name) => [
-      parseNumber(DIGITS, readHeader(headers, header(name, 'remaining'))),
-      parseReset(readHeader(headers, header(name, 'reset')) ?? '', now),
-    ]);
+    names.map((name) => {
+      const remaining = parseNumber(DIGITS, readHeader(headers, header(name, 'remaining')));
+      return [
+        // How many calls fit in what is left of a token quota is unknown: it counts
+        // only once used up (5 tokens left is not 5 calls).
+        remaining > 0 && name.includes('tokens') ? Infinity : remaining,
+        parseReset(readHeader(headers, header(name, 'reset')) ?? '', now),
+      ];
+    });
 
 const [legacyQuotas, openaiQuotas, anthropicQuotas] = [LEGACY_QUOTAS, ...PROVIDER_QUOTAS].map(quotasOf) as [
   QuotaReader,

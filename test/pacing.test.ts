@@ -540,11 +540,13 @@ test('a pace probe’s answer with one quota just restored and another with 2 le
       await delay(20);
       return {
         status: 200,
+        // Two request quotas (token quotas count only once used up): one just restored,
+        // one with 2 left for another 200 ms.
         headers: {
           'x-ratelimit-remaining-requests': '0',
           'x-ratelimit-reset-requests': '0s',
-          'x-ratelimit-remaining-tokens': '2',
-          'x-ratelimit-reset-tokens': '200ms',
+          'anthropic-ratelimit-requests-remaining': '2',
+          'anthropic-ratelimit-requests-reset': new Date(Date.now() + 200).toISOString(),
         },
       };
     }
@@ -604,5 +606,31 @@ test('a 429 during a quota pause ends what is left of its allowance: a fresh cal
       freshAt - probeAnsweredAt >= 390,
       `the fresh call went ${freshAt - probeAnsweredAt} ms after the quota said 2 left for 400 ms, after a 429`,
     );
+  });
+});
+
+test('a pace probe’s answer with a few tokens left releases every waiter: tokens left are not calls left', async () => {
+  const { arrivals, handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(50);
+    if (index === 1) {
+      return {
+        status: 200,
+        headers: { 'x-ratelimit-remaining-tokens': '2', 'x-ratelimit-reset-tokens': '300ms' },
+      };
+    }
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const fetch = createFetch({ use: [circuitBreaker({ open: OPEN })], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 429);
+    const statuses = await Promise.all(Array.from({ length: 7 }, () => send(fetch, server.origin)));
+    assert.deepEqual(statuses, Array(7).fill(200));
+    const probeAt = at(arrivals, 1);
+    for (const t of arrivals.slice(2)) {
+      assert.ok(
+        t - probeAt < 200,
+        `a waiter went ${t - probeAt} ms after the probe, held for the token reset`,
+      );
+    }
   });
 });

@@ -817,8 +817,32 @@ test('quotaLeft passes over a used-up quota whose reset has come: it is restored
   const past = {
     'anthropic-ratelimit-requests-remaining': '0',
     'anthropic-ratelimit-requests-reset': '2026-11-29T16:59:59Z',
-    'anthropic-ratelimit-tokens-remaining': '3',
-    'anthropic-ratelimit-tokens-reset': '2026-11-29T17:00:05Z',
+    'x-ratelimit-remaining-requests': '3',
+    'x-ratelimit-reset-requests': '5s',
   };
   assert.deepEqual(quotaLeft(past, NOW), { remaining: 3, resetMs: 5_000 });
+});
+
+test('quotaLeft counts a token quota only once it is used up: tokens left are not calls left', () => {
+  const headers = {
+    'x-ratelimit-remaining-requests': '40',
+    'x-ratelimit-reset-requests': '1s',
+    'x-ratelimit-remaining-tokens': '5',
+    'x-ratelimit-reset-tokens': '2s',
+  };
+  assert.deepEqual(quotaLeft(headers, NOW), { remaining: 40, resetMs: 1_000 });
+  assert.deepEqual(
+    quotaLeft(
+      {
+        'anthropic-ratelimit-input-tokens-remaining': '5',
+        'anthropic-ratelimit-input-tokens-reset': '2026-11-29T17:00:02Z',
+      },
+      NOW,
+    ),
+    { remaining: Infinity, resetMs: 2_000 },
+  );
+  assert.deepEqual(quotaLeft({ ...headers, 'x-ratelimit-remaining-tokens': '0' }, NOW), {
+    remaining: 0,
+    resetMs: 2_000,
+  });
 });
