@@ -778,6 +778,29 @@ function resilient(
   });
 }
 
+/**
+ * A connected `resilient()` client on a `catalogServer(catalog)` behind `trip`, for
+ * `fn`; the client is closed and the server stopped afterwards.
+ */
+async function withCatalogClient(
+  seen: Counts,
+  trip: ReturnType<typeof tripwire>,
+  catalog: Catalog,
+  fn: (client: Client) => Promise<void>,
+): Promise<void> {
+  await withApp(
+    mcpApp(seen, trip.faults, () => catalogServer(seen, catalog)),
+    async (app) => {
+      const mcp = resilient(app.origin);
+      try {
+        await fn(await mcp.connect());
+      } finally {
+        await mcp.close();
+      }
+    },
+  );
+}
+
 test('resilientMcpClient: a closed port arms the gate, and the next connect fails fast without a request', async () => {
   const events: BreakwaterEvent[] = [];
   const mcp = resilient(`http://127.0.0.1:${await closedPort()}`, events);
@@ -887,33 +910,50 @@ test('resilientMcpClient: listTools() teaches which tools are resent, and call e
   assert.deepEqual(seen.runs, { lookup: 2, add: 1 });
 });
 
+/** A transport that sends nothing: the test plays the server's messages to `onmessage`. */
+interface ScriptedTransport {
+  send(message: unknown): Promise<void>;
+  onmessage?: (message: unknown) => void;
+}
+
+/**
+ * `resilientMcpClient()` over a stand-in client and a {@link ScriptedTransport}, connected:
+ * for what only a misbehaving server or an unlucky ordering shows (a server request
+ * reusing an id, answers after a notification). Its fetch is the policy's, on loopback.
+ */
+async function scriptedClient() {
+  let wired: ScriptedTransport | undefined;
+  const client = {
+    transport: undefined as unknown,
+    async connect(transport: never) {
+      this.transport = transport;
+    },
+    async close() {
+      this.transport = undefined;
+    },
+  };
+  const mcp = resilientMcpClient({
+    client,
+    transport: () => {
+      wired = { async send() {} };
+      return wired;
+    },
+    policy: definePolicy({ retry: { backoff: fast }, breaker: false }),
+  });
+  await mcp.connect();
+  assert.ok(wired, 'connect() built the transport');
+  return { mcp, wired };
+}
+
 test('resilientMcpClient: a server request reusing a pending tools/list id does not steal its answer', async () => {
   const got: { body: string; key: string | null }[] = [];
   await withApp(recordingApp(got), async (app) => {
-    let wired: { send(message: unknown): Promise<void>; onmessage?: (message: unknown) => void } | undefined;
-    const client = {
-      transport: undefined as unknown,
-      async connect(transport: never) {
-        this.transport = transport;
-      },
-      async close() {
-        this.transport = undefined;
-      },
-    };
-    const mcp = resilientMcpClient({
-      client,
-      transport: () => {
-        wired = { async send() {} };
-        return wired;
-      },
-      policy: definePolicy({ retry: { backoff: fast }, breaker: false }),
-    });
-    await mcp.connect();
-    await wired?.send({ jsonrpc: '2.0', id: 7, method: 'tools/list' });
+    const { mcp, wired } = await scriptedClient();
+    await wired.send({ jsonrpc: '2.0', id: 7, method: 'tools/list' });
     // The server's own request with the same id, then the list's answer.
-    wired?.onmessage?.({ jsonrpc: '2.0', id: 7, method: 'sampling/createMessage', params: {} });
+    wired.onmessage?.({ jsonrpc: '2.0', id: 7, method: 'sampling/createMessage', params: {} });
     const lookup = { name: 'lookup', annotations: { readOnlyHint: true } };
-    wired?.onmessage?.({ jsonrpc: '2.0', id: 7, result: { tools: [lookup] } });
+    wired.onmessage?.({ jsonrpc: '2.0', id: 7, result: { tools: [lookup] } });
     const body = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'lookup' } });
     await (await mcp.fetch(`${app.origin}/mcp`, { method: 'POST', body })).body?.cancel();
   });
@@ -931,32 +971,23 @@ test('resilientMcpClient: a first tools/list page replaces what earlier listings
       { name: 'scan', annotations: readOnly },
     ],
   };
-  await withApp(
-    mcpApp(seen, trip.faults, () => catalogServer(seen, catalog)),
-    async (app) => {
-      const mcp = resilient(app.origin);
-      try {
-        const client = await mcp.connect();
-        const { nextCursor } = await client.listTools();
-        assert.equal(nextCursor, '2');
-        await client.listTools({ cursor: nextCursor });
-        assert.equal(await ranTwice(client, seen, trip, 'scan'), true, 'the second page adds to the listing');
-        // The server turns upsert destructive and lists it on its second page now.
-        catalog.tools = [
-          { name: 'lookup', annotations: readOnly },
-          { name: 'scan', annotations: readOnly },
-          { name: 'upsert', annotations: { destructiveHint: true } },
-        ];
-        await client.listTools();
-        assert.equal(await ranTwice(client, seen, trip, 'upsert'), false, 'not on the new first page');
-        assert.equal(await ranTwice(client, seen, trip, 'scan'), true);
-        await client.listTools({ cursor: '2' });
-        assert.equal(await ranTwice(client, seen, trip, 'upsert'), false);
-      } finally {
-        await mcp.close();
-      }
-    },
-  );
+  await withCatalogClient(seen, trip, catalog, async (client) => {
+    const { nextCursor } = await client.listTools();
+    assert.equal(nextCursor, '2');
+    await client.listTools({ cursor: nextCursor });
+    assert.equal(await ranTwice(client, seen, trip, 'scan'), true, 'the second page adds to the listing');
+    // The server turns upsert destructive and lists it on its second page now.
+    catalog.tools = [
+      { name: 'lookup', annotations: readOnly },
+      { name: 'scan', annotations: readOnly },
+      { name: 'upsert', annotations: { destructiveHint: true } },
+    ];
+    await client.listTools();
+    assert.equal(await ranTwice(client, seen, trip, 'upsert'), false, 'not on the new first page');
+    assert.equal(await ranTwice(client, seen, trip, 'scan'), true);
+    await client.listTools({ cursor: '2' });
+    assert.equal(await ranTwice(client, seen, trip, 'upsert'), false);
+  });
 });
 
 test('resilientMcpClient: a tools/list page for a cursor no listing gave teaches nothing', async () => {
@@ -969,22 +1000,13 @@ test('resilientMcpClient: a tools/list page for a cursor no listing gave teaches
       { name: 'scan', annotations: readOnly },
     ],
   };
-  await withApp(
-    mcpApp(seen, trip.faults, () => catalogServer(seen, catalog)),
-    async (app) => {
-      const mcp = resilient(app.origin);
-      try {
-        const client = await mcp.connect();
-        await client.listTools({ cursor: '1' });
-        assert.equal(await ranTwice(client, seen, trip, 'scan'), false);
-        const { nextCursor } = await client.listTools();
-        await client.listTools({ cursor: nextCursor });
-        assert.equal(await ranTwice(client, seen, trip, 'scan'), true, 'the same page, in its listing');
-      } finally {
-        await mcp.close();
-      }
-    },
-  );
+  await withCatalogClient(seen, trip, catalog, async (client) => {
+    await client.listTools({ cursor: '1' });
+    assert.equal(await ranTwice(client, seen, trip, 'scan'), false);
+    const { nextCursor } = await client.listTools();
+    await client.listTools({ cursor: nextCursor });
+    assert.equal(await ranTwice(client, seen, trip, 'scan'), true, 'the same page, in its listing');
+  });
 });
 
 test('resilientMcpClient: a listing answered late, after a listing sent later was answered, only forgets', async () => {
@@ -1092,30 +1114,12 @@ test('resilientMcpClient: after notifications/tools/list_changed a tool learned 
 test('resilientMcpClient: a tools/list answer arriving after notifications/tools/list_changed teaches nothing', async () => {
   const got: { body: string; key: string | null }[] = [];
   await withApp(recordingApp(got), async (app) => {
-    let wired: { send(message: unknown): Promise<void>; onmessage?: (message: unknown) => void } | undefined;
-    const client = {
-      transport: undefined as unknown,
-      async connect(transport: never) {
-        this.transport = transport;
-      },
-      async close() {
-        this.transport = undefined;
-      },
-    };
-    const mcp = resilientMcpClient({
-      client,
-      transport: () => {
-        wired = { async send() {} };
-        return wired;
-      },
-      policy: definePolicy({ retry: { backoff: fast }, breaker: false }),
-    });
-    await mcp.connect();
-    await wired?.send({ jsonrpc: '2.0', id: 7, method: 'tools/list' });
+    const { mcp, wired } = await scriptedClient();
+    await wired.send({ jsonrpc: '2.0', id: 7, method: 'tools/list' });
     // The list may have been answered before the change the notification announces.
-    wired?.onmessage?.({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    wired.onmessage?.({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
     const lookup = { name: 'lookup', annotations: { readOnlyHint: true } };
-    wired?.onmessage?.({ jsonrpc: '2.0', id: 7, result: { tools: [lookup] } });
+    wired.onmessage?.({ jsonrpc: '2.0', id: 7, result: { tools: [lookup] } });
     const body = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'lookup' } });
     await (await mcp.fetch(`${app.origin}/mcp`, { method: 'POST', body })).body?.cancel();
   });

@@ -17,6 +17,22 @@ async function send(fetch: FetchLike, url: string, init?: RequestInit): Promise<
   return res.status;
 }
 
+/** A breaker (on {@link OPEN}) on key `model`, and the events it reported. */
+function pacedClient(): { fetch: FetchLike; events: BreakwaterEvent[] } {
+  const events: BreakwaterEvent[] = [];
+  const fetch = createFetch({
+    use: [circuitBreaker({ open: OPEN })],
+    key: 'model',
+    onEvent: (e) => events.push(e),
+  });
+  return { fetch, events };
+}
+
+/** Sends `n` calls at once; resolves to their statuses, in call order. */
+function concurrently(fetch: FetchLike, url: string, n: number): Promise<number[]> {
+  return Promise.all(Array.from({ length: n }, () => send(fetch, url)));
+}
+
 const tooMany = (delayMs: number) => ({ status: 429, headers: { 'retry-after-ms': String(delayMs) } });
 const unavailable = (delayMs: number) => ({ status: 503, headers: { 'retry-after-ms': String(delayMs) } });
 
@@ -54,12 +70,7 @@ const deadline: Middleware = async function deadline(call, next) {
 
 test('one 429 with retry-after-ms: 500 holds all 20 concurrent callers on the key, then lets them all through', async () => {
   await withServer(sequence(tooMany(500), { status: 200, body: 'ok' }), async (server) => {
-    const events: BreakwaterEvent[] = [];
-    const fetch = createFetch({
-      use: [circuitBreaker({ open: OPEN })],
-      key: 'model',
-      onEvent: (e) => events.push(e),
-    });
+    const { fetch, events } = pacedClient();
     const started = Date.now();
     assert.equal(await send(fetch, server.origin), 429);
     const elapsed = await Promise.all(
@@ -215,14 +226,9 @@ test('when a pause ends, exactly one of 20 waiters reaches the server first, and
     return { status: 200 };
   });
   await withServer(handler, async (server) => {
-    const events: BreakwaterEvent[] = [];
-    const fetch = createFetch({
-      use: [circuitBreaker({ open: OPEN })],
-      key: 'model',
-      onEvent: (e) => events.push(e),
-    });
+    const { fetch, events } = pacedClient();
     assert.equal(await send(fetch, server.origin), 503);
-    const statuses = await Promise.all(Array.from({ length: 20 }, () => send(fetch, server.origin)));
+    const statuses = await concurrently(fetch, server.origin, 20);
     assert.deepEqual(statuses, Array(20).fill(200));
     assert.equal(server.requests.length, 21);
     const probeAt = at(arrivals, 1);
@@ -264,7 +270,7 @@ test('a pace probe answered with another 503 and a delay sends nobody else, and 
     const breaker = circuitBreaker({ open: OPEN });
     const fetch = createFetch({ use: [breaker], key: 'model', onEvent: (e) => events.push(e) });
     assert.equal(await send(fetch, server.origin), 503);
-    const statuses = await Promise.all(Array.from({ length: 10 }, () => send(fetch, server.origin)));
+    const statuses = await concurrently(fetch, server.origin, 10);
     assert.deepEqual(
       [...statuses].sort((a, b) => a - b),
       [...Array(9).fill(200), 503],
@@ -310,7 +316,7 @@ test('a pace probe that meets a network error hands the probe to the next waiter
     return { status: 200 };
   });
   await withServer(handler, async (server) => {
-    const fetch = createFetch({ use: [circuitBreaker({ open: OPEN })], key: 'model' });
+    const { fetch } = pacedClient();
     assert.equal(await send(fetch, server.origin), 503);
     const outcomes = await Promise.allSettled(Array.from({ length: 6 }, () => send(fetch, server.origin)));
     const failed = outcomes.filter((o) => o.status === 'rejected');
@@ -367,7 +373,7 @@ test('an abort while waiting for the pace probe rejects at once with the caller�
     return { status: 200 };
   });
   await withServer(handler, async (server) => {
-    const fetch = createFetch({ use: [circuitBreaker({ open: OPEN })], key: 'model' });
+    const { fetch } = pacedClient();
     assert.equal(await send(fetch, server.origin), 503);
     const probe = send(fetch, server.origin);
     await delay(80);
@@ -469,14 +475,9 @@ test('when the pace probe’s answer leaves 2 requests in the quota, 2 of 9 wait
     return { status: 200 };
   });
   await withServer(handler, async (server) => {
-    const events: BreakwaterEvent[] = [];
-    const fetch = createFetch({
-      use: [circuitBreaker({ open: OPEN })],
-      key: 'model',
-      onEvent: (e) => events.push(e),
-    });
+    const { fetch, events } = pacedClient();
     assert.equal(await send(fetch, server.origin), 429);
-    const statuses = await Promise.all(Array.from({ length: 10 }, () => send(fetch, server.origin)));
+    const statuses = await concurrently(fetch, server.origin, 10);
     assert.deepEqual(statuses, Array(10).fill(200), 'nobody earned a 429');
     assert.equal(server.requests.length, 11);
     const allowed = arrivals.slice(2, 4);
@@ -553,9 +554,9 @@ test('a pace probe’s answer with one quota just restored and another with 2 le
     return { status: 200 };
   });
   await withServer(handler, async (server) => {
-    const fetch = createFetch({ use: [circuitBreaker({ open: OPEN })], key: 'model' });
+    const { fetch } = pacedClient();
     assert.equal(await send(fetch, server.origin), 429);
-    const statuses = await Promise.all(Array.from({ length: 7 }, () => send(fetch, server.origin)));
+    const statuses = await concurrently(fetch, server.origin, 7);
     assert.deepEqual(statuses, Array(7).fill(200));
     const answeredAt = at(arrivals, 1) + 20;
     const early = arrivals.slice(2).filter((t) => t - answeredAt < 150);
@@ -621,9 +622,9 @@ test('a pace probe’s answer with a few tokens left releases every waiter: toke
     return { status: 200 };
   });
   await withServer(handler, async (server) => {
-    const fetch = createFetch({ use: [circuitBreaker({ open: OPEN })], key: 'model' });
+    const { fetch } = pacedClient();
     assert.equal(await send(fetch, server.origin), 429);
-    const statuses = await Promise.all(Array.from({ length: 7 }, () => send(fetch, server.origin)));
+    const statuses = await concurrently(fetch, server.origin, 7);
     assert.deepEqual(statuses, Array(7).fill(200));
     const probeAt = at(arrivals, 1);
     for (const t of arrivals.slice(2)) {
