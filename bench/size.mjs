@@ -20,8 +20,9 @@ const cases = [
     name: 'breakwater (everything)',
     code: `export * from '${root}src/index.ts';`,
     target: 12_000,
-    // 17,700 until quota pacing in the breaker (2026-11-30) added 327 B.
-    ceiling: 17_750,
+    // 17,700 until quota pacing in the breaker (2026-11-30) added 327 B, then its
+    // review fixes and the quotaPacing switch 52 B more.
+    ceiling: 17_800,
   },
   {
     name: 'createFetch + retry + retryDelay',

@@ -121,6 +121,14 @@ export interface BreakerConfig {
    * and the longest pause a call waits out instead of failing fast. Default 60,000.
    */
   maxRetryAfterMs?: number | undefined;
+  /**
+   * Whether rate-limit headers that say a quota is used up (`remaining: 0` beside its
+   * reset) pause the key on any answer, a 200 included, and whether a pace probe's
+   * answer releases only as many waiters as its quota has left. Default `true`. Turn it
+   * off for a server whose rate-limit headers are wrong: one that reports 0 yet keeps
+   * serving would get one call per reset. 429s and 503s pace the key either way.
+   */
+  quotaPacing?: boolean | undefined;
 }
 
 /** Options for {@link circuitBreaker}. */
@@ -174,6 +182,7 @@ const configShape = {
   open: backoffSchema,
   maxKeys: count().check(z.maximum(MAX_MAX_KEYS)),
   maxRetryAfterMs: delayMsSchema,
+  quotaPacing: z.boolean(),
 };
 
 /**
@@ -442,6 +451,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   const bucketMs = (valid?.windowMs ?? DEFAULT_WINDOW_MS) / WINDOW_BUCKETS;
   const maxKeys = valid?.maxKeys ?? DEFAULT_MAX_KEYS;
   const maxRetryAfterMs = valid?.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
+  const quotaPacing = valid?.quotaPacing ?? true;
   const now = valid?.now ?? Date.now;
   const schedule = backoff(withDefaults(valid?.open, DEFAULT_OPEN_JITTER), valid?.random ?? Math.random);
   /** Every known key's circuit; recency is kept by the list below, not by Map order. */
@@ -674,7 +684,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // server that reports 0 yet keeps serving must not cost its callers minutes of
       // failing fast; a longer limit is left to the server's own 429.
       const probe = c.paceProbe === call;
-      const quota = pacedMs === undefined && quotaLeft(answer.headers, now(), !probe);
+      const quota = pacedMs === undefined && quotaPacing && quotaLeft(answer.headers, now(), !probe);
       if (
         quota &&
         quota.resetMs <= maxRetryAfterMs &&

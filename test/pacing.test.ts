@@ -5,6 +5,7 @@ import type { FetchLike, Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError, NetworkError } from '../src/errors.ts';
 import type { BreakwaterEvent, PacedEvent } from '../src/events.ts';
+import { definePolicy } from '../src/policy.ts';
 import { always, type Behaviour, type Handler, sequence, withServer } from './helpers/server.ts';
 
 /** A short, exact schedule for the pauses a 429 without a delay imposes. */
@@ -634,4 +635,27 @@ test('a pace probe’s answer with a few tokens left releases every waiter: toke
       );
     }
   });
+});
+
+test('with quotaPacing: false a 200 that says the quota is used up pauses nothing, for a server whose headers are wrong', async () => {
+  await withServer(sequence(quota(0, 5_000), { status: 200 }), async (server) => {
+    const breaker = circuitBreaker({ open: OPEN, quotaPacing: false });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 200);
+    assert.equal(breaker.stats('model')?.pausedUntil, undefined);
+    assert.equal(await send(fetch, server.origin), 200);
+  });
+});
+
+test('definePolicy passes breaker.quotaPacing to the breaker, and rejects a value that is not a boolean', async () => {
+  await withServer(sequence(quota(0, 5_000), { status: 200 }), async (server) => {
+    const policy = definePolicy({ name: 'model', breaker: { quotaPacing: false }, retry: false });
+    const fetch = policy.fetch();
+    assert.equal(await send(fetch, server.origin), 200);
+    assert.equal(policy.stats('model').breaker?.pausedUntil, undefined);
+  });
+  assert.throws(
+    () => definePolicy({ breaker: { quotaPacing: 'no' as never } }),
+    (error: unknown) => error instanceof TypeError && /breaker\.quotaPacing/.test(error.message),
+  );
 });
