@@ -552,8 +552,14 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   }
 
   /** Tells `onEvent` that the key is paused until `untilMs` (`start`), or that a call waits it out (`wait`). */
-  function paced(call: Call, untilMs: number, phase: PacedEvent['phase'], delayMs: number): void {
-    call.emit({ type: 'paced', key: call.key, until: new Date(untilMs), phase, delayMs });
+  function paced(
+    call: Call,
+    untilMs: number,
+    phase: PacedEvent['phase'],
+    delayMs: number,
+    reason: string,
+  ): void {
+    call.emit({ type: 'paced', key: call.key, until: new Date(untilMs), phase, delayMs, reason });
   }
 
   /** Moves the circuit to `state`, and tells `onEvent` why. */
@@ -642,7 +648,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.pauseReason = `paced: the server ${asked} (${failureLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
     // A success that used up the quota failed nothing: there is no error to show as the cause.
     c.pauseCause = answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined);
-    paced(call, until, 'start', delayMs);
+    paced(call, until, 'start', delayMs, c.pauseReason);
     wakePaceWaiters(c);
   }
 
@@ -777,7 +783,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             const reason = c.waitable ? `${c.pauseReason}, past this call's deadline` : c.pauseReason;
             throw fastFail(call, reason, c.pauseCause, pausedUntilMs);
           }
-          paced(call, pausedUntilMs, 'wait', leftMs);
+          paced(call, pausedUntilMs, 'wait', leftMs, c.pauseReason);
           sleptAt = t;
           probeWaitEndsAt = undefined;
           await sleep(leftMs, call.signal);

@@ -76,6 +76,8 @@ export interface PacedEvent {
   /** `'start'` when a response paused the key, `'wait'` when a call waits out a pause. */
   phase: 'start' | 'wait';
   delayMs: number;
+  /** Why the key is paused: `paced: the server asked to wait (HTTP 429 Too Many Requests)`, `paced: the server said its quota is used up (HTTP 200 OK)`. */
+  reason: string;
 }
 
 /** A start gate armed, cleared or refused a run. */

@@ -417,6 +417,7 @@ test('a 200 that says the quota is used up pauses the key until the reset, so th
       starts.map((e) => e.delayMs),
       [150],
     );
+    assert.equal(starts[0]?.reason, 'paced: the server said its quota is used up (HTTP 200 OK)');
     assert.equal(breaker.stats('model')?.consecutiveFailures, 0, 'a used-up quota is not a failure');
   });
 });
