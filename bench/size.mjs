@@ -41,8 +41,9 @@ const cases = [
     code: `export * from '${root}adapters/mcp/index.ts';`,
     // 7,800 until forgetting tool hints on notifications/tools/list_changed added 34 B;
     // 7,840 until the core's header reads learned not to throw on hostile Headers and
-    // token quotas stopped counting as calls (+18 B here).
-    ceiling: 7_880,
+    // token quotas stopped counting as calls (+18 B here); 7,880 until toError() told
+    // concurrent failures of one status apart by the body the SDK quotes (+55 B).
+    ceiling: 7_940,
   },
   { name: 'breakwater/a2a', code: `export * from '${root}adapters/a2a/index.ts';`, ceiling: 10_000 },
   {

@@ -1263,3 +1263,30 @@ test('resilientMcpClient: a new session after a 404 forgets the tool hints the l
     }
   });
 });
+
+test('toError() gives each of two 503s its own Retry-After and message, told apart by the body the SDK quotes', async () => {
+  const faults: Faults = (what) => {
+    if (what === 'tools/call:add') {
+      return {
+        status: 503,
+        headers: { 'retry-after': '7' },
+        body: '{"error":{"message":"add is overloaded"}}',
+      };
+    }
+    if (what === 'tools/call:wipe') {
+      return { status: 503, headers: { 'retry-after': '2' }, body: '{"error":{"message":"wipe is paused"}}' };
+    }
+    return undefined;
+  };
+  await withApp(mcpApp(counts(), faults), async (app) => {
+    await withClient(app.origin, { retry: false, breaker: false }, async (client, fetch) => {
+      const add = await client.callTool({ name: 'add', arguments: {} }).catch((e: unknown) => e);
+      const wipe = await client.callTool({ name: 'wipe', arguments: {} }).catch((e: unknown) => e);
+      // Judged after both failed, as an agent that ran them in parallel would.
+      const [addError, wipeError] = [fetch.toError(add), fetch.toError(wipe)];
+      assert.ok(addError instanceof HttpStatusError && wipeError instanceof HttpStatusError);
+      assert.deepEqual([addError.retryAfterMs, addError.serverMessage], [7000, 'add is overloaded']);
+      assert.deepEqual([wipeError.retryAfterMs, wipeError.serverMessage], [2000, 'wipe is paused']);
+    });
+  });
+});

@@ -6,14 +6,16 @@
  *
  * The SDK turns a failure response into `StreamableHTTPError` with the status as
  * `code` and the body in the message: Retry-After, the other headers and the
- * server's own message are gone. This fetch keeps the last failure response of each
- * status it saw, and `toError()` rebuilds a breakwater `HttpStatusError` from it,
- * with the SDK's error as `cause`.
+ * server's own message are gone. This fetch keeps the last few failure responses of
+ * each status it saw, and `toError()` rebuilds a breakwater `HttpStatusError` from the
+ * one whose body the SDK's message quotes (else the latest), with the SDK's error as
+ * `cause`.
  */
 
 import * as z from 'zod/mini';
 import type { FetchLike } from '../../src/call.ts';
 import type { StatusSnapshot } from '../../src/capture.ts';
+import { oneLine } from '../../src/errors.ts';
 import { clientOptionsShape, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { wrapHttpError } from '../../src/status.ts';
@@ -58,6 +60,8 @@ export interface McpFetch extends FetchLike {
  * request: its Retry-After and message would mislead.
  */
 const MAX_SNAPSHOT_AGE_MS = 30_000;
+/** Failures kept per status, for `toError()` to tell concurrent ones apart by their body. */
+const SNAPSHOTS_PER_STATUS = 8;
 
 const optionsSchema = z.optional(
   z.strictObject({
@@ -112,8 +116,8 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   const valid = validate(optionsSchema, options, 'mcpFetch()') ?? {};
   const { tools, hints, maxBodyChars, fetch: base, onEvent } = valid;
   const resend = mcpResend({ tools, hints, maxBodyChars });
-  /** The latest failure response of each status (at most one per status: bounded). */
-  const failures = new Map<number, StatusSnapshot>();
+  /** The latest failure responses of each status, oldest first (a few per status: bounded). */
+  const failures = new Map<number, StatusSnapshot[]>();
 
   const fetch = policy.fetch(base, {
     auth: valid.auth,
@@ -121,7 +125,13 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     // Outermost, so retry's resend rule sees the mark on calls judged safe.
     use: [resend],
     onEvent(event) {
-      if (event.type === 'captured') failures.set(event.snapshot.status, event.snapshot);
+      if (event.type === 'captured') {
+        const { status } = event.snapshot;
+        failures.set(status, [
+          ...(failures.get(status) ?? []).slice(1 - SNAPSHOTS_PER_STATUS),
+          event.snapshot,
+        ]);
+      }
       onEvent?.(event);
     },
   }) as McpFetch;
@@ -129,13 +139,13 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   fetch.toError = (error) => {
     const status = sdkStatus(error);
     if (status === undefined) return error;
-    // No failure of that status came through this fetch: the status is all there is.
-    const said = failures.get(status);
-    return wrapHttpError(
-      status,
-      said && Date.now() - said.at <= MAX_SNAPSHOT_AGE_MS ? said : undefined,
-      error,
-    );
+    // The SDK's message quotes a failed POST's body: of the recent failures of that
+    // status, the one whose body it quotes (two concurrent 503s keep their own
+    // Retry-After), else the latest. None: the status is all there is.
+    const message = oneLine((error as Error).message);
+    const recent = (failures.get(status) ?? []).filter((said) => Date.now() - said.at <= MAX_SNAPSHOT_AGE_MS);
+    const said = recent.filter((s) => s.body && message.includes(s.body)).pop() ?? recent.pop();
+    return wrapHttpError(status, said, error);
   };
   return fetch;
 }
