@@ -49,6 +49,8 @@ const PROBE_TIMEOUT_MS = 1_000;
 const STOP_GRACE_MS = 3_000;
 /** The inventory's first answer asks for this wait; the app's policy must honour it. */
 const RETRY_AFTER_MS = 50;
+/** After reserving sku `last`, the inventory says its request quota is back in this long. */
+const QUOTA_RESET_MS = 300;
 
 interface Exit {
   code: number | null;
@@ -200,6 +202,17 @@ function inventory(arrivals: number[]): Handler {
     arrivals.push(Date.now());
     const order = JSON.parse(req.text) as { sku?: string };
     if (order.sku === 'outage') return { status: 503, headers: { 'retry-after-ms': '20' }, body: 'down' };
+    if (order.sku === 'last') {
+      // Reserved, and the inventory's request quota is used up for QUOTA_RESET_MS.
+      return {
+        headers: {
+          'content-type': 'application/json',
+          'x-ratelimit-remaining-requests': '0',
+          'x-ratelimit-reset-requests': `${QUOTA_RESET_MS}ms`,
+        },
+        body: JSON.stringify({ reservation: `r-${index}`, sku: order.sku }),
+      };
+    }
     if (index === 0)
       return { status: 503, headers: { 'retry-after-ms': String(RETRY_AFTER_MS) }, body: 'busy' };
     return {
@@ -297,6 +310,18 @@ async function drive(origin: string, upstream: TestServer, arrivals: number[], c
   assert.equal(header(limited, 'ratelimit-policy'), `"orders";q=${ORDERS_PER_WINDOW};w=${window}`);
   assert.equal(header(limited, 'content-type'), 'application/problem+json');
   assert.equal(upstream.requests.length, before, 'a rejected order does not reach the inventory');
+
+  // 6. A reservation whose answer says the inventory's quota is used up: the policy
+  // holds the next reservation until the quota's reset instead of earning a 429.
+  const last = await post(origin, { sku: 'last', quantity: 1 }, { 'x-client': 'dave' });
+  assert.equal(last.status, 201, last.text);
+  const next = await post(origin, tea, { 'x-client': 'dave' });
+  assert.equal(next.status, 201, next.text);
+  const [lastAt = 0, nextAt = 0] = arrivals.slice(-2);
+  assert.ok(
+    nextAt - lastAt >= QUOTA_RESET_MS - 10,
+    `the next reservation went ${nextAt - lastAt} ms after the quota was used up, before its ${QUOTA_RESET_MS} ms reset`,
+  );
 }
 
 /** Launches of a runtime whose port was taken before it could bind, before giving up. */
