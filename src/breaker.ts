@@ -416,9 +416,10 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   once, unless its rate-limit headers leave fewer requests in the quota than calls
  *   are waiting and the quota resets within `maxRetryAfterMs`: then that many go, and
  *   the rest wait for the quota's reset (a new pause; a later 429 ends what is left
- *   of that allowance). A 429 / 503 with a delay pauses the key again and they wait that pause out
- *   (or fail fast, as above); an error (network, timeout, abort) makes the first of
- *   them the next probe. An open circuit fails them fast, as it fails every call.
+ *   of that allowance). A 429 / 503 with a delay pauses the key again and they wait
+ *   that pause out (or fail fast, as above); an error (network, timeout, abort) makes
+ *   the first of them the next probe. An open circuit fails them fast, as it fails
+ *   every call.
  *   As with half-open, pair the breaker with an attempt timeout: a hung probe holds
  *   its waiters until their own limits.
  *
