@@ -403,7 +403,8 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   else fails fast with `CircuitOpenError` (`retryAt` = the pause's end). A server
  *   delay above `maxRetryAfterMs` pauses the key for `maxRetryAfterMs` only, and calls
  *   fail fast meanwhile (waiting would only meet another 429). A 503 with a delay both
- *   pauses the key and counts as a failure. Any other response (a 200 included) whose
+ *   pauses the key and counts as a failure. Any answer that is not a failure (a 200
+ *   included; 408 and 5xx are judged by their `retryDelay()`, as retry() does) whose
  *   rate-limit headers say a quota is used up (`remaining: 0` beside a reset: OpenAI's,
  *   Anthropic's, `RateLimit`, `X-RateLimit-*`) pauses the key until the reset, so the
  *   call after the last allowed one waits instead of earning a 429. Only a reset within
@@ -656,10 +657,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   /**
    * Judges what the server answered. A 429 paces the key and counts as a success (the
    * server is up); 408 and 5xx count as failures, and a 503 naming a delay also paces.
-   * Any other answer that says a quota is used up (a 200 with `remaining: 0` and a
-   * reset within `maxRetryAfterMs`) paces the key until the reset: the next call would
-   * only earn a 429.
-   * Then, if this call was the pace probe, its answer releases the key.
+   * Any other answer that is not a failure and says a quota is used up (a 200 with
+   * `remaining: 0` and a reset within `maxRetryAfterMs`) paces the key until the reset:
+   * the next call would only earn a 429. Then, if this call was the pace probe, its
+   * answer releases the key.
    */
   function settle(c: Circuit, call: Call, answer: Answer): void {
     const status = answer.status;
@@ -676,30 +677,28 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // Any answer but a 429 ends a run of 429s: the next one starts the pause schedule over.
       c.pauseSteps = 0;
       c.lastPauseMs = undefined;
-      let pacedMs: number | undefined;
       if (status === 408 || status >= 500) {
         const askedMs = delayOf(answer);
         fail(c, call, answer, askedMs);
-        if (status === 503) pacedMs = askedMs;
+        if (status === 503 && askedMs !== undefined) pace(c, call, answer, askedMs, true);
       } else {
         succeed(c, call);
-      }
-      // A quota used up pauses the key until its reset. So does one with fewer requests
-      // left than calls waiting for this pace probe: that many of them go (the allowance),
-      // the rest wait for the reset instead of all going and most earning a 429. Only a
-      // reset within maxRetryAfterMs: this answer is a forecast, not a refusal, and a
-      // server that reports 0 yet keeps serving must not cost its callers minutes of
-      // failing fast; a longer limit is left to the server's own 429.
-      const probe = c.paceProbe === call;
-      const quota = pacedMs === undefined && quotaPacing && quotaLeft(answer.headers, now(), !probe);
-      if (
-        quota &&
-        quota.resetMs <= maxRetryAfterMs &&
-        (!quota.remaining || (probe && quota.remaining < (c.waiters?.size ?? 0)))
-      ) {
-        pace(c, call, answer, quota.resetMs, true, quota.remaining);
-      } else if (pacedMs !== undefined) {
-        pace(c, call, answer, pacedMs, true);
+        // A quota used up pauses the key until its reset. So does one with fewer requests
+        // left than calls waiting for this pace probe: that many of them go (the
+        // allowance), the rest wait for the reset instead of all going and most earning
+        // a 429. Only a reset within maxRetryAfterMs: this answer is a forecast, not a
+        // refusal, and a server that reports 0 yet keeps serving must not cost its
+        // callers minutes of failing fast. Only on answers that are not failures: on a
+        // 408 or 5xx the server's delay is retryDelay()'s, as retry() reads it.
+        const probe = c.paceProbe === call;
+        const quota = quotaPacing && quotaLeft(answer.headers, now(), !probe);
+        if (
+          quota &&
+          quota.resetMs <= maxRetryAfterMs &&
+          (!quota.remaining || (probe && quota.remaining < (c.waiters?.size ?? 0)))
+        ) {
+          pace(c, call, answer, quota.resetMs, true, quota.remaining);
+        }
       }
     }
     paceSettled(c, call, true);

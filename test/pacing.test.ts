@@ -660,3 +660,14 @@ test('definePolicy passes breaker.quotaPacing to the breaker, and rejects a valu
     (error: unknown) => error instanceof TypeError && /breaker\.quotaPacing/.test(error.message),
   );
 });
+
+test('a 500 whose headers say the quota is used up pauses nothing: on a failure the server’s delay is retryDelay()’s, as retry() reads it', async () => {
+  const usedUp500 = { ...quota(0, 5_000), status: 500 };
+  await withServer(sequence(usedUp500, { status: 200 }), async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 500);
+    assert.equal(breaker.stats('model')?.pausedUntil, undefined);
+    assert.equal(await send(fetch, server.origin), 200);
+  });
+});
