@@ -446,16 +446,21 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  * ```
  */
 export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker {
-  const valid = validate(optionsSchema, options, 'circuitBreaker()');
-  const threshold = valid?.consecutiveFailures ?? DEFAULT_CONSECUTIVE_FAILURES;
-  const failureRatio = valid?.failureRatio ?? DEFAULT_FAILURE_RATIO;
-  const minimumThroughput = valid?.minimumThroughput ?? DEFAULT_MINIMUM_THROUGHPUT;
-  const bucketMs = (valid?.windowMs ?? DEFAULT_WINDOW_MS) / WINDOW_BUCKETS;
-  const maxKeys = valid?.maxKeys ?? DEFAULT_MAX_KEYS;
-  const maxRetryAfterMs = valid?.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
-  const quotaPacing = valid?.quotaPacing ?? true;
-  const now = valid?.now ?? Date.now;
-  const schedule = backoff(withDefaults(valid?.open, DEFAULT_OPEN_JITTER), valid?.random ?? Math.random);
+  // The schema admits no null, so a default here stands for exactly what `??` would.
+  const {
+    consecutiveFailures: threshold = DEFAULT_CONSECUTIVE_FAILURES,
+    failureRatio = DEFAULT_FAILURE_RATIO,
+    minimumThroughput = DEFAULT_MINIMUM_THROUGHPUT,
+    windowMs = DEFAULT_WINDOW_MS,
+    maxKeys = DEFAULT_MAX_KEYS,
+    maxRetryAfterMs = DEFAULT_MAX_RETRY_AFTER_MS,
+    quotaPacing = true,
+    now = Date.now,
+    open,
+    random = Math.random,
+  } = validate(optionsSchema, options, 'circuitBreaker()') ?? {};
+  const bucketMs = windowMs / WINDOW_BUCKETS;
+  const schedule = backoff(withDefaults(open, DEFAULT_OPEN_JITTER), random);
   /** Every known key's circuit; recency is kept by the list below, not by Map order. */
   const circuits = new Map<string, Circuit>();
 
