@@ -299,7 +299,7 @@ export function shouldRetryHeader(headers: HeadersLike): boolean | undefined {
  */
 export function parseRateLimit(headers: HeadersLike): RateLimitInfo | undefined {
   const limits = rateLimitStatuses(headers);
-  const policies = sfMembers(headers, 'ratelimit-policy', 'q', toPolicy);
+  const policies = sfMembers<RateLimitPolicy>(headers, 'ratelimit-policy', 'quota', toPolicy);
   return limits.length > 0 || policies.length > 0 ? { limits, policies } : undefined;
 }
 
@@ -648,54 +648,49 @@ function sfInteger(item: RegExpExecArray | undefined): number | undefined {
   return n >= 0 ? n : undefined; // also rejects NaN: not an Integer
 }
 
+/** A member's parameters by key. */
+type SfParams = ReadonlyMap<string, RegExpExecArray>;
+
 /**
- * The valid members of one field: named, with a non-negative Integer `required`
- * parameter; `build` reads the rest. Absent optional fields are left out.
+ * The valid members of one field: named, with a non-negative Integer in the
+ * `required` field. `build` reads the fields between the name (`policy`) and the
+ * partition key (`pk`, shared by both fields) from the parameters; absent optional
+ * fields are left out.
  */
-function sfMembers<T extends object>(
+function sfMembers<T extends RateLimitStatus | RateLimitPolicy>(
   headers: HeadersLike,
   field: string,
-  required: string,
-  build: (policy: string, value: number, params: ReadonlyMap<string, RegExpExecArray>) => T,
+  required: keyof T,
+  build: (params: SfParams) => object,
 ): T[] {
   const members: T[] = [];
   for (const { name, params } of parseSfList(readHeader(headers, field))) {
-    const value = sfInteger(params.get(required));
-    if (value === undefined) continue;
-    const member = build(name, value, params) as Record<string, unknown>;
+    const member: Record<string, unknown> = {
+      policy: name,
+      ...build(params),
+      partitionKey: params.get('pk')?.[SF_BYTES],
+    };
     for (const key in member) if (member[key] === undefined) delete member[key];
-    members.push(member as T);
+    if (required in member) members.push(member as T);
   }
   return members;
 }
 
 function rateLimitStatuses(headers: HeadersLike): RateLimitStatus[] {
-  return sfMembers(headers, 'ratelimit', 'r', toStatus);
+  return sfMembers(headers, 'ratelimit', 'remaining', toStatus);
 }
 
-function toStatus(
-  policy: string,
-  remaining: number,
-  params: ReadonlyMap<string, RegExpExecArray>,
-): RateLimitStatus {
+function toStatus(params: SfParams): Partial<RateLimitStatus> {
   return {
-    policy,
-    remaining,
+    remaining: sfInteger(params.get('r')),
     resetSeconds: sfInteger(params.get('t')),
-    partitionKey: params.get('pk')?.[SF_BYTES],
-  } as RateLimitStatus;
+  } as Partial<RateLimitStatus>;
 }
 
-function toPolicy(
-  policy: string,
-  quota: number,
-  params: ReadonlyMap<string, RegExpExecArray>,
-): RateLimitPolicy {
+function toPolicy(params: SfParams): Partial<RateLimitPolicy> {
   return {
-    policy,
-    quota,
+    quota: sfInteger(params.get('q')),
     quotaUnit: sfText(params.get('qu')),
     windowSeconds: sfInteger(params.get('w')),
-    partitionKey: params.get('pk')?.[SF_BYTES],
-  } as RateLimitPolicy;
+  } as Partial<RateLimitPolicy>;
 }
