@@ -141,17 +141,13 @@ const FAILURES: readonly (readonly [
 ];
 
 /**
- * {@link FAILURES} by raw code or class name. A `Map`, not an object literal, so a
- * code such as `constructor` never finds a prototype member.
+ * The row of {@link FAILURES} that names `raw` (a code or class name) outright, as a
+ * verdict. The rows are searched, not an object literal keyed by code, so a code such
+ * as `constructor` never finds a prototype member.
  */
-const CODE_VERDICTS: ReadonlyMap<string, Verdict> = /* @__PURE__ */ verdictsByCode();
-
-function verdictsByCode(): Map<string, Verdict> {
-  const verdicts = new Map<string, Verdict>();
-  for (const [code, sent, raws] of FAILURES) {
-    for (const raw of raws.split(' ')) verdicts.set(raw, [code, sent]);
-  }
-  return verdicts;
+function verdictOf(raw: string): Verdict | undefined {
+  const row = FAILURES.find(([, , raws]) => raws.split(' ').includes(raw));
+  return row && [row[0], row[1]];
 }
 
 /**
@@ -279,7 +275,7 @@ function fromCode(error: unknown): Verdict | undefined {
     ? ['TLS', 'maybe']
     : TLS_CODE.test(code)
       ? ['TLS', 'no']
-      : (CODE_VERDICTS.get(code) ?? CODE_VERDICTS.get(readString(error, 'name')));
+      : (verdictOf(code) ?? verdictOf(readString(error, 'name')));
   // Node names the failing syscall: an error in `connect` came before any write.
   if (
     verdict?.[1] === 'maybe' &&
