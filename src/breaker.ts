@@ -644,15 +644,14 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // (its takers failed fast on an open circuit) ends, even when this pause is the shorter.
     c.allowance = quota ?? 0;
     if (!(delayMs > 0) || until <= c.pausedUntilMs) return;
-    const waitable = askedMs <= maxRetryAfterMs;
     c.pausedUntilMs = until;
     // A new pause supersedes the pace probe in flight (the pause's end gets its own),
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.
     c.paceProbe = undefined;
-    c.waitable = waitable;
+    c.waitable = askedMs <= maxRetryAfterMs;
     const asked =
       quota === undefined ? `asked to ${fromServer ? 'wait' : 'slow down'}` : 'said its quota is used up';
-    c.pauseReason = `paced: the server ${asked} (${failureLabel(answer)})${waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
+    c.pauseReason = `paced: the server ${asked} (${failureLabel(answer)})${c.waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
     // A success that used up the quota failed nothing: there is no error to show as the cause.
     c.pauseCause = answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined);
     paced(call, until, 'start', delayMs, c.pauseReason);
