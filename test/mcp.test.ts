@@ -1290,3 +1290,19 @@ test('toError() gives each of two 503s its own Retry-After and message, told apa
     });
   });
 });
+
+test('resilientMcpClient: a tools/list answer on a transport the client no longer uses teaches nothing', async () => {
+  const got: { body: string; key: string | null }[] = [];
+  await withApp(recordingApp(got), async (app) => {
+    const { mcp, wired: old } = await scriptedClient();
+    await old.send({ jsonrpc: '2.0', id: 7, method: 'tools/list' });
+    // A new session (after a 404, or close() and connect()) before the old answer lands.
+    await mcp.close();
+    await mcp.connect();
+    const lookup = { name: 'lookup', annotations: { readOnlyHint: true } };
+    old.onmessage?.({ jsonrpc: '2.0', id: 7, result: { tools: [lookup] } });
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'lookup' } });
+    await (await mcp.fetch(`${app.origin}/mcp`, { method: 'POST', body })).body?.cancel();
+  });
+  assert.equal(got.length, 1, 'the old session’s listing taught lookup read-only, and its 503 was resent');
+});

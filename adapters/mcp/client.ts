@@ -204,6 +204,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     };
     // The SDK's Protocol keeps a handler set before connect() and calls it first.
     transport.onmessage = (message) => {
+      // A transport the client has left (a new session began) speaks for a lost session.
+      if (client.transport !== (transport as unknown)) return;
       const { id, method, result } = (message ?? {}) as Message;
       const cursor = pending.get(id);
       if (method === TOOLS_CHANGED) {
