@@ -49,7 +49,9 @@ const cases = [
   {
     name: 'breakwater/providers',
     code: `export * from '${root}adapters/providers/index.ts';`,
-    ceiling: 5_500,
+    // 5,500 until the core's quota readers skipped a quota's count when it has no reset
+    // (9 header lookups fewer on every failure without rate-limit headers; +4 B here).
+    ceiling: 5_520,
   },
   { name: 'breakwater/ky', code: `export * from '${root}adapters/ky/index.ts';`, ceiling: 6_050 },
 ];

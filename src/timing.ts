@@ -357,13 +357,15 @@ const quotasOf =
   ([names, header, parseReset]: QuotaHeaders): QuotaReader =>
   (headers, now) =>
     names.map((name) => {
-      const remaining = parseNumber(DIGITS, readHeader(headers, header(name, 'remaining')));
-      return [
-        // How many calls fit in what is left of a token quota is unknown: it counts
-        // only once used up (5 tokens left is not 5 calls).
-        remaining > 0 && name.includes('tokens') ? Infinity : remaining,
-        parseReset(readHeader(headers, header(name, 'reset')) ?? '', now),
-      ];
+      const resetMs = parseReset(readHeader(headers, header(name, 'reset')) ?? '', now);
+      // Every reader of a quota needs its reset: without one its count is not read, so a
+      // failure without rate-limit headers costs one lookup per quota, not two.
+      const remaining = Number.isNaN(resetMs)
+        ? NaN
+        : parseNumber(DIGITS, readHeader(headers, header(name, 'remaining')));
+      // How many calls fit in what is left of a token quota is unknown: it counts only
+      // once used up (5 tokens left is not 5 calls).
+      return [remaining > 0 && name.includes('tokens') ? Infinity : remaining, resetMs];
     });
 
 const [legacyQuotas, openaiQuotas, anthropicQuotas] = [LEGACY_QUOTAS, ...PROVIDER_QUOTAS].map(quotasOf) as [
