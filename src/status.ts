@@ -188,7 +188,11 @@ export async function statusError(call: Call, response: Response, cause?: unknow
   });
 }
 
-function toHeaders(source: Response | HeadersLike | undefined): Headers | undefined {
+/**
+ * `source` as a `Headers`: a `Response`'s own, a `Headers` as is, or one built from a
+ * plain object or pairs, skipping any name or value a `Headers` refuses.
+ */
+export function toHeaders(source: Response | HeadersLike | undefined): Headers | undefined {
   if (source === undefined) return undefined;
   if (source instanceof Response) return source.headers;
   if (source instanceof Headers) return source;

@@ -9,8 +9,9 @@
  */
 
 import { BreakwaterError, HttpStatusError, oneLine } from '../../src/errors.ts';
-import { wrapHttpError } from '../../src/status.ts';
-import type { HeadersLike } from '../../src/timing.ts';
+import { isRetryableStatus } from '../../src/classify.ts';
+import { toHeaders } from '../../src/status.ts';
+import { type HeadersLike, retryDelay } from '../../src/timing.ts';
 
 /** How many `cause` / `lastError` links are followed before giving up: a cycle or a deep chain costs no more. */
 const MAX_CAUSE_DEPTH = 8;
@@ -65,17 +66,15 @@ function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined
   const aiSdk = error.statusCode !== undefined;
   const status = aiSdk ? error.statusCode : error.status;
   if (!Number.isInteger(status) || (status as number) < 400 || (status as number) > 599) return undefined;
-  // wrapHttpError reads the status rule, x-should-retry and the timing headers, and
-  // keeps the safe subset of the headers; what it has no parameter for is added here.
-  const wrapped =
-    safely(() => {
-      const headers = (aiSdk ? error.responseHeaders : error.headers) as HeadersLike | undefined;
-      return wrapHttpError(status as number, headers instanceof Object ? headers : undefined);
-    }) ?? wrapHttpError(status as number, undefined);
+  // Headers that cannot be read (a throwing getter or proxy trap) are left out, not the status.
+  const headers = safely(() => {
+    const source = aiSdk ? error.responseHeaders : error.headers;
+    return toHeaders(source instanceof Object ? (source as HeadersLike) : undefined);
+  });
   return new HttpStatusError({
-    status: wrapped.status,
-    retryable: wrapped.retryable,
-    retryAfterMs: wrapped.retryAfterMs,
+    status: status as number,
+    retryable: isRetryableStatus(status as number, headers),
+    retryAfterMs: headers && retryDelay(headers),
     serverMessage: safely(() => {
       const body = error.error;
       return text(body?.message) ?? text(body?.error?.message) ?? (aiSdk ? text(error.message) : undefined);
@@ -84,7 +83,7 @@ function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined
       const body = error.responseBody;
       return typeof body === 'string' ? body.slice(0, MAX_READ_CHARS) : undefined;
     }),
-    headers: new Headers(wrapped.headers),
+    headers,
     cause: error,
   });
 }
