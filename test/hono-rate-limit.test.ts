@@ -311,3 +311,38 @@ test('a breakwater client reads the 200 that used up the quota and waits the adv
   const waited = (next?.at ?? 0) - (lastAllowed?.at ?? 0);
   assert.ok(Math.abs(waited - t * 1000) <= 100, `waited ${waited} ms for ${t * 1000} ms`);
 });
+
+test('stacked limiters each report their quota as one member of RateLimit and RateLimit-Policy', async () => {
+  const time = clock(AT);
+  const store = memoryStore({ now: time.now });
+  const app = new Hono();
+  app.use(
+    rateLimit({ limit: 5, windowMs: 10_000, key: () => 'ada', policyName: 'burst', now: time.now, store }),
+  );
+  app.use(
+    rateLimit({ limit: 1, windowMs: 60_000, key: () => 'ada', policyName: 'minute', now: time.now, store }),
+  );
+  app.get('/', (c) => c.text('ok'));
+
+  const first = await app.request('/');
+  assert.equal(first.status, 200);
+  await first.text();
+  assert.deepEqual(parseRateLimit(first.headers), {
+    limits: [
+      { policy: 'minute', remaining: 0, resetSeconds: 17 },
+      { policy: 'burst', remaining: 4, resetSeconds: 7 },
+    ],
+    policies: [
+      { policy: 'minute', quota: 1, windowSeconds: 60 },
+      { policy: 'burst', quota: 5, windowSeconds: 10 },
+    ],
+  });
+  // The 200 that used up the minute's quota says so: a client waits 17 s, not 0.
+  assert.equal(retryDelay(first.headers, time.now()), 17_000);
+
+  const second = await app.request('/');
+  await second.body?.cancel();
+  assert.equal(second.status, 429);
+  assert.equal(second.headers.get('retry-after'), '17');
+  assert.equal(second.headers.get('ratelimit'), '"minute";r=0;t=17, "burst";r=3;t=7');
+});

@@ -226,8 +226,10 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
       );
     }
     await next();
+    // Appended, not set: both fields are Lists, and stacked limiters (a burst and a
+    // daily quota) each add their member, so a client sees whichever is used up.
     // c.header() copies a finalized response first, so immutable headers (a proxied
     // fetch response) are fine; an error response from onError gets them too.
-    for (const [field, value] of Object.entries(headers)) c.header(field, value);
+    for (const [field, value] of Object.entries(headers)) c.header(field, value, { append: true });
   };
 }
