@@ -346,3 +346,30 @@ test('stacked limiters each report their quota as one member of RateLimit and Ra
   assert.equal(second.headers.get('retry-after'), '17');
   assert.equal(second.headers.get('ratelimit'), '"minute";r=0;t=17, "burst";r=3;t=7');
 });
+
+test('limiters sharing a store never share a bucket, whatever colons their names and ids hold', async () => {
+  const store = memoryStore();
+  const app = new Hono();
+  app.use(
+    '/a',
+    rateLimit({ limit: 1, windowMs: 60_000, key: (c) => c.req.header('x-user'), policyName: 'api', store }),
+  );
+  app.use(
+    '/b',
+    rateLimit({
+      limit: 1,
+      windowMs: 60_000,
+      key: (c) => c.req.header('x-user'),
+      policyName: 'api:admin',
+      store,
+    }),
+  );
+  app.get('/:route', (c) => c.text('ok'));
+  // "api" + "admin:eve" and "api:admin" + "eve" are different buckets.
+  const a = await app.request('/a', { headers: { 'x-user': 'admin:eve' } });
+  await a.text();
+  assert.equal(a.status, 200);
+  const b = await app.request('/b', { headers: { 'x-user': 'eve' } });
+  await b.text();
+  assert.equal(b.status, 200);
+});

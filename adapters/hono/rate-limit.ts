@@ -191,7 +191,8 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     const resetMs = windowStart + windowMs - at;
     let count: number;
     try {
-      count = await store.increment(`rl:${name}:${id}:${windowStart}`, 1, resetMs);
+      // The quoted name ends at its closing quote, so no name and id pair can spell another's key.
+      count = await store.increment(`rl:${quotedName}:${id}:${windowStart}`, 1, resetMs);
     } catch {
       if (!failClosed) {
         await next();
