@@ -5,6 +5,7 @@ import { HTTPException } from 'hono/http-exception';
 import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/upstream.ts';
 import {
   CircuitOpenError,
+  GateClosedError,
   HttpStatusError,
   NetworkError,
   RetryAfterTooLongError,
@@ -13,7 +14,7 @@ import {
 import { definePolicy, type Policy } from '../src/policy.ts';
 import { retryDelay } from '../src/timing.ts';
 import { hangingUpstream, withApp } from './helpers/hono-server.ts';
-import { always, closedPort, withServer } from './helpers/server.ts';
+import { always, closedPort, sequence, withServer } from './helpers/server.ts';
 
 /** A query string and header no response may ever show. */
 const SECRET_QUERY = '?api_key=SECRET-123&user=me';
@@ -93,6 +94,33 @@ test('an open circuit answers 503 with Retry-After until the breaker lets a prob
     });
     assert.equal(up.requests.length, 1, 'the open circuit sent nothing');
   });
+});
+
+test('while the breaker probe is in flight, the 503 asks for at least a second, never Retry-After: 0', async () => {
+  await withServer(sequence({ status: 500 }, { hang: true }), async (up) => {
+    const policy = definePolicy({
+      name: 'search',
+      retry: { attempts: 1 },
+      breaker: { consecutiveFailures: 1, open: { initialMs: 50, factor: 2, maxMs: 1000, jitter: 'none' } },
+    });
+    await withApp(gateway(policy, `${up.origin}/q`), async (server) => {
+      await (await fetch(`${server.origin}/call`)).text();
+      await new Promise((resolve) => setTimeout(resolve, 60));
+      const controller = new AbortController();
+      const probe = fetch(`${server.origin}/call`, { signal: controller.signal }).catch(() => undefined);
+      while (up.requests.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+      const problem = await problemOf(await fetch(`${server.origin}/call`));
+      controller.abort();
+      await probe;
+      assert.equal(problem.status, 503);
+      assert.equal(problem.body.code, 'CIRCUIT_OPEN');
+      assert.equal(problem.retryAfter, '1');
+      assert.match(String(problem.body.detail), /retry in 1 s$/);
+    });
+  });
+  // A start gate whose probe is in flight says the same (its retryAt is now).
+  const gate = new GateClosedError({ key: 'mcp', retryAt: new Date() });
+  assert.equal((await problemOf(await throwing(gate).request('/'))).retryAfter, '1');
 });
 
 test('an upstream that never answers within attemptMs gives a 504 problem', async () => {

@@ -256,7 +256,9 @@ function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Re
   let waitMs: number | undefined;
 
   if (err instanceof CircuitOpenError || err instanceof GateClosedError) {
-    waitMs = capped(err.retryAt.getTime() - now);
+    // Not accepting means a wait remains, even while a probe is in flight (retryAt is
+    // then now): never Retry-After: 0, which would send every client straight back.
+    waitMs = capped(Math.max(1, err.retryAt.getTime() - now));
     detail = `${who} is not accepting requests right now`;
   } else if (err instanceof RetryAfterTooLongError) {
     waitMs = capped(err.retryAfterMs);
