@@ -536,3 +536,32 @@ test('bad options are a TypeError naming each one', () => {
   assert.throws(() => idempotency({ methods: ['PO ST'] }), TypeError);
   assert.throws(() => idempotency({ scope: 'tenant' as never }), TypeError);
 });
+
+test('a "not run" answer after the claim expired mid-handler does not release the newer request claim', async () => {
+  let now = 1_000_000;
+  const release = [gate(), gate()];
+  const entered = [gate(), gate()];
+  let runs = 0;
+  const app = new Hono();
+  app.use('/job', idempotency({ store: memoryStore({ now: () => now }), ttlMs: 1000 }));
+  app.post('/job', async (c) => {
+    const run = runs++;
+    entered[run]?.open();
+    await release[run]?.promise;
+    return run === 0 ? c.text('slow down', 429) : c.text('done', 201);
+  });
+  const first = app.request('/job', post('{}'));
+  await entered[0]?.promise;
+  now += 2000; // the first claim expires while its handler still runs
+  const second = app.request('/job', post('{}'));
+  await entered[1]?.promise;
+  release[0]?.open();
+  assert.equal((await first).status, 429);
+  // The second request still runs: a third with the same key must wait, not run too.
+  const third = await app.request('/job', post('{}'));
+  assert.equal(third.status, 409);
+  await third.body?.cancel();
+  release[1]?.open();
+  assert.equal(await (await second).text(), 'done');
+  assert.equal(runs, 2);
+});

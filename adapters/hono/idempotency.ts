@@ -598,7 +598,14 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     }
 
     if (saysNotRun(response)) {
-      await store.delete(recordKey).catch(() => false);
+      // Released only while the claim is still ours: one that expired mid-handler may
+      // be another request's now. The Store has no compare-and-delete, so the claim is
+      // first renewed over itself (proving it ours, and keeping it from expiring) and
+      // then deleted.
+      await store
+        .compareAndSet(recordKey, { ...running }, { ...running }, ttlMs)
+        .then((ours) => ours && store.delete(recordKey))
+        .catch(() => false);
       if (response !== c.res) setResponse(c, response);
       return;
     }
