@@ -120,6 +120,28 @@ test('an upstream 503 the policy does not retry reaches the client as sent, Retr
   });
 });
 
+test('an upstream redirect reaches the client as sent: the proxy does not follow it', async () => {
+  await withServer(
+    sequence(
+      { status: 302, headers: { location: '/login' }, body: 'moved' },
+      { status: 200, body: 'login page' },
+    ),
+    async (up) => {
+      const policy = definePolicy({ name: 'app' });
+      await withApp(proxyApp(up.origin, policy), async (server) => {
+        const res = await fetch(`${server.origin}/api/account`, { redirect: 'manual' });
+        await res.text();
+        assert.equal(res.status, 302);
+        assert.equal(res.headers.get('location'), '/login');
+      });
+      assert.deepEqual(
+        up.requests.map((r) => r.url),
+        ['/account'],
+      );
+    },
+  );
+});
+
 test('an upstream wait longer than the policy allows becomes a 503 problem capped at maxRetryAfterMs', async () => {
   await withServer(always({ status: 503, headers: { 'retry-after': '3600' } }), async (up) => {
     const policy = definePolicy({ name: 'models', retry: { attempts: 3, maxRetryAfterMs: 5000 } });

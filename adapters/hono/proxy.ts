@@ -154,7 +154,10 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         method: request.method,
         headers,
         signal: request.signal,
-        redirect: request.redirect,
+        // A redirect is the upstream's answer for the client to follow (or not), as
+        // from any reverse proxy; following it here would also fail every POST (its
+        // stream body cannot be sent twice) and fetch another URL the client never asked for.
+        redirect: 'manual',
       };
       if (request.body !== null) {
         init.body = request.body;
