@@ -142,6 +142,38 @@ test('an upstream redirect reaches the client as sent: the proxy does not follow
   );
 });
 
+test('an upstream Retry-After that reaches the client is delay-seconds, at most maxRetryAfterMs', async () => {
+  const inAnHour = new Date(Date.now() + 3_600_000).toUTCString();
+  await withServer(
+    sequence(
+      { status: 503, headers: { 'retry-after': '86400' } },
+      { status: 429, headers: { 'retry-after': inAnHour, 'retry-after-ms': '3600000' } },
+      { status: 503, headers: { 'retry-after': '3' } },
+    ),
+    async (up) => {
+      // A POST's stream body is not resent, and without a breaker nothing paces the key:
+      // each upstream answer comes back.
+      const policy = definePolicy({ name: 'models', retry: { maxRetryAfterMs: 5000 }, breaker: false });
+      await withApp(proxyApp(up.origin, policy), async (server) => {
+        const post = { method: 'POST', body: '{}' };
+        const day = await fetch(`${server.origin}/api/v1/chat`, post);
+        await day.text();
+        assert.equal(day.status, 503);
+        assert.equal(day.headers.get('retry-after'), '5');
+        const hour = await fetch(`${server.origin}/api/v1/chat`, post);
+        await hour.text();
+        assert.equal(hour.status, 429);
+        assert.equal(hour.headers.get('retry-after'), '5');
+        assert.equal(hour.headers.get('retry-after-ms'), '5000');
+        const short = await fetch(`${server.origin}/api/v1/chat`, post);
+        await short.text();
+        assert.equal(short.headers.get('retry-after'), '3', 'a wait under the cap is kept');
+      });
+      assert.equal(up.requests.length, 3);
+    },
+  );
+});
+
 test('an upstream wait longer than the policy allows becomes a 503 problem capped at maxRetryAfterMs', async () => {
   await withServer(always({ status: 503, headers: { 'retry-after': '3600' } }), async (up) => {
     const policy = definePolicy({ name: 'models', retry: { attempts: 3, maxRetryAfterMs: 5000 } });

@@ -24,7 +24,8 @@ import {
   validate,
 } from '../../src/options.ts';
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
-import { MAX_DELAY_MS } from '../../src/timing.ts';
+import { MAX_DELAY_MS, retryDelay } from '../../src/timing.ts';
+import { retryAfterSeconds } from './problem.ts';
 import { errorResponses } from './upstream.ts';
 
 /**
@@ -97,7 +98,8 @@ const targetSchema = z.custom<ProxyTarget>(
  *   away aborts the upstream call.
  * - Failure responses come back as the upstream sent them, after the policy's
  *   retries (a 503 with `Retry-After` the policy did not wait out reaches the client
- *   with its `Retry-After`).
+ *   with its `Retry-After`, in delay-seconds and at most `maxRetryAfterMs`); so do
+ *   redirects, unfollowed.
  * - Breakwater errors become problem responses, exactly as `errorResponses()` maps
  *   them (open circuit → 503 + `Retry-After`, timeout → 504, network → 502); any
  *   other error is thrown on to `app.onError`.
@@ -130,7 +132,8 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     onEvent: valid.onEvent,
     auth: valid.auth,
   } as PolicyFetchOptions);
-  const respond = errorResponses({ policy: valid.policy, maxRetryAfterMs: valid.maxRetryAfterMs });
+  const capMs = valid.maxRetryAfterMs ?? valid.policy.resolved.retry.maxRetryAfterMs;
+  const respond = errorResponses({ policy: valid.policy, maxRetryAfterMs: capMs });
   const changes = valid.headers;
   const strict = valid.strictConnectionProcessing ?? false;
 
@@ -167,7 +170,23 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     }
 
     try {
-      return await honoProxy(url, { raw: c.req.raw, customFetch: send, strictConnectionProcessing: strict });
+      const response = await honoProxy(url, {
+        raw: c.req.raw,
+        customFetch: send,
+        strictConnectionProcessing: strict,
+      });
+      // An answer the policy did not wait out passes on its wait: as delay-seconds (an
+      // HTTP-date depends on the client's clock), and no longer than the cap, so an
+      // upstream cannot send every client away for a day. hono/proxy's headers are mutable.
+      const { headers } = response;
+      const waitMs =
+        headers.has('retry-after') || headers.has('retry-after-ms') ? retryDelay(headers) : undefined;
+      if (waitMs !== undefined) {
+        const ms = Math.min(waitMs, capMs);
+        headers.set('retry-after', retryAfterSeconds(ms));
+        if (headers.has('retry-after-ms')) headers.set('retry-after-ms', String(ms));
+      }
+      return response;
     } catch (error) {
       if (error instanceof BreakwaterError || isAbort(error, c.req.raw.signal)) {
         return respond(error as Error, c);
