@@ -120,6 +120,22 @@ test('an upstream 503 the policy does not retry reaches the client as sent, Retr
   });
 });
 
+test('a request with Expect: 100-continue is forwarded without it (undici refuses the header)', async () => {
+  await withServer(always({ status: 200, body: 'stored' }), async (up) => {
+    const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+    // The server in front already answered the client's 100-continue; curl sends it with large bodies.
+    const res = await proxyApp(up.origin, policy).request('/api/files', {
+      method: 'POST',
+      headers: { expect: '100-continue', 'content-type': 'text/plain' },
+      body: 'x'.repeat(2048),
+    });
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), 'stored');
+    assert.equal(up.requests[0]?.headers.expect, undefined);
+    assert.equal(up.requests[0]?.text.length, 2048);
+  });
+});
+
 test('an upstream redirect reaches the client as sent: the proxy does not follow it', async () => {
   await withServer(
     sequence(

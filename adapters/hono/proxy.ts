@@ -29,11 +29,14 @@ import { retryAfterSeconds } from './problem.ts';
 import { errorResponses } from './upstream.ts';
 
 /**
- * The request header never forwarded: the upstream's `Host` comes from its URL (an
- * incoming `Host` names this server, and would break a virtual-hosted upstream).
+ * The request headers never forwarded: the upstream's `Host` comes from its URL (an
+ * incoming `Host` names this server, and would break a virtual-hosted upstream);
+ * `Expect: 100-continue` was answered by the server in front, and undici's fetch
+ * rejects any request carrying it ("expect header not supported"), so on Node every
+ * such request (curl sends one with a large body) would end as a 502.
  * Hop-by-hop headers (RFC 9110 §7.6.1) are dropped by `hono/proxy` itself.
  */
-const DROPPED_REQUEST_HEADER = 'host';
+const DROPPED_REQUEST_HEADERS = ['host', 'expect'];
 
 /** Where to send a request: a fixed URL, or one built from the request. */
 export type ProxyTarget = string | URL | ((c: Context) => string | URL | Promise<string | URL>);
@@ -54,7 +57,7 @@ export interface ProxyOptions {
   /**
    * Changes to the forwarded request headers, fixed or per request: a value sets a
    * header, `undefined` removes one. Default: the incoming headers are forwarded as
-   * they are (minus `Host` and hop-by-hop headers), credentials included; remove
+   * they are (minus `Host`, `Expect` and hop-by-hop headers), credentials included; remove
    * them with `{ authorization: undefined, cookie: undefined }` when the upstream
    * must not see them.
    */
@@ -144,7 +147,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     /** hono/proxy built the request (hop-by-hop headers gone); send it on through the policy. */
     function send(request: Request): Promise<Response> {
       const headers = new Headers(request.headers);
-      headers.delete(DROPPED_REQUEST_HEADER);
+      for (const name of DROPPED_REQUEST_HEADERS) headers.delete(name);
       if (edits !== undefined) {
         for (const [name, value] of Object.entries(edits)) {
           if (value === undefined) headers.delete(name);
