@@ -87,13 +87,14 @@ async function readPrefix(response: Response, bytes: number, waitMs: number): Pr
   const reader = (response.clone().body as ReadableStream<Uint8Array>).getReader();
   const decoder = new TextDecoder();
   let size = 0;
+  let next: ReadableStreamReadResult<Uint8Array> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timedOut = new Promise<undefined>((resolve) => {
     timer = setTimeout(() => resolve(undefined), waitMs);
   });
   try {
     while (size < bytes) {
-      const next = await Promise.race([reader.read(), timedOut]);
+      next = await Promise.race([reader.read(), timedOut]);
       if (next === undefined || next.done) break;
       text += decoder.decode(next.value.subarray(0, bytes - size), { stream: true });
       size += next.value.byteLength;
@@ -104,10 +105,11 @@ async function readPrefix(response: Response, bytes: number, waitMs: number): Pr
     clearTimeout(timer);
     reader.cancel().catch(() => {});
   }
-  // A cut may split a UTF-8 sequence: stream mode held the partial character back
-  // instead of adding a replacement character past the byte limit. A body read whole
-  // is flushed.
-  return size > bytes ? text : text + decoder.decode();
+  // A cut (at the byte limit, at the wait limit, or where the body broke) may split a
+  // UTF-8 sequence: stream mode held the partial character back instead of adding a
+  // replacement character. Only a body read to its end is flushed: a chunk that ends
+  // exactly at the limit may still be in the middle of a character.
+  return next?.done ? text + decoder.decode() : text;
 }
 
 /** What a failure response said, as `captureStatus()` snapshots it and `statusError()` reports it. */

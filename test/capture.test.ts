@@ -175,3 +175,44 @@ test('bad captureStatus options are a TypeError naming the option and the value'
   assert.throws(() => captureStatus({ bodyBytes: 1.5 }), /captureStatus\(\)\.bodyBytes.*got 1\.5/s);
   assert.throws(() => captureStatus({ bodyByte: 10 } as never), /unknown option "bodyByte"/);
 });
+
+/** A 500 whose body arrives as exactly these chunks, then ends (or, with `stall`, never does). */
+function chunkedFailure(chunks: Uint8Array[], stall = false): () => Promise<Response> {
+  return async () =>
+    new Response(
+      new ReadableStream<Uint8Array>({
+        start(controller) {
+          for (const chunk of chunks) controller.enqueue(chunk);
+          if (!stall) controller.close();
+        },
+      }),
+      { status: 500 },
+    );
+}
+
+test('a body whose chunk ends at bodyBytes inside a character keeps no replacement character', async () => {
+  const euro = new TextEncoder().encode('€');
+  // 2,047 ASCII bytes and the first byte of '€' fill 2,048 exactly; the rest comes later.
+  const first = new Uint8Array([...new TextEncoder().encode('a'.repeat(2047)), euro[0] as number]);
+  const rest = new Uint8Array([euro[1] as number, euro[2] as number, 0x7a]);
+  const capture = captureStatus();
+  const res = await createFetch({ fetch: chunkedFailure([first, rest]), use: [capture], key: 'k' })(
+    'http://example.test/',
+  );
+  await res.body?.cancel();
+  const body = capture.last('k')?.body;
+  assert.equal(body?.includes('\uFFFD'), false, 'no U+FFFD at the cut');
+  assert.equal(body, 'a'.repeat(2047));
+});
+
+test('a body that stalls inside a character keeps only the whole characters that arrived', async () => {
+  const euro = new TextEncoder().encode('€');
+  const capture = captureStatus({ bodyWaitMs: 20 });
+  const res = await createFetch({
+    fetch: chunkedFailure([new Uint8Array([0x61, 0x62, euro[0] as number])], true),
+    use: [capture],
+    key: 'k',
+  })('http://example.test/');
+  await res.body?.cancel();
+  assert.equal(capture.last('k')?.body, 'ab');
+});
