@@ -550,15 +550,17 @@ test('a "not run" answer after the claim expired mid-handler does not release th
     await release[run]?.promise;
     return run === 0 ? c.text('slow down', 429) : c.text('done', 201);
   });
-  const first = app.request('/job', post('{}'));
+  // The two claims differ by body, as they would by start time (the claim records
+  // Date.now(), which this test does not control: both may fall in one millisecond).
+  const first = app.request('/job', post('{"try":1}'));
   await entered[0]?.promise;
   now += 2000; // the first claim expires while its handler still runs
-  const second = app.request('/job', post('{}'));
+  const second = app.request('/job', post('{"try":2}'));
   await entered[1]?.promise;
   release[0]?.open();
   assert.equal((await first).status, 429);
-  // The second request still runs: a third with the same key must wait, not run too.
-  const third = await app.request('/job', post('{}'));
+  // The second request still runs: a third like it must wait, not run too.
+  const third = await app.request('/job', post('{"try":2}'));
   assert.equal(third.status, 409);
   await third.body?.cancel();
   release[1]?.open();
