@@ -192,10 +192,11 @@ export async function statusError(call: Call, response: Response, cause?: unknow
 
 /**
  * `source` as a `Headers`: a `Response`'s own, a `Headers` as is, or one built from a
- * plain object or pairs, skipping any name or value a `Headers` refuses.
+ * plain object or pairs, skipping any name or value a `Headers` refuses. `null` (an
+ * SDK error's `headers` when no response arrived) means no headers, as `undefined` does.
  */
 export function toHeaders(source: Response | HeadersLike | undefined): Headers | undefined {
-  if (source === undefined) return undefined;
+  if (source == null) return undefined;
   if (source instanceof Response) return source.headers;
   if (source instanceof Headers) return source;
   const headers = new Headers();

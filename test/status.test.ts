@@ -309,6 +309,15 @@ test('wrapHttpError() from undefined has no wait and no headers', () => {
   assert.equal(error.message, 'request failed with HTTP 502');
 });
 
+test('wrapHttpError() from null (an SDK error without headers) has no wait and no headers', () => {
+  // An SDK error's `headers` field is often null when the response never arrived.
+  const error = wrapHttpError(503, null as unknown as undefined);
+  assert.equal(error.status, 503);
+  assert.equal(error.retryable, true);
+  assert.equal(error.retryAfterMs, undefined);
+  assert.deepEqual(error.headers, {});
+});
+
 test('wrapHttpError() sets retryable per status', () => {
   for (const [status, retryable] of [
     [408, true],
