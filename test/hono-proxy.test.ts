@@ -261,6 +261,11 @@ test('proxy() rejects bad options with a TypeError', () => {
     () => proxy(42 as never, { policy: definePolicy({}) }),
     (e: unknown) => e instanceof TypeError && /proxy\(target\)/.test(e.message),
   );
+  // A relative target would fail every request with a 500, not the app's start.
+  assert.throws(
+    () => proxy('/v1/models', { policy: definePolicy({}) }),
+    (e: unknown) => e instanceof TypeError && /proxy\(target\)/.test(e.message),
+  );
   assert.throws(
     () => proxy('http://127.0.0.1:1', { policy: definePolicy({}), customFetch: fetch } as never),
     (e: unknown) => e instanceof TypeError && /unknown option "customFetch"/.test(e.message),

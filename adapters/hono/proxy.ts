@@ -89,8 +89,8 @@ const optionsSchema = z.strictObject({
 });
 
 const targetSchema = z.custom<ProxyTarget>(
-  (v) => typeof v === 'string' || v instanceof URL || isFunction(v),
-  'must be a URL, a string or a function',
+  (v) => (typeof v === 'string' ? URL.canParse(v) : v instanceof URL || isFunction(v)),
+  'must be an absolute URL (a string or a URL) or a function',
 );
 
 /**
