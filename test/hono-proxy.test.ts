@@ -261,7 +261,14 @@ test('proxy() rejects bad options with a TypeError', () => {
     () => proxy(42 as never, { policy: definePolicy({}) }),
     (e: unknown) => e instanceof TypeError && /proxy\(target\)/.test(e.message),
   );
-  // A relative target would fail every request with a 500, not the app's start.
+  // A header change fetch cannot send would fail every request with a 500, not the app's start.
+  for (const headers of [{ 'bad name': 'x' }, { 'x-tenant': 'a\r\nx-admin: 1' }]) {
+    assert.throws(
+      () => proxy('http://127.0.0.1:1', { policy: definePolicy({}), headers }),
+      (e: unknown) => e instanceof TypeError && /proxy\(\)\.headers/.test(e.message),
+    );
+  }
+  // So would a relative target.
   assert.throws(
     () => proxy('/v1/models', { policy: definePolicy({}) }),
     (e: unknown) => e instanceof TypeError && /proxy\(target\)/.test(e.message),

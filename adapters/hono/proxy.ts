@@ -71,6 +71,16 @@ export interface ProxyOptions {
   maxRetryAfterMs?: number | undefined;
 }
 
+/** Whether fetch can send these header changes: else every request would fail with a 500. */
+function sendable(changes: object): boolean {
+  try {
+    new Headers(Object.entries(changes).filter(([, value]) => value !== undefined));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const optionsSchema = z.strictObject({
   policy: policySchema,
   key: keyOptionSchema,
@@ -78,8 +88,8 @@ const optionsSchema = z.strictObject({
   auth: authOptionSchema,
   headers: z.optional(
     z.custom<ProxyHeaders | ((c: Context) => ProxyHeaders)>(
-      (v) => isFunction(v) || (typeof v === 'object' && v !== null && !Array.isArray(v)),
-      'must be a record of header changes or a function',
+      (v) => isFunction(v) || (typeof v === 'object' && v !== null && !Array.isArray(v) && sendable(v)),
+      'must be a record of header changes (names and values fetch can send) or a function',
     ),
   ),
   strictConnectionProcessing: z.optional(z.boolean()),
