@@ -217,7 +217,8 @@ export class Call {
 
   /** Whether a resend could not run the operation twice (RFC 9110 §9.2.2, Idempotency-Key, or marked). */
   get isIdempotent(): boolean {
-    return this.idempotent || IDEMPOTENT_METHODS.has(this.method) || this.header('idempotency-key') !== null;
+    // An empty Idempotency-Key keys nothing: a server cannot dedupe on it.
+    return this.idempotent || IDEMPOTENT_METHODS.has(this.method) || !!this.header('idempotency-key');
   }
 
   /** Milliseconds left before {@link deadline} (never negative), or `Infinity` without one. */

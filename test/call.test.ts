@@ -72,3 +72,14 @@ test('the default key is the origin without a default port, and userinfo never r
     'https://example.com',
   );
 });
+
+test('an empty Idempotency-Key does not make a POST idempotent', () => {
+  for (const headers of [{ 'Idempotency-Key': '' }, new Headers({ 'Idempotency-Key': '' })]) {
+    assert.equal(new Call(URL_TEXT, { method: 'POST', headers }, undefined, undefined).isIdempotent, false);
+  }
+  assert.equal(
+    new Call(URL_TEXT, { method: 'POST', headers: { 'Idempotency-Key': 'k1' } }, undefined, undefined)
+      .isIdempotent,
+    true,
+  );
+});
