@@ -88,8 +88,9 @@ const optionsSchema = z.strictObject({
   auth: authOptionSchema,
   headers: z.optional(
     z.custom<ProxyHeaders | ((c: Context) => ProxyHeaders)>(
-      (v) => isFunction(v) || (typeof v === 'object' && v !== null && !Array.isArray(v) && sendable(v)),
-      'must be a record of header changes (names and values fetch can send) or a function',
+      // null fails in sendable(): Object.entries(null) throws.
+      (v) => isFunction(v) || (typeof v === 'object' && !Array.isArray(v) && sendable(v as object)),
+      'must be a record of header changes fetch can send, or a function',
     ),
   ),
   strictConnectionProcessing: z.optional(z.boolean()),
@@ -100,7 +101,7 @@ const optionsSchema = z.strictObject({
 
 const targetSchema = z.custom<ProxyTarget>(
   (v) => (typeof v === 'string' ? URL.canParse(v) : v instanceof URL || isFunction(v)),
-  'must be an absolute URL (a string or a URL) or a function',
+  'must be an absolute URL or a function',
 );
 
 /**
