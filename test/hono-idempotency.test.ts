@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Hono } from 'hono';
+import { streamText } from 'hono/streaming';
 import { idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
 import { type JsonValue, memoryStore, type Store } from '../src/store.ts';
 import { withApp } from './helpers/hono-server.ts';
@@ -40,6 +41,19 @@ function gate(): { promise: Promise<void>; open: () => void } {
     open = resolve;
   });
   return { promise, open };
+}
+
+/** `promise`, or a rejection if it has not settled within `ms` (so a blocked request fails rather than hangs). */
+async function settlesWithin<T>(promise: T | Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`not settled within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** The problem details body of a problem+json response (consumed). */
@@ -537,6 +551,82 @@ test('bad options are a TypeError naming each one', () => {
   assert.throws(() => idempotency({ scope: 'tenant' as never }), TypeError);
 });
 
+test('a streamed response reaches the client as the handler writes it, and is replayed whole once it has ended, over a real server', async () => {
+  const more = gate();
+  let runs = 0;
+  const app = new Hono();
+  app.use('/tokens', idempotency());
+  app.post('/tokens', (c) => {
+    runs++;
+    return streamText(c, async (stream) => {
+      await stream.write('first ');
+      await more.promise;
+      await stream.write('second');
+    });
+  });
+  await withApp(app, async (server) => {
+    const send = (): Promise<Response> => fetch(`${server.origin}/tokens`, post('{}'));
+    try {
+      const res = await settlesWithin(send(), 1000);
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      const decoder = new TextDecoder();
+      const first = await settlesWithin(reader.read(), 1000);
+      assert.equal(decoder.decode(first.value), 'first ');
+      more.open();
+      let rest = '';
+      for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) {
+        rest += decoder.decode(chunk.value, { stream: true });
+      }
+      assert.equal(rest, 'second');
+    } finally {
+      more.open();
+    }
+    const again = await send();
+    assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+    assert.equal(again.headers.get('content-type'), 'text/plain; charset=UTF-8');
+    assert.equal(await again.text(), 'first second');
+  });
+  assert.equal(runs, 1);
+});
+
+test('a client that cancels mid-stream still has the whole response recorded: its retry gets the replay', async () => {
+  const more = gate();
+  let runs = 0;
+  const app = new Hono();
+  app.use('/tokens', idempotency());
+  app.post('/tokens', (c) => {
+    runs++;
+    return streamText(c, async (stream) => {
+      await stream.write('first ');
+      await more.promise;
+      await stream.write('second');
+    });
+  });
+  try {
+    const res = await settlesWithin(app.request('/tokens', post('{}')), 1000);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await settlesWithin(reader.read(), 1000);
+    const cancelled = reader.cancel(new Error('client went away'));
+    more.open();
+    await cancelled;
+  } finally {
+    more.open();
+  }
+  const again = await app.request('/tokens', post('{}'));
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  assert.equal(await again.text(), 'first second');
+  assert.equal(runs, 1);
+});
+
+test('a response whose body nobody reads (the connection dropped) is recorded all the same', async () => {
+  const { app, runs } = ordersApp();
+  await app.request('/orders', post('{"item":"tea"}'));
+  const again = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  assert.deepEqual(await again.json(), { id: 'order-1', item: 'tea' });
+  assert.equal(runs(), 1);
+});
+
 test('a "not run" answer after the claim expired mid-handler does not release the newer request claim', async () => {
   let now = 1_000_000;
   const release = [gate(), gate()];
@@ -566,4 +656,30 @@ test('a "not run" answer after the claim expired mid-handler does not release th
   release[1]?.open();
   assert.equal(await (await second).text(), 'done');
   assert.equal(runs, 2);
+});
+
+test('a response body that breaks mid-stream breaks the client copy too; repeats get a 500, never a second run', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/export', idempotency());
+  app.post('/export', () => {
+    runs++;
+    let sent = false;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent) throw new Error('disk read failed');
+        sent = true;
+        controller.enqueue(new TextEncoder().encode('row 1\n'));
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'text/csv' } });
+  });
+  const first = await app.request('/export', post('{}'));
+  assert.equal(first.status, 200);
+  await assert.rejects(first.text(), /disk read failed/);
+  const again = await app.request('/export', post('{}'));
+  assert.equal(again.status, 500);
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  assert.equal((await problemOf(again)).title, 'Internal Server Error');
+  assert.equal(runs, 1);
 });

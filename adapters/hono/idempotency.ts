@@ -222,67 +222,8 @@ function parseKey(value: string): string | undefined {
   return undefined;
 }
 
-/** What {@link readUpTo} got: every chunk, or when the body went past the limit, the chunks so far and the reader to finish with. */
-interface BoundedRead {
-  chunks: Uint8Array[];
-  rest: ReadableStreamDefaultReader<Uint8Array> | undefined;
-}
-
-/**
- * Reads `body` until it ends or passes `maxBytes`: memory stays within `maxBytes`
- * plus one chunk, however large the body is.
- */
-async function readUpTo(body: ReadableStream<Uint8Array> | null, maxBytes: number): Promise<BoundedRead> {
-  const chunks: Uint8Array[] = [];
-  const reader = body?.getReader();
-  let size = 0;
-  while (reader !== undefined) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    size += value.byteLength;
-    if (size > maxBytes) return { chunks, rest: reader };
-  }
-  return { chunks, rest: undefined };
-}
-
-/** One buffer holding `chunks` (a copy: chunks may be views into a larger, shared buffer). */
-function concat(chunks: readonly Uint8Array[]): Uint8Array<ArrayBuffer> {
-  const out = new Uint8Array(chunks.reduce((size, chunk) => size + chunk.byteLength, 0));
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return out;
-}
-
-/** A stream that gives `chunks` again, then the rest of `reader`: the body as the handler made it. */
-function resume(
-  chunks: readonly Uint8Array[],
-  reader: ReadableStreamDefaultReader<Uint8Array>,
-): ReadableStream {
-  let index = 0;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller): Promise<void> {
-      const buffered = chunks[index];
-      if (buffered !== undefined) {
-        index++;
-        controller.enqueue(buffered);
-        return;
-      }
-      const { done, value } = await reader.read();
-      if (done) controller.close();
-      else controller.enqueue(value);
-    },
-    cancel(reason): Promise<void> {
-      return reader.cancel(reason);
-    },
-  });
-}
-
 /** SHA-256 of `parts` joined (strings as UTF-8), as lower-case hex. */
-async function sha256Hex(...parts: (string | Uint8Array<ArrayBuffer>)[]): Promise<string> {
+async function sha256Hex(...parts: BlobPart[]): Promise<string> {
   const digest = await crypto.subtle.digest('SHA-256', await new Blob(parts).arrayBuffer());
   return Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, '0')).join('');
 }
@@ -296,20 +237,14 @@ function toBase64(bytes: Uint8Array): string {
 }
 
 function fromBase64(text: string): Uint8Array<ArrayBuffer> {
-  const binary = atob(text);
-  const bytes = new Uint8Array(binary.length);
-  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
-  return bytes;
+  return Uint8Array.from(atob(text), (char) => char.charCodeAt(0));
 }
 
 /** The response headers a replay may repeat, in order. */
 function storableHeaders(headers: Headers): [string, string][] {
   // Headers named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
   const nominated = new Set(
-    (headers.get('connection') ?? '')
-      .split(',')
-      .map((name) => name.trim().toLowerCase())
-      .filter((name) => name !== ''),
+    (headers.get('connection') ?? '').split(',').map((name) => name.trim().toLowerCase()),
   );
   const kept: [string, string][] = [];
   for (const [name, value] of headers) {
@@ -319,11 +254,33 @@ function storableHeaders(headers: Headers): [string, string][] {
   return kept;
 }
 
+/**
+ * The record of a response whose whole body was `chunks` (joined through a Blob, which
+ * copies them: they may be views into a larger, shared buffer): as text when it is
+ * UTF-8, else base64.
+ */
+async function doneRecord(
+  fingerprint: string,
+  status: number,
+  headers: Headers,
+  chunks: BlobPart[],
+): Promise<DoneRecord> {
+  const bytes = new Uint8Array(await new Blob(chunks).arrayBuffer());
+  let body: string;
+  let encoding: DoneRecord['encoding'] = 'utf8';
+  try {
+    body = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    body = toBase64(bytes);
+    encoding = 'base64';
+  }
+  return { state: 'done', fingerprint, status, headers: storableHeaders(headers), body, encoding };
+}
+
 /** Whether the handler's answer says it did not run (the client will resend it). */
 function saysNotRun(response: Response): boolean {
   return (
-    NOT_RUN_STATUSES.has(response.status) ||
-    response.headers.get(SHOULD_RETRY)?.trim().toLowerCase() === 'true'
+    NOT_RUN_STATUSES.has(response.status) || response.headers.get(SHOULD_RETRY)?.toLowerCase() === 'true'
   );
 }
 
@@ -345,6 +302,10 @@ function replay(record: DoneRecord): Response {
 function setResponse(c: Context, response: Response): void {
   c.res = undefined;
   c.res = response;
+}
+
+function internalError(): Response {
+  return problemResponse({ status: 500, title: 'Internal Server Error' });
 }
 
 function storeUnavailable(): Response {
@@ -415,6 +376,10 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  *   the key instead, so a retry runs the handler. `text/event-stream` responses and
  *   bodies over `maxBodyBytes` are sent but not stored: repeats get 409 "not
  *   replayable", never a second run. Anything rejected before this middleware stores nothing.
+ * - **Streaming**: the response is passed on as the handler produces it, never held
+ *   back until it ends; its record is written when the body ends (a repeat meanwhile
+ *   gets the 409 above), even if the client left early. If the handler's body stream
+ *   breaks, the client's breaks too, and repeats get a 500.
  * - **Limits**: a keyed request body over `maxBodyBytes` is 413 (never buffered whole).
  * - **Store failures fail closed**: 503 with `Retry-After`, and the handler does not
  *   run. If only the final write (or a release) fails, the client gets the handler's
@@ -456,63 +421,100 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
   }
 
   /** The request body, or `undefined` when it is over the limit. The handler can still read it. */
-  async function requestBody(c: Context<E>): Promise<Uint8Array<ArrayBuffer> | undefined> {
+  async function requestBody(c: Context<E>): Promise<Blob | undefined> {
     const raw = c.req.raw;
     if (raw.bodyUsed) {
       // An earlier middleware read it through Hono (c.req.json() and the like), which
       // keeps it in memory already; Hono rebuilds it from that cache.
-      const bytes = new Uint8Array(await c.req.arrayBuffer());
-      return bytes.byteLength > maxBodyBytes ? undefined : bytes;
+      const bytes = new Blob([await c.req.arrayBuffer()]);
+      return bytes.size > maxBodyBytes ? undefined : bytes;
     }
     // Read a clone, so the handler gets the body untouched; the clone's reader is
     // cancelled past the limit, so neither branch buffers more than that.
-    const read = await readUpTo(raw.clone().body, maxBodyBytes);
-    if (read.rest !== undefined) {
-      // Not awaited: cancelling one branch of a tee settles only once the other is
-      // cancelled too, and the other is the handler's (the runtime drains it).
-      read.rest.cancel().catch(() => {});
-      return undefined;
+    const reader = raw.clone().body?.getReader();
+    const chunks: BlobPart[] = [];
+    let size = 0;
+    while (reader !== undefined) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.byteLength;
+      if (size > maxBodyBytes) {
+        // Not awaited: cancelling one branch of a tee settles only once the other is
+        // cancelled too, and the other is the handler's (the runtime drains it).
+        reader.cancel().catch(() => {});
+        return undefined;
+      }
     }
-    return concat(read.chunks);
+    return new Blob(chunks);
   }
 
   /**
-   * The record for the handler's response, and the response to send (rebuilt from
-   * the bytes read, or a stream that resumes where the read stopped).
+   * The handler's response, passed on as it is produced (a stream of tokens reaches
+   * the client token by token, not once it ends), with a copy of at most
+   * `maxBodyBytes` kept on the side; `save` gets the record as soon as it is known: at
+   * once for an event stream or a declared over-long body, else when the body ends or
+   * passes the limit. The body is read ahead of the client (at most `maxBodyBytes`
+   * queued), so the record is saved even when nobody reads the response (the
+   * connection dropped); a client that cancels has the rest read for it, so its retry
+   * finds the whole response.
    */
   async function capture(
     response: Response,
     fingerprint: string,
-  ): Promise<{ record: DoneRecord | UnreplayableRecord; response: Response }> {
-    const { status, headers } = response;
-    const init = { status, statusText: response.statusText, headers };
-    let reason: UnreplayableRecord['reason'] = 'too-large';
-    let sent = response;
-    // An event stream is never buffered: it may run for minutes, and a replay could
-    // not reproduce its timing anyway.
-    if ((headers.get('content-type') ?? '').toLowerCase().startsWith('text/event-stream')) {
-      reason = 'stream';
-    } else if (!(Number(headers.get('content-length')) > maxBodyBytes)) {
-      const read = await readUpTo(response.body, maxBodyBytes);
-      if (read.rest === undefined) {
-        const bytes = concat(read.chunks);
-        let body: string;
-        let encoding: DoneRecord['encoding'] = 'utf8';
-        try {
-          body = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
-        } catch {
-          body = toBase64(bytes);
-          encoding = 'base64';
-        }
-        return {
-          record: { state: 'done', fingerprint, status, headers: storableHeaders(headers), body, encoding },
-          response: new Response(NULL_BODY_STATUSES.has(status) ? null : bytes, init),
-        };
-      }
-      // Too large after all: sent as it came, stitched back together.
-      sent = new Response(resume(read.chunks, read.rest), init);
+    save: (record: DoneRecord | UnreplayableRecord) => Promise<unknown>,
+  ): Promise<Response> {
+    const { status, headers, body } = response;
+    const unreplayable = (reason: UnreplayableRecord['reason']): Promise<unknown> =>
+      save({ state: 'unreplayable', fingerprint, status, reason });
+    // An event stream may run for minutes, and a replay could not reproduce its timing anyway.
+    const events = headers.get('content-type')?.toLowerCase().startsWith('text/event-stream');
+    if (body === null || events || Number(headers.get('content-length')) > maxBodyBytes) {
+      await (body === null
+        ? save(await doneRecord(fingerprint, status, headers, []))
+        : unreplayable(events ? 'stream' : 'too-large'));
+      return response;
     }
-    return { record: { state: 'unreplayable', fingerprint, status, reason }, response: sent };
+    const reader = body.getReader();
+    let kept: BlobPart[] | undefined = [];
+    let size = 0;
+    async function read(): Promise<ReadableStreamReadResult<Uint8Array<ArrayBuffer>>> {
+      let chunk: ReadableStreamReadResult<Uint8Array<ArrayBuffer>>;
+      try {
+        chunk = await reader.read();
+      } catch (error) {
+        // The handler's body broke: the client's copy breaks too, and repeats get a 500
+        // (read to its end here, so it is saved before the client sees the break).
+        await (await capture(internalError(), fingerprint, save)).arrayBuffer();
+        throw error;
+      }
+      if (kept === undefined) return chunk;
+      if (chunk.done) await save(await doneRecord(fingerprint, status, headers, kept));
+      else {
+        kept.push(chunk.value);
+        size += chunk.value.byteLength;
+        if (size > maxBodyBytes) {
+          kept = undefined;
+          await unreplayable('too-large');
+        }
+      }
+      return chunk;
+    }
+    const passed = new ReadableStream<Uint8Array>(
+      {
+        async pull(controller): Promise<void> {
+          const { done, value } = await read();
+          if (done) controller.close();
+          else controller.enqueue(value);
+        },
+        async cancel(reason): Promise<void> {
+          while (kept !== undefined && !(await read()).done);
+          await reader.cancel(reason);
+        },
+      },
+      { highWaterMark: maxBodyBytes + 1, size: (chunk) => chunk.byteLength },
+    );
+    return new Response(passed, { status, statusText: response.statusText, headers });
   }
 
   /**
@@ -594,7 +596,7 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     } catch {
       // Hono's compose turns a thrown Error into the app's onError response before it
       // reaches here; anything else thrown (a string, say) ends up here.
-      response = problemResponse({ status: 500, title: 'Internal Server Error' });
+      response = internalError();
     }
 
     if (saysNotRun(response)) {
@@ -610,16 +612,16 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
       return;
     }
 
-    let outcome: Awaited<ReturnType<typeof capture>>;
-    try {
-      outcome = await capture(response, fingerprint);
-    } catch {
-      // The handler's body stream failed: the client gets, and repeats get, a 500.
-      const failed = problemResponse({ status: 500, title: 'Internal Server Error' });
-      outcome = await capture(failed, fingerprint);
-    }
     // Only over our own claim: a record that expired mid-handler and was claimed again is not overwritten.
-    await store.compareAndSet(recordKey, { ...running }, outcome.record, ttlMs).catch(() => false);
-    setResponse(c, outcome.response);
+    const save = (record: DoneRecord | UnreplayableRecord): Promise<unknown> =>
+      store.compareAndSet(recordKey, { ...running }, record, ttlMs).catch(() => false);
+    let sent: Response;
+    try {
+      sent = await capture(response, fingerprint, save);
+    } catch {
+      // Its body could not be read at all (already used): the client, and repeats, get a 500.
+      sent = await capture(internalError(), fingerprint, save);
+    }
+    setResponse(c, sent);
   };
 }
