@@ -683,3 +683,51 @@ test('a response body that breaks mid-stream breaks the client copy too; repeats
   assert.equal((await problemOf(again)).title, 'Internal Server Error');
   assert.equal(runs, 1);
 });
+
+test('a multipart body resent with a new boundary (fetch picks one per send) is the same request: replayed, not 422', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/upload', idempotency());
+  app.post('/upload', async (c) => {
+    const form = await c.req.formData();
+    return c.json({ run: ++runs, name: (form.get('file') as File).name });
+  });
+  const send = async (): Promise<Response> => {
+    const form = new FormData();
+    form.append('file', new Blob(['hello']), 'hello.txt');
+    form.append('note', 'first upload');
+    return app.request('/upload', { method: 'POST', body: form, headers: { 'idempotency-key': KEY } });
+  };
+  assert.deepEqual(await (await send()).json(), { run: 1, name: 'hello.txt' });
+  const again = await send();
+  assert.equal(again.status, 200);
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  assert.deepEqual(await again.json(), { run: 1, name: 'hello.txt' });
+  assert.equal(runs, 1);
+});
+
+test('a form an earlier middleware read with c.req.formData() (Hono rebuilds it with a new boundary) is fingerprinted the same on every send', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/signup', async (c, next) => {
+    const form = await c.req.formData();
+    if (!form.has('email')) return c.json({ error: 'email required' }, 400);
+    await next();
+  });
+  app.use('/signup', idempotency());
+  app.post('/signup', async (c) => c.json({ run: ++runs, email: (await c.req.parseBody()).email }));
+  const send = async (email: string): Promise<Response> =>
+    app.request('/signup', {
+      method: 'POST',
+      body: new URLSearchParams({ email }),
+      headers: { 'idempotency-key': KEY },
+    });
+  assert.deepEqual(await (await send('a@example.com')).json(), { run: 1, email: 'a@example.com' });
+  const again = await send('a@example.com');
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  assert.deepEqual(await again.json(), { run: 1, email: 'a@example.com' });
+  const other = await send('b@example.com');
+  assert.equal(other.status, 422);
+  await other.body?.cancel();
+  assert.equal(runs, 1);
+});

@@ -228,6 +228,20 @@ async function sha256Hex(...parts: BlobPart[]): Promise<string> {
   return Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, '0')).join('');
 }
 
+/**
+ * What the fingerprint hashes of a request body. A multipart body's boundary is the
+ * sender's random pick, new on every send (fetch's FormData encoding does so, and Hono
+ * too when it rebuilds a form an earlier middleware read): its delimiter (the first
+ * line, RFC 2046 §5.1.1: `--` and 1 to 70 characters) is left out wherever it occurs,
+ * so a resend of the same form is the same request.
+ */
+async function fingerprintBody(body: Blob): Promise<BlobPart> {
+  // "latin1" decodes (as windows-1252) every byte to a character of its own: nothing is lost.
+  const text = new TextDecoder('latin1').decode(await body.arrayBuffer());
+  const delimiter = /^--[^\r\n]{1,70}(?=\r\n)/.exec(text)?.[0];
+  return delimiter === undefined ? body : text.replaceAll(delimiter, '');
+}
+
 function toBase64(bytes: Uint8Array): string {
   let binary = '';
   for (let i = 0; i < bytes.length; i += BASE64_CHUNK_BYTES) {
@@ -366,7 +380,8 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  * - **Key**: `Idempotency-Key` must be a structured-field string (`"…"`, printable
  *   ASCII, at most 255 characters): otherwise 400. Without a key the request passes
  *   through, unless `required` (400).
- * - **Fingerprint**: SHA-256 of method, path and query, and body. The same key with a
+ * - **Fingerprint**: SHA-256 of method, path and query, and body (a multipart body's
+ *   random boundary left out, so a resent form matches). The same key with a
  *   different request is 422; a repeat while the first is still running is 409 with
  *   `Retry-After: 1` and `x-should-retry: true` (it did not run: resend it).
  * - **What is stored**: the response the client got, whatever its status (a 500 from
@@ -576,7 +591,10 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     const method = c.req.method;
     // JSON keeps the four parts apart whatever they contain: ("a", "b/c") is not ("a/b", "c").
     const recordKey = `idempotency:${JSON.stringify([namespace, method, url.pathname, key])}`;
-    const fingerprint = await sha256Hex(`${method}\n${url.pathname}${url.search}\n`, body);
+    const fingerprint = await sha256Hex(
+      `${method}\n${url.pathname}${url.search}\n`,
+      await fingerprintBody(body),
+    );
     const running: RunningRecord = { state: 'running', fingerprint, startedAt: Date.now() };
 
     let holder: IdempotencyRecord | undefined;
