@@ -68,3 +68,34 @@ test('client adapters load no SDK when imported: only type imports of their peer
   }
   assert.deepEqual(offenders, []);
 });
+
+test('every name an entry point exports is documented in README', () => {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8');
+  const entries = [
+    'src/index.ts',
+    ...['hono', 'mcp', 'a2a', 'providers', 'ky'].map((n) => `adapters/${n}/index.ts`),
+  ];
+  const undocumented: string[] = [];
+  for (const entry of entries) {
+    const text = readFileSync(join(root, entry), 'utf8');
+    const names = [
+      ...[...text.matchAll(/^export\s+(?:type\s+)?\{([^}]*)\}/gm)].flatMap(([, list]) =>
+        (list ?? '').split(',').map(
+          (name) =>
+            name
+              .trim()
+              .replace(/^type\s+/, '')
+              .split(/\s+as\s+/)
+              .pop() ?? '',
+        ),
+      ),
+      ...[...text.matchAll(/^export\s+(?:async\s+)?(?:function|const|class|interface|type)\s+(\w+)/gm)].map(
+        ([, name]) => name ?? '',
+      ),
+    ].filter((name) => name !== '');
+    assert.ok(names.length > 0, `${entry} exports nothing this test can read`);
+    for (const name of names)
+      if (!new RegExp(`\\b${name}\\b`).test(readme)) undocumented.push(`${entry}: ${name}`);
+  }
+  assert.deepEqual(undocumented, []);
+});

@@ -6,6 +6,8 @@
  * these two functions.
  */
 
+import { MAX_DELAY_MS } from '../../src/timing.ts';
+
 /**
  * The status for a queued request whose client went away. Nobody reads it (the
  * connection is gone); it is for access logs, where nginx's 499 "Client Closed
@@ -16,9 +18,15 @@ export const CLIENT_CLOSED_STATUS = 499;
 /** The media type of RFC 9457 problem details. */
 export const PROBLEM_JSON = 'application/problem+json';
 
-/** `Retry-After` delay-seconds for a wait in ms: rounded up (`ceil(ms / 1000)`), never negative. */
+/**
+ * `Retry-After` delay-seconds for a wait in ms: rounded up (`ceil(ms / 1000)`). A
+ * negative wait or not a number is `"0"`, and a wait past {@link MAX_DELAY_MS} (the
+ * longest a client's timer can wait) is that, so the field always parses.
+ */
 export function retryAfterSeconds(ms: number): string {
-  return String(Math.max(0, Math.ceil(ms / 1000)));
+  const seconds = Math.ceil(Math.min(ms, MAX_DELAY_MS) / 1000);
+  // `|| 0`: NaN is not a wait (Math.max would keep it).
+  return String(Math.max(seconds || 0, 0));
 }
 
 /** The fields of a problem details object (RFC 9457 §3.1), plus extension members. */

@@ -1,0 +1,39 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { PROBLEM_JSON, problemResponse, retryAfterSeconds } from '../adapters/hono/problem.ts';
+import { MAX_DELAY_MS, retryDelay } from '../src/timing.ts';
+
+test('retryAfterSeconds rounds a wait up to whole seconds, so a client never comes back early', () => {
+  assert.equal(retryAfterSeconds(1), '1');
+  assert.equal(retryAfterSeconds(1000), '1');
+  assert.equal(retryAfterSeconds(1001), '2');
+  assert.equal(retryAfterSeconds(0), '0');
+});
+
+test('retryAfterSeconds gives delay-seconds a client can parse for any number: 0 for none, at most the longest timer', () => {
+  for (const ms of [-5, Number.NaN, Number.NEGATIVE_INFINITY])
+    assert.equal(retryAfterSeconds(ms), '0', String(ms));
+  for (const ms of [Number.POSITIVE_INFINITY, 1e300, MAX_DELAY_MS]) {
+    const value = retryAfterSeconds(ms);
+    assert.match(value, /^\d+$/, String(ms));
+    assert.equal(value, String(Math.ceil(MAX_DELAY_MS / 1000)));
+    assert.equal(retryDelay({ 'retry-after': value }), MAX_DELAY_MS);
+  }
+});
+
+test('problemResponse answers with problem+json, about:blank by default, and Retry-After when a wait is given', async () => {
+  const res = problemResponse({ status: 503, title: 'Service Unavailable', detail: 'busy' }, 1500, {
+    'x-should-retry': 'true',
+  });
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get('content-type'), PROBLEM_JSON);
+  assert.equal(res.headers.get('retry-after'), '2');
+  assert.equal(res.headers.get('x-should-retry'), 'true');
+  assert.deepEqual(await res.json(), {
+    type: 'about:blank',
+    status: 503,
+    title: 'Service Unavailable',
+    detail: 'busy',
+  });
+  assert.equal(problemResponse({ status: 400, title: 'Bad Request' }).headers.get('retry-after'), null);
+});
