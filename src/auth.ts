@@ -17,7 +17,7 @@
 
 import * as z from 'zod/mini';
 import type { Call, Middleware, Next } from './call.ts';
-import { BreakwaterError, requestSummary } from './errors.ts';
+import { BreakwaterError, type RequestSummary, requestSummary, TimeoutError } from './errors.ts';
 import { functionOption, isFunction, validate } from './options.ts';
 
 /** The header a token goes in, by default (RFC 9110 §11.6.2). */
@@ -101,14 +101,38 @@ function replayable(call: Call): boolean {
   return typeof (body as ReadableStream | null | undefined)?.getReader !== 'function';
 }
 
-/** Waits for `promise`, or rejects with the caller's abort reason as soon as `signal` aborts. */
-function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (signal === undefined) return promise;
+/**
+ * Waits for `pending` (a `token()` or `refresh()`) no longer than the caller lets it:
+ * rejects with the caller's abort reason as soon as the signal aborts, and with a
+ * `TimeoutError` (scope total) at the call's deadline. `definePolicy()` sets that
+ * deadline without a timer of its own (its attempt timeout sits inside `auth()`), so
+ * without this a getter that hangs would hang the call past `totalMs`. If `pending`
+ * fails, rejects with a `BreakwaterError` `code` saying `what` (its `cause`: the error).
+ */
+function settle<T>(call: Call, pending: Promise<T>, code: string, what: string): Promise<T> {
+  const { signal } = call;
+  const ms = call.remainingMs();
+  const request = (): RequestSummary => requestSummary(call.key, call.method, call.href);
   return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason);
-    if (signal.aborted) onAbort();
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    const onAbort = (): void => reject(signal?.reason);
+    const timer =
+      ms < Infinity &&
+      setTimeout(
+        () => reject(new TimeoutError({ scope: 'total', ms: call.totalMs ?? ms, request: request() })),
+        ms,
+      );
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener('abort', onAbort, { once: true });
+    pending
+      .then(resolve, (cause) => {
+        const summary = request();
+        const where = `for server "${summary.key}" (${summary.method} ${summary.url})`;
+        reject(new BreakwaterError(`auth(): ${what} ${where}`, code, { cause, request: summary }));
+      })
+      .finally(() => {
+        clearTimeout(timer || undefined);
+        signal?.removeEventListener('abort', onAbort);
+      });
   });
 }
 
@@ -123,7 +147,8 @@ type Stamp = [token: string, generation: number];
  * - A 401 after the refresh is returned as is: no loop. A 403 is returned as is and
  *   never refreshed: the token is valid, it just may not do this.
  * - A 401 for a request sent with an older token than the current one (another call
- *   refreshed meanwhile) is resent with the current token, without another refresh.
+ *   refreshed meanwhile) is resent with the current token, without another refresh
+ *   (after the refresh in flight, if one is: the current token has expired too).
  * - The resend bumps `call.attempt`, and the 401's body is cancelled first so its
  *   connection is freed.
  * - A request whose body is a stream (or a `Request` with a body) cannot be sent
@@ -135,6 +160,10 @@ type Stamp = [token: string, generation: number];
  *   A successful refresh emits `outcome: 'refreshed'`, once per refresh.
  * - If a `token()` function throws or returns an invalid token, the call rejects
  *   with `AUTH_TOKEN_FAILED` and nothing is sent.
+ * - Waits for `token()` and `refresh()` end at once when the caller aborts (with
+ *   the caller's own reason) and at the call's total deadline (`TimeoutError`, scope
+ *   `'total'`), even one set without a timer (`definePolicy()`'s): a hung getter
+ *   cannot hang the call. A refresh left behind still completes for later calls.
  * - No token ever appears in an error message, an event or `JSON.stringify(error)`.
  *
  * One `auth()` holds one credential: share it between chains that use the same
@@ -168,23 +197,14 @@ export function auth(options: AuthOptions): Middleware {
   const prefix = scheme === '' ? '' : `${scheme} `;
   const format = (token: string): string => (/[ \t]/.test(token) ? token : prefix + token);
 
-  function failure(call: Call, code: string, what: string, cause: unknown): BreakwaterError {
-    const request = requestSummary(call.key, call.method, call.href);
-    return new BreakwaterError(
-      `auth(): ${what} for server "${request.key}" (${request.method} ${request.url})`,
-      code,
-      { cause, request },
-    );
-  }
-
   async function currentToken(call: Call): Promise<Stamp> {
     if (generation === 0 && typeof source !== 'string') {
-      let value: string;
-      try {
-        value = await obtain(source, 'token');
-      } catch (error) {
-        throw failure(call, 'AUTH_TOKEN_FAILED', 'token() failed, so nothing was sent', error);
-      }
+      const value = await settle(
+        call,
+        obtain(source, 'token'),
+        'AUTH_TOKEN_FAILED',
+        'token() failed, so nothing was sent',
+      );
       // A refresh that finished while token() ran has the newer token.
       if (generation === 0) return [value, 0];
     }
@@ -220,19 +240,15 @@ export function auth(options: AuthOptions): Middleware {
     // This 401 is dropped either way now: free its connection before waiting on a refresh.
     await response.body?.cancel().catch(() => {});
     // Only a 401 for the newest token says that token is bad; for an older one, another
-    // caller has refreshed already and the request just goes again with the new token.
-    if (sentGeneration === generation) {
-      try {
-        await unlessAborted(refreshOnce(call, refresh), call.signal);
-      } catch (error) {
-        if (call.signal?.aborted && error === call.signal.reason) throw error;
-        throw failure(
-          call,
-          'AUTH_REFRESH_FAILED',
-          'refresh() after HTTP 401 failed, so the request was not resent',
-          error,
-        );
-      }
+    // caller has refreshed already and the request just goes again with the new token,
+    // once a refresh still running (the newer token expired too) has produced its own.
+    if (sentGeneration === generation || inflight) {
+      await settle(
+        call,
+        refreshOnce(call, refresh),
+        'AUTH_REFRESH_FAILED',
+        'refresh() after HTTP 401 failed, so the request was not resent',
+      );
     }
     call.attempt++;
     call.setHeader(header, format(refreshed));

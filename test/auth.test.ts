@@ -3,8 +3,9 @@ import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
 import type { Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
-import { BreakwaterError } from '../src/errors.ts';
+import { BreakwaterError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
+import { definePolicy } from '../src/policy.ts';
 import { always, type Handler, withServer } from './helpers/server.ts';
 
 const OLD = 'sk-old-0123456789';
@@ -339,6 +340,93 @@ test('a caller who aborts while a refresh runs gets their own abort reason at on
       server.requests.filter((r) => r.url === '/aborted').length,
       1,
       'the aborted call was not resent',
+    );
+  });
+});
+
+test('a caller who aborts while token() runs gets their own abort reason at once, and nothing is sent', async () => {
+  await withServer(always({ status: 200 }), async (server) => {
+    const controller = new AbortController();
+    const reason = new Error('user gave up');
+    // A token getter that never settles (a vault or OAuth client that hangs).
+    const token = (): Promise<string> => {
+      setTimeout(() => controller.abort(reason), 10);
+      return new Promise<string>(() => {});
+    };
+    const fetch = createFetch({ use: [auth({ token })] });
+    const started = Date.now();
+    await assert.rejects(fetch(server.origin, { signal: controller.signal }), (error) => error === reason);
+    assert.ok(Date.now() - started < 1_000, 'the abort ended the wait at once');
+    assert.equal(server.requests.length, 0);
+  });
+});
+
+test('under a policy, a refresh() or token() that never settles ends at the total deadline with TimeoutError', async () => {
+  await withServer(always({ status: 401 }), async (server) => {
+    const policy = definePolicy({
+      retry: false,
+      breaker: false,
+      timeout: { attemptMs: 5_000, totalMs: 100 },
+    });
+    const hanging = (): Promise<string> => new Promise<string>(() => {});
+    for (const options of [
+      { token: OLD, refresh: hanging },
+      { token: hanging, refresh: hanging },
+    ]) {
+      const fetch = policy.fetch(undefined, { auth: options });
+      const started = Date.now();
+      await assert.rejects(fetch(`${server.origin}/mcp`), (error: unknown) => {
+        assert.ok(error instanceof TimeoutError, String(error));
+        assert.equal(error.scope, 'total');
+        assert.equal(error.ms, 100);
+        return true;
+      });
+      const took = Date.now() - started;
+      assert.ok(took >= 90 && took < 1_000, `ended after ${took} ms`);
+    }
+    assert.equal(server.requests.length, 1, 'only the first call got as far as a request');
+  });
+});
+
+test('a 401 for an older token that arrives while a newer refresh runs waits for it and resends with its token', async () => {
+  const T1 = 'sk-t1-1111111111';
+  const T2 = 'sk-t2-2222222222';
+  let valid = T1;
+  let releaseSlow: () => void = () => {};
+  const slowMayAnswer = new Promise<void>((resolve) => {
+    releaseSlow = resolve;
+  });
+  const handler: Handler = async (req) => {
+    if (req.url === '/slow' && req.headers.authorization === `Bearer ${OLD}`) await slowMayAnswer;
+    return req.headers.authorization === `Bearer ${valid}` ? { status: 200 } : { status: 401 };
+  };
+  await withServer(handler, async (server) => {
+    let finishSecond: (token: string) => void = () => {};
+    let calls = 0;
+    const refresh = (): Promise<string> => {
+      calls += 1;
+      if (calls === 1) return Promise.resolve(T1);
+      return new Promise<string>((resolve) => {
+        finishSecond = resolve;
+      });
+    };
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh })] });
+    const slow = fetch(`${server.origin}/slow`); // sent with OLD, held by the server
+    await (await fetch(`${server.origin}/first`)).text(); // OLD → 401 → refresh → T1 → 200
+    valid = T2; // T1 expires
+    const second = fetch(`${server.origin}/second`); // T1 → 401 → the second refresh starts, held
+    while (calls < 2) await tick(5);
+    releaseSlow(); // the slow call's 401 (for OLD) arrives while the second refresh runs
+    await tick(50);
+    finishSecond(T2);
+    const [late, next] = await Promise.all([slow, second]);
+    assert.equal(late.status, 200, 'the late 401 waited for the running refresh');
+    assert.equal(next.status, 200);
+    await Promise.all([late.text(), next.text()]);
+    assert.equal(calls, 2);
+    assert.deepEqual(
+      server.requests.filter((r) => r.url === '/slow').map((r) => r.headers.authorization),
+      [`Bearer ${OLD}`, `Bearer ${T2}`],
     );
   });
 });
