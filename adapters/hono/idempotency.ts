@@ -76,11 +76,11 @@ const NULL_BODY_STATUSES: ReadonlySet<number> = new Set([101, 103, 204, 205, 304
 /** Options for {@link idempotency}. */
 export interface IdempotencyOptions<E extends Env = Env> {
   /**
-   * Where records are kept. Default: a fresh `memoryStore({ maxEntries: 10_000 })`
+   * Where records are kept. Default: a fresh `memoryStore({ maxEntries: 4096 })`
    * (LRU + TTL) per `idempotency()` call. Pass a shared store (Redis or the like) when
    * several instances serve the same clients: a retry may reach another instance. A
    * record holds one response body of at most `maxBodyBytes` (as text, or base64 for
-   * binary), so the default store holds at most about 10,000 × `maxBodyBytes`: lower
+   * binary), so the default store holds at most about 4,096 × `maxBodyBytes`: lower
    * either for large responses.
    */
   store?: Store | undefined;
@@ -108,7 +108,7 @@ export interface IdempotencyOptions<E extends Env = Env> {
   scope?: ((c: Context<E>) => string | Promise<string>) | undefined;
   /**
    * The largest keyed request body read to fingerprint it, and the largest response
-   * body stored for replay, in bytes. Default 1 MiB. A keyed request with a larger body
+   * body stored for replay, in bytes. Default 256 KiB. A keyed request with a larger body
    * is refused with 413 (it cannot be fingerprinted in bounded memory); a larger
    * response is sent but not stored, and repeats get 409.
    */
