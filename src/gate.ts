@@ -20,7 +20,14 @@ import {
   type Jitter,
   withDefaults,
 } from './backoff.ts';
-import { GateClosedError, HttpStatusError, isAbort, NetworkError, TimeoutError } from './errors.ts';
+import {
+  GateClosedError,
+  HttpStatusError,
+  isAbort,
+  NetworkError,
+  RetryAfterTooLongError,
+  TimeoutError,
+} from './errors.ts';
 import type { GateEvent } from './events.ts';
 import { functionOption, validate } from './options.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
@@ -111,11 +118,13 @@ const optionsSchema = z.optional(
  * that waiting can fix.
  *
  * - Arms on: an `HttpStatusError` with `retryable: true`, a `NetworkError`, a
- *   `TimeoutError`, or an error `isCrashLoop` accepts. Anything else (auth and other
+ *   `TimeoutError`, a `RetryAfterTooLongError` (retry() would not sleep out the
+ *   server's long Retry-After: the next start must not go before it either), or an
+ *   error `isCrashLoop` accepts. Anything else (auth and other
  *   non-retryable statuses, `TypeError`s and config errors, user aborts) passes through
  *   unchanged and leaves the gate as it was.
  * - The n-th consecutive failure arms it for `schedule(n)` ms, stretched to the
- *   server's Retry-After when that is longer, up to `maxRetryAfterMs`. A window only
+ *   server's Retry-After (`retryAfterMs`) when that is longer, up to `maxRetryAfterMs`. A window only
  *   ever grows: a late failure from a concurrent call never shortens it.
  * - While armed, `run(fn)` rejects with `GateClosedError` (`key`, `retryAt`, `cause`)
  *   without calling `fn`.
@@ -123,7 +132,8 @@ const optionsSchema = z.optional(
  *   half-open state); callers arriving while it is in flight fail fast with
  *   `GateClosedError` (`retryAt` = now: try again once the probe settles). The probe's
  *   success clears the gate, its retryable failure arms the next, longer window.
- * - Any success clears the gate (failures back to 0); so does `reset()`.
+ * - Any success clears the gate (failures back to 0, a probe in flight no longer
+ *   holds others back); so does `reset()`.
  *
  * @example
  * ```ts
@@ -182,7 +192,12 @@ export function createGate(options?: GateOptions): Gate {
     if (isAbort(error, undefined)) return false;
     if (error instanceof HttpStatusError) return error.retryable;
     try {
-      return error instanceof NetworkError || error instanceof TimeoutError || isCrashLoop?.(error) === true;
+      return (
+        error instanceof NetworkError ||
+        error instanceof TimeoutError ||
+        error instanceof RetryAfterTooLongError ||
+        isCrashLoop?.(error) === true
+      );
     } catch {
       // A broken predicate must not replace the caller's error with its own.
       return false;
@@ -191,7 +206,10 @@ export function createGate(options?: GateOptions): Gate {
 
   function arm(error: unknown): void {
     lastDelayMs = schedule(++failures, lastDelayMs);
-    const serverMs = error instanceof HttpStatusError ? error.retryAfterMs : undefined;
+    const serverMs =
+      error instanceof HttpStatusError || error instanceof RetryAfterTooLongError
+        ? error.retryAfterMs
+        : undefined;
     // The server's delay may lengthen the window, never shorten it, and only up to the
     // cap: a Retry-After of a day must not silence the client for a day.
     const windowMs = Math.max(lastDelayMs, Math.min(serverMs ?? 0, maxRetryAfterMs));
@@ -200,12 +218,14 @@ export function createGate(options?: GateOptions): Gate {
     emit('armed', retryAtMs);
   }
 
+  /** Back to no window and no failures; a probe still in flight holds nobody back any more. */
   function clear(): void {
     if (failures > 0) emit('cleared');
     failures = 0;
     lastDelayMs = undefined;
     retryAtMs = 0;
     cause = undefined;
+    probe = undefined;
   }
 
   return {
@@ -248,9 +268,6 @@ export function createGate(options?: GateOptions): Gate {
       }
       return state;
     },
-    reset(): void {
-      clear();
-      probe = undefined;
-    },
+    reset: clear,
   };
 }

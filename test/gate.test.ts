@@ -5,6 +5,7 @@ import {
   GateClosedError,
   HttpStatusError,
   NetworkError,
+  RetryAfterTooLongError,
   TimeoutError,
 } from '../src/errors.ts';
 import { createGate, type GateOptions } from '../src/gate.ts';
@@ -314,6 +315,37 @@ test('a success clears the gate even if a concurrent call armed it meanwhile', a
   slow.resolve('connected');
   assert.equal(await ok, 'connected');
   assert.equal(gate.state().armed, false);
+});
+
+test('a success while a probe runs clears the gate: state() says what run() does', async () => {
+  const { clock, gate, attempt } = fixture();
+  const slow = deferred<string>();
+  const early = gate.run(() => slow.promise); // started before the gate armed
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  const held = deferred<string>();
+  const probe = gate.run(() => held.promise);
+  slow.resolve('connected');
+  assert.equal(await early, 'connected');
+  assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
+  assert.equal(await attempt(), 'connected', 'run() goes through, as state() says');
+  held.resolve('connected');
+  assert.equal(await probe, 'connected');
+});
+
+test("a RetryAfterTooLongError arms the gate for the server's delay, up to maxRetryAfterMs", async () => {
+  // retry() fails fast with it when a 429 asks for a longer wait than it may sleep: the
+  // server asked for quiet, so the next start must not go before then either.
+  const tooLong = (retryAfterMs: number): RetryAfterTooLongError =>
+    new RetryAfterTooLongError({ retryAfterMs, limitMs: 1_000, cause: unavailable(retryAfterMs) });
+  const { gate, attempt, calls } = fixture({ maxRetryAfterMs: 20_000 });
+  await assert.rejects(attempt(tooLong(5_000)), RetryAfterTooLongError);
+  assert.equal(gate.state().retryAt?.getTime(), START + 5_000);
+  await assert.rejects(attempt(), GateClosedError);
+  assert.equal(calls(), 1);
+  const capped = fixture({ maxRetryAfterMs: 20_000 });
+  await assert.rejects(capped.attempt(tooLong(300_000)), RetryAfterTooLongError);
+  assert.equal(capped.gate.state().retryAt?.getTime(), START + 20_000);
 });
 
 test('a reset during a probe lets callers through, and the old probe cannot end a new one', async () => {
