@@ -156,8 +156,18 @@ test('a request without the trusted header gets a 400 problem, not a shared buck
   assert.equal(res.status, 400);
   assert.equal(res.headers.get('content-type'), 'application/problem+json');
   const body = (await res.json()) as Record<string, unknown>;
-  assert.equal(body.detail, 'missing client identity header "cf-connecting-ip"');
+  assert.equal(body.detail, 'no usable client identity header "cf-connecting-ip"');
   assert.equal(ran(), 0);
+});
+
+test('a trusted header over 256 characters is refused as unusable, not called missing', async () => {
+  const { app, ran } = appWith({ limit: 100, windowMs: 60_000, trustedHeader: 'x-real-ip' });
+  const res = await app.request('/', { headers: { 'x-real-ip': 'a'.repeat(257) } });
+  assert.equal(res.status, 400);
+  const body = (await res.json()) as Record<string, unknown>;
+  assert.equal(body.detail, 'no usable client identity header "x-real-ip"');
+  assert.equal(await statusOf(app, { headers: { 'x-real-ip': 'a'.repeat(256) } }), 200);
+  assert.equal(ran(), 1);
 });
 
 test('a key function that returns no id gets a 400 problem', async () => {

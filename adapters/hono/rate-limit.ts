@@ -57,8 +57,9 @@ export interface RateLimitOptions {
    * `'x-forwarded-for'`, the first entry is used. Name only a header your proxy
    * **overwrites**: a header it merely passes on (or appends to) is whatever the
    * client says, and a client could then pick a fresh bucket per request.
-   * A request without it gets a 400 problem ("missing client identity header")
-   * rather than sharing a bucket with every other such request.
+   * A request without it (or with an empty one, or one over 256 characters) gets a
+   * 400 problem ("no usable client identity header") rather than sharing a bucket
+   * with every other such request.
    */
   trustedHeader?: string | undefined;
   /**
@@ -182,7 +183,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
         status: 400,
         title: 'Bad Request',
         detail:
-          header === undefined ? 'missing client identity' : `missing client identity header "${header}"`,
+          header === undefined ? 'no client identity' : `no usable client identity header "${header}"`,
       });
     }
 
