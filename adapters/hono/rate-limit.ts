@@ -182,8 +182,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
       return problemResponse({
         status: 400,
         title: 'Bad Request',
-        detail:
-          header === undefined ? 'no client identity' : `no usable client identity header "${header}"`,
+        detail: header === undefined ? 'no client identity' : `no usable client identity header "${header}"`,
       });
     }
 
