@@ -23,7 +23,7 @@ export const DEFAULT_MAX_ENTRIES = 10_000;
  */
 const MAX_ENTRIES_LIMIT = 10_000_000;
 /** The expiry of an entry without a TTL. */
-const NEVER = Number.POSITIVE_INFINITY;
+const NEVER = Infinity;
 
 /** A value a store can keep: anything that survives `JSON.stringify` / `JSON.parse` unchanged. */
 export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
@@ -221,7 +221,7 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
     while (entries.size > maxEntries) {
       let oldest = cursor.next();
       // An iterator that once reached the end stays done: start a new one.
-      if (oldest.done === true) {
+      if (oldest.done) {
         cursor = entries.keys();
         oldest = cursor.next();
       }
