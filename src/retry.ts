@@ -133,27 +133,37 @@ function describeOutcome(outcome: Outcome): string {
  * Reads a stream body of up to `cap` bytes into memory so it can be resent. A larger
  * body is sent once, as a stream: one branch of a tee is read, and the other (which
  * holds what was read, then the rest) is sent, so memory stays bounded by the cap.
+ * The caller's abort ends the read at once with its own reason: a body whose end is
+ * slow to come (an upload being relayed) must not hold the call past it.
  */
 async function bufferBody(call: Call, cap: number): Promise<void> {
   const stream = call.body;
   if (!(stream instanceof ReadableStream)) return;
-  const [send, probe] = (stream as ReadableStream<Uint8Array>).tee();
-  const reader = probe.getReader();
-  const chunks: Uint8Array[] = [];
+  const [send, probe] = stream.tee();
+  const chunks: BlobPart[] = [];
   let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    chunks.push(value);
-    size += value.byteLength;
-    if (size > cap) {
-      reader.cancel().catch(() => {});
-      call.init = { ...call.init, body: send, duplex: 'half' } as RequestInit;
-      return;
-    }
+  try {
+    await probe.pipeTo(
+      new WritableStream({
+        // Stream chunks are never views of a SharedArrayBuffer, which is all the type hides.
+        write(chunk: Uint8Array<ArrayBuffer>) {
+          chunks.push(chunk);
+          size += chunk.byteLength;
+          if (size > cap) throw size;
+        },
+      }),
+      // A tee branch's cancel settles only once both are cancelled: pipeTo must not
+      // wait for it, or a body over the cap would wait for its own sending.
+      // (An undefined signal is an absent one, as for any WebIDL dictionary member.)
+      { signal: call.signal as AbortSignal, preventCancel: true },
+    );
+    // A Blob is replayable, like the body it holds.
+    call.init = { ...call.init, body: new Blob(chunks) };
+  } catch (error) {
+    probe.cancel().catch(() => {});
+    if (size <= cap) throw error;
+    call.init = { ...call.init, body: send, duplex: 'half' } as RequestInit;
   }
-  // Stream chunks are never views of a SharedArrayBuffer, which is all the cast hides.
-  call.init = { ...call.init, body: new Uint8Array(await new Blob(chunks as BlobPart[]).arrayBuffer()) };
 }
 
 /**

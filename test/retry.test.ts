@@ -240,6 +240,41 @@ test('a stream body over replayBodyBytes is still sent whole, once', async () =>
   });
 });
 
+test('an abort while a stream body is buffered for replay rejects at once with the caller’s reason', async () => {
+  await withServer(always({ status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast, replayBodyBytes: 1024 })] });
+    // A small body whose end is slow to come (an upload being relayed, say).
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('first part;'));
+      },
+    });
+    const controller = new AbortController();
+    const reason = new Error('caller gave up');
+    setTimeout(() => controller.abort(reason), 20);
+    const started = performance.now();
+    await assert.rejects(
+      fetch(server.origin, { method: 'PUT', body, duplex: 'half', signal: controller.signal } as RequestInit),
+      (error: unknown) => error === reason,
+    );
+    assert.ok(performance.now() - started < 500, `${performance.now() - started} ms`);
+    assert.equal(server.requests.length, 0);
+  });
+});
+
+test('a Request input with a string body is buffered under replayBodyBytes and resent intact', async () => {
+  await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast, replayBodyBytes: 1024 })] });
+    const res = await fetch(new Request(server.origin, { method: 'PUT', body: 'hello' }));
+    await res.body?.cancel();
+    assert.equal(res.status, 200);
+    assert.deepEqual(
+      server.requests.map((r) => `${r.method} ${r.text}`),
+      ['PUT hello', 'PUT hello'],
+    );
+  });
+});
+
 test('a Request input without a body is resent', async () => {
   await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
     const fetch = createFetch({ use: [retry({ backoff: fast })] });
