@@ -101,13 +101,10 @@ export function statusLine(status: number, statusText: string | undefined): stri
  * prefix read as bytes can end in half a character that decodes to a 3-byte U+FFFD.
  */
 function keptBody(body: string): string {
-  const line = oneLine(body);
-  // A UTF-16 unit is at most 3 UTF-8 bytes: short strings need no encoding to check.
-  if (line.length * 3 <= MAX_BODY_BYTES) return line;
-  const bytes = new TextEncoder().encode(line);
-  if (bytes.byteLength <= MAX_BODY_BYTES) return line;
-  // `stream: true` holds back a character cut in half instead of emitting U+FFFD.
-  return new TextDecoder().decode(bytes.subarray(0, MAX_BODY_BYTES), { stream: true });
+  // `stream: true` holds back a character cut in half instead of emitting U+FFFD; a
+  // body within the limit decodes to itself. (An error is rare: no fast path needed.)
+  const bytes = new TextEncoder().encode(oneLine(body)).subarray(0, MAX_BODY_BYTES);
+  return new TextDecoder().decode(bytes, { stream: true });
 }
 
 /** Fields of an {@link HttpStatusError}. */
