@@ -34,7 +34,10 @@ const cases = [
   {
     name: 'breakwater/hono (everything)',
     code: `export * from '${root}adapters/hono/index.ts';`,
-    ceiling: 13_200,
+    // 13,200 until proxy() sent a Via entry and answered a request that comes back to
+    // it with 508 (+116 B; 13,283 B then), after the session's other hono fixes had
+    // taken it from 12,941 to 13,167 B.
+    ceiling: 13_350,
   },
   {
     name: 'breakwater/mcp',

@@ -302,3 +302,40 @@ test('a client that goes away aborts the proxied upstream call', async () => {
     });
   });
 });
+
+test('a request that comes back to the same proxy gets a 508 problem instead of being forwarded again', async () => {
+  let self = '';
+  let forwarded = 0;
+  const app = new Hono();
+  app.use('/api/*', async (_c, next) => {
+    forwarded++;
+    await next();
+  });
+  // The target resolves to this very server: without loop detection every hop forwards again.
+  app.all(
+    '/api/*',
+    proxy(() => `${self}/api/again`, { policy: definePolicy({ name: 'self', retry: { attempts: 1 } }) }),
+  );
+  await withApp(app, async (server) => {
+    self = server.origin;
+    const res = await fetch(`${server.origin}/api/start`);
+    const problem = await problemOf(res);
+    assert.equal(problem.status, 508);
+    assert.equal(problem.body.title, 'Loop Detected');
+  });
+  assert.equal(forwarded, 2);
+});
+
+test('each proxy adds its own Via entry, so a chain of two proxies is not taken for a loop', async () => {
+  await withServer(always({ status: 200, body: 'ok' }), async (up) => {
+    await withApp(proxyApp(up.origin, definePolicy({ name: 'inner' })), async (inner) => {
+      await withApp(proxyApp(`${inner.origin}/api`, definePolicy({ name: 'outer' })), async (outer) => {
+        const res = await fetch(`${outer.origin}/api/x`, { headers: { via: '1.1 edge' } });
+        assert.equal(res.status, 200);
+        assert.equal(await res.text(), 'ok');
+      });
+    });
+    const via = up.requests[0]?.headers.via;
+    assert.match(String(via), /^1\.1 edge, 1\.1 breakwater-[0-9a-f]{8}, 1\.1 breakwater-[0-9a-f]{8}$/);
+  });
+});

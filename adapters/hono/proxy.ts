@@ -25,7 +25,7 @@ import {
 } from '../../src/options.ts';
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { MAX_DELAY_MS, retryDelay } from '../../src/timing.ts';
-import { retryAfterSeconds } from './problem.ts';
+import { problemResponse, retryAfterSeconds } from './problem.ts';
 import { errorResponses } from './upstream.ts';
 
 /**
@@ -117,6 +117,9 @@ const targetSchema = z.custom<ProxyTarget>(
  * - Breakwater errors become problem responses, exactly as `errorResponses()` maps
  *   them (open circuit → 503 + `Retry-After`, timeout → 504, network → 502); any
  *   other error is thrown on to `app.onError`.
+ * - Each forwarded request carries this proxy's `Via` entry; a request that comes
+ *   back with it (a target that resolves to this server) gets a 508 problem instead
+ *   of being forwarded again.
  * - A request body is a stream: retry resends it only if the policy sets
  *   `retry.replayBodyBytes` (GET and other bodiless requests are always replayable).
  *
@@ -150,8 +153,21 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
   const respond = errorResponses({ policy: valid.policy, maxRetryAfterMs: capMs });
   const changes = valid.headers;
   const strict = valid.strictConnectionProcessing ?? false;
+  // This proxy's `Via` entry (RFC 9110 §7.6.3: a gateway must send one), with a random
+  // name so it knows a request that comes back to it: a target that resolves to this
+  // server would otherwise forward to itself until connections run out. Made on the
+  // first request: workerd allows no random values at module scope, where proxy() runs.
+  let via: string | undefined;
 
   return async function proxy(c) {
+    via ??= `1.1 breakwater-${crypto.randomUUID().slice(0, 8)}`;
+    if (c.req.header('via')?.includes(via)) {
+      return problemResponse({
+        status: 508,
+        title: 'Loop Detected',
+        detail: 'the request came back to this proxy',
+      });
+    }
     const url = typeof target === 'function' ? await target(c) : target;
     const edits = typeof changes === 'function' ? changes(c) : changes;
 
@@ -159,6 +175,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     function send(request: Request): Promise<Response> {
       const headers = new Headers(request.headers);
       for (const name of DROPPED_REQUEST_HEADERS) headers.delete(name);
+      headers.append('via', via as string);
       if (edits !== undefined) {
         for (const [name, value] of Object.entries(edits)) {
           if (value === undefined) headers.delete(name);
