@@ -136,7 +136,10 @@ export class HttpStatusError extends BreakwaterError {
 
   constructor(init: HttpStatusErrorInit) {
     const status = statusLine(init.status, init.statusText);
-    const said = init.serverMessage ? `: ${init.serverMessage}` : '';
+    // Servers quote the request URL back ("invalid URL https://..."): what they said
+    // is redacted like everything else shown.
+    const message = init.serverMessage && redactText(init.serverMessage);
+    const said = message ? `: ${message}` : '';
     const wait =
       init.retryAfterMs === undefined ? '' : `; server asked to retry after ${init.retryAfterMs} ms`;
     super(`${describe(init.request)} failed with ${status}${said}${wait}`, 'HTTP_STATUS', init);
@@ -144,8 +147,8 @@ export class HttpStatusError extends BreakwaterError {
     this.statusText = init.statusText ?? '';
     this.retryable = init.retryable ?? false;
     this.retryAfterMs = init.retryAfterMs;
-    this.body = keptBody(init.body ?? '');
-    this.serverMessage = init.serverMessage;
+    this.body = keptBody(redactText(init.body ?? ''));
+    this.serverMessage = message;
     this.headers = Object.freeze(safeHeaders(init.headers));
   }
 }

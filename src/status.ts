@@ -19,6 +19,7 @@ import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
 import { validate } from './options.ts';
+import { redactText } from './redact.ts';
 import { type HeadersLike, retryDelay } from './timing.ts';
 
 /** Body bytes read from a failure response by default (DESIGN.md §4: 2 KiB). */
@@ -126,7 +127,8 @@ export async function readSaid(
   now: number = Date.now(),
 ): Promise<Said> {
   const retryAfterMs = retryDelay(response.headers, now);
-  const text = await readPrefix(response, bodyBytes, bodyWaitMs);
+  // Servers quote the request URL back: a snapshot is redacted like an error.
+  const text = redactText(await readPrefix(response, bodyBytes, bodyWaitMs));
   const message = oneLine(jsonErrorMessage(text) ?? text);
   return {
     retryAfterMs,

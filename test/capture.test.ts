@@ -216,3 +216,19 @@ test('a body that stalls inside a character keeps only the whole characters that
   await res.body?.cancel();
   assert.equal(capture.last('k')?.body, 'ab');
 });
+
+test('a snapshot never shows the userinfo or query values of a URL the server’s body echoed', async () => {
+  const echoed = 'bad callback https://user:hunter2-pw@hooks.example.com/cb?api_key=sk-live-123';
+  const capture = captureStatus();
+  const fetch = createFetch({
+    fetch: async () => new Response(JSON.stringify({ error: { message: echoed } }), { status: 400 }),
+    use: [capture],
+    key: 'k',
+  });
+  await (await fetch('http://example.test/')).body?.cancel();
+  const snapshot = capture.last('k');
+  assert.equal(snapshot?.serverMessage, 'bad callback https://hooks.example.com/cb?api_key=[redacted]');
+  for (const secret of ['hunter2-pw', 'user:', 'sk-live-123']) {
+    assert.equal(JSON.stringify(snapshot).includes(secret), false, `shows ${secret}`);
+  }
+});

@@ -461,3 +461,15 @@ test('toJSON never contains URL userinfo or query values', () => {
     }
   }
 });
+
+test('an HttpStatusError never shows the userinfo or query values of a URL the server’s body echoed', () => {
+  // Servers quote the request URL back ("invalid URL https://..."), with its credentials.
+  const echoed = 'invalid callback https://user:hunter2-pw@hooks.example.com/cb?api_key=sk-live-123';
+  const error = new HttpStatusError({ status: 400, serverMessage: echoed, body: `{"error":"${echoed}"}` });
+  for (const shown of [error.message, error.serverMessage ?? '', error.body, JSON.stringify(error)]) {
+    for (const secret of ['hunter2-pw', 'user:', 'sk-live-123']) {
+      assert.equal(shown.includes(secret), false, `shows ${secret}: ${shown}`);
+    }
+  }
+  assert.equal(error.serverMessage, 'invalid callback https://hooks.example.com/cb?api_key=[redacted]');
+});
