@@ -49,8 +49,6 @@ const STORE_RETRY_MS = 1000;
 const MAX_BODY_BYTES_LIMIT = 67_108_864;
 /** Claim attempts before answering 409: a record can vanish between two reads when its owner releases it. */
 const CLAIM_ATTEMPTS = 3;
-/** Bytes per `String.fromCharCode` call when base64-encoding (keeps the argument list small). */
-const BASE64_CHUNK_BYTES = 0x8000;
 /** The header by which a server tells a client whether resending is worth it. */
 const SHOULD_RETRY = 'x-should-retry';
 /** What `x-should-retry` says on answers given before the handler ran: resending is safe. */
@@ -70,8 +68,8 @@ const NOT_RUN_STATUSES: ReadonlySet<number> = new Set([401, 403, 407, 408, 429])
  */
 const UNSTORED_HEADERS =
   /^(connection|keep-alive|te|trailer|transfer-encoding|upgrade|proxy-.*|set-cookie|content-length)$/;
-/** Statuses whose responses cannot carry a body (fetch's "null body status"). */
-const NULL_BODY_STATUSES: ReadonlySet<number> = new Set([101, 103, 204, 205, 304]);
+/** Stored statuses whose responses cannot carry a body (fetch's "null body statuses" from 200 up). */
+const NULL_BODY_STATUSES: ReadonlySet<number> = new Set([204, 205, 304]);
 
 /** Options for {@link idempotency}. */
 export interface IdempotencyOptions<E extends Env = Env> {
@@ -243,11 +241,7 @@ async function fingerprintBody(body: Blob): Promise<BlobPart> {
 }
 
 function toBase64(bytes: Uint8Array): string {
-  let binary = '';
-  for (let i = 0; i < bytes.length; i += BASE64_CHUNK_BYTES) {
-    binary += String.fromCharCode(...bytes.subarray(i, i + BASE64_CHUNK_BYTES));
-  }
-  return btoa(binary);
+  return btoa(Array.from(bytes, (byte) => String.fromCharCode(byte)).join(''));
 }
 
 function fromBase64(text: string): Uint8Array<ArrayBuffer> {
@@ -320,18 +314,6 @@ function setResponse(c: Context, response: Response): void {
 
 function internalError(): Response {
   return problemResponse({ status: 500, title: 'Internal Server Error' });
-}
-
-function storeUnavailable(): Response {
-  return problemResponse(
-    {
-      status: 503,
-      title: 'Idempotency store unavailable',
-      detail: 'Not run: the key could not be checked. Retry with the same key.',
-    },
-    STORE_RETRY_MS,
-    NOT_RUN,
-  );
 }
 
 /** The answer to a repeat of a key that already has a record. */
@@ -601,7 +583,15 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     try {
       holder = await claim(recordKey, running);
     } catch {
-      return storeUnavailable();
+      return problemResponse(
+        {
+          status: 503,
+          title: 'Idempotency store unavailable',
+          detail: 'Not run: the key could not be checked. Retry with the same key.',
+        },
+        STORE_RETRY_MS,
+        NOT_RUN,
+      );
     }
     if (holder !== undefined) return answerRepeat(holder, fingerprint);
 
