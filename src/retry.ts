@@ -218,7 +218,7 @@ export function retry(options: RetryOptions = {}): Retry {
     if (resend !== 'always' && !(resend === 'safe' ? verdict.safeToResend : verdict.notRun))
       return 'unsafe-to-resend';
     if (call.body instanceof ReadableStream) return 'body-not-replayable';
-    if (budgetTokens > 0 && serverDelay === undefined && budget.tokens <= budgetTokens / 2) return 'budget';
+    if (budgetTokens > 0 && !((serverDelay ?? 0) > 0) && budget.tokens <= budgetTokens / 2) return 'budget';
     // No pointless sleep: a wait past the cap or the deadline fails at once.
     if (serverDelay !== undefined && (serverDelay > maxRetryAfterMs || serverDelay > remaining))
       return 'retry-after-too-long';
@@ -249,10 +249,11 @@ export function retry(options: RetryOptions = {}): Retry {
       // The budget guards against storms of our own making. A retry the server invited
       // with a delay it named (429/503 + Retry-After), waited out exactly (and, with a
       // breaker, by every caller of the key at once), is not one: it neither takes a
-      // token nor is refused by the bucket. Any other failed attempt takes a token,
-      // whether or not it is retried (gRPC throttling).
+      // token nor is refused by the bucket. A delay of 0 invites no pause, so it is no
+      // such invitation: 1,000 calls answered `Retry-After: 0` would resend at once.
+      // Any other failed attempt takes a token, whether or not it is retried (gRPC throttling).
       const serverDelay = verdict.retryAfterMs;
-      if (verdict.retryable && serverDelay === undefined) {
+      if (verdict.retryable && !((serverDelay ?? 0) > 0)) {
         budget.tokens = Math.max(0, budget.tokens - 1);
       }
       const delay = serverDelay ?? schedule(call.attempt, previousDelay);

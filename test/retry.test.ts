@@ -409,3 +409,17 @@ test('retries the server invited with a delay neither take budget tokens nor are
     },
   );
 });
+
+test('a Retry-After of 0 is no invitation past the budget: 1,000 calls answered so send few extra requests', async () => {
+  await withServer(always({ status: 503, headers: { 'retry-after': '0' } }), async (server) => {
+    const policy = retry({ backoff: fast });
+    const fetch = createFetch({ use: [policy], key: 'zero' });
+    for (let batch = 0; batch < 50; batch++) {
+      const responses = await Promise.all(Array.from({ length: 20 }, () => fetch(server.origin)));
+      await Promise.all(responses.map((r) => r.body?.cancel()));
+    }
+    const extra = server.requests.length - 1000;
+    assert.ok(extra <= 100, `${extra} extra requests`);
+    assert.ok((policy.stats('zero')?.tokens ?? 10) <= 5);
+  });
+});
