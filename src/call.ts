@@ -172,8 +172,16 @@ export class Call {
   get key(): string {
     const option = this.#key;
     if (typeof option === 'string') return option;
-    this.#key = option ? option(this.url) : (originOf(this.href) ?? this.url.origin);
-    return this.#key;
+    const key = option ? option(this.url) : (originOf(this.href) ?? this.url.origin);
+    // Checked here, where it is made: kept as is, a number would fail later as "option
+    // is not a function", and an object would name every server alike.
+    if (typeof key !== 'string' || key === '') {
+      throw new TypeError(
+        `the key function returned ${key === '' ? 'an empty string' : typeof key}: it must return a non-empty string`,
+      );
+    }
+    this.#key = key;
+    return key;
   }
 
   /** The caller's abort signal (from init, else from a `Request` input), if any. */

@@ -199,6 +199,34 @@ test('the key option names the server, as a string or from the URL', async () =>
   assert.deepEqual(keys, ['github-mcp', 'svc:billing']);
 });
 
+test('a key function that returns no usable key rejects the call with a TypeError saying so, before anything is sent', async () => {
+  let sent = 0;
+  const stub: FetchLike = async () => {
+    sent++;
+    return new Response('ok');
+  };
+  const look: Middleware = async function look(call, next) {
+    void call.key;
+    return next(call);
+  };
+  for (const [bad, said] of [
+    [42, 'number'],
+    [{}, 'object'],
+    ['', 'an empty string'],
+    [undefined, 'undefined'],
+  ] as const) {
+    const fetch = createFetch({ fetch: stub, use: [look], key: () => bad as unknown as string });
+    await assert.rejects(
+      fetch('http://127.0.0.1:9/'),
+      (error: unknown) =>
+        error instanceof TypeError &&
+        error.message.includes(`returned ${said}`) &&
+        /non-empty string/.test(error.message),
+    );
+  }
+  assert.equal(sent, 0);
+});
+
 test('middleware run outermost first, and unwind innermost first', async () => {
   const order: string[] = [];
   const tag = (name: string): Middleware =>
