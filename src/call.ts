@@ -34,16 +34,19 @@ export const ATTACH: unique symbol = Symbol('breakwater.attach');
 /** The methods RFC 9110 §9.2.2 defines as idempotent. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
-type HeaderSource = Headers | [string, string][] | Record<string, string> | undefined;
+type HeaderSource = Headers | Iterable<[string, string]> | Record<string, string> | undefined;
 
 /**
  * Reads one header (`name` in lower case) from any `HeadersInit` form without
- * building a `Headers`: repeated names are joined with ", " as `Headers` would.
+ * building a `Headers`: repeated names are joined with ", " as `Headers` would. Any
+ * iterable of pairs counts, as fetch reads it: a `Map`, another library's `Headers`.
  */
 function readHeader(source: HeaderSource, name: string): string | null {
   if (source instanceof Headers) return source.get(name);
   const found: string[] = [];
-  for (const [key, value] of Array.isArray(source) ? source : Object.entries(source ?? {})) {
+  for (const [key, value] of source != null && Symbol.iterator in source
+    ? (source as Iterable<[string, string]>)
+    : Object.entries(source ?? {})) {
     if (String(key).toLowerCase() === name) found.push(String(value));
   }
   return found.length > 0 ? found.join(', ') : null;
@@ -51,20 +54,19 @@ function readHeader(source: HeaderSource, name: string): string | null {
 
 /**
  * The origin of an absolute URL string, found by scanning rather than `new URL()`:
- * the key is needed on every call, a full parse is not.
+ * the key is needed on every call, a full parse is not. Anything the URL parser would
+ * rewrite is left to it (undefined): userinfo (`@`), escapes (`%`), a backslash (read
+ * as `/`), spaces and control characters (stripped), non-ASCII hosts (punycode).
  */
 function originOf(href: string): string | undefined {
   const scheme = href.indexOf('://');
   if (scheme <= 0) return undefined;
-  let end = scheme + 3;
-  // '/', '?', '#' end the authority.
-  for (
-    let c = href.charCodeAt(end);
-    end < href.length && c !== 47 && c !== 63 && c !== 35;
-    c = href.charCodeAt(++end)
-  ) {
-    // '@' means userinfo: let the URL parser deal with it (and drop it).
-    if (c === 64) return undefined;
+  let end = 0;
+  for (; end < href.length; end++) {
+    const c = href.charCodeAt(end);
+    // '/', '?', '#' past the scheme's '://' end the authority.
+    if (end > scheme + 2 && (c === 47 || c === 63 || c === 35)) break;
+    if (c <= 32 || c > 126 || c === 64 || c === 37 || c === 92) return undefined;
   }
   const origin = href.slice(0, end).toLowerCase();
   // Default ports are not part of an origin.
@@ -175,11 +177,10 @@ export class Call {
     const key = option ? option(this.url) : (originOf(this.href) ?? this.url.origin);
     // Checked here, where it is made: kept as is, a number would fail later as "option
     // is not a function", and an object would name every server alike.
-    if (typeof key !== 'string' || key === '') {
+    if (!key || typeof key !== 'string')
       throw new TypeError(
-        `the key function returned ${key === '' ? 'an empty string' : typeof key}: it must return a non-empty string`,
+        `key function must return a non-empty string, got ${key === '' ? '""' : typeof key}`,
       );
-    }
     this.#key = key;
     return key;
   }

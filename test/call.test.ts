@@ -83,3 +83,48 @@ test('an empty Idempotency-Key does not make a POST idempotent', () => {
     true,
   );
 });
+
+test('the default key is what new URL(href).origin says, for hosts the URL parser rewrites too', () => {
+  for (const href of [
+    'https://bücher.example/a',
+    'https://EXAMPLE.com/a',
+    'https://ex%61mple.com/a',
+    'https://example.com\\a',
+    'https://exa\tmple.com/a',
+    'https://example.com\n',
+    ' https://example.com/a',
+    'https://[::1]:443/a',
+    'http://127.0.0.1:9/',
+    'https://user@example.com:8443?x',
+    'https://example.com#frag',
+  ]) {
+    assert.equal(
+      new Call(href, undefined, undefined, undefined).key,
+      new URL(href).origin,
+      JSON.stringify(href),
+    );
+  }
+});
+
+test('headers given as a Map or as another library’s iterable Headers are read as fetch reads them', () => {
+  const map = new Map([['Idempotency-Key', '"k1"']]);
+  const foreign = {
+    *[Symbol.iterator]() {
+      yield ['idempotency-key', '"k2"'] as [string, string];
+    },
+  };
+  for (const [headers, key] of [
+    [map, '"k1"'],
+    [foreign, '"k2"'],
+  ] as const) {
+    const call = new Call(
+      URL_TEXT,
+      { method: 'POST', headers: headers as unknown as HeadersInit },
+      undefined,
+      undefined,
+    );
+    assert.equal(call.header('idempotency-key'), key);
+    assert.equal(call.isIdempotent, true);
+    assert.equal(new Headers(headers as unknown as HeadersInit).get('idempotency-key'), key);
+  }
+});

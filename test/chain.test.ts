@@ -212,16 +212,16 @@ test('a key function that returns no usable key rejects the call with a TypeErro
   for (const [bad, said] of [
     [42, 'number'],
     [{}, 'object'],
-    ['', 'an empty string'],
+    ['', '""'],
     [undefined, 'undefined'],
+    [10n, 'bigint'],
   ] as const) {
     const fetch = createFetch({ fetch: stub, use: [look], key: () => bad as unknown as string });
     await assert.rejects(
       fetch('http://127.0.0.1:9/'),
       (error: unknown) =>
         error instanceof TypeError &&
-        error.message.includes(`returned ${said}`) &&
-        /non-empty string/.test(error.message),
+        error.message === `key function must return a non-empty string, got ${said}`,
     );
   }
   assert.equal(sent, 0);
