@@ -267,7 +267,10 @@ export function retry(options: RetryOptions = {}): Retry {
         throw new RetryAfterTooLongError({
           retryAfterMs: delay,
           limitMs: Math.min(maxRetryAfterMs, call.remainingMs()),
-          cause: 'response' in outcome ? await statusError(call, outcome.response) : outcome.error,
+          cause:
+            'response' in outcome
+              ? await statusError(call, outcome.response, undefined, classifyOptions.statuses)
+              : outcome.error,
           request: requestSummary(call.key, call.method, call.href),
         });
       }

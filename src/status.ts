@@ -173,16 +173,22 @@ export function throwOnStatus(statuses?: readonly number[]): Middleware {
  * The {@link HttpStatusError} for a failure response of a call: reuses the snapshot
  * `captureStatus()` took of it, or reads the body snippet itself, then cancels the
  * body so the connection is freed. `cause` is kept on the error (an adapter passes
- * the SDK error it replaces).
+ * the SDK error it replaces); `retryable` is judged against `statuses` (retry passes
+ * its own).
  */
-export async function statusError(call: Call, response: Response, cause?: unknown): Promise<HttpStatusError> {
+export async function statusError(
+  call: Call,
+  response: Response,
+  cause?: unknown,
+  statuses?: readonly number[],
+): Promise<HttpStatusError> {
   const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(response));
   await response.body?.cancel().catch(() => {});
   const { status, headers } = response;
   return new HttpStatusError({
     status,
     statusText: response.statusText,
-    retryable: isRetryableStatus(status, headers),
+    retryable: isRetryableStatus(status, headers, statuses),
     retryAfterMs: said.retryAfterMs,
     body: said.body,
     serverMessage: said.serverMessage,

@@ -423,3 +423,16 @@ test('a Retry-After of 0 is no invitation past the budget: 1,000 calls answered 
     assert.ok((policy.stats('zero')?.tokens ?? 10) <= 5);
   });
 });
+
+test('the HttpStatusError under a RetryAfterTooLongError is retryable by the retry statuses the caller set', async () => {
+  await withServer(always({ status: 420, headers: { 'retry-after': '3600' } }), async (server) => {
+    const fetch = createFetch({ use: [retry({ statuses: [420] })] });
+    await assert.rejects(fetch(server.origin), (error: unknown) => {
+      assert.ok(error instanceof RetryAfterTooLongError);
+      assert.ok(error.cause instanceof HttpStatusError);
+      assert.equal(error.cause.status, 420);
+      assert.equal(error.cause.retryable, true);
+      return true;
+    });
+  });
+});
