@@ -120,9 +120,10 @@ function isReplayable(body: unknown): body is BodyInit {
  */
 export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
   validate(policySchema, policy, 'kyOptions(policy)');
-  const valid = validate(optionsSchema, options, 'kyOptions()') ?? {};
-  const chained = policy.fetch(valid.fetch, { auth: valid.auth, onEvent: valid.onEvent, key: valid.key });
-  const key = valid.key ?? policy.resolved.name;
+  const { fetch: base, errors, ...rest } = validate(optionsSchema, options, 'kyOptions()') ?? {};
+  const chained = policy.fetch(base, rest);
+  const { name, retry } = policy.resolved;
+  const key = rest.key ?? name;
   /** The body each request was built from, for the requests whose body can be resent. */
   const bodies = new WeakMap<Request, BodyInit>();
 
@@ -131,12 +132,8 @@ export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
     // Only ky's first request is built from `normalized.body`. A retry's request may be
     // one a hook or `ky.retry({ request })` made with another body, while the options
     // still hold the first (ky < 1.12 passes no state, and cannot replace requests).
-    if (
-      !(state?.retryCount > 0) &&
-      request.body !== null &&
-      onUploadProgress === undefined &&
-      isReplayable(body)
-    ) {
+    // A body ky was given is in its first request (a GET or HEAD with one throws).
+    if (!state?.retryCount && !onUploadProgress && isReplayable(body)) {
       bodies.set(request, body);
     }
   };
@@ -149,12 +146,13 @@ export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
   };
 
   const hooks: NonNullable<Options['hooks']> = { beforeRequest: [rememberBody] };
-  if (valid.errors === 'breakwater') {
+  if (errors === 'breakwater') {
     const toHttpStatusError = async function toHttpStatusError(error: HTTPError): Promise<HttpStatusError> {
       const { request, response } = error as Partial<HTTPError>;
       // Anything else an earlier hook put in its place passes through unchanged.
       if (!(request instanceof Request && response instanceof Response)) return error as never;
-      return statusError(new Call(request, undefined, key, undefined), response, error);
+      // Retryable by the statuses the policy retries, as its own give-up error says.
+      return statusError(new Call(request, undefined, key, undefined), response, error, retry.statuses);
     };
     // ky types beforeError as returning HTTPError; it throws whatever the hooks return.
     hooks.beforeError = [toHttpStatusError as unknown as BeforeErrorHook];
