@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { connect, createServer as createTcpServer, type Server, type Socket } from 'node:net';
 import { test } from 'node:test';
+import { createServer as createTlsServer } from 'node:tls';
 import { NetworkError, requestSummary } from '../src/errors.ts';
 import { normalizeNetworkError } from '../src/network.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
@@ -74,12 +76,18 @@ test('a name that does not resolve is ENOTFOUND during connect, not sent', async
   }
 });
 
-test('https to a plain-HTTP server is a TLS failure during connect, not sent', async () => {
+test('https to a plain-HTTP server is a TLS failure, not sent where the runtime says it came in connect', async () => {
   await withServer(always({}), async (server) => {
     const error = await rejection(() =>
       fetch(`https://127.0.0.1:${server.port}/`, { method: 'POST', body: 'x' }),
     );
-    assertNetwork(error, { code: 'TLS', phase: 'connect', sent: 'no' });
+    // Bun reports this exactly like a TLS failure after the request went out (EPROTO,
+    // "The TLS handshake failed"; see the TLS tests below), so it gets the safe side.
+    const expected =
+      runtime === 'bun'
+        ? { code: 'TLS', phase: 'send', sent: 'maybe' }
+        : { code: 'TLS', phase: 'connect', sent: 'no' };
+    assertNetwork(error, expected);
     assert.equal(server.requests.length, 0);
   });
 });
@@ -183,6 +191,128 @@ test('a normalised error names the request, redacted, and keeps the raw error as
   assert.match(normalised.message, /POST .*\/v1\/things/);
   assert.match(normalised.message, /ECONNREFUSED during connect \(not sent\)/);
   assert.doesNotMatch(normalised.message, /secret|abc/);
+});
+
+// TLS on loopback. A self-signed certificate for IP 127.0.0.1 (P-256, CA:FALSE, valid
+// 2000-2100), made once with `openssl ca -selfsign`; the key is a test key, used
+// nowhere else.
+const TEST_CERT = `-----BEGIN CERTIFICATE-----
+MIIBfzCCASSgAwIBAgIBATAKBggqhkjOPQQDAjAUMRIwEAYDVQQDDAkxMjcuMC4w
+LjEwIBcNMDAwMTAxMDAwMDAwWhgPMjEwMDAxMDEwMDAwMDBaMBQxEjAQBgNVBAMM
+CTEyNy4wLjAuMTBZMBMGByqGSM49AgEGCCqGSM49AwEHA0IABBOAGAAeHG9RGyMP
+a1qisTgxaEMJeT+jr6aP7oyJTyKRWGY6rwlkQGCTO5K3MBRTQkGlTbn3V2q+k+k+
+Hgjff6+jZTBjMA8GA1UdEQQIMAaHBH8AAAEwDAYDVR0TAQH/BAIwADATBgNVHSUE
+DDAKBggrBgEFBQcDATAOBgNVHQ8BAf8EBAMCB4AwHQYDVR0OBBYEFHbvx5ZxVyQw
+ThtU1vCrdLJ04gI7MAoGCCqGSM49BAMCA0kAMEYCIQDXki9pZTWTBnF1DLqBCY8H
+c8yg0XvrXJPffBjBWtM4bgIhAOH5mgxBOm/AmTp76xC+CXCQnUb9qfY0s1D53FnL
+pgaf
+-----END CERTIFICATE-----
+`;
+const TEST_KEY = `-----BEGIN PRIVATE KEY-----
+MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgIBE8PLKaxS8oH+ne
+8J3V8Zr2TJlAqg3TceUn0Q/MggWhRANCAAQTgBgAHhxvURsjD2taorE4MWhDCXk/
+o6+mj+6MiU8ikVhmOq8JZEBgkzuStzAUU0JBpU2591dqvpPpPh4I33+v
+-----END PRIVATE KEY-----
+`;
+
+/** Starts `server` on 127.0.0.1, port 0, and returns the port. */
+async function listen(server: Server): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as { port: number }).port;
+}
+
+/**
+ * A TLS server on loopback behind a TCP relay. Once the TLS server has read request
+ * bytes, the relay stops passing its answer on and sends the client plain text
+ * instead: a TLS failure that strikes after the request went out (a middlebox or a
+ * broken server). Calls `run` with the relay's origin and how many request bytes
+ * the TLS server got so far; closes everything afterwards.
+ */
+async function withTlsBrokenAfterRequest(
+  run: (origin: string, received: () => number) => Promise<void>,
+): Promise<void> {
+  const sockets = new Set<Socket>();
+  const track = (socket: Socket): Socket => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+    return socket;
+  };
+  let received = 0;
+  let requestRead = (): void => {};
+  const gotRequest = new Promise<void>((resolve) => {
+    requestRead = resolve;
+  });
+  const tlsServer = createTlsServer({ cert: TEST_CERT, key: TEST_KEY }, (socket) => {
+    track(socket).on('data', (chunk: Uint8Array) => {
+      received += chunk.byteLength;
+      requestRead();
+    });
+  });
+  tlsServer.on('tlsClientError', () => {});
+  const relay = createTcpServer((client) => {
+    const upstream = track(connect(tlsPort, '127.0.0.1'));
+    track(client).pipe(upstream);
+    upstream.pipe(client);
+    void gotRequest.then(() => {
+      upstream.unpipe(client);
+      client.end('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n');
+    });
+  });
+  const tlsPort = await listen(tlsServer);
+  const relayPort = await listen(relay);
+  try {
+    await run(`https://127.0.0.1:${relayPort}/`, () => received);
+  } finally {
+    requestRead();
+    for (const socket of sockets) socket.destroy();
+    await Promise.all([tlsServer, relay].map((server) => new Promise((resolve) => server.close(resolve))));
+  }
+}
+
+/**
+ * Fetch options that make the runtime trust {@link TEST_CERT}, and a function that
+ * releases them. Deno takes a client (`Deno.createHttpClient`), Bun a `tls` option;
+ * Node's fetch has no per-request option, so there the certificate stays untrusted.
+ */
+function trustTestCert(): { init: RequestInit & { client?: unknown; tls?: unknown }; release(): void } {
+  const deno = (globalThis as { Deno?: { createHttpClient(o: { caCerts: string[] }): { close(): void } } })
+    .Deno;
+  if (deno) {
+    const client = deno.createHttpClient({ caCerts: [TEST_CERT] });
+    return { init: { client }, release: () => client.close() };
+  }
+  return { init: runtime === 'bun' ? { tls: { ca: TEST_CERT } } : {}, release: () => {} };
+}
+
+test('a TLS failure after the server read the request is maybe sent: not sent only when nothing arrived', async () => {
+  await withTlsBrokenAfterRequest(async (origin, received) => {
+    const { init, release } = trustTestCert();
+    try {
+      const error = await rejection(() => fetch(origin, { ...init, method: 'POST', body: 'x' }));
+      if (runtime === 'node') {
+        // Node's fetch cannot be told to trust the certificate: the handshake fails
+        // (DEPTH_ZERO_SELF_SIGNED_CERT) before a request byte is written.
+        assertNetwork(error, { code: 'TLS', phase: 'connect', sent: 'no' });
+        assert.equal(received(), 0);
+      } else {
+        // Deno says `received corrupt message of type InvalidContentType`, without
+        // hyper's `(Connect)`; Bun says `EPROTO: The TLS handshake failed`, exactly as
+        // for https to a plain-HTTP port. Either way the server had the request.
+        assert.ok(received() > 0, 'the TLS server read the request');
+        assertNetwork(error, { code: 'TLS', phase: 'send', sent: 'maybe' });
+      }
+    } finally {
+      release();
+    }
+  });
+});
+
+test('an untrusted certificate is a TLS failure during connect, not sent', async () => {
+  await withTlsBrokenAfterRequest(async (origin, received) => {
+    const error = await rejection(() => fetch(origin, { method: 'POST', body: 'x' }));
+    assertNetwork(error, { code: 'TLS', phase: 'connect', sent: 'no' });
+    assert.equal(received(), 0);
+  });
 });
 
 // Constructed errors: shapes that cannot be provoked on loopback here (other
