@@ -5,7 +5,7 @@ import { AgentCardError, a2aFetch, a2aIdempotent, resolveAgentCard } from '../ad
 import type { FetchLike } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
-import { HttpStatusError, TimeoutError } from '../src/errors.ts';
+import { HttpStatusError, NetworkError, TimeoutError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { withApp } from './helpers/hono-server.ts';
@@ -227,7 +227,7 @@ test('the card deadlines are cleared on every path: a card, a failing status, a 
   assert.equal(typeof (results[0] as { name?: unknown }).name, 'string');
   assert.ok(results[1] instanceof HttpStatusError, String(results[1]));
   assert.ok(results[2] instanceof AgentCardError, String(results[2]));
-  assert.ok(results[3] instanceof TypeError, String(results[3]));
+  assert.ok(results[3] instanceof NetworkError, String(results[3]));
   assert.ok(results[4] instanceof TimeoutError, String(results[4]));
   const ours = started.filter((timer) => timer.ms === 4321 || timer.ms === 4322 || timer.ms === 50);
   assert.equal(ours.length, 7, 'one deadline per call, one body deadline per body read');

@@ -24,6 +24,7 @@ import {
 import { normalizeNetworkError } from '../../src/network.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
+import { redactText } from '../../src/redact.ts';
 import { statusError } from '../../src/status.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 
@@ -257,6 +258,20 @@ async function within<T>(
 }
 
 /**
+ * A failed GET or body read as breakwater reports it: an abort as it is, a network
+ * failure as a `NetworkError`, a runtime's refusal with its URLs redacted. Without a
+ * policy's chain, the runtime's own error would reach the caller, and it can quote the
+ * URL: Deno and Bun with its query values, Node with its userinfo, password included.
+ */
+function failure(error: unknown, signal: AbortSignal, request: RequestSummary): unknown {
+  if (isAbort(error, signal)) return error;
+  return (
+    normalizeNetworkError(error, request) ??
+    (error instanceof TypeError ? new TypeError(redactText(error.message)) : error)
+  );
+}
+
+/**
  * Reads the whole body, at most `maxBytes` bytes and for at most
  * `timeoutMs`: a declared length over the cap fails before a byte is read, and a
  * body that grows past it is cancelled at once, so memory never exceeds the cap.
@@ -285,8 +300,8 @@ async function readCapped(
     await within(timeoutMs, 'attempt', request, outer, async (signal) => {
       for (;;) {
         const next = await reader.read().catch((error: unknown) => {
-          // A body that broke mid-way is a network failure like any other (user aborts pass as they are).
-          throw isAbort(error, signal) ? error : (normalizeNetworkError(error, request) ?? error);
+          // A body that broke mid-way is a network failure like any other.
+          throw failure(error, signal, request);
         });
         if (next.done) return;
         size += next.value.byteLength;
@@ -374,7 +389,9 @@ export async function resolveAgentCard(
   const ms = valid.timeoutMs ?? (valid.policy?.resolved.timeout ? undefined : DEFAULT_TIMEOUT_MS);
   return within(ms, 'total', request, valid.signal, async (signal) => {
     init.signal = signal;
-    const response = await fetch(href, init);
+    const response = await fetch(href, init).catch((error: unknown) => {
+      throw failure(error, signal, request);
+    });
     if (!response.ok) throw await statusError(call, response);
     const body = await readCapped(
       response,
