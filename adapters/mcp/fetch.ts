@@ -18,6 +18,7 @@ import type { StatusSnapshot } from '../../src/capture.ts';
 import { oneLine } from '../../src/errors.ts';
 import { clientOptionsShape, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
+import { redactText } from '../../src/redact.ts';
 import { wrapHttpError } from '../../src/status.ts';
 import {
   type McpResendOptions,
@@ -142,7 +143,8 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     // The SDK's message quotes a failed POST's body: of the recent failures of that
     // status, the one whose body it quotes (two concurrent 503s keep their own
     // Retry-After), else the latest. None: the status is all there is.
-    const message = oneLine((error as Error).message);
+    // Redacted as the snapshots' bodies are, or a body quoting a URL with a query never matches.
+    const message = redactText(oneLine((error as Error).message));
     const recent = (failures.get(status) ?? []).filter((said) => Date.now() - said.at <= MAX_SNAPSHOT_AGE_MS);
     const said = recent.filter((s) => s.body && message.includes(s.body)).pop() ?? recent.pop();
     return wrapHttpError(status, said, error);
