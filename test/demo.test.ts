@@ -146,3 +146,16 @@ test('the demo refuses a bad flag value with exit code 2', async () => {
   assert.equal(run.code, 2);
   assert.match(run.stderr, /--calls must be a whole number/);
 });
+
+test('the demo refuses an --html file it cannot write before running anything, with exit code 2', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'breakwater-demo-'));
+  try {
+    const run = await demo([...SHORT_RUN, '--storm-only', '--html', join(dir, 'missing', 'report.html')]);
+    assert.equal(run.code, 2, run.stderr);
+    assert.match(run.stderr, /--html: cannot write .*report\.html/);
+    assert.match(run.stderr, /--help/);
+    assert.equal(run.stdout, '', 'nothing ran');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

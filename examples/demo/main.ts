@@ -12,7 +12,7 @@
  * the upstream resets sockets through node:http.
  */
 
-import { writeFile } from 'node:fs/promises';
+import { type FileHandle, open } from 'node:fs/promises';
 import process from 'node:process';
 import { parseArgs } from 'node:util';
 import { CLIENT_ABOUT, CLIENT_NAMES, makeClient } from './clients.ts';
@@ -196,8 +196,22 @@ function summarize(
   };
 }
 
+/**
+ * The `--html` file, opened for writing before anything runs: a path that cannot be
+ * written (a missing directory, no permission, a directory) is a usage error now,
+ * not a crash after a 20 s run.
+ */
+async function openReport(path: string): Promise<FileHandle> {
+  try {
+    return await open(path, 'w');
+  } catch (error) {
+    const { code, message } = error as Error & { code?: string };
+    throw new UsageError(`--html: cannot write ${path} (${code ?? message})`);
+  }
+}
+
 /** Act 1: the workload through each client in turn, against a fresh storm each. */
-async function runStorm(settings: Settings): Promise<RunSummary[]> {
+async function runStorm(settings: Settings, report: FileHandle | undefined): Promise<RunSummary[]> {
   const script = stormScript(settings.seed, settings.stormMs);
   const plan = planWorkload(settings.seed, settings.calls, settings.stormMs);
   const orders = plan.filter((call) => call.method === 'POST').length;
@@ -236,8 +250,8 @@ async function runStorm(settings: Settings): Promise<RunSummary[]> {
   process.stdout.write(
     `${settings.quiet ? '' : '\n'}${formatTable(runs)}\n\n${formatFailures(runs)}\n\n${formatNotes(settings.concurrency)}\n`,
   );
-  if (settings.html !== undefined) {
-    await writeFile(settings.html, reportHtml(runs, script, settings));
+  if (report !== undefined) {
+    await report.writeFile(reportHtml(runs, script, settings));
     process.stdout.write(`\nHTML report: ${settings.html}\n`);
   }
   return runs;
@@ -275,8 +289,10 @@ async function runActs(quiet: boolean): Promise<string[]> {
 
 async function main(): Promise<void> {
   let settings: Settings | 'help';
+  let report: FileHandle | undefined;
   try {
     settings = parseSettings(process.argv.slice(2));
+    if (settings !== 'help' && settings.html !== undefined) report = await openReport(settings.html);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     process.stderr.write(`breakwater demo: ${error.message}\nRun with --help for the options.\n`);
@@ -287,7 +303,12 @@ async function main(): Promise<void> {
     process.stdout.write(HELP);
     return;
   }
-  const problems = stormProblems(await runStorm(settings));
+  let problems: string[];
+  try {
+    problems = stormProblems(await runStorm(settings, report));
+  } finally {
+    await report?.close();
+  }
   if (!settings.stormOnly) problems.push(...(await runActs(settings.quiet)));
   for (const problem of problems) process.stderr.write(`breakwater demo: ${problem}\n`);
   if (problems.length > 0) process.exitCode = 1;
