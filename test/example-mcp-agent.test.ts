@@ -8,6 +8,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { formatTable, type Ledger } from '../examples/mcp-agent/agent.ts';
 import { allowSlowTests, runExample } from './helpers/example.ts';
 
 await allowSlowTests();
@@ -70,4 +71,37 @@ test('the MCP agent example: breakwater runs create_ticket once per ask, fails f
   assert.match(naive.get(3) ?? '', /^tools\/list: "Streamable HTTP error: .*; 3 tries$/);
   assert.match(naive.get(5) ?? '', /^ok; create_ticket failed, ok on try 2$/);
   for (const turn of [6, 7, 8]) assert.match(naive.get(turn) ?? '', /^connect: "Streamable HTTP error: /);
+});
+
+test('the MCP agent example counts duplicate create_ticket executions per ticket at the server: a ticket that never ran does not hide one that ran twice', () => {
+  // 4 asks, 4 executions: ticket 2 ran twice, ticket 10 never ran.
+  const ledger = (tickets: [string, number][]): Ledger => ({
+    requests: 20,
+    whileDown: 0,
+    insideRetryAfter: 0,
+    runs: { search: 12, create_ticket: tickets.reduce((sum, [, runs]) => sum + runs, 0) },
+    tickets: new Map(tickets),
+  });
+  const naive = {
+    log: [],
+    ticketsAsked: 4,
+    ledger: ledger([
+      ['turn 2', 2],
+      ['turn 5', 1],
+      ['turn 12', 1],
+    ]),
+  };
+  const breakwater = {
+    log: [],
+    ticketsAsked: 4,
+    ledger: ledger([
+      ['turn 2', 1],
+      ['turn 5', 1],
+      ['turn 10', 1],
+      ['turn 12', 1],
+    ]),
+  };
+  const table = formatTable({ naive, breakwater, elapsedMs: 0, problems: [] }).join('\n');
+  assert.deepEqual(figures(table, 'create_ticket executions'), [4, 4]);
+  assert.deepEqual(figures(table, 'duplicate create_ticket executions'), [1, 0]);
 });

@@ -80,6 +80,8 @@ export interface Ledger {
   insideRetryAfter: number;
   /** Tool handler executions. */
   runs: { search: number; create_ticket: number };
+  /** create_ticket executions per ticket (by its title, which names the turn that asked for it). */
+  tickets: Map<string, number>;
 }
 
 /** A JSON-RPC error body, as MCP servers send with an HTTP failure. */
@@ -108,6 +110,7 @@ function mcpServer(ledger: Ledger): McpServer {
     { description: 'Open a ticket', inputSchema: { title: z.string() } },
     async ({ title }) => {
       ledger.runs.create_ticket++;
+      ledger.tickets.set(title, (ledger.tickets.get(title) ?? 0) + 1);
       return { content: [{ type: 'text' as const, text: `ticket #${ledger.runs.create_ticket}: ${title}` }] };
     },
   );
@@ -203,6 +206,7 @@ async function startServer(): Promise<FlakyServer> {
     whileDown: 0,
     insideRetryAfter: 0,
     runs: { search: 0, create_ticket: 0 },
+    tickets: new Map(),
   };
   let current = 0;
   const app = flakyApp(ledger, () => current);
@@ -432,8 +436,15 @@ export interface McpAgentComparison {
   problems: string[];
 }
 
-/** create_ticket executions beyond the tickets the agent asked for. */
-const duplicates = (run: AgentRun): number => run.ledger.runs.create_ticket - run.ticketsAsked;
+/**
+ * create_ticket executions beyond the first, per ticket, as the handler counted them.
+ * Not executions minus asks: a ticket that never ran would hide one that ran twice.
+ */
+function duplicates(run: AgentRun): number {
+  let extra = 0;
+  for (const runs of run.ledger.tickets.values()) extra += runs - 1;
+  return extra;
+}
 
 /** Runs the agent through both clients, each against its own fresh server. */
 export async function runMcpAgent(): Promise<McpAgentComparison> {
