@@ -646,7 +646,8 @@ function sfText(item: RegExpExecArray | null | undefined): string | undefined {
 }
 
 function sfInteger(item: RegExpExecArray | undefined): number | undefined {
-  const n = Number(item?.[SF_INTEGER]);
+  // `+ 0` makes "-0" (a valid Integer, RFC 9651 §4.2.4) read as 0, not negative zero.
+  const n = Number(item?.[SF_INTEGER]) + 0;
   return n >= 0 ? n : undefined; // also rejects NaN: not an Integer
 }
 
