@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { test } from 'node:test';
-import { resolveAgentCard } from '../adapters/a2a/index.ts';
-import { NetworkError } from '../src/errors.ts';
+import { Hono } from 'hono';
+import { createA2AClient, resolveAgentCard } from '../adapters/a2a/index.ts';
+import { HttpStatusError, NetworkError } from '../src/errors.ts';
+import { definePolicy } from '../src/policy.ts';
+import { withApp } from './helpers/hono-server.ts';
 
 /** A port on 127.0.0.1 that nothing listens on: bound, then closed. */
 async function closedPort(): Promise<number> {
@@ -34,4 +37,62 @@ test('without a policy, a refused card GET is a NetworkError that shows no useri
   );
   assert.ok(withUser instanceof NetworkError || withUser instanceof TypeError, shown(withUser));
   assert.ok(!shown(withUser).includes('SECRET'), shown(withUser));
+});
+
+/**
+ * An A2A 1.0 agent that speaks only HTTP+JSON (REST) at `/rest`, answering every call
+ * with `status` and `error` (a google.rpc.Status body, as the REST binding words
+ * errors) and the given headers.
+ */
+function restAgent(status: number, error: object, headers: Record<string, string> = {}) {
+  const app = new Hono();
+  app.get('/.well-known/agent-card.json', (c) =>
+    c.json({
+      name: 'rest-agent',
+      version: '1.0.0',
+      capabilities: {},
+      skills: [],
+      supportedInterfaces: [
+        { url: `${new URL(c.req.url).origin}/rest`, protocolBinding: 'HTTP+JSON', protocolVersion: '1.0' },
+      ],
+    }),
+  );
+  app.all('/rest/*', (c) => c.json({ error }, status as 503, headers));
+  return app;
+}
+
+test('a REST agent’s 503 with a google.rpc.Status body comes back as HttpStatusError with its Retry-After', async () => {
+  const unavailable = { code: 503, status: 'UNAVAILABLE', message: 'The service is currently unavailable.' };
+  await withApp(restAgent(503, unavailable, { 'retry-after': '5' }), async (app) => {
+    const client = await createA2AClient(app.origin, {
+      policy: definePolicy({ retry: false, breaker: false }),
+    });
+    const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+    assert.ok(error instanceof HttpStatusError, String(error));
+    assert.equal(error.status, 503);
+    assert.equal(error.retryAfterMs, 5000);
+    assert.equal(error.serverMessage, 'The service is currently unavailable.');
+    assert.equal((error.cause as Error).name, 'A2AError', 'the SDK’s error is the cause');
+  });
+});
+
+test('a REST agent’s typed A2A error (TaskNotFound, 404) still passes through as the SDK’s error', async () => {
+  const notFound = {
+    code: 404,
+    status: 'NOT_FOUND',
+    message: 'no such task',
+    details: [
+      {
+        '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+        reason: 'TASK_NOT_FOUND',
+        domain: 'a2a-protocol.org',
+      },
+    ],
+  };
+  await withApp(restAgent(404, notFound), async (app) => {
+    const client = await createA2AClient(app.origin, { policy: definePolicy({ retry: false }) });
+    const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+    assert.ok(!(error instanceof HttpStatusError), String(error));
+    assert.equal((error as Error).name, 'TaskNotFoundError');
+  });
 });

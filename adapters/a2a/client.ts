@@ -67,17 +67,22 @@ const optionsSchema = z.optional(
 );
 
 /**
- * The `HttpStatusError` an SDK error stands for, when its message names a status:
- * built from the latest snapshot with that status taken through this client's
+ * The `HttpStatusError` an SDK error stands for, when its message names a status (or,
+ * from the REST binding, its generic `A2AError` carries one): built from the latest snapshot with that status taken through this client's
  * scope (so its Retry-After and message belong to a response of this client), or
  * from the status alone. Anything else is returned unchanged.
  */
 function withStatus(error: unknown, scope: CaptureScope | undefined): unknown {
   if (error instanceof BreakwaterError || isAbort(error, undefined) || !(error instanceof Error))
     return error;
-  const status = SDK_STATUS.exec(error.message)?.[1];
-  if (status === undefined) return error;
-  const code = Number(status);
+  // The REST binding words errors as google.rpc.Status bodies: the SDK then throws its
+  // generic `A2AError` with the server's message and the status as `statusCode` (its typed
+  // errors, `TaskNotFoundError` and the like, have their own names; an SSE error event's is 200).
+  const rest = (error as { statusCode?: number }).statusCode as number;
+  const code = Number(
+    SDK_STATUS.exec(error.message)?.[1] ?? (error.name === 'A2AError' && rest >= 400 && rest),
+  );
+  if (!code) return error;
   const said: StatusSnapshot | undefined = scope
     ?.all()
     .filter((snapshot) => snapshot.status === code)
