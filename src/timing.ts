@@ -574,7 +574,7 @@ function expandTwoDigitYear(yy: number, now: number): number {
 }
 
 // ---------------------------------------------------------------------------
-// RFC 8941 structured fields: just enough for a List of Items with parameters.
+// RFC 8941 / RFC 9651 structured fields: just enough for a List of Items with parameters.
 // Each token type is a sticky pattern matched at a known index. No quantifier
 // is followed by something it could also match, so every pattern is linear-time.
 
@@ -588,9 +588,12 @@ function expandTwoDigitYear(yy: number, now: number): number {
  * - §4.2.6 Token (group 4): `( ALPHA / "*" ) *( tchar / ":" / "/" )`.
  * - §4.2.7 Byte Sequence (group 5): `":" *(base64) ":"`, kept as base64 text.
  * - §4.2.8 Boolean: `?0` or `?1`.
+ * - RFC 9651 §4.2.9 Date (`@` Integer), in group 2, where it reads as NaN: never
+ *   an Integer. §4.2.10 Display String (`%"..."`), its content unchecked. Neither is
+ *   read, but a parameter of either type must not make its member malformed.
  */
 const SF_BARE_ITEM =
-  /-?\d{1,12}\.\d{1,3}|(-?\d{1,15})|"((?:[ !#-[\]-~]|\\["\\])*)"|([A-Za-z*][\w!#$%&'*+.^|~:/`-]*)|:([A-Za-z\d+/=]*):|\?[01]/;
+  /-?\d{1,12}\.\d{1,3}|(@?-?\d{1,15})|"((?:[ !#-[\]-~]|\\["\\])*)"|([A-Za-z*][\w!#$%&'*+.^|~:/`-]*)|:([A-Za-z\d+/=]*):|\?[01]|%"[^"]*"/;
 
 /** The member's leading OWS (group 1, so the groups match SF_PARAMETER's) and its bare item. */
 const SF_ITEM = new RegExp(`([ \\t]*)(?:${SF_BARE_ITEM.source})`, 'y');
