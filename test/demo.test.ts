@@ -12,6 +12,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
+import { CALL_HEADER, type StormScript, startStorm } from '../examples/demo/storm.ts';
 import { allowSlowTests, type ExampleRun, runExample } from './helpers/example.ts';
 
 await allowSlowTests();
@@ -158,4 +159,39 @@ test('the demo refuses an --html file it cannot write before running anything, w
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+});
+
+test('the storm gives a call’s request the same fault whatever order requests arrive in, so a seed replays the same storm for every client', async () => {
+  const overloaded: StormScript = {
+    seed: 7,
+    stormMs: 2000,
+    phases: [{ name: 'overloaded', fromMs: 0, toMs: Number.POSITIVE_INFINITY, what: 'overloaded' }],
+  };
+  /** Each call's status, the calls sent one at a time in `order`, to a fresh storm. */
+  async function statuses(order: number[]): Promise<Map<number, number>> {
+    const storm = await startStorm(overloaded);
+    try {
+      storm.begin();
+      const byCall = new Map<number, number>();
+      for (const call of order) {
+        const response = await fetch(`${storm.origin}/items/${call}`, {
+          headers: { [CALL_HEADER]: String(call) },
+        });
+        await response.body?.cancel();
+        byCall.set(call, response.status);
+      }
+      return byCall;
+    } finally {
+      await storm.close();
+    }
+  }
+  const calls = Array.from({ length: 40 }, (_, i) => i);
+  const forward = await statuses(calls);
+  const backward = await statuses([...calls].reverse());
+  const shed = calls.filter((call) => forward.get(call) === 503);
+  assert.ok(shed.length > 20 && shed.length < 40, `about 90% shed: ${shed.length} of 40`);
+  assert.deepEqual(
+    calls.map((call) => backward.get(call)),
+    calls.map((call) => forward.get(call)),
+  );
 });

@@ -54,8 +54,9 @@ usage: npm run demo -- [options]
        node --import tsx examples/demo/main.ts [options]
 
 options (--seed to --html are about act 1, the storm):
-  --seed N          fault script and workload seed (default ${DEFAULT_SEED}); the same seed replays
-                    the same storm
+  --seed N          fault script and workload seed (default ${DEFAULT_SEED}); the same seed gives
+                    the same phases, calls and per-call faults (figures still vary a little
+                    with timing: which phase a request lands in depends on when it arrives)
   --calls N         calls per client, about 30% of them orders (default ${DEFAULT_CALLS})
   --concurrency N   calls in flight at once per client (default ${DEFAULT_CONCURRENCY})
   --storm-ms N      length of the scripted storm in ms; calls are spread over it

@@ -5,8 +5,11 @@
  *
  * The fault script is a list of phases over the time since the client's run began
  * (healthy → overloaded → rate-limited → flaky → recovered); the seed fixes where the
- * phases start and every per-request draw (which request is shed, reset or slowed),
- * so the same seed replays the same storm. Each client gets a fresh server, so every
+ * phases start and every per-request draw: each call's first request, second request
+ * and so on (the workload names the call in {@link CALL_HEADER}) meet the same draws
+ * (shed, reset, slowed) in every run and for every client, whatever order requests
+ * arrive in. Which phase a request lands in still depends on when it arrives, so the
+ * figures vary a little from run to run. Each client gets a fresh server, so every
  * run starts from the same clock and empty counters.
  *
  * Every figure the report prints about load, Retry-After windows and order executions
@@ -32,6 +35,14 @@ import { problemResponse } from '../../adapters/hono/problem.ts';
  * would blame a client for requests it sent long before the server asked it to wait.
  */
 export const SENT_AT_HEADER = 'x-demo-sent-at';
+/**
+ * The workload names each call (its index in the plan) in this header, on every
+ * attempt. The server draws a request's faults from the seed, the call and how many
+ * requests of that call came before: keyed by arrival order instead, one client's
+ * resends (or a request that arrives a little earlier) would shift every later
+ * request's draws, and each client would meet a different storm.
+ */
+export const CALL_HEADER = 'x-demo-call';
 /**
  * Requests sent this soon after the server produced a 503 / 429 with a delay are not
  * counted as inside its window: the answer was on its way, not yet read, and no client
@@ -112,6 +123,13 @@ export function mulberry32(seed: number): () => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
+}
+
+/** FNV-1a: a 32-bit hash of a short string, to mix a call's name into the seed. */
+function fnv1a(text: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
+  return hash >>> 0;
 }
 
 /** The fault script for a seed: the phases, their boundaries moved a little by the seed. */
@@ -197,10 +215,8 @@ export function stormApp(
   ledger: Ledger,
   startedAt: () => number,
 ): Hono<{ Bindings: HttpBindings }> {
-  // One stream of draws per run, in arrival order: the same seed replays the same
-  // faults for the same sequence of requests.
-  const random = mulberry32(script.seed ^ 0x5eed);
-  const between = (min: number, max: number): number => min + Math.floor(random() * (max - min + 1));
+  /** Requests seen per call (by {@link CALL_HEADER}). */
+  const requestsOf = new Map<string, number>();
   // Every Retry-After window opened, in order: when the answer was produced (never
   // decreasing), and the latest end of any window opened up to then.
   const openedAt: number[] = [];
@@ -242,6 +258,12 @@ export function stormApp(
     const t = Date.now();
     arrive(t, c.req.header(SENT_AT_HEADER));
     const phase = phaseAt(script, t - startedAt()).name;
+    // This request's draws: the same for the same call's n-th request in every run.
+    const call = c.req.header(CALL_HEADER) ?? `arrival ${ledger.arrivals.length}`;
+    const nth = (requestsOf.get(call) ?? 0) + 1;
+    requestsOf.set(call, nth);
+    const random = mulberry32(script.seed ^ fnv1a(`${call} ${nth}`));
+    const between = (min: number, max: number): number => min + Math.floor(random() * (max - min + 1));
     const draw = random();
     const isOrder = c.req.method === 'POST' && c.req.path === '/orders';
 

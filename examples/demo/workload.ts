@@ -8,7 +8,7 @@
  */
 
 import type { FetchLike } from '../../src/index.ts';
-import { mulberry32 } from './storm.ts';
+import { CALL_HEADER, mulberry32 } from './storm.ts';
 
 /** Share of calls that place an order (the non-idempotent operation). */
 const ORDER_SHARE = 0.3;
@@ -91,10 +91,16 @@ export async function runWorkload(
   async function one(call: PlannedCall): Promise<CallResult> {
     const plannedAt = startedAt + call.atMs;
     try {
+      // Every attempt names its call, so the server gives it the same draws in every run.
+      const headers: Record<string, string> = { [CALL_HEADER]: String(call.index) };
       const init: RequestInit =
         call.body === undefined
-          ? { method: call.method }
-          : { method: call.method, body: call.body, headers: { 'content-type': 'application/json' } };
+          ? { method: call.method, headers }
+          : {
+              method: call.method,
+              body: call.body,
+              headers: { ...headers, 'content-type': 'application/json' },
+            };
       const response = await fetch(`${origin}${call.path}`, init);
       await response.arrayBuffer();
       return { ok: response.ok, latencyMs: Date.now() - plannedAt, outcome: String(response.status) };
