@@ -214,6 +214,26 @@ test('a card that is not JSON throws AgentCardError AGENT_CARD_NOT_JSON', async 
   });
 });
 
+test('a card of 340,000 empty skills (1 MiB) is refused before the schema check, and a card of 1,000 skills with tags is read', async () => {
+  let skills: unknown[] = Array.from({ length: 340_000 }, () => ({}));
+  const app = agentApp(newSeen(), [], (c) =>
+    Response.json({ ...cardFor(new URL(c.req.url).origin), skills }),
+  );
+  await withApp(app, async ({ origin }) => {
+    const error = await resolveAgentCard(origin).catch((e: unknown) => e);
+    assert.ok(error instanceof AgentCardError, String(error));
+    assert.equal(error.code, 'AGENT_CARD_INVALID');
+    assert.deepEqual(error.issues, ['card: more than 10000 skills, tags, interfaces and modes together']);
+    skills = Array.from({ length: 1_000 }, (_, i) => ({
+      id: `s${i}`,
+      name: `skill ${i}`,
+      tags: ['a', 'b', 'c', 'd', 'e'],
+    }));
+    const card = await resolveAgentCard(origin);
+    assert.equal(card.skills.length, 1_000);
+  });
+});
+
 test('a card missing its name and endpoint throws AgentCardError naming every bad path', async () => {
   const app = agentApp(newSeen(), [], (c) => {
     const { name: _, supportedInterfaces: __, ...rest } = cardFor(new URL(c.req.url).origin);

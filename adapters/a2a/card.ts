@@ -54,6 +54,21 @@ const DEFAULT_BODY_TIMEOUT_MS = 10_000;
 const DEFAULT_TIMEOUT_MS = 10_000;
 /** Problems listed in an {@link AgentCardError} message; the rest are counted. */
 const MAX_LISTED_ISSUES = 10;
+/**
+ * The most items a card's checked lists (skills and their tags, interfaces, modes)
+ * may hold together. Real cards list tens. Each bad item costs the schema check
+ * several objects, so a 1 MiB card of 340,000 `{}` skills took about 1 s and over
+ * 128 MB of heap to reject (a Worker's whole memory): such a card is refused first.
+ */
+const MAX_CARD_ITEMS = 10_000;
+/** The card's lists the schema checks item by item. */
+const CARD_LISTS = [
+  'skills',
+  'supportedInterfaces',
+  'additionalInterfaces',
+  'defaultInputModes',
+  'defaultOutputModes',
+];
 
 /** One way to reach the agent (A2A 1.0 `supportedInterfaces[]`). */
 export interface AgentInterface {
@@ -325,6 +340,19 @@ async function readCapped(
 
 /** Checks parsed JSON against the card schema, naming every bad path. */
 function checkCard(json: unknown, request: RequestSummary): AgentCard {
+  const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
+  const card = json as Record<string, unknown> | null;
+  let items = 0;
+  for (const name of CARD_LISTS) items += list(card?.[name]).length;
+  for (const skill of list(card?.skills)) {
+    if (items > MAX_CARD_ITEMS) break;
+    items += list((skill as Record<string, unknown> | null)?.tags).length;
+  }
+  if (items > MAX_CARD_ITEMS) {
+    throw new AgentCardError('AGENT_CARD_INVALID', 'is not a usable agent card', request, [
+      `card: more than ${MAX_CARD_ITEMS} skills, tags, interfaces and modes together`,
+    ]);
+  }
   try {
     return validate(cardSchema, json, 'card') as AgentCard;
   } catch (error) {
