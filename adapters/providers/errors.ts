@@ -8,8 +8,8 @@
  * (the SDKs wrap what their `fetch` throws in a connection error).
  */
 
-import { BreakwaterError, HttpStatusError, oneLine } from '../../src/errors.ts';
 import { isRetryableStatus } from '../../src/classify.ts';
+import { BreakwaterError, HttpStatusError, oneLine } from '../../src/errors.ts';
 import { toHeaders } from '../../src/status.ts';
 import { type HeadersLike, retryDelay } from '../../src/timing.ts';
 
@@ -24,8 +24,11 @@ interface SdkErrorShape {
   /** OpenAI, Anthropic. */
   status?: unknown;
   headers?: unknown;
-  /** OpenAI: the body's `error` object (`{ message }`); Anthropic: the whole body (`{ error: { message } }`). */
-  error?: { message?: unknown; error?: { message?: unknown } | null } | null;
+  /**
+   * OpenAI: the body's `error` (`{ message }`, or the string many compatible servers
+   * send); Anthropic: the whole body (`{ error: { message } }` or `{ error: '...' }`).
+   */
+  error?: unknown;
   /** AI SDK. */
   statusCode?: unknown;
   responseHeaders?: unknown;
@@ -75,9 +78,17 @@ function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined
     status: status as number,
     retryable: isRetryableStatus(status as number, headers),
     retryAfterMs: headers && retryDelay(headers),
+    // The shapes the core reads from a JSON body, in its order: `{ error: { message } }`,
+    // `{ error: '...' }`, `{ message }`.
     serverMessage: safely(() => {
-      const body = error.error;
-      return text(body?.message) ?? text(body?.error?.message) ?? (aiSdk ? text(error.message) : undefined);
+      const body = error.error as { message?: unknown; error?: { message?: unknown } } | null | undefined;
+      return (
+        text(body) ??
+        text(body?.error?.message) ??
+        text(body?.error) ??
+        text(body?.message) ??
+        (aiSdk ? text(error.message) : undefined)
+      );
     }),
     body: safely(() => {
       const body = error.responseBody;
