@@ -190,14 +190,21 @@ const CONNECT_MARKER = /\(connect\)|tcp connect error/;
  * - Deno: `fetch failed` (>= 2.x, with a cause), `error sending request`, `error
  *   reading a body from connection` (the body stream broke), `client error (`
  *   (hyper-util), `connection error` (hyper).
- * - Bun's catch-all: `fetch() failed`. workerd: `network connection lost`.
+ * - Bun's catch-all: `fetch() failed`. workerd: see {@link WORKERD_LOST}.
  * - Chromium: `failed to fetch`, `network error` (while reading a body). Firefox:
  *   `networkerror when attempting to fetch resource`. Safari: `load failed` (17+),
  *   `the network connection was lost`, `the internet connection appears to be
  *   offline`. React Native and whatwg-fetch: `network request failed`.
  */
 const FETCH_FAILURE =
-  /^(?:fetch failed|terminated|error sending request|error reading a body from connection|client error \(|connection error|fetch\(\) failed|network connection lost|failed to fetch|networkerror when attempting to fetch resource|load failed|the network connection was lost|the internet connection appears to be offline|network error|network request failed)/;
+  /^(?:fetch failed|terminated|error sending request|error reading a body from connection|client error \(|connection error|fetch\(\) failed|failed to fetch|networkerror when attempting to fetch resource|load failed|the network connection was lost|the internet connection appears to be offline|network error|network request failed)/;
+
+/**
+ * workerd's one message (lower case) for a refused connect, a reset, a close without
+ * a response and a broken body, in a plain `Error` (with `retryable: true`), not a
+ * `TypeError`.
+ */
+const WORKERD_LOST = 'network connection lost';
 
 /**
  * The message without its URLs (lower case). Deno puts the request URL into the
@@ -287,11 +294,13 @@ function fromCode(error: unknown): Verdict | undefined {
   return verdict;
 }
 
-/** Whether this is a `TypeError` with one of the messages `fetch` uses for network failures. */
+/** Whether this is one of the errors `fetch` throws for network failures. */
 function isFetchFailure(error: unknown): boolean {
+  const message = readString(error, 'message').toLowerCase();
+  const name = readString(error, 'name');
   return (
-    readString(error, 'name') === 'TypeError' &&
-    FETCH_FAILURE.test(readString(error, 'message').toLowerCase())
+    (name === 'TypeError' && FETCH_FAILURE.test(message)) ||
+    (name === 'Error' && message.startsWith(WORKERD_LOST))
   );
 }
 
