@@ -241,9 +241,15 @@ async function drive(origin: string, upstream: TestServer, arrivals: number[], c
   assert.match(header(first, 'ratelimit'), new RegExp(`^"orders";r=${ORDERS_PER_WINDOW - 1};t=\\d+$`));
   assert.equal(first.headers.get('idempotent-replayed'), null);
   assert.equal(upstream.requests.length, 2, 'one 503, then the retry');
+  const aliceKey = upstream.requests[0]?.headers['idempotency-key'];
+  assert.match(
+    String(aliceKey),
+    /^"[0-9a-f]{64}"$/,
+    "the order's key, scoped to its client, goes with the reservation",
+  );
   for (const req of upstream.requests) {
     assert.equal(`${req.method} ${req.url}`, 'POST /reserve');
-    assert.equal(req.headers['idempotency-key'], '"order-1"', "the order's key travels with the reservation");
+    assert.equal(req.headers['idempotency-key'], aliceKey, 'one key for the reservation and its retry');
   }
   const waited = (arrivals[1] ?? 0) - (arrivals[0] ?? 0);
   assert.ok(
@@ -264,6 +270,15 @@ async function drive(origin: string, upstream: TestServer, arrivals: number[], c
   assert.match(header(again, 'ratelimit'), new RegExp(`^"orders";r=${left};t=\\d+$`));
   assert.equal(upstream.requests.length, 2, 'a replay does not reach the inventory');
 
+  // Another client's "order-1" is its own order, with its own reservation key.
+  const bobs = await post(origin, tea, { 'x-client': 'bob', 'idempotency-key': '"order-1"' });
+  assert.equal(bobs.status, 201, bobs.text);
+  assert.equal(bobs.headers.get('idempotent-replayed'), null);
+  assert.equal(upstream.requests.length, 3);
+  const bobKey = upstream.requests[2]?.headers['idempotency-key'];
+  assert.match(String(bobKey), /^"[0-9a-f]{64}"$/);
+  assert.notEqual(bobKey, aliceKey, "bob's reservation is not deduplicated against alice's");
+
   // 3. The inventory stays down: three attempts with one policy-stamped key, then a 503 problem.
   const outage = await post(origin, { sku: 'outage', quantity: 1 }, { 'x-client': 'bob' });
   assert.equal(outage.status, 503, outage.text);
@@ -276,7 +291,7 @@ async function drive(origin: string, upstream: TestServer, arrivals: number[], c
     !outage.text.includes(String(upstream.port)),
     `the problem leaks the upstream URL: ${outage.text}`,
   );
-  const attempts = upstream.requests.slice(2);
+  const attempts = upstream.requests.slice(3);
   assert.equal(attempts.length, 3, 'retry.attempts: 3');
   const stamped = attempts[0]?.headers['idempotency-key'];
   assert.match(String(stamped), /^"[0-9a-f-]{36}"$/, 'idempotencyKeys: true stamps a UUID');

@@ -103,14 +103,18 @@ export function createApp(inventoryUrl: string): Hono<UpstreamEnv> {
         detail: 'an order is a JSON object { "sku": string, "quantity": positive integer }',
       });
     }
-    // The order's key is the reservation's key: the inventory service deduplicates a
-    // resent reservation, and breakwater may resend this POST after a 503 or a reset.
+    // The order's key, scoped to its client as this app's own records are (two clients
+    // may both send "order-1"), is the reservation's key: the inventory service
+    // deduplicates a resent reservation, and breakwater may resend this POST after a
+    // 503 or a reset.
     const key = c.req.header('idempotency-key');
     const response = await c.var.fetch(reserveUrl, {
       method: 'POST',
       headers: {
         'content-type': 'application/json',
-        ...(key === undefined ? {} : { 'idempotency-key': key }),
+        ...(key === undefined
+          ? {}
+          : { 'idempotency-key': await scopedKey(c.req.header('x-client') ?? '', key) }),
       },
       body: JSON.stringify({ sku: order.sku, quantity: order.quantity }),
     });
@@ -120,4 +124,13 @@ export function createApp(inventoryUrl: string): Hono<UpstreamEnv> {
 
   app.onError(errorResponses({ policy: inventory }));
   return app;
+}
+
+/**
+ * `key` scoped to `client`, as a structured-field string: the hex SHA-256 of both.
+ * A header value holds no newline, so no two pairs hash the same input.
+ */
+async function scopedKey(client: string, key: string): Promise<string> {
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(`${client}\n${key}`));
+  return `"${Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, '0')).join('')}"`;
 }
