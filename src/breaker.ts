@@ -553,9 +553,16 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
 
   // -- outcomes -------------------------------------------------------------------
 
-  /** The server's requested delay: read from a response's headers, or the one an `HttpStatusError` carries. */
+  /**
+   * The server's requested delay: read from a response's headers, or the one an
+   * `HttpStatusError` carries. An error built by hand may carry anything: NaN or a
+   * negative wait names none (NaN made the open time NaN: open, yet letting every call
+   * through). Infinity is kept: every use caps it at `maxRetryAfterMs`.
+   */
   function delayOf(answer: Answer): number | undefined {
-    return answer instanceof HttpStatusError ? answer.retryAfterMs : retryDelay(answer.headers, now());
+    if (!(answer instanceof HttpStatusError)) return retryDelay(answer.headers, now());
+    const ms = answer.retryAfterMs ?? -1;
+    return ms >= 0 ? ms : undefined;
   }
 
   /** Tells `onEvent` that the key is paused until `untilMs` (`start`), or that a call waits it out (`wait`). */
