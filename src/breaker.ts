@@ -243,12 +243,16 @@ interface Circuit {
    * check (`!pausedUntilMs`) sends every call during the probe down the slow path.
    */
   pausedUntilMs: number;
+  /** How long the pause was set for: a clock that steps back never makes it longer. */
+  pausedForMs: number;
   /** Openings since last closed (the backoff step). */
   opens: number;
   /** The last open-time step, for decorrelated jitter. */
   lastOpenMs: number | undefined;
   /** While open / half-open: when the next probe may go, epoch ms. */
   retryAtMs: number;
+  /** How far ahead of the clock `retryAtMs` was set: a clock that steps back never makes the wait longer. */
+  retryInMs: number;
   /** The call that is the half-open probe (the Call itself is the token: no allocation). */
   probe: Call | undefined;
   /** What opened it, without the leading "after ": `5 consecutive failures (last: HTTP 503)`. */
@@ -289,9 +293,11 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     total: 0,
     ring: undefined,
     pausedUntilMs: 0,
+    pausedForMs: 0,
     opens: 0,
     lastOpenMs: undefined,
     retryAtMs: 0,
+    retryInMs: 0,
     probe: undefined,
     openReason: '',
     cause: undefined,
@@ -516,8 +522,14 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   /** Drops the buckets that have slid out of the window by time `t`. */
   function advance(c: Circuit, t: number): void {
     const index = Math.floor(t / bucketMs);
-    if (index <= c.head) return; // same bucket, or the clock stepped back: keep the newest
-    if (index - c.head >= WINDOW_BUCKETS || !c.total) {
+    if (index <= c.head) {
+      // The same bucket, or a clock that stepped back a little: keep the newest.
+      if (c.head - index < WINDOW_BUCKETS) return;
+      // Back by a whole window or more (NTP correcting a clock that ran fast, a VM
+      // resumed): the counts are from what is now the future, and would stay in the
+      // window until the clock caught up with them. Start the window over.
+      clearWindow(c);
+    } else if (index - c.head >= WINDOW_BUCKETS || !c.total) {
       // Everything slid out (or there was nothing): an empty window needs no ring.
       clearWindow(c);
     } else {
@@ -563,6 +575,16 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (!(answer instanceof HttpStatusError)) return retryDelay(answer.headers, now());
     const ms = answer.retryAfterMs ?? -1;
     return ms >= 0 ? ms : undefined;
+  }
+
+  /**
+   * A clock that stepped back (NTP correcting a clock that ran fast, a VM resumed) must
+   * not stretch an open time or a pause by the step: what is left of each is never
+   * more than its length.
+   */
+  function rebase(c: Circuit, t: number): void {
+    if (c.retryAtMs - t > c.retryInMs) c.retryAtMs = t + c.retryInMs;
+    if (c.pausedUntilMs - t > c.pausedForMs) c.pausedUntilMs = t + c.pausedForMs;
   }
 
   /** Tells `onEvent` that the key is paused until `untilMs` (`start`), or that a call waits it out (`wait`). */
@@ -619,7 +641,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // Open, for the next step of the schedule.
     c.lastOpenMs = schedule(++c.opens, c.lastOpenMs);
     // The server's delay may lengthen the open time, never shorten it, and only up to the cap.
-    const retryAt = new Date(now() + Math.max(c.lastOpenMs, Math.min(serverDelayMs ?? 0, maxRetryAfterMs)));
+    c.retryInMs = Math.max(c.lastOpenMs, Math.min(serverDelayMs ?? 0, maxRetryAfterMs));
+    const retryAt = new Date(now() + c.retryInMs);
     c.retryAtMs = retryAt.getTime();
     c.probe = undefined;
     reason += ` (last: ${failureLabel(failure)})`;
@@ -646,12 +669,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     quota?: number,
   ): void {
     const delayMs = fromServer ? Math.min(askedMs, maxRetryAfterMs) : askedMs;
-    const until = now() + delayMs;
+    const t = now();
+    rebase(c, t);
+    const until = t + delayMs;
     // Whatever the pause, the server just said stop: an allowance left from a quota pause
     // (its takers failed fast on an open circuit) ends, even when this pause is the shorter.
     c.allowance = quota ?? 0;
     if (!(delayMs > 0) || until <= c.pausedUntilMs) return;
     c.pausedUntilMs = until;
+    c.pausedForMs = delayMs;
     // A new pause supersedes the pace probe in flight (the pause's end gets its own),
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.
     c.paceProbe = undefined;
@@ -777,6 +803,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // back closed and unpaused, and goes.
     for (let c = first; ; c = lookup(call.key)) {
       const t = now();
+      rebase(c, t);
       if (c.state === 'open' && t < c.retryAtMs) {
         throw fastFail(call, `after ${c.openReason}`, c.cause, c.retryAtMs);
       }
@@ -867,6 +894,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     const c = circuits.get(key);
     if (!c) return undefined;
     const t = now();
+    rebase(c, t);
     advance(c, t);
     const stats: { -readonly [K in keyof BreakerStats]: BreakerStats[K] } = {
       state: c.state,

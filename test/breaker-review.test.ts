@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { type CircuitBreakerOptions, circuitBreaker } from '../src/breaker.ts';
-import type { FetchLike } from '../src/call.ts';
+import type { FetchLike, Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
 
@@ -19,12 +19,47 @@ function clocked(options: CircuitBreakerOptions = {}) {
   return { clock, breaker };
 }
 
+/**
+ * A fetch stub that answers each call as the test says: `answer(n)` for the n-th call
+ * (0-based) gives a status or a response, or `'hold'` to leave the call pending until
+ * the test settles it with `release(n, status)` (or the caller aborts).
+ */
+function scripted(answer: (index: number) => number | Response | 'hold') {
+  const held = new Map<number, (status: number) => void>();
+  let calls = 0;
+  const fetch: FetchLike = (_input, init) => {
+    const index = calls++;
+    const verdict = answer(index);
+    if (verdict instanceof Response) return Promise.resolve(verdict);
+    if (verdict !== 'hold') return Promise.resolve(new Response(null, { status: verdict }));
+    return new Promise<Response>((resolve, reject) => {
+      held.set(index, (status) => resolve(new Response(null, { status })));
+      init?.signal?.addEventListener('abort', () => reject(init.signal?.reason));
+    });
+  };
+  return {
+    fetch,
+    calls: () => calls,
+    release(index: number, status: number): void {
+      const settle = held.get(index);
+      assert.ok(settle, `call ${index} is held`);
+      held.delete(index);
+      settle(status);
+    },
+  };
+}
+
 /** Sends one call; resolves to its status, or to the name of the error it rejected with. */
 function outcome(fetch: FetchLike, url: string, init?: RequestInit): Promise<number | string> {
   return fetch(url, init).then(
     (res) => res.status,
     (error: unknown) => (error as Error).name,
   );
+}
+
+/** A 429 asking for `ms` of quiet. */
+function tooMany(ms: number): Response {
+  return new Response(null, { status: 429, headers: { 'retry-after-ms': String(ms) } });
 }
 
 const URL_A = 'http://api.test/';
@@ -54,4 +89,64 @@ test('a 429 HttpStatusError with a negative or NaN retryAfterMs pauses the key f
     assert.equal(await outcome(fetch, URL_A), 'HttpStatusError');
     assert.equal(breaker.stats('api')?.pausedUntil?.getTime(), START + 100, `retryAfterMs ${retryAfterMs}`);
   }
+});
+
+test('an open circuit whose clock steps back an hour still probes after its open time, not an hour later', async () => {
+  const stub = scripted((i) => (i === 0 ? 503 : 200));
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t -= 3_600_000; // NTP corrects a clock that ran an hour fast
+  await assert.rejects(fetch(URL_A), (e: unknown) => {
+    assert.ok(e instanceof CircuitOpenError);
+    assert.ok(e.retryAt.getTime() - clock.t <= 100, `retryAt is ${e.retryAt.getTime() - clock.t} ms away`);
+    return true;
+  });
+  assert.ok((breaker.stats('api')?.retryAt?.getTime() ?? 0) - clock.t <= 100);
+  clock.t += 100;
+  assert.equal(await outcome(fetch, URL_A), 200, 'the probe went after the open time');
+  assert.equal(breaker.stats('api')?.state, 'closed');
+});
+
+test('a paused key whose clock steps back an hour is paused for what is left of the pause, not an hour more', async () => {
+  const deadline: Middleware = async function deadline(call, next) {
+    call.deadline = Date.now() + 1000;
+    return next(call);
+  };
+  const stub = scripted((i) => (i === 0 ? tooMany(50) : 200));
+  const { clock, breaker } = clocked();
+  const fetch = createFetch({ fetch: stub.fetch, use: [deadline, breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 429);
+  clock.t -= 3_600_000;
+  assert.ok((breaker.stats('api')?.pausedUntil?.getTime() ?? 0) - clock.t <= 50);
+  assert.equal(await outcome(fetch, URL_A), 200, 'the call waited 50 ms, within its 1 s deadline, and went');
+});
+
+test('a clock stepping back by more than the window starts the window over', async () => {
+  const { clock, breaker } = clocked({ consecutiveFailures: 100, minimumThroughput: 10, windowMs: 1000 });
+  const fetch = createFetch({
+    fetch: async () => new Response(null, { status: 500 }),
+    use: [breaker],
+    key: 'api',
+  });
+  for (let i = 0; i < 9; i++) await outcome(fetch, URL_A);
+  assert.equal(breaker.stats('api')?.windowFailures, 9);
+  clock.t -= 3_600_000;
+  await outcome(fetch, URL_A);
+  const stats = breaker.stats('api');
+  assert.equal(stats?.windowTotal, 1, 'the counts from an hour "ahead" are gone');
+  assert.equal(stats?.state, 'closed', '1 call is below the minimum throughput');
+});
+
+test('a clock stepping back a little keeps counting in the newest bucket', async () => {
+  const { clock, breaker } = clocked({ consecutiveFailures: 100, minimumThroughput: 10, windowMs: 1000 });
+  const fetch = createFetch({
+    fetch: async () => new Response(null, { status: 500 }),
+    use: [breaker],
+    key: 'api',
+  });
+  for (let i = 0; i < 5; i++) await outcome(fetch, URL_A);
+  clock.t -= 250;
+  for (let i = 0; i < 5; i++) await outcome(fetch, URL_A);
+  assert.equal(breaker.stats('api')?.state, 'open', '10 of 10 failed');
 });
