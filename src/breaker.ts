@@ -223,6 +223,13 @@ interface Circuit {
   newer: Circuit;
   older: Circuit;
   state: BreakerState;
+  /**
+   * Bumped when the circuit opens or closes. A call remembers the epoch it was sent in:
+   * only calls sent since the last change count toward opening (a call sent before the
+   * circuit opened, failing after it closed again, says nothing about the server now),
+   * and only probes of this opening close it.
+   */
+  epoch: number;
   /** Failures in a row since the last success. */
   streak: number;
   /** Absolute index (`floor(t / bucketMs)`) of the newest window bucket. */
@@ -287,6 +294,7 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     newer: list as Circuit,
     older: list as Circuit,
     state: 'closed',
+    epoch: 0,
     streak: 0,
     head: -Infinity,
     failed: 0,
@@ -402,7 +410,8 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   many arrive together; the others fail fast. Its success closes the circuit and
  *   resets every count; its failure opens it again for the next (longer) step. A probe
  *   that ends in neither (a user abort) frees the slot for the next caller. Pair the
- *   breaker with an attempt timeout, or a hung probe keeps the key half-open.
+ *   breaker with an attempt timeout, or a hung probe keeps the key half-open. Outcomes
+ *   of calls sent before the circuit last opened or closed count for nothing.
  * - **Pacing**: a 429 or 503 naming a delay (`Retry-After` and friends), or a 429 naming
  *   none (then the next step of `open`), pauses the whole key. A later call waits the
  *   pause out (abortably) when `maxRetryAfterMs` and its remaining deadline cover it,
@@ -605,16 +614,19 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (retryAt) event.retryAt = retryAt;
     call.emit(event);
   }
-  // Only outcomes of calls admitted while closed, and the probe's own, change state:
-  // a call sent before the circuit opened and ending after must not open it again
-  // (50 of them would otherwise push the open time 50 steps up).
+  // Only outcomes of calls sent in the circuit's current epoch change its state: a call
+  // sent before the circuit opened and ending after must not open it again (50 of them
+  // would otherwise push the open time 50 steps up), nor open it once a probe has
+  // closed it.
 
-  function succeed(c: Circuit, call: Call): void {
+  function succeed(c: Circuit, call: Call, epoch: number): void {
+    if (epoch !== c.epoch) return;
     if (c.state === 'closed') {
       record(c, 0);
       c.streak = 0;
     } else if (c.probe === call) {
       // The probe succeeded: close, and start every count and the schedule over.
+      c.epoch++;
       c.streak = 0;
       clearWindow(c);
       c.opens = 0;
@@ -625,9 +637,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     }
   }
 
-  function fail(c: Circuit, call: Call, failure: Failure, serverDelayMs?: number): void {
+  function fail(c: Circuit, call: Call, epoch: number, failure: Failure, serverDelayMs?: number): void {
     let reason: string | undefined;
-    if (c.state === 'closed') {
+    if (epoch !== c.epoch) {
+      // Sent before the circuit last opened or closed: says nothing about it now.
+    } else if (c.state === 'closed') {
       record(c, 1);
       c.streak++;
       if (c.streak >= threshold) reason = `${c.streak} consecutive failures`;
@@ -639,6 +653,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     }
     if (reason === undefined) return;
     // Open, for the next step of the schedule.
+    c.epoch++;
     c.lastOpenMs = schedule(++c.opens, c.lastOpenMs);
     // The server's delay may lengthen the open time, never shorten it, and only up to the cap.
     c.retryInMs = Math.max(c.lastOpenMs, Math.min(serverDelayMs ?? 0, maxRetryAfterMs));
@@ -699,7 +714,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * the next call would only earn a 429. Then, if this call was the pace probe, its
    * answer releases the key.
    */
-  function settle(c: Circuit, call: Call, answer: Answer): void {
+  function settle(c: Circuit, call: Call, epoch: number, answer: Answer): void {
     const status = answer.status;
     if (status === 429) {
       let askedMs = delayOf(answer);
@@ -709,17 +724,17 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         askedMs = c.lastPauseMs = schedule(++c.pauseSteps, c.lastPauseMs);
       }
       pace(c, call, answer, askedMs, fromServer);
-      succeed(c, call);
+      succeed(c, call, epoch);
     } else {
       // Any answer but a 429 ends a run of 429s: the next one starts the pause schedule over.
       c.pauseSteps = 0;
       c.lastPauseMs = undefined;
       if (status === 408 || status >= 500) {
         const askedMs = delayOf(answer);
-        fail(c, call, answer, askedMs);
+        fail(c, call, epoch, answer, askedMs);
         if (status === 503 && askedMs !== undefined) pace(c, call, answer, askedMs, true);
       } else {
-        succeed(c, call);
+        succeed(c, call, epoch);
         // A quota used up pauses the key until its reset. So does one with fewer requests
         // left than calls waiting for this pace probe: that many of them go (the
         // allowance), the rest wait for the reset instead of all going and most earning
@@ -741,16 +756,16 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     paceSettled(c, call, true);
   }
 
-  function settleError(c: Circuit, call: Call, error: unknown): void {
+  function settleError(c: Circuit, call: Call, epoch: number, error: unknown): void {
     // `throwOnStatus()` inside the breaker: judge the status it carries (the server answered).
     if (error instanceof HttpStatusError) {
-      settle(c, call, error);
+      settle(c, call, epoch, error);
       return;
     }
     // Our own deadline firing means the server was slow, even when a timeout
     // middleware inside the breaker aborted the call's signal with it.
     if (error instanceof TimeoutError || (error instanceof NetworkError && !isAbort(error, call.signal))) {
-      fail(c, call, error);
+      fail(c, call, epoch, error);
     } else if (c.probe === call) {
       // Says nothing about the server (a user abort, a CircuitOpenError from an inner
       // breaker, a bug in a middleware): the probe frees its slot.
@@ -857,21 +872,22 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
 
   /** Sends the call on and judges the outcome; the response or error goes back unchanged. */
   function send(c: Circuit, call: Call, next: Next): Promise<Response> {
+    const epoch = c.epoch;
     let pending: Promise<Response>;
     try {
       pending = next(call);
     } catch (error) {
-      settleError(c, call, error);
+      settleError(c, call, epoch, error);
       return Promise.reject(error);
     }
     return pending.then(
       (response) => {
         // The happy path: a window bump and a field write or two.
-        settle(c, call, response);
+        settle(c, call, epoch, response);
         return response;
       },
       (error: unknown) => {
-        settleError(c, call, error);
+        settleError(c, call, epoch, error);
         throw error;
       },
     );

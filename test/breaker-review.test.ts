@@ -57,6 +57,11 @@ function outcome(fetch: FetchLike, url: string, init?: RequestInit): Promise<num
   );
 }
 
+/** Lets pending promise callbacks run (a stub's answer reaching the breaker). */
+function tick(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 1));
+}
+
 /** A 429 asking for `ms` of quiet. */
 function tooMany(ms: number): Response {
   return new Response(null, { status: 429, headers: { 'retry-after-ms': String(ms) } });
@@ -149,4 +154,28 @@ test('a clock stepping back a little keeps counting in the newest bucket', async
   clock.t -= 250;
   for (let i = 0; i < 5; i++) await outcome(fetch, URL_A);
   assert.equal(breaker.stats('api')?.state, 'open', '10 of 10 failed');
+});
+
+test('calls sent before the circuit opened that fail after it closed again do not open it again', async () => {
+  // Four calls go while closed; two fail and open the circuit; the probe succeeds and
+  // closes it; then the other two, sent before all that, fail late.
+  const stub = scripted((i) => (i < 4 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ consecutiveFailures: 2 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  const early = [0, 1, 2, 3].map(() => outcome(fetch, URL_A));
+  await tick();
+  stub.release(0, 503);
+  stub.release(1, 503);
+  await tick();
+  assert.equal(breaker.stats('api')?.state, 'open');
+  clock.t += 100;
+  assert.equal(await outcome(fetch, URL_A), 200, 'the probe');
+  assert.equal(breaker.stats('api')?.state, 'closed');
+  stub.release(2, 503);
+  stub.release(3, 503);
+  assert.deepEqual(await Promise.all(early), [503, 503, 503, 503]);
+  const stats = breaker.stats('api');
+  assert.equal(stats?.state, 'closed', 'failures of calls sent before the opening say nothing about now');
+  assert.equal(stats?.consecutiveFailures, 0);
+  assert.equal(stats?.windowTotal, 0, 'the window the probe started over holds none of them');
 });
