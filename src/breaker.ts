@@ -73,6 +73,15 @@ const DEFAULT_MAX_KEYS = 1000;
 const WINDOW_BUCKETS = 10;
 /** A registry bigger than this is a configuration mistake, not a need. */
 const MAX_MAX_KEYS = 10_000_000;
+/**
+ * How long a probe (half-open, or the first call after a pause) may hold its slot
+ * without settling, in ms. A probe that never answers (no attempt timeout inside the
+ * breaker, a server that accepts and never replies) must not hold its key forever:
+ * after this long the next call probes instead (as Polly's half-open state does after
+ * the break duration). Twice the default attempt timeout, so that a policy's attempt
+ * timeout always ends a probe first.
+ */
+const PROBE_LEASE_MS = 60_000;
 
 /** A circuit's state. */
 export type BreakerState = 'closed' | 'open' | 'half-open';
@@ -256,7 +265,7 @@ interface Circuit {
   opens: number;
   /** The last open-time step, for decorrelated jitter. */
   lastOpenMs: number | undefined;
-  /** While open / half-open: when the next probe may go, epoch ms. */
+  /** While open: when the next probe may go; while half-open: when the probe's lease ends. Epoch ms. */
   retryAtMs: number;
   /** How far ahead of the clock `retryAtMs` was set: a clock that steps back never makes the wait longer. */
   retryInMs: number;
@@ -275,6 +284,8 @@ interface Circuit {
   lastPauseMs: number | undefined;
   /** The first call let through after a pause ended, until its outcome (the Call itself is the token). */
   paceProbe: Call | undefined;
+  /** When the pace probe's lease ends, epoch ms: then the next call may be the pace probe instead. */
+  paceProbeUntilMs: number;
   /**
    * Calls that may still go during the pause: the quota the pace probe's answer said
    * was left, when fewer than the calls waiting. 0 for every other pause.
@@ -315,6 +326,7 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     pauseSteps: 0,
     lastPauseMs: undefined,
     paceProbe: undefined,
+    paceProbeUntilMs: 0,
     allowance: 0,
     waiters: undefined,
   };
@@ -409,9 +421,11 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  * - **Half-open**: after the open time exactly one call goes through as a probe, however
  *   many arrive together; the others fail fast. Its success closes the circuit and
  *   resets every count; its failure opens it again for the next (longer) step. A probe
- *   that ends in neither (a user abort) frees the slot for the next caller. Pair the
- *   breaker with an attempt timeout, or a hung probe keeps the key half-open. Outcomes
- *   of calls sent before the circuit last opened or closed count for nothing.
+ *   that ends in neither (a user abort) frees the slot for the next caller. A probe
+ *   that has not settled after 60 s (`PROBE_LEASE_MS`) gives up its slot: the next call
+ *   probes instead, and whichever probe succeeds first closes the circuit. Pair the
+ *   breaker with an attempt timeout, so that a hung probe counts as a failure sooner.
+ *   Outcomes of calls sent before the circuit last opened or closed count for nothing.
  * - **Pacing**: a 429 or 503 naming a delay (`Retry-After` and friends), or a 429 naming
  *   none (then the next step of `open`), pauses the whole key. A later call waits the
  *   pause out (abortably) when `maxRetryAfterMs` and its remaining deadline cover it,
@@ -436,8 +450,9 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   that pause out (or fail fast, as above); an error (network, timeout, abort) makes
  *   the first of them the next probe. An open circuit fails them fast, as it fails
  *   every call.
- *   As with half-open, pair the breaker with an attempt timeout: a hung probe holds
- *   its waiters until their own limits.
+ *   As with half-open, pair the breaker with an attempt timeout: a hung pace probe holds
+ *   its waiters until their own limits, and the key for 60 s, after which the next call
+ *   (or a waiter whose wait ends) is the pace probe.
  *
  * Events (`onEvent`): `breaker` on every state change, `paced` when a pause starts
  * (`phase: 'start'`) and when a call waits one out (`phase: 'wait'`).
@@ -588,12 +603,13 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
 
   /**
    * A clock that stepped back (NTP correcting a clock that ran fast, a VM resumed) must
-   * not stretch an open time or a pause by the step: what is left of each is never
-   * more than its length.
+   * not stretch an open time, a probe's lease or a pause by the step: what is left of
+   * each is never more than its length.
    */
   function rebase(c: Circuit, t: number): void {
     if (c.retryAtMs - t > c.retryInMs) c.retryAtMs = t + c.retryInMs;
     if (c.pausedUntilMs - t > c.pausedForMs) c.pausedUntilMs = t + c.pausedForMs;
+    if (c.paceProbeUntilMs - t > PROBE_LEASE_MS) c.paceProbeUntilMs = t + PROBE_LEASE_MS;
   }
 
   /** Tells `onEvent` that the key is paused until `untilMs` (`start`), or that a call waits it out (`wait`). */
@@ -617,15 +633,17 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   // Only outcomes of calls sent in the circuit's current epoch change its state: a call
   // sent before the circuit opened and ending after must not open it again (50 of them
   // would otherwise push the open time 50 steps up), nor open it once a probe has
-  // closed it.
+  // closed it. While open or half-open every call sent is a probe: the current probe's
+  // failure opens the circuit again, and any probe's success closes it (one whose lease
+  // ran out may still answer: a slow server that is up).
 
   function succeed(c: Circuit, call: Call, epoch: number): void {
     if (epoch !== c.epoch) return;
     if (c.state === 'closed') {
       record(c, 0);
       c.streak = 0;
-    } else if (c.probe === call) {
-      // The probe succeeded: close, and start every count and the schedule over.
+    } else {
+      // A probe succeeded: close, and start every count and the schedule over.
       c.epoch++;
       c.streak = 0;
       clearWindow(c);
@@ -768,8 +786,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       fail(c, call, epoch, error);
     } else if (c.probe === call) {
       // Says nothing about the server (a user abort, a CircuitOpenError from an inner
-      // breaker, a bug in a middleware): the probe frees its slot.
+      // breaker, a bug in a middleware): the probe frees its slot, for the next call now.
       c.probe = undefined;
+      c.retryAtMs = now();
     }
     // No answer: a pace probe hands its role on to the next waiter.
     paceSettled(c, call, false);
@@ -822,7 +841,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       if (c.state === 'open' && t < c.retryAtMs) {
         throw fastFail(call, `after ${c.openReason}`, c.cause, c.retryAtMs);
       }
-      if (c.state === 'half-open' && c.probe) {
+      // Half-open, a probe holds the slot until it settles or its lease ends (retryAtMs).
+      if (c.state === 'half-open' && c.probe && t < c.retryAtMs) {
         throw fastFail(call, `while its probe is in flight, after ${c.openReason}`, c.cause);
       }
       const pausedUntilMs = c.pausedUntilMs;
@@ -848,7 +868,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         // waiting caller at once would be a thundering herd. As half-open does, the
         // first call through is the probe; unlike half-open, the others wait for its
         // outcome (abortably, while their deadline and maxRetryAfterMs allow).
-        c.paceProbe ??= call;
+        // A pace probe that has not settled within its lease gives way to this call.
+        if (c.paceProbe === undefined || t >= c.paceProbeUntilMs) {
+          c.paceProbe = call;
+          c.paceProbeUntilMs = t + PROBE_LEASE_MS;
+        }
         if (c.paceProbe !== call) {
           probeWaitEndsAt ??= t + maxRetryAfterMs;
           const capMs = probeWaitEndsAt - t;
@@ -856,15 +880,29 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
           const byDeadline = remainingMs <= capMs;
           const waitMs = byDeadline ? remainingMs : capMs;
           sleptAt = undefined;
+          // The wait ends with the probe's lease too, if that comes first.
+          const leaseMs = c.paceProbeUntilMs - t;
+          const byLease = leaseMs < waitMs;
           // Woken: released (the key goes), a new pause (wait it out), or the probe failed (be the next).
-          if (waitMs > 0 && (await waitForPaceProbe(c, waitMs, call.signal))) continue;
+          if (waitMs > 0 && (await waitForPaceProbe(c, byLease ? leaseMs : waitMs, call.signal))) continue;
+          // The probe's lease ran out: this call may be the next probe. A timer may fire a
+          // little early against the wall clock: after a wait until the lease's end, look
+          // again unless the clock did not move at all (a test's).
+          const later = now();
+          if (later >= c.paceProbeUntilMs || (byLease && later !== t)) continue;
           const limit = byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`;
           throw fastFail(call, `${c.pauseReason}; its pace probe is still in flight ${limit}`, c.pauseCause);
         }
       }
       if (c.state !== 'closed') {
-        if (c.state === 'open') become(c, call, 'half-open', 'open time passed; letting one probe through');
+        // From open (no probe), or from half-open with a probe whose lease ran out.
+        if (c.state === 'open' || c.probe) {
+          const why = c.probe ? `the probe did not settle within ${PROBE_LEASE_MS} ms` : 'open time passed';
+          become(c, call, 'half-open', `${why}; letting one probe through`);
+        }
         c.probe = call;
+        c.retryInMs = PROBE_LEASE_MS;
+        c.retryAtMs = t + PROBE_LEASE_MS;
       }
       return c;
     }

@@ -4,9 +4,13 @@ import { type CircuitBreakerOptions, circuitBreaker } from '../src/breaker.ts';
 import type { FetchLike, Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
+import type { BreakerEvent, BreakwaterEvent } from '../src/events.ts';
 
 /** 2026-11-29T17:03:00.000Z: a fixed start for the hand-moved clock. */
 const START = Date.UTC(2026, 10, 29, 17, 3, 0);
+
+/** How long a probe may hold its slot without settling (the breaker's PROBE_LEASE_MS). */
+const LEASE_MS = 60_000;
 
 /** A breaker on a hand-moved clock with an exact, short open schedule: 100 ms doubling, no jitter. */
 function clocked(options: CircuitBreakerOptions = {}) {
@@ -68,6 +72,100 @@ function tooMany(ms: number): Response {
 }
 
 const URL_A = 'http://api.test/';
+
+test('a half-open probe that never settles gives up its slot after the probe lease, and the next caller probes', async () => {
+  const stub = scripted((i) => (i === 0 ? 503 : i === 1 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const events: BreakwaterEvent[] = [];
+  const fetch = createFetch({
+    fetch: stub.fetch,
+    use: [breaker],
+    key: 'api',
+    onEvent: (e) => events.push(e),
+  });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t += 100;
+  const hung = outcome(fetch, URL_A); // the probe; the server never answers it
+  await tick();
+  assert.equal(await outcome(fetch, URL_A), 'CircuitOpenError', 'the probe holds the slot');
+  assert.equal(breaker.stats('api')?.retryAt?.getTime(), clock.t + LEASE_MS, 'stats say when the lease ends');
+  clock.t += LEASE_MS - 1;
+  assert.equal(await outcome(fetch, URL_A), 'CircuitOpenError', 'still within the lease');
+  clock.t += 1;
+  assert.equal(await outcome(fetch, URL_A), 200, 'the next caller became the probe');
+  assert.equal(breaker.stats('api')?.state, 'closed');
+  assert.equal(stub.calls(), 3, 'one failure, the hung probe, the new probe');
+  const reasons = events.filter((e): e is BreakerEvent => e.type === 'breaker').map((e) => e.reason);
+  assert.ok(
+    reasons.includes(`the probe did not settle within ${LEASE_MS} ms; letting one probe through`),
+    reasons.join(' | '),
+  );
+  stub.release(1, 200);
+  assert.equal(await hung, 200);
+});
+
+test('a superseded probe that answers late with a success still closes the circuit', async () => {
+  const stub = scripted((i) => (i === 0 ? 503 : 'hold'));
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t += 100;
+  const first = outcome(fetch, URL_A);
+  await tick();
+  clock.t += LEASE_MS;
+  const second = outcome(fetch, URL_A);
+  await tick();
+  assert.equal(stub.calls(), 3, 'the second probe went after the lease');
+  stub.release(1, 200); // a slow but healthy server: the first probe's answer comes late
+  assert.equal(await first, 200);
+  assert.equal(breaker.stats('api')?.state, 'closed');
+  stub.release(2, 200);
+  assert.equal(await second, 200);
+  assert.equal(breaker.stats('api')?.state, 'closed');
+});
+
+test('a superseded probe that fails late does not open the circuit again', async () => {
+  const stub = scripted((i) => (i === 0 ? 503 : 'hold'));
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t += 100;
+  const first = outcome(fetch, URL_A);
+  await tick();
+  clock.t += LEASE_MS;
+  const second = outcome(fetch, URL_A);
+  await tick();
+  stub.release(1, 503);
+  assert.equal(await first, 503);
+  assert.equal(breaker.stats('api')?.state, 'half-open', 'only the current probe decides');
+  stub.release(2, 200);
+  assert.equal(await second, 200);
+  assert.equal(breaker.stats('api')?.state, 'closed');
+});
+
+test('calls sent before the circuit opened that fail after it closed again do not open it again', async () => {
+  // Four calls go while closed; two fail and open the circuit; the probe succeeds and
+  // closes it; then the other two, sent before all that, fail late.
+  const stub = scripted((i) => (i < 4 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ consecutiveFailures: 2 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  const early = [0, 1, 2, 3].map(() => outcome(fetch, URL_A));
+  await tick();
+  stub.release(0, 503);
+  stub.release(1, 503);
+  await tick();
+  assert.equal(breaker.stats('api')?.state, 'open');
+  clock.t += 100;
+  assert.equal(await outcome(fetch, URL_A), 200, 'the probe');
+  assert.equal(breaker.stats('api')?.state, 'closed');
+  stub.release(2, 503);
+  stub.release(3, 503);
+  assert.deepEqual(await Promise.all(early), [503, 503, 503, 503]);
+  const stats = breaker.stats('api');
+  assert.equal(stats?.state, 'closed', 'failures of calls sent before the opening say nothing about now');
+  assert.equal(stats?.consecutiveFailures, 0);
+  assert.equal(stats?.windowTotal, 0, 'the window the probe started over holds none of them');
+});
 
 test('an HttpStatusError with a NaN retryAfterMs opens the circuit for the schedule’s open time', async () => {
   const throwing: FetchLike = async () => {
@@ -156,26 +254,57 @@ test('a clock stepping back a little keeps counting in the newest bucket', async
   assert.equal(breaker.stats('api')?.state, 'open', '10 of 10 failed');
 });
 
-test('calls sent before the circuit opened that fail after it closed again do not open it again', async () => {
-  // Four calls go while closed; two fail and open the circuit; the probe succeeds and
-  // closes it; then the other two, sent before all that, fail late.
-  const stub = scripted((i) => (i < 4 ? 'hold' : 200));
-  const { clock, breaker } = clocked({ consecutiveFailures: 2 });
+test('a pace probe that never settles gives way after its lease: the next call probes instead of waiting and failing', async () => {
+  const stub = scripted((i) => (i === 0 ? tooMany(40) : i === 1 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ maxRetryAfterMs: 50 });
   const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
-  const early = [0, 1, 2, 3].map(() => outcome(fetch, URL_A));
+  assert.equal(await outcome(fetch, URL_A), 429);
+  clock.t += 40; // the pause is over
+  const hung = outcome(fetch, URL_A); // the pace probe; the server never answers it
   await tick();
-  stub.release(0, 503);
-  stub.release(1, 503);
+  assert.equal(await outcome(fetch, URL_A), 'CircuitOpenError', 'waited 50 ms for the probe, then failed');
+  clock.t += LEASE_MS;
+  assert.equal(await outcome(fetch, URL_A), 200, 'the pace probe’s lease ran out: this call probed');
+  assert.equal(await outcome(fetch, URL_A), 200, 'and its answer released the key');
+  assert.equal(stub.calls(), 4);
+  stub.release(1, 200);
+  assert.equal(await hung, 200);
+});
+
+test('a call waiting for a pace probe whose lease runs out meanwhile becomes the next pace probe', async () => {
+  const stub = scripted((i) => (i === 0 ? tooMany(40) : i === 1 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ maxRetryAfterMs: 50 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 429);
+  clock.t += 40;
+  const hung = outcome(fetch, URL_A);
   await tick();
-  assert.equal(breaker.stats('api')?.state, 'open');
-  clock.t += 100;
-  assert.equal(await outcome(fetch, URL_A), 200, 'the probe');
-  assert.equal(breaker.stats('api')?.state, 'closed');
-  stub.release(2, 503);
-  stub.release(3, 503);
-  assert.deepEqual(await Promise.all(early), [503, 503, 503, 503]);
-  const stats = breaker.stats('api');
-  assert.equal(stats?.state, 'closed', 'failures of calls sent before the opening say nothing about now');
-  assert.equal(stats?.consecutiveFailures, 0);
-  assert.equal(stats?.windowTotal, 0, 'the window the probe started over holds none of them');
+  const waiting = outcome(fetch, URL_A); // waits up to 50 ms for the pace probe
+  clock.t += LEASE_MS; // meanwhile the probe's lease runs out
+  assert.equal(await waiting, 200);
+  assert.equal(stub.calls(), 3);
+  stub.release(1, 200);
+  assert.equal(await hung, 200);
+});
+
+test('a call waiting for a hung pace probe takes over when the probe’s lease ends, not at its own longer limit', async () => {
+  const stub = scripted((i) => (i === 0 ? tooMany(40) : i === 1 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ maxRetryAfterMs: 120_000 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 429);
+  clock.t += 40;
+  const hung = outcome(fetch, URL_A); // the pace probe
+  await tick();
+  clock.t += LEASE_MS - 30; // 30 ms of the lease left when the next call arrives
+  // It may wait 120 s for the probe; the lease ends first. Given up after 1 s: not in time.
+  const controller = new AbortController();
+  const giveUp = setTimeout(() => controller.abort(), 1000);
+  const waiting = outcome(fetch, URL_A, { signal: controller.signal });
+  setTimeout(() => {
+    clock.t += 30;
+  }, 10);
+  assert.equal(await waiting, 200);
+  clearTimeout(giveUp);
+  stub.release(1, 200);
+  assert.equal(await hung, 200);
 });
