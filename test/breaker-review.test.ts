@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { type CircuitBreakerOptions, circuitBreaker } from '../src/breaker.ts';
 import type { FetchLike, Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
-import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
+import { CircuitOpenError, GateClosedError, HttpStatusError } from '../src/errors.ts';
 import type { BreakerEvent, BreakwaterEvent } from '../src/events.ts';
 
 /** 2026-11-29T17:03:00.000Z: a fixed start for the hand-moved clock. */
@@ -307,4 +307,103 @@ test('a call waiting for a hung pace probe takes over when the probe’s lease e
   clearTimeout(giveUp);
   stub.release(1, 200);
   assert.equal(await hung, 200);
+});
+
+test('by default the open time runs 500 ms doubling to 32 s, stretched by up to 30% and never past 32 s', async () => {
+  for (const [random, expected] of [
+    [0, [500, 1000, 2000, 4000, 8000, 16_000, 32_000, 32_000]],
+    [0.999_999, [650, 1300, 2600, 5200, 10_400, 20_800, 32_000, 32_000]],
+  ] as const) {
+    const clock = { t: START };
+    const breaker = circuitBreaker({ consecutiveFailures: 1, now: () => clock.t, random: () => random });
+    const fetch = createFetch({
+      fetch: async () => new Response(null, { status: 503 }),
+      use: [breaker],
+      key: 'api',
+    });
+    const openTimes: number[] = [];
+    for (let i = 0; i < expected.length; i++) {
+      assert.equal(await outcome(fetch, URL_A), 503, 'the probe went');
+      const retryAt = breaker.stats('api')?.retryAt?.getTime() ?? 0;
+      openTimes.push(retryAt - clock.t);
+      clock.t = retryAt;
+    }
+    assert.deepEqual(openTimes, expected, `random ${random}`);
+  }
+});
+
+test('CircuitOpenError, GateClosedError and other errors from inner layers never count, and a probe ending in one frees its slot', async () => {
+  const errors = [
+    () =>
+      new CircuitOpenError({
+        key: 'inner',
+        retryAt: new Date(START),
+        reason: 'after 5 consecutive failures',
+      }),
+    () => new GateClosedError({ key: 'inner', retryAt: new Date(START) }),
+    () => new TypeError('a bug in a middleware'),
+  ];
+  for (const error of errors) {
+    let calls = 0;
+    const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+    const stub: FetchLike = async () => {
+      calls++;
+      if (calls === 1) return new Response(null, { status: 503 });
+      if (calls === 2) throw error();
+      return new Response(null, { status: 200 });
+    };
+    const fetch = createFetch({ fetch: stub, use: [breaker], key: 'api' });
+    assert.equal(await outcome(fetch, URL_A), 503);
+    clock.t += 100;
+    const name = error().name;
+    assert.equal(await outcome(fetch, URL_A), name, 'the probe ended in an error from inside');
+    assert.equal(breaker.stats('api')?.state, 'half-open', `${name} did not open the circuit again`);
+    assert.equal(breaker.stats('api')?.opens, 1);
+    assert.equal(await outcome(fetch, URL_A), 200, 'the next caller probed at once');
+    assert.equal(breaker.stats('api')?.state, 'closed');
+  }
+  const { breaker } = clocked({ consecutiveFailures: 1, minimumThroughput: 1 });
+  const inner = errors[0] as () => Error;
+  const fetch = createFetch({
+    fetch: async () => {
+      throw inner();
+    },
+    use: [breaker],
+    key: 'api',
+  });
+  for (let i = 0; i < 20; i++) assert.equal(await outcome(fetch, URL_A), 'CircuitOpenError');
+  assert.deepEqual(breaker.stats('api'), {
+    state: 'closed',
+    consecutiveFailures: 0,
+    windowFailures: 0,
+    windowTotal: 0,
+    opens: 0,
+  });
+});
+
+test('a probe answered with a streaming body that never ends closes the circuit at its headers', async () => {
+  let calls = 0;
+  let cancelled = false;
+  const stub: FetchLike = async () => {
+    if (calls++ === 0) return new Response(null, { status: 503 });
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('data: hello\n\n'));
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'text/event-stream' } });
+  };
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const fetch = createFetch({ fetch: stub, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t += 100;
+  const res = await fetch(URL_A);
+  assert.equal(breaker.stats('api')?.state, 'closed', 'closed by the headers; the stream is still open');
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  assert.equal(new TextDecoder().decode((await reader.read()).value), 'data: hello\n\n');
+  await reader.cancel();
+  assert.ok(cancelled);
 });
