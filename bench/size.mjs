@@ -22,15 +22,29 @@ const cases = [
     target: 12_000,
     // 17,700 until quota pacing in the breaker (2026-11-30) added 327 B, then its
     // review fixes and the quotaPacing switch 52 B more.
-    ceiling: 17_800,
+    // 17,800 until the review of 2026-11-30 (morning) fixed about 30 bugs, 17,757 ->
+    // 18,230 B: the breaker's probe lease, epochs and clock-step guard (+312), auth
+    // waits bounded by abort and deadline (+47), workerd network errors and TLS after
+    // the request (+17), RFC 9651 parameters in RateLimit (+15), the key function's
+    // check, Map headers and URL-parser keys (+~70), redacting URLs a server's body
+    // quotes, replay buffering that follows the abort, Retry-After: 0 under the
+    // budget; the store gave 19 B back.
+    ceiling: 18_320,
   },
   {
     name: 'createFetch + retry + retryDelay',
     code: `export { createFetch, retry, retryDelay } from '${root}src/index.ts';`,
     target: 5_000,
-    ceiling: 10_500,
+    // 10,500 until the review of 2026-11-30 (10,333 -> 10,455 B; see above).
+    ceiling: 10_520,
   },
-  { name: 'createFetch alone', code: `export { createFetch } from '${root}src/index.ts';`, ceiling: 4_850 },
+  {
+    name: 'createFetch alone',
+    code: `export { createFetch } from '${root}src/index.ts';`,
+    // 4,850 until the review of 2026-11-30: the key function's check, Map headers and
+    // URL-parser keys, workerd's network errors (4,757 -> 4,856 B).
+    ceiling: 4_890,
+  },
   {
     name: 'breakwater/hono (everything)',
     code: `export * from '${root}adapters/hono/index.ts';`,
@@ -46,9 +60,18 @@ const cases = [
     // 7,840 until the core's header reads learned not to throw on hostile Headers and
     // token quotas stopped counting as calls (+18 B here); 7,880 until toError() told
     // concurrent failures of one status apart by the body the SDK quotes (+55 B).
-    ceiling: 7_940,
+    // 7,940 until the review of 2026-11-30: the gate armed by RetryAfterTooLongError,
+    // toError() matching bodies that quote URLs, and the core's fixes (7,930 -> 8,015 B).
+    ceiling: 8_060,
   },
-  { name: 'breakwater/a2a', code: `export * from '${root}adapters/a2a/index.ts';`, ceiling: 10_000 },
+  {
+    name: 'breakwater/a2a',
+    code: `export * from '${root}adapters/a2a/index.ts';`,
+    // 10,000 until the review of 2026-11-30: card errors as NetworkError or redacted
+    // without a policy (+35), REST google.rpc.Status errors (+~25), the 10,000-item card
+    // limit, and the core's fixes (9,964 -> 10,241 B).
+    ceiling: 10_300,
+  },
   {
     name: 'breakwater/providers',
     code: `export * from '${root}adapters/providers/index.ts';`,
@@ -56,7 +79,13 @@ const cases = [
     // wrapHttpError() and a copy (5,504 -> 5,321 B).
     ceiling: 5_430,
   },
-  { name: 'breakwater/ky', code: `export * from '${root}adapters/ky/index.ts';`, ceiling: 6_050 },
+  {
+    name: 'breakwater/ky',
+    code: `export * from '${root}adapters/ky/index.ts';`,
+    // 6,050 until the review of 2026-11-30: RFC 9651 parameters in RateLimit (+11) and
+    // the core's other fixes (5,994 -> 6,059 B).
+    ceiling: 6_100,
+  },
 ];
 
 const showFiles = process.argv.includes('--files');
