@@ -114,25 +114,31 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string):
   const ms = call.remainingMs();
   const request = (): RequestSummary => requestSummary(call.key, call.method, call.href);
   return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal?.reason);
+    /** Settles once, clearing the timer and the listener on every path (abort, deadline, outcome). */
+    const end = (value: unknown, ok?: boolean): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      if (ok) resolve(value as T);
+      else reject(value);
+    };
+    const onAbort = (): void => end(signal?.reason);
     const timer =
-      ms < Infinity &&
-      setTimeout(
-        () => reject(new TimeoutError({ scope: 'total', ms: call.totalMs ?? ms, request: request() })),
-        ms,
-      );
+      ms < Infinity
+        ? setTimeout(
+            () => end(new TimeoutError({ scope: 'total', ms: call.totalMs ?? ms, request: request() })),
+            ms,
+          )
+        : undefined;
     if (signal?.aborted) onAbort();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    pending
-      .then(resolve, (cause) => {
+    else signal?.addEventListener('abort', onAbort);
+    pending.then(
+      (value) => end(value, true),
+      (cause) => {
         const summary = request();
         const where = `for server "${summary.key}" (${summary.method} ${summary.url})`;
-        reject(new BreakwaterError(`auth(): ${what} ${where}`, code, { cause, request: summary }));
-      })
-      .finally(() => {
-        clearTimeout(timer || undefined);
-        signal?.removeEventListener('abort', onAbort);
-      });
+        end(new BreakwaterError(`auth(): ${what} ${where}`, code, { cause, request: summary }));
+      },
+    );
   });
 }
 

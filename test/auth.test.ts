@@ -6,6 +6,7 @@ import { createFetch } from '../src/chain.ts';
 import { BreakwaterError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
+import { deadline } from '../src/timeout.ts';
 import { always, type Handler, withServer } from './helpers/server.ts';
 
 const OLD = 'sk-old-0123456789';
@@ -491,4 +492,54 @@ test('auth is a named middleware', () => {
   const middleware: Middleware = auth({ token: OLD });
   assert.equal(middleware.name, 'auth');
   assert.ok(!String(middleware).includes(OLD));
+});
+
+test('a wait for token() that the caller gives up on leaves no timer and no abort listener behind', async () => {
+  // token() never settles (a hung vault): the wait must clean up after itself when the
+  // caller aborts (its deadline timer would keep a process alive for up to totalMs) and
+  // when the deadline fires (its abort listener would stay on the caller's signal).
+  const realSetTimeout = globalThis.setTimeout;
+  const realClearTimeout = globalThis.clearTimeout;
+  const long = new Set<unknown>();
+  globalThis.setTimeout = ((fn: () => void, ms?: number, ...args: unknown[]) => {
+    const id = realSetTimeout(fn, ms, ...args);
+    if (ms !== undefined && ms >= 30_000) long.add(id);
+    return id;
+  }) as typeof setTimeout;
+  globalThis.clearTimeout = ((id: Parameters<typeof clearTimeout>[0]) => {
+    long.delete(id);
+    realClearTimeout(id);
+  }) as typeof clearTimeout;
+  const hanging = (): Promise<string> => new Promise<string>(() => {});
+  const sent = async (): Promise<Response> => new Response('never sent');
+  try {
+    // The caller aborts: the deadline's timer goes too.
+    const controller = new AbortController();
+    const fetch = createFetch({ fetch: sent, use: [deadline(60_000), auth({ token: hanging })] });
+    const pending = fetch('http://127.0.0.1:9/a', { signal: controller.signal });
+    await tick(5);
+    controller.abort(new Error('user gave up'));
+    await assert.rejects(pending, { message: 'user gave up' });
+    assert.equal(long.size, 0, 'the 60 s deadline timer was cleared');
+
+    // The deadline fires: the listener on the caller's long-lived signal goes too.
+    const session = new AbortController();
+    let listeners = 0;
+    const add = session.signal.addEventListener.bind(session.signal);
+    const remove = session.signal.removeEventListener.bind(session.signal);
+    session.signal.addEventListener = ((...args: Parameters<typeof add>) => {
+      listeners++;
+      add(...args);
+    }) as typeof add;
+    session.signal.removeEventListener = ((...args: Parameters<typeof remove>) => {
+      listeners--;
+      remove(...args);
+    }) as typeof remove;
+    const timed = createFetch({ fetch: sent, use: [deadline(20), auth({ token: hanging })] });
+    await assert.rejects(timed('http://127.0.0.1:9/b', { signal: session.signal }), TimeoutError);
+    assert.equal(listeners, 0, 'no listener left on the caller signal');
+  } finally {
+    globalThis.setTimeout = realSetTimeout;
+    globalThis.clearTimeout = realClearTimeout;
+  }
 });
