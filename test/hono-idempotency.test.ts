@@ -726,3 +726,42 @@ test('a form an earlier middleware read with c.req.formData() (Hono rebuilds it 
   await other.body?.cancel();
   assert.equal(runs, 1);
 });
+
+/** An app whose POST /text handler counts its runs and echoes the body as text. */
+function echoApp(): { app: Hono; runs: () => number } {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/text', idempotency());
+  app.post('/text', async (c) => {
+    runs++;
+    return c.text(await c.req.text());
+  });
+  return { app, runs: () => runs };
+}
+
+test('a body that only starts like a form (a "--" first line, no closing delimiter) is fingerprinted whole: another such body with the same key is 422', async () => {
+  const { app, runs } = echoApp();
+  const first = await app.request('/text', post('--- a/prod.env\r\n+++ b/prod.env\r\n-DEBUG=1\r\n'));
+  assert.equal(await first.text(), '--- a/prod.env\r\n+++ b/prod.env\r\n-DEBUG=1\r\n');
+  const other = await app.request('/text', post('--- a/dev.env\r\n+++ b/prod.env\r\n-DEBUG=1\r\n'));
+  assert.equal(other.status, 422);
+  await other.body?.cancel();
+  assert.equal(runs(), 1);
+});
+
+test('a form whose part holds its boundary text mid-line is not the same request as one without it', async () => {
+  const { app, runs } = echoApp();
+  // A fixed boundary (hand-written clients often use one); "--xyz" inside a value is
+  // allowed (RFC 2046 §5.1.1 forbids only CRLF "--" boundary).
+  const form = (value: string): string =>
+    `--xyz\r\nContent-Disposition: form-data; name="cmd"\r\n\r\n${value}\r\n--xyz--\r\n`;
+  const type = { 'content-type': 'multipart/form-data; boundary=xyz' };
+  assert.equal((await app.request('/text', post(form('rm a--xyz b'), KEY, type))).status, 200);
+  const other = await app.request('/text', post(form('rm a b'), KEY, type));
+  assert.equal(other.status, 422);
+  await other.body?.cancel();
+  const again = await app.request('/text', post(form('rm a--xyz b').replaceAll('xyz', 'q7'), KEY, type));
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  assert.equal(await again.text(), form('rm a--xyz b'));
+  assert.equal(runs(), 1);
+});

@@ -229,15 +229,18 @@ async function sha256Hex(...parts: BlobPart[]): Promise<string> {
 /**
  * What the fingerprint hashes of a request body. A multipart body's boundary is the
  * sender's random pick, new on every send (fetch's FormData encoding does so, and Hono
- * too when it rebuilds a form an earlier middleware read): its delimiter (the first
- * line, RFC 2046 §5.1.1: `--` and 1 to 70 characters) is left out wherever it occurs,
- * so a resend of the same form is the same request.
+ * too when it rebuilds a form an earlier middleware read), so a form is hashed as the
+ * pieces between its delimiters (the first line, RFC 2046 §5.1.1: `--` and 1 to 70
+ * characters): a resend of the same form is the same request. The pieces, not the
+ * body with the delimiter cut out, which would join "a--xyzb" into "ab"; and only a
+ * body that also holds the close delimiter (`--boundary--`) is a form: a text whose
+ * first line merely starts with `--` (a diff, an SQL comment) is hashed whole.
  */
 async function fingerprintBody(body: Blob): Promise<BlobPart> {
   // "latin1" decodes (as windows-1252) every byte to a character of its own: nothing is lost.
   const text = new TextDecoder('latin1').decode(await body.arrayBuffer());
   const delimiter = /^--[^\r\n]{1,70}(?=\r\n)/.exec(text)?.[0];
-  return delimiter === undefined ? body : text.replaceAll(delimiter, '');
+  return delimiter && text.includes(`\r\n${delimiter}--`) ? JSON.stringify(text.split(delimiter)) : body;
 }
 
 function toBase64(bytes: Uint8Array): string {
