@@ -127,12 +127,14 @@ export async function readSaid(
   now: number = Date.now(),
 ): Promise<Said> {
   const retryAfterMs = retryDelay(response.headers, now);
-  // Servers quote the request URL back: a snapshot is redacted like an error.
-  const text = redactText(await readPrefix(response, bodyBytes, bodyWaitMs));
-  const message = oneLine(jsonErrorMessage(text) ?? text);
+  const text = await readPrefix(response, bodyBytes, bodyWaitMs);
+  // Servers quote the request URL back: a snapshot is redacted like an error. The JSON
+  // is read first: a URL followed by more of a compact object (`...?k=v"},"id":1}`)
+  // takes the rest of that word with it, and the text would no longer parse.
+  const message = oneLine(redactText(jsonErrorMessage(text) ?? text));
   return {
     retryAfterMs,
-    body: oneLine(text),
+    body: oneLine(redactText(text)),
     serverMessage:
       message.length > MAX_MESSAGE_CHARS ? `${message.slice(0, MAX_MESSAGE_CHARS)}…` : message || undefined,
   };

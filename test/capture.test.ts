@@ -232,3 +232,27 @@ test('a snapshot never shows the userinfo or query values of a URL the server’
     assert.equal(JSON.stringify(snapshot).includes(secret), false, `shows ${secret}`);
   }
 });
+
+test('a compact JSON error body that quotes a URL mid-object keeps its serverMessage', async () => {
+  // Anthropic-style compact JSON: the quoted URL is followed by more of the object, with no
+  // space between. Redacting the raw text first swallowed the rest of the object into
+  // the URL, the JSON no longer parsed, and serverMessage became the whole body.
+  const body = JSON.stringify({
+    type: 'error',
+    error: {
+      type: 'invalid_request_error',
+      message: 'bad image url https://img.example.com/a.png?sig=s3cr3t',
+    },
+    request_id: 'req_1',
+  });
+  const capture = captureStatus();
+  const fetch = createFetch({
+    fetch: async () => new Response(body, { status: 400 }),
+    use: [capture],
+    key: 'k',
+  });
+  await (await fetch('http://example.test/')).body?.cancel();
+  const snapshot = capture.last('k');
+  assert.equal(snapshot?.serverMessage, 'bad image url https://img.example.com/a.png?sig=[redacted]');
+  assert.equal(JSON.stringify(snapshot).includes('s3cr3t'), false);
+});
