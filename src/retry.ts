@@ -161,7 +161,12 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
     call.init = { ...call.init, body: new Blob(chunks) };
   } catch (error) {
     probe.cancel().catch(() => {});
-    if (size <= cap) throw error;
+    if (size <= cap) {
+      // Nothing will be sent: cancel the other branch too, so the caller's stream (a
+      // relayed upload) is told to stop instead of staying locked and open.
+      send.cancel(error).catch(() => {});
+      throw error;
+    }
     call.init = { ...call.init, body: send, duplex: 'half' } as RequestInit;
   }
 }

@@ -436,3 +436,35 @@ test('the HttpStatusError under a RetryAfterTooLongError is retryable by the ret
     });
   });
 });
+
+test('an abort while a stream body is buffered for replay cancels the caller’s stream', async () => {
+  // The upload's source (a relayed request body, a file) must be told to stop: left
+  // locked by the tee and never cancelled, it stays open for as long as it likes.
+  let cancelled = false;
+  const body = new ReadableStream({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode('first part;'));
+    },
+    cancel() {
+      cancelled = true;
+    },
+  });
+  const controller = new AbortController();
+  const reason = new Error('caller gave up');
+  const fetch = createFetch({
+    fetch: async () => new Response('never sent'),
+    use: [retry({ backoff: fast, replayBodyBytes: 1024 })],
+  });
+  setTimeout(() => controller.abort(reason), 20);
+  await assert.rejects(
+    fetch('http://127.0.0.1:9/', {
+      method: 'PUT',
+      body,
+      duplex: 'half',
+      signal: controller.signal,
+    } as RequestInit),
+    (error: unknown) => error === reason,
+  );
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.equal(cancelled, true, 'the source stream was cancelled');
+});
