@@ -908,9 +908,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     }
   }
 
-  /** Sends the call on and judges the outcome; the response or error goes back unchanged. */
-  function send(c: Circuit, call: Call, next: Next): Promise<Response> {
-    const epoch = c.epoch;
+  /**
+   * Sends the call on and judges the outcome against `epoch`, the circuit's epoch the
+   * call goes out in; the response or error goes back unchanged.
+   */
+  function send(c: Circuit, call: Call, next: Next, epoch: number): Promise<Response> {
     let pending: Promise<Response>;
     try {
       pending = next(call);
@@ -937,8 +939,18 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   const breaker = function circuitBreaker(call: Call, next: Next): Promise<Response> {
     try {
       const c = lookup(call.key);
-      if (c.state === 'closed' && !c.pausedUntilMs) return send(c, call, next);
-      return admit(c, call).then((admitted) => send(admitted, call, next));
+      if (c.state === 'closed' && !c.pausedUntilMs) return send(c, call, next, c.epoch);
+      // Sent a microtask after admission: if another call's failure opened the circuit
+      // meanwhile, this one is no probe of that opening and counts for nothing (-1), as
+      // a call sent just before it would.
+      return admit(c, call).then((admitted) =>
+        send(
+          admitted,
+          call,
+          next,
+          admitted.state === 'closed' || admitted.probe === call ? admitted.epoch : -1,
+        ),
+      );
     } catch (error) {
       return Promise.reject(error);
     }

@@ -407,3 +407,28 @@ test('a probe answered with a streaming body that never ends closes the circuit 
   await reader.cancel();
   assert.ok(cancelled);
 });
+
+test('a call admitted while closed that goes out just after another call opened the circuit is no probe of it', async () => {
+  // A paced key sends calls down the slow path; the call admitted there (the pace
+  // probe) is sent a microtask later. If another call's failure opens the circuit in
+  // between, the call goes out while open: its success must not close the circuit (it
+  // was never the probe; its failure counts for nothing either). Tried at every
+  // interleaving of the failure and the admission.
+  for (let depth = 0; depth < 8; depth++) {
+    const stub = scripted((i) => (i === 1 ? tooMany(1000) : 'hold'));
+    const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+    const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+    const early = outcome(fetch, URL_A); // sent while closed, held
+    await tick();
+    assert.equal(await outcome(fetch, URL_A), 429); // paces the key for 1 s
+    clock.t += 1000; // the pause is over: the next call is the pace probe
+    stub.release(0, 503); // the early call fails: opens the circuit, a few microtasks from now
+    for (let i = 0; i < depth; i++) await Promise.resolve();
+    const late = outcome(fetch, URL_A);
+    await tick();
+    assert.equal(breaker.stats('api')?.state, 'open', `depth ${depth}`);
+    if (stub.calls() === 3) stub.release(2, 200);
+    await Promise.all([early, late]);
+    assert.equal(breaker.stats('api')?.state, 'open', `depth ${depth}: only a probe closes it`);
+  }
+});
