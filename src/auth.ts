@@ -205,9 +205,18 @@ export function auth(options: AuthOptions): Middleware {
 
   async function currentToken(call: Call): Promise<Stamp> {
     if (generation === 0 && typeof source !== 'string') {
+      let got: string | Promise<string>;
+      try {
+        got = source();
+      } catch (error) {
+        got = Promise.reject(error);
+      }
+      // A token given at once (a cached one) cannot hang: no timer, no listener, on
+      // every call. Only a promise is waited for within the caller's limits.
+      if (isTokenValue(got)) return [got, 0];
       const value = await settle(
         call,
-        obtain(source, 'token'),
+        obtain(() => got, 'token'),
         'AUTH_TOKEN_FAILED',
         'token() failed, so nothing was sent',
       );

@@ -543,3 +543,38 @@ test('a wait for token() that the caller gives up on leaves no timer and no abor
     globalThis.clearTimeout = realClearTimeout;
   }
 });
+
+test('a token() that answers at once costs no timer and no abort listener, even under a deadline', async () => {
+  // The bounded wait is for a getter that may hang; a cached token returned at once
+  // must not pay a setTimeout and an abort listener on every call (measured: the happy
+  // path under definePolicy() went from about 2.7 to 5.5 µs per call).
+  const realSetTimeout = globalThis.setTimeout;
+  let timers = 0;
+  globalThis.setTimeout = ((fn: () => void, ms?: number, ...args: unknown[]) => {
+    if (ms !== undefined && ms >= 30_000) timers++;
+    return realSetTimeout(fn, ms, ...args);
+  }) as typeof setTimeout;
+  const session = new AbortController();
+  let listeners = 0;
+  const add = session.signal.addEventListener.bind(session.signal);
+  session.signal.addEventListener = ((...args: Parameters<typeof add>) => {
+    listeners++;
+    add(...args);
+  }) as typeof add;
+  try {
+    const seen: (string | null)[] = [];
+    const fetch = createFetch({
+      fetch: async (_input, init) => {
+        seen.push(new Headers(init?.headers).get('authorization'));
+        return new Response('ok');
+      },
+      use: [deadline(60_000), auth({ token: () => OLD })],
+    });
+    await (await fetch('http://127.0.0.1:9/a', { signal: session.signal })).text();
+    assert.deepEqual(seen, [`Bearer ${OLD}`]);
+    assert.equal(timers, 0, 'no deadline timer');
+    assert.equal(listeners, 0, 'no abort listener');
+  } finally {
+    globalThis.setTimeout = realSetTimeout;
+  }
+});
