@@ -78,8 +78,9 @@ const MAX_MAX_KEYS = 10_000_000;
  * without settling, in ms. A probe that never answers (no attempt timeout inside the
  * breaker, a server that accepts and never replies) must not hold its key forever:
  * after this long the next call probes instead (as Polly's half-open state does after
- * the break duration). Twice the default attempt timeout, so that a policy's attempt
- * timeout always ends a probe first.
+ * the break duration). Twice the default attempt timeout, so that under a policy's
+ * default timeouts the attempt timeout ends a probe first. With `attemptMs` over
+ * 60 s (slow non-streaming model calls), a healthy probe may be joined by a second.
  */
 const PROBE_LEASE_MS = 60_000;
 

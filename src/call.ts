@@ -54,9 +54,12 @@ function readHeader(source: HeaderSource, name: string): string | null {
 
 /**
  * The origin of an absolute URL string, found by scanning rather than `new URL()`:
- * the key is needed on every call, a full parse is not. Anything the URL parser would
- * rewrite is left to it (undefined): userinfo (`@`), escapes (`%`), a backslash (read
- * as `/`), spaces and control characters (stripped), non-ASCII hosts (punycode).
+ * the key is needed on every call, a full parse is not. What the URL parser rewrites
+ * in ways a scan cannot copy cheaply is left to it (undefined): userinfo (`@`),
+ * escapes (`%`), a backslash (read as `/`), spaces and control characters (stripped),
+ * non-ASCII hosts (punycode). Host spellings it normalises otherwise (IPv4 shorthands
+ * such as `127.1` or `0x7f.1`, IPv6 written long, an empty or zero-padded port) are
+ * keyed as written: still one key per spelling, only not the origin's.
  */
 function originOf(href: string): string | undefined {
   const scheme = href.indexOf('://');
