@@ -792,3 +792,24 @@ test('a binary record replays about as fast as a text one of the same size (no a
   // Measured: a plain loop takes 2 to 4 times the text replay; a per-byte array 15 to 40 times.
   assert.ok(bytes <= 4 * text + 40, `binary replay ${bytes.toFixed(0)} ms, text ${text.toFixed(0)} ms`);
 });
+
+test('an empty form resent with a new boundary (its only line is the close delimiter) is the same request', async () => {
+  const { app, runs } = echoApp();
+  // What fetch sends for an empty FormData: undici and Bun end the line with CRLF, Deno does not.
+  for (const [key, end, boundaries] of [
+    ['"undici"', '\r\n', ['----formdata-undici-070584314208', '----formdata-undici-011223344556']],
+    ['"deno"', '', ['----4102721330205681645744100755', '----2771028463716285910364529012']],
+  ] as const) {
+    const send = async (boundary: string): Promise<Response> =>
+      app.request(
+        '/text',
+        post(`--${boundary}--${end}`, key, { 'content-type': `multipart/form-data; boundary=${boundary}` }),
+      );
+    assert.equal((await send(boundaries[0])).status, 200);
+    const again = await send(boundaries[1]);
+    assert.equal(again.status, 200);
+    assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+    assert.equal(await again.text(), `--${boundaries[0]}--${end}`);
+  }
+  assert.equal(runs(), 2);
+});

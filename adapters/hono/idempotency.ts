@@ -16,7 +16,7 @@
 
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
-import { functionOption, validate } from '../../src/options.ts';
+import { functionOption, isFunction, validate } from '../../src/options.ts';
 import { memoryStore, type Store } from '../../src/store.ts';
 import { problemResponse } from './problem.ts';
 
@@ -120,12 +120,7 @@ const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 function isStore(value: unknown): value is Store {
   const store = value as Partial<Store> | null;
-  return (
-    typeof store === 'object' &&
-    typeof store?.get === 'function' &&
-    typeof store.delete === 'function' &&
-    typeof store.compareAndSet === 'function'
-  );
+  return isFunction(store?.get) && isFunction(store?.delete) && isFunction(store?.compareAndSet);
 }
 
 const optionsSchema = z.optional(
@@ -235,14 +230,18 @@ async function sha256Hex(...parts: BlobPart[]): Promise<string> {
  * pieces between its delimiters (the first line, RFC 2046 §5.1.1: `--` and 1 to 70
  * characters): a resend of the same form is the same request. The pieces, not the
  * body with the delimiter cut out, which would join "a--xyzb" into "ab"; and only a
- * body that also holds the close delimiter (`--boundary--`) is a form: a text whose
- * first line merely starts with `--` (a diff, an SQL comment) is hashed whole.
+ * body that also ends with the close delimiter (`--boundary--`, as every fetch and
+ * browser sends it) is a form: a text whose first line merely starts with `--` (a
+ * diff, an SQL comment) is hashed whole.
  */
 async function fingerprintBody(body: Blob): Promise<BlobPart> {
   // "latin1" decodes (as windows-1252) every byte to a character of its own: nothing is lost.
   const text = new TextDecoder('latin1').decode(await body.arrayBuffer());
-  const delimiter = /^--[^\r\n]{1,70}(?=\r\n)/.exec(text)?.[0];
-  return delimiter && text.includes(`\r\n${delimiter}--`) ? JSON.stringify(text.split(delimiter)) : body;
+  // Lazy, and "--" allowed before the line's end: an empty form is its close delimiter alone.
+  const delimiter = /^--[^\r\n]{1,70}?(?=(--)?(\r\n|$))/.exec(text)?.[0];
+  return delimiter && text.trimEnd().endsWith(`${delimiter}--`)
+    ? JSON.stringify(text.split(delimiter))
+    : body;
 }
 
 /*
