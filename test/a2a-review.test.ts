@@ -96,3 +96,61 @@ test('a REST agent’s typed A2A error (TaskNotFound, 404) still passes through 
     assert.equal((error as Error).name, 'TaskNotFoundError');
   });
 });
+
+test('a card fetch’s TypeError with no URL in its message reaches the caller as it was thrown, cause and all', async () => {
+  const cause = new Error('the header value had a newline');
+  const thrown = new TypeError('Invalid header value', { cause });
+  const error = await resolveAgentCard('http://agent.test/', {
+    fetch: async () => {
+      throw thrown;
+    },
+  }).catch((e: unknown) => e);
+  assert.equal(error, thrown);
+});
+
+test('a card fetch’s TypeError whose message is not a string, or cannot be read, is not replaced by a crash of the redaction', async () => {
+  class NumberMessage extends TypeError {
+    override get message(): string {
+      return 42 as never;
+    }
+  }
+  class UnreadableMessage extends TypeError {
+    override get message(): string {
+      throw new Error('getter failed');
+    }
+  }
+  for (const thrown of [new NumberMessage(), new UnreadableMessage()]) {
+    const error = await resolveAgentCard('http://agent.test/', {
+      fetch: async () => {
+        throw thrown;
+      },
+    }).catch((e: unknown) => e);
+    assert.ok(error === thrown, (error as Error).constructor.name);
+  }
+});
+
+test('a REST agent’s status past 599 passes through as the SDK’s error, not a TypeError from wrapHttpError', async () => {
+  await withApp(restAgent(600, { code: 600, message: 'out of range' }), async (app) => {
+    const client = await createA2AClient(app.origin, { policy: definePolicy({ retry: false }) });
+    const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+    assert.equal((error as Error).name, 'A2AError', String(error));
+    assert.equal((error as { statusCode?: unknown }).statusCode, 600);
+  });
+});
+
+test('a REST agent’s generic error is mapped by its HTTP status, not by a status its message quotes', async () => {
+  // A gateway agent relaying its upstream's SDK error in its own 502.
+  const relayed = {
+    code: 502,
+    message: 'HTTP error for GetTask! Status: 503 Service Unavailable. Response: {}',
+  };
+  await withApp(restAgent(502, relayed), async (app) => {
+    const client = await createA2AClient(app.origin, {
+      policy: definePolicy({ retry: false, breaker: false }),
+    });
+    const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+    assert.ok(error instanceof HttpStatusError, String(error));
+    assert.equal(error.status, 502);
+    assert.equal(error.retryable, true);
+  });
+});

@@ -280,10 +280,17 @@ async function within<T>(
  */
 function failure(error: unknown, signal: AbortSignal, request: RequestSummary): unknown {
   if (isAbort(error, signal)) return error;
-  return (
-    normalizeNetworkError(error, request) ??
-    (error instanceof TypeError ? new TypeError(redactText(error.message)) : error)
-  );
+  const network = normalizeNetworkError(error, request);
+  if (network || !(error instanceof TypeError)) return network ?? error;
+  // Replaced only when there is a URL to redact: any other TypeError keeps its cause and
+  // stack, and one whose message is not a string (or throws) is not turned into a crash here.
+  try {
+    const message = `${error.message}`;
+    const redacted = redactText(message);
+    return redacted === message ? error : new TypeError(redacted);
+  } catch {
+    return error;
+  }
 }
 
 /**

@@ -78,10 +78,13 @@ function withStatus(error: unknown, scope: CaptureScope | undefined): unknown {
   // The REST binding words errors as google.rpc.Status bodies: the SDK then throws its
   // generic `A2AError` with the server's message and the status as `statusCode` (its typed
   // errors, `TaskNotFoundError` and the like, have their own names; an SSE error event's is 200).
-  const rest = (error as { statusCode?: number }).statusCode as number;
-  const code = Number(
-    SDK_STATUS.exec(error.message)?.[1] ?? (error.name === 'A2AError' && rest >= 400 && rest),
-  );
+  // Its message is the server's own text, so only `statusCode` counts, and only a failing
+  // HTTP status (a server may answer 600: wrapHttpError would refuse it).
+  const rest = (error as { statusCode?: unknown }).statusCode as number;
+  const code =
+    error.name === 'A2AError' && rest !== undefined
+      ? Number.isInteger(rest) && rest >= 400 && rest < 600 && rest
+      : Number(SDK_STATUS.exec(error.message)?.[1]);
   if (!code) return error;
   const said: StatusSnapshot | undefined = scope
     ?.all()
