@@ -51,7 +51,11 @@ const cases = [
     // 13,200 until proxy() sent a Via entry and answered a request that comes back to
     // it with 508 (+116 B; 13,283 B then), after the session's other hono fixes had
     // taken it from 12,941 to 13,167 B.
-    ceiling: 13_350,
+    // 13,350 until the second review of 2026-11-30: fingerprints of bodies that only
+    // look like forms (+13), plain base64 loops again (+43: the trimmed ones made
+    // replays 15-40x slower), and keyed requests whose upstream calls outlive their
+    // client (+43): 13,391 B.
+    ceiling: 13_450,
   },
   {
     name: 'breakwater/mcp',

@@ -3,6 +3,9 @@ import { test } from 'node:test';
 import { Hono } from 'hono';
 import { streamText } from 'hono/streaming';
 import { idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
+import { proxy } from '../adapters/hono/proxy.ts';
+import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/upstream.ts';
+import { definePolicy } from '../src/policy.ts';
 import { type JsonValue, memoryStore, type Store } from '../src/store.ts';
 import { withApp } from './helpers/hono-server.ts';
 
@@ -812,4 +815,82 @@ test('an empty form resent with a new boundary (its only line is the close delim
     assert.equal(await again.text(), `--${boundaries[0]}--${end}`);
   }
   assert.equal(runs(), 2);
+});
+
+/** An inventory whose POST /reserve answers 150 ms after it started, counting its reservations. */
+function slowInventory(): { app: Hono; reserved: () => number; started: Promise<void>; done: Promise<void> } {
+  let reserved = 0;
+  const started = gate();
+  const done = gate();
+  const app = new Hono();
+  app.post('/reserve', async (c) => {
+    started.open();
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    reserved++;
+    done.open();
+    return c.json({ reservation: `r-${reserved}` }, 201);
+  });
+  return { app, reserved: () => reserved, started: started.promise, done: done.promise };
+}
+
+/**
+ * Sends a keyed order, gives up on it once the inventory has started reserving, then
+ * sends the same order again once the reservation is done: the retry's answer.
+ */
+async function abandonThenRetry(
+  origin: string,
+  path: string,
+  inventory: ReturnType<typeof slowInventory>,
+): Promise<Response> {
+  const send = (signal: AbortSignal | null): Promise<Response> =>
+    fetch(`${origin}${path}`, { ...post('{"sku":"tea"}'), signal });
+  const leave = new AbortController();
+  const first = send(leave.signal);
+  await inventory.started;
+  leave.abort();
+  await assert.rejects(first);
+  await inventory.done;
+  // The record is written as the answer's body ends, just after the reservation.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  return send(null);
+}
+
+test('a keyed request whose client leaves runs to the end behind upstream(), so the retry gets the real answer replayed', async () => {
+  const inventory = slowInventory();
+  await withApp(inventory.app, async (up) => {
+    const app = new Hono<UpstreamEnv>();
+    app.use('/orders', idempotency());
+    app.use('/orders', upstream(definePolicy({ name: 'inventory', retry: { attempts: 1 } })));
+    app.post('/orders', async (c) => {
+      const res = await c.var.fetch(`${up.origin}/reserve`, { method: 'POST', body: '{}' });
+      return c.json(await res.json(), 201);
+    });
+    app.onError(errorResponses());
+    await withApp(app, async (server) => {
+      const again = await abandonThenRetry(server.origin, '/orders', inventory);
+      assert.equal(again.status, 201);
+      assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+      assert.deepEqual(await again.json(), { reservation: 'r-1' });
+    });
+  });
+  assert.equal(inventory.reserved(), 1);
+});
+
+test('a keyed request whose client leaves runs to the end behind proxy(), so the retry gets the real answer replayed', async () => {
+  const inventory = slowInventory();
+  await withApp(inventory.app, async (up) => {
+    const app = new Hono();
+    app.use('/reserve', idempotency());
+    app.post(
+      '/reserve',
+      proxy(`${up.origin}/reserve`, { policy: definePolicy({ name: 'inventory', retry: { attempts: 1 } }) }),
+    );
+    await withApp(app, async (server) => {
+      const again = await abandonThenRetry(server.origin, '/reserve', inventory);
+      assert.equal(again.status, 201);
+      assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+      assert.deepEqual(await again.json(), { reservation: 'r-1' });
+    });
+  });
+  assert.equal(inventory.reserved(), 1);
 });

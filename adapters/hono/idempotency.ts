@@ -19,6 +19,7 @@ import * as z from 'zod/mini';
 import { functionOption, isFunction, validate } from '../../src/options.ts';
 import { memoryStore, type Store } from '../../src/store.ts';
 import { problemResponse } from './problem.ts';
+import { RUN_TO_END } from './upstream.ts';
 
 /** How long a record is kept (24 h): long enough for any client's retries, as Stripe keeps keys. */
 export const DEFAULT_TTL_MS = 86_400_000;
@@ -613,6 +614,8 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
 
     // The key is ours: from here on the handler may have had effects, so whatever
     // happens, the outcome is recorded (or the key released if the handler says it did not run).
+    // Its upstream calls run to their end even if the client leaves: the retry is coming for the answer.
+    RUN_TO_END.add(c.req.raw);
     let response: Response;
     try {
       await next();

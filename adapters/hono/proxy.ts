@@ -26,7 +26,7 @@ import {
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { MAX_DELAY_MS, retryDelay } from '../../src/timing.ts';
 import { problemResponse, retryAfterSeconds } from './problem.ts';
-import { errorResponses } from './upstream.ts';
+import { errorResponses, RUN_TO_END } from './upstream.ts';
 
 /**
  * The request headers never forwarded: the upstream's `Host` comes from its URL (an
@@ -187,7 +187,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       const init: RequestInit & { duplex?: 'half' } = {
         method: request.method,
         headers,
-        signal: request.signal,
+        signal: RUN_TO_END.has(c.req.raw) ? null : request.signal,
         // A redirect is the upstream's answer for the client to follow (or not), as
         // from any reverse proxy; following it here would also fail every POST (its
         // stream body cannot be sent twice) and fetch another URL the client never asked for.

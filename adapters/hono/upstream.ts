@@ -40,6 +40,13 @@ import { CLIENT_CLOSED_STATUS, problemResponse, retryAfterSeconds } from './prob
 /** The statuses whose server delay an upstream answer passes on to our client as a 503 with `Retry-After`. */
 const DELAY_STATUSES: ReadonlySet<number> = new Set([429, 503]);
 
+/**
+ * Incoming requests whose outgoing calls do not end with their client: a keyed
+ * request under `idempotency()` runs to its end, so the client's retry finds the real
+ * answer recorded, not the 499 of a call cut off halfway (for the record's `ttlMs`).
+ */
+export const RUN_TO_END: WeakSet<Request> = new WeakSet();
+
 /** What `upstream()` puts on the context: `c.var.fetch`. */
 export interface UpstreamVariables {
   /** A fetch through the policy whose calls are aborted when the incoming request's client goes away. */
@@ -171,7 +178,7 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
     failing === undefined ? throwing === true && status >= 400 : failing.has(status);
 
   return async function upstream(c, next) {
-    const incoming = c.req.raw.signal;
+    const incoming = RUN_TO_END.has(c.req.raw) ? new AbortController().signal : c.req.raw.signal;
     /** Per-call controllers following the incoming signal (only calls with a signal of their own). */
     const followers = new Set<AbortController>();
     const cleanups: (() => void)[] = [];
