@@ -43,3 +43,35 @@ test('toHttpStatusError reads an error body whose error is a string as the serve
     assert.equal(snapshot?.serverMessage, "model 'tiny' not found");
   });
 });
+
+test('toHttpStatusError keeps the status when a Headers object cannot be read (a subclass or proxy that throws)', () => {
+  const trap = () => {
+    throw new Error('trap');
+  };
+  class ThrowingHeaders extends Headers {
+    override get(): string | null {
+      return trap();
+    }
+    override entries(): HeadersIterator<[string, string]> {
+      return trap();
+    }
+    override [Symbol.iterator](): HeadersIterator<[string, string]> {
+      return this.entries();
+    }
+  }
+  const cases: Array<[string, unknown]> = [
+    ['a Headers subclass whose reads throw', new ThrowingHeaders({ 'retry-after': '1' })],
+    [
+      'a proxy of Headers whose get trap throws',
+      new Proxy(new Headers({ 'retry-after': '1' }), { get: trap }),
+    ],
+  ];
+  for (const [label, headers] of cases) {
+    const error = Object.assign(new Error('x'), { status: 503, headers });
+    const converted = toHttpStatusError(error);
+    assert.ok(converted instanceof HttpStatusError, label);
+    assert.equal(converted.status, 503, label);
+    assert.equal(converted.retryable, true, label);
+    assert.equal(converted.cause, error, label);
+  }
+});

@@ -69,10 +69,12 @@ function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined
   const aiSdk = error.statusCode !== undefined;
   const status = aiSdk ? error.statusCode : error.status;
   if (!Number.isInteger(status) || (status as number) < 400 || (status as number) > 599) return undefined;
-  // Headers that cannot be read (a throwing getter or proxy trap) are left out, not the status.
+  // Headers that cannot be read (a throwing getter or proxy trap) are left out, not the
+  // status. Copied here: toHeaders() passes a Headers through, and a subclass or proxy
+  // of one could throw later, when the status rule and the timing headers read it.
   const headers = safely(() => {
     const source = aiSdk ? error.responseHeaders : error.headers;
-    return toHeaders(source instanceof Object ? (source as HeadersLike) : undefined);
+    return new Headers(toHeaders(source instanceof Object ? (source as HeadersLike) : undefined));
   });
   return new HttpStatusError({
     status: status as number,
