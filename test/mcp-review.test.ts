@@ -98,3 +98,28 @@ test('toError() tells two 503s apart by their bodies even when the bodies quote 
     });
   });
 });
+
+test('toError() turns a status error whose message is not a string, or cannot be read, into an HttpStatusError instead of throwing', () => {
+  const fetch = mcpFetch(definePolicy({ retry: false }));
+  class NumberMessage extends Error {
+    code = 503;
+    override get message(): string {
+      return 42 as never;
+    }
+  }
+  class UnreadableMessage extends Error {
+    code = 503;
+    override get message(): string {
+      throw new Error('getter failed');
+    }
+  }
+  for (const error of [new NumberMessage(), new UnreadableMessage()]) {
+    let converted: unknown;
+    assert.doesNotThrow(() => {
+      converted = fetch.toError(error);
+    }, error.constructor.name);
+    assert.ok(converted instanceof HttpStatusError, error.constructor.name);
+    assert.equal(converted.status, 503);
+    assert.equal(converted.cause, error);
+  }
+});

@@ -143,8 +143,12 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     // The SDK's message quotes a failed POST's body: of the recent failures of that
     // status, the one whose body it quotes (two concurrent 503s keep their own
     // Retry-After), else the latest. None: the status is all there is.
-    // Redacted as the snapshots' bodies are, or a body quoting a URL with a query never matches.
-    const message = redactText(oneLine((error as Error).message));
+    // Redacted as the snapshots' bodies are, or a body quoting a URL with a query never
+    // matches. A message that is not a string is matched as one; one that throws, as none.
+    let message = '';
+    try {
+      message = redactText(oneLine(`${(error as Error).message}`));
+    } catch {}
     const recent = (failures.get(status) ?? []).filter((said) => Date.now() - said.at <= MAX_SNAPSHOT_AGE_MS);
     const said = recent.filter((s) => s.body && message.includes(s.body)).pop() ?? recent.pop();
     return wrapHttpError(status, said, error);
