@@ -473,3 +473,19 @@ test('a signal aborted before the call rejects with its reason and sends nothing
   );
   assert.equal(calls, 0);
 });
+
+test('a card body that breaks mid-way is a NetworkError in the response phase, maybe sent', async () => {
+  await withServer(
+    always({
+      reset: 'mid-body',
+      headers: { 'content-type': 'application/json', 'content-length': '4000' },
+      body: '{"name":"a',
+    }),
+    async (server) => {
+      const error = await resolveAgentCard(server.origin).catch((e: unknown) => e);
+      assert.ok(error instanceof NetworkError, String(error));
+      assert.equal(error.phase, 'response');
+      assert.equal(error.sent, 'maybe');
+    },
+  );
+});

@@ -21,7 +21,7 @@ import {
   TimeoutError,
   type TimeoutScope,
 } from '../../src/errors.ts';
-import { normalizeNetworkError } from '../../src/network.ts';
+import { type FetchStage, normalizeNetworkError } from '../../src/network.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
@@ -278,9 +278,9 @@ async function within<T>(
  * policy's chain, the runtime's own error would reach the caller, and it can quote the
  * URL: Deno and Bun with its query values, Node with its userinfo, password included.
  */
-function failure(error: unknown, signal: AbortSignal, request: RequestSummary): unknown {
+function failure(error: unknown, signal: AbortSignal, request: RequestSummary, stage?: FetchStage): unknown {
   if (isAbort(error, signal)) return error;
-  const network = normalizeNetworkError(error, request);
+  const network = normalizeNetworkError(error, request, stage);
   if (network || !(error instanceof TypeError)) return network ?? error;
   // Replaced only when there is a URL to redact: any other TypeError keeps its cause and
   // stack, and one whose message is not a string (or throws) is not turned into a crash here.
@@ -322,8 +322,8 @@ async function readCapped(
     await within(timeoutMs, 'attempt', request, outer, async (signal) => {
       for (;;) {
         const next = await reader.read().catch((error: unknown) => {
-          // A body that broke mid-way is a network failure like any other.
-          throw failure(error, signal, request);
+          // A body that broke mid-way is a network failure like any other, in the response phase.
+          throw failure(error, signal, request, 'body');
         });
         if (next.done) return;
         size += next.value.byteLength;

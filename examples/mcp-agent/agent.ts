@@ -430,7 +430,7 @@ export interface McpAgentComparison {
   /** Wall time of the two runs (they go side by side). */
   elapsedMs: number;
   /**
-   * Empty when breakwater ran create_ticket once per ask and sent fewer requests while
+   * Empty when breakwater ran create_ticket at most once per ask and sent fewer requests while
    * the server was down than the naive loop; otherwise what broke, one line each.
    */
   problems: string[];
