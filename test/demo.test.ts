@@ -8,7 +8,7 @@
  */
 
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -46,6 +46,8 @@ test('a short demo run prints the table: breakwater sends no duplicate order and
   const dir = await mkdtemp(join(tmpdir(), 'breakwater-demo-'));
   try {
     const html = join(dir, 'report.html');
+    // An earlier, longer report there: replaced whole, not overwritten in part.
+    await writeFile(html, 'stale report '.repeat(100_000));
     const run = await demo([...SHORT_RUN, '--storm-only', '--html', html]);
     assert.equal(run.code, 0, run.stderr);
     assert.match(run.stdout, /^client +calls ok +requests at server +inside Retry-After +duplicate orders/m);
@@ -78,6 +80,7 @@ test('a short demo run prints the table: breakwater sends no duplicate order and
     );
     for (const m of series) assert.ok((m[1] ?? '').split(' ').length > 10, `few points for ${m[2]}`);
     assert.doesNotMatch(page, /<script|https?:\/\/(?!www\.w3\.org\/2000\/svg)/, 'the page is self-contained');
+    assert.doesNotMatch(page, /stale report/);
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

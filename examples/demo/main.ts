@@ -200,11 +200,12 @@ function summarize(
 /**
  * The `--html` file, opened for writing before anything runs: a path that cannot be
  * written (a missing directory, no permission, a directory) is a usage error now,
- * not a crash after a 20 s run.
+ * not a crash after a 20 s run. Opened to append, so an earlier report stays whole
+ * until this run has one to replace it with.
  */
 async function openReport(path: string): Promise<FileHandle> {
   try {
-    return await open(path, 'w');
+    return await open(path, 'a');
   } catch (error) {
     const { code, message } = error as Error & { code?: string };
     throw new UsageError(`--html: cannot write ${path} (${code ?? message})`);
@@ -252,6 +253,7 @@ async function runStorm(settings: Settings, report: FileHandle | undefined): Pro
     `${settings.quiet ? '' : '\n'}${formatTable(runs)}\n\n${formatFailures(runs)}\n\n${formatNotes(settings.concurrency)}\n`,
   );
   if (report !== undefined) {
+    await report.truncate(0);
     await report.writeFile(reportHtml(runs, script, settings));
     process.stdout.write(`\nHTML report: ${settings.html}\n`);
   }
