@@ -72,19 +72,26 @@ test('proxy headers option sets and removes forwarded headers', async () => {
     const app = proxyApp(up.origin, policy, {
       headers: (c) => ({
         cookie: undefined,
+        'x-debug': null as unknown as undefined,
         authorization: 'Bearer upstream-token',
         'x-client': c.req.header('x-id'),
       }),
     });
     await withApp(app, async (server) => {
       const res = await fetch(`${server.origin}/api/x`, {
-        headers: { cookie: 'session=user-secret', authorization: 'Bearer user-token', 'x-id': '42' },
+        headers: {
+          cookie: 'session=user-secret',
+          authorization: 'Bearer user-token',
+          'x-id': '42',
+          'x-debug': 'on',
+        },
       });
       await res.text();
       assert.equal(res.status, 200);
     });
     const seen = up.requests[0]?.headers;
     assert.equal(seen?.cookie, undefined);
+    assert.equal(seen?.['x-debug'], undefined, 'null removes a header, as in hono/proxy');
     assert.equal(seen?.authorization, 'Bearer upstream-token');
     assert.equal(seen?.['x-client'], '42');
   });
@@ -262,7 +269,14 @@ test('proxy() rejects bad options with a TypeError', () => {
     (e: unknown) => e instanceof TypeError && /proxy\(target\)/.test(e.message),
   );
   // A header change fetch cannot send would fail every request with a 500, not the app's start.
-  for (const headers of [{ 'bad name': 'x' }, { 'x-tenant': 'a\r\nx-admin: 1' }]) {
+  // A Headers or a Map would be ignored whole (no own entries): refused rather than dropped.
+  for (const headers of [
+    { 'bad name': 'x' },
+    { 'x-tenant': 'a\r\nx-admin: 1' },
+    new Headers({ 'x-tenant': 'a' }),
+    new Map([['x-tenant', 'a']]),
+    [['x-tenant', 'a']],
+  ] as never[]) {
     assert.throws(
       () => proxy('http://127.0.0.1:1', { policy: definePolicy({}), headers }),
       (e: unknown) => e instanceof TypeError && /proxy\(\)\.headers/.test(e.message),

@@ -41,7 +41,7 @@ const DROPPED_REQUEST_HEADERS = ['host', 'expect'];
 /** Where to send a request: a fixed URL, or one built from the request. */
 export type ProxyTarget = string | URL | ((c: Context) => string | URL | Promise<string | URL>);
 
-/** Header changes: a value sets the header, `undefined` removes it. */
+/** Header changes: a value sets the header, `undefined` (or `null`) removes it. */
 export type ProxyHeaders = Record<string, string | undefined>;
 
 /** Options for {@link proxy}. */
@@ -74,7 +74,7 @@ export interface ProxyOptions {
 /** Whether fetch can send these header changes: else every request would fail with a 500. */
 function sendable(changes: object): boolean {
   try {
-    new Headers(Object.entries(changes).filter(([, value]) => value !== undefined));
+    new Headers(Object.entries(changes).filter(([, value]) => value != null));
     return true;
   } catch {
     return false;
@@ -88,9 +88,14 @@ const optionsSchema = z.strictObject({
   auth: authOptionSchema,
   headers: z.optional(
     z.custom<ProxyHeaders | ((c: Context) => ProxyHeaders)>(
-      // null fails in sendable(): Object.entries(null) throws.
-      (v) => isFunction(v) || (typeof v === 'object' && !Array.isArray(v) && sendable(v as object)),
-      'must be a record of header changes fetch can send, or a function',
+      // A plain record only: a Headers or a Map has no own entries and would be ignored
+      // whole. null fails in sendable(): Object.entries(null) throws.
+      (v) =>
+        isFunction(v) ||
+        (typeof v === 'object' &&
+          [Object.prototype, null].includes(Object.getPrototypeOf(v)) &&
+          sendable(v as object)),
+      'must be a plain record of header changes fetch can send, or a function',
     ),
   ),
   strictConnectionProcessing: z.optional(z.boolean()),
@@ -178,7 +183,8 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       headers.append('via', via as string);
       if (edits !== undefined) {
         for (const [name, value] of Object.entries(edits)) {
-          if (value === undefined) headers.delete(name);
+          // null removes too, as in hono/proxy (it would otherwise be sent as "null").
+          if (value == null) headers.delete(name);
           else headers.set(name, value);
         }
       }
