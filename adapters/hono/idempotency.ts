@@ -27,9 +27,12 @@ export const DEFAULT_TTL_MS = 86_400_000;
 export const DEFAULT_METHODS: readonly string[] = ['POST', 'PATCH'];
 /**
  * The largest request body fingerprinted, and response body stored, by default
- * (256 KiB): tool calls and JSON-RPC bodies are far smaller, and with
- * {@link DEFAULT_MAX_RECORDS} it bounds the default store at about 1 GiB in the
- * very worst case (every record holding a maximal body).
+ * (256 KiB): tool calls and JSON-RPC bodies are far smaller. With
+ * {@link DEFAULT_MAX_RECORDS} it bounds the default store at about 1.3 GiB when every
+ * record holds a maximal body of plain text or binary (base64), and more for text
+ * that JSON escapes heavily (a body of control characters takes 6 characters a byte:
+ * about 6 GiB). On a small machine, lower `maxBodyBytes` or pass a store with fewer
+ * entries.
  */
 export const DEFAULT_MAX_BODY_BYTES = 262_144;
 /** Records the default in-memory store keeps (least recently used dropped first). */
