@@ -834,13 +834,42 @@ function slowInventory(): { app: Hono; reserved: () => number; started: Promise<
 }
 
 /**
+ * A memory store that reports when the first request's outcome is settled in it: a
+ * record other than `running` written, or the key released. Whatever that outcome
+ * is, the test's assertions judge it; the promise only says it is there to be read.
+ */
+function settlingStore(): { store: Store; settled: Promise<void> } {
+  const inner = memoryStore();
+  const settled = gate();
+  const store: Store = {
+    get: (key) => inner.get(key),
+    set: (key, value, ttlMs) => inner.set(key, value, ttlMs),
+    increment: (key, by, ttlMs) => inner.increment(key, by, ttlMs),
+    async delete(key) {
+      const deleted = await inner.delete(key);
+      settled.open();
+      return deleted;
+    },
+    async compareAndSet(key, expected, next, ttlMs) {
+      const swapped = await inner.compareAndSet(key, expected, next, ttlMs);
+      const state = (next as { state?: unknown } | null)?.state;
+      if (swapped && state !== 'running') settled.open();
+      return swapped;
+    },
+  };
+  return { store, settled: settled.promise };
+}
+
+/**
  * Sends a keyed order, gives up on it once the inventory has started reserving, then
- * sends the same order again once the reservation is done: the retry's answer.
+ * sends the same order again once the first one's outcome is in the store: the
+ * retry's answer.
  */
 async function abandonThenRetry(
   origin: string,
   path: string,
   inventory: ReturnType<typeof slowInventory>,
+  settled: Promise<void>,
 ): Promise<Response> {
   const send = (signal: AbortSignal | null): Promise<Response> =>
     fetch(`${origin}${path}`, { ...post('{"sku":"tea"}'), signal });
@@ -850,8 +879,9 @@ async function abandonThenRetry(
   leave.abort();
   await assert.rejects(first);
   await inventory.done;
-  // The record is written as the answer's body ends, just after the reservation.
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  // The record is written as the answer's body ends, after the reservation: sent
+  // before that, the retry would meet the running claim (409), however loaded the machine.
+  await settlesWithin(settled, 10_000);
   return send(null);
 }
 
@@ -859,7 +889,8 @@ test('a keyed request whose client leaves runs to the end behind upstream(), so 
   const inventory = slowInventory();
   await withApp(inventory.app, async (up) => {
     const app = new Hono<UpstreamEnv>();
-    app.use('/orders', idempotency());
+    const { store, settled } = settlingStore();
+    app.use('/orders', idempotency({ store }));
     app.use('/orders', upstream(definePolicy({ name: 'inventory', retry: { attempts: 1 } })));
     app.post('/orders', async (c) => {
       const res = await c.var.fetch(`${up.origin}/reserve`, { method: 'POST', body: '{}' });
@@ -867,7 +898,7 @@ test('a keyed request whose client leaves runs to the end behind upstream(), so 
     });
     app.onError(errorResponses());
     await withApp(app, async (server) => {
-      const again = await abandonThenRetry(server.origin, '/orders', inventory);
+      const again = await abandonThenRetry(server.origin, '/orders', inventory, settled);
       assert.equal(again.status, 201);
       assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
       assert.deepEqual(await again.json(), { reservation: 'r-1' });
@@ -880,13 +911,14 @@ test('a keyed request whose client leaves runs to the end behind proxy(), so the
   const inventory = slowInventory();
   await withApp(inventory.app, async (up) => {
     const app = new Hono();
-    app.use('/reserve', idempotency());
+    const { store, settled } = settlingStore();
+    app.use('/reserve', idempotency({ store }));
     app.post(
       '/reserve',
       proxy(`${up.origin}/reserve`, { policy: definePolicy({ name: 'inventory', retry: { attempts: 1 } }) }),
     );
     await withApp(app, async (server) => {
-      const again = await abandonThenRetry(server.origin, '/reserve', inventory);
+      const again = await abandonThenRetry(server.origin, '/reserve', inventory, settled);
       assert.equal(again.status, 201);
       assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
       assert.deepEqual(await again.json(), { reservation: 'r-1' });
