@@ -14,9 +14,25 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
   return { promise, resolve };
 }
 
+/** `promise`, or a rejection naming `what` if it has not settled in 10 s: a hang guard, not a timing. */
+async function within<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not within 10 s`)), 10_000);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * An app behind `shed(options)` whose handler for `/?id=X` records X, then waits
- * until the test calls `finish(X)` (or `fail(X)`, which makes it throw).
+ * until the test calls `finish(X)` (or `fail(X)`, which makes it throw). In front of
+ * `shed`, it reports when a request reached it (`whenArrived(X)`: by then `shed` has
+ * admitted, queued or refused it) and the status `shed` or the handler answered it
+ * with (`whenAnswered(X)`), so a test waits on the server's own view, not a sleep.
  */
 function blockingApp(options: Parameters<typeof shed>[0]): {
   app: Hono;
@@ -24,8 +40,32 @@ function blockingApp(options: Parameters<typeof shed>[0]): {
   whenEntered: (count: number) => Promise<void>;
   finish: (id: string) => void;
   fail: (id: string) => void;
+  whenArrived: (id: string) => Promise<void>;
+  whenAnswered: (id: string) => Promise<number>;
 } {
   const entered: string[] = [];
+  const arrivals = new Map<string, ReturnType<typeof deferred>>();
+  const answers = new Map<string, { promise: Promise<number>; resolve: (status: number) => void }>();
+  const arrival = (id: string) => {
+    let a = arrivals.get(id);
+    if (a === undefined) {
+      a = deferred();
+      arrivals.set(id, a);
+    }
+    return a;
+  };
+  const answer = (id: string) => {
+    let a = answers.get(id);
+    if (a === undefined) {
+      let resolve: (status: number) => void = () => {};
+      const promise = new Promise<number>((r) => {
+        resolve = r;
+      });
+      a = { promise, resolve };
+      answers.set(id, a);
+    }
+    return a;
+  };
   const gates = new Map<string, { promise: Promise<void>; resolve: () => void; throws: boolean }>();
   const watchers: { count: number; resolve: () => void }[] = [];
   const gate = (id: string) => {
@@ -37,6 +77,13 @@ function blockingApp(options: Parameters<typeof shed>[0]): {
     return g;
   };
   const app = new Hono();
+  app.use(async (c, next) => {
+    const id = c.req.query('id') ?? '';
+    // Resolved before next(): shed() queues synchronously, ahead of the test's continuation.
+    arrival(id).resolve();
+    await next();
+    answer(id).resolve(c.res.status);
+  });
   app.use(shed(options));
   app.get('/', async (c) => {
     const id = c.req.query('id') ?? '';
@@ -63,6 +110,8 @@ function blockingApp(options: Parameters<typeof shed>[0]): {
       g.throws = true;
       g.resolve();
     },
+    whenArrived: (id) => arrival(id).promise,
+    whenAnswered: (id) => answer(id).promise,
   };
 }
 
@@ -237,13 +286,12 @@ test('over a real server, a queued request whose client disconnects leaves the q
     await t.whenEntered(1);
     const controller = new AbortController();
     const b = fetch(`${server.origin}/?id=b`, { signal: controller.signal });
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await t.whenArrived('b'); // queued behind a
     controller.abort();
     await assert.rejects(b);
-    // Give the server a moment to see the connection close.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(await within(t.whenAnswered('b'), 'b answered'), 499, 'the server saw b leave the queue');
     const c = fetch(`${server.origin}/?id=c`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await t.whenArrived('c'); // queued in the place b left
     t.finish('a');
     assert.deepEqual(await settle(a), { status: 200, text: 'done a' });
     assert.deepEqual(await settle(c), { status: 200, text: 'done c' });
