@@ -354,10 +354,19 @@ test('an abort during a 30 s backoff rejects within 50 ms with the caller’s re
   await withServer(always({ status: 503, headers: { 'retry-after': '30' } }), async (server) => {
     const controller = new AbortController();
     const reason = new Error('agent turn cancelled');
-    const fetch = createFetch({ use: [retry()] });
+    let backingOff: () => void = () => {};
+    const backoffBegins = new Promise<void>((resolve) => {
+      backingOff = resolve;
+    });
+    const fetch = createFetch({
+      use: [retry()],
+      onEvent: (e) => {
+        if (e.type === 'retry') backingOff();
+      },
+    });
     const pending = fetch(server.origin, { signal: controller.signal });
-    // Let the first 503 arrive and the 30 s sleep begin.
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // The first 503 has arrived and the 30 s sleep is about to begin (the event comes just before it).
+    await backoffBegins;
     const started = performance.now();
     controller.abort(reason);
     await assert.rejects(pending, (error: unknown) => error === reason);
