@@ -13,7 +13,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { CALL_HEADER, type StormScript, startStorm } from '../examples/demo/storm.ts';
-import { allowSlowTests, type ExampleRun, runExample } from './helpers/example.ts';
+import { type ExampleRun, runExample } from './helpers/example.ts';
+import { allowSlowTests } from './helpers/slow-tests.ts';
 
 await allowSlowTests();
 

@@ -9,7 +9,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { formatTable, type Ledger } from '../examples/mcp-agent/agent.ts';
-import { allowSlowTests, runExample } from './helpers/example.ts';
+import { runExample } from './helpers/example.ts';
+import { allowSlowTests } from './helpers/slow-tests.ts';
 
 await allowSlowTests();
 

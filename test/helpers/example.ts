@@ -2,29 +2,13 @@
  * @module
  * Runs an example program as a child process under Node (`node --import tsx <main>`),
  * the same from Node, Deno and Bun: the examples serve through node:http and tsx.
- * Test files that run examples call {@link allowSlowTests} first: Bun's per-test
- * timeout is shorter than one example run.
+ * Test files that run examples call `allowSlowTests()` (./slow-tests.ts) first: Bun's
+ * per-test timeout is shorter than one example run.
  */
 
 import { spawn } from 'node:child_process';
 import process from 'node:process';
 import { fileURLToPath } from 'node:url';
-
-/** How long one test that runs an example may take under Bun (its default is 5 s). */
-const RUN_TIMEOUT_MS = 60_000;
-
-/**
- * Raises Bun's per-test timeout for the calling test file. Call it at the file's top
- * level: Bun applies it to the file being loaded, and this module is evaluated only
- * once per process, so a call made here on import would reach only the first file.
- */
-export async function allowSlowTests(): Promise<void> {
-  if (process.versions.bun === undefined) return;
-  // A variable specifier: 'bun:test' exists only under Bun (and has no types elsewhere).
-  const bunTest = 'bun:test';
-  const { setDefaultTimeout } = (await import(bunTest)) as { setDefaultTimeout(ms: number): void };
-  setDefaultTimeout(RUN_TIMEOUT_MS);
-}
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 /** Under Deno and Bun, `process.execPath` is their own binary: use the `node` on PATH. */
