@@ -3,8 +3,14 @@ import { test } from 'node:test';
 import { type CircuitBreakerOptions, circuitBreaker } from '../src/breaker.ts';
 import { Call, type FetchLike, type Middleware, type Next } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
-import { CircuitOpenError, HttpStatusError, NetworkError, TimeoutError } from '../src/errors.ts';
-import type { BreakwaterEvent } from '../src/events.ts';
+import {
+  CircuitOpenError,
+  GateClosedError,
+  HttpStatusError,
+  NetworkError,
+  TimeoutError,
+} from '../src/errors.ts';
+import type { BreakerEvent, BreakwaterEvent } from '../src/events.ts';
 import { always, closedPort, sequence, type TestServer, withServer } from './helpers/server.ts';
 import { allowSlowTests } from './helpers/slow-tests.ts';
 
@@ -49,6 +55,59 @@ async function arrived(server: TestServer, n: number): Promise<void> {
 }
 
 const isOpenError = (e: unknown): boolean => e instanceof CircuitOpenError;
+
+/** How long a probe may hold its slot without settling (the breaker's PROBE_LEASE_MS). */
+const LEASE_MS = 60_000;
+
+/**
+ * A fetch stub that answers each call as the test says: `answer(n)` for the n-th call
+ * (0-based) gives a status or a response, or `'hold'` to leave the call pending until
+ * the test settles it with `release(n, status)` (or the caller aborts).
+ */
+function scripted(answer: (index: number) => number | Response | 'hold') {
+  const held = new Map<number, (status: number) => void>();
+  let calls = 0;
+  const fetch: FetchLike = (_input, init) => {
+    const index = calls++;
+    const verdict = answer(index);
+    if (verdict instanceof Response) return Promise.resolve(verdict);
+    if (verdict !== 'hold') return Promise.resolve(new Response(null, { status: verdict }));
+    return new Promise<Response>((resolve, reject) => {
+      held.set(index, (status) => resolve(new Response(null, { status })));
+      init?.signal?.addEventListener('abort', () => reject(init.signal?.reason));
+    });
+  };
+  return {
+    fetch,
+    calls: () => calls,
+    release(index: number, status: number): void {
+      const settle = held.get(index);
+      assert.ok(settle, `call ${index} is held`);
+      held.delete(index);
+      settle(status);
+    },
+  };
+}
+
+/** Sends one call; resolves to its status, or to the name of the error it rejected with. */
+function outcome(fetch: FetchLike, url: string, init?: RequestInit): Promise<number | string> {
+  return fetch(url, init).then(
+    (res) => res.status,
+    (error: unknown) => (error as Error).name,
+  );
+}
+
+/** Lets pending promise callbacks run (a stub's answer reaching the breaker). */
+function tick(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 1));
+}
+
+/** A 429 asking for `ms` of quiet. */
+function tooMany(ms: number): Response {
+  return new Response(null, { status: 429, headers: { 'retry-after-ms': String(ms) } });
+}
+
+const URL_A = 'http://api.test/';
 
 test('five 503s open the circuit, and the sixth call fails fast without reaching the server', async () => {
   await withServer(always({ status: 503 }), async (server) => {
@@ -502,4 +561,364 @@ test('bad options throw one TypeError naming every offending path', () => {
     },
   );
   assert.throws(() => circuitBreaker(42 as never), TypeError);
+});
+
+test('a half-open probe that never settles gives up its slot after the probe lease, and the next caller probes', async () => {
+  const stub = scripted((i) => (i === 0 ? 503 : i === 1 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const events: BreakwaterEvent[] = [];
+  const fetch = createFetch({
+    fetch: stub.fetch,
+    use: [breaker],
+    key: 'api',
+    onEvent: (e) => events.push(e),
+  });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t += 100;
+  const hung = outcome(fetch, URL_A); // the probe; the server never answers it
+  await tick();
+  assert.equal(await outcome(fetch, URL_A), 'CircuitOpenError', 'the probe holds the slot');
+  assert.equal(breaker.stats('api')?.retryAt?.getTime(), clock.t + LEASE_MS, 'stats say when the lease ends');
+  clock.t += LEASE_MS - 1;
+  assert.equal(await outcome(fetch, URL_A), 'CircuitOpenError', 'still within the lease');
+  clock.t += 1;
+  assert.equal(await outcome(fetch, URL_A), 200, 'the next caller became the probe');
+  assert.equal(breaker.stats('api')?.state, 'closed');
+  assert.equal(stub.calls(), 3, 'one failure, the hung probe, the new probe');
+  const reasons = events.filter((e): e is BreakerEvent => e.type === 'breaker').map((e) => e.reason);
+  assert.ok(
+    reasons.includes(`the probe did not settle within ${LEASE_MS} ms; letting one probe through`),
+    reasons.join(' | '),
+  );
+  stub.release(1, 200);
+  assert.equal(await hung, 200);
+});
+
+test('a superseded probe that answers late with a success still closes the circuit', async () => {
+  const stub = scripted((i) => (i === 0 ? 503 : 'hold'));
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t += 100;
+  const first = outcome(fetch, URL_A);
+  await tick();
+  clock.t += LEASE_MS;
+  const second = outcome(fetch, URL_A);
+  await tick();
+  assert.equal(stub.calls(), 3, 'the second probe went after the lease');
+  stub.release(1, 200); // a slow but healthy server: the first probe's answer comes late
+  assert.equal(await first, 200);
+  assert.equal(breaker.stats('api')?.state, 'closed');
+  stub.release(2, 200);
+  assert.equal(await second, 200);
+  assert.equal(breaker.stats('api')?.state, 'closed');
+});
+
+test('a superseded probe that fails late does not open the circuit again', async () => {
+  const stub = scripted((i) => (i === 0 ? 503 : 'hold'));
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t += 100;
+  const first = outcome(fetch, URL_A);
+  await tick();
+  clock.t += LEASE_MS;
+  const second = outcome(fetch, URL_A);
+  await tick();
+  stub.release(1, 503);
+  assert.equal(await first, 503);
+  assert.equal(breaker.stats('api')?.state, 'half-open', 'only the current probe decides');
+  stub.release(2, 200);
+  assert.equal(await second, 200);
+  assert.equal(breaker.stats('api')?.state, 'closed');
+});
+
+test('calls sent before the circuit opened that fail after it closed again do not open it again', async () => {
+  // Four calls go while closed; two fail and open the circuit; the probe succeeds and
+  // closes it; then the other two, sent before all that, fail late.
+  const stub = scripted((i) => (i < 4 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ consecutiveFailures: 2 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  const early = [0, 1, 2, 3].map(() => outcome(fetch, URL_A));
+  await tick();
+  stub.release(0, 503);
+  stub.release(1, 503);
+  await tick();
+  assert.equal(breaker.stats('api')?.state, 'open');
+  clock.t += 100;
+  assert.equal(await outcome(fetch, URL_A), 200, 'the probe');
+  assert.equal(breaker.stats('api')?.state, 'closed');
+  stub.release(2, 503);
+  stub.release(3, 503);
+  assert.deepEqual(await Promise.all(early), [503, 503, 503, 503]);
+  const stats = breaker.stats('api');
+  assert.equal(stats?.state, 'closed', 'failures of calls sent before the opening say nothing about now');
+  assert.equal(stats?.consecutiveFailures, 0);
+  assert.equal(stats?.windowTotal, 0, 'the window the probe started over holds none of them');
+});
+
+test('an HttpStatusError with a NaN retryAfterMs opens the circuit for the schedule’s open time', async () => {
+  const throwing: FetchLike = async () => {
+    throw new HttpStatusError({ status: 503, retryAfterMs: Number.NaN });
+  };
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const fetch = createFetch({ fetch: throwing, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 'HttpStatusError');
+  assert.equal(breaker.stats('api')?.retryAt?.getTime(), START + 100);
+  await assert.rejects(fetch(URL_A), (e: unknown) => {
+    assert.ok(e instanceof CircuitOpenError);
+    assert.equal(e.retryAt.getTime(), clock.t + 100);
+    return true;
+  });
+});
+
+test('a 429 HttpStatusError with a negative or NaN retryAfterMs pauses the key for the next open step', async () => {
+  for (const retryAfterMs of [Number.NaN, -5]) {
+    const throwing: FetchLike = async () => {
+      throw new HttpStatusError({ status: 429, retryAfterMs });
+    };
+    const { breaker } = clocked();
+    const fetch = createFetch({ fetch: throwing, use: [breaker], key: 'api' });
+    assert.equal(await outcome(fetch, URL_A), 'HttpStatusError');
+    assert.equal(breaker.stats('api')?.pausedUntil?.getTime(), START + 100, `retryAfterMs ${retryAfterMs}`);
+  }
+});
+
+test('an open circuit whose clock steps back an hour still probes after its open time, not an hour later', async () => {
+  const stub = scripted((i) => (i === 0 ? 503 : 200));
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t -= 3_600_000; // NTP corrects a clock that ran an hour fast
+  await assert.rejects(fetch(URL_A), (e: unknown) => {
+    assert.ok(e instanceof CircuitOpenError);
+    assert.ok(e.retryAt.getTime() - clock.t <= 100, `retryAt is ${e.retryAt.getTime() - clock.t} ms away`);
+    return true;
+  });
+  assert.ok((breaker.stats('api')?.retryAt?.getTime() ?? 0) - clock.t <= 100);
+  clock.t += 100;
+  assert.equal(await outcome(fetch, URL_A), 200, 'the probe went after the open time');
+  assert.equal(breaker.stats('api')?.state, 'closed');
+});
+
+test('a paused key whose clock steps back an hour is paused for what is left of the pause, not an hour more', async () => {
+  const deadline: Middleware = async function deadline(call, next) {
+    call.deadline = Date.now() + 1000;
+    return next(call);
+  };
+  const stub = scripted((i) => (i === 0 ? tooMany(50) : 200));
+  const { clock, breaker } = clocked();
+  const fetch = createFetch({ fetch: stub.fetch, use: [deadline, breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 429);
+  clock.t -= 3_600_000;
+  assert.ok((breaker.stats('api')?.pausedUntil?.getTime() ?? 0) - clock.t <= 50);
+  assert.equal(await outcome(fetch, URL_A), 200, 'the call waited 50 ms, within its 1 s deadline, and went');
+});
+
+test('a clock stepping back by more than the window starts the window over', async () => {
+  const { clock, breaker } = clocked({ consecutiveFailures: 100, minimumThroughput: 10, windowMs: 1000 });
+  const fetch = createFetch({
+    fetch: async () => new Response(null, { status: 500 }),
+    use: [breaker],
+    key: 'api',
+  });
+  for (let i = 0; i < 9; i++) await outcome(fetch, URL_A);
+  assert.equal(breaker.stats('api')?.windowFailures, 9);
+  clock.t -= 3_600_000;
+  await outcome(fetch, URL_A);
+  const stats = breaker.stats('api');
+  assert.equal(stats?.windowTotal, 1, 'the counts from an hour "ahead" are gone');
+  assert.equal(stats?.state, 'closed', '1 call is below the minimum throughput');
+});
+
+test('a clock stepping back a little keeps counting in the newest bucket', async () => {
+  const { clock, breaker } = clocked({ consecutiveFailures: 100, minimumThroughput: 10, windowMs: 1000 });
+  const fetch = createFetch({
+    fetch: async () => new Response(null, { status: 500 }),
+    use: [breaker],
+    key: 'api',
+  });
+  for (let i = 0; i < 5; i++) await outcome(fetch, URL_A);
+  clock.t -= 250;
+  for (let i = 0; i < 5; i++) await outcome(fetch, URL_A);
+  assert.equal(breaker.stats('api')?.state, 'open', '10 of 10 failed');
+});
+
+test('a pace probe that never settles gives way after its lease: the next call probes instead of waiting and failing', async () => {
+  const stub = scripted((i) => (i === 0 ? tooMany(40) : i === 1 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ maxRetryAfterMs: 50 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 429);
+  clock.t += 40; // the pause is over
+  const hung = outcome(fetch, URL_A); // the pace probe; the server never answers it
+  await tick();
+  assert.equal(await outcome(fetch, URL_A), 'CircuitOpenError', 'waited 50 ms for the probe, then failed');
+  clock.t += LEASE_MS;
+  assert.equal(await outcome(fetch, URL_A), 200, 'the pace probe’s lease ran out: this call probed');
+  assert.equal(await outcome(fetch, URL_A), 200, 'and its answer released the key');
+  assert.equal(stub.calls(), 4);
+  stub.release(1, 200);
+  assert.equal(await hung, 200);
+});
+
+test('a call waiting for a pace probe whose lease runs out meanwhile becomes the next pace probe', async () => {
+  const stub = scripted((i) => (i === 0 ? tooMany(40) : i === 1 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ maxRetryAfterMs: 50 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 429);
+  clock.t += 40;
+  const hung = outcome(fetch, URL_A);
+  await tick();
+  const waiting = outcome(fetch, URL_A); // waits up to 50 ms for the pace probe
+  clock.t += LEASE_MS; // meanwhile the probe's lease runs out
+  assert.equal(await waiting, 200);
+  assert.equal(stub.calls(), 3);
+  stub.release(1, 200);
+  assert.equal(await hung, 200);
+});
+
+test('a call waiting for a hung pace probe takes over when the probe’s lease ends, not at its own longer limit', async () => {
+  const stub = scripted((i) => (i === 0 ? tooMany(40) : i === 1 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ maxRetryAfterMs: 120_000 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 429);
+  clock.t += 40;
+  const hung = outcome(fetch, URL_A); // the pace probe
+  await tick();
+  clock.t += LEASE_MS - 30; // 30 ms of the lease left when the next call arrives
+  // It may wait 120 s for the probe; the lease ends first. Given up after 1 s: not in time.
+  const controller = new AbortController();
+  const giveUp = setTimeout(() => controller.abort(), 1000);
+  const waiting = outcome(fetch, URL_A, { signal: controller.signal });
+  setTimeout(() => {
+    clock.t += 30;
+  }, 10);
+  assert.equal(await waiting, 200);
+  clearTimeout(giveUp);
+  stub.release(1, 200);
+  assert.equal(await hung, 200);
+});
+
+test('by default the open time runs 500 ms doubling to 32 s, stretched by up to 30% and never past 32 s', async () => {
+  for (const [random, expected] of [
+    [0, [500, 1000, 2000, 4000, 8000, 16_000, 32_000, 32_000]],
+    [0.999_999, [650, 1300, 2600, 5200, 10_400, 20_800, 32_000, 32_000]],
+  ] as const) {
+    const clock = { t: START };
+    const breaker = circuitBreaker({ consecutiveFailures: 1, now: () => clock.t, random: () => random });
+    const fetch = createFetch({
+      fetch: async () => new Response(null, { status: 503 }),
+      use: [breaker],
+      key: 'api',
+    });
+    const openTimes: number[] = [];
+    for (let i = 0; i < expected.length; i++) {
+      assert.equal(await outcome(fetch, URL_A), 503, 'the probe went');
+      const retryAt = breaker.stats('api')?.retryAt?.getTime() ?? 0;
+      openTimes.push(retryAt - clock.t);
+      clock.t = retryAt;
+    }
+    assert.deepEqual(openTimes, expected, `random ${random}`);
+  }
+});
+
+test('CircuitOpenError, GateClosedError and other errors from inner layers never count, and a probe ending in one frees its slot', async () => {
+  const errors = [
+    () =>
+      new CircuitOpenError({
+        key: 'inner',
+        retryAt: new Date(START),
+        reason: 'after 5 consecutive failures',
+      }),
+    () => new GateClosedError({ key: 'inner', retryAt: new Date(START) }),
+    () => new TypeError('a bug in a middleware'),
+  ];
+  for (const error of errors) {
+    let calls = 0;
+    const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+    const stub: FetchLike = async () => {
+      calls++;
+      if (calls === 1) return new Response(null, { status: 503 });
+      if (calls === 2) throw error();
+      return new Response(null, { status: 200 });
+    };
+    const fetch = createFetch({ fetch: stub, use: [breaker], key: 'api' });
+    assert.equal(await outcome(fetch, URL_A), 503);
+    clock.t += 100;
+    const name = error().name;
+    assert.equal(await outcome(fetch, URL_A), name, 'the probe ended in an error from inside');
+    assert.equal(breaker.stats('api')?.state, 'half-open', `${name} did not open the circuit again`);
+    assert.equal(breaker.stats('api')?.opens, 1);
+    assert.equal(await outcome(fetch, URL_A), 200, 'the next caller probed at once');
+    assert.equal(breaker.stats('api')?.state, 'closed');
+  }
+  const { breaker } = clocked({ consecutiveFailures: 1, minimumThroughput: 1 });
+  const inner = errors[0] as () => Error;
+  const fetch = createFetch({
+    fetch: async () => {
+      throw inner();
+    },
+    use: [breaker],
+    key: 'api',
+  });
+  for (let i = 0; i < 20; i++) assert.equal(await outcome(fetch, URL_A), 'CircuitOpenError');
+  assert.deepEqual(breaker.stats('api'), {
+    state: 'closed',
+    consecutiveFailures: 0,
+    windowFailures: 0,
+    windowTotal: 0,
+    opens: 0,
+  });
+});
+
+test('a probe answered with a streaming body that never ends closes the circuit at its headers', async () => {
+  let calls = 0;
+  let cancelled = false;
+  const stub: FetchLike = async () => {
+    if (calls++ === 0) return new Response(null, { status: 503 });
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('data: hello\n\n'));
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'text/event-stream' } });
+  };
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const fetch = createFetch({ fetch: stub, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t += 100;
+  const res = await fetch(URL_A);
+  assert.equal(breaker.stats('api')?.state, 'closed', 'closed by the headers; the stream is still open');
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  assert.equal(new TextDecoder().decode((await reader.read()).value), 'data: hello\n\n');
+  await reader.cancel();
+  assert.ok(cancelled);
+});
+
+test('a call admitted while closed that goes out just after another call opened the circuit is no probe of it', async () => {
+  // A paced key sends calls down the slow path; the call admitted there (the pace
+  // probe) is sent a microtask later. If another call's failure opens the circuit in
+  // between, the call goes out while open: its success must not close the circuit (it
+  // was never the probe; its failure counts for nothing either). Tried at every
+  // interleaving of the failure and the admission.
+  for (let depth = 0; depth < 8; depth++) {
+    const stub = scripted((i) => (i === 1 ? tooMany(1000) : 'hold'));
+    const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+    const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+    const early = outcome(fetch, URL_A); // sent while closed, held
+    await tick();
+    assert.equal(await outcome(fetch, URL_A), 429); // paces the key for 1 s
+    clock.t += 1000; // the pause is over: the next call is the pace probe
+    stub.release(0, 503); // the early call fails: opens the circuit, a few microtasks from now
+    for (let i = 0; i < depth; i++) await Promise.resolve();
+    const late = outcome(fetch, URL_A);
+    await tick();
+    assert.equal(breaker.stats('api')?.state, 'open', `depth ${depth}`);
+    if (stub.calls() === 3) stub.release(2, 200);
+    await Promise.all([early, late]);
+    assert.equal(breaker.stats('api')?.state, 'open', `depth ${depth}: only a probe closes it`);
+  }
 });
