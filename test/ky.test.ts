@@ -442,3 +442,23 @@ test('a beforeRequest hook of yours that returns a new Request sends that reques
     );
   });
 });
+
+test('with errors: breakwater, a status the policy retries is reported retryable, as the policy judged it', async () => {
+  let requests = 0;
+  const app = new Hono();
+  app.get('/calm', (c) => {
+    requests++;
+    return c.json({ error: { message: 'enhance your calm' } }, 420 as 400);
+  });
+  await withApp(app, async (server) => {
+    const policy = definePolicy({ retry: { statuses: [420], backoff: fast } });
+    const api = ky.create(kyOptions(policy, { errors: 'breakwater' }));
+    await assert.rejects(api.get(`${server.origin}/calm`), (error: unknown) => {
+      assert.ok(error instanceof HttpStatusError);
+      assert.equal(error.status, 420);
+      assert.equal(error.retryable, true, 'the policy retried it: it is retryable by its rules');
+      return true;
+    });
+    assert.equal(requests, 3);
+  });
+});
