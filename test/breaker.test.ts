@@ -594,7 +594,11 @@ test('a half-open probe that never settles gives up its slot after the probe lea
   assert.equal(await hung, 200);
 });
 
-test('a superseded probe that answers late with a success still closes the circuit', async () => {
+/**
+ * A circuit opened by one 503 whose probe (call 1) hangs past its lease, so that a
+ * second probe (call 2) goes: both held until the test releases them.
+ */
+async function supersededProbe() {
   const stub = scripted((i) => (i === 0 ? 503 : 'hold'));
   const { clock, breaker } = clocked({ consecutiveFailures: 1 });
   const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
@@ -605,6 +609,11 @@ test('a superseded probe that answers late with a success still closes the circu
   clock.t += LEASE_MS;
   const second = outcome(fetch, URL_A);
   await tick();
+  return { stub, breaker, first, second };
+}
+
+test('a superseded probe that answers late with a success still closes the circuit', async () => {
+  const { stub, breaker, first, second } = await supersededProbe();
   assert.equal(stub.calls(), 3, 'the second probe went after the lease');
   stub.release(1, 200); // a slow but healthy server: the first probe's answer comes late
   assert.equal(await first, 200);
@@ -615,16 +624,7 @@ test('a superseded probe that answers late with a success still closes the circu
 });
 
 test('a superseded probe that fails late does not open the circuit again', async () => {
-  const stub = scripted((i) => (i === 0 ? 503 : 'hold'));
-  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
-  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
-  assert.equal(await outcome(fetch, URL_A), 503);
-  clock.t += 100;
-  const first = outcome(fetch, URL_A);
-  await tick();
-  clock.t += LEASE_MS;
-  const second = outcome(fetch, URL_A);
-  await tick();
+  const { stub, breaker, first, second } = await supersededProbe();
   stub.release(1, 503);
   assert.equal(await first, 503);
   assert.equal(breaker.stats('api')?.state, 'half-open', 'only the current probe decides');
