@@ -48,17 +48,13 @@ export const statusesSchema: z.ZodMiniType<number[]> = z.array(statusSchema);
 const MESSAGE_PATHS = [['error', 'message'], ['error'], ['message'], ['detail'], ['title']];
 
 /**
- * The message of a JSON error body, from the shapes servers use: `{error:{message}}`
- * (OpenAI, JSON-RPC `{error:{code,message}}`), `{type:'error',error:{message}}`
- * (Anthropic), `{error:'...'}`, `{message}`, and RFC 9457 `{detail}` / `{title}`.
+ * The message of a parsed JSON error body, from the shapes servers use:
+ * `{error:{message}}` (OpenAI, JSON-RPC `{error:{code,message}}`),
+ * `{type:'error',error:{message}}` (Anthropic), `{error:'...'}`, `{message}`, and
+ * RFC 9457 `{detail}` / `{title}`. Also read by `breakwater/providers` from the bodies
+ * the SDKs keep on their errors.
  */
-function jsonErrorMessage(text: string): string | undefined {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return undefined;
-  }
+export function errorMessageOf(parsed: unknown): string | undefined {
   for (const path of MESSAGE_PATHS) {
     let value = parsed;
     for (const step of path) {
@@ -131,7 +127,13 @@ export async function readSaid(
   // Servers quote the request URL back: a snapshot is redacted like an error. The JSON
   // is read first: a URL followed by more of a compact object (`...?k=v"},"id":1}`)
   // takes the rest of that word with it, and the text would no longer parse.
-  const message = oneLine(redactText(jsonErrorMessage(text) ?? text));
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // Not JSON: the message is the text itself.
+  }
+  const message = oneLine(redactText(errorMessageOf(parsed) ?? text));
   return {
     retryAfterMs,
     body: oneLine(redactText(text)),

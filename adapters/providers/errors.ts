@@ -10,7 +10,7 @@
 
 import { isRetryableStatus } from '../../src/classify.ts';
 import { BreakwaterError, HttpStatusError, oneLine } from '../../src/errors.ts';
-import { toHeaders } from '../../src/status.ts';
+import { errorMessageOf, toHeaders } from '../../src/status.ts';
 import { type HeadersLike, retryDelay } from '../../src/timing.ts';
 
 /** How many `cause` / `lastError` links are followed before giving up: a cycle or a deep chain costs no more. */
@@ -80,15 +80,12 @@ function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined
     status: status as number,
     retryable: isRetryableStatus(status as number, headers),
     retryAfterMs: headers && retryDelay(headers),
-    // The shapes the core reads from a JSON body, in its order: `{ error: { message } }`,
-    // `{ error: '...' }`, `{ message }`.
+    // Read as the core reads a JSON error body. OpenAI keeps the body's `error` (an
+    // object, or the string many compatible servers send), Anthropic the whole body.
     serverMessage: safely(() => {
-      const body = error.error as { message?: unknown; error?: { message?: unknown } } | null | undefined;
+      const body = error.error;
       return (
-        text(body) ??
-        text(body?.error?.message) ??
-        text(body?.error) ??
-        text(body?.message) ??
+        text(errorMessageOf({ error: body }) ?? errorMessageOf(body)) ??
         (aiSdk ? text(error.message) : undefined)
       );
     }),
