@@ -209,12 +209,13 @@ export function retry(options: RetryOptions = {}): Retry {
     throw outcome.error;
   }
 
-  /** Why a retryable failure is not resent, or undefined when it is. */
+  /** Why a retryable failure is not resent (`invited`: by the server, see below), or undefined when it is. */
   function refusal(
     call: Call,
     verdict: Classification,
     budget: Budget,
     delay: number,
+    invited: boolean,
   ): GiveUpReason | undefined {
     const remaining = call.remainingMs();
     const serverDelay = verdict.retryAfterMs;
@@ -223,7 +224,7 @@ export function retry(options: RetryOptions = {}): Retry {
     if (resend !== 'always' && !(resend === 'safe' ? verdict.safeToResend : verdict.notRun))
       return 'unsafe-to-resend';
     if (call.body instanceof ReadableStream) return 'body-not-replayable';
-    if (budgetTokens > 0 && !((serverDelay ?? 0) > 0) && budget.tokens <= budgetTokens / 2) return 'budget';
+    if (budgetTokens > 0 && !invited && budget.tokens <= budgetTokens / 2) return 'budget';
     // No pointless sleep: a wait past the cap or the deadline fails at once.
     if (serverDelay !== undefined && (serverDelay > maxRetryAfterMs || serverDelay > remaining))
       return 'retry-after-too-long';
@@ -251,18 +252,20 @@ export function retry(options: RetryOptions = {}): Retry {
       }
       const budget = budgetFor(call.key);
       if (verdict.kind === 'cancelled') return settle(outcome);
-      // The budget guards against storms of our own making. A retry the server invited
-      // with a delay it named (429/503 + Retry-After), waited out exactly (and, with a
-      // breaker, by every caller of the key at once), is not one: it neither takes a
-      // token nor is refused by the bucket. A delay of 0 invites no pause, so it is no
-      // such invitation: 1,000 calls answered `Retry-After: 0` would resend at once.
-      // Any other failed attempt takes a token, whether or not it is retried (gRPC throttling).
+      // The budget guards against storms of our own making. A retry the server invited,
+      // waited out exactly (and, with a breaker, by every caller of the key at once), is
+      // not one. Any other failed attempt takes a token, whether or not it is retried
+      // (gRPC throttling).
       const serverDelay = verdict.retryAfterMs;
-      if (verdict.retryable && !((serverDelay ?? 0) > 0)) {
+      // Invited: the server named a delay (429/503 + Retry-After). A delay of 0 invites no
+      // pause, so it is no invitation: 1,000 calls answered `Retry-After: 0` would
+      // otherwise resend at once.
+      const invited = (serverDelay ?? 0) > 0;
+      if (verdict.retryable && !invited) {
         budget.tokens = Math.max(0, budget.tokens - 1);
       }
       const delay = serverDelay ?? schedule(call.attempt, previousDelay);
-      const why = verdict.retryable ? refusal(call, verdict, budget, delay) : 'not-retryable';
+      const why = verdict.retryable ? refusal(call, verdict, budget, delay, invited) : 'not-retryable';
       const reason = describeOutcome(outcome);
       if (why !== undefined) {
         budget.giveUps++;
