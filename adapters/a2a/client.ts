@@ -67,10 +67,11 @@ const optionsSchema = z.optional(
 );
 
 /**
- * The `HttpStatusError` an SDK error stands for, when its message names a status (or,
- * from the REST binding, its generic `A2AError` carries one): built from the latest snapshot with that status taken through this client's
- * scope (so its Retry-After and message belong to a response of this client), or
- * from the status alone. Anything else is returned unchanged.
+ * The `HttpStatusError` an SDK error stands for, when its message names a status
+ * (or, from the REST binding, its generic `A2AError` carries one): built from the
+ * latest snapshot with that status taken through this client's scope (so its
+ * Retry-After and message belong to a response of this client), or from the status
+ * alone. Anything else is returned unchanged.
  */
 function withStatus(error: unknown, scope: CaptureScope | undefined): unknown {
   if (error instanceof BreakwaterError || isAbort(error, undefined) || !(error instanceof Error))

@@ -239,8 +239,11 @@ async function sha256Hex(...parts: BlobPart[]): Promise<string> {
  * diff, an SQL comment) is hashed whole.
  */
 async function fingerprintBody(body: Blob): Promise<BlobPart> {
+  const bytes = new Uint8Array(await body.arrayBuffer());
+  // Not "--" first (45 is '-'): no form, and no decoding of the whole body to find out.
+  if (bytes[0] !== 45 || bytes[1] !== 45) return body;
   // "latin1" decodes (as windows-1252) every byte to a character of its own: nothing is lost.
-  const text = new TextDecoder('latin1').decode(await body.arrayBuffer());
+  const text = new TextDecoder('latin1').decode(bytes);
   // Lazy, and "--" allowed before the line's end: an empty form is its close delimiter alone.
   const delimiter = /^--[^\r\n]{1,70}?(?=(--)?(\r\n|$))/.exec(text)?.[0];
   return delimiter && text.trimEnd().endsWith(`${delimiter}--`)
