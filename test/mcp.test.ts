@@ -195,6 +195,14 @@ function tripwire(): { faults: Faults; arm(): void } {
   };
 }
 
+/** The server's counts, a tripwire, and a catalog listing `tools`, `pageSize` to a page. */
+function catalogTest(
+  pageSize: number,
+  tools: Catalog['tools'],
+): { seen: Counts; trip: ReturnType<typeof tripwire>; catalog: Catalog } {
+  return { seen: counts(), trip: tripwire(), catalog: { pageSize, tools } };
+}
+
 /** Calls `name` with the tripwire armed: whether its 503 was resent, so the tool ran twice. */
 async function ranTwice(
   client: Client,
@@ -592,14 +600,15 @@ function callSafe(resend: ReturnType<typeof mcpResend>, name: string): boolean {
 }
 
 const readOnly = { readOnlyHint: true };
+/** Tools as a catalog lists them: two read-only, one idempotent. */
+const LOOKUP = { name: 'lookup', annotations: readOnly };
+const SCAN = { name: 'scan', annotations: readOnly };
+const UPSERT = { name: 'upsert', annotations: { idempotentHint: true } };
 
 test('learn(): a first tools/list page replaces what earlier listings taught, but never the tools you listed', () => {
   const resend = mcpResend({ tools: ['pinned'] });
   resend.learn({
-    tools: [
-      { name: 'lookup', annotations: readOnly },
-      { name: 'pinned', annotations: readOnly },
-    ],
+    tools: [LOOKUP, { name: 'pinned', annotations: readOnly }],
   });
   assert.equal(callSafe(resend, 'lookup'), true);
   // A bare array of tools (learn()'s older form) is a first page too.
@@ -638,11 +647,11 @@ test('learn(): a page for a cursor the current listing did not give teaches noth
 
 test('learn({ tools: [] }) forgets every learned hint and keeps the tools you listed: what to do on tools/list_changed', () => {
   const resend = mcpResend({ tools: ['pinned'] });
-  resend.learn({ tools: [{ name: 'lookup', annotations: readOnly }], nextCursor: 'p2' });
+  resend.learn({ tools: [LOOKUP], nextCursor: 'p2' });
   resend.learn({ tools: [] });
   assert.equal(callSafe(resend, 'lookup'), false);
   assert.equal(callSafe(resend, 'pinned'), true);
-  resend.learn({ tools: [{ name: 'scan', annotations: readOnly }] }, 'p2');
+  resend.learn({ tools: [SCAN] }, 'p2');
   assert.equal(callSafe(resend, 'scan'), false, 'the listing before the change goes on no more');
 });
 
@@ -660,22 +669,14 @@ test('a tools predicate that throws vouches for nothing: the call, and a batch h
 });
 
 test('a tool a fresh tools/list no longer lists is not resent after a 503: the new listing replaces the old', async () => {
-  const seen = counts();
-  const trip = tripwire();
-  const catalog: Catalog = {
-    pageSize: 10,
-    tools: [
-      { name: 'lookup', annotations: readOnly },
-      { name: 'upsert', annotations: { idempotentHint: true } },
-    ],
-  };
+  const { seen, trip, catalog } = catalogTest(10, [LOOKUP, UPSERT]);
   await withApp(
     mcpApp(seen, trip.faults, () => catalogServer(seen, catalog)),
     async (app) => {
       await withClient(app.origin, {}, async (client, fetch) => {
         fetch.learn(await client.listTools());
         assert.equal(await ranTwice(client, seen, trip, 'lookup'), true);
-        catalog.tools = [{ name: 'upsert', annotations: { idempotentHint: true } }];
+        catalog.tools = [UPSERT];
         fetch.learn(await client.listTools());
         assert.equal(await ranTwice(client, seen, trip, 'lookup'), false, 'lookup is no longer listed');
         assert.equal(await ranTwice(client, seen, trip, 'upsert'), true);
@@ -952,27 +953,14 @@ test('resilientMcpClient: a server request reusing a pending tools/list id does 
 });
 
 test('resilientMcpClient: a first tools/list page replaces what earlier listings taught, before the next page arrives', async () => {
-  const seen = counts();
-  const trip = tripwire();
-  const catalog: Catalog = {
-    pageSize: 2,
-    tools: [
-      { name: 'lookup', annotations: readOnly },
-      { name: 'upsert', annotations: { idempotentHint: true } },
-      { name: 'scan', annotations: readOnly },
-    ],
-  };
+  const { seen, trip, catalog } = catalogTest(2, [LOOKUP, UPSERT, SCAN]);
   await withCatalogClient(seen, trip, catalog, async (client) => {
     const { nextCursor } = await client.listTools();
     assert.equal(nextCursor, '2');
     await client.listTools({ cursor: nextCursor });
     assert.equal(await ranTwice(client, seen, trip, 'scan'), true, 'the second page adds to the listing');
     // The server turns upsert destructive and lists it on its second page now.
-    catalog.tools = [
-      { name: 'lookup', annotations: readOnly },
-      { name: 'scan', annotations: readOnly },
-      { name: 'upsert', annotations: { destructiveHint: true } },
-    ];
+    catalog.tools = [LOOKUP, SCAN, { name: 'upsert', annotations: { destructiveHint: true } }];
     await client.listTools();
     assert.equal(await ranTwice(client, seen, trip, 'upsert'), false, 'not on the new first page');
     assert.equal(await ranTwice(client, seen, trip, 'scan'), true);
@@ -982,15 +970,7 @@ test('resilientMcpClient: a first tools/list page replaces what earlier listings
 });
 
 test('resilientMcpClient: a tools/list page for a cursor no listing gave teaches nothing', async () => {
-  const seen = counts();
-  const trip = tripwire();
-  const catalog: Catalog = {
-    pageSize: 1,
-    tools: [
-      { name: 'lookup', annotations: readOnly },
-      { name: 'scan', annotations: readOnly },
-    ],
-  };
+  const { seen, trip, catalog } = catalogTest(1, [LOOKUP, SCAN]);
   await withCatalogClient(seen, trip, catalog, async (client) => {
     await client.listTools({ cursor: '1' });
     assert.equal(await ranTwice(client, seen, trip, 'scan'), false);
@@ -1001,9 +981,7 @@ test('resilientMcpClient: a tools/list page for a cursor no listing gave teaches
 });
 
 test('resilientMcpClient: a listing answered late, after a listing sent later was answered, only forgets', async () => {
-  const seen = counts();
-  const trip = tripwire();
-  const catalog: Catalog = { pageSize: 10, tools: [{ name: 'lookup', annotations: readOnly }] };
+  const { seen, trip, catalog } = catalogTest(10, [LOOKUP]);
   const inner = mcpApp(seen, trip.faults, () => catalogServer(seen, catalog));
   let listed!: () => void;
   const firstListed = new Promise<void>((resolve) => {
@@ -1050,23 +1028,18 @@ test('resilientMcpClient: a listing answered late, after a listing sent later wa
 });
 
 test('resilientMcpClient: after notifications/tools/list_changed a tool learned read-only is not resent until the client lists again', async () => {
-  const seen = counts();
-  const trip = tripwire();
-  const catalog: Catalog = {
-    pageSize: 10,
-    tools: [
-      { name: 'lookup', annotations: readOnly },
-      { name: 'pinned' },
-      { name: 'retool', annotations: { destructiveHint: true } },
-    ],
-  };
+  const { seen, trip, catalog } = catalogTest(10, [
+    LOOKUP,
+    { name: 'pinned' },
+    { name: 'retool', annotations: { destructiveHint: true } },
+  ]);
   // Calling retool turns lookup destructive, and the server says its tools changed.
   const change: CatalogChange = {
     tool: 'retool',
     tools: [
       { name: 'lookup', annotations: { readOnlyHint: false, destructiveHint: true } },
       { name: 'pinned' },
-      { name: 'scan', annotations: readOnly },
+      SCAN,
     ],
   };
   await withApp(

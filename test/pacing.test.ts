@@ -29,6 +29,18 @@ function pacedClient(): { fetch: FetchLike; events: BreakwaterEvent[] } {
   return { fetch, events };
 }
 
+/**
+ * Through a fresh paced client: one call whose answer (`status`) pauses the key, then
+ * `waiters` calls at once, every one of which must end in a 200 (nobody earned a 429
+ * or a 503). Resolves to the client's events.
+ */
+async function pausedThenWaiters(url: string, status: number, waiters: number): Promise<BreakwaterEvent[]> {
+  const { fetch, events } = pacedClient();
+  assert.equal(await send(fetch, url), status);
+  assert.deepEqual(await concurrently(fetch, url, waiters), Array(waiters).fill(200));
+  return events;
+}
+
 /** Sends `n` calls at once; resolves to their statuses, in call order. */
 function concurrently(fetch: FetchLike, url: string, n: number): Promise<number[]> {
   return Promise.all(Array.from({ length: n }, () => send(fetch, url)));
@@ -227,10 +239,7 @@ test('when a pause ends, exactly one of 20 waiters reaches the server first, and
     return { status: 200 };
   });
   await withServer(handler, async (server) => {
-    const { fetch, events } = pacedClient();
-    assert.equal(await send(fetch, server.origin), 503);
-    const statuses = await concurrently(fetch, server.origin, 20);
-    assert.deepEqual(statuses, Array(20).fill(200));
+    const events = await pausedThenWaiters(server.origin, 503, 20);
     assert.equal(server.requests.length, 21);
     const probeAt = at(arrivals, 1);
     assert.ok(
@@ -477,10 +486,7 @@ test('when the pace probe’s answer leaves 2 requests in the quota, 2 of 9 wait
     return { status: 200 };
   });
   await withServer(handler, async (server) => {
-    const { fetch, events } = pacedClient();
-    assert.equal(await send(fetch, server.origin), 429);
-    const statuses = await concurrently(fetch, server.origin, 10);
-    assert.deepEqual(statuses, Array(10).fill(200), 'nobody earned a 429');
+    const events = await pausedThenWaiters(server.origin, 429, 10);
     assert.equal(server.requests.length, 11);
     const allowed = arrivals.slice(2, 4);
     for (const t of allowed) {
