@@ -52,8 +52,8 @@ test('rateLimit sends RateLimit-Policy and RateLimit on every passed response, c
     const res = await app.request('/', from('10.0.0.1'));
     assert.equal(res.status, 200);
     assert.equal(await res.text(), 'ok');
-    assert.equal(res.headers.get('ratelimit-policy'), '"default";q=3;w=60');
-    assert.equal(res.headers.get('ratelimit'), `"default";r=${remaining};t=17`);
+    assert.equal(res.headers.get('ratelimit-policy'), '"3-per-60s";q=3;w=60');
+    assert.equal(res.headers.get('ratelimit'), `"3-per-60s";r=${remaining};t=17`);
   }
 });
 
@@ -70,8 +70,8 @@ test('the (limit+1)-th request in a window gets a 429 problem with Retry-After =
   const res = await app.request('/', from('10.0.0.1'));
   assert.equal(res.status, 429);
   assert.equal(res.headers.get('retry-after'), '17');
-  assert.equal(res.headers.get('ratelimit'), '"default";r=0;t=17');
-  assert.equal(res.headers.get('ratelimit-policy'), '"default";q=2;w=60');
+  assert.equal(res.headers.get('ratelimit'), '"2-per-60s";r=0;t=17');
+  assert.equal(res.headers.get('ratelimit-policy'), '"2-per-60s";q=2;w=60');
   assert.equal(res.headers.get('content-type'), 'application/problem+json');
   const body = (await res.json()) as Record<string, unknown>;
   assert.equal(body.status, 429);
@@ -120,7 +120,7 @@ test('a new window restores the quota', async () => {
   const res = await app.request('/', from('10.0.0.1'));
   await res.text();
   assert.equal(res.status, 200);
-  assert.equal(res.headers.get('ratelimit'), '"default";r=0;t=60');
+  assert.equal(res.headers.get('ratelimit'), '"1-per-60s";r=0;t=60');
 });
 
 test('each client id has its own bucket', async () => {
@@ -130,7 +130,7 @@ test('each client id has its own bucket', async () => {
   const other = await app.request('/', from('10.0.0.2'));
   await other.text();
   assert.equal(other.status, 200);
-  assert.match(other.headers.get('ratelimit') ?? '', /^"default";r=0;t=\d+$/);
+  assert.match(other.headers.get('ratelimit') ?? '', /^"1-per-60s";r=0;t=\d+$/);
 });
 
 test('a list header such as x-forwarded-for is keyed by its first entry', async () => {
@@ -258,11 +258,11 @@ test('rate-limit headers reach error responses and responses with immutable head
   const failed = await app.request('/boom', from('10.0.0.1'));
   assert.equal(failed.status, 500);
   assert.equal(await failed.text(), 'failed');
-  assert.match(failed.headers.get('ratelimit') ?? '', /^"default";r=4;t=\d+$/);
+  assert.match(failed.headers.get('ratelimit') ?? '', /^"5-per-60s";r=4;t=\d+$/);
   const moved = await app.request('/redirect', from('10.0.0.1'));
   await moved.body?.cancel();
   assert.equal(moved.status, 302);
-  assert.match(moved.headers.get('ratelimit') ?? '', /^"default";r=3;t=\d+$/);
+  assert.match(moved.headers.get('ratelimit') ?? '', /^"5-per-60s";r=3;t=\d+$/);
 });
 
 test('over a real server, the third request of two allowed gets 429 with both rate-limit headers', async () => {
@@ -273,7 +273,7 @@ test('over a real server, the third request of two allowed gets 429 with both ra
     for (let i = 0; i < 3; i++) {
       last = await fetch(server.origin);
       statuses.push(last.status);
-      assert.match(last.headers.get('ratelimit-policy') ?? '', /^"default";q=2;w=60$/);
+      assert.match(last.headers.get('ratelimit-policy') ?? '', /^"2-per-60s";q=2;w=60$/);
       if (i < 2) await last.text();
     }
     assert.deepEqual(statuses, [200, 200, 429]);
@@ -281,7 +281,7 @@ test('over a real server, the third request of two allowed gets 429 with both ra
     const t = Number(/t=(\d+)$/.exec(res.headers.get('ratelimit') ?? '')?.[1]);
     assert.ok(t >= 1 && t <= 60, `t=${t}`);
     assert.equal(res.headers.get('retry-after'), String(t));
-    assert.equal(res.headers.get('ratelimit'), `"default";r=0;t=${t}`);
+    assert.equal(res.headers.get('ratelimit'), `"2-per-60s";r=0;t=${t}`);
     assert.equal(retryDelay(res.headers), t * 1000);
     assert.equal(((await res.json()) as { status: number }).status, 429);
   });
@@ -316,7 +316,7 @@ test('a breakwater client reads the 200 that used up the quota and waits the adv
   );
   const [, lastAllowed, next] = log;
   // The second 200 says the quota is used up until the window ends, in whole seconds.
-  const t = Number(/^"default";r=0;t=(\d+)$/.exec(lastAllowed?.rateLimit ?? '')?.[1]);
+  const t = Number(/^"2-per-1s";r=0;t=(\d+)$/.exec(lastAllowed?.rateLimit ?? '')?.[1]);
   assert.equal(t, 1, `RateLimit: ${lastAllowed?.rateLimit}`);
   const waited = (next?.at ?? 0) - (lastAllowed?.at ?? 0);
   assert.ok(Math.abs(waited - t * 1000) <= 100, `waited ${waited} ms for ${t * 1000} ms`);
@@ -382,4 +382,27 @@ test('limiters sharing a store never share a bucket, whatever colons their names
   const b = await app.request('/b', { headers: { 'x-user': 'eve' } });
   await b.text();
   assert.equal(b.status, 200);
+});
+
+test('stacked limiters left unnamed each get a name of their own, from their quota, and count apart in one store', async () => {
+  // 3.5 s into a minute: both windows (10 s and 60 s) started at WINDOW_START, so
+  // only the names keep the two counters apart.
+  const time = clock(WINDOW_START + 3_500);
+  const store = memoryStore({ now: time.now });
+  const app = new Hono();
+  app.use(rateLimit({ limit: 5, windowMs: 10_000, key: () => 'ada', now: time.now, store }));
+  app.use(rateLimit({ limit: 1, windowMs: 60_000, key: () => 'ada', now: time.now, store }));
+  app.get('/', (c) => c.text('ok'));
+
+  const first = await app.request('/');
+  assert.equal(first.status, 200);
+  await first.text();
+  // Two members a client can tell apart (the draft: a name identifies its policy),
+  // and each counter counted one request, not two.
+  assert.equal(first.headers.get('ratelimit-policy'), '"1-per-60s";q=1;w=60, "5-per-10s";q=5;w=10');
+  assert.equal(first.headers.get('ratelimit'), '"1-per-60s";r=0;t=57, "5-per-10s";r=4;t=7');
+  assert.deepEqual(
+    parseRateLimit(first.headers)?.limits.map((limit) => limit.policy),
+    ['1-per-60s', '5-per-10s'],
+  );
 });

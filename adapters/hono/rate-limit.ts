@@ -15,7 +15,13 @@ import { memoryStore, type Store } from '../../src/store.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { problemResponse, retryAfterSeconds } from './problem.ts';
 
-/** The policy's name in the headers when none is given. */
+/**
+ * The policy name the headers used for every unnamed limiter before names came from
+ * the quota. No longer used: two stacked unnamed limiters both said `"default"`, and
+ * a client could not tell their members apart (the draft's policy name identifies a
+ * quota policy). An unnamed limiter is now named after its quota, `"100-per-60s"`.
+ * @deprecated Name the policy (`policyName`) or let the quota name it.
+ */
 export const DEFAULT_POLICY_NAME = 'default';
 /** What a store failure does by default: let the request through (availability over strictness). */
 const DEFAULT_ON_STORE_ERROR = 'open';
@@ -69,8 +75,12 @@ export interface RateLimitOptions {
   store?: Store | undefined;
   /**
    * The policy's name in `RateLimit-Policy` and `RateLimit` (and the store keys).
-   * Default `'default'`. Printable ASCII: it is sent as a structured-field String.
-   * Limiters that share a store need distinct names, or they share counters.
+   * Default: named after the quota, `` `${limit}-per-${windowMs / 1000}s` `` (e.g.
+   * `"100-per-60s"`), so stacked limiters left unnamed (a burst and a daily quota)
+   * send members a client can tell apart: the draft's name identifies the policy
+   * its `r` and `t` belong to. Printable ASCII: it is sent as a structured-field
+   * String. Limiters that share a store and a name share counters: give two with the
+   * same limit and window distinct names unless they are meant to share one quota.
    */
   policyName?: string | undefined;
   /**
@@ -127,7 +137,8 @@ function firstEntry(value: string): string {
  * A fixed-window rate limiter: each client gets `limit` requests per `windowMs`.
  *
  * - Every response (passed or rejected) carries `RateLimit-Policy: "name";q=limit;w=seconds`
- *   and `RateLimit: "name";r=remaining;t=seconds-until-reset`.
+ *   and `RateLimit: "name";r=remaining;t=seconds-until-reset`, the name being
+ *   `policyName` or, by default, the quota's (`"100-per-60s"`).
  * - Request `limit + 1` in a window gets a 429 `application/problem+json` with
  *   `Retry-After: t` (delay-seconds, rounded up): the client that waits that long
  *   arrives in the next window.
@@ -144,7 +155,7 @@ function firstEntry(value: string): string {
  * const app = new Hono();
  * app.use('/api/*', rateLimit({ limit: 100, windowMs: 60_000, trustedHeader: 'cf-connecting-ip' }));
  * app.get('/api/things', (c) => c.json({ things: [] }));
- * // 101st request in a minute: 429, Retry-After: 17, RateLimit: "default";r=0;t=17
+ * // 101st request in a minute: 429, Retry-After: 17, RateLimit: "100-per-60s";r=0;t=17
  * ```
  */
 export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
@@ -159,7 +170,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
   const keyOf = valid.key;
   const header = valid.trustedHeader?.toLowerCase();
   const store = valid.store ?? memoryStore();
-  const name = valid.policyName ?? DEFAULT_POLICY_NAME;
+  const name = valid.policyName ?? `${limit}-per-${windowMs / MS_PER_SECOND}s`;
   const failClosed = (valid.onStoreError ?? DEFAULT_ON_STORE_ERROR) === 'closed';
   const now = valid.now ?? Date.now;
   const quotedName = sfString(name);
