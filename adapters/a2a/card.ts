@@ -145,50 +145,79 @@ export class AgentCardError extends BreakwaterError {
 
 const text = z.string();
 const texts = z.optional(z.array(text));
-const url = z.url({ message: 'must be an absolute URL' });
+
+/**
+ * An endpoint the SDK will send the client's messages (and its credentials) to: an
+ * absolute http: or https: URL. fetch takes other schemes too, and none of them is an
+ * A2A endpoint: `file:` and `ftp:` reach what the card names, and a `data:` URL
+ * "answers" with whatever the card wrote, without any server. A card fetched over
+ * https may not name a plain http: endpoint either: that card arrived authenticated and
+ * private, and would send messages and bearer tokens across the network in clear (the
+ * A2A spec requires HTTPS in production). A card fetched over http may name either:
+ * the caller chose plain http already (a local or test agent).
+ */
+function endpoint(secure: boolean) {
+  // A value that starts with the scheme's letters parses to that scheme; the URL parser's
+  // clean-ups (case, stripped tabs, leading control characters) only make this refuse more.
+  return z
+    .url({ message: 'must be an absolute URL', abort: true })
+    .check(
+      z.refine(
+        (value: string) => (secure ? /^https:/i : /^https?:/i).test(value),
+        `must be an ${secure ? 'https: URL, as the card was fetched over https' : 'http: or https: URL'}`,
+      ),
+    );
+}
 
 /**
  * What both spec versions require and a client acts on: a name, a version, the
  * capabilities (streaming, push, extended card decide which calls the SDK makes),
- * the skills, and an endpoint. Descriptive fields are checked only when present.
- * Loose objects: unknown fields pass through, so newer cards keep working.
+ * the skills, and an endpoint (see {@link endpoint}; `secure`: the card was fetched
+ * over https). Descriptive fields are checked only when present. Loose objects:
+ * unknown fields pass through, so newer cards keep working.
  */
-const cardSchema = z
-  .looseObject({
-    name: text.check(z.minLength(1, 'must be a non-empty string')),
-    version: text,
-    description: z.optional(text),
-    supportedInterfaces: z.optional(
-      z.array(
-        z.looseObject({
-          url,
-          protocolBinding: text,
-          protocolVersion: z.optional(text),
-          tenant: z.optional(text),
-        }),
+function cardSchema(secure: boolean) {
+  const to = endpoint(secure);
+  return z
+    .looseObject({
+      name: text.check(z.minLength(1, 'must be a non-empty string')),
+      version: text,
+      description: z.optional(text),
+      supportedInterfaces: z.optional(
+        z.array(
+          z.looseObject({
+            url: to,
+            protocolBinding: text,
+            protocolVersion: z.optional(text),
+            tenant: z.optional(text),
+          }),
+        ),
       ),
-    ),
-    url: z.optional(url),
-    protocolVersion: z.optional(text),
-    preferredTransport: z.optional(text),
-    additionalInterfaces: z.optional(z.array(z.looseObject({ url, transport: text }))),
-    capabilities: z.looseObject({
-      streaming: z.optional(z.boolean()),
-      pushNotifications: z.optional(z.boolean()),
-      extendedAgentCard: z.optional(z.boolean()),
-    }),
-    skills: z.array(z.looseObject({ id: text, name: text, description: z.optional(text), tags: texts })),
-    defaultInputModes: texts,
-    defaultOutputModes: texts,
-  })
-  .check(
-    z.refine((card) => card.url !== undefined || (card.supportedInterfaces?.length ?? 0) > 0, {
-      message: 'must list at least one interface (A2A 1.0), or the card must have a url (A2A 0.3)',
-      path: ['supportedInterfaces'],
-      // Reported alongside other problems, not only once the rest is fixed.
-      when: (payload) => payload.value !== null && typeof payload.value === 'object',
-    }),
-  );
+      url: z.optional(to),
+      protocolVersion: z.optional(text),
+      preferredTransport: z.optional(text),
+      additionalInterfaces: z.optional(z.array(z.looseObject({ url: to, transport: text }))),
+      capabilities: z.looseObject({
+        streaming: z.optional(z.boolean()),
+        pushNotifications: z.optional(z.boolean()),
+        extendedAgentCard: z.optional(z.boolean()),
+      }),
+      skills: z.array(z.looseObject({ id: text, name: text, description: z.optional(text), tags: texts })),
+      defaultInputModes: texts,
+      defaultOutputModes: texts,
+    })
+    .check(
+      z.refine((card) => card.url !== undefined || (card.supportedInterfaces?.length ?? 0) > 0, {
+        message: 'must list at least one interface (A2A 1.0), or the card must have a url (A2A 0.3)',
+        path: ['supportedInterfaces'],
+        // Reported alongside other problems, not only once the rest is fixed.
+        when: (payload) => payload.value !== null && typeof payload.value === 'object',
+      }),
+    );
+}
+
+/** The card schemas for cards fetched over http (0) and https (1), built on first use. */
+const cardSchemas: ReturnType<typeof cardSchema>[] = [];
 
 /** Options for {@link resolveAgentCard}. */
 export interface ResolveAgentCardOptions {
@@ -345,8 +374,8 @@ async function readCapped(
   return bytes;
 }
 
-/** Checks parsed JSON against the card schema, naming every bad path. */
-function checkCard(json: unknown, request: RequestSummary): AgentCard {
+/** Checks parsed JSON against the card schema (`secure`: fetched over https), naming every bad path. */
+function checkCard(json: unknown, request: RequestSummary, secure: boolean): AgentCard {
   const list = (value: unknown): unknown[] => (Array.isArray(value) ? value : []);
   const card = json as Record<string, unknown> | null;
   let items = 0;
@@ -360,8 +389,10 @@ function checkCard(json: unknown, request: RequestSummary): AgentCard {
       `card: more than ${MAX_CARD_ITEMS} skills, tags, interfaces and modes together`,
     ]);
   }
+  const schema = cardSchemas[+secure] ?? cardSchema(secure);
+  cardSchemas[+secure] = schema;
   try {
-    return validate(cardSchema, json, 'card') as AgentCard;
+    return validate(schema, json, 'card') as AgentCard;
   } catch (error) {
     // validate() words its TypeError for options ("invalid options for card:\n  - ...");
     // its lines (path, problem, a safe view of the value) are what a card error lists.
@@ -387,7 +418,9 @@ function checkCard(json: unknown, request: RequestSummary): AgentCard {
  * or 503 with `Retry-After` is waited out and resent by the policy. A failing final
  * status throws an `HttpStatusError` (status, `retryAfterMs`, `serverMessage`,
  * redacted URL). The body is read under `maxBytes` and `bodyTimeoutMs`; a body that
- * is too large, not JSON, or not a usable card throws an {@link AgentCardError}.
+ * is too large, not JSON, or not a usable card throws an {@link AgentCardError}: a
+ * card's endpoints (`url`, `supportedInterfaces[].url`, `additionalInterfaces[].url`)
+ * must be http: or https: URLs, and https: only when the card was fetched over https.
  * Without a policy, the whole resolution ends at `timeoutMs` (default 10 s) with a
  * `TimeoutError`, so a server that never answers cannot hang the caller.
  * Sends the same `A2A-Version: 1.0` header as the SDK's resolver.
@@ -416,6 +449,7 @@ export async function resolveAgentCard(
   if (url?.protocol !== 'http:' && url?.protocol !== 'https:')
     throw new TypeError('resolveAgentCard(): baseUrl must be an absolute http(s) URL');
   const href = url.href;
+  const secure = url.protocol === 'https:';
   const init: RequestInit = { headers: { accept: 'application/json', 'a2a-version': '1.0' } };
   const call = new Call(href, init, valid.policy?.resolved.name, undefined);
   const request = requestSummary(call.key, 'GET', href);
@@ -444,6 +478,6 @@ export async function resolveAgentCard(
       const type = (response.headers.get('content-type') ?? 'none').slice(0, 60);
       throw new AgentCardError('AGENT_CARD_NOT_JSON', `is not JSON (content-type ${type})`, request);
     }
-    return checkCard(json, request);
+    return checkCard(json, request, secure);
   });
 }
