@@ -569,10 +569,11 @@ test('bad options are a TypeError naming each one', () => {
         maxBodyBytes: 1.5,
         store: {} as Store,
         required: 'yes' as unknown as boolean,
+        storeTimeoutMs: 0,
       }),
     (error: unknown) => {
       assert.ok(error instanceof TypeError);
-      for (const name of ['ttlMs', 'methods', 'maxBodyBytes', 'store', 'required']) {
+      for (const name of ['ttlMs', 'methods', 'maxBodyBytes', 'store', 'required', 'storeTimeoutMs']) {
         assert.match(error.message, new RegExp(`idempotency\\(\\)\\.${name}:`));
       }
       return true;
@@ -998,5 +999,96 @@ test('a client that gives up before the answer finds it recorded when it retries
     assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
     assert.deepEqual(await again.json(), { order: 1 });
   });
+  assert.equal(runs, 1);
+});
+
+/** A memory store whose calls can be held: `hold()` makes every later call wait for `let go`. */
+function stallingStore(): Store & { hold: () => void; letGo: () => void; deleted: Promise<void> } {
+  const inner = memoryStore<JsonValue>();
+  const deleted = signal();
+  let stalled: Promise<void> | undefined;
+  let letGo = (): void => {};
+  const after = async <T>(call: () => Promise<T>): Promise<T> => {
+    if (stalled !== undefined) await stalled;
+    return call();
+  };
+  return {
+    get: (key) => after(() => inner.get(key)),
+    set: (key, value, ttlMs) => after(() => inner.set(key, value, ttlMs)),
+    delete: (key) =>
+      after(async () => {
+        const done = await inner.delete(key);
+        deleted.fire();
+        return done;
+      }),
+    increment: (key, by, ttlMs) => after(() => inner.increment(key, by, ttlMs)),
+    compareAndSet: (key, expected, next, ttlMs) =>
+      after(() => inner.compareAndSet(key, expected, next, ttlMs)),
+    hold() {
+      stalled = new Promise<void>((resolve) => {
+        letGo = resolve;
+      });
+    },
+    letGo: () => {
+      stalled = undefined;
+      letGo();
+    },
+    deleted: deleted.promise,
+  };
+}
+
+test('a store that never answers gets the keyed request a 503 with Retry-After and x-should-retry after 1 s by default, not a hang', async () => {
+  const store = stallingStore();
+  const { app, runs } = ordersApp({ store });
+  store.hold();
+  try {
+    const started = Date.now();
+    const res = await settlesWithin(app.request('/orders', post('{"item":"tea"}')), 3000);
+    const took = Date.now() - started;
+    assert.equal(res.status, 503);
+    assert.equal(res.headers.get('retry-after'), '1');
+    assert.equal(res.headers.get('x-should-retry'), 'true');
+    assert.equal((await problemOf(res)).title, 'Idempotency store unavailable');
+    assert.ok(took >= 900 && took < 2500, `answered after ${took} ms`);
+    assert.equal(runs(), 0);
+  } finally {
+    store.letGo();
+  }
+});
+
+test('a claim the store writes only after its timeout is released, so the retry with the same key runs', async () => {
+  const store = stallingStore();
+  const { app, runs } = ordersApp({ store, storeTimeoutMs: 20 });
+  store.hold();
+  const first = await settlesWithin(app.request('/orders', post('{"item":"tea"}')), 1000);
+  assert.equal(first.status, 503);
+  await first.body?.cancel();
+  // The store comes back and writes the claim nobody is running: it must not hold the key.
+  store.letGo();
+  await settlesWithin(store.deleted, 1000);
+  const retry = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(retry.status, 201);
+  assert.deepEqual(await retry.json(), { id: 'order-1', item: 'tea' });
+  assert.equal(runs(), 1);
+});
+
+test('a final write the store never finishes does not hold back the end of the response', async () => {
+  const store = stallingStore();
+  let runs = 0;
+  const app = new Hono();
+  app.use('/orders', idempotency({ store, storeTimeoutMs: 20 }));
+  app.post('/orders', (c) => {
+    runs++;
+    // The key is claimed; from here on the store stalls, the final write included.
+    store.hold();
+    return c.json({ id: 'order-1' }, 201);
+  });
+  try {
+    const res = await settlesWithin(app.request('/orders', post('{"item":"tea"}')), 1000);
+    assert.equal(res.status, 201);
+    assert.deepEqual(await settlesWithin(res.json(), 1000), { id: 'order-1' });
+  } finally {
+    store.letGo();
+  }
   assert.equal(runs, 1);
 });

@@ -18,6 +18,7 @@ import type { Context, Env, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import { functionOption, isFunction, validate } from '../../src/options.ts';
 import { memoryStore, type Store } from '../../src/store.ts';
+import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { problemResponse } from './problem.ts';
 import { RUN_TO_END } from './upstream.ts';
 
@@ -35,6 +36,14 @@ export const DEFAULT_METHODS: readonly string[] = ['POST', 'PATCH'];
  * entries.
  */
 export const DEFAULT_MAX_BODY_BYTES = 262_144;
+/**
+ * How long one store operation may take (1 s) before it counts as failed. A Redis-like
+ * store answers in milliseconds; one that hangs (a network partition, a stuck
+ * connection pool) would otherwise hang every keyed request with it. A claim that
+ * times out answers 503 (not run), and a final write that times out still lets the
+ * response end.
+ */
+export const DEFAULT_STORE_TIMEOUT_MS = 1000;
 /** Records the default in-memory store keeps (least recently used dropped first). */
 export const DEFAULT_MAX_RECORDS = 4096;
 /** The longest key accepted, in characters of content (the draft sets none; this bounds store keys). */
@@ -117,6 +126,16 @@ export interface IdempotencyOptions<E extends Env = Env> {
    * response is sent but not stored, and repeats get 409.
    */
   maxBodyBytes?: number | undefined;
+  /**
+   * How long one store operation (a claim, a read, the final write, a release) may
+   * take, in ms, before it counts as failed. Default 1000. A claim or read that takes
+   * longer is answered 503 with `Retry-After: 1` and `x-should-retry: true` (the
+   * handler did not run), and a claim the store writes after that is released when it
+   * lands, so it holds the key for nobody. A final write that takes longer lets the
+   * response end all the same (the record lands when the store gets to it; until then
+   * repeats get 409).
+   */
+  storeTimeoutMs?: number | undefined;
 }
 
 /** An RFC 9110 §5.6.2 token: what method names are made of. */
@@ -141,6 +160,7 @@ const optionsSchema = z.optional(
     maxBodyBytes: z.optional(
       z.number().check(z.int('must be a whole number'), z.minimum(0), z.maximum(MAX_BODY_BYTES_LIMIT)),
     ),
+    storeTimeoutMs: z.optional(z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS))),
   }),
 );
 
@@ -401,9 +421,10 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  *   gets the 409 above), even if the client left early. If the handler's body stream
  *   breaks, the client's breaks too, and repeats get a 500.
  * - **Limits**: a keyed request body over `maxBodyBytes` is 413 (never buffered whole).
- * - **Store failures fail closed**: 503 with `Retry-After`, and the handler does not
- *   run. If only the final write (or a release) fails, the client gets the handler's
- *   response and the key stays `running` (repeats get 409) until `ttlMs`.
+ * - **Store failures fail closed**: a store that throws, or takes over `storeTimeoutMs`
+ *   (1 s), gets a 503 with `Retry-After`, and the handler does not run. If only the
+ *   final write (or a release) fails, the client gets the handler's response and the
+ *   key stays `running` (repeats get 409) until `ttlMs`.
  *
  * Place it after authentication (so `scope` can name the principal) and after load
  * shedding and rate limits (what they reject never claims a key).
@@ -430,6 +451,30 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
   const required = valid?.required ?? false;
   const scope = options?.scope;
   const maxBodyBytes = valid?.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const storeTimeoutMs = valid?.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
+
+  /** `operation`, or a rejection once it has taken longer than `storeTimeoutMs`. */
+  function bounded<T>(operation: Promise<T>): Promise<T> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // Rejected with no reason: every caller turns any store failure into the same answer.
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(reject, storeTimeoutMs);
+    });
+    return Promise.race([operation, late]).finally(() => clearTimeout(timer));
+  }
+
+  /**
+   * Deletes the claim `running` while it is still ours (one that expired may be
+   * another request's now). The Store has no compare-and-delete, so the claim is first
+   * renewed over itself (proving it ours, and keeping it from expiring) and then
+   * deleted. Never rejects.
+   */
+  function release(recordKey: string, running: RunningRecord): Promise<unknown> {
+    return store
+      .compareAndSet(recordKey, { ...running }, { ...running }, ttlMs)
+      .then((ours) => ours && store.delete(recordKey))
+      .catch(() => false);
+  }
 
   function tooLarge(): Response {
     return problemResponse({
@@ -544,8 +589,20 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
    */
   async function claim(recordKey: string, running: RunningRecord): Promise<IdempotencyRecord | undefined> {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      if (await store.compareAndSet(recordKey, undefined, { ...running }, ttlMs)) return undefined;
-      const found = await store.get(recordKey);
+      const claiming = store.compareAndSet(recordKey, undefined, { ...running }, ttlMs);
+      let claimed: boolean;
+      try {
+        claimed = await bounded(claiming);
+      } catch (error) {
+        // A claim that lands after its timeout (and the 503) would hold the key for nobody.
+        claiming.then(
+          (late) => late && release(recordKey, running),
+          () => {},
+        );
+        throw error;
+      }
+      if (claimed) return undefined;
+      const found = await bounded(store.get(recordKey));
       // Released (or expired) between the two calls: try to claim it again.
       if (found === undefined) continue;
       const parsed = recordSchema.safeParse(found);
@@ -633,21 +690,14 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     }
 
     if (saysNotRun(response)) {
-      // Released only while the claim is still ours: one that expired mid-handler may
-      // be another request's now. The Store has no compare-and-delete, so the claim is
-      // first renewed over itself (proving it ours, and keeping it from expiring) and
-      // then deleted.
-      await store
-        .compareAndSet(recordKey, { ...running }, { ...running }, ttlMs)
-        .then((ours) => ours && store.delete(recordKey))
-        .catch(() => false);
+      await bounded(release(recordKey, running)).catch(() => false);
       if (response !== c.res) setResponse(c, response);
       return;
     }
 
     // Only over our own claim: a record that expired mid-handler and was claimed again is not overwritten.
     const save = (record: DoneRecord | UnreplayableRecord): Promise<unknown> =>
-      store.compareAndSet(recordKey, { ...running }, record, ttlMs).catch(() => false);
+      bounded(store.compareAndSet(recordKey, { ...running }, record, ttlMs)).catch(() => false);
     let sent: Response;
     try {
       sent = await capture(response, fingerprint, save);
