@@ -103,6 +103,9 @@ function keepAlive(response: Response, controller: AbortController): void {
  * Deadlines for response headers: per pass (`attemptMs`) and for the whole call
  * (`totalMs`). A missed deadline rejects with `TimeoutError` (`scope` says which)
  * and aborts the request; the caller's own abort still comes back as its own reason.
+ * The call ends at the deadline even when a layer below ignores the abort (a custom
+ * `fetch` that drops `init.signal`): a response that still arrives later has its body
+ * cancelled, and a later rejection is dropped.
  *
  * @example
  * ```ts
@@ -129,17 +132,32 @@ export function timeout(options: TimeoutOptions): Middleware {
 
     const controller = new AbortController();
     if (outer) follow(outer, controller);
-    const timer = setTimeout(
-      () => {
-        controller.abort(
-          new TimeoutError({ scope, ms, request: requestSummary(call.key, call.method, call.href) }),
-        );
-      },
-      Math.min(attemptLimit, remaining),
-    );
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let expired = false;
     call.signal = controller.signal;
     try {
-      const response = await next(call);
+      // The abort alone is not enough: a custom fetch or a middleware below that ignores
+      // the signal would hold the caller past the deadline, so the timer ends the wait
+      // itself. One promise, settled by whichever comes first.
+      const response = await new Promise<Response>((resolve, reject) => {
+        timer = setTimeout(
+          () => {
+            expired = true;
+            controller.abort(
+              new TimeoutError({ scope, ms, request: requestSummary(call.key, call.method, call.href) }),
+            );
+            // The caller's own abort, if it came first, stays the reason.
+            reject(controller.signal.reason);
+          },
+          Math.min(attemptLimit, remaining),
+        );
+        // A rejection after the deadline is dropped here (so none goes unhandled); a
+        // response after it has its body cancelled, freeing the connection.
+        next(call).then((response) => {
+          if (expired) response.body?.cancel().catch(() => {});
+          else resolve(response);
+        }, reject);
+      });
       if (outer) keepAlive(response, controller);
       return response;
     } catch (error) {

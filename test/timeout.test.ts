@@ -158,3 +158,65 @@ test('bad timeout options are a TypeError', () => {
   assert.throws(() => timeout({}), /set attemptMs, totalMs or both/);
   assert.throws(() => timeout({ ms: 5 } as never), /unknown option "ms"/);
 });
+
+/** Settles with `pending`'s outcome, or with 'still pending' after `ms`: a hang fails the test instead of stalling it. */
+function within<T>(pending: Promise<T>, ms: number): Promise<T | 'still pending'> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const bound = new Promise<'still pending'>((resolve) => {
+    timer = setTimeout(() => resolve('still pending'), ms);
+  });
+  return Promise.race([pending, bound]).finally(() => clearTimeout(timer));
+}
+
+test('a fetch that ignores the signal and never answers is still cut off at the deadline', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    // A custom fetch that drops init.signal: the abort never reaches the request, which
+    // hangs until the server closes (its late rejection must not go unhandled).
+    const fetch = createFetch({
+      fetch: (input) => globalThis.fetch(input),
+      use: [timeout({ attemptMs: 50 })],
+      key: 'deaf',
+    });
+    const started = performance.now();
+    const outcome = await within(
+      fetch(server.origin).catch((error: unknown) => error),
+      1000,
+    );
+    assert.ok(outcome instanceof TimeoutError, `ended with ${String(outcome)}`);
+    assert.equal(outcome.scope, 'attempt');
+    assert.equal(outcome.ms, 50);
+    assert.ok(performance.now() - started < 500);
+  });
+});
+
+test('a response that arrives after the deadline has its body cancelled, so the connection is freed', async () => {
+  // Headers come after the deadline, then the body stalls: only a cancel lets the connection go.
+  const late = async () => {
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    return { stall: 'mid-body', body: 'data: 1\n\n' } as const;
+  };
+  await withServer(late, async (server) => {
+    let arrived!: (response: Response) => void;
+    const seen = new Promise<Response>((resolve) => {
+      arrived = resolve;
+    });
+    const fetch = createFetch({
+      fetch: async (input) => {
+        const response = await globalThis.fetch(input);
+        arrived(response);
+        return response;
+      },
+      use: [timeout({ totalMs: 50 })],
+    });
+    const outcome = await within(
+      fetch(server.origin).catch((error: unknown) => error),
+      1000,
+    );
+    assert.ok(outcome instanceof TimeoutError && outcome.scope === 'total', `ended with ${String(outcome)}`);
+    const response = await within(seen, 1000);
+    assert.ok(response instanceof Response, 'the late response arrived');
+    // The cancel runs in the callbacks queued behind the response's arrival.
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    assert.equal(response.bodyUsed, true, 'the late body was cancelled');
+  });
+});
