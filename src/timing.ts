@@ -24,7 +24,9 @@
 export const MAX_DELAY_MS: number = 2 ** 31 - 1;
 
 /**
- * Header values longer than this many characters are ignored (treated as absent).
+ * Header values longer than this many characters are ignored (treated as absent),
+ * except a `retry-after-ms` or `Retry-After` whose first this-many characters are
+ * digits: that is a delay too long to read, and reads as {@link MAX_DELAY_MS}.
  *
  * No legitimate timing header comes near it (an IMF-fixdate is 29 characters, a
  * `RateLimit` field with a dozen policies a few hundred), and it bounds the work
@@ -165,6 +167,7 @@ export interface RateLimitInfo {
  * Sources, first one that yields a number wins:
  * 1. `retry-after-ms`: decimal milliseconds (OpenAI, Anthropic), rounded up.
  * 2. `Retry-After`: delay-seconds or an HTTP-date (RFC 9110 §10.2.3); past dates give 0.
+ *    For both, digits past {@link MAX_HEADER_CHARS} read as the longest wait, not none.
  * 3. `RateLimit`: the largest `t` among policies with `r=0` (draft-ietf-httpapi-ratelimit-headers).
  * 4. `RateLimit-Reset`, `X-RateLimit-Reset`, `X-Rate-Limit-Reset`: delay seconds, or epoch
  *    seconds when ≥ 2024-01-01; skipped when the matching `-Remaining` says quota is left.
@@ -185,7 +188,7 @@ export interface RateLimitInfo {
  */
 export function retryDelay(headers: HeadersLike, now: number = Date.now()): number | undefined {
   return (
-    clampDelay(parseNumber(DECIMAL, readHeader(headers, 'retry-after-ms'))) ??
+    clampDelay(readDelayNumber(DECIMAL, readRawHeader(headers, 'retry-after-ms'))) ??
     fromRetryAfter(headers, now) ??
     fromExhausted(headers, now, rateLimitFieldQuotas) ??
     fromLegacyReset(headers, now) ??
@@ -311,9 +314,37 @@ export function parseRateLimit(headers: HeadersLike): RateLimitInfo | undefined 
 
 /** RFC 9110 §10.2.3: `Retry-After = HTTP-date / delay-seconds`, `delay-seconds = 1*DIGIT`. */
 function fromRetryAfter(headers: HeadersLike, now: number): number | undefined {
-  const value = readHeader(headers, 'retry-after');
-  const seconds = parseNumber(DIGITS, value);
-  return clampDelay(Number.isNaN(seconds) ? parseHttpDate(value, now) - now : seconds * 1000);
+  const value = readRawHeader(headers, 'retry-after');
+  const seconds = readDelayNumber(DIGITS, value);
+  return clampDelay(Number.isNaN(seconds) ? parseHttpDate(boundedHeader(value), now) - now : seconds * 1000);
+}
+
+/**
+ * A `retry-after-ms` or `Retry-After` number (`pattern`: DECIMAL or DIGITS) from the raw
+ * header value, or NaN. A value over {@link MAX_HEADER_CHARS} that is all digits as far as
+ * we look is a delay too long to read, not an absent one: read as absent, a buggy or hostile
+ * 100,000-digit `Retry-After` would let retry resend on its own backoff into the window
+ * the server asked us to keep quiet. It reads as Infinity (clamped to MAX_DELAY_MS, what a
+ * huge readable value such as 99999999999999 gives), so retry fails fast with
+ * RetryAfterTooLongError and the breaker pauses the key for its `maxRetryAfterMs`.
+ * Only the first MAX_HEADER_CHARS characters are looked at, so the work stays bounded: a value that
+ * starts as thousands of digits is taken for a number whatever follows, and one padded
+ * with thousands of zeros for a long wait (the safe side: a wait too long fails fast,
+ * one too short resends). Anything else over the limit, a decimal whose fraction runs
+ * past it included, stays absent.
+ *
+ * The other sources keep "over the limit = absent": `RateLimit`'s `t` is an sf-integer of
+ * at most 15 digits (RFC 8941 §3.3.1), so a longer one is invalid, not large, and an
+ * over-long field is a list whose prefix does not say which member is at `r=0`; OpenAI's
+ * Go durations and Anthropic's RFC 3339 resets are never bare digits. The
+ * `RateLimit-Reset` family is bare digits too, but is quota state sent beside a count on
+ * every response (GitHub), not the server's answer to this request; there an unreadable
+ * reset leaves retry and pacing on their own backoff, as a missing one does.
+ */
+function readDelayNumber(pattern: RegExp, value: string | undefined): number {
+  if (value === undefined || value.length <= MAX_HEADER_CHARS)
+    return parseNumber(pattern, boundedHeader(value));
+  return OVERLONG_DIGITS.test(value.slice(0, MAX_HEADER_CHARS)) ? Infinity : NaN;
 }
 
 /** The longest reset among the family's quotas whose remaining count is exactly 0. */
@@ -406,6 +437,16 @@ export function clampDelay(ms: number): number | undefined {
  * when absent, not a string, or longer than {@link MAX_HEADER_CHARS}.
  */
 export function readHeader(headers: HeadersLike, name: string): string | undefined {
+  return boundedHeader(readRawHeader(headers, name));
+}
+
+/** A raw header value as {@link readHeader} returns it: `undefined` over {@link MAX_HEADER_CHARS}, else trimmed. */
+function boundedHeader(value: string | undefined): string | undefined {
+  return value === undefined || value.length > MAX_HEADER_CHARS ? undefined : trimHttpWhitespace(value);
+}
+
+/** The lookup behind {@link readHeader}: the value as held (any length, untrimmed), or `undefined`. */
+function readRawHeader(headers: HeadersLike, name: string): string | undefined {
   let value: string | undefined;
   try {
     if (typeof Headers === 'function' && headers instanceof Headers) {
@@ -429,7 +470,7 @@ export function readHeader(headers: HeadersLike, name: string): string | undefin
     // A getter, proxy trap or iterator that throws, or a Headers whose get does (Node's
     // and Bun's on a Proxy): garbage, so the header reads as absent.
   }
-  return value === undefined || value.length > MAX_HEADER_CHARS ? undefined : trimHttpWhitespace(value);
+  return value;
 }
 
 /**
@@ -449,6 +490,9 @@ export const DIGITS: RegExp = /^\d+$/;
 
 /** `1*DIGIT [ "." 1*DIGIT ]`, e.g. `retry-after-ms: 1500.5`. */
 const DECIMAL = /^\d+(?:\.\d+)?$/;
+
+/** The first MAX_HEADER_CHARS characters of an over-long value: HTTP whitespace, then digits to the cut. */
+const OVERLONG_DIGITS = /^[\t\n\r ]*\d+$/;
 
 /**
  * `value` as a number if all of it matches `pattern`, else NaN. `Number()` alone

@@ -2,6 +2,9 @@ import assert from 'node:assert/strict';
 import process from 'node:process';
 import { test } from 'node:test';
 import fc from 'fast-check';
+import { createFetch } from '../src/chain.ts';
+import { RetryAfterTooLongError } from '../src/errors.ts';
+import { retry } from '../src/retry.ts';
 import {
   type HeadersLike,
   MAX_DELAY_MS,
@@ -13,6 +16,7 @@ import {
   retryDelay,
   shouldRetryHeader,
 } from '../src/timing.ts';
+import { always, withServer } from './helpers/server.ts';
 
 // Every date-dependent test uses this instant: Sunday 2026-11-29T17:00:00Z.
 const NOW = Date.UTC(2026, 10, 29, 17, 0, 0);
@@ -408,7 +412,68 @@ test('an iterable of name-value pairs is read', () => {
 
 test('a header value longer than MAX_HEADER_CHARS is ignored', () => {
   assert.equal(delay({ 'retry-after': `${'0'.repeat(MAX_HEADER_CHARS - 1)}1` }), 1_000);
-  assert.equal(delay({ 'retry-after': `${'0'.repeat(MAX_HEADER_CHARS)}1` }), undefined);
+  assert.equal(
+    delay({ 'retry-after': `Sun, 06 Nov 1994 08:49:37 GMT${' '.repeat(MAX_HEADER_CHARS)}` }),
+    undefined,
+  );
+  assert.equal(delay({ 'retry-after': 'x'.repeat(MAX_HEADER_CHARS + 1) }), undefined);
+});
+
+test('an all-digit Retry-After too long to read asks for the longest wait, as a huge readable one does', () => {
+  const longest = delay({ 'retry-after': '99999999999999' });
+  assert.equal(longest, MAX_DELAY_MS);
+  for (const value of [
+    '9'.repeat(100_000),
+    `1${'0'.repeat(MAX_HEADER_CHARS)}`,
+    ` \t${'7'.repeat(MAX_HEADER_CHARS + 1)} `,
+    // Only the first MAX_HEADER_CHARS characters are looked at, so a zero-padded value
+    // (whose size only the whole scan could tell) errs toward the longer wait.
+    `${'0'.repeat(MAX_HEADER_CHARS)}1`,
+  ]) {
+    assert.equal(delay({ 'retry-after': value }), longest, `${value.length} chars`);
+    assert.equal(delay(new Headers({ 'retry-after': value })), longest, `Headers, ${value.length} chars`);
+  }
+  assert.equal(delay({ 'retry-after-ms': '9'.repeat(100_000) }), longest);
+  // It outranks the sources after it, as a readable value would.
+  assert.equal(delay({ 'retry-after': '9'.repeat(10_000), RateLimit: '"default";r=0;t=9' }), longest);
+});
+
+test('a Retry-After over MAX_HEADER_CHARS that is not all digits where read stays absent', () => {
+  for (const value of [
+    `${'1'.repeat(MAX_HEADER_CHARS - 1)}x${'1'.repeat(10)}`,
+    ` ${'x'.repeat(MAX_HEADER_CHARS)}`,
+    ' '.repeat(MAX_HEADER_CHARS + 1),
+    `-${'9'.repeat(MAX_HEADER_CHARS)}`,
+  ]) {
+    assert.equal(delay({ 'retry-after': value }), undefined, JSON.stringify(value.slice(0, 8)));
+  }
+  // retry-after-ms reads decimals, but a fraction that runs past the limit is not read.
+  assert.equal(delay({ 'retry-after-ms': `1.${'5'.repeat(MAX_HEADER_CHARS)}` }), undefined);
+});
+
+test('an over-long all-digit Retry-After is judged by a bounded prefix: megabytes of digits cost well under 50 ms', () => {
+  const value = '9'.repeat(4_000_000);
+  delay({ 'retry-after': '1' }); // warm up
+  const started = process.cpuUsage();
+  for (let i = 0; i < 100; i++) assert.equal(delay({ 'retry-after': value }), MAX_DELAY_MS);
+  const used = process.cpuUsage(started);
+  const elapsed = (used.user + used.system) / 1000;
+  assert.ok(elapsed < 50, `100 reads took ${elapsed.toFixed(1)} ms`);
+});
+
+test('a 503 whose Retry-After is ten thousand digits makes retry fail fast with RetryAfterTooLongError', async () => {
+  await withServer(
+    always({ status: 503, headers: { 'retry-after': '9'.repeat(10_000) } }),
+    async (server) => {
+      const fetch = createFetch({ use: [retry({ backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })] });
+      await assert.rejects(fetch(server.origin), (error: unknown) => {
+        assert.ok(error instanceof RetryAfterTooLongError);
+        assert.equal(error.retryAfterMs, MAX_DELAY_MS);
+        return true;
+      });
+      assert.equal(server.requests.length, 1);
+    },
+  );
 });
 
 test('headers that are not an object yield undefined instead of throwing', () => {
