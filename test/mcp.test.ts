@@ -1375,3 +1375,75 @@ test('toError() turns a status error whose message is not a string, or cannot be
     assert.equal(converted.cause, error);
   }
 });
+
+/** The body both twin failures send: the same words, padded past what a snapshot keeps (2048 bytes). */
+const TWIN_BODY = `{"error":{"message":"overloaded"}}${' '.repeat(4000)}`;
+
+/**
+ * {@link faultyApp} with two tools that fail alike but ask for different waits: a
+ * `tools/call` of `first` is answered 503 with `Retry-After: 30` at once, its body
+ * finishing only after 100 ms; one of `second` 503 with `Retry-After: 1` after 50 ms.
+ * Same status, same body: so `second`'s failure is captured before the SDK has read
+ * `first`'s, and nothing in the SDK's errors tells them apart.
+ */
+function twinFailuresApp() {
+  const inner = faultyApp({});
+  return {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      const name = text.includes('"tools/call"') ? JSON.parse(text).params?.name : undefined;
+      const headers = { 'content-type': 'application/json' };
+      const bytes = new TextEncoder().encode(TWIN_BODY);
+      if (name === 'first') {
+        const body = new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(bytes.subarray(0, 3000));
+            setTimeout(() => {
+              controller.enqueue(bytes.subarray(3000));
+              controller.close();
+            }, 100);
+          },
+        });
+        return new Response(body, { status: 503, headers: { ...headers, 'retry-after': '30' } });
+      }
+      if (name === 'second') {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        return new Response(bytes, { status: 503, headers: { ...headers, 'retry-after': '1' } });
+      }
+      return inner.fetch(request);
+    },
+  };
+}
+
+test('resilientMcpClient: two concurrent 503s with the same body each keep their own Retry-After, matched by JSON-RPC id', async () => {
+  await withApp(twinFailuresApp(), async (app) => {
+    const mcp = resilient(app.origin, [], { retry: false, breaker: false });
+    try {
+      const client = await mcp.connect();
+      const [first, second] = await Promise.all(
+        ['first', 'second'].map((name) => client.callTool({ name, arguments: {} }).catch((e: unknown) => e)),
+      );
+      assert.ok(first instanceof HttpStatusError && second instanceof HttpStatusError, String(first));
+      assert.equal(first.retryAfterMs, 30_000, 'first got the Retry-After of the failure captured after it');
+      assert.equal(second.retryAfterMs, 1000);
+    } finally {
+      await mcp.close();
+    }
+  });
+});
+
+test('toError() without the request gives each of two indistinguishable failures the longest Retry-After, never a shorter one than the server asked', async () => {
+  await withApp(twinFailuresApp(), async (app) => {
+    await withPlainClient(app.origin, async (client, fetch) => {
+      const [first, second] = await Promise.all(
+        ['first', 'second'].map((name) => client.callTool({ name, arguments: {} }).catch((e: unknown) => e)),
+      );
+      // Judged after both failed: the SDK's errors hold the status and the same body, nothing more.
+      const [firstError, secondError] = [fetch.toError(first), fetch.toError(second)];
+      assert.ok(firstError instanceof HttpStatusError && secondError instanceof HttpStatusError);
+      assert.equal(firstError.retryAfterMs, 30_000, 'first was told to wait less than its server asked');
+      assert.equal(secondError.retryAfterMs, 30_000);
+      assert.equal(firstError.serverMessage, 'overloaded');
+    });
+  });
+});

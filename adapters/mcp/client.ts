@@ -192,7 +192,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
       try {
         return await send(message, sendOptions);
       } catch (error) {
-        const typed = fetch.toError(error);
+        // With the message: its id picks the failure that answered it among concurrent ones.
+        const typed = fetch.toError(error, message);
         // The server no longer knows the session: the next connect() starts a new one.
         // Not closed here: closing now would fail this very request as "Connection closed"
         // instead of with the 404, and every other request in flight with it.

@@ -6,25 +6,28 @@
  *
  * The SDK turns a failure response into `StreamableHTTPError` with the status as
  * `code` and the body in the message: Retry-After, the other headers and the
- * server's own message are gone. This fetch keeps the last few failure responses of
- * each status it saw, and `toError()` rebuilds a breakwater `HttpStatusError` from the
- * one whose body the SDK's message quotes (else the latest), with the SDK's error as
- * `cause`.
+ * server's own message are gone, and so is which request it answered. This fetch
+ * keeps the last failure responses it handed out, each with the JSON-RPC ids of its
+ * request, and `toError()` rebuilds a breakwater `HttpStatusError` from the one that
+ * answered the request (by id, when the caller passes the message it sent), with the
+ * SDK's error as `cause`.
  */
 
 import * as z from 'zod/mini';
-import type { FetchLike } from '../../src/call.ts';
+import type { Call, FetchLike, Next } from '../../src/call.ts';
 import type { StatusSnapshot } from '../../src/capture.ts';
 import { oneLine } from '../../src/errors.ts';
 import { clientOptionsShape, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
-import { wrapHttpError } from '../../src/status.ts';
+import { SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
 import {
+  DEFAULT_MAX_BODY_CHARS,
   type McpResendOptions,
   type McpToolInfo,
   type McpToolsList,
   mcpResend,
+  own,
   resendShape,
 } from './resend.ts';
 
@@ -50,8 +53,16 @@ export interface McpFetch extends FetchLike {
    * `HttpStatusError` with the status, the server's delay (`retryAfterMs`), its
    * message, the body's start and safe headers, and the SDK's error as `cause`.
    * Any other error (a breakwater error, `McpError`, an abort) comes back unchanged.
+   *
+   * `sent`: the JSON-RPC message (or batch) whose `transport.send()` failed. Its id
+   * names the failure response that answered it, exactly. Without it (or for a GET or
+   * DELETE, which carry no id), the candidates are the recent failures of that status
+   * whose body the SDK's message quotes, else all of them; when they differ, the one
+   * that asks to wait longest wins, so a caller is never told to wait less than its
+   * server asked (at worst longer, and another request's message). `resilientMcpClient()`
+   * passes `sent` itself.
    */
-  toError(error: unknown): unknown;
+  toError(error: unknown, sent?: unknown): unknown;
 }
 
 /**
@@ -61,8 +72,32 @@ export interface McpFetch extends FetchLike {
  * request: its Retry-After and message would mislead.
  */
 const MAX_SNAPSHOT_AGE_MS = 30_000;
-/** Failures kept per status, for `toError()` to tell concurrent ones apart by their body. */
-const SNAPSHOTS_PER_STATUS = 8;
+/**
+ * Failure responses kept for `toError()` (32), of any status: enough for an agent's
+ * concurrent calls failing together, and bounded however many statuses a server sends.
+ */
+const MAX_FAILURES = 32;
+
+/** A failure response handed to the SDK, and the JSON-RPC ids (as JSON) of the request it answered. */
+interface Failure {
+  said: StatusSnapshot;
+  ids: string[];
+}
+
+/** The ids of a JSON-RPC message or batch, as JSON (so `1` and `"1"` differ); none for notifications. */
+function idsOf(sent: unknown): string[] {
+  const ids: string[] = [];
+  for (const message of Array.isArray(sent) ? sent : [sent]) {
+    const id = own(message, 'id');
+    if (id !== undefined) ids.push(JSON.stringify(id));
+  }
+  return ids;
+}
+
+/** When the server said the caller may try again: the response's arrival plus its delay. */
+function waitUntil(said: StatusSnapshot): number {
+  return said.at + (said.retryAfterMs ?? 0);
+}
 
 const optionsSchema = z.optional(
   z.strictObject({
@@ -117,40 +152,61 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   const valid = validate(optionsSchema, options, 'mcpFetch()') ?? {};
   const { tools, hints, maxBodyChars, fetch: base, onEvent } = valid;
   const resend = mcpResend({ tools, hints, maxBodyChars });
-  /** The latest failure responses of each status, oldest first (a few per status: bounded). */
-  const failures = new Map<number, StatusSnapshot[]>();
+  /** The latest failure responses handed to the SDK, oldest first. */
+  const failures: Failure[] = [];
+
+  /**
+   * Records each failure response the SDK gets (outside retry: the last attempt's, the
+   * one its error describes) with its request's ids. Only failures cost a parse, and
+   * only of a body `mcpResend()` would parse too.
+   */
+  async function remember(call: Call, next: Next): Promise<Response> {
+    const response = await next(call);
+    const said = (response as Snapshotted)[SNAPSHOT];
+    if (said) {
+      let ids: string[] = [];
+      try {
+        const body = call.body;
+        if (typeof body === 'string' && body.length <= (maxBodyChars ?? DEFAULT_MAX_BODY_CHARS))
+          ids = idsOf(JSON.parse(body));
+      } catch {}
+      if (failures.push({ said, ids }) > MAX_FAILURES) failures.shift();
+    }
+    return response;
+  }
 
   const fetch = policy.fetch(base, {
     auth: valid.auth,
     key: valid.key,
     // Outermost, so retry's resend rule sees the mark on calls judged safe.
-    use: [resend],
-    onEvent(event) {
-      if (event.type === 'captured') {
-        const { status } = event.snapshot;
-        failures.set(status, [
-          ...(failures.get(status) ?? []).slice(1 - SNAPSHOTS_PER_STATUS),
-          event.snapshot,
-        ]);
-      }
-      onEvent?.(event);
-    },
+    use: [resend, remember],
+    onEvent,
   }) as McpFetch;
   fetch.learn = resend.learn;
-  fetch.toError = (error) => {
+  fetch.toError = (error, sent) => {
     const status = sdkStatus(error);
     if (status === undefined) return error;
-    // The SDK's message quotes a failed POST's body: of the recent failures of that
-    // status, the one whose body it quotes (two concurrent 503s keep their own
-    // Retry-After), else the latest. None: the status is all there is.
+    // The SDK's error carries the status and (for a POST) the body, not the request: two
+    // concurrent failures with the same status and body look alike in it. The request's
+    // own id tells them apart; else the recent failures of that status whose body the
+    // message quotes, else all of them, and of those the one asking to wait longest (the
+    // latest on a tie): never a shorter wait than the server asked. None: the status alone.
     // Redacted as the snapshots' bodies are, or a body quoting a URL with a query never
     // matches. A message that is not a string is matched as one; one that throws, as none.
     let message = '';
     try {
       message = redactText(oneLine(`${(error as Error).message}`));
     } catch {}
-    const recent = (failures.get(status) ?? []).filter((said) => Date.now() - said.at <= MAX_SNAPSHOT_AGE_MS);
-    const said = recent.filter((s) => s.body && message.includes(s.body)).pop() ?? recent.pop();
+    const ids = sent === undefined ? [] : idsOf(sent);
+    const recent = failures.filter(
+      ({ said }) => said.status === status && Date.now() - said.at <= MAX_SNAPSHOT_AGE_MS,
+    );
+    const answered = recent.filter((failure) => failure.ids.some((id) => ids.includes(id)));
+    const quoted = recent.filter(({ said }) => said.body && message.includes(said.body));
+    let said: StatusSnapshot | undefined;
+    for (const failure of answered[0] ? answered : quoted[0] ? quoted : recent) {
+      if (!said || waitUntil(failure.said) >= waitUntil(said)) said = failure.said;
+    }
     return wrapHttpError(status, said, error);
   };
   return fetch;

@@ -135,7 +135,7 @@ const optionsSchema = z.optional(z.strictObject(resendShape));
  * A parsed JSON value's own field `key` (never an inherited one: a polluted
  * `Object.prototype.method` must not make a response look like a `ping`).
  */
-function own(value: unknown, key: string): unknown {
+export function own(value: unknown, key: string): unknown {
   // Object() boxes primitives and turns null into {}: none of them owns a JSON-RPC field.
   return Object.hasOwn(Object(value), key) ? (value as Record<string, unknown>)[key] : undefined;
 }
