@@ -40,6 +40,14 @@ export const DEFAULT_GATE_KEY = 'gate';
  * +30% spreads agents restarted together without ever shortening a window.
  */
 export const DEFAULT_GATE_JITTER: Jitter = '+30%';
+/**
+ * How long a probe may hold the gate without settling, in ms: a connect that never
+ * returns (a server that accepts and never answers, no timeout inside `fn`) must not
+ * refuse every later start until `reset()`. After this long the next `run()` probes
+ * instead. The breaker's probe lease (`PROBE_LEASE_MS` in breaker.ts), copied until
+ * breaker.ts exports it: the two must stay one value.
+ */
+const PROBE_LEASE_MS = 60_000;
 
 /** Options for {@link createGate}. */
 export interface GateOptions {
@@ -76,7 +84,10 @@ export interface GateState {
   readonly armed: boolean;
   /** Consecutive retryable failures since the last success or `reset()`. */
   readonly failures: number;
-  /** Whether the one attempt allowed after a window is in flight. */
+  /**
+   * Whether the one attempt allowed after a window is in flight and holds the others
+   * back: false once its 60 s lease has run out, even if it has not settled.
+   */
   readonly probing: boolean;
   /** When the current (or last) window ends; undefined once cleared. */
   readonly retryAt?: Date;
@@ -131,7 +142,9 @@ const optionsSchema = z.optional(
  * - After the window, exactly one `run` goes through as a probe (like a breaker's
  *   half-open state); callers arriving while it is in flight fail fast with
  *   `GateClosedError` (`retryAt` = now: try again once the probe settles). The probe's
- *   success clears the gate, its retryable failure arms the next, longer window.
+ *   success clears the gate, its retryable failure arms the next, longer window. A
+ *   probe that has not settled after 60 s gives up its slot: the next `run` probes
+ *   instead, and the old one's outcome still counts when it comes.
  * - Any success clears the gate (failures back to 0, a probe in flight no longer
  *   holds others back); so does `reset()`.
  *
@@ -187,6 +200,8 @@ export function createGate(options?: GateOptions): Gate {
   let cause: unknown;
   /** The probe in flight, by identity, so a stale probe cannot end a newer one. */
   let probe: symbol | undefined;
+  /** Epoch ms when the probe's lease ends: from then on it holds nobody back. */
+  let probeUntilMs = 0;
 
   function arms(error: unknown): boolean {
     if (isAbort(error, undefined)) return false;
@@ -234,14 +249,15 @@ export function createGate(options?: GateOptions): Gate {
       let mine: symbol | undefined;
       if (failures > 0) {
         const time = now();
-        // Inside the window, or after it while its probe runs (then try again once the
-        // probe settles: retryAt is now): fail fast without calling fn.
-        if (time < retryAtMs || probe) {
+        // Inside the window, or after it while its probe runs within its lease (then try
+        // again once the probe settles: retryAt is now): fail fast without calling fn.
+        if (time < retryAtMs || (probe && time < probeUntilMs)) {
           const at = Math.max(time, retryAtMs);
           emit('refused', at);
           throw new GateClosedError({ key, retryAt: new Date(at), cause, now: time });
         }
         probe = mine = Symbol();
+        probeUntilMs = time + PROBE_LEASE_MS;
       }
       try {
         const result = await fn();
@@ -256,9 +272,10 @@ export function createGate(options?: GateOptions): Gate {
       }
     },
     state(): GateState {
-      const probing = !!probe;
+      const time = now();
+      const probing = !!probe && time < probeUntilMs;
       const state: { -readonly [K in keyof GateState]: GateState[K] } = {
-        armed: probing || (failures > 0 && now() < retryAtMs),
+        armed: probing || (failures > 0 && time < retryAtMs),
         failures,
         probing,
       };

@@ -278,6 +278,25 @@ test('a failed probe arms the next, longer window', async () => {
   assert.equal(gate.state().retryAt?.getTime(), clock.t + 1000);
 });
 
+test('a probe that never settles holds the gate for at most 60 s; then the next caller probes', async () => {
+  const { clock, gate, attempt, calls } = fixture();
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  void gate.run(() => new Promise<string>(() => {})); // a connect that never returns
+  clock.t += 59_999;
+  await assert.rejects(attempt(), GateClosedError, 'the probe still holds its slot');
+  assert.equal(gate.state().probing, true);
+  clock.t += 1;
+  assert.deepEqual(
+    { armed: gate.state().armed, probing: gate.state().probing },
+    { armed: false, probing: false },
+    'state() says what run() does: the next caller may probe',
+  );
+  assert.equal(await attempt(), 'connected', 'the lease ran out: this call probes instead');
+  assert.equal(calls(), 2);
+  assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
+});
+
 test('a probe that fails without arming lets the next caller probe again', async () => {
   const { clock, gate, attempt, calls } = fixture();
   await assert.rejects(attempt(unavailable()));
