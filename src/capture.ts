@@ -85,7 +85,11 @@ export interface CaptureStatusOptions {
 /** Carries a scope's snapshot list from a scoped fetch into the chain, on the init object. */
 const SCOPE = Symbol.for('breakwater.captureScope');
 
-const optionsSchema = z.optional(
+/**
+ * The schema of {@link CaptureStatusOptions}: unknown keys are rejected. Exported so
+ * `definePolicy()` validates `capture` with the very same rules.
+ */
+export const captureSchema: z.ZodMiniOptional<z.ZodMiniType<CaptureStatusOptions>> = z.optional(
   z.strictObject({
     bodyBytes: z.optional(z.number().check(z.int(), z.minimum(0), z.maximum(MAX_BODY_BYTES))),
     bodyWaitMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_BODY_WAIT_MS))),
@@ -111,7 +115,7 @@ const optionsSchema = z.optional(
  * ```
  */
 export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
-  const valid = validate(optionsSchema, options, 'captureStatus()');
+  const valid = validate(captureSchema, options, 'captureStatus()');
   const bodyBytes = valid?.bodyBytes ?? DEFAULT_BODY_BYTES;
   const bodyWaitMs = valid?.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
   const byKey = new Map<string, StatusSnapshot>();

@@ -23,7 +23,13 @@ import {
   circuitBreaker,
 } from './breaker.ts';
 import type { FetchLike, KeyOption, Middleware } from './call.ts';
-import { type CaptureStatus, captureStatus, DEFAULT_BODY_BYTES, type StatusSnapshot } from './capture.ts';
+import {
+  type CaptureStatus,
+  captureSchema,
+  captureStatus,
+  DEFAULT_BODY_BYTES,
+  type StatusSnapshot,
+} from './capture.ts';
 import { type CreateFetchOptions, createFetch } from './chain.ts';
 import { DEFAULT_RETRYABLE_STATUSES } from './classify.ts';
 import type { BreakwaterEvent } from './events.ts';
@@ -139,12 +145,7 @@ const policySchema = z.strictObject({
   breaker: optionalOrFalse(breakerSchema),
   timeout: optionalOrFalse(timeoutSchema),
   idempotencyKeys: z.optional(z.boolean()),
-  capture: z.optional(
-    z.strictObject({
-      bodyBytes: z.optional(z.number().check(z.int(), z.minimum(0), z.maximum(65_536))),
-      bodyWaitMs: z.optional(z.number().check(z.minimum(0), z.maximum(30_000))),
-    }),
-  ),
+  capture: captureSchema,
 });
 
 /** `policy.fetch({ use })`: the adapters' outermost middleware (the other options are checked where they are used). */
