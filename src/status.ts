@@ -248,23 +248,18 @@ export function wrapHttpError(
   cause?: unknown,
 ): HttpStatusError {
   validate(statusSchema, status, 'wrapHttpError(status)');
-  if (isSnapshot(source)) {
-    const headers = new Headers(source.headers);
-    return new HttpStatusError({
-      ...source,
-      status,
-      retryable: isRetryableStatus(status, headers),
-      headers,
-      request: requestSummary(source.key, source.method, source.url),
-      cause,
-    });
-  }
-  const headers = toHeaders(source);
+  const snapshot = isSnapshot(source);
+  const headers = snapshot ? new Headers(source.headers) : toHeaders(source);
   return new HttpStatusError({
+    // A snapshot gives what the server said and the request; other sources, what their headers say.
+    ...(snapshot
+      ? { ...source, request: requestSummary(source.key, source.method, source.url) }
+      : {
+          statusText: source instanceof Response ? source.statusText : '',
+          retryAfterMs: headers && retryDelay(headers),
+        }),
     status,
-    statusText: source instanceof Response ? source.statusText : '',
     retryable: isRetryableStatus(status, headers),
-    retryAfterMs: headers && retryDelay(headers),
     headers,
     cause,
   });
