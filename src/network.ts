@@ -64,7 +64,7 @@ export type FetchStage = 'headers' | 'body';
  * may have been sent. The phase follows from these two and the stage (see
  * {@link normalizeNetworkError}), so it is not stored.
  */
-type Verdict = readonly [code: NetworkErrorCode, sent: SentState];
+type Verdict = readonly [code: NetworkErrorCode, sent: SentState, ...rest: unknown[]];
 
 /**
  * How many errors of a `cause` / `AggregateError.errors` chain are looked at. Real
@@ -147,8 +147,8 @@ const FAILURES: readonly (readonly [
  * as `constructor` never finds a prototype member.
  */
 function verdictOf(raw: string): Verdict | undefined {
-  const row = FAILURES.find(([, , raws]) => raws.split(' ').includes(raw));
-  return row && [row[0], row[1]];
+  // A row starts with its verdict: it serves as one as it is.
+  return FAILURES.find(([, , raws]) => raws.split(' ').includes(raw));
 }
 
 /**
