@@ -471,7 +471,7 @@ test('a store that throws fails closed: 503 with Retry-After and x-should-retry,
   assert.ok(store.calls >= 1);
 });
 
-test('a store that fails on the final write still returns the handler response; repeats get 409, never a second run', async () => {
+test('a store that fails on the final write still returns the handler response; repeats get 409 while its claim lasts, not a second run', async () => {
   const inner = memoryStore();
   const store: Store = {
     get: (key) => inner.get(key),
@@ -1090,5 +1090,81 @@ test('a final write the store never finishes does not hold back the end of the r
   } finally {
     store.letGo();
   }
+  assert.equal(runs, 1);
+});
+
+/** A view of `store` that can be cut off, as if its process died: every call after `die()` hangs. */
+function mortal(store: Store): Store & { die: () => void } {
+  let dead = false;
+  const hang = new Promise<never>(() => {});
+  const alive =
+    <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
+    (...args: A): Promise<R> =>
+      dead ? hang : call(...args);
+  return {
+    get: alive((key) => store.get(key)),
+    set: alive((key, value, ttlMs) => store.set(key, value, ttlMs)),
+    delete: alive((key) => store.delete(key)),
+    increment: alive((key, by, ttlMs) => store.increment(key, by, ttlMs)),
+    compareAndSet: alive((key, expected, next, ttlMs) => store.compareAndSet(key, expected, next, ttlMs)),
+    die: () => {
+      dead = true;
+    },
+  };
+}
+
+test('a claim left by a process that died lapses after the 30 s lease, not ttlMs: another instance then runs the key', async () => {
+  let now = 1_000_000;
+  const shared = memoryStore<JsonValue>({ now: () => now });
+  const crashed = mortal(shared);
+  const entered = gate();
+  const never = gate();
+  const first = new Hono();
+  first.use('/orders', idempotency({ store: crashed, storeTimeoutMs: 10 }));
+  first.post('/orders', async (c) => {
+    entered.open();
+    await never.promise;
+    return c.text('never sent', 201);
+  });
+  const { app: second, runs } = ordersApp({ store: shared });
+  const lost = first.request('/orders', post('{"item":"tea"}'));
+  try {
+    await entered.promise;
+    crashed.die();
+    const meanwhile = await second.request('/orders', post('{"item":"tea"}'));
+    assert.equal(meanwhile.status, 409);
+    await meanwhile.body?.cancel();
+    now += 30_001;
+    const later = await second.request('/orders', post('{"item":"tea"}'));
+    assert.equal(later.status, 201);
+    assert.deepEqual(await later.json(), { id: 'order-1', item: 'tea' });
+    assert.equal(runs(), 1);
+  } finally {
+    never.open();
+    await (await lost).body?.cancel();
+  }
+});
+
+test('a live claim is renewed while its handler runs past the lease: a repeat still gets 409, never a second run', async () => {
+  const release = gate();
+  let runs = 0;
+  const app = new Hono();
+  app.use('/orders', idempotency({ leaseMs: 60 }));
+  app.post('/orders', async (c) => {
+    runs++;
+    await release.promise;
+    return c.text('done', 201);
+  });
+  const first = app.request('/orders', post('{"item":"tea"}'));
+  try {
+    // Three leases: the claim lives only because it is renewed.
+    await new Promise((resolve) => setTimeout(resolve, 180));
+    const repeat = await app.request('/orders', post('{"item":"tea"}'));
+    assert.equal(repeat.status, 409);
+    await repeat.body?.cancel();
+  } finally {
+    release.open();
+  }
+  assert.equal(await (await first).text(), 'done');
   assert.equal(runs, 1);
 });

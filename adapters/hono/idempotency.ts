@@ -44,6 +44,16 @@ export const DEFAULT_MAX_BODY_BYTES = 262_144;
  * response end.
  */
 export const DEFAULT_STORE_TIMEOUT_MS = 1000;
+/**
+ * How long a claim holds its key unless renewed (30 s). The process running the
+ * request renews it while it works, so only a claim whose process died (or lost the
+ * store) lapses: its key is free again after at most this long, not after `ttlMs`.
+ * Long enough that a live process stalled for a moment (a GC pause, a store blip)
+ * keeps its claim; the lock leases of Redisson and etcd are of this order.
+ */
+export const DEFAULT_LEASE_MS = 30_000;
+/** Renewals per lease: a claim outlives two renewals lost in a row. */
+const RENEWALS_PER_LEASE = 3;
 /** Records the default in-memory store keeps (least recently used dropped first). */
 export const DEFAULT_MAX_RECORDS = 4096;
 /** The longest key accepted, in characters of content (the draft sets none; this bounds store keys). */
@@ -98,12 +108,22 @@ export interface IdempotencyOptions<E extends Env = Env> {
    */
   store?: Store | undefined;
   /**
-   * How long a record is kept, in ms, counted from the claim and again from the
-   * response. Default 24 h. A key repeated after that runs the handler again. A record
-   * left `running` (the process died, or the store failed on the final write) answers
-   * 409 until it expires.
+   * How long a record of a response is kept, in ms. Default 24 h. A key repeated after
+   * that runs the handler again.
    */
   ttlMs?: number | undefined;
+  /**
+   * How long a claim (the record of a request still running) holds its key unless
+   * renewed, in ms. Default 30 s (or `ttlMs`, if shorter). The process running the
+   * request renews it every third of that until the response is recorded, so a
+   * handler may run for as long as it needs. A claim left by a process that died, or
+   * whose store failed on the final write, lapses within `leaseMs`; until then repeats
+   * get 409, and after it the key runs again, as it would under a new key (the first
+   * run may have had effects: nothing can tell). A process cut off from the store, or
+   * stalled, for longer than this loses its claim while its handler runs, and a repeat
+   * may run it a second time: keep it well above your longest pause.
+   */
+  leaseMs?: number | undefined;
   /** Methods deduplicated (any case). Default `['POST', 'PATCH']`; others pass through untouched. */
   methods?: readonly string[] | undefined;
   /**
@@ -161,6 +181,7 @@ const optionsSchema = z.optional(
       z.number().check(z.int('must be a whole number'), z.minimum(0), z.maximum(MAX_BODY_BYTES_LIMIT)),
     ),
     storeTimeoutMs: z.optional(z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS))),
+    leaseMs: z.optional(z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS))),
   }),
 );
 
@@ -424,7 +445,9 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  * - **Store failures fail closed**: a store that throws, or takes over `storeTimeoutMs`
  *   (1 s), gets a 503 with `Retry-After`, and the handler does not run. If only the
  *   final write (or a release) fails, the client gets the handler's response and the
- *   key stays `running` (repeats get 409) until `ttlMs`.
+ *   key stays `running` (repeats get 409) until its lease lapses (`leaseMs`, 30 s).
+ * - **Claims are leases**: renewed while the request runs, so one left by a process
+ *   that died frees its key within `leaseMs`, not `ttlMs`.
  *
  * Place it after authentication (so `scope` can name the principal) and after load
  * shedding and rate limits (what they reject never claims a key).
@@ -452,6 +475,7 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
   const scope = options?.scope;
   const maxBodyBytes = valid?.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const storeTimeoutMs = valid?.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
+  const leaseMs = Math.min(valid?.leaseMs ?? DEFAULT_LEASE_MS, ttlMs);
 
   /** `operation`, or a rejection once it has taken longer than `storeTimeoutMs`. */
   function bounded<T>(operation: Promise<T>): Promise<T> {
@@ -471,9 +495,32 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
    */
   function release(recordKey: string, running: RunningRecord): Promise<unknown> {
     return store
-      .compareAndSet(recordKey, { ...running }, { ...running }, ttlMs)
+      .compareAndSet(recordKey, { ...running }, { ...running }, leaseMs)
       .then((ours) => ours && store.delete(recordKey))
       .catch(() => false);
+  }
+
+  /**
+   * Renews the claim `running` every third of `leaseMs` until the returned function is
+   * called (or the claim is found lost), so it lapses only if this process stops.
+   */
+  function keepClaim(recordKey: string, running: RunningRecord): () => void {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    let stopped = false;
+    const renewLater = (): void => {
+      timer = setTimeout(async () => {
+        // A renewal that fails is tried again next time (the lease allows for it); a lost claim is not.
+        const ours = await bounded(
+          store.compareAndSet(recordKey, { ...running }, { ...running }, leaseMs),
+        ).catch(() => true);
+        if (ours && !stopped) renewLater();
+      }, leaseMs / RENEWALS_PER_LEASE);
+    };
+    renewLater();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
   }
 
   function tooLarge(): Response {
@@ -589,7 +636,7 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
    */
   async function claim(recordKey: string, running: RunningRecord): Promise<IdempotencyRecord | undefined> {
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      const claiming = store.compareAndSet(recordKey, undefined, { ...running }, ttlMs);
+      const claiming = store.compareAndSet(recordKey, undefined, { ...running }, leaseMs);
       let claimed: boolean;
       try {
         claimed = await bounded(claiming);
@@ -679,6 +726,7 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     // happens, the outcome is recorded (or the key released if the handler says it did not run).
     // Its upstream calls run to their end even if the client leaves: the retry is coming for the answer.
     RUN_TO_END.add(c.req.raw);
+    const letGo = keepClaim(recordKey, running);
     let response: Response;
     try {
       await next();
@@ -690,14 +738,17 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     }
 
     if (saysNotRun(response)) {
+      letGo();
       await bounded(release(recordKey, running)).catch(() => false);
       if (response !== c.res) setResponse(c, response);
       return;
     }
 
     // Only over our own claim: a record that expired mid-handler and was claimed again is not overwritten.
-    const save = (record: DoneRecord | UnreplayableRecord): Promise<unknown> =>
-      bounded(store.compareAndSet(recordKey, { ...running }, record, ttlMs)).catch(() => false);
+    const save = (record: DoneRecord | UnreplayableRecord): Promise<unknown> => {
+      letGo();
+      return bounded(store.compareAndSet(recordKey, { ...running }, record, ttlMs)).catch(() => false);
+    };
     let sent: Response;
     try {
       sent = await capture(response, fingerprint, save);
