@@ -1447,3 +1447,38 @@ test('toError() without the request gives each of two indistinguishable failures
     });
   });
 });
+
+test('a failure body that never ends is cut for the SDK: the call fails with its status, and the server stops being read', async () => {
+  const CHUNK = 64 * 1024;
+  const LIMIT = 64 * 1024 * 1024;
+  let produced = 0;
+  const inner = faultyApp({});
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      if (!text.includes('"flood"')) return inner.fetch(request);
+      // An error page that streams on (a proxy's, say): only stopped here so the old code ends.
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (produced >= LIMIT) return controller.close();
+          produced += CHUNK;
+          controller.enqueue(new Uint8Array(CHUNK).fill(120));
+        },
+      });
+      return new Response(body, { status: 500, headers: { 'content-type': 'text/plain' } });
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    await withPlainClient(origin, async (client, fetch) => {
+      const caught = await client.callTool({ name: 'flood', arguments: {} }).catch((e: unknown) => e);
+      const error = fetch.toError(caught);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.status, 500);
+      assert.ok(
+        (caught as Error).message.length < 100_000,
+        `message of ${(caught as Error).message.length} chars`,
+      );
+      assert.ok(produced < LIMIT / 2, `server produced ${produced} bytes`);
+    });
+  });
+});

@@ -78,6 +78,33 @@ const MAX_SNAPSHOT_AGE_MS = 30_000;
  */
 const MAX_FAILURES = 32;
 
+/**
+ * The most bytes of a failure body the SDK is given (64 KiB). It reads a failed POST's
+ * whole body into its error message (`Error POSTing to endpoint: <body>`): an error
+ * page that never ends (a proxy's, a hostile server's) would grow the client's memory
+ * without bound and keep the request open. Real error bodies, OAuth's JSON errors
+ * included, are far smaller.
+ */
+const MAX_FAILURE_BODY_BYTES = 64 * 1024;
+
+/** `response` with its body cut after {@link MAX_FAILURE_BODY_BYTES}; the rest is never read. */
+function capped(response: Response): Response {
+  let size = 0;
+  const body = response.body?.pipeThrough(
+    new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        const room = MAX_FAILURE_BODY_BYTES - size;
+        size += chunk.byteLength;
+        controller.enqueue(size > MAX_FAILURE_BODY_BYTES ? chunk.subarray(0, room) : chunk);
+        // Ends the SDK's read here and cancels the rest, so the connection is let go.
+        if (size >= MAX_FAILURE_BODY_BYTES) controller.terminate();
+      },
+    }),
+  );
+  const { status, statusText, headers } = response;
+  return body ? new Response(body, { status, statusText, headers }) : response;
+}
+
 /** A failure response handed to the SDK, and the JSON-RPC ids (as JSON) of the request it answered. */
 interface Failure {
   said: StatusSnapshot;
@@ -129,6 +156,8 @@ function sdkStatus(error: unknown): number | undefined {
  *   headers is timed, as everywhere in breakwater.
  * - `toError(error)` turns the SDK's `StreamableHTTPError` back into an
  *   `HttpStatusError` with Retry-After and the server's message.
+ * - A failure response reaches the SDK with at most 64 KiB of its body: the SDK reads
+ *   it whole into its error message, and an endless one would never let go.
  *
  * Clients built from one policy share its breaker, pacing and retry budget.
  *
@@ -157,8 +186,8 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
 
   /**
    * Records each failure response the SDK gets (outside retry: the last attempt's, the
-   * one its error describes) with its request's ids. Only failures cost a parse, and
-   * only of a body `mcpResend()` would parse too.
+   * one its error describes) with its request's ids, and hands it over with its body
+   * capped. Only failures cost a parse, and only of a body `mcpResend()` would parse too.
    */
   async function remember(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
@@ -171,6 +200,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
           ids = idsOf(JSON.parse(body));
       } catch {}
       if (failures.push({ said, ids }) > MAX_FAILURES) failures.shift();
+      return capped(response);
     }
     return response;
   }
