@@ -1451,34 +1451,36 @@ test('toError() without the request gives each of two indistinguishable failures
 test('a failure body that never ends is cut for the SDK: the call fails with its status, and the server stops being read', async () => {
   const CHUNK = 64 * 1024;
   const LIMIT = 64 * 1024 * 1024;
-  let produced = 0;
-  const inner = faultyApp({});
-  const app = {
-    async fetch(request: Request): Promise<Response> {
-      const text = request.method === 'POST' ? await request.clone().text() : '';
-      if (!text.includes('"flood"')) return inner.fetch(request);
-      // An error page that streams on (a proxy's, say): only stopped here so the old code ends.
-      const body = new ReadableStream<Uint8Array>({
-        pull(controller) {
-          if (produced >= LIMIT) return controller.close();
-          produced += CHUNK;
-          controller.enqueue(new Uint8Array(CHUNK).fill(120));
-        },
+  // A status past 599 (fetch passes it through) must not slip past the cap, nor break the fetch.
+  for (const status of [500, 999]) {
+    let produced = 0;
+    const inner = faultyApp({});
+    const app = {
+      async fetch(request: Request): Promise<Response> {
+        const text = request.method === 'POST' ? await request.clone().text() : '';
+        if (!text.includes('"flood"')) return inner.fetch(request);
+        // An error page that streams on (a proxy's, say): only stopped here so the old code ends.
+        const body = new ReadableStream<Uint8Array>({
+          pull(controller) {
+            if (produced >= LIMIT) return controller.close();
+            produced += CHUNK;
+            controller.enqueue(new Uint8Array(CHUNK).fill(120));
+          },
+        });
+        return new Response(body, { status, headers: { 'content-type': 'text/plain' } });
+      },
+    };
+    await withApp(app, async ({ origin }) => {
+      await withPlainClient(origin, async (client, fetch) => {
+        const caught = await client.callTool({ name: 'flood', arguments: {} }).catch((e: unknown) => e);
+        assert.equal((caught as { code?: unknown }).code, status, String(caught));
+        const error = fetch.toError(caught);
+        // Past 599 there is no HttpStatusError to build: the SDK's error comes back as it was.
+        assert.ok(status > 599 ? error === caught : error instanceof HttpStatusError, String(error));
+        const { length } = (caught as Error).message;
+        assert.ok(length < 100_000, `${status}: message of ${length} chars`);
+        assert.ok(produced < LIMIT / 2, `${status}: server produced ${produced} bytes`);
       });
-      return new Response(body, { status: 500, headers: { 'content-type': 'text/plain' } });
-    },
-  };
-  await withApp(app, async ({ origin }) => {
-    await withPlainClient(origin, async (client, fetch) => {
-      const caught = await client.callTool({ name: 'flood', arguments: {} }).catch((e: unknown) => e);
-      const error = fetch.toError(caught);
-      assert.ok(error instanceof HttpStatusError, String(error));
-      assert.equal(error.status, 500);
-      assert.ok(
-        (caught as Error).message.length < 100_000,
-        `message of ${(caught as Error).message.length} chars`,
-      );
-      assert.ok(produced < LIMIT / 2, `server produced ${produced} bytes`);
     });
-  });
+  }
 });

@@ -87,6 +87,17 @@ const MAX_FAILURES = 32;
  */
 const MAX_FAILURE_BODY_BYTES = 64 * 1024;
 
+/**
+ * `response` with another body. A status past 599 (fetch passes up to 999 through) is
+ * not one `new Response()` takes: built as 599 and given its own status back, so a
+ * server cannot slip an endless body past the cap by answering 600.
+ */
+function rebuilt(response: Response, body: ReadableStream<Uint8Array>): Response {
+  const { status, statusText, headers } = response;
+  const copy = new Response(body, { status: Math.min(status, 599), statusText, headers });
+  return status > 599 ? Object.defineProperty(copy, 'status', { value: status }) : copy;
+}
+
 /** `response` with its body cut after {@link MAX_FAILURE_BODY_BYTES}; the rest is never read. */
 function capped(response: Response): Response {
   let size = 0;
@@ -101,8 +112,7 @@ function capped(response: Response): Response {
       },
     }),
   );
-  const { status, statusText, headers } = response;
-  return body ? new Response(body, { status, statusText, headers }) : response;
+  return body ? rebuilt(response, body) : response;
 }
 
 /** A failure response handed to the SDK, and the JSON-RPC ids (as JSON) of the request it answered. */
