@@ -40,6 +40,15 @@ export const A2A_READ_ONLY_METHODS: ReadonlySet<string> = new Set([
  */
 const MAX_INSPECTED_CHARS = 64 * 1024;
 
+/**
+ * The most bytes of a failure body the SDK is given (64 KiB). It reads a failure's
+ * whole body into its error message (`HTTP error for GetTask! Status: 500 ... Response:
+ * <body>`): an error page that never ends (a proxy's, a hostile agent's) would grow
+ * the client's memory without bound and keep the request open. Real error bodies are
+ * far smaller.
+ */
+const MAX_FAILURE_BODY_BYTES = 64 * 1024;
+
 const optionsSchema = z.optional(z.strictObject(clientOptionsShape));
 
 /** A parsed JSON value's own field `key`, never an inherited one (a polluted prototype). */
@@ -100,13 +109,50 @@ export function a2aIdempotent(): Middleware {
   };
 }
 
+/**
+ * `response` with another body. A status past 599 (fetch passes up to 999 through) is
+ * not one `new Response()` takes: built as 599 and given its own status back, so a
+ * server cannot slip an endless body past the cap by answering 600.
+ */
+function rebuilt(response: Response, body: ReadableStream<Uint8Array>): Response {
+  const { status, statusText, headers } = response;
+  const copy = new Response(body, { status: Math.min(status, 599), statusText, headers });
+  return status > 599 ? Object.defineProperty(copy, 'status', { value: status }) : copy;
+}
+
+/**
+ * Middleware that hands a failure response (status >= 400) on with its body cut after
+ * {@link MAX_FAILURE_BODY_BYTES}; the rest is never read, and the connection is let go.
+ */
+export function capFailureBodies(): Middleware {
+  return async function capFailureBodies(call: Call, next: Next): Promise<Response> {
+    const response = await next(call);
+    let size = 0;
+    const body =
+      response.status >= 400 &&
+      response.body?.pipeThrough(
+        new TransformStream<Uint8Array, Uint8Array>({
+          transform(chunk, controller) {
+            const room = MAX_FAILURE_BODY_BYTES - size;
+            size += chunk.byteLength;
+            controller.enqueue(size > MAX_FAILURE_BODY_BYTES ? chunk.subarray(0, room) : chunk);
+            // Ends the SDK's read here and cancels the rest.
+            if (size >= MAX_FAILURE_BODY_BYTES) controller.terminate();
+          },
+        }),
+      );
+    return body ? rebuilt(response, body) : response;
+  };
+}
+
 /** Options for {@link a2aFetch}: the policy's per-client options, and the base fetch. */
 export interface A2AFetchOptions extends PolicyClientOptions {}
 
 /**
  * A fetch for the A2A SDK's `fetchImpl` options: `policy.fetch()` with
  * {@link a2aIdempotent} in front, so reads are resent after a 5xx and sends never are.
- * Non-2xx responses are returned, as the SDK needs them to build its own errors.
+ * Non-2xx responses are returned, as the SDK needs them to build its own errors, with
+ * at most 64 KiB of their body: the SDK reads it whole into its error message.
  *
  * @example
  * ```ts
@@ -122,5 +168,5 @@ export function a2aFetch(policy: Policy, options?: A2AFetchOptions): FetchLike {
   validate(policySchema, policy, 'a2aFetch(policy)');
   const { fetch, ...rest } = validate(optionsSchema, options, 'a2aFetch()') ?? {};
   // `use`: middleware the policy runs outermost, so the mark is set before its retry judges a failure.
-  return policy.fetch(fetch, { ...rest, use: [a2aIdempotent()] });
+  return policy.fetch(fetch, { ...rest, use: [a2aIdempotent(), capFailureBodies()] });
 }
