@@ -141,12 +141,8 @@ export const backoffSchema: z.ZodMiniType<BackoffOptions> = z
  */
 export function backoff(options?: BackoffOptions, random: () => number = Math.random): BackoffSchedule {
   const valid = options === undefined ? undefined : validate(backoffSchema, options, 'backoff()');
-  const initialMs = valid?.initialMs ?? DEFAULT_INITIAL_MS;
-  const factor = valid?.factor ?? DEFAULT_FACTOR;
-  // An explicit initialMs above the default cap raises the cap with it rather than
-  // failing a check the user never wrote; an explicit maxMs is checked by the schema.
-  const maxMs = valid?.maxMs ?? Math.max(DEFAULT_MAX_MS, initialMs);
-  const jitter = valid?.jitter ?? DEFAULT_JITTER;
+  // An explicit maxMs is checked by the schema; a missing one follows initialMs (see withDefaults).
+  const { initialMs, factor, maxMs, jitter } = withDefaults(valid, DEFAULT_JITTER);
   const spread = spreadPercent(jitter) ?? 0;
   // The exponent from which `initialMs × factor^n` is at or past the cap. Clamping to
   // it keeps `factor ** n` finite for any attempt; +1 absorbs rounding in the logs.
@@ -190,6 +186,9 @@ export function backoff(options?: BackoffOptions, random: () => number = Math.ra
   };
 }
 
+/** {@link BackoffOptions} with every field filled in. */
+type Resolved = { [K in keyof BackoffOptions]-?: Exclude<BackoffOptions[K], undefined> };
+
 /**
  * A user's schedule over the default one (500 ms ×2 to 32 s) with the caller's
  * default jitter, field by field: an undefined field keeps its default, and an
@@ -197,7 +196,7 @@ export function backoff(options?: BackoffOptions, random: () => number = Math.ra
  * alone is valid. Retry's schedule, the breaker's open time and the start gate's
  * window use it.
  */
-export function withDefaults(given: BackoffOptions | undefined, jitter: Jitter): BackoffOptions {
+export function withDefaults(given: BackoffOptions | undefined, jitter: Jitter): Resolved {
   const initialMs = given?.initialMs ?? DEFAULT_INITIAL_MS;
   return {
     initialMs,
