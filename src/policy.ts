@@ -134,19 +134,22 @@ export interface Policy {
   toJSON(): PolicyConfig;
 }
 
-/** A section that may be left out, given, or turned off with `false`. */
-function optionalOrFalse<T>(schema: z.ZodMiniType<T>): z.ZodMiniOptional<z.ZodMiniType<T | false>> {
-  return z.optional(z.union([z.literal(false), schema]));
+/** A section that may be given, or turned off with `false`. */
+function orFalse<T>(schema: z.ZodMiniType<T>): z.ZodMiniType<T | false> {
+  return z.union([z.literal(false), schema]);
 }
 
-const policySchema = z.strictObject({
-  name: z.optional(z.string().check(z.minLength(1, 'must be a non-empty string'))),
-  retry: optionalOrFalse(retrySchema),
-  breaker: optionalOrFalse(breakerSchema),
-  timeout: optionalOrFalse(timeoutSchema),
-  idempotencyKeys: z.optional(z.boolean()),
-  capture: captureSchema,
-});
+// Every section may be left out: `z.partial()` says so once.
+const policySchema = z.partial(
+  z.strictObject({
+    name: z.string().check(z.minLength(1, 'must be a non-empty string')),
+    retry: orFalse(retrySchema),
+    breaker: orFalse(breakerSchema),
+    timeout: orFalse(timeoutSchema),
+    idempotencyKeys: z.boolean(),
+    capture: captureSchema,
+  }),
+);
 
 /** `policy.fetch({ use })`: the adapters' outermost middleware (the other options are checked where they are used). */
 const adapterUse = z.object({ use: z._default(z.array(functionOption<Middleware>()), []) });

@@ -97,23 +97,26 @@ export interface RetryStats {
 }
 
 /** The serialisable options schema, shared with `definePolicy()`. */
-export const retrySchema: z.ZodMiniType<RetryOptions> = z.strictObject({
-  attempts: z.optional(z.number().check(z.int(), z.minimum(1), z.maximum(MAX_ATTEMPTS))),
-  backoff: z.optional(backoffSchema),
-  statuses: z.optional(statusesSchema),
-  maxRetryAfterMs: z.optional(delayMsSchema),
-  budget: z.optional(
-    z.union([
+// Every field is optional: `z.partial()` says so once.
+export const retrySchema: z.ZodMiniType<RetryOptions> = z.partial(
+  z.strictObject({
+    attempts: z.number().check(z.int(), z.minimum(1), z.maximum(MAX_ATTEMPTS)),
+    backoff: backoffSchema,
+    statuses: statusesSchema,
+    maxRetryAfterMs: delayMsSchema,
+    budget: z.union([
       z.literal(false),
-      z.strictObject({
-        tokens: z.optional(z.number().check(z.positive(), z.maximum(1_000_000))),
-        refund: z.optional(z.number().check(z.minimum(0), z.maximum(1_000_000))),
-      }),
+      z.partial(
+        z.strictObject({
+          tokens: z.number().check(z.positive(), z.maximum(1_000_000)),
+          refund: z.number().check(z.minimum(0), z.maximum(1_000_000)),
+        }),
+      ),
     ]),
-  ),
-  resend: z.optional(z.enum(['safe', 'never', 'always'])),
-  replayBodyBytes: z.optional(z.number().check(z.int(), z.minimum(0), z.maximum(2 ** 31 - 1))),
-}) as z.ZodMiniType<RetryOptions>;
+    resend: z.enum(['safe', 'never', 'always']),
+    replayBodyBytes: z.number().check(z.int(), z.minimum(0), z.maximum(2 ** 31 - 1)),
+  }),
+) as z.ZodMiniType<RetryOptions>;
 
 interface Budget {
   tokens: number;
