@@ -619,3 +619,44 @@ test('an agent’s failure body that never ends is cut for the SDK: GetTask fail
     assert.ok(produced < LIMIT / 2, `agent produced ${produced} bytes`);
   });
 });
+
+test('two concurrent GetTask 503s with the same body both get the longer Retry-After, never the shorter one', async () => {
+  const body = new TextEncoder().encode(`{"error":{"message":"overloaded"}}${' '.repeat(4000)}`);
+  const headers = { 'content-type': 'application/json' };
+  const agent = agentApp(newSeen());
+  // `first` is answered at once (Retry-After: 30) but its body ends only after 100 ms;
+  // `second` (Retry-After: 1) after 50 ms: captured before the SDK has read `first`'s.
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      if (text.includes('"first"')) {
+        const stream = new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(body.subarray(0, 3000));
+            setTimeout(() => {
+              controller.enqueue(body.subarray(3000));
+              controller.close();
+            }, 100);
+          },
+        });
+        return new Response(stream, { status: 503, headers: { ...headers, 'retry-after': '30' } });
+      }
+      if (text.includes('"second"')) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        return new Response(body, { status: 503, headers: { ...headers, 'retry-after': '1' } });
+      }
+      return agent.fetch(request);
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: definePolicy({ retry: false, breaker: false }) });
+    const [first, second] = await Promise.all(
+      ['first', 'second'].map((id) => client.getTask({ id } as never).catch((e: unknown) => e)),
+    );
+    assert.ok(first instanceof HttpStatusError && second instanceof HttpStatusError, String(first));
+    // Nothing in the SDK's errors tells them apart: neither may be told to wait less than its agent asked.
+    assert.equal(first.retryAfterMs, 30_000, 'first got the Retry-After of the failure captured after it');
+    assert.equal(second.retryAfterMs, 30_000);
+    assert.equal(first.serverMessage, 'overloaded');
+  });
+});

@@ -6,9 +6,9 @@
  * The SDK turns a failing response into `Error('HTTP error for GetTask! Status: 503
  * Service Unavailable. Response: ...')`: the status survives only in the message and
  * `Retry-After` not at all. The client returned here maps such errors to an
- * `HttpStatusError` built from the capture snapshot of the same client's calls
- * (status, `retryAfterMs`, `serverMessage`, safe headers), with the SDK's error as
- * `cause`. Errors that carry no status (an A2A error such as `TaskNotFoundError`,
+ * `HttpStatusError` built from the capture snapshot of one of the same client's recent
+ * failure responses (status, `retryAfterMs`, `serverMessage`, safe headers), with the
+ * SDK's error as `cause`. Errors that carry no status (an A2A error such as `TaskNotFoundError`,
  * breakwater's own errors, aborts) pass through unchanged.
  *
  * The SDK is loaded with a dynamic `import()` on the first call, so importing
@@ -17,14 +17,15 @@
 
 import type { Client, ClientConfig } from '@a2a-js/sdk/client';
 import * as z from 'zod/mini';
-import type { FetchLike } from '../../src/call.ts';
-import type { CaptureScope, StatusSnapshot } from '../../src/capture.ts';
-import { BreakwaterError, isAbort } from '../../src/errors.ts';
+import type { Call, FetchLike, Next } from '../../src/call.ts';
+import type { StatusSnapshot } from '../../src/capture.ts';
+import { BreakwaterError, isAbort, oneLine } from '../../src/errors.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
-import { wrapHttpError } from '../../src/status.ts';
+import { redactText } from '../../src/redact.ts';
+import { SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
 import { resolveAgentCard } from './card.ts';
-import { a2aFetch } from './fetch.ts';
+import { a2aIdempotent, capFailureBodies } from './fetch.ts';
 
 /**
  * How `@a2a-js/sdk` (0.3 and 1.x, JSON-RPC and REST transports) words a failing
@@ -38,9 +39,15 @@ import { a2aFetch } from './fetch.ts';
 const SDK_STATUS =
   /^(?:HTTP error (?:for \S+?(?:! Status:|:)|establishing stream for \S+:)|Failed to fetch Agent Card from \S+:) ([1-5]\d\d)\b/;
 
+/**
+ * Failure responses a client keeps for its error mapping (32): enough for an agent's
+ * concurrent calls failing together, and bounded however long the client lives.
+ */
+const MAX_FAILURES = 32;
+
 /** Options for {@link createA2AClient}. */
 export interface CreateA2AClientOptions {
-  /** Every request (card and JSON-RPC / REST calls) goes through `a2aFetch(policy, { fetch })`. */
+  /** Every request (card and JSON-RPC / REST calls) goes through the chain `a2aFetch(policy, { fetch })` builds. */
   policy?: Policy | undefined;
   /**
    * Under `policy`, the base fetch. Without `policy`, the whole chain to use as is
@@ -66,14 +73,25 @@ const optionsSchema = z.optional(
   }),
 );
 
+/** When the server said the caller may try again: the response's arrival plus its delay. */
+function waitUntil(said: StatusSnapshot): number {
+  return said.at + (said.retryAfterMs ?? 0);
+}
+
 /**
  * The `HttpStatusError` an SDK error stands for, when its message names a status
- * (or, from the REST binding, its generic `A2AError` carries one): built from the
- * latest snapshot with that status taken through this client's scope (so its
- * Retry-After and message belong to a response of this client), or from the status
- * alone. Anything else is returned unchanged.
+ * (or, from the REST binding, its generic `A2AError` carries one): built from one of
+ * `failures` (this client's recent failure responses, so its Retry-After and message
+ * belong to a response of this client), or from the status alone. Anything else is
+ * returned unchanged.
+ *
+ * The SDK's error names no request, so two concurrent failures of one status look
+ * alike in it: of those with that status, the ones whose body its message quotes (else
+ * all), and of those the one asking to wait longest (the latest on a tie). A caller is
+ * never told to wait less than its agent asked; at worst longer, with another
+ * request's message.
  */
-function withStatus(error: unknown, scope: CaptureScope | undefined): unknown {
+function withStatus(error: unknown, failures: readonly StatusSnapshot[]): unknown {
   if (error instanceof BreakwaterError || isAbort(error, undefined) || !(error instanceof Error))
     return error;
   // The REST binding words errors as google.rpc.Status bodies: the SDK then throws its
@@ -87,10 +105,17 @@ function withStatus(error: unknown, scope: CaptureScope | undefined): unknown {
       ? Number.isInteger(rest) && rest >= 400 && rest < 600 && rest
       : Number(SDK_STATUS.exec(error.message)?.[1]);
   if (!code) return error;
-  const said: StatusSnapshot | undefined = scope
-    ?.all()
-    .filter((snapshot) => snapshot.status === code)
-    .at(-1);
+  // Redacted and on one line, as the snapshots' bodies are. A message that throws matches none.
+  let message = '';
+  try {
+    message = redactText(oneLine(error.message));
+  } catch {}
+  const recent = failures.filter((said) => said.status === code);
+  const quoted = recent.filter((said) => said.body && message.includes(said.body));
+  let said: StatusSnapshot | undefined;
+  for (const failure of quoted[0] ? quoted : recent) {
+    if (!said || waitUntil(failure) >= waitUntil(said)) said = failure;
+  }
   return wrapHttpError(code, said, error);
 }
 
@@ -155,13 +180,21 @@ export async function createA2AClient(
   options?: CreateA2AClientOptions,
 ): Promise<Client> {
   const valid = validate(optionsSchema, options, 'createA2AClient()') ?? {};
-  const chain = valid.policy ? a2aFetch(valid.policy, { fetch: valid.fetch }) : valid.fetch;
-  // One scope per client: its snapshots are this client's responses only.
-  const scope = valid.policy ? valid.policy.capture.scope(chain) : undefined;
-  const fetchImpl = (scope?.fetch ??
-    chain ??
-    ((input, init) => globalThis.fetch(input, init))) as typeof fetch;
-  const toStatus = (error: unknown): unknown => withStatus(error, scope);
+  /** This client's latest failure responses, oldest first: the ones its SDK errors may stand for. */
+  const failures: StatusSnapshot[] = [];
+  /** Keeps each failure response the SDK gets (outside retry: the last attempt's, the one its error describes). */
+  async function rememberFailures(call: Call, next: Next): Promise<Response> {
+    const response = await next(call);
+    const said = (response as Snapshotted)[SNAPSHOT];
+    if (said && failures.push(said) > MAX_FAILURES) failures.shift();
+    return response;
+  }
+  // a2aFetch()'s chain, plus the record (inside the body cap, which hands on a copy).
+  const chain = valid.policy
+    ? valid.policy.fetch(valid.fetch, { use: [a2aIdempotent(), capFailureBodies(), rememberFailures] })
+    : valid.fetch;
+  const fetchImpl = (chain ?? ((input, init) => globalThis.fetch(input, init))) as typeof fetch;
+  const toStatus = (error: unknown): unknown => withStatus(error, failures);
   // Under a policy the card GET goes through it directly, so errors name the policy's key.
   const card = await resolveAgentCard(
     cardUrl,
