@@ -1484,3 +1484,43 @@ test('a failure body that never ends is cut for the SDK: the call fails with its
     });
   }
 });
+
+test('a failure body that stalls is ended for the SDK after the policy’s capture.bodyWaitMs: the call fails with its status instead of hanging', async () => {
+  const inner = faultyApp({});
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      if (!text.includes('"stall"')) return inner.fetch(request);
+      // A few bytes, then nothing, ever (until the server closes).
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode('{"error":"stuck'));
+        },
+      });
+      return new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const policy = definePolicy({ name: 'stall', retry: false, breaker: false, capture: { bodyWaitMs: 50 } });
+    const fetch = mcpFetch(policy);
+    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
+    try {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const hung = new Promise((resolve) => {
+        timer = setTimeout(() => resolve('hung'), 3000);
+      });
+      const started = Date.now();
+      const outcome = await Promise.race([
+        client.callTool({ name: 'stall', arguments: {} }).catch((e: unknown) => fetch.toError(e)),
+        hung,
+      ]);
+      clearTimeout(timer);
+      assert.ok(outcome instanceof HttpStatusError, String(outcome));
+      assert.equal(outcome.status, 503);
+      assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
+    } finally {
+      await client.close();
+    }
+  });
+});

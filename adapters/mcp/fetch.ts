@@ -15,7 +15,7 @@
 
 import * as z from 'zod/mini';
 import type { Call, FetchLike, Next } from '../../src/call.ts';
-import type { StatusSnapshot } from '../../src/capture.ts';
+import { DEFAULT_BODY_WAIT_MS, type StatusSnapshot } from '../../src/capture.ts';
 import { oneLine } from '../../src/errors.ts';
 import { clientOptionsShape, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
@@ -98,21 +98,55 @@ function rebuilt(response: Response, body: ReadableStream<Uint8Array>): Response
   return status > 599 ? Object.defineProperty(copy, 'status', { value: status }) : copy;
 }
 
-/** `response` with its body cut after {@link MAX_FAILURE_BODY_BYTES}; the rest is never read. */
-function capped(response: Response): Response {
+/**
+ * `response` with its body ended after {@link MAX_FAILURE_BODY_BYTES}, or `waitMs`
+ * after now (the policy's `capture.bodyWaitMs`: a body still coming by then is a
+ * stalled one, and the SDK would wait for its end with no deadline of its own). It
+ * keeps what arrived; the rest is cancelled, so the connection is let go. The timer
+ * ends with the body, whichever way (read, cut, broken, cancelled).
+ */
+function capped(response: Response, waitMs: number): Response {
+  const source = response.body;
+  if (!source) return response;
+  const reader = source.getReader();
   let size = 0;
-  const body = response.body?.pipeThrough(
-    new TransformStream<Uint8Array, Uint8Array>({
-      transform(chunk, controller) {
-        const room = MAX_FAILURE_BODY_BYTES - size;
-        size += chunk.byteLength;
-        controller.enqueue(size > MAX_FAILURE_BODY_BYTES ? chunk.subarray(0, room) : chunk);
-        // Ends the SDK's read here and cancels the rest, so the connection is let go.
-        if (size >= MAX_FAILURE_BODY_BYTES) controller.terminate();
-      },
-    }),
-  );
-  return body ? rebuilt(response, body) : response;
+  let done = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stop = (reason?: unknown): Promise<void> => {
+    done = true;
+    clearTimeout(timer);
+    return reader.cancel(reason).catch(() => {});
+  };
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      timer = setTimeout(() => {
+        if (done) return;
+        stop();
+        controller.close();
+      }, waitMs);
+    },
+    async pull(controller) {
+      const next = await reader.read().catch((error: unknown) => {
+        stop();
+        throw error;
+      });
+      // Ended at the deadline while this read waited.
+      if (done) return;
+      if (next.done) {
+        stop();
+        return controller.close();
+      }
+      const room = MAX_FAILURE_BODY_BYTES - size;
+      size += next.value.byteLength;
+      controller.enqueue(size > MAX_FAILURE_BODY_BYTES ? next.value.subarray(0, room) : next.value);
+      if (size >= MAX_FAILURE_BODY_BYTES) {
+        stop();
+        controller.close();
+      }
+    },
+    cancel: stop,
+  });
+  return rebuilt(response, body);
 }
 
 /** A failure response handed to the SDK, and the JSON-RPC ids (as JSON) of the request it answered. */
@@ -166,8 +200,9 @@ function sdkStatus(error: unknown): number | undefined {
  *   headers is timed, as everywhere in breakwater.
  * - `toError(error)` turns the SDK's `StreamableHTTPError` back into an
  *   `HttpStatusError` with Retry-After and the server's message.
- * - A failure response reaches the SDK with at most 64 KiB of its body: the SDK reads
- *   it whole into its error message, and an endless one would never let go.
+ * - A failure response reaches the SDK with at most 64 KiB of its body, ended at the
+ *   policy's `capture.bodyWaitMs` (default 1 s) if it stalls: the SDK reads it whole
+ *   into its error message, and an endless or stalled one would never let go.
  *
  * Clients built from one policy share its breaker, pacing and retry budget.
  *
@@ -191,6 +226,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   const valid = validate(optionsSchema, options, 'mcpFetch()') ?? {};
   const { tools, hints, maxBodyChars, fetch: base, onEvent } = valid;
   const resend = mcpResend({ tools, hints, maxBodyChars });
+  const waitMs = policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
   /** The latest failure responses handed to the SDK, oldest first. */
   const failures: Failure[] = [];
 
@@ -210,7 +246,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
           ids = idsOf(JSON.parse(body));
       } catch {}
       if (failures.push({ said, ids }) > MAX_FAILURES) failures.shift();
-      return capped(response);
+      return capped(response, waitMs);
     }
     return response;
   }
