@@ -660,3 +660,37 @@ test('two concurrent GetTask 503s with the same body both get the longer Retry-A
     assert.equal(first.serverMessage, 'overloaded');
   });
 });
+
+test('an agent’s failure body that stalls is ended for the SDK after the policy’s capture.bodyWaitMs: GetTask fails with its status instead of hanging', async () => {
+  const agent = agentApp(newSeen());
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      if (!text.includes('"GetTask"')) return agent.fetch(request);
+      // A few bytes, then nothing, ever (until the server closes).
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode('{"error":"stuck'));
+        },
+      });
+      return new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: 50 } });
+    const client = await createA2AClient(origin, { policy });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const hung = new Promise((resolve) => {
+      timer = setTimeout(() => resolve('hung'), 3000);
+    });
+    const started = Date.now();
+    const outcome = await Promise.race([
+      client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e),
+      hung,
+    ]);
+    clearTimeout(timer);
+    assert.ok(outcome instanceof HttpStatusError, String(outcome));
+    assert.equal(outcome.status, 503);
+    assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
+  });
+});

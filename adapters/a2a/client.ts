@@ -18,7 +18,7 @@
 import type { Client, ClientConfig } from '@a2a-js/sdk/client';
 import * as z from 'zod/mini';
 import type { Call, FetchLike, Next } from '../../src/call.ts';
-import type { StatusSnapshot } from '../../src/capture.ts';
+import { DEFAULT_BODY_WAIT_MS, type StatusSnapshot } from '../../src/capture.ts';
 import { BreakwaterError, isAbort, oneLine } from '../../src/errors.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
@@ -191,7 +191,13 @@ export async function createA2AClient(
   }
   // a2aFetch()'s chain, plus the record (inside the body cap, which hands on a copy).
   const chain = valid.policy
-    ? valid.policy.fetch(valid.fetch, { use: [a2aIdempotent(), capFailureBodies(), rememberFailures] })
+    ? valid.policy.fetch(valid.fetch, {
+        use: [
+          a2aIdempotent(),
+          capFailureBodies(valid.policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS),
+          rememberFailures,
+        ],
+      })
     : valid.fetch;
   const fetchImpl = (chain ?? ((input, init) => globalThis.fetch(input, init))) as typeof fetch;
   const toStatus = (error: unknown): unknown => withStatus(error, failures);

@@ -10,6 +10,7 @@
 
 import * as z from 'zod/mini';
 import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
+import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 
@@ -121,27 +122,64 @@ function rebuilt(response: Response, body: ReadableStream<Uint8Array>): Response
 }
 
 /**
- * Middleware that hands a failure response (status >= 400) on with its body cut after
- * {@link MAX_FAILURE_BODY_BYTES}; the rest is never read, and the connection is let go.
+ * `response` with its body ended after {@link MAX_FAILURE_BODY_BYTES}, or `waitMs`
+ * after now (the policy's `capture.bodyWaitMs`: a body still coming by then is a
+ * stalled one, and the SDK would wait for its end with no deadline of its own). It
+ * keeps what arrived; the rest is cancelled, so the connection is let go. The timer
+ * ends with the body, whichever way (read, cut, broken, cancelled).
  */
-export function capFailureBodies(): Middleware {
+function capped(response: Response, waitMs: number): Response {
+  const source = response.body;
+  if (!source) return response;
+  const reader = source.getReader();
+  let size = 0;
+  let done = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stop = (reason?: unknown): Promise<void> => {
+    done = true;
+    clearTimeout(timer);
+    return reader.cancel(reason).catch(() => {});
+  };
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      timer = setTimeout(() => {
+        if (done) return;
+        stop();
+        controller.close();
+      }, waitMs);
+    },
+    async pull(controller) {
+      const next = await reader.read().catch((error: unknown) => {
+        stop();
+        throw error;
+      });
+      // Ended at the deadline while this read waited.
+      if (done) return;
+      if (next.done) {
+        stop();
+        return controller.close();
+      }
+      const room = MAX_FAILURE_BODY_BYTES - size;
+      size += next.value.byteLength;
+      controller.enqueue(size > MAX_FAILURE_BODY_BYTES ? next.value.subarray(0, room) : next.value);
+      if (size >= MAX_FAILURE_BODY_BYTES) {
+        stop();
+        controller.close();
+      }
+    },
+    cancel: stop,
+  });
+  return rebuilt(response, body);
+}
+
+/**
+ * Middleware that hands a failure response (status >= 400) on with its body ended
+ * after {@link MAX_FAILURE_BODY_BYTES} or `waitMs` (see `capped`).
+ */
+export function capFailureBodies(waitMs: number): Middleware {
   return async function capFailureBodies(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
-    let size = 0;
-    const body =
-      response.status >= 400 &&
-      response.body?.pipeThrough(
-        new TransformStream<Uint8Array, Uint8Array>({
-          transform(chunk, controller) {
-            const room = MAX_FAILURE_BODY_BYTES - size;
-            size += chunk.byteLength;
-            controller.enqueue(size > MAX_FAILURE_BODY_BYTES ? chunk.subarray(0, room) : chunk);
-            // Ends the SDK's read here and cancels the rest.
-            if (size >= MAX_FAILURE_BODY_BYTES) controller.terminate();
-          },
-        }),
-      );
-    return body ? rebuilt(response, body) : response;
+    return response.status >= 400 ? capped(response, waitMs) : response;
   };
 }
 
@@ -152,7 +190,8 @@ export interface A2AFetchOptions extends PolicyClientOptions {}
  * A fetch for the A2A SDK's `fetchImpl` options: `policy.fetch()` with
  * {@link a2aIdempotent} in front, so reads are resent after a 5xx and sends never are.
  * Non-2xx responses are returned, as the SDK needs them to build its own errors, with
- * at most 64 KiB of their body: the SDK reads it whole into its error message.
+ * at most 64 KiB of their body, ended at the policy's `capture.bodyWaitMs` (default
+ * 1 s) if it stalls: the SDK reads it whole into its error message, with no deadline.
  *
  * @example
  * ```ts
@@ -168,5 +207,6 @@ export function a2aFetch(policy: Policy, options?: A2AFetchOptions): FetchLike {
   validate(policySchema, policy, 'a2aFetch(policy)');
   const { fetch, ...rest } = validate(optionsSchema, options, 'a2aFetch()') ?? {};
   // `use`: middleware the policy runs outermost, so the mark is set before its retry judges a failure.
-  return policy.fetch(fetch, { ...rest, use: [a2aIdempotent(), capFailureBodies()] });
+  const waitMs = policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
+  return policy.fetch(fetch, { ...rest, use: [a2aIdempotent(), capFailureBodies(waitMs)] });
 }
