@@ -79,16 +79,34 @@ export function redactUrl(url: string | URL): string {
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[A-Za-z0-9+.-]$/;
 
-/** Punctuation that ends a sentence or closes a bracket around a URL in prose: kept, not parsed. */
+/**
+ * Punctuation that ends a sentence or closes a bracket around a URL in prose: kept, not
+ * parsed. A closing bracket only when it was opened before the URL (`(see https://h/x)`).
+ */
 const URL_TRAILER = ')]}>,;:.\'"';
 
 function redactWord(word: string): string {
   const sep = word.indexOf('://');
   let start = sep;
   while (start > 0 && SCHEME_CHAR.test(word.charAt(start - 1))) start--;
-  let end = word.length;
-  while (end > sep + 3 && URL_TRAILER.includes(word.charAt(end - 1))) end--;
-  return `${word.slice(0, start)}${redactUrl(word.slice(start, end))}${word.slice(end)}`;
+  // Brackets opened in the URL and not closed yet: a closing one that matches none was
+  // opened before the URL, so it is punctuation; `http://[::1]`, `https://h/Foo_(bar)`
+  // and `?k=[redacted]` (redacted again: an error redacts what its snapshot redacted) keep theirs.
+  const opened: string[] = [];
+  let end = sep + 3;
+  for (let i = end; i < word.length; i++) {
+    const c = word.charAt(i);
+    const closes = ')]}'.includes(c) && opened.at(-1) === '([{'.charAt(')]}'.indexOf(c));
+    if (closes) opened.pop();
+    else if ('([{'.includes(c)) opened.push(c);
+    if (!URL_TRAILER.includes(c) || closes) end = i + 1;
+  }
+  const redacted = redactUrl(word.slice(start, end));
+  // A URL written without a path is shown without one: the `/` the parser adds is not in the text.
+  const shown = /[/\\]/.test(word.slice(sep + 3, end))
+    ? redacted
+    : redacted.replace(/^([^/]*\/\/[^/]*)\//, '$1');
+  return `${word.slice(0, start)}${shown}${word.slice(end)}`;
 }
 
 /**

@@ -131,6 +131,50 @@ test('redactText never shows a secret from a URL in the text', () => {
   );
 });
 
+test('redactText keeps the closing bracket of an IPv6 URL', () => {
+  assert.equal(redactText('failed: http://[::1]'), 'failed: http://[::1]');
+  assert.equal(redactText('failed: http://[::1].'), 'failed: http://[::1].');
+  assert.equal(
+    redactText('failed (http://[::1]:8080/x?k=v-1).'),
+    `failed (http://[::1]:8080/x?k=${REDACTED}).`,
+  );
+});
+
+/** A URL as servers and SDKs quote it back, secrets marked, in one of the shapes text takes. */
+const quotedUrl = fc
+  .tuple(
+    fc.constantFrom('http', 'https'),
+    fc.constantFrom('', `u:${MARK}pw@`),
+    fc.constantFrom('h.example', '[::1]', '127.0.0.1:8080'),
+    fc.constantFrom('', '/', '/p', '/Foo_(bar)', '/a.b/c'),
+    fc.constantFrom('', '?k=v', `?token=${MARK}tk&a=(1)`, '?x=[y]'),
+    fc.constantFrom('', `#${MARK}f`),
+  )
+  .map(([scheme, ...parts]) => `${scheme}://${parts.join('')}`);
+
+/** What text puts around a URL: prose, brackets, quotes, JSON, a tag. */
+const aroundUrl = fc.constantFrom(
+  ['see ', '.'],
+  ['(', ')'],
+  ['(see ', '), then'],
+  ['[', ']'],
+  ['"', '"'],
+  ["'", "'"],
+  ['<', '>'],
+  ['{"url":"', '","n":1}'],
+  ['', ''],
+);
+
+test('redactText changes nothing in what it redacted: an error redacts its snapshot again', () => {
+  fc.assert(
+    fc.property(quotedUrl, aroundUrl, (url, [before, after]) => {
+      const once = redactText(`${before}${url}${after}`);
+      assert.equal(once.includes(MARK), false, once);
+      assert.equal(redactText(once), once);
+    }),
+  );
+});
+
 // --- safeHeaders ---
 
 test('safeHeaders keeps timing, rate-limit, request-id and content headers', () => {
@@ -319,4 +363,24 @@ test('URL userinfo and query values never reach what the chain throws, the snaps
       );
     },
   );
+});
+
+/** Calls a server that answers 503 with `body`; returns the error and everything a person sees. */
+async function failWithBody(body: string): Promise<{ error: HttpStatusError; shown: string[] }> {
+  return withServer(
+    () => ({ status: 503, headers: { 'content-type': 'application/json' }, body }),
+    async (server) => {
+      const events: BreakwaterEvent[] = [];
+      const capture = captureStatus();
+      const fetch = createFetch({ use: [throwOnStatus(), capture], onEvent: (event) => events.push(event) });
+      const error = await fetch(`${server.origin}/v1`).catch((thrown: unknown) => thrown);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      return { error, shown: everythingShown(error, capture.last(server.origin), events) };
+    },
+  );
+}
+
+test('an error body shows a redacted query value as [redacted], not [redacted]]', async () => {
+  const { error } = await failWithBody('invalid callback https://h.example/cb?token=tk-9');
+  assert.equal(error.body, `invalid callback https://h.example/cb?token=${REDACTED}`);
 });
