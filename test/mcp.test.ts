@@ -1524,3 +1524,18 @@ test('a failure body that stalls is ended for the SDK after the policy’s captu
     }
   });
 });
+
+test('toError() never throws on the message it is given: an id JSON cannot write, or a message that cannot be read, only loses the match', () => {
+  const fetch = mcpFetch(definePolicy({ retry: false }));
+  const error = new StreamableHTTPError(503, 'Error POSTing to endpoint: busy');
+  const revoked = Proxy.revocable({}, {});
+  revoked.revoke();
+  for (const sent of [{ jsonrpc: '2.0', id: 10n, method: 'ping' }, revoked.proxy]) {
+    let converted: unknown;
+    assert.doesNotThrow(() => {
+      converted = fetch.toError(error, sent);
+    });
+    assert.ok(converted instanceof HttpStatusError);
+    assert.equal(converted.status, 503);
+  }
+});

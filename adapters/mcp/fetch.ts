@@ -270,10 +270,14 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     // Redacted as the snapshots' bodies are, or a body quoting a URL with a query never
     // matches. A message that is not a string is matched as one; one that throws, as none.
     let message = '';
+    let ids: string[] = [];
     try {
       message = redactText(oneLine(`${(error as Error).message}`));
     } catch {}
-    const ids = sent === undefined ? [] : idsOf(sent);
+    // The caller's message: an id JSON cannot write (a BigInt) or a revoked proxy matches none.
+    try {
+      ids = idsOf(sent);
+    } catch {}
     const recent = failures.filter(
       ({ said }) => said.status === status && Date.now() - said.at <= MAX_SNAPSHOT_AGE_MS,
     );
