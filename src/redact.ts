@@ -79,47 +79,81 @@ export function redactUrl(url: string | URL): string {
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[A-Za-z0-9+.-]$/;
 
-/**
- * Punctuation that ends a sentence or closes a bracket around a URL in prose: kept, not
- * parsed. A closing bracket only when it was opened before the URL (`(see https://h/x)`).
- */
-const URL_TRAILER = ')]}>,;:.\'"';
+/** Where a URL's scheme ends and its authority starts. */
+const SCHEME_SEPARATOR = /:\/\//g;
 
-function redactWord(word: string): string {
-  const sep = word.indexOf('://');
-  let start = sep;
-  while (start > 0 && SCHEME_CHAR.test(word.charAt(start - 1))) start--;
+/**
+ * Whether `c` ends a URL: no URL holds it as it is (WHATWG URL percent-encodes it in
+ * every part, and so does `encodeURIComponent`). Whitespace and control characters,
+ * `"` (closing a JSON string), `<` and `>` (around a tag's attribute).
+ */
+function endsUrl(c: string): boolean {
+  return c < ' ' || /[\s"<>\x7f]/.test(c);
+}
+
+/**
+ * Punctuation that ends a sentence or closes a bracket or quote around a URL in prose:
+ * kept out of the URL when nothing of the URL follows it. A closing bracket only when
+ * it was opened before the URL (`(see https://h/x)`, not `http://[::1]` or
+ * `https://h/Foo_(bar)`). `)` and `,` end nothing in the middle of a URL: a query value
+ * may hold them (`encodeURIComponent` leaves `(`, `)` and `'` as they are).
+ */
+const URL_TRAILER = ")]},;:.?'`";
+
+/** Where the URL whose `://` ends at `from` ends; `quote` is the character before its scheme. */
+function urlEnd(text: string, from: number, quote: string): number {
   // Brackets opened in the URL and not closed yet: a closing one that matches none was
-  // opened before the URL, so it is punctuation; `http://[::1]`, `https://h/Foo_(bar)`
-  // and `?k=[redacted]` (redacted again: an error redacts what its snapshot redacted) keep theirs.
+  // opened before the URL (`(see https://h/x)`), so it is punctuation; `http://[::1]`,
+  // `https://h/Foo_(bar)` and `?k=[redacted]` (redacted again) keep theirs.
   const opened: string[] = [];
-  let end = sep + 3;
-  for (let i = end; i < word.length; i++) {
-    const c = word.charAt(i);
+  let inQuery = false;
+  let kept = from;
+  for (let i = from; i < text.length; i++) {
+    const c = text.charAt(i);
+    // A quote that opened the URL closes it in the query: WHATWG URL encodes `'` there,
+    // never in the userinfo or the path (`'https://o'brien:pw@h/it's?k=v'`).
+    if (endsUrl(c) || (c === quote && inQuery && (quote === "'" || quote === '`'))) break;
     const closes = ')]}'.includes(c) && opened.at(-1) === '([{'.charAt(')]}'.indexOf(c));
     if (closes) opened.pop();
     else if ('([{'.includes(c)) opened.push(c);
-    if (!URL_TRAILER.includes(c) || closes) end = i + 1;
+    else if (c === '?' || c === '#') inQuery = true;
+    if (!URL_TRAILER.includes(c) || closes) kept = i + 1;
   }
-  const redacted = redactUrl(word.slice(start, end));
-  // A URL written without a path is shown without one: the `/` the parser adds is not in the text.
-  const shown = /[/\\]/.test(word.slice(sep + 3, end))
-    ? redacted
-    : redacted.replace(/^([^/]*\/\/[^/]*)\//, '$1');
-  return `${word.slice(0, start)}${shown}${word.slice(end)}`;
+  return kept;
+}
+
+/** The next `://` in `text` at or after `from`. */
+function findSeparator(text: string, from: number): RegExpExecArray | null {
+  SCHEME_SEPARATOR.lastIndex = from;
+  return SCHEME_SEPARATOR.exec(text);
 }
 
 /**
  * `text` with every URL in it redacted (see {@link redactUrl}), for messages this
  * library did not write but shows: an SDK's error (the A2A card resolver names the
- * card URL, query and all) or a runtime's (Deno names the request URL). A URL is any
- * whitespace-separated word containing `://`, so the scan is linear; brackets and
- * punctuation around it are kept.
+ * card URL, query and all), a runtime's (Deno names the request URL) or a server's
+ * error body. A URL starts at a scheme and `://` and runs to whitespace, `"`, `<` or
+ * `>`, or to the quote that opened it; brackets and punctuation around it are kept,
+ * and so is the text after it (`{"url":"https://h/x?k=[redacted]","msg":"quota"}`).
+ * Linear time on any input.
  */
 export function redactText(text: string): string {
-  if (!text.includes('://')) return text;
-  return text
-    .split(/(\s+)/)
-    .map((word) => (word.includes('://') ? redactWord(word) : word))
-    .join('');
+  let out = '';
+  let done = 0;
+  let separator = findSeparator(text, 0);
+  while (separator) {
+    let start = separator.index;
+    while (start > done && SCHEME_CHAR.test(text.charAt(start - 1))) start--;
+    const from = separator.index + 3;
+    const end = urlEnd(text, from, text.charAt(start - 1));
+    const rest = text.slice(from, end);
+    const redacted = redactUrl(text.slice(start, end));
+    // A URL written without a path is shown without one: the `/` the parser adds is not in the text.
+    out +=
+      text.slice(done, start) +
+      (/[/\\]/.test(rest) ? redacted : redacted.replace(/^([^/]*\/\/[^/]*)\//, '$1'));
+    done = end;
+    separator = findSeparator(text, end);
+  }
+  return out + text.slice(done);
 }

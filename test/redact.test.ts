@@ -175,6 +175,79 @@ test('redactText changes nothing in what it redacted: an error redacts its snaps
   );
 });
 
+test('redactText ends a URL at the quote that closes its JSON string', () => {
+  assert.equal(
+    redactText('{"url":"https://a.example/x?k=s-1","msg":"quota"}'),
+    `{"url":"https://a.example/x?k=${REDACTED}","msg":"quota"}`,
+  );
+  assert.equal(
+    redactText('<a href="https://a.example/x?k=s-4">retry</a>'),
+    `<a href="https://a.example/x?k=${REDACTED}">retry</a>`,
+  );
+});
+
+test('redactText ends a single-quoted URL at its closing quote in the query', () => {
+  assert.equal(
+    redactText("{'url':'https://a.example/x?k=s-1','msg':'quota'}"),
+    `{'url':'https://a.example/x?k=${REDACTED}','msg':'quota'}`,
+  );
+  // A quote in the userinfo or the path does not end the URL: the query after it stays hidden.
+  assert.equal(
+    redactText("'https://o'brien:pw-5@a.example/it's?token=tk-5','next'"),
+    `'https://a.example/it's?token=${REDACTED}','next'`,
+  );
+});
+
+test('redactText keeps parentheses and commas a URL holds and trims those that close the prose around it', () => {
+  assert.equal(
+    redactText('(see https://en.wikipedia.org/wiki/Foo_(bar)), then'),
+    '(see https://en.wikipedia.org/wiki/Foo_(bar)), then',
+  );
+  // encodeURIComponent leaves `(`, `)` and `'` as they are: a value may hold them.
+  const out = redactText('failed (https://h.example/x?pw=a)b-6,c&t=d-6)');
+  assert.equal(out, `failed (https://h.example/x?pw=${REDACTED}&t=${REDACTED})`);
+});
+
+/** The fastest of three runs of `run`, in ms: one slow run on a busy machine says little. */
+function fastestMs(run: () => unknown): number {
+  let best = Number.POSITIVE_INFINITY;
+  for (let i = 0; i < 3; i++) {
+    const started = performance.now();
+    run();
+    best = Math.min(best, performance.now() - started);
+  }
+  return best;
+}
+
+test('redactText takes linear time on hostile input: four times the text, about four times the time', () => {
+  const fill = (unit: string, chars: number) => unit.repeat(Math.ceil(chars / unit.length));
+  const hostile: ((chars: number) => string)[] = [
+    (chars) => fill('http://', chars),
+    (chars) => fill('a', chars),
+    (chars) => `${fill('a', chars)}://`,
+    (chars) => fill('https:\\/\\/', chars),
+    (chars) => fill(':\\u002F\\u002F', chars),
+    (chars) => fill("'http://h/?k='", chars),
+    (chars) => fill("'http://h/x'", chars),
+    (chars) => `${fill('(', chars / 2)}http://h/${fill(')', chars / 2)}`,
+    (chars) => `http://h/?${fill('a&', chars)}`,
+    (chars) => fill('http://[', chars),
+    (chars) => fill('\\u0022http://h\\', chars),
+  ];
+  const SMALL = 32 * 1024;
+  for (const make of hostile) {
+    const small = make(SMALL);
+    const large = make(4 * SMALL);
+    redactText(small); // compiled before it is timed
+    const smallMs = fastestMs(() => redactText(small));
+    const largeMs = fastestMs(() => redactText(large));
+    // Linear: about 4x, a few ms. Quadratic (a rescan per URL, a backtracking regex):
+    // 16x, and the small input alone takes a second. The constant absorbs a busy machine.
+    assert.ok(largeMs < 10 * smallMs + 100, `${smallMs} ms, then ${largeMs} ms for ${large.slice(0, 24)}...`);
+  }
+  assert.equal(redactText(fill('a', 4 * SMALL)), fill('a', 4 * SMALL));
+});
+
 // --- safeHeaders ---
 
 test('safeHeaders keeps timing, rate-limit, request-id and content headers', () => {
@@ -383,4 +456,9 @@ async function failWithBody(body: string): Promise<{ error: HttpStatusError; sho
 test('an error body shows a redacted query value as [redacted], not [redacted]]', async () => {
   const { error } = await failWithBody('invalid callback https://h.example/cb?token=tk-9');
   assert.equal(error.body, `invalid callback https://h.example/cb?token=${REDACTED}`);
+});
+
+test('an error body keeps the compact JSON that follows a quoted URL', async () => {
+  const { error } = await failWithBody('{"url":"https://a.example/x?k=s-8","msg":"quota"}');
+  assert.equal(error.body, `{"url":"https://a.example/x?k=${REDACTED}","msg":"quota"}`);
 });
