@@ -51,7 +51,8 @@ export interface CreateA2AClientOptions {
   policy?: Policy | undefined;
   /**
    * Under `policy`, the base fetch. Without `policy`, the whole chain to use as is
-   * (a `createFetch()` with `a2aIdempotent()` in front of its retry, say).
+   * (a `createFetch()` with `a2aIdempotent()` in front of its retry, say): then failure
+   * bodies reach the SDK uncut, and it reads each one whole, with no deadline.
    * Default: the global `fetch`.
    */
   fetch?: FetchLike | undefined;
