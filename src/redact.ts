@@ -79,8 +79,11 @@ export function redactUrl(url: string | URL): string {
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[A-Za-z0-9+.-]$/;
 
-/** Where a URL's scheme ends and its authority starts. */
-const SCHEME_SEPARATOR = /:\/\//g;
+/**
+ * `://`, also as a JSON body may write it: `:\/\/` (PHP's `json_encode`, HTML-safe
+ * encoders) or `:\u002F\u002F`. Fixed-length alternatives: linear search.
+ */
+const SCHEME_SEPARATOR = /:(?:\\?\/|\\u002[Ff]){2}/g;
 
 /**
  * Whether `c` ends a URL: no URL holds it as it is (WHATWG URL percent-encodes it in
@@ -88,6 +91,7 @@ const SCHEME_SEPARATOR = /:\/\//g;
  * `"` (closing a JSON string), `<` and `>` (around a tag's attribute).
  */
 function endsUrl(c: string): boolean {
+  // '' (the end of the text) sorts before ' ' too.
   return c < ' ' || /[\s"<>\x7f]/.test(c);
 }
 
@@ -100,6 +104,21 @@ function endsUrl(c: string): boolean {
  */
 const URL_TRAILER = ")]},;:.?'`";
 
+/**
+ * The JSON escape at `i` of `text` and its length: a URL quoted in a JSON body is
+ * escaped like the rest of the string (`\/`, `\u0026`, `\"` closing the string). A
+ * backslash and any other character stand for that character: `\n` is not read as a
+ * line break, since WHATWG URL leaves a backslash in a query as it is (a hand-built
+ * `?pw=a\nb`); a backslash at the very end stands for nothing, which ends the URL.
+ */
+function decodeEscape(text: string, i: number): [string, number] {
+  const hex = text.slice(i + 2, i + 6);
+  if (text.charAt(i + 1) === 'u' && /^[\dA-Fa-f]{4}$/.test(hex)) {
+    return [String.fromCharCode(Number.parseInt(hex, 16)), 6];
+  }
+  return [text.charAt(i + 1), 2];
+}
+
 /** Where the URL whose `://` ends at `from` ends; `quote` is the character before its scheme. */
 function urlEnd(text: string, from: number, quote: string): number {
   // Brackets opened in the URL and not closed yet: a closing one that matches none was
@@ -108,8 +127,12 @@ function urlEnd(text: string, from: number, quote: string): number {
   const opened: string[] = [];
   let inQuery = false;
   let kept = from;
-  for (let i = from; i < text.length; i++) {
-    const c = text.charAt(i);
+  let c: string;
+  let length: number;
+  for (let i = from; i < text.length; i += length) {
+    c = text.charAt(i);
+    length = 1;
+    if (c === '\\') [c, length] = decodeEscape(text, i);
     // A quote that opened the URL closes it in the query: WHATWG URL encodes `'` there,
     // never in the userinfo or the path (`'https://o'brien:pw@h/it's?k=v'`).
     if (endsUrl(c) || (c === quote && inQuery && (quote === "'" || quote === '`'))) break;
@@ -117,12 +140,12 @@ function urlEnd(text: string, from: number, quote: string): number {
     if (closes) opened.pop();
     else if ('([{'.includes(c)) opened.push(c);
     else if (c === '?' || c === '#') inQuery = true;
-    if (!URL_TRAILER.includes(c) || closes) kept = i + 1;
+    if (!URL_TRAILER.includes(c) || closes) kept = i + length;
   }
   return kept;
 }
 
-/** The next `://` in `text` at or after `from`. */
+/** The next `://` (or JSON-escaped `:\/\/`) in `text` at or after `from`. */
 function findSeparator(text: string, from: number): RegExpExecArray | null {
   SCHEME_SEPARATOR.lastIndex = from;
   return SCHEME_SEPARATOR.exec(text);
@@ -132,10 +155,10 @@ function findSeparator(text: string, from: number): RegExpExecArray | null {
  * `text` with every URL in it redacted (see {@link redactUrl}), for messages this
  * library did not write but shows: an SDK's error (the A2A card resolver names the
  * card URL, query and all), a runtime's (Deno names the request URL) or a server's
- * error body. A URL starts at a scheme and `://` and runs to whitespace, `"`, `<` or
- * `>`, or to the quote that opened it; brackets and punctuation around it are kept,
- * and so is the text after it (`{"url":"https://h/x?k=[redacted]","msg":"quota"}`).
- * Linear time on any input.
+ * error body. A URL starts at a scheme and `://` (also JSON-escaped: `:\/\/`, with its
+ * escapes decoded) and runs to whitespace, `"`, `<` or `>`, or to the quote that opened
+ * it; brackets and punctuation around it are kept, and so is the text after it
+ * (`{"url":"https://h/x?k=[redacted]","msg":"quota"}`). Linear time on any input.
  */
 export function redactText(text: string): string {
   let out = '';
@@ -144,10 +167,12 @@ export function redactText(text: string): string {
   while (separator) {
     let start = separator.index;
     while (start > done && SCHEME_CHAR.test(text.charAt(start - 1))) start--;
-    const from = separator.index + 3;
+    const from = separator.index + separator[0].length;
     const end = urlEnd(text, from, text.charAt(start - 1));
-    const rest = text.slice(from, end);
-    const redacted = redactUrl(text.slice(start, end));
+    const rest = text
+      .slice(from, end)
+      .replace(/\\(?:u[\dA-Fa-f]{4}|.)/g, (sequence) => decodeEscape(sequence, 0)[0]);
+    const redacted = redactUrl(`${text.slice(start, separator.index)}://${rest}`);
     // A URL written without a path is shown without one: the `/` the parser adds is not in the text.
     out +=
       text.slice(done, start) +

@@ -248,6 +248,51 @@ test('redactText takes linear time on hostile input: four times the text, about 
   assert.equal(redactText(fill('a', 4 * SMALL)), fill('a', 4 * SMALL));
 });
 
+test('redactText redacts a URL whose slashes a JSON encoder escaped as \\/', () => {
+  // PHP's json_encode (and "HTML-safe" encoders) write every `/` as `\/`.
+  assert.equal(
+    redactText(String.raw`{"error":"bad callback https:\/\/user:pw-1@h.example\/x?token=tk-1&mode=a"}`),
+    `{"error":"bad callback https://h.example/x?token=${REDACTED}&mode=${REDACTED}"}`,
+  );
+});
+
+test('redactText redacts a URL written with \\u002F escapes and \\u0026 between its parameters', () => {
+  assert.equal(
+    redactText(String.raw`{"error":"see https:\u002F\u002Fuser:pw-2@h.example\u002fx?a=1\u0026token=tk-2"}`),
+    `{"error":"see https://h.example/x?a=${REDACTED}&token=${REDACTED}"}`,
+  );
+});
+
+test('redactText reads the escapes of a JSON string in a URL: \\" ends it, \\n does not', () => {
+  // A JSON text inside a JSON string: the URL ends before the escaped quote, the backslash kept.
+  assert.equal(
+    redactText(String.raw`{"error":"{\"url\":\"https://a.example/x?k=s-2\",\"n\":1}"}`),
+    String.raw`{"error":"{\"url\":\"https://a.example/x?k=${REDACTED}\",\"n\":1}"}`,
+  );
+  // WHATWG URL leaves a backslash in a query value as it is: `\n` may be part of a secret.
+  assert.equal(
+    redactText(String.raw`{"error":"at https://a.example/x?k=s-3\nb-3 next"}`),
+    `{"error":"at https://a.example/x?k=${REDACTED} next"}`,
+  );
+});
+
+test('redactText redacts URLs in compact JSON and keeps the rest of the JSON, escaped slashes or not', () => {
+  const message = fc.string().filter((s) => !s.includes(':'));
+  fc.assert(
+    fc.property(urlSecret, message, fc.boolean(), (secret, msg, escaped) => {
+      const slashes = (json: string) => (escaped ? json.replaceAll('/', '\\/') : json);
+      // Ends in a letter: a last `.` would be kept out of the URL, as a sentence's end.
+      const url = `https://u:${secret}@h.example/p?t=${secret}#${secret}x`;
+      const out = redactText(slashes(JSON.stringify({ url, msg })));
+      assert.equal(out.includes(secret), false, out);
+      assert.equal(
+        out,
+        `{"url":"https://h.example/p?t=${REDACTED}",${slashes(`"msg":${JSON.stringify(msg)}}`)}`,
+      );
+    }),
+  );
+});
+
 // --- safeHeaders ---
 
 test('safeHeaders keeps timing, rate-limit, request-id and content headers', () => {
@@ -461,4 +506,15 @@ test('an error body shows a redacted query value as [redacted], not [redacted]]'
 test('an error body keeps the compact JSON that follows a quoted URL', async () => {
   const { error } = await failWithBody('{"url":"https://a.example/x?k=s-8","msg":"quota"}');
   assert.equal(error.body, `{"url":"https://a.example/x?k=${REDACTED}","msg":"quota"}`);
+});
+
+test('a URL with JSON-escaped slashes in an error body never shows its userinfo or query values', async () => {
+  const { error, shown } = await failWithBody(
+    String.raw`{"error":"bad callback https:\/\/user:pw-7@h.example\/cb?token=tk-7"}`,
+  );
+  assert.equal(error.body, `{"error":"bad callback https://h.example/cb?token=${REDACTED}"}`);
+  for (const text of shown) {
+    assert.equal(shows(text, 'pw-7'), false, `password shown in: ${text}`);
+    assert.equal(shows(text, 'tk-7'), false, `token shown in: ${text}`);
+  }
 });
