@@ -88,38 +88,45 @@ function isJitter(value: unknown): value is Jitter {
   return typeof value === 'string' && (NAMED_JITTERS.includes(value) || spreadPercent(value) !== undefined);
 }
 
+// Schemas are built in `/* @__PURE__ */` closures: zod's calls would otherwise stay
+// in every bundle that imports this file, used or not (breakwater/hono imports a
+// constant from retry.ts, which imports these). A bundler drops an unused schema,
+// and inlines a used one at no cost (esbuild, minified).
+
 /**
  * A delay in ms, as every schedule and wait cap takes it: 0 to 2^31 − 1, the longest
  * delay `setTimeout` honours (a longer one fires at once). Shared by retry, the
  * breaker and the start gate.
  */
-export const delayMsSchema: z.ZodMiniNumber<number> = z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS));
+export const delayMsSchema: z.ZodMiniNumber<number> = /* @__PURE__ */ (() =>
+  z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS)))();
 
-const msSchema = z.optional(delayMsSchema);
+const msSchema = /* @__PURE__ */ (() => z.optional(delayMsSchema))();
 
 /**
  * The schema of {@link BackoffOptions}: unknown keys are rejected, and `maxMs` must
  * not be below `initialMs`. Exported so `definePolicy()` validates `retry.backoff`
  * and `breaker.open` with the very same rules.
  */
-export const backoffSchema: z.ZodMiniType<BackoffOptions> = z
-  .strictObject({
-    initialMs: msSchema,
-    factor: z.optional(z.number().check(z.minimum(1))),
-    maxMs: msSchema,
-    jitter: z.optional(
-      z.custom<Jitter>(
-        isJitter,
-        `must be 'full', 'equal', 'decorrelated', 'none' or '+x%' (0 ≤ x ≤ ${MAX_SPREAD_PERCENT})`,
+export const backoffSchema: z.ZodMiniType<BackoffOptions> = /* @__PURE__ */ (() =>
+  z
+    .strictObject({
+      initialMs: msSchema,
+      factor: z.optional(z.number().check(z.minimum(1))),
+      maxMs: msSchema,
+      jitter: z.optional(
+        z.custom<Jitter>(
+          isJitter,
+          `must be 'full', 'equal', 'decorrelated', 'none' or '+x%' (0 ≤ x ≤ ${MAX_SPREAD_PERCENT})`,
+        ),
       ),
-    ),
-  })
-  .check(
-    z.refine(
-      (o) => typeof o.initialMs !== 'number' || typeof o.maxMs !== 'number' || o.maxMs >= o.initialMs,
-      { message: 'must be at least initialMs', path: ['maxMs'] },
-    ),
-  );
+    })
+    .check(
+      z.refine(
+        (o) => typeof o.initialMs !== 'number' || typeof o.maxMs !== 'number' || o.maxMs >= o.initialMs,
+        { message: 'must be at least initialMs', path: ['maxMs'] },
+      ),
+    ))();
 
 /**
  * Builds a backoff schedule: call it with the retry number (and, for decorrelated

@@ -87,14 +87,17 @@ const SCOPE = Symbol.for('breakwater.captureScope');
 
 /**
  * The schema of {@link CaptureStatusOptions}: unknown keys are rejected. Exported so
- * `definePolicy()` validates `capture` with the very same rules.
+ * `definePolicy()` validates `capture` with the very same rules. Built in a pure
+ * closure (see `backoff.ts`): a bundle that imports this file without
+ * `captureStatus()` drops it.
  */
-export const captureSchema: z.ZodMiniOptional<z.ZodMiniType<CaptureStatusOptions>> = z.optional(
-  z.strictObject({
-    bodyBytes: z.optional(z.number().check(z.int(), z.minimum(0), z.maximum(MAX_BODY_BYTES))),
-    bodyWaitMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_BODY_WAIT_MS))),
-  }),
-);
+export const captureSchema: z.ZodMiniOptional<z.ZodMiniType<CaptureStatusOptions>> = /* @__PURE__ */ (() =>
+  z.optional(
+    z.strictObject({
+      bodyBytes: z.optional(z.number().check(z.int(), z.minimum(0), z.maximum(MAX_BODY_BYTES))),
+      bodyWaitMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_BODY_WAIT_MS))),
+    }),
+  ))();
 
 /**
  * Records an immutable snapshot of every response with status >= 400: per server

@@ -96,27 +96,31 @@ export interface RetryStats {
   giveUps: number;
 }
 
-/** The serialisable options schema, shared with `definePolicy()`. */
-// Every field is optional: `z.partial()` says so once.
-export const retrySchema: z.ZodMiniType<RetryOptions> = z.partial(
-  z.strictObject({
-    attempts: z.number().check(z.int(), z.minimum(1), z.maximum(MAX_ATTEMPTS)),
-    backoff: backoffSchema,
-    statuses: statusesSchema,
-    maxRetryAfterMs: delayMsSchema,
-    budget: z.union([
-      z.literal(false),
-      z.partial(
-        z.strictObject({
-          tokens: z.number().check(z.positive(), z.maximum(1_000_000)),
-          refund: z.number().check(z.minimum(0), z.maximum(1_000_000)),
-        }),
-      ),
-    ]),
-    resend: z.enum(['safe', 'never', 'always']),
-    replayBodyBytes: z.number().check(z.int(), z.minimum(0), z.maximum(2 ** 31 - 1)),
-  }),
-) as z.ZodMiniType<RetryOptions>;
+/**
+ * The serialisable options schema, shared with `definePolicy()`. Every field is
+ * optional: `z.partial()` says so once. Built in a pure closure (see `backoff.ts`):
+ * a bundle that imports this file without `retry()` (breakwater/hono) drops it.
+ */
+export const retrySchema: z.ZodMiniType<RetryOptions> = /* @__PURE__ */ (() =>
+  z.partial(
+    z.strictObject({
+      attempts: z.number().check(z.int(), z.minimum(1), z.maximum(MAX_ATTEMPTS)),
+      backoff: backoffSchema,
+      statuses: statusesSchema,
+      maxRetryAfterMs: delayMsSchema,
+      budget: z.union([
+        z.literal(false),
+        z.partial(
+          z.strictObject({
+            tokens: z.number().check(z.positive(), z.maximum(1_000_000)),
+            refund: z.number().check(z.minimum(0), z.maximum(1_000_000)),
+          }),
+        ),
+      ]),
+      resend: z.enum(['safe', 'never', 'always']),
+      replayBodyBytes: z.number().check(z.int(), z.minimum(0), z.maximum(2 ** 31 - 1)),
+    }),
+  ) as z.ZodMiniType<RetryOptions>)();
 
 interface Budget {
   tokens: number;

@@ -38,11 +38,14 @@ export const SNAPSHOT: unique symbol = Symbol('breakwater.snapshot');
 /** A response `captureStatus()` may have snapshotted. */
 export type Snapshotted = Response & { [SNAPSHOT]?: StatusSnapshot };
 
+// The schemas are built in `/* @__PURE__ */` closures (see backoff.ts): a bundle that
+// imports this file without them (breakwater/providers) drops them.
+
 /** One HTTP status, as `wrapHttpError()` takes it. */
-const statusSchema = z.number().check(z.int(), z.minimum(100), z.maximum(599));
+const statusSchema = /* @__PURE__ */ (() => z.number().check(z.int(), z.minimum(100), z.maximum(599)))();
 
 /** HTTP statuses, as `retry()` and `throwOnStatus()` take them. */
-export const statusesSchema: z.ZodMiniType<number[]> = z.array(statusSchema);
+export const statusesSchema: z.ZodMiniType<number[]> = /* @__PURE__ */ (() => z.array(statusSchema))();
 
 /** Where JSON error bodies keep their message, in the order they are tried. */
 const MESSAGE_PATHS = [['error', 'message'], ['error'], ['message'], ['detail'], ['title']];
