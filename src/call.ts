@@ -53,29 +53,44 @@ function readHeader(source: HeaderSource, name: string): string | null {
 }
 
 /**
- * The origin of an absolute URL string, found by scanning rather than `new URL()`:
- * the key is needed on every call, a full parse is not. What the URL parser rewrites
- * in ways a scan cannot copy cheaply is left to it (undefined): userinfo (`@`),
- * escapes (`%`), a backslash (read as `/`), spaces and control characters (stripped),
- * non-ASCII hosts (punycode). Host spellings it normalises otherwise (IPv4 shorthands
- * such as `127.1` or `0x7f.1`, IPv6 written long, an empty or zero-padded port) are
- * keyed as written: still one key per spelling, only not the origin's.
+ * The scheme and authority of an `http:` / `https:` URL, matched only where the URL
+ * parser keeps them as written (lower-cased), so they are its origin:
+ * - no userinfo (`@`), escapes (`%`), backslashes (read as `/`), spaces or control
+ *   characters (stripped), non-ASCII (punycode), IPv6 (`[`: compressed);
+ * - a host that is four decimal octets of 0-255 without leading zeros, or whose last
+ *   label starts with a letter (or `;<=>]^_\`{|}~`; not a digit nor the rarer
+ *   `!"$&'()*+,-`): the WHATWG IPv4 parser rewrites
+ *   any host whose last label is a number (`127.1`, `0x7f.0.0.1`, `0177.0.0.1`,
+ *   `2130706433`, `127.0.0.1.`), and an empty host (`http:///x`) or one ending in a dot
+ *   is rare enough to leave to it;
+ * - a port without a leading zero (`:0080` and an empty `:` are rewritten).
+ *
+ * Sticky, so `lastIndex` says where the match ends. Linear: the last label cannot
+ * hold a dot, so the one backtracking quantifier (over the labels before it) retries
+ * each dot once.
+ */
+const CANONICAL_ORIGIN =
+  /[Hh][Tt][Tt][Pp][Ss]?:\/\/(?:(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)|(?:[!"$&-.\d;->A-Z\]-~]*\.)?[;->A-Z\]-~][!"$&-\-\d;->A-Z\]-~]*)(?::[1-9]\d*)?(?=[/?#]|$)/y;
+
+/**
+ * The origin of an absolute URL string, read by one pattern rather than `new URL()`:
+ * the key is needed on every call, a full parse is not. Only spellings that are
+ * already their origin match ({@link CANONICAL_ORIGIN}); for anything else this
+ * returns undefined and the caller asks the URL parser, so the key is always
+ * `new URL(href).origin` and one server never gets two keys (two breakers, two retry
+ * budgets). Other schemes are left to the parser too (their origin is opaque).
  */
 function originOf(href: string): string | undefined {
-  const scheme = href.indexOf('://');
-  if (scheme <= 0) return undefined;
-  let end = 0;
-  for (; end < href.length; end++) {
-    const c = href.charCodeAt(end);
-    // '/', '?', '#' past the scheme's '://' end the authority.
-    if (end > scheme + 2 && (c === 47 || c === 63 || c === 35)) break;
-    if (c <= 32 || c > 126 || c === 64 || c === 37 || c === 92) return undefined;
-  }
-  const origin = href.slice(0, end).toLowerCase();
+  CANONICAL_ORIGIN.lastIndex = 0;
+  if (!CANONICAL_ORIGIN.test(href)) return undefined;
+  const origin = href.slice(0, CANONICAL_ORIGIN.lastIndex).toLowerCase();
   // Default ports are not part of an origin.
-  const port = origin.startsWith('http:') ? ':80' : origin.startsWith('https:') ? ':443' : undefined;
-  return port && origin.endsWith(port) ? origin.slice(0, -port.length) : origin;
+  const port = origin[4] === 's' ? ':443' : ':80';
+  return origin.endsWith(port) ? origin.slice(0, -port.length) : origin;
 }
+
+/** The default key of a call whose URL does not parse (it reaches no server). */
+const UNPARSEABLE_KEY = '(unparseable URL)';
 
 /** How the chain names a server: a fixed name, or one derived from the URL. */
 export type KeyOption = string | ((url: URL) => string);
@@ -177,7 +192,7 @@ export class Call {
   get key(): string {
     const option = this.#key;
     if (typeof option === 'string') return option;
-    const key = option ? option(this.url) : (originOf(this.href) ?? this.url.origin);
+    const key = option ? option(this.url) : (originOf(this.href) ?? this.#parsedOrigin());
     // Checked here, where it is made: kept as is, a number would fail later as "option
     // is not a function", and an object would name every server alike.
     if (!key || typeof key !== 'string')
@@ -186,6 +201,20 @@ export class Call {
       );
     this.#key = key;
     return key;
+  }
+
+  /**
+   * The URL parser's origin, or {@link UNPARSEABLE_KEY} when it rejects the URL: then the
+   * call names no server, and fetch rejects it with its own error, which the chain
+   * redacts. Throwing here instead would surface the parser's `TypeError`, whose `input`
+   * (Node's) holds the whole URL, credentials and query included.
+   */
+  #parsedOrigin(): string {
+    try {
+      return this.url.origin;
+    } catch {
+      return UNPARSEABLE_KEY;
+    }
   }
 
   /** The caller's abort signal (from init, else from a `Request` input), if any. */

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import fc from 'fast-check';
 import { Call } from '../src/call.ts';
 
 // What a Call reads from (input, init) is what fetch itself would send: the init's
@@ -126,5 +127,160 @@ test('headers given as a Map or as another library’s iterable Headers are read
     assert.equal(call.header('idempotency-key'), key);
     assert.equal(call.isIdempotent, true);
     assert.equal(new Headers(headers as unknown as HeadersInit).get('idempotency-key'), key);
+  }
+});
+
+/** The default key of a call to `href`. */
+function keyOf(href: string): string {
+  return new Call(href, undefined, undefined, undefined).key;
+}
+
+test('one server spelled as an IPv4 shorthand, in hex or octal, as long IPv6 or with a zero-padded port gets one key: its origin', () => {
+  for (const spellings of [
+    [
+      'http://127.0.0.1/',
+      'http://127.1/',
+      'http://0x7f.0.0.1/',
+      'http://0x7F.1/',
+      'http://0177.0.0.1/',
+      'http://2130706433/',
+      'http://127.0.0.1./',
+      'http://127.0.0.1:80/',
+      'http://127.0.0.1:0080/',
+      'http://127.0.0.1:/',
+    ],
+    ['http://[::1]/', 'http://[0:0:0:0:0:0:0:1]/', 'http://[0000::0001]:80/', 'http://[::0:1]/'],
+    ['https://example.com:8443/', 'https://example.com:08443/', 'HTTPS://EXAMPLE.COM:008443/a'],
+    ['http://example.com/', 'http:///example.com/', 'http://example.com:00080/'],
+  ]) {
+    const origin = new URL(spellings[0] as string).origin;
+    for (const href of spellings) assert.equal(keyOf(href), origin, href);
+  }
+});
+
+test('hosts and ports the URL parser keeps as written are keyed as written', () => {
+  for (const [href, key] of [
+    ['http://10.0.0.255:8080/x', 'http://10.0.0.255:8080'],
+    ['http://node1:3000/', 'http://node1:3000'],
+    ['https://api.example.com./', 'https://api.example.com.'],
+    ['https://1e3.example/', 'https://1e3.example'],
+    ['https://host:443', 'https://host'],
+    ['http://host:443', 'http://host:443'],
+  ]) {
+    assert.equal(keyOf(href as string), key);
+    assert.equal(new URL(href as string).origin, key);
+  }
+});
+
+// Pieces of URLs: canonical spellings beside the ones the URL parser rewrites, and
+// near misses of each (a label that only looks numeric, a port just out of range).
+const SCHEMES = ['http', 'https', 'HTTP', 'hTtPs', 'ws', 'ftp', 'file', 'foo', 'http:', ' http', 'ht%74p'];
+const SEPARATORS = ['://', ':///', ':/', ':', ':\\\\', '://user:pw@', '://@'];
+const OCTETS = [
+  '0',
+  '1',
+  '9',
+  '10',
+  '99',
+  '127',
+  '255',
+  '256',
+  '00',
+  '01',
+  '010',
+  '0x0',
+  '0x7f',
+  '0X7F',
+  '0x',
+  '4294967295',
+  '1e2',
+];
+const LABELS = [
+  'a',
+  'example',
+  'EXAMPLE',
+  'xn--nxasmq6b',
+  'node1',
+  '1node',
+  '0x',
+  '0xg',
+  'a-b',
+  '-a',
+  'a_b',
+  '',
+  'localhost',
+  'com',
+  'b%61r',
+  'bücher',
+  'a b',
+  'a\tb',
+];
+const IPV6 = [
+  '[::1]',
+  '[0:0:0:0:0:0:0:1]',
+  '[::]',
+  '[1:2:3:4:5:6:7:8]',
+  '[1::]',
+  '[::ffff:127.0.0.1]',
+  '[ABCD::0]',
+  '[0::0:1]',
+  '[::1',
+  '[1:2]',
+];
+const PORTS = [
+  '',
+  ':',
+  ':0',
+  ':00',
+  ':1',
+  ':80',
+  ':080',
+  ':443',
+  ':0443',
+  ':8080',
+  ':65535',
+  ':65536',
+  ':99999',
+  ':8a',
+  ':-1',
+];
+const TAILS = ['', '/', '/a/b', '?q=1', '#f', '\\a', '/a?b#c', ' /a', '/%2e'];
+
+test('the default key is new URL(href).origin for generated URLs, canonical and not', () => {
+  const pick = (items: readonly string[]) => fc.constantFrom(...items);
+  const host = fc.oneof(
+    fc
+      .array(pick(OCTETS), { minLength: 1, maxLength: 5 })
+      .chain((octets) => fc.constantFrom(octets.join('.'), `${octets.join('.')}.`)),
+    fc.array(pick(LABELS), { minLength: 1, maxLength: 4 }).map((labels) => labels.join('.')),
+    pick(IPV6),
+  );
+  fc.assert(
+    fc.property(pick(SCHEMES), pick(SEPARATORS), host, pick(PORTS), pick(TAILS), (...parts) => {
+      const href = parts.join('');
+      let origin: string;
+      try {
+        origin = new URL(href).origin;
+      } catch {
+        return; // fetch rejects it too; no key needed
+      }
+      assert.equal(keyOf(href), origin, JSON.stringify(href));
+    }),
+    { numRuns: 5_000 },
+  );
+});
+
+test('a URL the parser rejects gets a key that names no server and no secret, instead of the parser’s TypeError', () => {
+  for (const href of [
+    'http://example.com:99999/?token=s3cret',
+    'http://user:s3cret@example.com:x/',
+    'http://1.2.3.4.5/?token=s3cret',
+    'http://[::1/?token=s3cret',
+  ]) {
+    assert.throws(() => new URL(href), TypeError);
+    // Keyed as written where that is plainly no secret (fetch rejects it anyway), else
+    // by the fixed name.
+    const key = keyOf(href);
+    assert.ok(key === '(unparseable URL)' || key === 'http://example.com:99999', `${href}: ${key}`);
   }
 });
