@@ -1382,7 +1382,7 @@ const TWIN_BODY = `{"error":{"message":"overloaded"}}${' '.repeat(4000)}`;
 /**
  * {@link faultyApp} with two tools that fail alike but ask for different waits: a
  * `tools/call` of `first` is answered 503 with `Retry-After: 30` at once, its body
- * finishing only after 100 ms; one of `second` 503 with `Retry-After: 1` after 50 ms.
+ * finishing only after 300 ms; one of `second` 503 with `Retry-After: 1` after 100 ms.
  * Same status, same body: so `second`'s failure is captured before the SDK has read
  * `first`'s, and nothing in the SDK's errors tells them apart.
  */
@@ -1401,13 +1401,13 @@ function twinFailuresApp() {
             setTimeout(() => {
               controller.enqueue(bytes.subarray(3000));
               controller.close();
-            }, 100);
+            }, 300);
           },
         });
         return new Response(body, { status: 503, headers: { ...headers, 'retry-after': '30' } });
       }
       if (name === 'second') {
-        await new Promise((resolve) => setTimeout(resolve, 50));
+        await new Promise((resolve) => setTimeout(resolve, 100));
         return new Response(bytes, { status: 503, headers: { ...headers, 'retry-after': '1' } });
       }
       return inner.fetch(request);
