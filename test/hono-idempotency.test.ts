@@ -570,10 +570,19 @@ test('bad options are a TypeError naming each one', () => {
         store: {} as Store,
         required: 'yes' as unknown as boolean,
         storeTimeoutMs: 0,
+        drainMs: -1,
       }),
     (error: unknown) => {
       assert.ok(error instanceof TypeError);
-      for (const name of ['ttlMs', 'methods', 'maxBodyBytes', 'store', 'required', 'storeTimeoutMs']) {
+      for (const name of [
+        'ttlMs',
+        'methods',
+        'maxBodyBytes',
+        'store',
+        'required',
+        'storeTimeoutMs',
+        'drainMs',
+      ]) {
         assert.match(error.message, new RegExp(`idempotency\\(\\)\\.${name}:`));
       }
       return true;
@@ -1166,5 +1175,33 @@ test('a live claim is renewed while its handler runs past the lease: a repeat st
     release.open();
   }
   assert.equal(await (await first).text(), 'done');
+  assert.equal(runs, 1);
+});
+
+test('a response body that never ends is read for at most drainMs after its client left: then cancelled, and repeats get 409, never a second run', async () => {
+  const cancelled = signal();
+  let runs = 0;
+  const app = new Hono();
+  app.use('/feed', idempotency({ drainMs: 50 }));
+  app.post('/feed', () => {
+    runs++;
+    // Not an event stream (those are never read ahead): a feed that writes once, then stalls for good.
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('first '));
+      },
+      cancel: () => cancelled.fire(),
+    });
+    return new Response(body, { headers: { 'content-type': 'application/x-ndjson' } });
+  });
+  const res = await settlesWithin(app.request('/feed', post('{}')), 1000);
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  await settlesWithin(reader.read(), 1000);
+  await settlesWithin(reader.cancel(new Error('client went away')), 1000);
+  await settlesWithin(cancelled.promise, 1000);
+  const again = await app.request('/feed', post('{}'));
+  assert.equal(again.status, 409);
+  assert.equal(again.headers.get('x-should-retry'), 'false');
+  assert.equal((await problemOf(again)).title, 'Response not replayable');
   assert.equal(runs, 1);
 });

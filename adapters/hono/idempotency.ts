@@ -54,6 +54,13 @@ export const DEFAULT_STORE_TIMEOUT_MS = 1000;
 export const DEFAULT_LEASE_MS = 30_000;
 /** Renewals per lease: a claim outlives two renewals lost in a row. */
 const RENEWALS_PER_LEASE = 3;
+/**
+ * How long a response body goes on being read after its client left (60 s), so the
+ * client's retry finds it recorded: long enough for a slow handler to finish (a model
+ * completion takes tens of seconds), short enough that a body that never ends (a
+ * feed, a long poll) is not read, nor its key held, for good.
+ */
+export const DEFAULT_DRAIN_MS = 60_000;
 /** Records the default in-memory store keeps (least recently used dropped first). */
 export const DEFAULT_MAX_RECORDS = 4096;
 /** The longest key accepted, in characters of content (the draft sets none; this bounds store keys). */
@@ -156,6 +163,13 @@ export interface IdempotencyOptions<E extends Env = Env> {
    * repeats get 409).
    */
   storeTimeoutMs?: number | undefined;
+  /**
+   * How long a response body goes on being read after its client left, in ms, so its
+   * retry finds it recorded. Default 60 s. A body that has not ended by then is
+   * cancelled (the handler's stream sees it) and recorded as not replayable: repeats
+   * get 409, never a second run.
+   */
+  drainMs?: number | undefined;
 }
 
 /** An RFC 9110 §5.6.2 token: what method names are made of. */
@@ -182,6 +196,7 @@ const optionsSchema = z.optional(
     ),
     storeTimeoutMs: z.optional(z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS))),
     leaseMs: z.optional(z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS))),
+    drainMs: z.optional(z.number().check(z.minimum(0), z.maximum(MAX_DELAY_MS))),
   }),
 );
 
@@ -439,8 +454,9 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  *   replayable", never a second run. Anything rejected before this middleware stores nothing.
  * - **Streaming**: the response is passed on as the handler produces it, never held
  *   back until it ends; its record is written when the body ends (a repeat meanwhile
- *   gets the 409 above), even if the client left early. If the handler's body stream
- *   breaks, the client's breaks too, and repeats get a 500.
+ *   gets the 409 above), even if the client left early: then for up to `drainMs` (60 s),
+ *   after which a body still going is cancelled and recorded as not replayable. If the
+ *   handler's body stream breaks, the client's breaks too, and repeats get a 500.
  * - **Limits**: a keyed request body over `maxBodyBytes` is 413 (never buffered whole).
  * - **Store failures fail closed**: a store that throws, or takes over `storeTimeoutMs`
  *   (1 s), gets a 503 with `Retry-After`, and the handler does not run. If only the
@@ -476,6 +492,7 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
   const maxBodyBytes = valid?.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const storeTimeoutMs = valid?.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   const leaseMs = Math.min(valid?.leaseMs ?? DEFAULT_LEASE_MS, ttlMs);
+  const drainMs = valid?.drainMs ?? DEFAULT_DRAIN_MS;
 
   /** `operation`, or a rejection once it has taken longer than `storeTimeoutMs`. */
   function bounded<T>(operation: Promise<T>): Promise<T> {
@@ -620,7 +637,16 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
           else controller.enqueue(value);
         },
         async cancel(reason): Promise<void> {
+          // Read on for the retry, but not for ever: a body still going after drainMs is
+          // given up (cancelling it ends the pending read) and recorded as unreplayable.
+          const timer = setTimeout(() => {
+            if (kept === undefined) return;
+            kept = undefined;
+            unreplayable('stream');
+            reader.cancel(reason).catch(() => {});
+          }, drainMs);
           while (kept !== undefined && !(await read()).done);
+          clearTimeout(timer);
           await reader.cancel(reason);
         },
       },
