@@ -49,7 +49,7 @@ export const DEFAULT_STORE_TIMEOUT_MS = 1000;
  * request renews it while it works, so only a claim whose process died (or lost the
  * store) lapses: its key is free again after at most this long, not after `ttlMs`.
  * Long enough that a live process stalled for a moment (a GC pause, a store blip)
- * keeps its claim; the lock leases of Redisson and etcd are of this order.
+ * keeps its claim; Redisson's lock watchdog uses the same lease, renewed as often.
  */
 export const DEFAULT_LEASE_MS = 30_000;
 /** Renewals per lease: a claim outlives two renewals lost in a row. */
