@@ -10,6 +10,12 @@
  * 401 for a request that went out with an older token than the current one is simply
  * resent with the current one.
  *
+ * A refresh that never settles (a token endpoint that accepts the connection and never
+ * answers) must not hold that slot forever: every later 401 would join it and fail, and
+ * the client would be stuck until restarted. So a refresh holds the slot for a lease
+ * (`refreshTimeoutMs`) only; after it, the refresh is abandoned and the next 401 starts
+ * a new one.
+ *
  * Tokens are secrets: they are never put in an error message, an event or a log line.
  * That includes the runtime's own errors: Node and Deno quote the whole value when
  * `Headers.set()` refuses one, so token values are checked here, before they reach it.
@@ -17,13 +23,21 @@
 
 import * as z from 'zod/mini';
 import type { Call, Middleware, Next } from './call.ts';
-import { BreakwaterError, type RequestSummary, requestSummary, TimeoutError } from './errors.ts';
+import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
 import { functionOption, isFunction, validate } from './options.ts';
+import { MAX_DELAY_MS } from './timing.ts';
 
 /** The header a token goes in, by default (RFC 9110 §11.6.2). */
 export const DEFAULT_AUTH_HEADER = 'authorization';
 /** The scheme put before a token that has none, by default (RFC 6750 §2.1). */
 export const DEFAULT_AUTH_SCHEME = 'Bearer';
+/**
+ * How long one shared `refresh()` may hold its slot before it is abandoned, in ms, by
+ * default: 30 s, as long as `definePolicy()` gives one request (`DEFAULT_ATTEMPT_MS`).
+ * A token endpoint answers in well under a second; abandoning a slow one that still
+ * works costs a second refresh, which may spend a rotating refresh token for nothing.
+ */
+export const DEFAULT_REFRESH_TIMEOUT_MS = 30_000;
 
 /** A token, or where to get one: called for every request until `refresh()` has produced one. */
 export type TokenSource = string | (() => string | Promise<string>);
@@ -51,6 +65,16 @@ export interface AuthOptions {
   header?: string | undefined;
   /** Put before a token without a space. Default `'Bearer'`; `''` sends the token bare. */
   scheme?: string | undefined;
+  /**
+   * How long one `refresh()` may hold the shared slot, in ms (default 30 s,
+   * {@link DEFAULT_REFRESH_TIMEOUT_MS}). Calls still waiting on it then fail with
+   * `AUTH_REFRESH_FAILED`, and the next 401 starts a new refresh instead of joining
+   * one that may never settle. If the abandoned refresh finishes after all, its token
+   * is used unless a later refresh's token came first. Longer is safer with rotating
+   * refresh tokens (a second refresh may spend the token the first one still holds);
+   * shorter unsticks the client sooner when the token endpoint hangs.
+   */
+  refreshTimeoutMs?: number | undefined;
 }
 
 /**
@@ -79,6 +103,7 @@ const optionsSchema = z.strictObject({
   scheme: z.optional(
     z.string().check(z.refine((value) => value === '' || HTTP_TOKEN.test(value), 'must be a token or empty')),
   ),
+  refreshTimeoutMs: z.optional(z.number().check(z.positive(), z.maximum(MAX_DELAY_MS))),
 });
 
 /**
@@ -101,20 +126,41 @@ function replayable(call: Call): boolean {
   return typeof (body as ReadableStream | null | undefined)?.getReader !== 'function';
 }
 
+/** A `refresh()` in flight, shared by every caller that meets a 401 meanwhile. */
+interface Flight {
+  /** Settles when the refresh does (its token, if taken, is in place by then). */
+  done: Promise<void>;
+  /** When its lease ends, by `performance.now()`: monotonic, so a clock step neither ends nor stretches it. */
+  ends: number;
+  /** Frees the slot if this refresh still holds it (the next 401 starts another); returns why, for its waiters. */
+  abandon: () => Error;
+}
+
+/** The error for a failed `token()` or `refresh()` (`cause`): `code`, saying `what` and naming the request. */
+function failure(call: Call, code: string, what: string, cause: unknown): BreakwaterError {
+  const request = requestSummary(call.key, call.method, call.href);
+  const where = `for server "${request.key}" (${request.method} ${request.url})`;
+  return new BreakwaterError(`auth(): ${what} ${where}`, code, { cause, request });
+}
+
 /**
  * Waits for `pending` (a `token()` or `refresh()`) no longer than the caller lets it:
  * rejects with the caller's abort reason as soon as the signal aborts, and with a
  * `TimeoutError` (scope total) at the call's deadline. `definePolicy()` sets that
  * deadline without a timer of its own (its attempt timeout sits inside `auth()`), so
  * without this a getter that hangs would hang the call past `totalMs`. If `pending`
- * fails, rejects with a `BreakwaterError` `code` saying `what` (its `cause`: the error).
+ * fails, rejects with a `BreakwaterError` `code` saying `what` (its `cause`: the error);
+ * so it does at the end of `flight`'s lease, which it abandons. The lease is timed by
+ * each waiter, not by the flight: a timer of the flight's own would outlive callers
+ * that gave up, and hold a process open for up to the lease.
  */
-function settle<T>(call: Call, pending: Promise<T>, code: string, what: string): Promise<T> {
+function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, flight?: Flight): Promise<T> {
   const { signal } = call;
   const ms = call.remainingMs();
-  const request = (): RequestSummary => requestSummary(call.key, call.method, call.href);
+  // The timer's wait: to the deadline, or to the end of the lease if that comes first.
+  const wait = flight ? Math.min(ms, flight.ends - performance.now()) : ms;
   return new Promise<T>((resolve, reject) => {
-    /** Settles once, clearing the timer and the listener on every path (abort, deadline, outcome). */
+    /** Settles once, clearing the timer and the listener on every path (abort, deadline, lease, outcome). */
     const end = (value: unknown, ok?: boolean): void => {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
@@ -123,21 +169,27 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string):
     };
     const onAbort = (): void => end(signal?.reason);
     const timer =
-      ms < Infinity
+      wait < Infinity
         ? setTimeout(
-            () => end(new TimeoutError({ scope: 'total', ms: call.totalMs ?? ms, request: request() })),
-            ms,
+            () =>
+              end(
+                // The call's own deadline names the error when it comes first (or together).
+                wait < ms
+                  ? failure(call, code, what, flight?.abandon())
+                  : new TimeoutError({
+                      scope: 'total',
+                      ms: call.totalMs ?? ms,
+                      request: requestSummary(call.key, call.method, call.href),
+                    }),
+              ),
+            wait,
           )
         : undefined;
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort);
     pending.then(
       (value) => end(value, true),
-      (cause) => {
-        const summary = request();
-        const where = `for server "${summary.key}" (${summary.method} ${summary.url})`;
-        end(new BreakwaterError(`auth(): ${what} ${where}`, code, { cause, request: summary }));
-      },
+      (cause) => end(failure(call, code, what, cause)),
     );
   });
 }
@@ -170,6 +222,12 @@ type Stamp = [token: string, generation: number];
  *   the caller's own reason) and at the call's total deadline (`TimeoutError`, scope
  *   `'total'`), even one set without a timer (`definePolicy()`'s): a hung getter
  *   cannot hang the call. A refresh left behind still completes for later calls.
+ * - A refresh holds the shared slot for `refreshTimeoutMs` at most (default 30 s):
+ *   callers still waiting then fail with `AUTH_REFRESH_FAILED` (and an
+ *   `auth-refresh` event says `'failed'`), and the next 401 starts a new refresh. If
+ *   the abandoned one finishes after all, its token is used (another `'refreshed'`
+ *   event) unless a later refresh's token came first. A hung `token()` needs no such
+ *   lease: it is called afresh for every call, so it holds up only its own.
  * - No token ever appears in an error message, an event or `JSON.stringify(error)`.
  *
  * One `auth()` holds one credential: share it between chains that use the same
@@ -192,13 +250,19 @@ export function auth(options: AuthOptions): Middleware {
   const refresh = valid.refresh;
   const header = valid.header ?? DEFAULT_AUTH_HEADER;
   const scheme = valid.scheme ?? DEFAULT_AUTH_SCHEME;
+  const leaseMs = valid.refreshTimeoutMs ?? DEFAULT_REFRESH_TIMEOUT_MS;
 
   /** The token the last successful refresh produced; used for every request after it. */
   let refreshed = '';
-  /** How many refreshes have succeeded: tells a request's token apart from a newer one. */
+  /**
+   * Which refresh `refreshed` came from (its number among those started; 0: none yet).
+   * It only grows, so it tells a request's token apart from a newer one.
+   */
   let generation = 0;
-  /** The refresh in flight, shared by every caller that meets a 401 meanwhile. */
-  let inflight: Promise<void> | undefined;
+  /** How many refreshes have started. */
+  let started = 0;
+  /** The refresh holding the slot, if any. */
+  let inflight: Flight | undefined;
 
   const prefix = scheme === '' ? '' : `${scheme} `;
   const format = (token: string): string => (/[ \t]/.test(token) ? token : prefix + token);
@@ -226,24 +290,58 @@ export function auth(options: AuthOptions): Middleware {
     return [generation > 0 ? refreshed : (source as string), generation];
   }
 
-  /** Runs `refresh()` once; a caller arriving while it runs joins it. */
-  function refreshOnce(call: Call, run: () => string | Promise<string>): Promise<void> {
-    // Cleared once settled by `.finally()`, whose callback always runs after this
-    // assignment, even when refresh() throws synchronously. No new flight starts
-    // before then, so it clears this one.
-    inflight ??= (async (): Promise<void> => {
+  /**
+   * The refresh holding the slot, unless its lease has ended: then it is abandoned
+   * here. Checked when a 401 comes, so even a lease that ended with nobody waiting
+   * (they all gave up first) needs no timer.
+   */
+  function live(): Flight | undefined {
+    if (inflight && performance.now() >= inflight.ends) inflight.abandon();
+    return inflight;
+  }
+
+  /** Runs `refresh()` once; a caller arriving while it runs (within its lease) joins it. */
+  function refreshOnce(call: Call, run: () => string | Promise<string>): Flight {
+    const running = live();
+    if (running) return running;
+    const number = ++started;
+    const report = (outcome: 'failed' | 'refreshed'): void =>
+      call.emit({ type: 'auth-refresh', key: call.key, outcome });
+    const flight = { ends: performance.now() + leaseMs } as Flight;
+    flight.abandon = () => {
+      if (inflight === flight) {
+        inflight = undefined;
+        report('failed');
+      }
+      return new Error(`refresh() did not settle within ${leaseMs} ms (refreshTimeoutMs)`);
+    };
+    // The body runs to its first await before `inflight` is set below, and the
+    // `finally` only after it, even when refresh() throws synchronously.
+    flight.done = (async (): Promise<void> => {
       let outcome: 'failed' | 'refreshed' = 'failed';
       try {
-        refreshed = await obtain(run, 'refresh');
-        generation += 1;
-        outcome = 'refreshed';
+        const token = await obtain(run, 'refresh');
+        // An abandoned refresh may still finish. Its token is taken unless a refresh
+        // started after it has delivered one: with rotating refresh tokens (OAuth 2.1
+        // §4.3.1) the abandoned refresh may have spent the refresh token that its
+        // replacement then sends, so its token can be the only one the server still
+        // honours, and dropping it would fail every call until yet another refresh.
+        // A later refresh's token is the newer one, and an older one never replaces it.
+        if (number > generation) {
+          refreshed = token;
+          generation = number;
+          outcome = 'refreshed';
+        }
       } finally {
-        call.emit({ type: 'auth-refresh', key: call.key, outcome });
+        // A refresh still holding the slot frees it and reports; an abandoned one
+        // reported 'failed' when abandoned, and speaks again only if its token is taken.
+        const holding = inflight === flight;
+        if (holding) inflight = undefined;
+        if (holding || outcome === 'refreshed') report(outcome);
       }
-    })().finally(() => {
-      inflight = undefined;
-    });
-    return inflight;
+    })();
+    inflight = flight;
+    return flight;
   }
 
   return async function auth(call: Call, next: Next): Promise<Response> {
@@ -257,12 +355,14 @@ export function auth(options: AuthOptions): Middleware {
     // Only a 401 for the newest token says that token is bad; for an older one, another
     // caller has refreshed already and the request just goes again with the new token,
     // once a refresh still running (the newer token expired too) has produced its own.
-    if (sentGeneration === generation || inflight) {
+    if (sentGeneration === generation || live()) {
+      const flight = refreshOnce(call, refresh);
       await settle(
         call,
-        refreshOnce(call, refresh),
+        flight.done,
         'AUTH_REFRESH_FAILED',
         'refresh() after HTTP 401 failed, so the request was not resent',
+        flight,
       );
     }
     call.attempt++;

@@ -578,3 +578,256 @@ test('a token() that answers at once costs no timer and no abort listener, even 
     globalThis.setTimeout = realSetTimeout;
   }
 });
+
+/** The lease the refresh-timeout tests give `refresh()`: short, yet far above a loopback round trip. */
+const LEASE_MS = 100;
+
+/** `pending`, or a rejection saying it was still pending after `ms` (so old code fails instead of hanging the suite). */
+function within<T>(pending: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`still pending after ${ms} ms`)), ms);
+  });
+  return Promise.race([pending, late]).finally(() => clearTimeout(timer));
+}
+
+/** A `refresh()` whose n-th call (1-based) returns a promise the test settles with `finish(n, token)`. */
+function heldRefresh(): {
+  refresh: () => Promise<string>;
+  calls: () => number;
+  finish: (n: number, token: string) => void;
+} {
+  const finishers: ((token: string) => void)[] = [];
+  return {
+    refresh: () =>
+      new Promise<string>((resolve) => {
+        finishers.push(resolve);
+      }),
+    calls: () => finishers.length,
+    finish: (n, token) => finishers[n - 1]?.(token),
+  };
+}
+
+test('a refresh() that never settles is abandoned after refreshTimeoutMs, and the next 401 starts a new one', async () => {
+  await withServer(acceptsNew, async (server) => {
+    let calls = 0;
+    const refresh = (): Promise<string> => {
+      calls += 1;
+      // The first refresh hangs (a token endpoint that never answers); the second works.
+      return calls === 1 ? new Promise<string>(() => {}) : Promise.resolve(NEW);
+    };
+    const events: BreakwaterEvent[] = [];
+    // No deadline and no signal: the lease alone has to end the wait.
+    const fetch = createFetch({
+      use: [auth({ token: OLD, refresh, refreshTimeoutMs: LEASE_MS })],
+      onEvent: (e) => events.push(e),
+    });
+    const started = Date.now();
+    await assert.rejects(within(fetch(`${server.origin}/first`), 2_000), (error: unknown) => {
+      assert.ok(error instanceof BreakwaterError, String(error));
+      assert.equal(error.code, 'AUTH_REFRESH_FAILED');
+      assert.match((error.cause as Error).message, /did not settle within 100 ms \(refreshTimeoutMs\)/);
+      return true;
+    });
+    const took = Date.now() - started;
+    assert.ok(took >= LEASE_MS - 5 && took < 1_000, `ended after ${took} ms`);
+
+    const res = await within(fetch(`${server.origin}/second`), 2_000);
+    assert.equal(res.status, 200, 'the next 401 started a new refresh instead of joining the hung one');
+    await res.text();
+    assert.equal(calls, 2);
+    assert.deepEqual(
+      server.requests.map((r) => [r.url, r.headers.authorization]),
+      [
+        ['/first', `Bearer ${OLD}`],
+        ['/second', `Bearer ${OLD}`],
+        ['/second', `Bearer ${NEW}`],
+      ],
+    );
+    assert.deepEqual(
+      events.flatMap((e) => (e.type === 'auth-refresh' ? [e.outcome] : [])),
+      ['failed', 'refreshed'],
+    );
+  });
+});
+
+test('a token from an abandoned refresh is used when it arrives before its replacement’s', async () => {
+  // With rotating refresh tokens, the abandoned refresh may have spent the refresh
+  // token: its access token can be the only one the server will still honour.
+  const T1 = 'sk-t1-1111111111';
+  const T2 = 'sk-t2-2222222222';
+  const valid = new Set([`Bearer ${T1}`, `Bearer ${T2}`]);
+  const handler: Handler = (req) =>
+    valid.has(String(req.headers.authorization)) ? { status: 200 } : { status: 401 };
+  await withServer(handler, async (server) => {
+    const { refresh, calls, finish } = heldRefresh();
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({
+      use: [auth({ token: OLD, refresh, refreshTimeoutMs: LEASE_MS })],
+      onEvent: (e) => events.push(e),
+    });
+    await assert.rejects(within(fetch(`${server.origin}/a`), 2_000), { code: 'AUTH_REFRESH_FAILED' });
+    const b = fetch(`${server.origin}/b`); // OLD → 401 → the replacement refresh starts, held
+    while (calls() < 2) await tick(2);
+    finish(1, T1); // the abandoned refresh finishes first
+    await tick(0);
+    const c = await within(fetch(`${server.origin}/c`), 2_000);
+    assert.equal(c.status, 200);
+    await c.text();
+    finish(2, T2); // then the replacement: newer, so it takes over
+    const late = await within(b, 2_000);
+    assert.equal(late.status, 200);
+    await late.text();
+    await (await fetch(`${server.origin}/d`)).text();
+    assert.deepEqual(
+      server.requests.map((r) => [r.url, r.headers.authorization]),
+      [
+        ['/a', `Bearer ${OLD}`],
+        ['/b', `Bearer ${OLD}`],
+        ['/c', `Bearer ${T1}`],
+        ['/b', `Bearer ${T2}`],
+        ['/d', `Bearer ${T2}`],
+      ],
+    );
+    assert.deepEqual(
+      events.flatMap((e) => (e.type === 'auth-refresh' ? [e.outcome] : [])),
+      ['failed', 'refreshed', 'refreshed'],
+    );
+  });
+});
+
+test('a token from an abandoned refresh that arrives after its replacement’s is dropped', async () => {
+  const T1 = 'sk-t1-1111111111';
+  const T2 = 'sk-t2-2222222222';
+  const valid = new Set([`Bearer ${T1}`, `Bearer ${T2}`]);
+  const handler: Handler = (req) =>
+    valid.has(String(req.headers.authorization)) ? { status: 200 } : { status: 401 };
+  await withServer(handler, async (server) => {
+    const { refresh, calls, finish } = heldRefresh();
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({
+      use: [auth({ token: OLD, refresh, refreshTimeoutMs: LEASE_MS })],
+      onEvent: (e) => events.push(e),
+    });
+    await assert.rejects(within(fetch(`${server.origin}/a`), 2_000), { code: 'AUTH_REFRESH_FAILED' });
+    const b = fetch(`${server.origin}/b`);
+    while (calls() < 2) await tick(2);
+    finish(2, T2); // the replacement finishes first
+    const res = await within(b, 2_000);
+    assert.equal(res.status, 200);
+    await res.text();
+    finish(1, T1); // the abandoned refresh's older token comes too late
+    await tick(0);
+    await (await fetch(`${server.origin}/c`)).text();
+    assert.deepEqual(
+      server.requests.map((r) => [r.url, r.headers.authorization]),
+      [
+        ['/a', `Bearer ${OLD}`],
+        ['/b', `Bearer ${OLD}`],
+        ['/b', `Bearer ${T2}`],
+        ['/c', `Bearer ${T2}`],
+      ],
+    );
+    assert.deepEqual(
+      events.flatMap((e) => (e.type === 'auth-refresh' ? [e.outcome] : [])),
+      ['failed', 'refreshed'],
+    );
+  });
+});
+
+test('a wait for a refresh leaves no timer and no abort listener behind, whether the caller aborts or the lease ends', async () => {
+  // No timer of the lease outlives the calls waiting on it: one left running would hold
+  // a process open for up to refreshTimeoutMs after its callers gave up. Only auth's
+  // own timers are counted: the runtime's HTTP client may start some of its own.
+  const realSetTimeout = globalThis.setTimeout;
+  const realClearTimeout = globalThis.clearTimeout;
+  const pending = new Set<unknown>();
+  globalThis.setTimeout = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    if (!/[\\/]src[\\/]auth\.ts/.test(String(new Error().stack))) return realSetTimeout(fn, ms, ...args);
+    const id: unknown = realSetTimeout(
+      (...a: unknown[]) => {
+        pending.delete(id);
+        fn(...a);
+      },
+      ms,
+      ...args,
+    );
+    pending.add(id);
+    return id;
+  }) as typeof setTimeout;
+  globalThis.clearTimeout = ((id: Parameters<typeof clearTimeout>[0]) => {
+    pending.delete(id);
+    realClearTimeout(id);
+  }) as typeof clearTimeout;
+  const session = new AbortController();
+  let listeners = 0;
+  const add = session.signal.addEventListener.bind(session.signal);
+  const remove = session.signal.removeEventListener.bind(session.signal);
+  session.signal.addEventListener = ((...args: Parameters<typeof add>) => {
+    listeners++;
+    add(...args);
+  }) as typeof add;
+  session.signal.removeEventListener = ((...args: Parameters<typeof remove>) => {
+    listeners--;
+    remove(...args);
+  }) as typeof remove;
+  const unauthorized = async (): Promise<Response> => new Response('expired', { status: 401 });
+  const hanging = (): Promise<string> => new Promise<string>(() => {});
+  try {
+    // The caller aborts long before a 60 s lease ends: the lease's timer goes with it.
+    const controller = new AbortController();
+    const patient = createFetch({
+      fetch: unauthorized,
+      use: [auth({ token: OLD, refresh: hanging, refreshTimeoutMs: 60_000 })],
+    });
+    const aborted = patient('http://127.0.0.1:9/a', { signal: controller.signal });
+    await tick(5);
+    controller.abort(new Error('user gave up'));
+    await assert.rejects(aborted, { message: 'user gave up' });
+    assert.equal(pending.size, 0, 'no timer left after the abort');
+
+    // The lease ends: no timer and no listener on the caller's long-lived signal remain.
+    const leased = createFetch({
+      fetch: unauthorized,
+      use: [auth({ token: OLD, refresh: hanging, refreshTimeoutMs: 20 })],
+    });
+    await assert.rejects(leased('http://127.0.0.1:9/b', { signal: session.signal }), {
+      code: 'AUTH_REFRESH_FAILED',
+    });
+    assert.equal(pending.size, 0, 'no timer left after the lease ended');
+    assert.equal(listeners, 0, 'no listener left on the caller signal');
+  } finally {
+    globalThis.setTimeout = realSetTimeout;
+    globalThis.clearTimeout = realClearTimeout;
+  }
+});
+
+test('refreshTimeoutMs must be a positive number of milliseconds', () => {
+  for (const refreshTimeoutMs of [0, -1, Number.NaN, 2 ** 31, '100']) {
+    assert.throws(
+      () => auth({ token: OLD, refresh: () => NEW, refreshTimeoutMs: refreshTimeoutMs as number }),
+      /auth\(\)\.refreshTimeoutMs/,
+    );
+  }
+});
+
+test('a token() that never settles holds up only its own call: the next call asks token() again', async () => {
+  // token() is not shared between calls (unlike refresh()), so a hung one cannot stick
+  // the client: each call is bounded by its own abort and deadline.
+  await withServer(always({ status: 200 }), async (server) => {
+    let calls = 0;
+    const token = (): Promise<string> => {
+      calls += 1;
+      return calls === 1 ? new Promise<string>(() => {}) : Promise.resolve(OLD);
+    };
+    const fetch = createFetch({ use: [deadline(50), auth({ token })] });
+    await assert.rejects(within(fetch(`${server.origin}/a`), 2_000), TimeoutError);
+    const res = await within(fetch(`${server.origin}/b`), 2_000);
+    assert.equal(res.status, 200);
+    await res.text();
+    assert.deepEqual(
+      server.requests.map((r) => [r.url, r.headers.authorization]),
+      [['/b', `Bearer ${OLD}`]],
+    );
+  });
+});
