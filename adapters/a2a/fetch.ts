@@ -11,6 +11,7 @@
 import * as z from 'zod/mini';
 import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
+import { cappedFailure } from '../../src/failure-body.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 
@@ -40,15 +41,6 @@ export const A2A_READ_ONLY_METHODS: ReadonlySet<string> = new Set([
  * parsed at all.
  */
 const MAX_INSPECTED_CHARS = 64 * 1024;
-
-/**
- * The most bytes of a failure body the SDK is given (64 KiB). It reads a failure's
- * whole body into its error message (`HTTP error for GetTask! Status: 500 ... Response:
- * <body>`): an error page that never ends (a proxy's, a hostile agent's) would grow
- * the client's memory without bound and keep the request open. Real error bodies are
- * far smaller.
- */
-const MAX_FAILURE_BODY_BYTES = 64 * 1024;
 
 const optionsSchema = z.optional(z.strictObject(clientOptionsShape));
 
@@ -111,75 +103,13 @@ export function a2aIdempotent(): Middleware {
 }
 
 /**
- * `response` with another body. A status past 599 (fetch passes up to 999 through) is
- * not one `new Response()` takes: built as 599 and given its own status back, so a
- * server cannot slip an endless body past the cap by answering 600.
- */
-function rebuilt(response: Response, body: ReadableStream<Uint8Array>): Response {
-  const { status, statusText, headers } = response;
-  const copy = new Response(body, { status: Math.min(status, 599), statusText, headers });
-  return status > 599 ? Object.defineProperty(copy, 'status', { value: status }) : copy;
-}
-
-/**
- * `response` with its body ended after {@link MAX_FAILURE_BODY_BYTES}, or `waitMs`
- * after now (the policy's `capture.bodyWaitMs`: a body still coming by then is a
- * stalled one, and the SDK would wait for its end with no deadline of its own). It
- * keeps what arrived; the rest is cancelled, so the connection is let go. The timer
- * ends with the body, whichever way (read, cut, broken, cancelled).
- */
-function capped(response: Response, waitMs: number): Response {
-  const source = response.body;
-  if (!source) return response;
-  const reader = source.getReader();
-  let size = 0;
-  let done = false;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const stop = (reason?: unknown): Promise<void> => {
-    done = true;
-    clearTimeout(timer);
-    return reader.cancel(reason).catch(() => {});
-  };
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      timer = setTimeout(() => {
-        if (done) return;
-        stop();
-        controller.close();
-      }, waitMs);
-    },
-    async pull(controller) {
-      const next = await reader.read().catch((error: unknown) => {
-        stop();
-        throw error;
-      });
-      // Ended at the deadline while this read waited.
-      if (done) return;
-      if (next.done) {
-        stop();
-        return controller.close();
-      }
-      const room = MAX_FAILURE_BODY_BYTES - size;
-      size += next.value.byteLength;
-      controller.enqueue(size > MAX_FAILURE_BODY_BYTES ? next.value.subarray(0, room) : next.value);
-      if (size >= MAX_FAILURE_BODY_BYTES) {
-        stop();
-        controller.close();
-      }
-    },
-    cancel: stop,
-  });
-  return rebuilt(response, body);
-}
-
-/**
  * Middleware that hands a failure response (status >= 400) on with its body ended
- * after {@link MAX_FAILURE_BODY_BYTES} or `waitMs` (see `capped`).
+ * after `MAX_FAILURE_BODY_BYTES` or `waitMs` (see `cappedFailure` in src/failure-body.ts).
  */
 export function capFailureBodies(waitMs: number): Middleware {
   return async function capFailureBodies(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
-    return response.status >= 400 ? capped(response, waitMs) : response;
+    return response.status >= 400 ? cappedFailure(response, waitMs) : response;
   };
 }
 

@@ -17,6 +17,7 @@ import * as z from 'zod/mini';
 import type { Call, FetchLike, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS, type StatusSnapshot } from '../../src/capture.ts';
 import { oneLine } from '../../src/errors.ts';
+import { cappedFailure } from '../../src/failure-body.ts';
 import { clientOptionsShape, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
@@ -77,77 +78,6 @@ const MAX_SNAPSHOT_AGE_MS = 30_000;
  * concurrent calls failing together, and bounded however many statuses a server sends.
  */
 const MAX_FAILURES = 32;
-
-/**
- * The most bytes of a failure body the SDK is given (64 KiB). It reads a failed POST's
- * whole body into its error message (`Error POSTing to endpoint: <body>`): an error
- * page that never ends (a proxy's, a hostile server's) would grow the client's memory
- * without bound and keep the request open. Real error bodies, OAuth's JSON errors
- * included, are far smaller.
- */
-const MAX_FAILURE_BODY_BYTES = 64 * 1024;
-
-/**
- * `response` with another body. A status past 599 (fetch passes up to 999 through) is
- * not one `new Response()` takes: built as 599 and given its own status back, so a
- * server cannot slip an endless body past the cap by answering 600.
- */
-function rebuilt(response: Response, body: ReadableStream<Uint8Array>): Response {
-  const { status, statusText, headers } = response;
-  const copy = new Response(body, { status: Math.min(status, 599), statusText, headers });
-  return status > 599 ? Object.defineProperty(copy, 'status', { value: status }) : copy;
-}
-
-/**
- * `response` with its body ended after {@link MAX_FAILURE_BODY_BYTES}, or `waitMs`
- * after now (the policy's `capture.bodyWaitMs`: a body still coming by then is a
- * stalled one, and the SDK would wait for its end with no deadline of its own). It
- * keeps what arrived; the rest is cancelled, so the connection is let go. The timer
- * ends with the body, whichever way (read, cut, broken, cancelled).
- */
-function capped(response: Response, waitMs: number): Response {
-  const source = response.body;
-  if (!source) return response;
-  const reader = source.getReader();
-  let size = 0;
-  let done = false;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const stop = (reason?: unknown): Promise<void> => {
-    done = true;
-    clearTimeout(timer);
-    return reader.cancel(reason).catch(() => {});
-  };
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      timer = setTimeout(() => {
-        if (done) return;
-        stop();
-        controller.close();
-      }, waitMs);
-    },
-    async pull(controller) {
-      const next = await reader.read().catch((error: unknown) => {
-        stop();
-        throw error;
-      });
-      // Ended at the deadline while this read waited.
-      if (done) return;
-      if (next.done) {
-        stop();
-        return controller.close();
-      }
-      const room = MAX_FAILURE_BODY_BYTES - size;
-      size += next.value.byteLength;
-      controller.enqueue(size > MAX_FAILURE_BODY_BYTES ? next.value.subarray(0, room) : next.value);
-      if (size >= MAX_FAILURE_BODY_BYTES) {
-        stop();
-        controller.close();
-      }
-    },
-    cancel: stop,
-  });
-  return rebuilt(response, body);
-}
 
 /** A failure response handed to the SDK, and the JSON-RPC ids (as JSON) of the request it answered. */
 interface Failure {
@@ -246,7 +176,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
           ids = idsOf(JSON.parse(body));
       } catch {}
       if (failures.push({ said, ids }) > MAX_FAILURES) failures.shift();
-      return capped(response, waitMs);
+      return cappedFailure(response, waitMs);
     }
     return response;
   }
