@@ -82,7 +82,7 @@ const MAX_MAX_KEYS = 10_000_000;
  * default timeouts the attempt timeout ends a probe first. With `attemptMs` over
  * 60 s (slow non-streaming model calls), a healthy probe may be joined by a second.
  */
-const PROBE_LEASE_MS = 60_000;
+export const PROBE_LEASE_MS: number = 60_000;
 
 /** A circuit's state. */
 export type BreakerState = 'closed' | 'open' | 'half-open';
@@ -183,8 +183,10 @@ export interface CircuitBreaker extends Middleware {
 /** A whole number, at least 1 (`z.int()` also keeps it below 2^53; the formatter says "must be an integer"). */
 const count = () => z.int().check(z.minimum(1));
 
-// Every field is optional: `z.partial()` below says so once.
-const configShape = {
+// Every field is optional: `z.partial()` below says so once. Built in `/* @__PURE__ */`
+// closures, as backoff.ts's schemas are: a bundle that imports only a constant from
+// this file (the start gate takes PROBE_LEASE_MS) drops them.
+const configShape = /* @__PURE__ */ (() => ({
   consecutiveFailures: count(),
   failureRatio: z.number().check(z.gt(0), z.maximum(1)),
   minimumThroughput: count(),
@@ -193,23 +195,25 @@ const configShape = {
   maxKeys: count().check(z.maximum(MAX_MAX_KEYS)),
   maxRetryAfterMs: delayMsSchema,
   quotaPacing: z.boolean(),
-};
+}))();
 
 /**
  * The schema of {@link BreakerConfig}: unknown keys are rejected. Exported so
  * `definePolicy()` validates `breaker` with the very same rules.
  */
-export const breakerSchema: z.ZodMiniType<BreakerConfig> = z.partial(z.strictObject(configShape));
+export const breakerSchema: z.ZodMiniType<BreakerConfig> = /* @__PURE__ */ (() =>
+  z.partial(z.strictObject(configShape)))();
 
-const optionsSchema = z.optional(
-  z.partial(
-    z.strictObject({
-      ...configShape,
-      now: functionOption<() => number>(),
-      random: functionOption<() => number>(),
-    }),
-  ),
-);
+const optionsSchema = /* @__PURE__ */ (() =>
+  z.optional(
+    z.partial(
+      z.strictObject({
+        ...configShape,
+        now: functionOption<() => number>(),
+        random: functionOption<() => number>(),
+      }),
+    ),
+  ))();
 
 /**
  * A counted failure: a response (408, 5xx), an `HttpStatusError` thrown inside the

@@ -20,6 +20,7 @@ import {
   type Jitter,
   withDefaults,
 } from './backoff.ts';
+import { PROBE_LEASE_MS } from './breaker.ts';
 import {
   GateClosedError,
   HttpStatusError,
@@ -40,15 +41,6 @@ export const DEFAULT_GATE_KEY = 'gate';
  * +30% spreads agents restarted together without ever shortening a window.
  */
 export const DEFAULT_GATE_JITTER: Jitter = '+30%';
-/**
- * How long a probe may hold the gate without settling, in ms: a connect that never
- * returns (a server that accepts and never answers, no timeout inside `fn`) must not
- * refuse every later start until `reset()`. After this long the next `run()` probes
- * instead. The breaker's probe lease (`PROBE_LEASE_MS` in breaker.ts), copied until
- * breaker.ts exports it: the two must stay one value.
- */
-const PROBE_LEASE_MS = 60_000;
-
 /** Options for {@link createGate}. */
 export interface GateOptions {
   /** The gate's name, shown in `GateClosedError` messages. Default `'gate'`. */
@@ -257,6 +249,8 @@ export function createGate(options?: GateOptions): Gate {
           throw new GateClosedError({ key, retryAt: new Date(at), cause, now: time });
         }
         probe = mine = Symbol();
+        // The breaker's probe lease: a connect that never returns (no timeout inside `fn`)
+        // must not refuse every later start until `reset()`.
         probeUntilMs = time + PROBE_LEASE_MS;
       }
       try {
