@@ -60,7 +60,9 @@ export function safeHeaders(headers: Headers | undefined): Record<string, string
 /**
  * A URL fit to print: no userinfo, no fragment, and every query parameter kept by
  * name with its value replaced (`?api_key=[redacted]`), so a person can still see
- * which parameters were sent. Unparseable input yields a placeholder, never the input.
+ * which parameters were sent; a URL in its path is redacted too, and a name holding
+ * `:`, `/` or `@` is shown as `[redacted]`. Unparseable input yields a placeholder,
+ * never the input.
  */
 export function redactUrl(url: string | URL): string {
   let parsed: URL;
@@ -70,9 +72,14 @@ export function redactUrl(url: string | URL): string {
   } catch {
     return '(unparseable URL)';
   }
-  const base = `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
+  // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is redacted on its own.
+  const base = `${parsed.protocol}//${parsed.host}${redactText(parsed.pathname)}`;
   if (parsed.search === '') return base;
-  const names = [...parsed.searchParams.keys()].map((name) => `${encodeURIComponent(name)}=${REDACTED}`);
+  // A "name" holding a URL (`?https://u:pw@h/`, a redirect target with no `=`) would show
+  // its userinfo: parameter names hold no `:`, `/` or `@`.
+  const names = [...parsed.searchParams.keys()].map(
+    (name) => `${name === REDACTED || /[:/@]/.test(name) ? REDACTED : encodeURIComponent(name)}=${REDACTED}`,
+  );
   return `${base}?${names.join('&')}`;
 }
 
@@ -119,8 +126,11 @@ function decodeEscape(text: string, i: number): [string, number] {
   return [text.charAt(i + 1), 2];
 }
 
-/** Where the URL whose `://` ends at `from` ends; `quote` is the character before its scheme. */
-function urlEnd(text: string, from: number, quote: string): number {
+/**
+ * Where the URL whose `://` ends at `from` ends; `quote` is the character before its
+ * scheme, `next` where the next URL's scheme starts.
+ */
+function urlEnd(text: string, from: number, quote: string, next: number): number {
   // Brackets opened in the URL and not closed yet: a closing one that matches none was
   // opened before the URL (`(see https://h/x)`), so it is punctuation; `http://[::1]`,
   // `https://h/Foo_(bar)` and `?k=[redacted]` (redacted again) keep theirs.
@@ -133,9 +143,18 @@ function urlEnd(text: string, from: number, quote: string): number {
     c = text.charAt(i);
     length = 1;
     if (c === '\\') [c, length] = decodeEscape(text, i);
-    // A quote that opened the URL closes it in the query: WHATWG URL encodes `'` there,
-    // never in the userinfo or the path (`'https://o'brien:pw@h/it's?k=v'`).
-    if (endsUrl(c) || (c === quote && inQuery && (quote === "'" || quote === '`'))) break;
+    // A quote that opened the URL closes it in the query (WHATWG URL encodes `'` there,
+    // never in the userinfo or the path: `'https://o'brien:pw@h/it's?k=v'`) when what
+    // follows cannot go on in a URL: the end, a space, punctuation (`','msg':`), not `'s`.
+    const after = text.charAt(i + length);
+    const closesQuote =
+      c === quote &&
+      inQuery &&
+      (quote === "'" || quote === '`') &&
+      (endsUrl(after) || URL_TRAILER.includes(after));
+    // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is one of its own, or its
+    // userinfo would be shown as path; in the query or fragment it is redacted anyway.
+    if (endsUrl(c) || closesQuote || (i >= next && !inQuery)) break;
     const closes = ')]}'.includes(c) && opened.at(-1) === '([{'.charAt(')]}'.indexOf(c));
     if (closes) opened.pop();
     else if ('([{'.includes(c)) opened.push(c);
@@ -143,6 +162,12 @@ function urlEnd(text: string, from: number, quote: string): number {
     if (!URL_TRAILER.includes(c) || closes) kept = i + length;
   }
   return kept;
+}
+
+/** Where the scheme ending at `i` starts, no further back than `floor`. */
+function schemeStart(text: string, i: number, floor: number): number {
+  while (i > floor && SCHEME_CHAR.test(text.charAt(i - 1))) i--;
+  return i;
 }
 
 /** The next `://` (or JSON-escaped `:\/\/`) in `text` at or after `from`. */
@@ -156,8 +181,9 @@ function findSeparator(text: string, from: number): RegExpExecArray | null {
  * library did not write but shows: an SDK's error (the A2A card resolver names the
  * card URL, query and all), a runtime's (Deno names the request URL) or a server's
  * error body. A URL starts at a scheme and `://` (also JSON-escaped: `:\/\/`, with its
- * escapes decoded) and runs to whitespace, `"`, `<` or `>`, or to the quote that opened
- * it; brackets and punctuation around it are kept, and so is the text after it
+ * escapes decoded) and runs to whitespace, `"`, `<` or `>`, to the quote that opened it
+ * (once in its query), or to another URL in its path; brackets and punctuation around
+ * it are kept, and so is the text after it
  * (`{"url":"https://h/x?k=[redacted]","msg":"quota"}`). Linear time on any input.
  */
 export function redactText(text: string): string {
@@ -165,18 +191,24 @@ export function redactText(text: string): string {
   let done = 0;
   let separator = findSeparator(text, 0);
   while (separator) {
-    let start = separator.index;
-    while (start > done && SCHEME_CHAR.test(text.charAt(start - 1))) start--;
+    const start = schemeStart(text, separator.index, done);
     const from = separator.index + separator[0].length;
-    const end = urlEnd(text, from, text.charAt(start - 1));
-    const rest = text
-      .slice(from, end)
-      .replace(/\\(?:u[\dA-Fa-f]{4}|.)/g, (sequence) => decodeEscape(sequence, 0)[0]);
-    const redacted = redactUrl(`${text.slice(start, separator.index)}://${rest}`);
-    // A URL written without a path is shown without one: the `/` the parser adds is not in the text.
-    out +=
-      text.slice(done, start) +
-      (/[/\\]/.test(rest) ? redacted : redacted.replace(/^([^/]*\/\/[^/]*)\//, '$1'));
+    const following = findSeparator(text, from);
+    const next = following ? schemeStart(text, following.index, from) : text.length;
+    const end = urlEnd(text, from, text.charAt(start - 1), next);
+    if (end === from) {
+      // Nothing after `://` (`http://http://...`): nothing to hide, and no parse to pay for.
+      out += text.slice(done, end);
+    } else {
+      const rest = text
+        .slice(from, end)
+        .replace(/\\(?:u[\dA-Fa-f]{4}|.)/g, (sequence) => decodeEscape(sequence, 0)[0]);
+      const redacted = redactUrl(`${text.slice(start, separator.index)}://${rest}`);
+      // A URL written without a path is shown without one: the `/` the parser adds is not in the text.
+      out +=
+        text.slice(done, start) +
+        (/[/\\]/.test(rest) ? redacted : redacted.replace(/^([^/]*\/\/[^/]*)\//, '$1'));
+    }
     done = end;
     separator = findSeparator(text, end);
   }

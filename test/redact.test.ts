@@ -228,12 +228,12 @@ test('redactText takes linear time on hostile input: four times the text, about 
     (chars) => fill('https:\\/\\/', chars),
     (chars) => fill(':\\u002F\\u002F', chars),
     (chars) => fill("'http://h/?k='", chars),
-    (chars) => fill("'http://h/x'", chars),
     (chars) => `${fill('(', chars / 2)}http://h/${fill(')', chars / 2)}`,
+    (chars) => `http://h/${fill('[', chars)}`,
     (chars) => `http://h/?${fill('a&', chars)}`,
-    (chars) => fill('http://[', chars),
-    (chars) => fill('\\u0022http://h\\', chars),
+    (chars) => `http://h/${fill('\\u0041', chars)}`,
   ];
+
   const SMALL = 32 * 1024;
   for (const make of hostile) {
     const small = make(SMALL);
@@ -290,6 +290,63 @@ test('redactText redacts URLs in compact JSON and keeps the rest of the JSON, es
         `{"url":"https://h.example/p?t=${REDACTED}",${slashes(`"msg":${JSON.stringify(msg)}}`)}`,
       );
     }),
+  );
+});
+
+test('redactText redacts a URL inside another URL on its own', () => {
+  assert.equal(
+    redactText('failed: https://proxy.example/fetch/https://user:pw-1@h.example/x?token=tk-1'),
+    `failed: https://proxy.example/fetch/https://h.example/x?token=${REDACTED}`,
+  );
+  assert.equal(redactText('failed: http://http://user:pw-2@h.example/'), 'failed: http://http://h.example/');
+});
+
+test('redactUrl redacts a URL inside its path', () => {
+  assert.equal(
+    redactUrl('https://proxy.example/fetch/https://user:pw-3@h.example/x'),
+    'https://proxy.example/fetch/https://h.example/x',
+  );
+});
+
+test('redactUrl shows no parameter name that holds a URL', () => {
+  // A redirect target after `?` with no `=` is a parameter name to URLSearchParams.
+  const out = redactUrl('https://r.example/go?https://user:pw-4@h.example/');
+  assert.equal(out, `https://r.example/go?${REDACTED}=${REDACTED}`);
+  assert.equal(redactUrl(out), out);
+});
+
+/** Whatever may stand right next to a URL: brackets, quotes, escapes, other URLs' pieces. */
+const nextToUrl = fc
+  .array(
+    fc.constantFrom(
+      ...['(', ')', '[', ']', '{', '}', "'", '"', '`', ',', '.', ';', ':', '\\', '\\/', '\\"', '\\u0027'],
+      ...['/', '?', '#', '&', '=', 'a', ' ', '<', '>', '%', 'http://', ':\\/\\/'],
+    ),
+    { maxLength: 8 },
+  )
+  .map((pieces) => pieces.join(''));
+
+test('redactText never shows a secret of a URL, whatever stands right next to it', () => {
+  const url = fc
+    .tuple(
+      fc.constantFrom('http', 'https', 'postgres'),
+      urlSecret.map((secret) => `${secret}x`),
+      fc.constantFrom('h.example', '[::1]', 'h.example:8080'),
+      fc.constantFrom('', '/p', '/a(b)', "/it's"),
+      fc.constantFrom('?', '?a=(1)&', '?x=[y]&'),
+      fc.boolean(),
+      fc.boolean(),
+    )
+    .map(([scheme, secret, host, path, query, escaped, fragment]) => {
+      const written = `${scheme}://u:${secret}@${host}${path}${query}t=${secret}${fragment ? `#${secret}` : ''}`;
+      return { secret, written: escaped ? written.replaceAll('/', '\\/') : written };
+    });
+  fc.assert(
+    fc.property(nextToUrl, url, nextToUrl, (before, { secret, written }, after) => {
+      const out = redactText(`${before}${written}${after}`);
+      assert.equal(out.includes(secret), false, out);
+    }),
+    { numRuns: 2_000 },
   );
 });
 
