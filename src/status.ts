@@ -128,8 +128,8 @@ export async function readSaid(
   const retryAfterMs = retryDelay(response.headers, now);
   const text = await readPrefix(response, bodyBytes, bodyWaitMs);
   // Servers quote the request URL back: a snapshot is redacted like an error. The JSON
-  // is read first: a URL followed by more of a compact object (`...?k=v"},"id":1}`)
-  // takes the rest of that word with it, and the text would no longer parse.
+  // is read first, from the text as sent: redaction rewrites escaped URLs
+  // (`https:\/\/...`) and query values, and the message is what the server wrote.
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
