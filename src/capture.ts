@@ -26,6 +26,12 @@ const MAX_BODY_BYTES = 64 * 1024;
 const MAX_BODY_WAIT_MS = 30_000;
 /** How many servers' last snapshots are kept (least recently written dropped first). */
 const MAX_KEYS = 1000;
+/**
+ * How many snapshots a scope keeps (the oldest dropped first). A scope is meant for one
+ * operation, but one kept for a client's whole life must not grow without end; an
+ * operation that fails more often than this has its latest failures kept.
+ */
+const MAX_SCOPE_SNAPSHOTS = 100;
 
 /** What a failing server said, frozen at the moment the response headers arrived. */
 export interface StatusSnapshot {
@@ -54,7 +60,7 @@ export interface CaptureScope {
   readonly fetch: FetchLike;
   /** The latest snapshot taken through this scope's fetch. */
   last(): StatusSnapshot | undefined;
-  /** Every snapshot taken through this scope's fetch, oldest first. */
+  /** The snapshots taken through this scope's fetch, oldest first: the last 100. */
   all(): readonly StatusSnapshot[];
 }
 
@@ -146,7 +152,8 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
       at,
     });
     remember(snapshot);
-    (call.init as { [SCOPE]?: StatusSnapshot[] } | undefined)?.[SCOPE]?.push(snapshot);
+    const scoped = (call.init as { [SCOPE]?: StatusSnapshot[] } | undefined)?.[SCOPE];
+    if (scoped && scoped.push(snapshot) > MAX_SCOPE_SNAPSHOTS) scoped.shift();
     // For a throwOnStatus() or retry outside: they reuse it instead of reading the body again.
     (response as Snapshotted)[SNAPSHOT] = snapshot;
     call.emit({ type: 'captured', key: snapshot.key, snapshot });

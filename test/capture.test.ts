@@ -256,3 +256,19 @@ test('a compact JSON error body that quotes a URL mid-object keeps its serverMes
   assert.equal(snapshot?.serverMessage, 'bad image url https://img.example.com/a.png?sig=[redacted]');
   assert.equal(JSON.stringify(snapshot).includes('s3cr3t'), false);
 });
+
+test('a scope kept for the life of a client holds only its last 100 snapshots, oldest dropped first', async () => {
+  await withServer(
+    (_req, index) => ({ status: 503, body: `failure ${index + 1}` }),
+    async (server) => {
+      const capture = captureStatus();
+      createFetch({ use: [capture] });
+      const scope = capture.scope();
+      for (let i = 0; i < 150; i++) await (await scope.fetch(`${server.origin}/x`)).arrayBuffer();
+      const all = scope.all();
+      assert.equal(all.length, 100, 'bounded: a long-lived scope must not grow without end');
+      assert.equal(all[0]?.body, 'failure 51', 'the oldest are dropped first');
+      assert.equal(scope.last()?.body, 'failure 150');
+    },
+  );
+});
