@@ -1205,3 +1205,45 @@ test('a response body that never ends is read for at most drainMs after its clie
   assert.equal((await problemOf(again)).title, 'Response not replayable');
   assert.equal(runs, 1);
 });
+
+test('a response body that breaks while it is drained after its client left leaves no drain timer behind: nothing is written after its 500', async () => {
+  const inner = memoryStore<JsonValue>();
+  const writes: string[] = [];
+  const store: Store = {
+    ...inner,
+    get: (key) => inner.get(key),
+    delete: (key) => inner.delete(key),
+    async compareAndSet(key, expected, next, ttlMs) {
+      const state = (next as { state?: string }).state ?? '';
+      if (state !== 'running') writes.push(state);
+      return inner.compareAndSet(key, expected, next, ttlMs);
+    },
+  };
+  let broken = (): void => {};
+  const app = new Hono();
+  app.use('/feed', idempotency({ store, drainMs: 100 }));
+  app.post('/feed', () => {
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('first '));
+        broken = () => controller.error(new Error('upstream reset'));
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'application/x-ndjson' } });
+  });
+  const res = await settlesWithin(app.request('/feed', post('{}')), 1000);
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  await settlesWithin(reader.read(), 1000);
+  const cancelled = reader.cancel(new Error('client went away')).catch(() => {});
+  // The client left; while the rest is drained for its retry, the handler's body breaks.
+  broken();
+  await settlesWithin(cancelled, 1000);
+  const again = await app.request('/feed', post('{}'));
+  assert.equal(again.status, 500);
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  await again.body?.cancel();
+  // Past drainMs: a timer left running would now try to record the key as unreplayable.
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  assert.ok(writes.includes('done'));
+  assert.ok(!writes.includes('unreplayable'), `writes: ${writes.join(', ')}`);
+});

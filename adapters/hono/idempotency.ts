@@ -645,8 +645,12 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
             unreplayable('stream');
             reader.cancel(reason).catch(() => {});
           }, drainMs);
-          while (kept !== undefined && !(await read()).done);
-          clearTimeout(timer);
+          try {
+            while (kept !== undefined && !(await read()).done);
+          } finally {
+            // Also when the body breaks meanwhile: its 500 is recorded, and the timer must not follow it.
+            clearTimeout(timer);
+          }
           await reader.cancel(reason);
         },
       },
