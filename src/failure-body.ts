@@ -15,14 +15,20 @@
 export const MAX_FAILURE_BODY_BYTES: number = 64 * 1024;
 
 /**
- * `response` with another body. A status past 599 (fetch passes up to 999 through) is
- * not one `new Response()` takes: built as 599 and given its own status back, so a
- * server cannot slip an endless body past the cap by answering 600.
+ * `response` with another body, and its own status and reason phrase. `new Response()`
+ * takes neither as fetch may give them: a status past 599 (fetch passes up to 999
+ * through), so a server cannot slip an endless body past the cap by answering 600; a
+ * reason phrase that is no ByteString (Node's fetch decodes it as UTF-8, so a Latin-1
+ * "503 Réessayez plus tard" from node:http reads "R\uFFFDessayez..."), which would throw
+ * a TypeError at the SDK instead of the failure. Built as 599 without a phrase and given
+ * both back.
  */
 function rebuilt(response: Response, body: ReadableStream<Uint8Array>): Response {
   const { status, statusText, headers } = response;
-  const copy = new Response(body, { status: Math.min(status, 599), statusText, headers });
-  return status > 599 ? Object.defineProperty(copy, 'status', { value: status }) : copy;
+  return Object.defineProperties(new Response(body, { status: Math.min(status, 599), headers }), {
+    status: { value: status },
+    statusText: { value: statusText },
+  });
 }
 
 /**

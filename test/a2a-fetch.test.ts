@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { Hono } from 'hono';
 import { AgentCardError, a2aFetch, a2aIdempotent, resolveAgentCard } from '../adapters/a2a/index.ts';
@@ -488,4 +490,30 @@ test('a card body that breaks mid-way is a NetworkError in the response phase, m
       assert.equal(error.sent, 'maybe');
     },
   );
+});
+
+test('a failure whose reason phrase is not Latin-1 once decoded (a French "503 Réessayez plus tard") is handed on with its status and body, not a TypeError', async () => {
+  // node:http sends the phrase as Latin-1 bytes; Node's fetch decodes them as UTF-8 (é
+  // becomes U+FFFD), and a Response cannot be built with such a statusText.
+  const server = createServer((_request, response) => {
+    response.writeHead(503, 'Réessayez plus tard', { 'content-type': 'application/json' });
+    response.end('{"error":{"message":"maintenance"}}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/rpc`;
+    const plain = await fetch(url);
+    await plain.text();
+    const fetchImpl = a2aFetch(definePolicy({ retry: false, breaker: false }));
+    const response = await fetchImpl(url, {
+      method: 'POST',
+      body: '{"jsonrpc":"2.0","id":1,"method":"GetTask"}',
+    });
+    assert.equal(response.status, 503);
+    assert.equal(response.statusText, plain.statusText, 'the phrase as this runtime’s fetch gives it');
+    assert.equal(await response.text(), '{"error":{"message":"maintenance"}}');
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 // @ts-types="@modelcontextprotocol/sdk/client/index"
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -1537,5 +1539,33 @@ test('toError() never throws on the message it is given: an id JSON cannot write
     });
     assert.ok(converted instanceof HttpStatusError);
     assert.equal(converted.status, 503);
+  }
+});
+
+test('a failure whose reason phrase is not Latin-1 once decoded (a French "503 Réessayez plus tard") still reaches the SDK as its status, not a TypeError', async () => {
+  // node:http sends the phrase as Latin-1 bytes; Node's fetch decodes them as UTF-8 (é
+  // becomes U+FFFD), and a Response cannot be built with such a statusText.
+  const server = createServer((_request, response) => {
+    response.writeHead(503, 'Réessayez plus tard', {
+      'content-type': 'application/json',
+      'retry-after': '7',
+    });
+    response.end('{"error":{"message":"maintenance"}}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const { port } = server.address() as AddressInfo;
+    const fetch = mcpFetch(definePolicy({ name: 'phrase', retry: false, breaker: false }));
+    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+    const transport = new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`), { fetch });
+    const error = fetch.toError(await client.connect(transport).catch((caught: unknown) => caught));
+    await client.close();
+    assert.ok(error instanceof HttpStatusError, String(error));
+    assert.equal(error.status, 503);
+    assert.equal(error.retryAfterMs, 7000);
+    assert.equal(error.serverMessage, 'maintenance');
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
   }
 });
