@@ -406,3 +406,17 @@ test('stacked limiters left unnamed each get a name of their own, from their quo
     ['1-per-60s', '5-per-10s'],
   );
 });
+
+test('a window computed in floating point (0.29 h) is taken as its whole seconds: its name, w and windows are whole', async () => {
+  // 0.29 * 3_600_000 is 1043999.9999999999: zod's multipleOf allows for the rounding.
+  const windowMs = 0.29 * 3_600_000;
+  const time = clock(WINDOW_START + 43_500);
+  const { app } = appWith({ limit: 5, windowMs, key: () => 'ada', now: time.now });
+  const res = await app.request('/');
+  await res.text();
+  assert.equal(res.headers.get('ratelimit-policy'), '"5-per-1044s";q=5;w=1044');
+  assert.match(res.headers.get('ratelimit') ?? '', /^"5-per-1044s";r=4;t=\d+$/);
+  assert.deepEqual(parseRateLimit(res.headers)?.policies, [
+    { policy: '5-per-1044s', quota: 5, windowSeconds: 1044 },
+  ]);
+});

@@ -166,7 +166,10 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
       'invalid options for rateLimit():\n  - set key (a function of the request) or trustedHeader (e.g. "cf-connecting-ip"), not both',
     );
   }
-  const { limit, windowMs } = valid;
+  const { limit } = valid;
+  // multipleOf allows for floating-point error (0.29 * 3_600_000 is 1043999.9999999999):
+  // taken as the whole seconds it means, or the name, w and window starts would carry the error.
+  const windowMs = Math.round(valid.windowMs / MS_PER_SECOND) * MS_PER_SECOND;
   const keyOf = valid.key;
   const header = valid.trustedHeader?.toLowerCase();
   const store = valid.store ?? memoryStore();
