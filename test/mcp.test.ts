@@ -24,7 +24,7 @@ import {
 import { mcpFetch, mcpResend, resilientMcpClient } from '../adapters/mcp/index.ts';
 import { Call, type FetchLike } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
-import { GateClosedError, HttpStatusError, NetworkError } from '../src/errors.ts';
+import { GateClosedError, HttpStatusError, NetworkError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { createGate } from '../src/gate.ts';
 import { definePolicy, type PolicyConfig } from '../src/policy.ts';
@@ -1094,10 +1094,10 @@ test('resilientMcpClient: a tools/list answer arriving after notifications/tools
 
 test('resilientMcpClient: bad options throw a TypeError naming each path', () => {
   assert.throws(
-    () => resilientMcpClient({ client: {}, transport: 'x', gate: 1 } as never),
+    () => resilientMcpClient({ client: {}, transport: 'x', gate: 1, connectTimeoutMs: 0 } as never),
     (error: unknown) =>
       error instanceof TypeError &&
-      ['client', 'transport', 'policy', 'gate'].every((path) =>
+      ['client', 'transport', 'policy', 'gate', 'connectTimeoutMs'].every((path) =>
         error.message.includes(`resilientMcpClient().${path}`),
       ),
   );
@@ -1568,4 +1568,56 @@ test('a failure whose reason phrase is not Latin-1 once decoded (a French "503 R
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
   }
+});
+
+test('resilientMcpClient: a connect that never settles fails every caller with TimeoutError after connectTimeoutMs and arms the gate; after the window a connect starts afresh', async () => {
+  const seen = counts();
+  const inner = mcpApp(seen);
+  let initializes = 0;
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      // The first initialize gets the headers of an SSE answer, then nothing, ever: the SDK
+      // waits for its result (an SSE transport's start() would wait for its endpoint the same way).
+      if (text.includes('"initialize"') && ++initializes === 1) {
+        return new Response(new ReadableStream(), { headers: { 'content-type': 'text/event-stream' } });
+      }
+      return inner.fetch(request);
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilientMcpClient({
+      client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+      transport: (fetch: FetchLike) => new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }),
+      policy: definePolicy({ name: 'tools', retry: { backoff: fast } }),
+      gate: createGate({ key: 'tools', schedule: quickGate }),
+      connectTimeoutMs: 200,
+    });
+    try {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const hung = new Promise((resolve) => {
+        timer = setTimeout(() => resolve('hung'), 2000);
+      });
+      const started = Date.now();
+      // A second caller joins the connect in flight: it must not wait on it forever either.
+      const outcomes = await Promise.race([
+        Promise.all([mcp.connect(), mcp.connect()].map((connect) => connect.catch((e: unknown) => e))),
+        hung,
+      ]);
+      clearTimeout(timer);
+      assert.ok(Array.isArray(outcomes), `connect still pending after ${Date.now() - started} ms`);
+      for (const error of outcomes) {
+        assert.ok(error instanceof TimeoutError, String(error));
+        assert.equal(error.ms, 200);
+      }
+      const { armed, retryAt } = mcp.gate.state();
+      assert.equal(armed, true, 'a connect that timed out arms the gate');
+      await until(retryAt);
+      const client = await mcp.connect();
+      assert.equal(client.getServerVersion()?.name, 'tools');
+      assert.equal(initializes, 2);
+    } finally {
+      await mcp.close();
+    }
+  });
 });

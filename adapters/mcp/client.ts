@@ -9,16 +9,26 @@
  */
 
 import * as z from 'zod/mini';
+import { PROBE_LEASE_MS } from '../../src/breaker.ts';
 import type { FetchLike } from '../../src/call.ts';
-import { HttpStatusError } from '../../src/errors.ts';
+import { HttpStatusError, TimeoutError } from '../../src/errors.ts';
 import { createGate, type Gate } from '../../src/gate.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
+import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { type McpFetch, type McpFetchOptions, mcpFetch } from './fetch.ts';
 import type { McpToolsList } from './resend.ts';
 
 /** The gate's key when neither `key` nor the policy's `name` gives one. */
 const DEFAULT_KEY = 'mcp';
+/**
+ * How long one connect may take, in ms (60 s): the start gate's probe lease, and the MCP
+ * SDK's own default request timeout. Policy timeouts cover only the wait for each
+ * response's headers, so a server that opens an SSE answer to `initialize` (or an SSE
+ * transport's endpoint stream) and then says nothing would hold the shared connect,
+ * and with it every later `connect()`, until restart.
+ */
+const DEFAULT_CONNECT_TIMEOUT_MS = PROBE_LEASE_MS;
 /** How many `tools/list` answers may be awaited at once before the oldest is forgotten. */
 const MAX_PENDING_LISTS = 64;
 /** The status that tells an MCP client its session is gone and it must initialize again (MCP spec, Session Management). */
@@ -73,6 +83,15 @@ export interface ResilientMcpClientOptions<C extends McpClientLike, T extends Mc
    * server's Retry-After up to 60 s.
    */
   gate?: Gate | undefined;
+  /**
+   * The longest one connect may take, in ms (closing a lost session, the transport's
+   * start, `initialize`), default 60 s (the gate's probe lease). Past it every caller
+   * waiting on that connect gets a `TimeoutError` (which arms the gate), the client is
+   * closed (letting go of the stream it waited on), and the next `connect()` after the
+   * gate's window starts afresh. Without it, a connect that never settles would hold
+   * every later `connect()` for good.
+   */
+  connectTimeoutMs?: number | undefined;
 }
 
 /** A client that connects on demand, behind a start gate. */
@@ -88,8 +107,9 @@ export interface ResilientMcpClient<C extends McpClientLike, T extends McpTransp
   /**
    * Resolves with the connected client: at once when already connected, else after
    * one connect through the gate (concurrent callers share it). Rejects with
-   * `GateClosedError` (nothing sent) while the gate is armed, or with the connect's
-   * failure as a breakwater error (`HttpStatusError`, `NetworkError`, ...).
+   * `GateClosedError` (nothing sent) while the gate is armed, with `TimeoutError` when
+   * the connect took longer than `connectTimeoutMs`, or with the connect's failure as a
+   * breakwater error (`HttpStatusError`, `NetworkError`, ...).
    */
   connect(): Promise<C>;
   /** Closes the client (and its transport). The next `connect()` starts a new session. */
@@ -106,6 +126,7 @@ const optionsSchema = z.looseObject({
   gate: z.optional(
     z.custom<Gate>((value) => typeof (value as Gate | null)?.run === 'function', 'must be a gate'),
   ),
+  connectTimeoutMs: z.optional(z.number().check(z.positive(), z.maximum(MAX_DELAY_MS))),
 });
 
 /**
@@ -115,7 +136,8 @@ const optionsSchema = z.looseObject({
  * - Connects through `mcpFetch(policy)` inside `gate.run()`: a refused connection,
  *   a timeout or a retryable status (503, 429) arms the gate; auth and config errors
  *   (401, 403, a bad URL) never do. While armed, `connect()` fails fast with
- *   `GateClosedError` (`retryAt`) and sends nothing.
+ *   `GateClosedError` (`retryAt`) and sends nothing. A connect still unsettled after
+ *   `connectTimeoutMs` (default 60 s) fails with `TimeoutError` and arms the gate.
  * - Learns from every `tools/list` answer which tools the server annotates
  *   `readOnlyHint` / `idempotentHint`: those `tools/call`s may be resent after a 503
  *   or a reset; others never are unless the server proves it did not run them. A
@@ -161,7 +183,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   options: ResilientMcpClientOptions<C, T>,
 ): ResilientMcpClient<C, T> {
   validate(optionsSchema, options, 'resilientMcpClient()');
-  const { client, transport: build, policy, gate: given, ...fetchOptions } = options;
+  const { client, transport: build, policy, gate: given, connectTimeoutMs, ...fetchOptions } = options;
+  const timeoutMs = connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const fetch = mcpFetch(policy, fetchOptions);
   const name = typeof options.key === 'string' ? options.key : policy.resolved.name;
   const gate = given ?? createGate({ key: name ?? DEFAULT_KEY });
@@ -224,9 +247,12 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     };
   }
 
-  async function open(): Promise<C> {
+  /** One connect; `live()` says false once it was given up, so a late success is not taken. */
+  async function open(live: () => boolean): Promise<C> {
     // A client still on a lost session: closed first (the SDK connects one transport at a time).
     if (client.transport !== undefined) await client.close();
+    // Given up while closing: a later connect owns the client now.
+    if (!live()) return client;
     const transport = build(fetch);
     wire(transport as unknown as Wired);
     try {
@@ -234,8 +260,25 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     } catch (error) {
       throw fetch.toError(error);
     }
-    current = transport;
+    if (live()) current = transport;
     return client;
+  }
+
+  /** {@link open}, given up after `timeoutMs`: it rejects with `TimeoutError` and the client is closed. */
+  function bounded(): Promise<C> {
+    return new Promise<C>((resolve, reject) => {
+      let live = true;
+      const timer = setTimeout(() => {
+        live = false;
+        reject(new TimeoutError({ scope: 'total', ms: timeoutMs }));
+        // Closing the client closes its transport: the stream or socket the connect waits
+        // on is let go, and the SDK fails the pending initialize (ignored: already rejected).
+        client.close().catch(() => {});
+      }, timeoutMs);
+      open(() => live)
+        .then(resolve, reject)
+        .finally(() => clearTimeout(timer));
+    });
   }
 
   return {
@@ -247,7 +290,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     },
     connect(): Promise<C> {
       if (current !== undefined && client.transport === current) return Promise.resolve(client);
-      connecting ??= gate.run(open).finally(() => {
+      connecting ??= gate.run(bounded).finally(() => {
         connecting = undefined;
       });
       return connecting;
