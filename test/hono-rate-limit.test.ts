@@ -420,3 +420,15 @@ test('a window computed in floating point (0.29 h) is taken as its whole seconds
     { policy: '5-per-1044s', quota: 5, windowSeconds: 1044 },
   ]);
 });
+
+test('a limit past the largest structured-field Integer is refused: q and r would make RateLimit fields no client can parse', async () => {
+  // 999,999,999,999,999 is the largest sf-integer (RFC 9651 §3.3.1): it is sent as q and r.
+  const { app } = appWith({ limit: 999_999_999_999_999, windowMs: 60_000, key: () => 'ada' });
+  const res = await app.request('/');
+  await res.text();
+  assert.equal(parseRateLimit(res.headers)?.policies[0]?.quota, 999_999_999_999_999);
+  assert.throws(
+    () => rateLimit({ limit: Number.MAX_SAFE_INTEGER, windowMs: 60_000, key: () => 'ada' }),
+    (e: unknown) => e instanceof TypeError && /rateLimit\(\)\.limit: .*999999999999999/.test(e.message),
+  );
+});

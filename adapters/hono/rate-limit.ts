@@ -32,6 +32,12 @@ const STORE_DOWN_RETRY_AFTER_MS = 1000;
  * characters; anything far longer is not an address, and would only bloat store keys.
  */
 const MAX_IDENTITY_CHARS = 256;
+/**
+ * The largest `limit`: it is sent as `q` and `r`, structured-field Integers, which
+ * hold at most 15 digits (RFC 9651 §3.3.1); a parser fails a field with a larger one,
+ * and with it every other limiter's member.
+ */
+const MAX_LIMIT = 999_999_999_999_999;
 /** The window is advertised in whole seconds (`w`, `t` and `Retry-After` are integers). */
 const MS_PER_SECOND = 1000;
 
@@ -40,7 +46,10 @@ export type StoreFailureMode = 'open' | 'closed';
 
 /** Options for {@link rateLimit}. */
 export interface RateLimitOptions {
-  /** Requests each client may make per window (an integer ≥ 1). Required. */
+  /**
+   * Requests each client may make per window: a whole number from 1 to
+   * 999,999,999,999,999 (the largest structured-field Integer, as which it is sent). Required.
+   */
   limit: number;
   /**
    * The window length in ms: a whole number of seconds, at least 1000. Required.
@@ -101,7 +110,7 @@ const FIELD_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
 
 const optionsSchema = z.strictObject({
-  limit: z.number().check(z.int('must be a whole number'), z.minimum(1)),
+  limit: z.number().check(z.int('must be a whole number'), z.minimum(1), z.maximum(MAX_LIMIT)),
   windowMs: z
     .number()
     .check(
