@@ -20,8 +20,8 @@ export const MAX_FAILURE_BODY_BYTES: number = 64 * 1024;
  * through), so a server cannot slip an endless body past the cap by answering 600; a
  * reason phrase that is no ByteString (Node's fetch decodes it as UTF-8, so a Latin-1
  * "503 Réessayez plus tard" from node:http reads "R\uFFFDessayez..."), which would throw
- * a TypeError at the SDK instead of the failure. Built as 599 without a phrase and given
- * both back.
+ * a TypeError at the SDK instead of the failure. Built without a phrase and with the
+ * status capped at 599, then given both back as own properties.
  */
 function rebuilt(response: Response, body: ReadableStream<Uint8Array>): Response {
   const { status, statusText, headers } = response;
