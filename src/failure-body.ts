@@ -24,7 +24,11 @@ export const MAX_FAILURE_BODY_BYTES: number = 64 * 1024;
  * status capped at 599, then given both back as own properties.
  */
 function rebuilt(response: Response, body: ReadableStream<Uint8Array>): Response {
-  const { status, statusText, headers } = response;
+  const { status, statusText } = response;
+  // The body may be cut: a Content-Length would announce bytes that never come (to a
+  // proxy passing the response on, say).
+  const headers = new Headers(response.headers);
+  headers.delete('content-length');
   return Object.defineProperties(new Response(body, { status: Math.min(status, 599), headers }), {
     status: { value: status },
     statusText: { value: statusText },

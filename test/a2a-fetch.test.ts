@@ -517,3 +517,26 @@ test('a failure whose reason phrase is not Latin-1 once decoded (a French "503 R
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+test('a failure body cut for the SDK carries no Content-Length, so a proxy passing the response on does not announce bytes that never come', async () => {
+  const big = 'x'.repeat(200 * 1024);
+  await withServer(
+    always({
+      status: 502,
+      headers: { 'content-type': 'text/plain', 'content-length': String(big.length) },
+      body: big,
+    }),
+    async (server) => {
+      const fetchImpl = a2aFetch(definePolicy({ retry: false, breaker: false }));
+      const response = await fetchImpl(`${server.origin}/rpc`, {
+        method: 'POST',
+        body: '{"jsonrpc":"2.0","id":1,"method":"GetTask"}',
+      });
+      assert.equal(response.status, 502);
+      const body = await response.text();
+      assert.equal(body.length, 64 * 1024, 'cut at 64 KiB');
+      assert.equal(response.headers.get('content-length'), null);
+      assert.equal(response.headers.get('content-type'), 'text/plain', 'the other headers are kept');
+    },
+  );
+});
