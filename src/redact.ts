@@ -72,8 +72,11 @@ export function redactUrl(url: string | URL): string {
   } catch {
     return '(unparseable URL)';
   }
-  // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is redacted on its own.
-  const base = `${parsed.protocol}//${parsed.host}${redactText(parsed.pathname)}`;
+  // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is redacted on its own. Its
+  // escapes are not read: a URL from redactText was decoded there already, and each path
+  // decoded again could hide one more URL behind one more escape (`\u005Cu003A`), a scan
+  // of the whole path a level: n^1.5 time.
+  const base = `${parsed.protocol}//${parsed.host}${redactText(parsed.pathname, false)}`;
   if (parsed.search === '') return base;
   // A "name" holding a URL (`?https://u:pw@h/`, a redirect target with no `=`) would show
   // its userinfo: parameter names hold no `:`, `/` or `@`.
@@ -128,9 +131,9 @@ function decodeEscape(text: string, i: number): [string, number] {
 
 /**
  * Where the URL whose `://` ends at `from` ends; `quote` is the character before its
- * scheme, `next` where the next URL's scheme starts.
+ * scheme, `next` where the next URL's scheme starts, `escapes` whether to read its JSON escapes.
  */
-function urlEnd(text: string, from: number, quote: string, next: number): number {
+function urlEnd(text: string, from: number, quote: string, next: number, escapes: boolean): number {
   // Brackets opened in the URL and not closed yet: a closing one that matches none was
   // opened before the URL (`(see https://h/x)`), so it is punctuation; `http://[::1]`,
   // `https://h/Foo_(bar)` and `?k=[redacted]` (redacted again) keep theirs.
@@ -142,7 +145,7 @@ function urlEnd(text: string, from: number, quote: string, next: number): number
   for (let i = from; i < text.length; i += length) {
     c = text.charAt(i);
     length = 1;
-    if (c === '\\') [c, length] = decodeEscape(text, i);
+    if (escapes && c === '\\') [c, length] = decodeEscape(text, i);
     // A quote that opened the URL closes it in the query (WHATWG URL encodes `'` there,
     // never in the userinfo or the path: `'https://o'brien:pw@h/it's?k=v'`) when what
     // follows cannot go on in a URL: the end, a space, punctuation (`','msg':`), not `'s`.
@@ -185,8 +188,11 @@ function findSeparator(text: string, from: number): RegExpExecArray | null {
  * (once in its query), or to another URL in its path; brackets and punctuation around
  * it are kept, and so is the text after it
  * (`{"url":"https://h/x?k=[redacted]","msg":"quota"}`). Linear time on any input.
+ *
+ * `escapes: false` reads no escapes (a path {@link redactUrl} redacts): one level of
+ * escapes is read, as a JSON reader reads a string.
  */
-export function redactText(text: string): string {
+export function redactText(text: string, escapes = true): string {
   let out = '';
   let done = 0;
   let separator = findSeparator(text, 0);
@@ -195,14 +201,15 @@ export function redactText(text: string): string {
     const from = separator.index + separator[0].length;
     const following = findSeparator(text, from);
     const next = following ? schemeStart(text, following.index, from) : text.length;
-    const end = urlEnd(text, from, text.charAt(start - 1), next);
+    const end = urlEnd(text, from, text.charAt(start - 1), next, escapes);
     if (end === from) {
       // Nothing after `://` (`http://http://...`): nothing to hide, and no parse to pay for.
       out += text.slice(done, end);
     } else {
-      const rest = text
-        .slice(from, end)
-        .replace(/\\(?:u[\dA-Fa-f]{4}|.)/g, (sequence) => decodeEscape(sequence, 0)[0]);
+      const written = text.slice(from, end);
+      const rest = escapes
+        ? written.replace(/\\(?:u[\dA-Fa-f]{4}|.)/g, (sequence) => decodeEscape(sequence, 0)[0])
+        : written;
       const redacted = redactUrl(`${text.slice(start, separator.index)}://${rest}`);
       // A URL written without a path is shown without one: the `/` the parser adds is not in the text.
       out +=

@@ -248,6 +248,32 @@ test('redactText takes linear time on hostile input: four times the text, about 
   assert.equal(redactText(fill('a', 4 * SMALL)), fill('a', 4 * SMALL));
 });
 
+test('redactText reads a URL’s escapes once: escapes nested level after level in its path take linear time', () => {
+  // Each level hides the next URL's ':' (and the backslashes of its escapes) behind one
+  // more escape: '\u003A', '\u005Cu003A', ... (5 more characters a level, so n characters
+  // hold about sqrt(n) levels). Reading the escapes of each path again, level after level,
+  // scans the text once a level: n^1.5.
+  const escaped = (text: string) => text.replace(/[\\:]/g, (c) => (c === '\\' ? '\\u005C' : '\\u003A'));
+  const nested = (chars: number) => {
+    let text = `foo://u:pw@h.example/a`;
+    while (text.length < chars) text = `foo://h.example/a/${escaped(text)}`;
+    return text;
+  };
+  const small = nested(16 * 1024);
+  const large = nested(16 * 16 * 1024);
+  redactText(small); // compiled before it is timed
+  const smallMs = fastestMs(() => redactText(small));
+  const largeMs = fastestMs(() => redactText(large));
+  // Linear: about 16x, a few ms. A scan per level: 64x, over a second.
+  assert.ok(largeMs < 24 * smallMs + 100, `${smallMs} ms, then ${largeMs} ms`);
+  // The level a JSON reader reads is still read: URLs hidden behind one escape in a
+  // URL's path are redacted.
+  assert.equal(
+    redactText(`foo://h.example/a/${escaped('https://h.example/b/https://u:pw@h.example/c')}`),
+    'foo://h.example/a/https://h.example/b/https://h.example/c',
+  );
+});
+
 test('redactText redacts a URL whose slashes a JSON encoder escaped as \\/', () => {
   // PHP's json_encode (and "HTML-safe" encoders) write every `/` as `\/`.
   assert.equal(
