@@ -1011,10 +1011,14 @@ test('a client that gives up before the answer finds it recorded when it retries
   assert.equal(runs, 1);
 });
 
-/** A memory store whose calls can be held: `hold()` makes every later call wait for `let go`. */
-function stallingStore(): Store & { hold: () => void; letGo: () => void; deleted: Promise<void> } {
+/**
+ * A memory store whose calls can be held: `hold()` makes every later call wait for
+ * `let go`. `released` resolves once a claim is released (swapped for the released
+ * marker, or deleted).
+ */
+function stallingStore(): Store & { hold: () => void; letGo: () => void; released: Promise<void> } {
   const inner = memoryStore<JsonValue>();
-  const deleted = signal();
+  const released = signal();
   let stalled: Promise<void> | undefined;
   let letGo = (): void => {};
   const after = async <T>(call: () => Promise<T>): Promise<T> => {
@@ -1027,12 +1031,16 @@ function stallingStore(): Store & { hold: () => void; letGo: () => void; deleted
     delete: (key) =>
       after(async () => {
         const done = await inner.delete(key);
-        deleted.fire();
+        released.fire();
         return done;
       }),
     increment: (key, by, ttlMs) => after(() => inner.increment(key, by, ttlMs)),
     compareAndSet: (key, expected, next, ttlMs) =>
-      after(() => inner.compareAndSet(key, expected, next, ttlMs)),
+      after(async () => {
+        const swapped = await inner.compareAndSet(key, expected, next, ttlMs);
+        if (swapped && (next as { state?: unknown } | null)?.state === 'released') released.fire();
+        return swapped;
+      }),
     hold() {
       stalled = new Promise<void>((resolve) => {
         letGo = resolve;
@@ -1042,7 +1050,7 @@ function stallingStore(): Store & { hold: () => void; letGo: () => void; deleted
       stalled = undefined;
       letGo();
     },
-    deleted: deleted.promise,
+    released: released.promise,
   };
 }
 
@@ -1074,7 +1082,7 @@ test('a claim the store writes only after its timeout is released, so the retry 
   await first.body?.cancel();
   // The store comes back and writes the claim nobody is running: it must not hold the key.
   store.letGo();
-  await settlesWithin(store.deleted, 1000);
+  await settlesWithin(store.released, 1000);
   const retry = await app.request('/orders', post('{"item":"tea"}'));
   assert.equal(retry.status, 201);
   assert.deepEqual(await retry.json(), { id: 'order-1', item: 'tea' });
@@ -1246,4 +1254,99 @@ test('a response body that breaks while it is drained after its client left leav
   await new Promise((resolve) => setTimeout(resolve, 150));
   assert.ok(writes.includes('done'));
   assert.ok(!writes.includes('unreplayable'), `writes: ${writes.join(', ')}`);
+});
+
+/**
+ * A view of `store` whose every call, once `armed`, runs `between` after the first
+ * call that completes: another instance acting between this one's store calls.
+ */
+function interleaved(store: Store, between: () => Promise<void>): Store & { arm: () => void } {
+  let armed = false;
+  const then =
+    <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
+    async (...args: A): Promise<R> => {
+      const result = await call(...args);
+      if (armed) {
+        armed = false;
+        await between();
+      }
+      return result;
+    };
+  return {
+    get: then((key) => store.get(key)),
+    set: then((key, value, ttlMs) => store.set(key, value, ttlMs)),
+    delete: then((key) => store.delete(key)),
+    increment: then((key, by, ttlMs) => store.increment(key, by, ttlMs)),
+    compareAndSet: then((key, expected, next, ttlMs) => store.compareAndSet(key, expected, next, ttlMs)),
+    arm: () => {
+      armed = true;
+    },
+  };
+}
+
+test('a release stalled past the lease never removes the claim another instance took meanwhile: a repeat gets 409, not a second run', async () => {
+  let now = 1_000_000;
+  const leaseMs = 1000;
+  const shared = memoryStore<JsonValue>({ now: () => now });
+  const entered = gate();
+  const finish = gate();
+  // Instance B's handler runs once the key is free, and holds it until told to finish.
+  let runs = 0;
+  const second = new Hono();
+  second.use('/job', idempotency({ store: shared, leaseMs }));
+  second.post('/job', async (c) => {
+    runs++;
+    entered.open();
+    await finish.promise;
+    return c.text('done', 201);
+  });
+  let taken: Response | Promise<Response> | undefined;
+  // Instance A's store stalls past the lease in the middle of releasing its claim;
+  // meanwhile the key is free to B, which claims it and runs.
+  const store = interleaved(shared, async () => {
+    now += leaseMs + 1;
+    taken = second.request('/job', post('{}'));
+    await settlesWithin(entered.promise, 1000);
+  });
+  const first = new Hono();
+  first.use('/job', idempotency({ store, leaseMs }));
+  first.post('/job', (c) => {
+    runs++;
+    store.arm();
+    return c.text('slow down', 429);
+  });
+  try {
+    const answered = await first.request('/job', post('{}'));
+    assert.equal(answered.status, 429);
+    await answered.body?.cancel();
+    assert.equal(runs, 2);
+    // B still holds the key: a repeat on either instance waits, it does not run a third time.
+    for (const app of [first, second]) {
+      const repeat = await app.request('/job', post('{}'));
+      assert.equal(repeat.status, 409, `handler runs: ${runs}`);
+      assert.equal((await problemOf(repeat)).title, 'Request in progress');
+    }
+  } finally {
+    finish.open();
+  }
+  assert.equal(await (await (taken as Promise<Response>)).text(), 'done');
+  assert.equal(runs, 2);
+});
+
+test('a key released a moment ago can be claimed at once, even by a store whose clock has not moved since', async () => {
+  const now = 1_000_000;
+  const store = memoryStore<JsonValue>({ now: () => now });
+  let runs = 0;
+  const app = new Hono();
+  app.use('/job', idempotency({ store }));
+  app.post('/job', (c) => {
+    runs++;
+    return runs === 1 ? c.text('slow down', 429) : c.text('accepted', 202);
+  });
+  for (const status of [429, 202, 202]) {
+    const res = await app.request('/job', post('{}'));
+    assert.equal(res.status, status);
+    await res.body?.cancel();
+  }
+  assert.equal(runs, 2);
 });

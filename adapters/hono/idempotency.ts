@@ -11,13 +11,13 @@
  *
  *   absent ──compareAndSet──▶ running ──handler answered──▶ done (replayed)
  *                                 │                      └─▶ unreplayable (409 on repeats)
- *                                 └──handler said "not run"──▶ absent again
+ *                                 └──handler said "not run"──▶ released (absent again)
  */
 
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import { functionOption, isFunction, validate } from '../../src/options.ts';
-import { memoryStore, type Store } from '../../src/store.ts';
+import { type JsonValue, memoryStore, type Store } from '../../src/store.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { problemResponse } from './problem.ts';
 import { RUN_TO_END } from './upstream.ts';
@@ -77,6 +77,17 @@ const IN_PROGRESS_RETRY_MS = 1000;
 const STORE_RETRY_MS = 1000;
 /** The largest `maxBodyBytes` accepted (64 MiB): records are held whole, as JSON, in the store. */
 const MAX_BODY_BYTES_LIMIT = 67_108_864;
+/**
+ * What a released claim is swapped for. The Store has no compare-and-delete, and a
+ * check followed by a `delete` is two steps: a store that stalls past the lease
+ * between them lets another instance claim the key, and the delete then removes that
+ * newer claim (its handler runs a second time for the next repeat). One
+ * compare-and-set from our claim to this marker removes only our own claim; readers
+ * take the marker as absent, and a claim may replace it.
+ */
+const RELEASED = { state: 'released' } as const;
+/** How long the marker lasts: the shortest TTL a store takes, since an expired entry is absent anyway. */
+const RELEASED_TTL_MS = 1;
 /** Claim attempts before answering 409: a record can vanish between two reads when its owner releases it. */
 const CLAIM_ATTEMPTS = 3;
 /** Bytes per `String.fromCharCode` call when base64-encoding (keeps the argument list small). */
@@ -247,6 +258,7 @@ const recordSchema = z.discriminatedUnion('state', [
     status: z.number(),
     reason: z.enum(['too-large', 'stream']),
   }),
+  z.object({ state: z.literal(RELEASED.state) }),
 ]);
 
 /** A valid key, for the messages that show one. */
@@ -505,15 +517,13 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
   }
 
   /**
-   * Deletes the claim `running` while it is still ours (one that expired may be
-   * another request's now). The Store has no compare-and-delete, so the claim is first
-   * renewed over itself (proving it ours, and keeping it from expiring) and then
-   * deleted. Never rejects.
+   * Frees the key of the claim `running` if it is still ours (one that lapsed may be
+   * another request's now): swaps it for {@link RELEASED} in one compare-and-set, never
+   * a check and then a delete. Never rejects.
    */
   function release(recordKey: string, running: RunningRecord): Promise<unknown> {
     return store
-      .compareAndSet(recordKey, { ...running }, { ...running }, leaseMs)
-      .then((ours) => ours && store.delete(recordKey))
+      .compareAndSet(recordKey, { ...running }, { ...RELEASED }, RELEASED_TTL_MS)
       .catch(() => false);
   }
 
@@ -665,8 +675,10 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
    * when the store does, or when a record is not one this middleware wrote.
    */
   async function claim(recordKey: string, running: RunningRecord): Promise<IdempotencyRecord | undefined> {
+    /** What the key holds while free: nothing, or a released claim's marker (until it expires). */
+    let free: JsonValue | undefined;
     for (let attempt = 0; attempt < CLAIM_ATTEMPTS; attempt++) {
-      const claiming = store.compareAndSet(recordKey, undefined, { ...running }, leaseMs);
+      const claiming = store.compareAndSet(recordKey, free, { ...running }, leaseMs);
       let claimed: boolean;
       try {
         claimed = await bounded(claiming);
@@ -679,12 +691,12 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
         throw error;
       }
       if (claimed) return undefined;
-      const found = await bounded(store.get(recordKey));
-      // Released (or expired) between the two calls: try to claim it again.
-      if (found === undefined) continue;
-      const parsed = recordSchema.safeParse(found);
+      free = await bounded(store.get(recordKey));
+      // Released (or expired) between the two calls: try to claim it again, over the marker if it is there.
+      if (free === undefined) continue;
+      const parsed = recordSchema.safeParse(free);
       if (!parsed.success) throw new TypeError('idempotency(): the store holds a record it did not write');
-      return parsed.data as IdempotencyRecord;
+      if (parsed.data.state !== RELEASED.state) return parsed.data as IdempotencyRecord;
     }
     return running;
   }
