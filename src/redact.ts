@@ -91,9 +91,10 @@ const SCHEME_CHAR = /^[A-Za-z0-9+.-]$/;
 
 /**
  * `://`, also as a JSON body may write it: `:\/\/` (PHP's `json_encode`, HTML-safe
- * encoders) or `:\u002F\u002F`. Fixed-length alternatives: linear search.
+ * encoders), `:\\\/\\\/` or `:\\/\\/` (JSON quoted in JSON, its `\/` escaped again) or
+ * `:\u002F\u002F`. Linear search: a run of backslashes is read only after a `:`.
  */
-const SCHEME_SEPARATOR = /:(?:\\?\/|\\u002[Ff]){2}/g;
+const SCHEME_SEPARATOR = /:(?:\\*\/|\\u002[Ff]){2}/g;
 
 /**
  * Whether `c` ends a URL: no URL holds it as it is (WHATWG URL percent-encodes it in

@@ -232,6 +232,10 @@ test('redactText takes linear time on hostile input: four times the text, about 
     (chars) => `http://h/${fill('[', chars)}`,
     (chars) => `http://h/?${fill('a&', chars)}`,
     (chars) => `http://h/${fill('\\u0041', chars)}`,
+    // Runs of backslashes, in a URL and after a ':' (JSON in JSON escapes `\/` as `\\\/`).
+    (chars) => `http://h/${fill('\\', chars)}x`,
+    (chars) => `:/${fill('\\', chars)}`,
+    (chars) => fill(`:${'\\'.repeat(64)}`, chars),
   ];
 
   const SMALL = 32 * 1024;
@@ -287,6 +291,21 @@ test('redactText redacts a URL written with \\u002F escapes and \\u0026 between 
     redactText(String.raw`{"error":"see https:\u002F\u002Fuser:pw-2@h.example\u002fx?a=1\u0026token=tk-2"}`),
     `{"error":"see https://h.example/x?a=${REDACTED}&token=${REDACTED}"}`,
   );
+});
+
+test('redactText redacts a URL in JSON quoted inside JSON, its slashes escaped at both levels', () => {
+  // A PHP API quoting its upstream's JSON error: json_encode escapes the inner text's
+  // `\/` again (`\\\/`); JSON.stringify around it writes `\\/`.
+  const inner = JSON.stringify({ url: 'https://user:pw-1@h.example/x?token=tk-1&m=a' }).replaceAll(
+    '/',
+    '\\/',
+  );
+  const outer = JSON.stringify({ error: `upstream said: ${inner}` });
+  // One level of escapes is read, as everywhere: `\\/` reads as `\/`, which the URL parser
+  // reads as `//` in the path.
+  const expected = `{"error":"upstream said: {\\"url\\":\\"https://h.example//x?token=${REDACTED}&m=${REDACTED}\\"}"}`;
+  assert.equal(redactText(outer.replaceAll('/', '\\/')), expected);
+  assert.equal(redactText(outer), expected);
 });
 
 test('redactText reads the escapes of a JSON string in a URL: \\" ends it, \\n does not', () => {
