@@ -1350,3 +1350,54 @@ test('a key released a moment ago can be claimed at once, even by a store whose 
   }
   assert.equal(runs, 2);
 });
+
+test('a body that ends while its client is gone is replayed whole, even if its final write is still in flight when drainMs runs out', async () => {
+  const inner = memoryStore<JsonValue>();
+  const writes: string[] = [];
+  // A record that carries the body takes longer to write than a short one: here 100 ms.
+  const store: Store = {
+    ...inner,
+    get: (key) => inner.get(key),
+    delete: (key) => inner.delete(key),
+    async compareAndSet(key, expected, next, ttlMs) {
+      const state = (next as { state?: string }).state ?? '';
+      if (state === 'done') await new Promise((resolve) => setTimeout(resolve, 100));
+      const swapped = await inner.compareAndSet(key, expected, next, ttlMs);
+      if (swapped && state !== 'running') writes.push(state);
+      return swapped;
+    },
+  };
+  let runs = 0;
+  let end = (): void => {};
+  const app = new Hono();
+  app.use('/feed', idempotency({ store, drainMs: 20 }));
+  app.post('/feed', () => {
+    runs++;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('first '));
+        end = () => {
+          controller.enqueue(new TextEncoder().encode('last'));
+          controller.close();
+        };
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'application/x-ndjson' } });
+  });
+  const res = await settlesWithin(app.request('/feed', post('{}')), 1000);
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  await settlesWithin(reader.read(), 1000);
+  // The client leaves, and the body ends at once: it is all read, its record on its way.
+  const cancelled = reader.cancel(new Error('client went away'));
+  end();
+  await settlesWithin(cancelled, 1000);
+  const again = await app.request('/feed', post('{}'));
+  assert.equal(
+    again.headers.get(REPLAYED_HEADER),
+    'true',
+    `status ${again.status}, writes: ${writes.join(', ')}`,
+  );
+  assert.equal(await again.text(), 'first last');
+  assert.deepEqual(writes, ['done']);
+  assert.equal(runs, 1);
+});

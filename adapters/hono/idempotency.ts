@@ -628,8 +628,13 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
         throw error;
       }
       if (kept === undefined) return chunk;
-      if (chunk.done) await save(await doneRecord(fingerprint, status, headers, kept));
-      else {
+      if (chunk.done) {
+        // Let go of the copy before its write, which takes a while: a drain timer that
+        // fires meanwhile must find the body ended, not record it as unreplayable.
+        const whole = kept;
+        kept = undefined;
+        await save(await doneRecord(fingerprint, status, headers, whole));
+      } else {
         kept.push(chunk.value);
         size += chunk.value.byteLength;
         if (size > maxBodyBytes) {
