@@ -192,7 +192,7 @@ export class Call {
   get key(): string {
     const option = this.#key;
     if (typeof option === 'string') return option;
-    const key = option ? option(this.url) : (originOf(this.href) ?? this.#parsedOrigin());
+    const key = option ? this.#keyOf(option) : (originOf(this.href) ?? this.#keyOf((url) => url.origin));
     // Checked here, where it is made: kept as is, a number would fail later as "option
     // is not a function", and an object would name every server alike.
     if (!key || typeof key !== 'string')
@@ -204,17 +204,20 @@ export class Call {
   }
 
   /**
-   * The URL parser's origin, or {@link UNPARSEABLE_KEY} when it rejects the URL: then the
-   * call names no server, and fetch rejects it with its own error, which the chain
-   * redacts. Throwing here instead would surface the parser's `TypeError`, whose `input`
-   * (Node's) holds the whole URL, credentials and query included.
+   * `keyOf` (the key function, or the origin) of the parsed URL, or {@link UNPARSEABLE_KEY}
+   * when the URL parser rejects it: then the call names no server, and fetch rejects it
+   * with its own error, which the chain redacts. Throwing here instead would surface the
+   * parser's `TypeError`, whose `input` (Node's) holds the whole URL, credentials and
+   * query included. An error of the key function itself is the caller's, and is thrown.
    */
-  #parsedOrigin(): string {
+  #keyOf(keyOf: (url: URL) => string): string {
+    let url: URL;
     try {
-      return this.url.origin;
+      url = this.url;
     } catch {
       return UNPARSEABLE_KEY;
     }
+    return keyOf(url);
   }
 
   /** The caller's abort signal (from init, else from a `Request` input), if any. */

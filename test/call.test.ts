@@ -2,6 +2,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
 import { Call } from '../src/call.ts';
+import { createFetch } from '../src/chain.ts';
+import { retry } from '../src/retry.ts';
 
 // What a Call reads from (input, init) is what fetch itself would send: the init's
 // member, else the Request input's. These cases are the edges of that rule.
@@ -283,4 +285,27 @@ test('a URL the parser rejects gets a key that names no server and no secret, in
     const key = keyOf(href);
     assert.ok(key === '(unparseable URL)' || key === 'http://example.com:99999', `${href}: ${key}`);
   }
+});
+
+test('a key function is not handed a URL the parser rejects: the key names no server, and no parser error carrying the URL reaches the caller', async () => {
+  const href = 'http://user:s3cret@example.com:99999/?token=s3cret';
+  const seen: URL[] = [];
+  const byHost = (url: URL) => {
+    seen.push(url);
+    return url.host;
+  };
+  assert.equal(new Call(href, undefined, byHost, undefined).key, '(unparseable URL)');
+  assert.deepEqual(seen, []);
+  // Through the chain: what fetch throws names neither the password nor the token
+  // (Node's parser error would carry the whole URL in its `input`).
+  const fetch = createFetch({ key: byHost, use: [retry({ attempts: 2 })] });
+  const error = await fetch(href).catch((thrown: unknown) => thrown);
+  assert.ok(error instanceof TypeError, String(error));
+  const shown = [
+    String(error),
+    String(error.stack),
+    JSON.stringify(error),
+    String((error as { input?: unknown }).input),
+  ];
+  for (const text of shown) assert.equal(text.includes('s3cret'), false, text);
 });
