@@ -1351,10 +1351,14 @@ test('a key released a moment ago can be claimed at once, even by a store whose 
   assert.equal(runs, 2);
 });
 
-test('a body that ends while its client is gone is replayed whole, even if its final write is still in flight when drainMs runs out', async () => {
+/**
+ * A memory store that takes 100 ms to write a record of a response (`done`, which
+ * carries the body, as a remote store takes longer over a large value) and no time
+ * for anything else; `writes` lists the states of the records written, claims left out.
+ */
+function slowRecordStore(): { store: Store; writes: string[] } {
   const inner = memoryStore<JsonValue>();
   const writes: string[] = [];
-  // A record that carries the body takes longer to write than a short one: here 100 ms.
   const store: Store = {
     ...inner,
     get: (key) => inner.get(key),
@@ -1367,6 +1371,11 @@ test('a body that ends while its client is gone is replayed whole, even if its f
       return swapped;
     },
   };
+  return { store, writes };
+}
+
+test('a body that ends while its client is gone is replayed whole, even if its final write is still in flight when drainMs runs out', async () => {
+  const { store, writes } = slowRecordStore();
   let runs = 0;
   let end = (): void => {};
   const app = new Hono();
@@ -1398,6 +1407,37 @@ test('a body that ends while its client is gone is replayed whole, even if its f
     `status ${again.status}, writes: ${writes.join(', ')}`,
   );
   assert.equal(await again.text(), 'first last');
+  assert.deepEqual(writes, ['done']);
+  assert.equal(runs, 1);
+});
+
+test('a body that breaks while its client is gone is replayed as its 500, even if that write is still in flight when drainMs runs out', async () => {
+  const { store, writes } = slowRecordStore();
+  let runs = 0;
+  let broken = (): void => {};
+  const app = new Hono();
+  app.use('/feed', idempotency({ store, drainMs: 20 }));
+  app.post('/feed', () => {
+    runs++;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('first '));
+        broken = () => controller.error(new Error('upstream reset'));
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'application/x-ndjson' } });
+  });
+  const res = await settlesWithin(app.request('/feed', post('{}')), 1000);
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  await settlesWithin(reader.read(), 1000);
+  // The client leaves, and the body breaks at once: its 500 is on its way to the store.
+  const cancelled = reader.cancel(new Error('client went away')).catch(() => {});
+  broken();
+  await settlesWithin(cancelled, 1000);
+  const again = await app.request('/feed', post('{}'));
+  assert.equal(again.status, 500, `writes: ${writes.join(', ')}`);
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  await again.body?.cancel();
   assert.deepEqual(writes, ['done']);
   assert.equal(runs, 1);
 });

@@ -623,7 +623,9 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
         chunk = await reader.read();
       } catch (error) {
         // The handler's body broke: the client's copy breaks too, and repeats get a 500
-        // (read to its end here, so it is saved before the client sees the break).
+        // (read to its end here, so it is saved before the client sees the break). The
+        // copy goes first: a drain timer firing during that write must leave the 500 be.
+        kept = undefined;
         await (await capture(internalError(), fingerprint, save)).arrayBuffer();
         throw error;
       }
