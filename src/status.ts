@@ -109,7 +109,20 @@ async function readPrefix(response: Response, bytes: number, waitMs: number): Pr
   // UTF-8 sequence: stream mode held the partial character back instead of adding a
   // replacement character. Only a body read to its end is flushed: a chunk that ends
   // exactly at the limit may still be in the middle of a character.
-  return next?.done ? text + decoder.decode() : text;
+  return next?.done ? text + decoder.decode() : withoutCutUrl(text);
+}
+
+/**
+ * `text` without its last word when that word holds a URL the cut ran into: cut inside
+ * its userinfo (`postgres://admin:1234`), the password's start reads as a port, and
+ * redaction could no longer tell it from one. Words end where redaction's URLs do
+ * (whitespace, quotes, `<`, `>`); a scheme's `:` followed by a `/` or an escaping `\`
+ * marks a URL. One backward scan: linear.
+ */
+function withoutCutUrl(text: string): string {
+  let start = text.length;
+  while (start > 0 && !/[\s"'`<>]/.test(text[start - 1] as string)) start--;
+  return /:[/\\]/.test(text.slice(start)) ? `${text.slice(0, start)}…` : text;
 }
 
 /** What a failure response said, as `captureStatus()` snapshots it and `statusError()` reports it. */

@@ -356,3 +356,41 @@ test('wrapHttpError() with a bad status throws a TypeError naming it', () => {
     );
   }
 });
+
+test('a body cut inside a URL’s userinfo shows no part of the password: the unfinished URL is left out', async () => {
+  const body = 'cannot reach postgres://admin:12345678@db.internal:5432/app right now';
+  const cut = body.indexOf('5678'); // the limit falls inside the password
+  await withServer(
+    always({ status: 503, headers: { 'content-type': 'text/plain' }, body }),
+    async (server) => {
+      const capture = captureStatus({ bodyBytes: cut });
+      const fetch = createFetch({ use: [throwOnStatus(), capture] });
+      const error = await fetch(server.origin).then(
+        () => assert.fail('expected an HttpStatusError'),
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof HttpStatusError);
+      const snapshot = capture.last(server.origin);
+      for (const shown of [
+        snapshot?.body,
+        snapshot?.serverMessage,
+        error.body,
+        error.serverMessage,
+        error.message,
+      ]) {
+        assert.ok(!shown?.includes('1234'), `no part of the password in ${JSON.stringify(shown)}`);
+      }
+      assert.ok(snapshot?.body.startsWith('cannot reach'), 'the text before the URL is kept');
+    },
+  );
+});
+
+test('a body read to its end keeps a URL that ends the text', async () => {
+  const body = 'moved to https://api.example.com/v2';
+  await withServer(always({ status: 410, body }), async (server) => {
+    const capture = captureStatus();
+    const fetch = createFetch({ use: [capture] });
+    await (await fetch(server.origin)).arrayBuffer();
+    assert.equal(capture.last(server.origin)?.body, body);
+  });
+});
