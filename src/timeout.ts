@@ -53,10 +53,18 @@ const FOLLOWERS = Symbol('breakwater.followers');
 /** Keeps a call's controller alive as long as its response or body is reachable. */
 const CONTROLLER = Symbol('breakwater.controller');
 
+/**
+ * Ends a pass's wait for headers at once, set on its controller while it waits: the
+ * shared listener of {@link follow} calls it, so a caller's abort ends the call even
+ * when a layer below ignores the signal, at no listener of its own.
+ */
+const END = Symbol('breakwater.end');
+
 /** Prune dead entries once a follower set grows past this. */
 const PRUNE_AT = 64;
 
-type Followed = AbortSignal & { [FOLLOWERS]?: Set<WeakRef<AbortController>> };
+type Pass = AbortController & { [END]?: (() => void) | undefined };
+type Followed = AbortSignal & { [FOLLOWERS]?: Set<WeakRef<Pass>> };
 
 /**
  * Makes `controller` abort (with the same reason) when `outer` aborts, through one
@@ -64,16 +72,20 @@ type Followed = AbortSignal & { [FOLLOWERS]?: Set<WeakRef<AbortController>> };
  * caller's signal after the headers arrived, so an SDK that aborts to close a
  * stream still closes it.
  */
-function follow(outer: Followed, controller: AbortController): void {
+function follow(outer: Followed, controller: Pass): void {
   let set = outer[FOLLOWERS];
   if (set === undefined) {
-    const created = new Set<WeakRef<AbortController>>();
+    const created = new Set<WeakRef<Pass>>();
     set = created;
     outer[FOLLOWERS] = created;
     outer.addEventListener(
       'abort',
       () => {
-        for (const ref of created) ref.deref()?.abort(outer.reason);
+        for (const ref of created) {
+          const pass = ref.deref();
+          pass?.abort(outer.reason);
+          pass?.[END]?.();
+        }
         created.clear();
       },
       { once: true },
@@ -103,9 +115,9 @@ function keepAlive(response: Response, controller: AbortController): void {
  * Deadlines for response headers: per pass (`attemptMs`) and for the whole call
  * (`totalMs`). A missed deadline rejects with `TimeoutError` (`scope` says which)
  * and aborts the request; the caller's own abort still comes back as its own reason.
- * The call ends at the deadline even when a layer below ignores the abort (a custom
- * `fetch` that drops `init.signal`): a response that still arrives later has its body
- * cancelled, and a later rejection is dropped.
+ * The call ends at the deadline, or at the caller's abort, even when a layer below
+ * ignores the abort (a custom `fetch` that drops `init.signal`): a response that still
+ * arrives later has its body cancelled, and a later rejection is dropped.
  *
  * @example
  * ```ts
@@ -130,7 +142,7 @@ export function timeout(options: TimeoutOptions): Middleware {
     const outer = call.signal;
     if (outer?.aborted) throw outer.reason;
 
-    const controller = new AbortController();
+    const controller: Pass = new AbortController();
     if (outer) follow(outer, controller);
     let timer: ReturnType<typeof setTimeout> | undefined;
     let expired = false;
@@ -138,16 +150,21 @@ export function timeout(options: TimeoutOptions): Middleware {
     try {
       // The abort alone is not enough: a custom fetch or a middleware below that ignores
       // the signal would hold the caller past the deadline, so the timer ends the wait
-      // itself. One promise, settled by whichever comes first.
+      // itself, and so does the caller's abort (through follow()'s shared listener). One
+      // promise, settled by whichever comes first.
       const response = await new Promise<Response>((resolve, reject) => {
+        const end = (): void => {
+          expired = true;
+          // The caller's own abort, if it came first, stays the reason.
+          reject(controller.signal.reason);
+        };
+        if (outer) controller[END] = end;
         timer = setTimeout(
           () => {
-            expired = true;
             controller.abort(
               new TimeoutError({ scope, ms, request: requestSummary(call.key, call.method, call.href) }),
             );
-            // The caller's own abort, if it came first, stays the reason.
-            reject(controller.signal.reason);
+            end();
           },
           Math.min(attemptLimit, remaining),
         );
@@ -167,6 +184,9 @@ export function timeout(options: TimeoutOptions): Middleware {
       throw error;
     } finally {
       clearTimeout(timer);
+      // The controller may live on with the response (keepAlive): it must not keep this
+      // call, its body included, reachable through the closure.
+      if (outer) controller[END] = undefined;
       call.signal = outer;
     }
   };

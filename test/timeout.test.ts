@@ -220,3 +220,22 @@ test('a response that arrives after the deadline has its body cancelled, so the 
     assert.equal(response.bodyUsed, true, 'the late body was cancelled');
   });
 });
+
+test('the caller’s abort ends the call at once even when the fetch below ignores the signal', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    // The custom fetch drops init.signal: only timeout() can end the wait, and it
+    // already follows the caller's signal, so the abort must not wait for the 5 s timer.
+    const fetch = createFetch({
+      fetch: (input) => globalThis.fetch(input),
+      use: [timeout({ attemptMs: 5000 })],
+    });
+    const controller = new AbortController();
+    const reason = new Error('user stop');
+    const pending = fetch(server.origin, { signal: controller.signal }).catch((error: unknown) => error);
+    setTimeout(() => controller.abort(reason), 20);
+    const started = performance.now();
+    const outcome = await within(pending, 1000);
+    assert.equal(outcome, reason, `ended with ${String(outcome)}`);
+    assert.ok(performance.now() - started < 500);
+  });
+});
