@@ -239,3 +239,20 @@ test('the caller’s abort ends the call at once even when the fetch below ignor
     assert.ok(performance.now() - started < 500);
   });
 });
+
+test('a fetch that resolves with something other than a Response after the deadline is dropped quietly', async () => {
+  await withServer(always({}), async (server) => {
+    // A broken custom fetch, late: its value is no Response to cancel, and the error
+    // that reading it would throw must not surface as an unhandled rejection.
+    const fetch = createFetch({
+      fetch: async () => {
+        await new Promise((resolve) => setTimeout(resolve, 60));
+        return undefined as unknown as Response;
+      },
+      use: [timeout({ attemptMs: 20 })],
+    });
+    await assert.rejects(fetch(server.origin), TimeoutError);
+    // Let the late value arrive while the test still runs.
+    await new Promise((resolve) => setTimeout(resolve, 80));
+  });
+});
