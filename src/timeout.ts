@@ -60,11 +60,13 @@ const CONTROLLER = Symbol('breakwater.controller');
  */
 const END = Symbol('breakwater.end');
 
-/** Prune dead entries once a follower set grows past this. */
+/** Prune dead entries once a follower set grows past this (and then past twice what a prune left). */
 const PRUNE_AT = 64;
 
 type Pass = AbortController & { [END]?: (() => void) | undefined };
-type Followed = AbortSignal & { [FOLLOWERS]?: Set<WeakRef<Pass>> };
+/** A caller signal's followers, and the size at which they are next scanned for dead entries. */
+type Followers = Set<WeakRef<Pass>> & { pruneAt: number };
+type Followed = AbortSignal & { [FOLLOWERS]?: Followers };
 
 /**
  * Makes `controller` abort (with the same reason) when `outer` aborts, through one
@@ -75,7 +77,7 @@ type Followed = AbortSignal & { [FOLLOWERS]?: Set<WeakRef<Pass>> };
 function follow(outer: Followed, controller: Pass): void {
   let set = outer[FOLLOWERS];
   if (set === undefined) {
-    const created = new Set<WeakRef<Pass>>();
+    const created: Followers = Object.assign(new Set<WeakRef<Pass>>(), { pruneAt: PRUNE_AT });
     set = created;
     outer[FOLLOWERS] = created;
     outer.addEventListener(
@@ -90,8 +92,12 @@ function follow(outer: Followed, controller: Pass): void {
       },
       { once: true },
     );
-  } else if (set.size >= PRUNE_AT) {
+  } else if (set.size >= set.pruneAt) {
     for (const ref of set) if (ref.deref() === undefined) set.delete(ref);
+    // Not again before the set has doubled: a scan costs the whole set, and deref()
+    // keeps each live target alive to the end of the job, so a scan on every call was
+    // quadratic and, rerun before any collection, kept every controller alive for good.
+    set.pruneAt = Math.max(PRUNE_AT, 2 * set.size);
   }
   set.add(new WeakRef(controller));
 }
