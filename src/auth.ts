@@ -226,7 +226,8 @@ type Stamp = [token: string, generation: number];
  *   callers still waiting then fail with `AUTH_REFRESH_FAILED` (and an
  *   `auth-refresh` event says `'failed'`), and the next 401 starts a new refresh. If
  *   the abandoned one finishes after all, its token is used (another `'refreshed'`
- *   event) unless a later refresh's token came first. A hung `token()` needs no such
+ *   event) unless a later refresh's token came first; a call whose own refresh then
+ *   fails is resent with that token instead of failing. A hung `token()` needs no such
  *   lease: it is called afresh for every call, so it holds up only its own.
  * - No token ever appears in an error message, an event or `JSON.stringify(error)`.
  *
@@ -357,13 +358,26 @@ export function auth(options: AuthOptions): Middleware {
     // once a refresh still running (the newer token expired too) has produced its own.
     if (sentGeneration === generation || live()) {
       const flight = refreshOnce(call, refresh);
-      await settle(
-        call,
-        flight.done,
-        'AUTH_REFRESH_FAILED',
-        'refresh() after HTTP 401 failed, so the request was not resent',
-        flight,
-      );
+      try {
+        await settle(
+          call,
+          flight.done,
+          'AUTH_REFRESH_FAILED',
+          'refresh() after HTTP 401 failed, so the request was not resent',
+          flight,
+        );
+      } catch (error) {
+        // An abandoned refresh may have delivered a newer token than this request's while
+        // this one failed (with rotation, because that refresh spent the refresh token):
+        // the request goes again with it, as a 401 for an older token does.
+        if (
+          generation === sentGeneration ||
+          call.signal?.aborted ||
+          (error as BreakwaterError | undefined)?.code !== 'AUTH_REFRESH_FAILED'
+        ) {
+          throw error;
+        }
+      }
     }
     call.attempt++;
     call.setHeader(header, format(refreshed));

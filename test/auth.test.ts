@@ -831,3 +831,38 @@ test('a token() that never settles holds up only its own call: the next call ask
     );
   });
 });
+
+test('a call whose refresh fails after an abandoned refresh delivered a newer token is resent with that token', async () => {
+  // Rotating refresh tokens: the abandoned refresh finishes late and spends the refresh
+  // token, so its replacement fails (invalid_grant). The calls waiting on the
+  // replacement need no refresh of their own any more: the abandoned one's token is new.
+  const T1 = 'sk-t1-1111111111';
+  const handler: Handler = (req) =>
+    req.headers.authorization === `Bearer ${T1}` ? { status: 200 } : { status: 401 };
+  await withServer(handler, async (server) => {
+    const settlers: { resolve: (token: string) => void; reject: (error: Error) => void }[] = [];
+    const refresh = (): Promise<string> =>
+      new Promise<string>((resolve, reject) => {
+        settlers.push({ resolve, reject });
+      });
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh, refreshTimeoutMs: LEASE_MS })] });
+    await assert.rejects(within(fetch(`${server.origin}/a`), 2_000), { code: 'AUTH_REFRESH_FAILED' });
+    const b = fetch(`${server.origin}/b`).catch((error: unknown) => error); // OLD → 401 → the replacement refresh, held
+    while (settlers.length < 2) await tick(2);
+    settlers[0]?.resolve(T1); // the abandoned refresh finishes after all
+    await tick(0);
+    settlers[1]?.reject(new Error('invalid_grant: refresh token already used'));
+    const outcome = await within(b, 2_000);
+    assert.ok(outcome instanceof Response, `ended with ${String(outcome)}`);
+    assert.equal(outcome.status, 200);
+    await outcome.text();
+    assert.deepEqual(
+      server.requests.map((r) => [r.url, r.headers.authorization]),
+      [
+        ['/a', `Bearer ${OLD}`],
+        ['/b', `Bearer ${OLD}`],
+        ['/b', `Bearer ${T1}`],
+      ],
+    );
+  });
+});
