@@ -189,6 +189,8 @@ export function createGate(options?: GateOptions): Gate {
    * sets it, so `failures > 0` says whether there is a window at all.
    */
   let retryAtMs = 0;
+  /** How long the window was set for: a clock that steps back never makes it longer. */
+  let retryInMs = 0;
   let cause: unknown;
   /** The probe in flight, by identity, so a stale probe cannot end a newer one. */
   let probe: symbol | undefined;
@@ -220,9 +222,21 @@ export function createGate(options?: GateOptions): Gate {
     // The server's delay may lengthen the window, never shorten it, and only up to the
     // cap: a Retry-After of a day must not silence the client for a day.
     const windowMs = Math.max(lastDelayMs, Math.min(serverMs ?? 0, maxRetryAfterMs));
-    retryAtMs = Math.max(retryAtMs, now() + windowMs);
+    const time = now();
+    retryAtMs = Math.max(retryAtMs, time + windowMs);
+    retryInMs = retryAtMs - time;
     cause = error;
     emit('armed', retryAtMs);
+  }
+
+  /**
+   * A clock that stepped back (NTP correcting a clock that ran fast, a VM resumed) must
+   * not stretch the window or the probe's lease by the step, as in the breaker: what is
+   * left of each is never more than its length.
+   */
+  function rebase(time: number): void {
+    if (retryAtMs - time > retryInMs) retryAtMs = time + retryInMs;
+    if (probeUntilMs - time > PROBE_LEASE_MS) probeUntilMs = time + PROBE_LEASE_MS;
   }
 
   /** Back to no window and no failures; a probe still in flight holds nobody back any more. */
@@ -241,6 +255,7 @@ export function createGate(options?: GateOptions): Gate {
       let mine: symbol | undefined;
       if (failures > 0) {
         const time = now();
+        rebase(time);
         // Inside the window, or after it while its probe runs within its lease (then try
         // again once the probe settles: retryAt is now): fail fast without calling fn.
         if (time < retryAtMs || (probe && time < probeUntilMs)) {
@@ -267,6 +282,7 @@ export function createGate(options?: GateOptions): Gate {
     },
     state(): GateState {
       const time = now();
+      rebase(time);
       const probing = !!probe && time < probeUntilMs;
       const state: { -readonly [K in keyof GateState]: GateState[K] } = {
         armed: probing || (failures > 0 && time < retryAtMs),

@@ -455,3 +455,22 @@ test('a gate reports armed, refused and cleared through onEvent', async () => {
   assert.equal(await gate.run(() => Promise.resolve('ok')), 'ok');
   assert.deepEqual(events, ['mcp-start:armed', 'mcp-start:refused', 'mcp-start:cleared']);
 });
+
+test('a clock that steps back stretches neither a window nor a hung probe’s 60 s lease', async () => {
+  // NTP correcting a clock that ran fast, or a VM resumed: the breaker rebases its open
+  // time and probe lease on such a step; the gate must too, or a probe that hangs holds
+  // every start back for the step (an hour here) on top of the lease.
+  const { clock, gate, attempt, calls } = fixture();
+  await assert.rejects(attempt(unavailable()));
+  clock.t -= 3_600_000; // inside the 500 ms window, the clock steps back an hour
+  await assert.rejects(attempt(), GateClosedError, 'still inside the window');
+  clock.t += 500;
+  assert.equal(gate.state().armed, false, 'the window is still 500 ms long');
+  void gate.run(() => new Promise<string>(() => {})); // a connect that never returns
+  clock.t -= 3_600_000; // while it hangs, another step back
+  await assert.rejects(attempt(), GateClosedError, 'the probe still holds its slot');
+  clock.t += 60_000;
+  assert.equal(gate.state().probing, false, 'the lease is still 60 s long');
+  assert.equal(await attempt(), 'connected', 'the lease ran out: this call probes instead');
+  assert.equal(calls(), 2);
+});
