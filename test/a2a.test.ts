@@ -589,26 +589,35 @@ test('createA2AClient refuses a card that points the SDK at a data: URL, before 
   });
 });
 
+/**
+ * The echo agent of {@link agentApp}, with every JSON-RPC call of `method` answered by
+ * `answer()` instead; `card` as for `agentApp`.
+ */
+function answering(method: string, answer: () => Response, card?: (c: { req: Request }) => Response) {
+  const agent = agentApp(newSeen(), [], card);
+  return {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      return text.includes(`"${method}"`) ? answer() : agent.fetch(request);
+    },
+  };
+}
+
 test('an agent’s failure body that never ends is cut for the SDK: GetTask fails with its status, and the agent stops being read', async () => {
   const CHUNK = 64 * 1024;
   const LIMIT = 64 * 1024 * 1024;
   let produced = 0;
-  const agent = agentApp(newSeen());
-  const app = {
-    async fetch(request: Request): Promise<Response> {
-      const text = request.method === 'POST' ? await request.clone().text() : '';
-      if (!text.includes('"GetTask"')) return agent.fetch(request);
-      // An error page that streams on (a proxy's, say): only stopped here so the old code ends.
-      const body = new ReadableStream<Uint8Array>({
-        pull(controller) {
-          if (produced >= LIMIT) return controller.close();
-          produced += CHUNK;
-          controller.enqueue(new Uint8Array(CHUNK).fill(120));
-        },
-      });
-      return new Response(body, { status: 500, headers: { 'content-type': 'text/plain' } });
-    },
-  };
+  const app = answering('GetTask', () => {
+    // An error page that streams on (a proxy's, say): only stopped here so the old code ends.
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (produced >= LIMIT) return controller.close();
+        produced += CHUNK;
+        controller.enqueue(new Uint8Array(CHUNK).fill(120));
+      },
+    });
+    return new Response(body, { status: 500, headers: { 'content-type': 'text/plain' } });
+  });
   await withApp(app, async ({ origin }) => {
     const client = await createA2AClient(origin, { policy: quickPolicy(1) });
     const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
@@ -663,20 +672,15 @@ test('of two concurrent GetTask 503s with the same body, neither is told to wait
 });
 
 test('an agent’s failure body that stalls is ended for the SDK after the policy’s capture.bodyWaitMs: GetTask fails with its status instead of hanging', async () => {
-  const agent = agentApp(newSeen());
-  const app = {
-    async fetch(request: Request): Promise<Response> {
-      const text = request.method === 'POST' ? await request.clone().text() : '';
-      if (!text.includes('"GetTask"')) return agent.fetch(request);
-      // A few bytes, then nothing, ever (until the server closes).
-      const body = new ReadableStream<Uint8Array>({
-        start(controller) {
-          controller.enqueue(new TextEncoder().encode('{"error":"stuck'));
-        },
-      });
-      return new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
-    },
-  };
+  const app = answering('GetTask', () => {
+    // A few bytes, then nothing, ever (until the server closes).
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"error":"stuck'));
+      },
+    });
+    return new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
+  });
   await withApp(app, async ({ origin }) => {
     const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: 50 } });
     const client = await createA2AClient(origin, { policy });
