@@ -7,7 +7,7 @@ import { AgentCardError, a2aFetch, a2aIdempotent, resolveAgentCard } from '../ad
 import type { FetchLike } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
-import { HttpStatusError, NetworkError, TimeoutError } from '../src/errors.ts';
+import { BreakwaterError, HttpStatusError, NetworkError, TimeoutError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { withApp } from './helpers/hono-server.ts';
@@ -539,4 +539,169 @@ test('a failure body cut for the SDK carries no Content-Length, so a proxy passi
       assert.equal(response.headers.get('content-type'), 'text/plain', 'the other headers are kept');
     },
   );
+});
+
+/** Where a {@link flood} stops (32 MiB): far past any limit under test, and past what sockets and runtimes buffer ahead (Bun reads about 5 MiB ahead). */
+const FLOOD_BYTES = 32 * 1024 * 1024;
+
+/**
+ * A body that goes on: `head`, then 64 KiB chunks of `fill` repeated, as fast as they
+ * are read. Stopped after `bound` bytes only so code without a limit still ends; `produced()`
+ * tells how far the reader got.
+ */
+function flood(head: string, fill: string, bound = FLOOD_BYTES) {
+  const CHUNK = 64 * 1024;
+  const chunk = new TextEncoder().encode(fill.repeat(CHUNK / fill.length));
+  let produced = 0;
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode(head));
+    },
+    pull(controller) {
+      if (produced >= bound) return controller.close();
+      produced += chunk.length;
+      controller.enqueue(chunk);
+    },
+  });
+  return { body, produced: () => produced };
+}
+
+/** What a call through `a2aFetch(policy, { maxResponseBytes })` to a server answering `answer` reads, or fails with. */
+async function readThrough(answer: () => Response, maxResponseBytes?: number): Promise<unknown> {
+  const app = new Hono();
+  app.post('/rpc', async (c) => {
+    await c.req.text();
+    return answer();
+  });
+  return withApp(app, async ({ origin }) => {
+    const fetch = a2aFetch(definePolicy({ name: 'agent', retry: false, breaker: false }), {
+      maxResponseBytes,
+    });
+    const response = await fetch(`${origin}/rpc`, { method: 'POST', body: '{}' });
+    return response.text().catch((error: unknown) => error);
+  });
+}
+
+/** Whether `error` is the limit's error, naming the request and the limit. */
+function tooLarge(error: unknown, limit: number): boolean {
+  return (
+    error instanceof BreakwaterError &&
+    error.code === 'RESPONSE_TOO_LARGE' &&
+    error.message.includes(`/rpc (server "agent")`) &&
+    error.message.includes(`${limit}-byte limit (maxResponseBytes)`)
+  );
+}
+
+test('a JSON answer that never ends fails past maxResponseBytes with RESPONSE_TOO_LARGE, and the server stops being read', async () => {
+  const LIMIT = 256 * 1024;
+  const { body, produced } = flood('{"jsonrpc":"2.0","id":1,"result":"', 'x');
+  const error = await readThrough(
+    () => new Response(body, { headers: { 'content-type': 'application/json' } }),
+    LIMIT,
+  );
+  assert.ok(tooLarge(error, LIMIT), String(error).slice(0, 300));
+  assert.ok(produced() < FLOOD_BYTES / 2, `server produced ${produced()} bytes`);
+});
+
+test('an SSE event whose one line, or whose many short lines, never end fails past maxResponseBytes', async () => {
+  const LIMIT = 256 * 1024;
+  const sse = { 'content-type': 'text/event-stream' };
+  // One data line that never ends; then an event of short data lines that never ends.
+  for (const [head, fill] of [
+    ['event: message\ndata: {"ok":true}\n\ndata: ', 'x'],
+    ['data: {"ok":true}\r\n\r\n', 'data: x\r\n'],
+  ] as const) {
+    const { body, produced } = flood(head, fill);
+    const error = await readThrough(() => new Response(body, { headers: sse }), LIMIT);
+    assert.ok(tooLarge(error, LIMIT), `${JSON.stringify(head)}: ${String(error).slice(0, 300)}`);
+    assert.ok(produced() < FLOOD_BYTES / 2, `${JSON.stringify(head)}: server produced ${produced()} bytes`);
+  }
+});
+
+test('an SSE stream far longer than maxResponseBytes, of events within it, is never cut, whatever its line ends and chunking', async () => {
+  const LIMIT = 1024;
+  // Each event just within the limit, its line ends included.
+  const data = 'y'.repeat(LIMIT - 30);
+  // LF, CRLF and CR line ends, events split across chunks anywhere (a CRLF pair too).
+  for (const end of ['\n', '\r\n', '\r']) {
+    const event = `event: message${end}data: ${data}${end}${end}`;
+    const text = event.repeat(50);
+    const answer = () => {
+      const bytes = new TextEncoder().encode(text);
+      let at = 0;
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (at >= bytes.length) return controller.close();
+          const size = 1 + ((at * 7) % 97);
+          controller.enqueue(bytes.slice(at, at + size));
+          at += size;
+        },
+      });
+      return new Response(body, { headers: { 'content-type': 'text/event-stream' } });
+    };
+    const read = await readThrough(answer, LIMIT);
+    assert.equal(read, text, `${JSON.stringify(end)}: ${String(read).slice(0, 200)}`);
+  }
+});
+
+test('an SSE stream passes each event on as it comes: nothing is held back waiting for more', async () => {
+  let release: () => void = () => {};
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const app = new Hono();
+  app.post('/rpc', async (c) => {
+    await c.req.text();
+    const body = new ReadableStream<Uint8Array>({
+      async start(controller) {
+        controller.enqueue(new TextEncoder().encode('data: first\n\n'));
+        // The next event only once the client has read the first.
+        await held;
+        controller.enqueue(new TextEncoder().encode('data: second\n\n'));
+        controller.close();
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'text/event-stream' } });
+  });
+  await withApp(app, async ({ origin }) => {
+    const fetch = a2aFetch(definePolicy({ retry: false, breaker: false }), { maxResponseBytes: 64 });
+    const response = await fetch(`${origin}/rpc`, { method: 'POST', body: '{}' });
+    const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+    const decoder = new TextDecoder();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const first = await Promise.race([
+      reader.read().then(({ value }) => decoder.decode(value)),
+      new Promise((resolve) => {
+        timer = setTimeout(() => resolve('held back'), 2000);
+      }),
+    ]);
+    clearTimeout(timer);
+    release();
+    assert.equal(first, 'data: first\n\n');
+    let rest = '';
+    for (let next = await reader.read(); !next.done; next = await reader.read())
+      rest += decoder.decode(next.value);
+    assert.equal(rest, 'data: second\n\n');
+  });
+});
+
+test('a JSON answer within maxResponseBytes reads whole, and Infinity turns the limit off', async () => {
+  const json = JSON.stringify({ jsonrpc: '2.0', id: 1, result: 'z'.repeat(100_000) });
+  const answer = () => new Response(json, { headers: { 'content-type': 'application/json' } });
+  assert.equal(await readThrough(answer, json.length), json);
+  assert.equal(await readThrough(answer, Infinity), json);
+  const error = await readThrough(answer, json.length - 1);
+  assert.ok(tooLarge(error, json.length - 1), String(error).slice(0, 300));
+});
+
+test('maxResponseBytes must be a whole number of bytes above 0, or Infinity', () => {
+  const policy = definePolicy({});
+  for (const bad of [0, -1, 1.5, Number.NaN, '1024', null]) {
+    assert.throws(
+      () => a2aFetch(policy, { maxResponseBytes: bad } as never),
+      /a2aFetch\(\)\.maxResponseBytes: must be a whole number of bytes above 0, or Infinity/,
+      String(bad),
+    );
+  }
+  assert.equal(typeof a2aFetch(policy, { maxResponseBytes: Infinity }), 'function');
 });

@@ -16,7 +16,7 @@ import { AgentCardError, createA2AClient, resolveAgentCard } from '../adapters/a
 import type { FetchLike } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
-import { HttpStatusError, NetworkError } from '../src/errors.ts';
+import { BreakwaterError, HttpStatusError, NetworkError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { withApp } from './helpers/hono-server.ts';
@@ -697,5 +697,78 @@ test('an agent’s failure body that stalls is ended for the SDK after the polic
     assert.ok(outcome instanceof HttpStatusError, String(outcome));
     assert.equal(outcome.status, 503);
     assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
+  });
+});
+
+/** Where a {@link flood} stops (32 MiB): far past any limit under test, and past what sockets and runtimes buffer ahead (Bun reads about 5 MiB ahead). */
+const FLOOD_BYTES = 32 * 1024 * 1024;
+
+/**
+ * An answer that goes on: `head`, then 64 KiB of `fill` after 64 KiB, as fast as it is
+ * read, stopped after `bound` bytes only so code without a limit still ends. `produced()`
+ * tells how far the client read.
+ */
+function flood(head: string, fill: string, headers: Record<string, string>, bound = FLOOD_BYTES) {
+  const chunk = new TextEncoder().encode(fill.repeat((64 * 1024) / fill.length));
+  let produced = 0;
+  return {
+    answer(): Response {
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(head));
+        },
+        pull(controller) {
+          if (produced >= bound) return controller.close();
+          produced += chunk.length;
+          controller.enqueue(chunk);
+        },
+      });
+      return new Response(body, { headers });
+    },
+    produced: () => produced,
+  };
+}
+
+test('an agent’s JSON-RPC answer that never ends fails GetTask past maxResponseBytes with RESPONSE_TOO_LARGE, and the agent stops being read', async () => {
+  const LIMIT = 256 * 1024;
+  const endless = flood('{"jsonrpc":"2.0","id":1,"result":{"id":"', 'x', {
+    'content-type': 'application/json',
+  });
+  await withApp(answering('GetTask', endless.answer), async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: quickPolicy(1), maxResponseBytes: LIMIT });
+    const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+    assert.ok(error instanceof BreakwaterError, String(error).slice(0, 300));
+    assert.equal(error.code, 'RESPONSE_TOO_LARGE');
+    assert.match(
+      error.message,
+      new RegExp(`/a2a \\(server "[^"]+"\\) failed: the response body is over the ${LIMIT}-byte limit`),
+    );
+    assert.ok(endless.produced() < FLOOD_BYTES / 2, `agent produced ${endless.produced()} bytes`);
+  });
+});
+
+test('an agent’s SSE event that never ends fails the message stream past maxResponseBytes with RESPONSE_TOO_LARGE', async () => {
+  const LIMIT = 256 * 1024;
+  const endless = flood('data: {"jsonrpc":"2.0","id":1,"result":"', 'x', {
+    'content-type': 'text/event-stream',
+  });
+  const streaming = (c: { req: Request }) => {
+    const card = cardFor(new URL(c.req.url).origin);
+    return Response.json({ ...card, capabilities: { ...card.capabilities, streaming: true } });
+  };
+  await withApp(answering('SendStreamingMessage', endless.answer, streaming), async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: quickPolicy(1), maxResponseBytes: LIMIT });
+    const error = await (async () => {
+      for await (const _ of client.sendMessageStream(userMessage('hi'))) {
+        // No event ever ends.
+      }
+    })().catch((e: unknown) => e);
+    assert.ok(error instanceof BreakwaterError, String(error).slice(0, 300));
+    assert.equal(error.code, 'RESPONSE_TOO_LARGE');
+    assert.match(
+      error.message,
+      new RegExp(`an event of the response stream is over the ${LIMIT}-byte limit`),
+    );
+    assert.ok(endless.produced() < FLOOD_BYTES / 2, `agent produced ${endless.produced()} bytes`);
   });
 });

@@ -24,7 +24,13 @@ import {
 import { mcpFetch, mcpResend, resilientMcpClient } from '../adapters/mcp/index.ts';
 import { Call, type FetchLike } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
-import { GateClosedError, HttpStatusError, NetworkError, TimeoutError } from '../src/errors.ts';
+import {
+  BreakwaterError,
+  GateClosedError,
+  HttpStatusError,
+  NetworkError,
+  TimeoutError,
+} from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { createGate } from '../src/gate.ts';
 import { definePolicy, type PolicyConfig } from '../src/policy.ts';
@@ -1620,4 +1626,171 @@ test('resilientMcpClient: a connect that never settles fails every caller with T
       await mcp.close();
     }
   });
+});
+
+/** Where a {@link flood} stops (32 MiB): far past any limit under test, and past what sockets and runtimes buffer ahead (Bun reads about 5 MiB ahead). */
+const FLOOD_BYTES = 32 * 1024 * 1024;
+
+/**
+ * An answer that goes on: `head`, then 64 KiB of `fill` after 64 KiB, as fast as it is
+ * read, stopped after `bound` bytes only so code without a limit still ends. `produced()`
+ * tells how far the client read.
+ */
+function flood(head: string, fill: string, contentType: string, bound = FLOOD_BYTES) {
+  const chunk = new TextEncoder().encode(fill.repeat((64 * 1024) / fill.length));
+  let produced = 0;
+  return {
+    answer(): Response {
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode(head));
+        },
+        pull(controller) {
+          if (produced >= bound) return controller.close();
+          produced += chunk.length;
+          controller.enqueue(chunk);
+        },
+      });
+      return new Response(body, { headers: { 'content-type': contentType } });
+    },
+    produced: () => produced,
+  };
+}
+
+/** {@link faultyApp}'s server, with `tools/call` of `flood` answered by `answer()`. */
+function floodApp(answer: () => Response) {
+  const inner = faultyApp({});
+  return {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      return text.includes('"flood"') ? answer() : inner.fetch(request);
+    },
+  };
+}
+
+test('an answer that never ends fails the call past maxResponseBytes with RESPONSE_TOO_LARGE, and the server stops being read', async () => {
+  const LIMIT = 256 * 1024;
+  const endless = flood(
+    '{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"',
+    'x',
+    'application/json',
+  );
+  await withApp(floodApp(endless.answer), async ({ origin }) => {
+    const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false, breaker: false }), {
+      maxResponseBytes: LIMIT,
+    });
+    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
+    try {
+      const caught = await client.callTool({ name: 'flood', arguments: {} }).catch((e: unknown) => e);
+      assert.ok(caught instanceof BreakwaterError, String(caught).slice(0, 300));
+      assert.equal(caught.code, 'RESPONSE_TOO_LARGE');
+      assert.match(
+        caught.message,
+        new RegExp(
+          `^POST ${origin}/mcp \\(server "tools"\\) failed: the response body is over the ${LIMIT}-byte limit \\(maxResponseBytes\\)$`,
+        ),
+      );
+      assert.equal(fetch.toError(caught), caught);
+      assert.ok(endless.produced() < FLOOD_BYTES / 2, `server produced ${endless.produced()} bytes`);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+test('resilientMcpClient: an answer that never ends fails the call with RESPONSE_TOO_LARGE', async () => {
+  const LIMIT = 256 * 1024;
+  const endless = flood(
+    '{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"',
+    'x',
+    'application/json',
+  );
+  await withApp(floodApp(endless.answer), async ({ origin }) => {
+    const mcp = resilient(origin, [], { retry: false }, { maxResponseBytes: LIMIT });
+    try {
+      const client = await mcp.connect();
+      const caught = await client.callTool({ name: 'flood', arguments: {} }).catch((e: unknown) => e);
+      assert.ok(caught instanceof BreakwaterError, String(caught).slice(0, 300));
+      assert.equal(caught.code, 'RESPONSE_TOO_LARGE');
+      assert.ok(endless.produced() < FLOOD_BYTES / 2, `server produced ${endless.produced()} bytes`);
+    } finally {
+      await mcp.close();
+    }
+  });
+});
+
+test('an SSE answer whose event never ends is cut past maxResponseBytes: the SDK reports RESPONSE_TOO_LARGE through onerror, and the server stops being read', async () => {
+  const LIMIT = 256 * 1024;
+  const endless = flood(
+    'event: message\ndata: {"jsonrpc":"2.0","id":2,"result":{"content":"',
+    'x',
+    'text/event-stream',
+  );
+  await withApp(floodApp(endless.answer), async ({ origin }) => {
+    const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false, breaker: false }), {
+      maxResponseBytes: LIMIT,
+    });
+    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+    const reported: unknown[] = [];
+    client.onerror = (error) => reported.push(error);
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
+    try {
+      // The SDK does not fail a request whose SSE answer broke: it ends at the request's own timeout.
+      await assert.rejects(client.callTool({ name: 'flood', arguments: {} }, undefined, { timeout: 300 }));
+      const said = reported.map(String).join('\n');
+      assert.match(
+        said,
+        new RegExp(`an event of the response stream is over the ${LIMIT}-byte limit \\(maxResponseBytes\\)`),
+      );
+      assert.ok(endless.produced() < FLOOD_BYTES / 2, `server produced ${endless.produced()} bytes`);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+test('an SSE answer far longer than maxResponseBytes, of events within it (progress notifications), streams through whole', async () => {
+  const seen = counts();
+  const build = () => {
+    const server = new McpServer({ name: 'progress', version: '1.0.0' });
+    server.registerTool('report', { description: 'report' }, async (extra) => {
+      const progressToken = extra._meta?.progressToken as string | number;
+      for (let progress = 1; progress <= 40; progress++) {
+        await extra.sendNotification({
+          method: 'notifications/progress',
+          params: { progressToken, progress, total: 40, message: 'p'.repeat(1000) },
+        });
+      }
+      return { content: [{ type: 'text' as const, text: 'reported' }] };
+    });
+    return server;
+  };
+  await withApp(mcpApp(seen, undefined, build, { sse: true }), async ({ origin }) => {
+    // 40 events of about 1.1 KB each: a stream 20 times the limit, no event over it.
+    await withClient(
+      origin,
+      { retry: false },
+      async (client) => {
+        const progress: number[] = [];
+        const result = await client.callTool({ name: 'report', arguments: {} }, undefined, {
+          onprogress: (p) => progress.push(p.progress),
+        });
+        assert.deepEqual(result.content, [{ type: 'text', text: 'reported' }]);
+        assert.equal(progress.length, 40);
+      },
+      { maxResponseBytes: 2048 },
+    );
+  });
+});
+
+test('maxResponseBytes must be a whole number of bytes above 0, or Infinity', () => {
+  for (const bad of [0, -1, 1.5, Number.NaN, '1024', null]) {
+    assert.throws(
+      () => mcpFetch(definePolicy(), { maxResponseBytes: bad } as never),
+      /mcpFetch\(\)\.maxResponseBytes: must be a whole number of bytes above 0, or Infinity/,
+      String(bad),
+    );
+  }
+  assert.equal(typeof mcpFetch(definePolicy(), { maxResponseBytes: Infinity }), 'function');
 });

@@ -17,6 +17,7 @@
 
 import type { Client, ClientConfig } from '@a2a-js/sdk/client';
 import * as z from 'zod/mini';
+import { maxResponseBytesSchema } from '../../src/body-limit.ts';
 import type { Call, FetchLike, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS, type StatusSnapshot } from '../../src/capture.ts';
 import { BreakwaterError, isAbort, oneLine } from '../../src/errors.ts';
@@ -25,7 +26,7 @@ import type { Policy } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
 import { SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
 import { resolveAgentCard } from './card.ts';
-import { a2aIdempotent, capFailureBodies } from './fetch.ts';
+import { type A2AFetchOptions, a2aIdempotent, limitBodies } from './fetch.ts';
 
 /**
  * How `@a2a-js/sdk` (0.3 and 1.x, JSON-RPC and REST transports) words a failing
@@ -62,6 +63,12 @@ export interface CreateA2AClientOptions {
   clientConfig?: ClientConfig | undefined;
   /** Transport names tried before the card's order, e.g. `['JSONRPC']`. */
   preferredTransports?: string[] | undefined;
+  /**
+   * Under `policy`, the largest answer handed to the SDK, in bytes (a whole JSON
+   * answer, or one SSE event); past it the call fails with a `BreakwaterError`, code
+   * `RESPONSE_TOO_LARGE`. Default 32 MiB; `Infinity`: no limit. See `a2aFetch()`.
+   */
+  maxResponseBytes?: A2AFetchOptions['maxResponseBytes'];
 }
 
 const optionsSchema = z.optional(
@@ -71,6 +78,7 @@ const optionsSchema = z.optional(
     path: z.optional(z.string()),
     clientConfig: z.optional(z.custom<ClientConfig>((value) => typeof value === 'object' && value !== null)),
     preferredTransports: z.optional(z.array(z.string())),
+    maxResponseBytes: maxResponseBytesSchema,
   }),
 );
 
@@ -195,7 +203,10 @@ export async function createA2AClient(
     ? valid.policy.fetch(valid.fetch, {
         use: [
           a2aIdempotent(),
-          capFailureBodies(valid.policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS),
+          limitBodies(
+            valid.policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS,
+            valid.maxResponseBytes,
+          ),
           rememberFailures,
         ],
       })

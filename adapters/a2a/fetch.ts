@@ -9,9 +9,14 @@
  */
 
 import * as z from 'zod/mini';
+import {
+  cappedFailure,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  limitedBody,
+  maxResponseBytesSchema,
+} from '../../src/body-limit.ts';
 import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
-import { cappedFailure } from '../../src/failure-body.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 
@@ -42,7 +47,9 @@ export const A2A_READ_ONLY_METHODS: ReadonlySet<string> = new Set([
  */
 const MAX_INSPECTED_CHARS = 64 * 1024;
 
-const optionsSchema = z.optional(z.strictObject(clientOptionsShape));
+const optionsSchema = z.optional(
+  z.strictObject({ ...clientOptionsShape, maxResponseBytes: maxResponseBytesSchema }),
+);
 
 /** A parsed JSON value's own field `key`, never an inherited one (a polluted prototype). */
 function own(value: unknown, key: string): unknown {
@@ -104,17 +111,30 @@ export function a2aIdempotent(): Middleware {
 
 /**
  * Middleware that hands a failure response (status >= 400) on with its body ended
- * after `MAX_FAILURE_BODY_BYTES` or `waitMs` (see `cappedFailure` in src/failure-body.ts).
+ * after `MAX_FAILURE_BODY_BYTES` or `waitMs` (`cappedFailure`), and any other with its
+ * body, or one SSE event, failed past `maxBytes` (`limitedBody`; see src/body-limit.ts).
  */
-export function capFailureBodies(waitMs: number): Middleware {
-  return async function capFailureBodies(call: Call, next: Next): Promise<Response> {
+export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPONSE_BYTES): Middleware {
+  return async function limitBodies(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
-    return response.status >= 400 ? cappedFailure(response, waitMs) : response;
+    return response.status >= 400 ? cappedFailure(response, waitMs) : limitedBody(response, maxBytes, call);
   };
 }
 
-/** Options for {@link a2aFetch}: the policy's per-client options, and the base fetch. */
-export interface A2AFetchOptions extends PolicyClientOptions {}
+/** Options for {@link a2aFetch}: the policy's per-client options, the base fetch, and the answer size limit. */
+export interface A2AFetchOptions extends PolicyClientOptions {
+  /**
+   * The largest answer handed to the SDK, in bytes: a JSON-RPC or REST answer's whole
+   * body, or one event (or line) of an SSE stream. Default 32 MiB
+   * (`DEFAULT_MAX_RESPONSE_BYTES`): room for artifacts carrying files of several MB
+   * inline. The SDK reads a JSON answer whole, so one that never ends would grow the
+   * process until it dies; past the limit the body fails with a `BreakwaterError` (code
+   * `RESPONSE_TOO_LARGE`) and the connection is let go. An SSE stream of any length is
+   * never cut for its length, only for one oversized event (the SDK itself refuses an
+   * SSE event over 4 MiB). `Infinity`: no limit.
+   */
+  maxResponseBytes?: number | undefined;
+}
 
 /**
  * A fetch for the A2A SDK's `fetchImpl` options: `policy.fetch()` with
@@ -122,6 +142,8 @@ export interface A2AFetchOptions extends PolicyClientOptions {}
  * Non-2xx responses are returned, as the SDK needs them to build its own errors, with
  * at most 64 KiB of their body, ended at the policy's `capture.bodyWaitMs` (default
  * 1 s) if it stalls: the SDK reads it whole into its error message, with no deadline.
+ * Other answers fail past `maxResponseBytes` (default 32 MiB; for SSE, per event) with a
+ * `BreakwaterError`, code `RESPONSE_TOO_LARGE`: the SDK reads them whole too.
  *
  * @example
  * ```ts
@@ -135,8 +157,8 @@ export interface A2AFetchOptions extends PolicyClientOptions {}
  */
 export function a2aFetch(policy: Policy, options?: A2AFetchOptions): FetchLike {
   validate(policySchema, policy, 'a2aFetch(policy)');
-  const { fetch, ...rest } = validate(optionsSchema, options, 'a2aFetch()') ?? {};
+  const { fetch, maxResponseBytes, ...rest } = validate(optionsSchema, options, 'a2aFetch()') ?? {};
   // `use`: middleware the policy runs outermost, so the mark is set before its retry judges a failure.
   const waitMs = policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
-  return policy.fetch(fetch, { ...rest, use: [a2aIdempotent(), capFailureBodies(waitMs)] });
+  return policy.fetch(fetch, { ...rest, use: [a2aIdempotent(), limitBodies(waitMs, maxResponseBytes)] });
 }

@@ -14,10 +14,15 @@
  */
 
 import * as z from 'zod/mini';
+import {
+  cappedFailure,
+  DEFAULT_MAX_RESPONSE_BYTES,
+  limitedBody,
+  maxResponseBytesSchema,
+} from '../../src/body-limit.ts';
 import type { Call, FetchLike, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS, type StatusSnapshot } from '../../src/capture.ts';
 import { oneLine } from '../../src/errors.ts';
-import { cappedFailure } from '../../src/failure-body.ts';
 import { clientOptionsShape, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
@@ -36,7 +41,19 @@ import {
  * Options for {@link mcpFetch}: which MCP requests may be resent, and the client
  * options for `policy.fetch()`. `auth` is optional: the SDK's `authProvider` still works.
  */
-export interface McpFetchOptions extends McpResendOptions, PolicyClientOptions {}
+export interface McpFetchOptions extends McpResendOptions, PolicyClientOptions {
+  /**
+   * The largest answer handed to the SDK, in bytes: a JSON answer's whole body, or one
+   * event (or line) of an SSE answer. Default 32 MiB (`DEFAULT_MAX_RESPONSE_BYTES`):
+   * room for tool results carrying base64 images and files of several MB. The SDK reads
+   * a JSON answer whole and buffers each SSE event to its end, so an answer that never
+   * ends would grow the process until it dies; past the limit the body fails with a
+   * `BreakwaterError` (code `RESPONSE_TOO_LARGE`) and the connection is let go. An SSE
+   * stream of any length is never cut for its length, only for one oversized event.
+   * `Infinity`: no limit.
+   */
+  maxResponseBytes?: number | undefined;
+}
 
 /** A fetch for the MCP SDK's transport, with what it learned. */
 export interface McpFetch extends FetchLike {
@@ -104,6 +121,7 @@ const optionsSchema = z.optional(
   z.strictObject({
     ...resendShape,
     ...clientOptionsShape,
+    maxResponseBytes: maxResponseBytesSchema,
   }),
 );
 
@@ -133,6 +151,9 @@ function sdkStatus(error: unknown): number | undefined {
  * - A failure response reaches the SDK with at most 64 KiB of its body, ended at the
  *   policy's `capture.bodyWaitMs` (default 1 s) if it stalls: the SDK reads it whole
  *   into its error message, and an endless or stalled one would never let go.
+ * - Any other answer's body (or an SSE answer's single event) fails past
+ *   `maxResponseBytes` (default 32 MiB) with a `BreakwaterError`, code
+ *   `RESPONSE_TOO_LARGE`: the SDK reads it whole, so an endless one would exhaust memory.
  *
  * Clients built from one policy share its breaker, pacing and retry budget.
  *
@@ -154,7 +175,8 @@ function sdkStatus(error: unknown): number | undefined {
  */
 export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   const valid = validate(optionsSchema, options, 'mcpFetch()') ?? {};
-  const { tools, hints, maxBodyChars, fetch: base, onEvent } = valid;
+  const { tools, hints, maxBodyChars, fetch: base, onEvent, maxResponseBytes } = valid;
+  const maxBytes = maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   const resend = mcpResend({ tools, hints, maxBodyChars });
   const waitMs = policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
   /** The latest failure responses handed to the SDK, oldest first. */
@@ -163,7 +185,8 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   /**
    * Records each failure response the SDK gets (outside retry: the last attempt's, the
    * one its error describes) with its request's ids, and hands it over with its body
-   * capped. Only failures cost a parse, and only of a body `mcpResend()` would parse too.
+   * capped; any other answer goes with its body limited to `maxBytes`. Only failures
+   * cost a parse, and only of a body `mcpResend()` would parse too.
    */
   async function remember(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
@@ -178,7 +201,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       if (failures.push({ said, ids }) > MAX_FAILURES) failures.shift();
       return cappedFailure(response, waitMs);
     }
-    return response;
+    return limitedBody(response, maxBytes, call);
   }
 
   const fetch = policy.fetch(base, {

@@ -1,0 +1,189 @@
+/**
+ * @module
+ * Response bodies bounded for the SDKs (MCP, A2A) that read them whole: `cappedFailure()`
+ * cuts a failure's body in bytes and in time (the SDKs read it whole into their error
+ * message); `limitedBody()` fails a success body, or one SSE event, past a byte limit
+ * (the SDKs read a JSON answer whole with `response.json()` and buffer an SSE event to
+ * its end). Not exported from the core entry: only the client adapters use them.
+ */
+
+import * as z from 'zod/mini';
+import type { Call } from './call.ts';
+import { BreakwaterError, requestSummary } from './errors.ts';
+
+/**
+ * The most bytes of a failure body an SDK is given (64 KiB). The MCP and A2A SDKs read
+ * a failure's whole body into the error they throw (`Error POSTing to endpoint: <body>`,
+ * `HTTP error for GetTask! ... Response: <body>`): an error page that never ends (a
+ * proxy's, a hostile server's) would grow the client's memory without bound and keep
+ * the request open. Real error bodies, OAuth's JSON errors included, are far smaller.
+ */
+export const MAX_FAILURE_BODY_BYTES: number = 64 * 1024;
+
+/**
+ * The largest success body, or SSE event, an SDK is given by default, in bytes (32 MiB).
+ * Generous on purpose: an MCP tool result may carry a base64 image or file of several
+ * MB (base64 adds a third), and cutting a real answer is worse than holding it. What it
+ * stops is the answer that never ends (a broken or hostile server), which the SDKs would
+ * buffer until the process runs out of memory.
+ */
+export const DEFAULT_MAX_RESPONSE_BYTES: number = 32 * 1024 * 1024;
+
+/** `maxResponseBytes`: a whole number of bytes above 0, or `Infinity` for no limit. */
+export const maxResponseBytesSchema: z.ZodMiniOptional<z.ZodMiniType<number>> = /* @__PURE__ */ z.optional(
+  /* @__PURE__ */ z.custom<number>(
+    (value) => value === Infinity || (Number.isSafeInteger(value) && (value as number) > 0),
+    'must be a whole number of bytes above 0, or Infinity (no limit)',
+  ),
+);
+
+/** The bytes that end an SSE line: LF and CR (a CRLF pair ends one line). */
+const LF = 10;
+const CR = 13;
+
+/** Whether `byte` ends an SSE line. */
+const breaks = (byte: number | undefined): boolean => byte === LF || byte === CR;
+
+/**
+ * The index just past the last blank line in `chunk`, where an SSE event ends (WHATWG
+ * HTML, "Parsing an event stream": an empty line dispatches the event), or -1. `last`
+ * and `prior` are the stream's two bytes before the chunk, so a blank line split across
+ * chunks is seen. A blank line is two line ends in a row: any two of LF / CR but a lone
+ * CRLF, which is one. Servers flush whole events, so the first byte looked at (the
+ * chunk's last line end) is usually it; otherwise the scan goes back at most the chunk.
+ */
+function eventEnd(chunk: Uint8Array, last: number, prior: number): number {
+  const at = (i: number): number | undefined => (i >= 0 ? chunk[i] : i === -1 ? last : prior);
+  for (let i = Math.max(chunk.lastIndexOf(LF), chunk.lastIndexOf(CR)); i >= 0; i--) {
+    const byte = chunk[i];
+    const before = at(i - 1);
+    if (breaks(byte) && breaks(before) && (before !== CR || byte !== LF || breaks(at(i - 2)))) return i + 1;
+  }
+  return -1;
+}
+
+/**
+ * `response` with its body failed once it passes `maxBytes`: a `BreakwaterError` with
+ * code `RESPONSE_TOO_LARGE` naming the request and the limit, which the SDK's read
+ * (`response.json()`, its SSE parser) rejects with. The rest is cancelled, so the
+ * connection is let go. For `text/event-stream` the limit is per event, not per stream:
+ * a long-lived stream of normal events is never cut, and one event (or one line) past it
+ * is, since the SDKs' parsers buffer each to its end. Chunks pass on as they come, with
+ * a byte count (and, for SSE, a scan back to the chunk's last blank line) as the only
+ * cost. `Infinity` leaves the response as it is.
+ */
+export function limitedBody(response: Response, maxBytes: number, call: Call): Response {
+  const source = response.body;
+  if (!source || maxBytes === Infinity) return response;
+  const sse =
+    response.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase() === 'text/event-stream';
+  const reader = source.getReader();
+  // Bytes of the body so far; for SSE, of the event not yet ended.
+  let size = 0;
+  // The stream's last two bytes, for a blank line split across chunks.
+  let last = -1;
+  let prior = -1;
+  const body = new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const next = await reader.read();
+        if (next.done) return controller.close();
+        const chunk = next.value;
+        if (!sse) size += chunk.length;
+        else if (chunk.length) {
+          const end = eventEnd(chunk, last, prior);
+          size = end < 0 ? size + chunk.length : chunk.length - end;
+          prior = chunk.length > 1 ? (chunk[chunk.length - 2] as number) : last;
+          last = chunk[chunk.length - 1] as number;
+        }
+        if (size > maxBytes) {
+          reader.cancel().catch(() => {});
+          const request = requestSummary(call.key, call.method, call.url);
+          throw new BreakwaterError(
+            `${request.method} ${request.url} (server "${request.key}") failed: ${sse ? 'an event of the response stream' : 'the response body'} is over the ${maxBytes}-byte limit (maxResponseBytes)`,
+            'RESPONSE_TOO_LARGE',
+            { request },
+          );
+        }
+        controller.enqueue(chunk);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    },
+    // Read only when the SDK reads: nothing is held here ahead of it.
+    { highWaterMark: 0 },
+  );
+  return rebuilt(response, body);
+}
+
+/**
+ * `response` with another body, and its own status and reason phrase. `new Response()`
+ * takes neither as fetch may give them: a status past 599 (fetch passes up to 999
+ * through), so a server cannot slip an endless body past the cap by answering 600; a
+ * reason phrase that is no ByteString (Node's fetch decodes it as UTF-8, so a Latin-1
+ * "503 Réessayez plus tard" from node:http reads "R\uFFFDessayez..."), which would throw
+ * a TypeError at the SDK instead of the failure. Built without a phrase and with the
+ * status capped at 599, then given both back as own properties.
+ */
+function rebuilt(response: Response, body: ReadableStream<Uint8Array>, cut?: boolean): Response {
+  const { status, statusText } = response;
+  // A cut body: a Content-Length would announce bytes that never come (to a proxy
+  // passing the response on, say). A body failed past its limit keeps it: the failure
+  // then ends the connection, which is how HTTP says the body is incomplete.
+  const headers = new Headers(response.headers);
+  if (cut) headers.delete('content-length');
+  return Object.defineProperties(new Response(body, { status: Math.min(status, 599), headers }), {
+    status: { value: status },
+    statusText: { value: statusText },
+  });
+}
+
+/**
+ * `response` with its body ended after {@link MAX_FAILURE_BODY_BYTES}, or `waitMs`
+ * after now (the policy's `capture.bodyWaitMs`: a body still coming by then is a
+ * stalled one, and the SDK would wait for its end with no deadline of its own). It
+ * keeps what arrived; the rest is cancelled, so the connection is let go. The timer
+ * ends with the body, whichever way (read, cut, broken, cancelled).
+ */
+export function cappedFailure(response: Response, waitMs: number): Response {
+  const source = response.body;
+  if (!source) return response;
+  const reader = source.getReader();
+  let size = 0;
+  let done = false;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stop = (reason?: unknown): Promise<void> => {
+    done = true;
+    clearTimeout(timer);
+    return reader.cancel(reason).catch(() => {});
+  };
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      timer = setTimeout(() => {
+        if (done) return;
+        stop();
+        controller.close();
+      }, waitMs);
+    },
+    async pull(controller) {
+      const next = await reader.read().catch((error: unknown) => {
+        stop();
+        throw error;
+      });
+      // Ended at the deadline while this read waited.
+      if (done) return;
+      if (next.done) {
+        stop();
+        return controller.close();
+      }
+      const room = MAX_FAILURE_BODY_BYTES - size;
+      size += next.value.byteLength;
+      controller.enqueue(size > MAX_FAILURE_BODY_BYTES ? next.value.subarray(0, room) : next.value);
+      if (size >= MAX_FAILURE_BODY_BYTES) {
+        stop();
+        controller.close();
+      }
+    },
+    cancel: stop,
+  });
+  return rebuilt(response, body, true);
+}
