@@ -19,6 +19,7 @@
  * ```
  */
 
+export { DEFAULT_MAX_RESPONSE_BYTES } from '../../src/body-limit.ts';
 export type {
   AgentCard,
   AgentCardErrorCode,

@@ -30,6 +30,7 @@
  * ```
  */
 
+export { DEFAULT_MAX_RESPONSE_BYTES } from '../../src/body-limit.ts';
 export type {
   McpClientLike,
   McpTransportLike,
