@@ -772,3 +772,31 @@ test('an agent’s SSE event that never ends fails the message stream past maxRe
     assert.ok(endless.produced() < FLOOD_BYTES / 2, `agent produced ${endless.produced()} bytes`);
   });
 });
+
+test('without a policy, a huge failure body the SDK quotes whole costs no redaction pass: its hostile text maps as fast as plain text', async () => {
+  // Without a policy the SDK gets the body uncut and quotes all of it in its message;
+  // nothing was recorded to choose among, so the message need not be read at all.
+  const size = 2 * 1024 * 1024;
+  const timed = async (fill: string): Promise<number> => {
+    const app = answering(
+      'GetTask',
+      () =>
+        new Response(fill.repeat(size / fill.length), {
+          status: 503,
+          headers: { 'content-type': 'text/plain' },
+        }),
+    );
+    return withApp(app, async ({ origin }) => {
+      const client = await createA2AClient(origin);
+      const started = performance.now();
+      const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+      const ms = performance.now() - started;
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.status, 503);
+      return ms;
+    });
+  };
+  const plain = Math.min(await timed('aaaaaaaa'), await timed('aaaaaaaa'));
+  const hostile = Math.min(await timed('http://['), await timed('http://['));
+  assert.ok(hostile < plain * 5 + 300, `hostile ${hostile.toFixed(0)} ms, plain ${plain.toFixed(0)} ms`);
+});

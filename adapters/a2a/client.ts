@@ -114,12 +114,14 @@ function withStatus(error: unknown, failures: readonly StatusSnapshot[]): unknow
       ? Number.isInteger(rest) && rest >= 400 && rest < 600 && rest
       : Number(SDK_STATUS.exec(error.message)?.[1]);
   if (!code) return error;
+  const recent = failures.filter((said) => said.status === code);
+  // Read only to choose among several: without a policy nothing is recorded, and the
+  // SDK's message quotes the whole uncut body (megabytes, redacted for nothing).
   // Redacted and on one line, as the snapshots' bodies are. A message that throws matches none.
   let message = '';
   try {
-    message = redactText(oneLine(error.message));
+    if (recent[1]) message = redactText(oneLine(error.message));
   } catch {}
-  const recent = failures.filter((said) => said.status === code);
   const quoted = recent.filter((said) => said.body && message.includes(said.body));
   let said: StatusSnapshot | undefined;
   for (const failure of quoted[0] ? quoted : recent) {
