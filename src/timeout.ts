@@ -172,18 +172,22 @@ export function timeout(options: TimeoutOptions): Middleware {
       // itself, and so does the caller's abort (through follow()'s shared listener). One
       // promise, settled by whichever comes first.
       const response = await new Promise<Response>((resolve, reject) => {
-        const end = (): void => {
-          expired = true;
-          // The caller's own abort, if it came first, stays the reason.
-          reject(controller.signal.reason);
-        };
-        if (outer) controller[END] = end;
+        // Built only for a call with a caller signal: a closure more on every call cost
+        // about 0.5 µs (Node 20, stub fetch).
+        if (outer) {
+          controller[END] = () => {
+            expired = true;
+            reject(controller.signal.reason);
+          };
+        }
         timer = setTimeout(
           () => {
+            expired = true;
             controller.abort(
               new TimeoutError({ scope, ms, request: requestSummary(call.key, call.method, call.href) }),
             );
-            end();
+            // The caller's own abort, if it came first, stays the reason.
+            reject(controller.signal.reason);
           },
           Math.min(attemptLimit, remaining),
         );
