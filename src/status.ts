@@ -113,16 +113,30 @@ async function readPrefix(response: Response, bytes: number, waitMs: number): Pr
 }
 
 /**
- * `text` without its last word when that word holds a URL the cut ran into: cut inside
- * its userinfo (`postgres://admin:1234`), the password's start reads as a port, and
- * redaction could no longer tell it from one. Words end where redaction's URLs do
- * (whitespace, quotes, `<`, `>`); a scheme's `:` followed by a `/` or an escaping `\`
- * marks a URL. One backward scan: linear.
+ * `://` as redaction finds it, also JSON-escaped (`:\/\/`, `:\\\/\\\/`, `:\u002F\u002F`):
+ * the pattern of redact.ts. Linear: a run of backslashes is read only after a `:`.
+ */
+const SCHEME_SEPARATOR = /:(?:\\*\/|\\u002[Ff]){2}/g;
+
+/**
+ * `text` without the URL the cut ran into, when it ran into the URL's authority: cut
+ * inside its userinfo (`postgres://admin:1234`), the password's start reads as a port,
+ * and redaction could no longer tell it from one. That URL is the last one of the last
+ * word, where words end as redaction's URLs do (whitespace, control characters, `"`,
+ * `<`, `>`; not a quote: `o'brien` is one user name); it is left out from its `://` on
+ * (`postgres…`). Once a `/`, `?` or `#` follows its `://`, the authority is whole and
+ * redaction shows the URL as any other. The text before it is kept either way: a body
+ * of one long word is not lost. Linear.
  */
 function withoutCutUrl(text: string): string {
   let start = text.length;
-  while (start > 0 && !/[\s"'`<>]/.test(text[start - 1] as string)) start--;
-  return /:[/\\]/.test(text.slice(start)) ? `${text.slice(0, start)}…` : text;
+  for (let c = text.charAt(start - 1); start > 0 && c >= ' ' && !/[\s"<>\x7f]/.test(c); ) {
+    c = text.charAt(--start - 1);
+  }
+  const word = text.slice(start);
+  const last = [...word.matchAll(SCHEME_SEPARATOR)].at(-1);
+  if (last === undefined || /[/?#]/.test(word.slice(last.index + last[0].length))) return text;
+  return `${text.slice(0, start + last.index)}…`;
 }
 
 /** What a failure response said, as `captureStatus()` snapshots it and `statusError()` reports it. */

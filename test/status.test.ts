@@ -394,3 +394,45 @@ test('a body read to its end keeps a URL that ends the text', async () => {
     assert.equal(capture.last(server.origin)?.body, body);
   });
 });
+
+/** The body snapshot `captureStatus({ bodyBytes })` takes of a 503 whose body is `body`. */
+async function capturedBody(body: string, bodyBytes: number): Promise<string | undefined> {
+  return withServer(
+    always({ status: 503, headers: { 'content-type': 'text/plain' }, body }),
+    async (server) => {
+      const capture = captureStatus({ bodyBytes });
+      const fetch = createFetch({ use: [capture] });
+      await (await fetch(server.origin)).body?.cancel();
+      return capture.last(server.origin)?.body;
+    },
+  );
+}
+
+test('a body cut inside the password of a URL whose user name holds a quote shows no part of the password', async () => {
+  // Redaction reads `o'brien` as one user name (WHATWG URL keeps a `'` there as it is),
+  // so the unfinished URL starts at its scheme, not after the quote.
+  const body = "cannot reach postgres://o'brien:12345678@db.internal:5432/app right now";
+  const shown = await capturedBody(body, body.indexOf('5678'));
+  assert.ok(!shown?.includes('1234'), `no part of the password in ${JSON.stringify(shown)}`);
+  assert.ok(shown?.startsWith('cannot reach'), `the text before the URL is kept: ${JSON.stringify(shown)}`);
+});
+
+test('a long body of one word cut inside a URL keeps the text before the URL, and the URL up to the cut once its server is named', async () => {
+  // No space anywhere: leaving out the whole last word left out the whole body ('…').
+  const inPath = `error=upstream_failed;status=https://status.example.com/incidents/${'a'.repeat(3000)}`;
+  const shownInPath = await capturedBody(inPath, 2048);
+  assert.ok(
+    shownInPath?.startsWith('error=upstream_failed;status=https://status.example.com/incidents/aaa'),
+    `the error and the URL's server are kept: ${JSON.stringify(shownInPath)}`,
+  );
+  const inPassword = `${'x'.repeat(2000)};error=db_unreachable;db=postgres://admin:12345678@db.internal/app`;
+  const shownInPassword = await capturedBody(inPassword, inPassword.indexOf('5678'));
+  assert.ok(
+    !shownInPassword?.includes('1234'),
+    `no part of the password in ${JSON.stringify(shownInPassword)}`,
+  );
+  assert.ok(
+    shownInPassword?.endsWith(';error=db_unreachable;db=postgres…'),
+    `the text before the URL is kept: ${JSON.stringify(shownInPassword?.slice(-60))}`,
+  );
+});
