@@ -1163,21 +1163,44 @@ test('a claim left by a process that died lapses after the 30 s lease, not ttlMs
 });
 
 test('a live claim is renewed while its handler runs past the lease: a repeat still gets 409, never a second run', async () => {
+  // The store's clock moves only when the test moves it, and only once a renewal has
+  // landed: a loaded machine running the renewal timer late cannot make the claim
+  // lapse (on the real clock, a 60 ms lease lapsed whenever a timer ran 40 ms late).
+  let now = 1_000_000;
+  const leaseMs = 60;
+  const inner = memoryStore<JsonValue>({ now: () => now });
+  let renewed = signal();
+  const store: Store = {
+    ...inner,
+    get: (key) => inner.get(key),
+    delete: (key) => inner.delete(key),
+    async compareAndSet(key, expected, next, ttlMs) {
+      const swapped = await inner.compareAndSet(key, expected, next, ttlMs);
+      // A renewal is a claim set over itself; a first claim expects nothing (or a released marker).
+      if (swapped && (expected as { state?: string } | undefined)?.state === 'running') renewed.fire();
+      return swapped;
+    },
+  };
   const release = gate();
   let runs = 0;
   const app = new Hono();
-  app.use('/orders', idempotency({ leaseMs: 60 }));
+  app.use('/orders', idempotency({ store, leaseMs }));
   app.post('/orders', async (c) => {
     runs++;
-    await release.promise;
+    // Only the first run waits: a second one (the bug) answers at once and fails the test, not hangs it.
+    if (runs === 1) await release.promise;
     return c.text('done', 201);
   });
   const first = app.request('/orders', post('{"item":"tea"}'));
   try {
-    // Three leases: the claim lives only because it is renewed.
-    await new Promise((resolve) => setTimeout(resolve, 180));
+    // Three leases pass, a step after each renewal: the claim lives only because it is renewed.
+    for (let step = 0; step < 3; step++) {
+      await settlesWithin(renewed.promise, 1000);
+      renewed = signal();
+      now += leaseMs - 1;
+    }
     const repeat = await app.request('/orders', post('{"item":"tea"}'));
-    assert.equal(repeat.status, 409);
+    assert.equal(repeat.status, 409, `handler runs: ${runs}`);
     await repeat.body?.cancel();
   } finally {
     release.open();
