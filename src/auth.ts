@@ -134,6 +134,8 @@ interface Flight {
   ends: number;
   /** Frees the slot if this refresh still holds it (the next 401 starts another); returns why, for its waiters. */
   abandon: () => Error;
+  /** The generation of the token it replaces: a 401 came for that one, so it is no token to resend with. */
+  replaces: number;
 }
 
 /** The error for a failed `token()` or `refresh()` (`cause`): `code`, saying `what` and naming the request. */
@@ -308,7 +310,7 @@ export function auth(options: AuthOptions): Middleware {
     const number = ++started;
     const report = (outcome: 'failed' | 'refreshed'): void =>
       call.emit({ type: 'auth-refresh', key: call.key, outcome });
-    const flight = { ends: performance.now() + leaseMs } as Flight;
+    const flight = { ends: performance.now() + leaseMs, replaces: generation } as Flight;
     flight.abandon = () => {
       if (inflight === flight) {
         inflight = undefined;
@@ -369,9 +371,11 @@ export function auth(options: AuthOptions): Middleware {
       } catch (error) {
         // An abandoned refresh may have delivered a newer token than this request's while
         // this one failed (with rotation, because that refresh spent the refresh token):
-        // the request goes again with it, as a 401 for an older token does.
+        // the request goes again with it, as a 401 for an older token does. Not with the
+        // token this refresh was replacing: a 401 for it is why the refresh ran.
         if (
           generation === sentGeneration ||
+          generation === flight.replaces ||
           call.signal?.aborted ||
           (error as BreakwaterError | undefined)?.code !== 'AUTH_REFRESH_FAILED'
         ) {

@@ -866,3 +866,61 @@ test('a call whose refresh fails after an abandoned refresh delivered a newer to
     );
   });
 });
+
+test('a call with an older token that joins a refresh which then fails is not resent with the token that refresh was replacing', async () => {
+  // T1 was refreshed in, then refused too: the refresh that call /y started is replacing
+  // it. A call sent with OLD before T1 came joins that refresh; when it fails, T1 is
+  // still the newest token and known to be refused, so the call fails as /y does
+  // instead of going again with T1 for another 401.
+  const T1 = 'sk-t1-1111111111';
+  let releaseX!: () => void;
+  const xHeld = new Promise<void>((resolve) => {
+    releaseX = resolve;
+  });
+  await withServer(always({ status: 401 }), async (server) => {
+    const settlers: { resolve: (token: string) => void; reject: (error: Error) => void }[] = [];
+    const refresh = (): Promise<string> =>
+      new Promise<string>((resolve, reject) => {
+        settlers.push({ resolve, reject });
+      });
+    const fetch = createFetch({
+      // /x's first 401 is held back until a refresh replacing T1 is running.
+      fetch: async (input, init) => {
+        const response = await globalThis.fetch(input, init);
+        if (String(input).endsWith('/x')) await xHeld;
+        return response;
+      },
+      use: [auth({ token: OLD, refresh })],
+    });
+    const x = fetch(`${server.origin}/x`).catch((error: unknown) => error); // sent with OLD
+    while (server.requests.length < 1) await tick(2);
+    const a = fetch(`${server.origin}/a`); // OLD → 401 → the refresh to T1 → T1 → 401
+    while (settlers.length < 1) await tick(2);
+    settlers[0]?.resolve(T1);
+    const first = await within(a, 2_000);
+    assert.equal(first.status, 401);
+    await first.text();
+    const y = fetch(`${server.origin}/y`).catch((error: unknown) => error); // T1 → 401 → a refresh, held
+    while (settlers.length < 2) await tick(2);
+    releaseX(); // /x's 401 for OLD: it joins the running refresh
+    await tick(20);
+    settlers[1]?.reject(new Error('invalid_grant'));
+    assert.equal((await within(y, 2_000)) instanceof BreakwaterError, true);
+    const outcome = await within(x, 2_000);
+    if (outcome instanceof Response) await outcome.text();
+    assert.equal(
+      (outcome as BreakwaterError).code,
+      'AUTH_REFRESH_FAILED',
+      `ended with ${outcome instanceof Response ? `HTTP ${outcome.status}` : String(outcome)}`,
+    );
+    assert.deepEqual(
+      server.requests.map((r) => [r.url, r.headers.authorization]),
+      [
+        ['/x', `Bearer ${OLD}`],
+        ['/a', `Bearer ${OLD}`],
+        ['/a', `Bearer ${T1}`],
+        ['/y', `Bearer ${T1}`],
+      ],
+    );
+  });
+});
