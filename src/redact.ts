@@ -130,44 +130,6 @@ function decodeEscape(text: string, i: number): [string, number] {
   return [text.charAt(i + 1), 2];
 }
 
-/**
- * Where the URL whose `://` ends at `from` ends; `quote` is the character before its
- * scheme, `next` where the next URL's scheme starts, `escapes` whether to read its JSON escapes.
- */
-function urlEnd(text: string, from: number, quote: string, next: number, escapes: boolean): number {
-  // Brackets opened in the URL and not closed yet: a closing one that matches none was
-  // opened before the URL (`(see https://h/x)`), so it is punctuation; `http://[::1]`,
-  // `https://h/Foo_(bar)` and `?k=[redacted]` (redacted again) keep theirs.
-  const opened: string[] = [];
-  let inQuery = false;
-  let kept = from;
-  let c: string;
-  let length: number;
-  for (let i = from; i < text.length; i += length) {
-    c = text.charAt(i);
-    length = 1;
-    if (escapes && c === '\\') [c, length] = decodeEscape(text, i);
-    // A quote that opened the URL closes it in the query (WHATWG URL encodes `'` there,
-    // never in the userinfo or the path: `'https://o'brien:pw@h/it's?k=v'`) when what
-    // follows cannot go on in a URL: the end, a space, punctuation (`','msg':`), not `'s`.
-    const after = text.charAt(i + length);
-    const closesQuote =
-      c === quote &&
-      inQuery &&
-      (quote === "'" || quote === '`') &&
-      (endsUrl(after) || URL_TRAILER.includes(after));
-    // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is one of its own, or its
-    // userinfo would be shown as path; in the query or fragment it is redacted anyway.
-    if (endsUrl(c) || closesQuote || (i >= next && !inQuery)) break;
-    const closes = ')]}'.includes(c) && opened.at(-1) === '([{'.charAt(')]}'.indexOf(c));
-    if (closes) opened.pop();
-    else if ('([{'.includes(c)) opened.push(c);
-    else if (c === '?' || c === '#') inQuery = true;
-    if (!URL_TRAILER.includes(c) || closes) kept = i + length;
-  }
-  return kept;
-}
-
 /** Where the scheme ending at `i` starts, no further back than `floor`. */
 function schemeStart(text: string, i: number, floor: number): number {
   while (i > floor && SCHEME_CHAR.test(text.charAt(i - 1))) i--;
@@ -202,7 +164,36 @@ export function redactText(text: string, escapes = true): string {
     const from = separator.index + separator[0].length;
     const following = findSeparator(text, from);
     const next = following ? schemeStart(text, following.index, from) : text.length;
-    const end = urlEnd(text, from, text.charAt(start - 1), next, escapes);
+    // The character before the scheme: a quote that opened the URL.
+    const quote = text.charAt(start - 1);
+    // Brackets opened in the URL and not closed yet: a closing one that matches none was
+    // opened before the URL (`(see https://h/x)`), so it is punctuation; `http://[::1]`,
+    // `https://h/Foo_(bar)` and `?k=[redacted]` (redacted again) keep theirs.
+    const opened: string[] = [];
+    let inQuery = false;
+    let end = from;
+    for (let i = from, length: number; i < text.length; i += length) {
+      let c = text.charAt(i);
+      length = 1;
+      if (escapes && c === '\\') [c, length] = decodeEscape(text, i);
+      // A quote that opened the URL closes it in the query (WHATWG URL encodes `'` there,
+      // never in the userinfo or the path: `'https://o'brien:pw@h/it's?k=v'`) when what
+      // follows cannot go on in a URL: the end, a space, punctuation (`','msg':`), not `'s`.
+      const after = text.charAt(i + length);
+      const closesQuote =
+        c === quote &&
+        inQuery &&
+        (quote === "'" || quote === '`') &&
+        (endsUrl(after) || URL_TRAILER.includes(after));
+      // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is one of its own, or its
+      // userinfo would be shown as path; in the query or fragment it is redacted anyway.
+      if (endsUrl(c) || closesQuote || (i >= next && !inQuery)) break;
+      const closes = ')]}'.includes(c) && opened.at(-1) === '([{'.charAt(')]}'.indexOf(c));
+      if (closes) opened.pop();
+      else if ('([{'.includes(c)) opened.push(c);
+      else if (c === '?' || c === '#') inQuery = true;
+      if (!URL_TRAILER.includes(c) || closes) end = i + length;
+    }
     if (end === from) {
       // Nothing after `://` (`http://http://...`): nothing to hide, and no parse to pay for.
       out += text.slice(done, end);
