@@ -116,18 +116,22 @@ function endsUrl(c: string): boolean {
 const URL_TRAILER = ")]},;:.?'`";
 
 /**
- * The JSON escape at `i` of `text` and its length: a URL quoted in a JSON body is
- * escaped like the rest of the string (`\/`, `\u0026`, `\"` closing the string). A
- * backslash and any other character stand for that character: `\n` is not read as a
- * line break, since WHATWG URL leaves a backslash in a query as it is (a hand-built
- * `?pw=a\nb`); a backslash at the very end stands for nothing, which ends the URL.
+ * A JSON escape: a URL quoted in a JSON body is escaped like the rest of the string
+ * (`\/`, `\u0026`, `\"` closing the string). A backslash and any other character stand
+ * for that character: `\n` is not read as a line break, since WHATWG URL leaves a
+ * backslash in a query as it is (a hand-built `?pw=a\nb`). It matches at every
+ * backslash, so one pattern both reads the escape at a known index and decodes a URL.
  */
-function decodeEscape(text: string, i: number): [string, number] {
-  const hex = text.slice(i + 2, i + 6);
-  if (text.charAt(i + 1) === 'u' && /^[\dA-Fa-f]{4}$/.test(hex)) {
-    return [String.fromCharCode(Number.parseInt(hex, 16)), 6];
-  }
-  return [text.charAt(i + 1), 2];
+const ESCAPE = /\\(?:u[\dA-Fa-f]{4}|[\s\S]?)/g;
+
+/**
+ * The character the escape `sequence` ({@link ESCAPE}) stands for; a backslash at the
+ * very end stands for nothing, which ends the URL.
+ */
+function decodeEscape(sequence: string): string {
+  return sequence.length > 2
+    ? String.fromCharCode(Number.parseInt(sequence.slice(2), 16))
+    : sequence.charAt(1);
 }
 
 /** Where the scheme ending at `i` starts, no further back than `floor`. */
@@ -175,7 +179,12 @@ export function redactText(text: string, escapes = true): string {
     for (let i = from, length: number; i < text.length; i += length) {
       let c = text.charAt(i);
       length = 1;
-      if (escapes && c === '\\') [c, length] = decodeEscape(text, i);
+      if (escapes && c === '\\') {
+        ESCAPE.lastIndex = i;
+        const [sequence] = ESCAPE.exec(text) as RegExpExecArray;
+        length = sequence.length;
+        c = decodeEscape(sequence);
+      }
       // A quote that opened the URL closes it in the query (WHATWG URL encodes `'` there,
       // never in the userinfo or the path: `'https://o'brien:pw@h/it's?k=v'`) when what
       // follows cannot go on in a URL: the end, a space, punctuation (`','msg':`), not `'s`.
@@ -199,9 +208,7 @@ export function redactText(text: string, escapes = true): string {
       out += text.slice(done, end);
     } else {
       const written = text.slice(from, end);
-      const rest = escapes
-        ? written.replace(/\\(?:u[\dA-Fa-f]{4}|.)/g, (sequence) => decodeEscape(sequence, 0)[0])
-        : written;
+      const rest = escapes ? written.replace(ESCAPE, decodeEscape) : written;
       const redacted = redactUrl(`${text.slice(start, separator.index)}://${rest}`);
       // A URL written without a path is shown without one: the `/` the parser adds is not in the text.
       out +=
