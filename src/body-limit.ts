@@ -85,7 +85,9 @@ function eventEnd(chunk: Uint8Array, last: number, prior: number): number {
  * a long-lived stream of normal events is never cut, and one event (or one line) past it
  * is, since the SDKs' parsers buffer each to its end. Chunks pass on as they come, with
  * a byte count (and, for SSE, a scan back to the chunk's last blank line) as the only
- * cost. `Infinity` leaves the response as it is.
+ * cost. Bytes are counted as the SDK gets them, decoded (after any Content-Encoding); a
+ * body whose Content-Length (uncompressed) is over the limit fails at its first read,
+ * without reading any of it. `Infinity` leaves the response as it is.
  */
 export function limitedBody(response: Response, maxBytes: number, call: Call): Response {
   const source = response.body;
@@ -93,34 +95,39 @@ export function limitedBody(response: Response, maxBytes: number, call: Call): R
   const sse =
     response.headers.get('content-type')?.split(';')[0]?.trim().toLowerCase() === 'text/event-stream';
   const reader = source.getReader();
+  // A body whose Content-Length is over the limit fails at its first read, before any of
+  // it is read (not after maxBytes of it, or never if it stalls first). Not a compressed
+  // one: its Content-Length counts encoded bytes, the limit decoded ones.
+  const announced =
+    !sse && !response.headers.has('content-encoding') ? Number(response.headers.get('content-length')) : 0;
   // Bytes of the body so far; for SSE, of the event not yet ended.
-  let size = 0;
+  let size = announced > maxBytes ? announced : 0;
   // The stream's last two bytes, for a blank line split across chunks.
   let last = -1;
   let prior = -1;
   const body = new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
-        const next = await reader.read();
-        if (next.done) return controller.close();
-        const chunk = next.value;
-        if (!sse) size += chunk.length;
-        else if (chunk.length) {
-          const end = eventEnd(chunk, last, prior);
-          size = end < 0 ? size + chunk.length : chunk.length - end;
-          prior = chunk.length > 1 ? (chunk[chunk.length - 2] as number) : last;
-          last = chunk[chunk.length - 1] as number;
+        if (size <= maxBytes) {
+          const next = await reader.read();
+          if (next.done) return controller.close();
+          const chunk = next.value;
+          if (!sse) size += chunk.length;
+          else if (chunk.length) {
+            const end = eventEnd(chunk, last, prior);
+            size = end < 0 ? size + chunk.length : chunk.length - end;
+            prior = chunk.length > 1 ? (chunk[chunk.length - 2] as number) : last;
+            last = chunk[chunk.length - 1] as number;
+          }
+          if (size <= maxBytes) return controller.enqueue(chunk);
         }
-        if (size > maxBytes) {
-          reader.cancel().catch(() => {});
-          const request = requestSummary(call.key, call.method, call.url);
-          throw new BreakwaterError(
-            `${request.method} ${request.url} (server "${request.key}") failed: ${sse ? 'an event of the response stream' : 'the response body'} is over the ${maxBytes}-byte limit (maxResponseBytes)`,
-            'RESPONSE_TOO_LARGE',
-            { request },
-          );
-        }
-        controller.enqueue(chunk);
+        reader.cancel().catch(() => {});
+        const request = requestSummary(call.key, call.method, call.url);
+        throw new BreakwaterError(
+          `${request.method} ${request.url} (server "${request.key}") failed: ${sse ? 'an event of the response stream' : 'the response body'} is over the ${maxBytes}-byte limit (maxResponseBytes)`,
+          'RESPONSE_TOO_LARGE',
+          { request },
+        );
       },
       cancel: (reason) => reader.cancel(reason),
     },

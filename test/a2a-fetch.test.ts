@@ -694,6 +694,37 @@ test('a JSON answer within maxResponseBytes reads whole, and Infinity turns the 
   assert.ok(tooLarge(error, json.length - 1), String(error).slice(0, 300));
 });
 
+test('a JSON answer whose Content-Length is over maxResponseBytes fails at its first read, without waiting for its bytes', async () => {
+  const LIMIT = 1024;
+  // Announces 10 MB, sends its start, then stalls: only the header can tell it is too large.
+  const stalled = {
+    stall: 'mid-body',
+    headers: { 'content-type': 'application/json', 'content-length': '10000000' },
+    body: '{"jsonrpc":"2.0","id":1,"result":"',
+  } as const;
+  await withServer(always(stalled), async (server) => {
+    const fetch = a2aFetch(definePolicy({ name: 'agent', retry: false, breaker: false }), {
+      maxResponseBytes: LIMIT,
+    });
+    const response = await fetch(`${server.origin}/rpc`, { method: 'POST', body: '{}' });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const outcome = await Promise.race([
+      response.text().catch((error: unknown) => error),
+      new Promise((resolve) => {
+        timer = setTimeout(() => resolve('still reading after 2 s'), 2000);
+      }),
+    ]);
+    clearTimeout(timer);
+    assert.ok(tooLarge(outcome, LIMIT), String(outcome).slice(0, 300));
+  });
+  // A compressed answer's Content-Length counts encoded bytes, the limit decoded ones: not judged by it.
+  const gzipped = () =>
+    new Response(new Blob(['{"ok":true}']).stream().pipeThrough(new CompressionStream('gzip')), {
+      headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    });
+  assert.equal(await readThrough(gzipped, LIMIT), '{"ok":true}');
+});
+
 test('maxResponseBytes must be a whole number of bytes above 0, or Infinity', () => {
   const policy = definePolicy({});
   for (const bad of [0, -1, 1.5, Number.NaN, '1024', null]) {

@@ -131,7 +131,9 @@ export interface A2AFetchOptions extends PolicyClientOptions {
    * process until it dies; past the limit the body fails with a `BreakwaterError` (code
    * `RESPONSE_TOO_LARGE`) and the connection is let go. An SSE stream of any length is
    * never cut for its length, only for one oversized event (the SDK itself refuses an
-   * SSE event over 4 MiB). `Infinity`: no limit.
+   * SSE event over 4 MiB). Counted decoded (a gzip answer by its unzipped bytes); an
+   * uncompressed answer whose Content-Length is over it fails at once, unread.
+   * `Infinity`: no limit.
    */
   maxResponseBytes?: number | undefined;
 }

@@ -50,7 +50,8 @@ export interface McpFetchOptions extends McpResendOptions, PolicyClientOptions {
    * ends would grow the process until it dies; past the limit the body fails with a
    * `BreakwaterError` (code `RESPONSE_TOO_LARGE`) and the connection is let go. An SSE
    * stream of any length is never cut for its length, only for one oversized event.
-   * `Infinity`: no limit.
+   * Counted decoded (a gzip answer by its unzipped bytes); an uncompressed answer whose
+   * Content-Length is over it fails at once, unread. `Infinity`: no limit.
    */
   maxResponseBytes?: number | undefined;
 }
