@@ -65,16 +65,17 @@ function readHeader(source: HeaderSource, name: string): string | null {
  *   is rare enough to leave to it;
  * - a port without a leading zero (`:0080` and an empty `:` are rewritten).
  *
- * Case-insensitive for the scheme (`HTTP://`); the host's classes hold both cases
- * already, and without the `u` flag no non-ASCII letter folds into them (checked
- * against the spelled-out `[Hh][Tt]...` for every UTF-16 code unit on V8 and JSC).
+ * Case-insensitive: the scheme may be `HTTP://`, and the host's classes name only
+ * lower-case letters (`]-~` holds `a-z`), the flag adding upper case. Without the `u`
+ * flag no non-ASCII character folds into an ASCII class (checked against the
+ * spelled-out `[Hh][Tt]...` and `A-Z` for every UTF-16 code unit on V8 and JSC).
  *
  * Sticky, so `lastIndex` says where the match ends. Linear: the last label cannot
  * hold a dot, so the one backtracking quantifier (over the labels before it) retries
  * each dot once.
  */
 const CANONICAL_ORIGIN =
-  /https?:\/\/(?:(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)|(?:[!"$&-.\d;->A-Z\]-~]*\.)?[;->A-Z\]-~][!"$&-\-\d;->A-Z\]-~]*)(?::[1-9]\d*)?(?=[/?#]|$)/iy;
+  /https?:\/\/(?:(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)|(?:[!"$&-.\d;->\]-~]*\.)?[;->\]-~][!"$&-\-\d;->\]-~]*)(?::[1-9]\d*)?(?=[/?#]|$)/iy;
 
 /**
  * The origin of an absolute URL string, read by one pattern rather than `new URL()`:
