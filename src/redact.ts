@@ -192,7 +192,8 @@ export function redactText(text: string, escapes = true): string {
       const closesQuote =
         c === quote &&
         inQuery &&
-        (quote === "'" || quote === '`') &&
+        // ('' before a URL that starts the text: c is '' only past its end, which ends the URL anyway.)
+        "'`".includes(quote) &&
         (endsUrl(after) || URL_TRAILER.includes(after));
       // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is one of its own, or its
       // userinfo would be shown as path; in the query or fragment it is redacted anyway.
