@@ -87,7 +87,7 @@ export function redactUrl(url: string | URL): string {
 }
 
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
-const SCHEME_CHAR = /^[A-Za-z0-9+.-]$/;
+const SCHEME_CHAR = /^[a-z\d+.-]$/i;
 
 /**
  * `://`, also as a JSON body may write it: `:\/\/` (PHP's `json_encode`, HTML-safe
@@ -198,10 +198,11 @@ export function redactText(text: string, escapes = true): string {
       // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is one of its own, or its
       // userinfo would be shown as path; in the query or fragment it is redacted anyway.
       if (endsUrl(c) || closesQuote || (i >= next && !inQuery)) break;
-      const closes = ')]}'.includes(c) && opened.at(-1) === '([{'.charAt(')]}'.indexOf(c));
+      // Whether c closes the last bracket opened (for any c but `)]}`, charAt(-1) is '': on no stack).
+      const closes = opened.at(-1) === '([{'.charAt(')]}'.indexOf(c));
       if (closes) opened.pop();
       else if ('([{'.includes(c)) opened.push(c);
-      else if (c === '?' || c === '#') inQuery = true;
+      else if ('?#'.includes(c)) inQuery = true;
       if (!URL_TRAILER.includes(c) || closes) end = i + length;
     }
     if (end === from) {
