@@ -1250,9 +1250,24 @@ test('a response body that breaks while it is drained after its client left leav
       return inner.compareAndSet(key, expected, next, ttlMs);
     },
   };
+  const drainMs = 100;
+  // The drain timers armed and not cleared. A timer left behind now writes nothing when
+  // it fires (the 500 lets go of the copy first), so what is left to see is the timer
+  // itself, holding the process for drainMs: watched through the globals it is set with.
+  const pending = new Set<unknown>();
+  const { setTimeout: realSetTimeout, clearTimeout: realClearTimeout } = globalThis;
+  globalThis.setTimeout = ((handler: () => void, ms?: number) => {
+    const timer = realSetTimeout(handler, ms);
+    if (ms === drainMs) pending.add(timer);
+    return timer;
+  }) as typeof setTimeout;
+  globalThis.clearTimeout = ((timer: ReturnType<typeof setTimeout> | undefined) => {
+    pending.delete(timer);
+    realClearTimeout(timer);
+  }) as typeof clearTimeout;
   let broken = (): void => {};
   const app = new Hono();
-  app.use('/feed', idempotency({ store, drainMs: 100 }));
+  app.use('/feed', idempotency({ store, drainMs }));
   app.post('/feed', () => {
     const body = new ReadableStream<Uint8Array>({
       start(controller) {
@@ -1262,19 +1277,25 @@ test('a response body that breaks while it is drained after its client left leav
     });
     return new Response(body, { headers: { 'content-type': 'application/x-ndjson' } });
   });
-  const res = await settlesWithin(app.request('/feed', post('{}')), 1000);
-  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-  await settlesWithin(reader.read(), 1000);
-  const cancelled = reader.cancel(new Error('client went away')).catch(() => {});
-  // The client left; while the rest is drained for its retry, the handler's body breaks.
-  broken();
-  await settlesWithin(cancelled, 1000);
+  try {
+    const res = await settlesWithin(app.request('/feed', post('{}')), 1000);
+    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+    await settlesWithin(reader.read(), 1000);
+    const cancelled = reader.cancel(new Error('client went away')).catch(() => {});
+    // The client left; while the rest is drained for its retry, the handler's body breaks.
+    broken();
+    await settlesWithin(cancelled, 1000);
+    assert.equal(pending.size, 0, 'a drain timer is still set');
+  } finally {
+    globalThis.setTimeout = realSetTimeout;
+    globalThis.clearTimeout = realClearTimeout;
+  }
   const again = await app.request('/feed', post('{}'));
   assert.equal(again.status, 500);
   assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
   await again.body?.cancel();
   // Past drainMs: a timer left running would now try to record the key as unreplayable.
-  await new Promise((resolve) => setTimeout(resolve, 150));
+  await new Promise((resolve) => setTimeout(resolve, drainMs + 50));
   assert.ok(writes.includes('done'));
   assert.ok(!writes.includes('unreplayable'), `writes: ${writes.join(', ')}`);
 });
