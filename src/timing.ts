@@ -351,8 +351,9 @@ function readDelayNumber(pattern: RegExp, value: string | undefined): number {
 function fromExhausted(headers: HeadersLike, now: number, read: QuotaReader): number | undefined {
   let longest = NaN;
   for (const [remaining, resetMs] of read(headers, now)) {
-    // A quota with units left asks for no wait.
-    if (remaining === 0) longest = longer(resetMs, longest);
+    // A quota with units left asks for no wait. The larger reset wins; NaN (none yet)
+    // gives way to any, so a NaN reset never poisons one already found.
+    if (remaining === 0 && (resetMs > longest || Number.isNaN(longest))) longest = resetMs;
   }
   return clampDelay(longest);
 }
@@ -412,11 +413,6 @@ const QUOTA_FAMILIES: readonly QuotaReader[] = [
   openaiQuotas,
   anthropicQuotas,
 ];
-
-/** The larger of two waits, where NaN means "no wait given" rather than poisoning the result. */
-function longer(ms: number, other: number): number {
-  return ms > other || Number.isNaN(other) ? ms : other;
-}
 
 /**
  * Every delay leaves through here: NaN (no value, or a non-finite `now`) becomes
