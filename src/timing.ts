@@ -436,9 +436,17 @@ export function readHeader(headers: HeadersLike, name: string): string | undefin
   return boundedHeader(readRawHeader(headers, name));
 }
 
-/** A raw header value as {@link readHeader} returns it: `undefined` over {@link MAX_HEADER_CHARS}, else trimmed. */
+/**
+ * A raw header value as {@link readHeader} returns it: `undefined` over
+ * {@link MAX_HEADER_CHARS}, else with fetch's HTTP whitespace (HTAB, LF, CR, SP)
+ * trimmed, not `String#trim`'s Unicode spaces. Linear: the match starts at the first
+ * non-whitespace character, runs to the end and backs up only over the trailing
+ * whitespace.
+ */
 function boundedHeader(value: string | undefined): string | undefined {
-  return value === undefined || value.length > MAX_HEADER_CHARS ? undefined : trimHttpWhitespace(value);
+  return value === undefined || value.length > MAX_HEADER_CHARS
+    ? undefined
+    : (/[^\t\n\r ](?:[\s\S]*[^\t\n\r ])?/.exec(value)?.[0] ?? '');
 }
 
 /** The lookup behind {@link readHeader}: the value as held (any length, untrimmed), or `undefined`. */
@@ -467,15 +475,6 @@ function readRawHeader(headers: HeadersLike, name: string): string | undefined {
     // and Bun's on a Proxy): garbage, so the header reads as absent.
   }
   return value;
-}
-
-/**
- * Fetch's HTTP whitespace (HTAB, LF, CR, SP) trimmed, not `String#trim`'s Unicode
- * spaces. Linear: the match starts at the first non-whitespace character, runs to
- * the end and backs up only over the trailing whitespace.
- */
-function trimHttpWhitespace(value: string): string {
-  return /[^\t\n\r ](?:[\s\S]*[^\t\n\r ])?/.exec(value)?.[0] ?? '';
 }
 
 // ---------------------------------------------------------------------------
