@@ -144,7 +144,9 @@ export function limitedBody(response: Response, maxBytes: number, call: Call): R
  * reason phrase that is no ByteString (Node's fetch decodes it as UTF-8, so a Latin-1
  * "503 Réessayez plus tard" from node:http reads "R\uFFFDessayez..."), which would throw
  * a TypeError at the SDK instead of the failure. Built without a phrase and with the
- * status capped at 599, then given both back as own properties.
+ * status capped at 599, then given both back as own properties, with the URL it came
+ * from and whether it was redirected (a new Response has neither, and every success
+ * answer is rebuilt too: the caller sees what the runtime's fetch gave).
  */
 function rebuilt(response: Response, body: ReadableStream<Uint8Array>, cut?: boolean): Response {
   const { status, statusText } = response;
@@ -156,6 +158,8 @@ function rebuilt(response: Response, body: ReadableStream<Uint8Array>, cut?: boo
   return Object.defineProperties(new Response(body, { status: Math.min(status, 599), headers }), {
     status: { value: status },
     statusText: { value: statusText },
+    url: { value: response.url },
+    redirected: { value: response.redirected },
   });
 }
 

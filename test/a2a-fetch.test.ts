@@ -725,6 +725,23 @@ test('a JSON answer whose Content-Length is over maxResponseBytes fails at its f
   assert.equal(await readThrough(gzipped, LIMIT), '{"ok":true}');
 });
 
+test('an answer handed on under maxResponseBytes keeps the URL it came from and whether it was redirected, as the runtime’s fetch gives them', async () => {
+  const app = new Hono();
+  app.get('/start', (c) => c.redirect('/end', 302));
+  app.get('/end', (c) => c.json({ ok: true }));
+  await withApp(app, async ({ origin }) => {
+    for (const maxResponseBytes of [1024, Infinity]) {
+      const fetch = a2aFetch(definePolicy({ retry: false, breaker: false }), { maxResponseBytes });
+      const response = await fetch(`${origin}/start`);
+      assert.deepEqual(
+        { url: response.url, redirected: response.redirected, body: await response.json() },
+        { url: `${origin}/end`, redirected: true, body: { ok: true } },
+        `maxResponseBytes ${maxResponseBytes}`,
+      );
+    }
+  });
+});
+
 test('maxResponseBytes must be a whole number of bytes above 0, or Infinity', () => {
   const policy = definePolicy({});
   for (const bad of [0, -1, 1.5, Number.NaN, '1024', null]) {
