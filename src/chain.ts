@@ -60,12 +60,6 @@ function withoutSecrets(error: unknown): unknown {
   return safe;
 }
 
-/** Whether a value is a fetch `Response` (from this realm or another fetch implementation). */
-function isResponse(value: unknown): value is Response {
-  const r = value as Response | null | undefined;
-  return value instanceof Response || (typeof r?.status === 'number' && typeof r.headers?.get === 'function');
-}
-
 /** The key, method and redacted URL an error about this call names. */
 function summary(call: Call): RequestSummary {
   return requestSummary(call.key, call.method, call.href);
@@ -152,12 +146,19 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
           { cause: error, request: summary(call) },
         );
       }
-      if (!isResponse(result)) {
+      // A fetch `Response`, from this realm or another fetch implementation.
+      const response = result as Response | null | undefined;
+      if (
+        !(
+          result instanceof Response ||
+          (typeof response?.status === 'number' && typeof response.headers?.get === 'function')
+        )
+      ) {
         throw new TypeError(
           `${name} returned ${result === null ? 'null' : typeof result} instead of a Response`,
         );
       }
-      return result;
+      return response as Response;
     };
   }
 
