@@ -95,18 +95,6 @@ export function statusLine(status: number, statusText: string | undefined): stri
   return `HTTP ${status}${statusText ? ` ${statusText}` : ''}`;
 }
 
-/**
- * A body fit to keep on an error: on one line and at most {@link MAX_BODY_BYTES} UTF-8
- * bytes, cut on a character boundary. Whoever builds the error may pass more, and a
- * prefix read as bytes can end in half a character that decodes to a 3-byte U+FFFD.
- */
-function keptBody(body: string): string {
-  // `stream: true` holds back a character cut in half instead of emitting U+FFFD; a
-  // body within the limit decodes to itself. (An error is rare: no fast path needed.)
-  const bytes = new TextEncoder().encode(oneLine(body)).subarray(0, MAX_BODY_BYTES);
-  return new TextDecoder().decode(bytes, { stream: true });
-}
-
 /** Fields of an {@link HttpStatusError}. */
 export interface HttpStatusErrorInit extends BreakwaterErrorOptions {
   status: number;
@@ -147,7 +135,14 @@ export class HttpStatusError extends BreakwaterError {
     this.statusText = init.statusText ?? '';
     this.retryable = init.retryable ?? false;
     this.retryAfterMs = init.retryAfterMs;
-    this.body = keptBody(redactText(init.body ?? ''));
+    // The body kept: on one line and at most MAX_BODY_BYTES UTF-8 bytes, cut on a
+    // character boundary (whoever builds the error may pass more). `stream: true` holds
+    // back a character cut in half instead of emitting a 3-byte U+FFFD; a body within the
+    // limit decodes to itself. (An error is rare: no fast path needed.)
+    this.body = new TextDecoder().decode(
+      new TextEncoder().encode(oneLine(redactText(init.body ?? ''))).subarray(0, MAX_BODY_BYTES),
+      { stream: true },
+    );
     this.serverMessage = message;
     this.headers = Object.freeze(safeHeaders(init.headers));
   }
