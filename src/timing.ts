@@ -316,7 +316,14 @@ export function parseRateLimit(headers: HeadersLike): RateLimitInfo | undefined 
 function fromRetryAfter(headers: HeadersLike, now: number): number | undefined {
   const value = readRawHeader(headers, 'retry-after');
   const seconds = readDelayNumber(DIGITS, value);
-  return clampDelay(Number.isNaN(seconds) ? parseHttpDate(boundedHeader(value), now) - now : seconds * 1000);
+  if (!Number.isNaN(seconds)) return clampDelay(seconds * 1000);
+  // An HTTP-date in any of its three forms (RFC 9110 §5.6.7).
+  const date = boundedHeader(value) ?? '';
+  for (const format of HTTP_DATE_FORMATS) {
+    const parts = format.exec(date)?.groups;
+    if (parts !== undefined) return clampDelay(dateMs(parts, now) - now);
+  }
+  return undefined;
 }
 
 /**
@@ -554,15 +561,6 @@ const RFC3339_DATE_TIME = new RegExp(
   `^(?<Y>\\d{4})-(?<m>\\d\\d)-(?<d>\\d\\d)[Tt]${TIME}(?:\\.(?<fraction>\\d+))?` +
     '(?:[Zz]|(?<sign>[+-])(?<offsetH>[01]\\d|2[0-3]):(?<offsetM>[0-5]\\d))$',
 );
-
-/** An HTTP-date in any of its three forms (RFC 9110 §5.6.7), as epoch ms, or NaN. */
-function parseHttpDate(value: string | undefined, now: number): number {
-  for (const format of HTTP_DATE_FORMATS) {
-    const parts = format.exec(value ?? '')?.groups;
-    if (parts !== undefined) return dateMs(parts, now);
-  }
-  return NaN;
-}
 
 /** An RFC 3339 timestamp (Anthropic's resets) as the wait until it in ms, possibly fractional, or NaN. */
 export function parseRfc3339(value: string, now: number): number {
