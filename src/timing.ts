@@ -648,38 +648,6 @@ const SF_MEMBER_END = /[ \t]*$/y;
  */
 const SF_MEMBER = /(?:"(?:\\[\s\S]|[^"\\])*"?|[^",])+/g;
 
-/** A list member we can use: a String or Token name and its parameters (later duplicates win, per RFC 8941). */
-interface SfItem {
-  readonly name: string;
-  readonly params: ReadonlyMap<string, RegExpExecArray>;
-}
-
-/**
- * RFC 8941 §4.2.1 List parsing, made tolerant: a member that fails to parse (or is
- * an Inner List, or not named by a String or Token) is skipped up to the next
- * comma outside a quoted string, instead of failing the whole field. Each
- * character is scanned at most twice (once by the splitter, once by the item).
- */
-function parseSfList(value: string | undefined): SfItem[] {
-  const items: SfItem[] = [];
-  if (value === undefined) return items;
-  for (const [member] of value.matchAll(SF_MEMBER)) {
-    const m = matchAt(SF_ITEM, member, 0);
-    const name = sfText(m);
-    if (m === null || name === undefined) continue;
-    const params = new Map<string, RegExpExecArray>();
-    let at = m[0].length;
-    for (;;) {
-      const param = matchAt(SF_PARAMETER, member, at);
-      if (param === null) break;
-      params.set(param[1] ?? '', param);
-      at += param[0].length;
-    }
-    if (matchAt(SF_MEMBER_END, member, at) !== null) items.push({ name, params });
-  }
-  return items;
-}
-
 /** A String (unescaped) or Token item's text. */
 function sfText(item: RegExpExecArray | null | undefined): string | undefined {
   return item?.[SF_STRING]?.replace(/\\(.)/g, '$1') ?? item?.[SF_TOKEN];
@@ -697,8 +665,13 @@ type SfParams = ReadonlyMap<string, RegExpExecArray>;
 /**
  * The valid members of one field: named, with a non-negative Integer in the
  * `required` field. `build` reads the fields between the name (`policy`) and the
- * partition key (`pk`, shared by both fields) from the parameters; absent optional
- * fields are left out.
+ * partition key (`pk`, shared by both fields) from the parameters (later duplicates
+ * win, per RFC 8941); absent optional fields are left out.
+ *
+ * RFC 8941 §4.2.1 List parsing, made tolerant: a member that fails to parse (or is
+ * an Inner List, or not named by a String or Token) is skipped up to the next
+ * comma outside a quoted string, instead of failing the whole field. Each
+ * character is scanned at most twice (once by the splitter, once by the item).
  */
 function sfMembers<T extends RateLimitStatus | RateLimitPolicy>(
   headers: HeadersLike,
@@ -707,7 +680,19 @@ function sfMembers<T extends RateLimitStatus | RateLimitPolicy>(
   build: (params: SfParams) => object,
 ): T[] {
   const members: T[] = [];
-  for (const { name, params } of parseSfList(readHeader(headers, field))) {
+  for (const [item] of readHeader(headers, field)?.matchAll(SF_MEMBER) ?? []) {
+    const m = matchAt(SF_ITEM, item, 0);
+    const name = sfText(m);
+    if (m === null || name === undefined) continue;
+    const params = new Map<string, RegExpExecArray>();
+    let at = m[0].length;
+    for (;;) {
+      const param = matchAt(SF_PARAMETER, item, at);
+      if (param === null) break;
+      params.set(param[1] ?? '', param);
+      at += param[0].length;
+    }
+    if (matchAt(SF_MEMBER_END, item, at) === null) continue;
     const member: Record<string, unknown> = {
       policy: name,
       ...build(params),
