@@ -10,6 +10,7 @@ import { createFetch } from '../src/chain.ts';
 import { BreakwaterError, HttpStatusError, NetworkError, TimeoutError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
+import { FLOOD_BYTES, flood } from './helpers/flood.ts';
 import { withApp } from './helpers/hono-server.ts';
 import { always, withServer } from './helpers/server.ts';
 
@@ -541,31 +542,6 @@ test('a failure body cut for the SDK carries no Content-Length, so a proxy passi
   );
 });
 
-/** Where a {@link flood} stops (32 MiB): far past any limit under test, and past what sockets and runtimes buffer ahead (Bun reads about 5 MiB ahead). */
-const FLOOD_BYTES = 32 * 1024 * 1024;
-
-/**
- * A body that goes on: `head`, then 64 KiB chunks of `fill` repeated, as fast as they
- * are read. Stopped after `bound` bytes only so code without a limit still ends; `produced()`
- * tells how far the reader got.
- */
-function flood(head: string, fill: string, bound = FLOOD_BYTES) {
-  const CHUNK = 64 * 1024;
-  const chunk = new TextEncoder().encode(fill.repeat(CHUNK / fill.length));
-  let produced = 0;
-  const body = new ReadableStream<Uint8Array>({
-    start(controller) {
-      controller.enqueue(new TextEncoder().encode(head));
-    },
-    pull(controller) {
-      if (produced >= bound) return controller.close();
-      produced += chunk.length;
-      controller.enqueue(chunk);
-    },
-  });
-  return { body, produced: () => produced };
-}
-
 /** What a call through `a2aFetch(policy, { maxResponseBytes })` to a server answering `answer` reads, or fails with. */
 async function readThrough(answer: () => Response, maxResponseBytes?: number): Promise<unknown> {
   const app = new Hono();
@@ -594,11 +570,10 @@ function tooLarge(error: unknown, limit: number): boolean {
 
 test('a JSON answer that never ends fails past maxResponseBytes with RESPONSE_TOO_LARGE, and the server stops being read', async () => {
   const LIMIT = 256 * 1024;
-  const { body, produced } = flood('{"jsonrpc":"2.0","id":1,"result":"', 'x');
-  const error = await readThrough(
-    () => new Response(body, { headers: { 'content-type': 'application/json' } }),
-    LIMIT,
-  );
+  const { answer, produced } = flood('{"jsonrpc":"2.0","id":1,"result":"', 'x', {
+    'content-type': 'application/json',
+  });
+  const error = await readThrough(answer, LIMIT);
   assert.ok(tooLarge(error, LIMIT), String(error).slice(0, 300));
   assert.ok(produced() < FLOOD_BYTES / 2, `server produced ${produced()} bytes`);
 });
@@ -611,8 +586,8 @@ test('an SSE event whose one line, or whose many short lines, never end fails pa
     ['event: message\ndata: {"ok":true}\n\ndata: ', 'x'],
     ['data: {"ok":true}\r\n\r\n', 'data: x\r\n'],
   ] as const) {
-    const { body, produced } = flood(head, fill);
-    const error = await readThrough(() => new Response(body, { headers: sse }), LIMIT);
+    const { answer, produced } = flood(head, fill, sse);
+    const error = await readThrough(answer, LIMIT);
     assert.ok(tooLarge(error, LIMIT), `${JSON.stringify(head)}: ${String(error).slice(0, 300)}`);
     assert.ok(produced() < FLOOD_BYTES / 2, `${JSON.stringify(head)}: server produced ${produced()} bytes`);
   }

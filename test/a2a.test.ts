@@ -19,6 +19,7 @@ import { createFetch } from '../src/chain.ts';
 import { BreakwaterError, HttpStatusError, NetworkError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
+import { FLOOD_BYTES, flood } from './helpers/flood.ts';
 import { withApp } from './helpers/hono-server.ts';
 import { closedPort } from './helpers/server.ts';
 
@@ -699,35 +700,6 @@ test('an agent’s failure body that stalls is ended for the SDK after the polic
     assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
   });
 });
-
-/** Where a {@link flood} stops (32 MiB): far past any limit under test, and past what sockets and runtimes buffer ahead (Bun reads about 5 MiB ahead). */
-const FLOOD_BYTES = 32 * 1024 * 1024;
-
-/**
- * An answer that goes on: `head`, then 64 KiB of `fill` after 64 KiB, as fast as it is
- * read, stopped after `bound` bytes only so code without a limit still ends. `produced()`
- * tells how far the client read.
- */
-function flood(head: string, fill: string, headers: Record<string, string>, bound = FLOOD_BYTES) {
-  const chunk = new TextEncoder().encode(fill.repeat((64 * 1024) / fill.length));
-  let produced = 0;
-  return {
-    answer(): Response {
-      const body = new ReadableStream<Uint8Array>({
-        start(controller) {
-          controller.enqueue(new TextEncoder().encode(head));
-        },
-        pull(controller) {
-          if (produced >= bound) return controller.close();
-          produced += chunk.length;
-          controller.enqueue(chunk);
-        },
-      });
-      return new Response(body, { headers });
-    },
-    produced: () => produced,
-  };
-}
 
 test('an agent’s JSON-RPC answer that never ends fails GetTask past maxResponseBytes with RESPONSE_TOO_LARGE, and the agent stops being read', async () => {
   const LIMIT = 256 * 1024;

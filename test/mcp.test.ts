@@ -35,6 +35,7 @@ import type { BreakwaterEvent } from '../src/events.ts';
 import { createGate } from '../src/gate.ts';
 import { definePolicy, type PolicyConfig } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
+import { FLOOD_BYTES, flood } from './helpers/flood.ts';
 import { withApp } from './helpers/hono-server.ts';
 import { closedPort } from './helpers/server.ts';
 
@@ -1628,35 +1629,6 @@ test('resilientMcpClient: a connect that never settles fails every caller with T
   });
 });
 
-/** Where a {@link flood} stops (32 MiB): far past any limit under test, and past what sockets and runtimes buffer ahead (Bun reads about 5 MiB ahead). */
-const FLOOD_BYTES = 32 * 1024 * 1024;
-
-/**
- * An answer that goes on: `head`, then 64 KiB of `fill` after 64 KiB, as fast as it is
- * read, stopped after `bound` bytes only so code without a limit still ends. `produced()`
- * tells how far the client read.
- */
-function flood(head: string, fill: string, contentType: string, bound = FLOOD_BYTES) {
-  const chunk = new TextEncoder().encode(fill.repeat((64 * 1024) / fill.length));
-  let produced = 0;
-  return {
-    answer(): Response {
-      const body = new ReadableStream<Uint8Array>({
-        start(controller) {
-          controller.enqueue(new TextEncoder().encode(head));
-        },
-        pull(controller) {
-          if (produced >= bound) return controller.close();
-          produced += chunk.length;
-          controller.enqueue(chunk);
-        },
-      });
-      return new Response(body, { headers: { 'content-type': contentType } });
-    },
-    produced: () => produced,
-  };
-}
-
 /** {@link faultyApp}'s server, with `tools/call` of `flood` answered by `answer()`. */
 function floodApp(answer: () => Response) {
   const inner = faultyApp({});
@@ -1670,11 +1642,9 @@ function floodApp(answer: () => Response) {
 
 test('an answer that never ends fails the call past maxResponseBytes with RESPONSE_TOO_LARGE, and the server stops being read', async () => {
   const LIMIT = 256 * 1024;
-  const endless = flood(
-    '{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"',
-    'x',
-    'application/json',
-  );
+  const endless = flood('{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"', 'x', {
+    'content-type': 'application/json',
+  });
   await withApp(floodApp(endless.answer), async ({ origin }) => {
     const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false, breaker: false }), {
       maxResponseBytes: LIMIT,
@@ -1701,11 +1671,9 @@ test('an answer that never ends fails the call past maxResponseBytes with RESPON
 
 test('resilientMcpClient: an answer that never ends fails the call with RESPONSE_TOO_LARGE', async () => {
   const LIMIT = 256 * 1024;
-  const endless = flood(
-    '{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"',
-    'x',
-    'application/json',
-  );
+  const endless = flood('{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"', 'x', {
+    'content-type': 'application/json',
+  });
   await withApp(floodApp(endless.answer), async ({ origin }) => {
     const mcp = resilient(origin, [], { retry: false }, { maxResponseBytes: LIMIT });
     try {
@@ -1722,11 +1690,9 @@ test('resilientMcpClient: an answer that never ends fails the call with RESPONSE
 
 test('an SSE answer whose event never ends is cut past maxResponseBytes: the SDK reports RESPONSE_TOO_LARGE through onerror, and the server stops being read', async () => {
   const LIMIT = 256 * 1024;
-  const endless = flood(
-    'event: message\ndata: {"jsonrpc":"2.0","id":2,"result":{"content":"',
-    'x',
-    'text/event-stream',
-  );
+  const endless = flood('event: message\ndata: {"jsonrpc":"2.0","id":2,"result":{"content":"', 'x', {
+    'content-type': 'text/event-stream',
+  });
   await withApp(floodApp(endless.answer), async ({ origin }) => {
     const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false, breaker: false }), {
       maxResponseBytes: LIMIT,
