@@ -23,21 +23,21 @@ function signal(): { promise: Promise<void>; fire: () => void } {
   return { promise, fire };
 }
 
+/** `inner` with its compareAndSet replaced (to watch, slow or count the writes); every other call goes straight to it. */
+function withCompareAndSet(inner: Store, compareAndSet: Store['compareAndSet']): Store {
+  return { ...inner, get: (key) => inner.get(key), delete: (key) => inner.delete(key), compareAndSet };
+}
+
 /** A memory store that fires `recorded` once a final record (not a claim) is written. */
 function watchedStore(): Store & { recorded: Promise<void> } {
   const inner = memoryStore<JsonValue>();
   const recorded = signal();
-  return {
-    ...inner,
-    get: (key) => inner.get(key),
-    delete: (key) => inner.delete(key),
-    recorded: recorded.promise,
-    async compareAndSet(key, expected, next, ttlMs) {
-      const done = await inner.compareAndSet(key, expected, next, ttlMs);
-      if (done && (next as { state?: string }).state !== 'running') recorded.fire();
-      return done;
-    },
-  };
+  const store = withCompareAndSet(inner, async (key, expected, next, ttlMs) => {
+    const done = await inner.compareAndSet(key, expected, next, ttlMs);
+    if (done && (next as { state?: string }).state !== 'running') recorded.fire();
+    return done;
+  });
+  return { ...store, recorded: recorded.promise };
 }
 
 /** A POST with a key (and a body), as `app.request` takes it. */
@@ -1110,20 +1110,30 @@ test('a final write the store never finishes does not hold back the end of the r
   assert.equal(runs, 1);
 });
 
+/** A call to a store, passed through by a view of it (`eachCall`). */
+type StoreCall = <A extends unknown[], R>(call: (...args: A) => Promise<R>) => (...args: A) => Promise<R>;
+
+/** A view of `store` whose every call goes through `through`, which may hang, delay or interleave it. */
+function eachCall(store: Store, through: StoreCall): Store {
+  return {
+    get: through((key) => store.get(key)),
+    set: through((key, value, ttlMs) => store.set(key, value, ttlMs)),
+    delete: through((key) => store.delete(key)),
+    increment: through((key, by, ttlMs) => store.increment(key, by, ttlMs)),
+    compareAndSet: through((key, expected, next, ttlMs) => store.compareAndSet(key, expected, next, ttlMs)),
+  };
+}
+
 /** A view of `store` that can be cut off, as if its process died: every call after `die()` hangs. */
 function mortal(store: Store): Store & { die: () => void } {
   let dead = false;
   const hang = new Promise<never>(() => {});
-  const alive =
-    <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
-    (...args: A): Promise<R> =>
+  const alive: StoreCall =
+    (call) =>
+    (...args) =>
       dead ? hang : call(...args);
   return {
-    get: alive((key) => store.get(key)),
-    set: alive((key, value, ttlMs) => store.set(key, value, ttlMs)),
-    delete: alive((key) => store.delete(key)),
-    increment: alive((key, by, ttlMs) => store.increment(key, by, ttlMs)),
-    compareAndSet: alive((key, expected, next, ttlMs) => store.compareAndSet(key, expected, next, ttlMs)),
+    ...eachCall(store, alive),
     die: () => {
       dead = true;
     },
@@ -1170,17 +1180,12 @@ test('a live claim is renewed while its handler runs past the lease: a repeat st
   const leaseMs = 60;
   const inner = memoryStore<JsonValue>({ now: () => now });
   let renewed = signal();
-  const store: Store = {
-    ...inner,
-    get: (key) => inner.get(key),
-    delete: (key) => inner.delete(key),
-    async compareAndSet(key, expected, next, ttlMs) {
-      const swapped = await inner.compareAndSet(key, expected, next, ttlMs);
-      // A renewal is a claim set over itself; a first claim expects nothing (or a released marker).
-      if (swapped && (expected as { state?: string } | undefined)?.state === 'running') renewed.fire();
-      return swapped;
-    },
-  };
+  const store = withCompareAndSet(inner, async (key, expected, next, ttlMs) => {
+    const swapped = await inner.compareAndSet(key, expected, next, ttlMs);
+    // A renewal is a claim set over itself; a first claim expects nothing (or a released marker).
+    if (swapped && (expected as { state?: string } | undefined)?.state === 'running') renewed.fire();
+    return swapped;
+  });
   const release = gate();
   let runs = 0;
   const app = new Hono();
@@ -1209,47 +1214,72 @@ test('a live claim is renewed while its handler runs past the lease: a repeat st
   assert.equal(runs, 1);
 });
 
-test('a response body that never ends is read for at most drainMs after its client left: then cancelled, and repeats get 409, never a second run', async () => {
+/**
+ * An app whose POST /feed handler counts its runs and answers a feed that writes
+ * 'first ', then stalls until the test calls `end()` (writes 'last' and closes) or
+ * `breaks()` (errors with 'upstream reset'); `cancelled` resolves once the feed is
+ * cancelled. Not an event stream: those are never read ahead.
+ */
+function feedApp(options: Parameters<typeof idempotency>[0]): {
+  app: Hono;
+  runs: () => number;
+  end: () => void;
+  breaks: () => void;
+  cancelled: Promise<void>;
+} {
   const cancelled = signal();
   let runs = 0;
+  let end = (): void => {};
+  let breaks = (): void => {};
   const app = new Hono();
-  app.use('/feed', idempotency({ drainMs: 50 }));
+  app.use('/feed', idempotency(options));
   app.post('/feed', () => {
     runs++;
-    // Not an event stream (those are never read ahead): a feed that writes once, then stalls for good.
     const body = new ReadableStream<Uint8Array>({
       start(controller) {
         controller.enqueue(new TextEncoder().encode('first '));
+        end = () => {
+          controller.enqueue(new TextEncoder().encode('last'));
+          controller.close();
+        };
+        breaks = () => controller.error(new Error('upstream reset'));
       },
       cancel: () => cancelled.fire(),
     });
     return new Response(body, { headers: { 'content-type': 'application/x-ndjson' } });
   });
+  return { app, runs: () => runs, end: () => end(), breaks: () => breaks(), cancelled: cancelled.promise };
+}
+
+/** A client's POST to /feed, read up to its first chunk: the reader it would leave by cancelling. */
+async function firstChunkRead(app: Hono): Promise<ReadableStreamDefaultReader<Uint8Array>> {
   const res = await settlesWithin(app.request('/feed', post('{}')), 1000);
   const reader = (res.body as ReadableStream<Uint8Array>).getReader();
   await settlesWithin(reader.read(), 1000);
+  return reader;
+}
+
+test('a response body that never ends is read for at most drainMs after its client left: then cancelled, and repeats get 409, never a second run', async () => {
+  // The feed writes once, then stalls for good.
+  const { app, runs, cancelled } = feedApp({ drainMs: 50 });
+  const reader = await firstChunkRead(app);
   await settlesWithin(reader.cancel(new Error('client went away')), 1000);
-  await settlesWithin(cancelled.promise, 1000);
+  await settlesWithin(cancelled, 1000);
   const again = await app.request('/feed', post('{}'));
   assert.equal(again.status, 409);
   assert.equal(again.headers.get('x-should-retry'), 'false');
   assert.equal((await problemOf(again)).title, 'Response not replayable');
-  assert.equal(runs, 1);
+  assert.equal(runs(), 1);
 });
 
 test('a response body that breaks while it is drained after its client left leaves no drain timer behind: nothing is written after its 500', async () => {
   const inner = memoryStore<JsonValue>();
   const writes: string[] = [];
-  const store: Store = {
-    ...inner,
-    get: (key) => inner.get(key),
-    delete: (key) => inner.delete(key),
-    async compareAndSet(key, expected, next, ttlMs) {
-      const state = (next as { state?: string }).state ?? '';
-      if (state !== 'running') writes.push(state);
-      return inner.compareAndSet(key, expected, next, ttlMs);
-    },
-  };
+  const store = withCompareAndSet(inner, (key, expected, next, ttlMs) => {
+    const state = (next as { state?: string }).state ?? '';
+    if (state !== 'running') writes.push(state);
+    return inner.compareAndSet(key, expected, next, ttlMs);
+  });
   const drainMs = 100;
   // The drain timers armed and not cleared. A timer left behind now writes nothing when
   // it fires (the 500 lets go of the copy first), so what is left to see is the timer
@@ -1265,25 +1295,12 @@ test('a response body that breaks while it is drained after its client left leav
     pending.delete(timer);
     realClearTimeout(timer);
   }) as typeof clearTimeout;
-  let broken = (): void => {};
-  const app = new Hono();
-  app.use('/feed', idempotency({ store, drainMs }));
-  app.post('/feed', () => {
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode('first '));
-        broken = () => controller.error(new Error('upstream reset'));
-      },
-    });
-    return new Response(body, { headers: { 'content-type': 'application/x-ndjson' } });
-  });
+  const { app, breaks } = feedApp({ store, drainMs });
   try {
-    const res = await settlesWithin(app.request('/feed', post('{}')), 1000);
-    const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-    await settlesWithin(reader.read(), 1000);
+    const reader = await firstChunkRead(app);
     const cancelled = reader.cancel(new Error('client went away')).catch(() => {});
     // The client left; while the rest is drained for its retry, the handler's body breaks.
-    broken();
+    breaks();
     await settlesWithin(cancelled, 1000);
     assert.equal(pending.size, 0, 'a drain timer is still set');
   } finally {
@@ -1306,9 +1323,9 @@ test('a response body that breaks while it is drained after its client left leav
  */
 function interleaved(store: Store, between: () => Promise<void>): Store & { arm: () => void } {
   let armed = false;
-  const then =
-    <A extends unknown[], R>(call: (...args: A) => Promise<R>) =>
-    async (...args: A): Promise<R> => {
+  const then: StoreCall =
+    (call) =>
+    async (...args) => {
       const result = await call(...args);
       if (armed) {
         armed = false;
@@ -1317,11 +1334,7 @@ function interleaved(store: Store, between: () => Promise<void>): Store & { arm:
       return result;
     };
   return {
-    get: then((key) => store.get(key)),
-    set: then((key, value, ttlMs) => store.set(key, value, ttlMs)),
-    delete: then((key) => store.delete(key)),
-    increment: then((key, by, ttlMs) => store.increment(key, by, ttlMs)),
-    compareAndSet: then((key, expected, next, ttlMs) => store.compareAndSet(key, expected, next, ttlMs)),
+    ...eachCall(store, then),
     arm: () => {
       armed = true;
     },
@@ -1403,43 +1416,20 @@ test('a key released a moment ago can be claimed at once, even by a store whose 
 function slowRecordStore(): { store: Store; writes: string[] } {
   const inner = memoryStore<JsonValue>();
   const writes: string[] = [];
-  const store: Store = {
-    ...inner,
-    get: (key) => inner.get(key),
-    delete: (key) => inner.delete(key),
-    async compareAndSet(key, expected, next, ttlMs) {
-      const state = (next as { state?: string }).state ?? '';
-      if (state === 'done') await new Promise((resolve) => setTimeout(resolve, 100));
-      const swapped = await inner.compareAndSet(key, expected, next, ttlMs);
-      if (swapped && state !== 'running') writes.push(state);
-      return swapped;
-    },
-  };
+  const store = withCompareAndSet(inner, async (key, expected, next, ttlMs) => {
+    const state = (next as { state?: string }).state ?? '';
+    if (state === 'done') await new Promise((resolve) => setTimeout(resolve, 100));
+    const swapped = await inner.compareAndSet(key, expected, next, ttlMs);
+    if (swapped && state !== 'running') writes.push(state);
+    return swapped;
+  });
   return { store, writes };
 }
 
 test('a body that ends while its client is gone is replayed whole, even if its final write is still in flight when drainMs runs out', async () => {
   const { store, writes } = slowRecordStore();
-  let runs = 0;
-  let end = (): void => {};
-  const app = new Hono();
-  app.use('/feed', idempotency({ store, drainMs: 20 }));
-  app.post('/feed', () => {
-    runs++;
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode('first '));
-        end = () => {
-          controller.enqueue(new TextEncoder().encode('last'));
-          controller.close();
-        };
-      },
-    });
-    return new Response(body, { headers: { 'content-type': 'application/x-ndjson' } });
-  });
-  const res = await settlesWithin(app.request('/feed', post('{}')), 1000);
-  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-  await settlesWithin(reader.read(), 1000);
+  const { app, runs, end } = feedApp({ store, drainMs: 20 });
+  const reader = await firstChunkRead(app);
   // The client leaves, and the body ends at once: it is all read, its record on its way.
   const cancelled = reader.cancel(new Error('client went away'));
   end();
@@ -1452,36 +1442,21 @@ test('a body that ends while its client is gone is replayed whole, even if its f
   );
   assert.equal(await again.text(), 'first last');
   assert.deepEqual(writes, ['done']);
-  assert.equal(runs, 1);
+  assert.equal(runs(), 1);
 });
 
 test('a body that breaks while its client is gone is replayed as its 500, even if that write is still in flight when drainMs runs out', async () => {
   const { store, writes } = slowRecordStore();
-  let runs = 0;
-  let broken = (): void => {};
-  const app = new Hono();
-  app.use('/feed', idempotency({ store, drainMs: 20 }));
-  app.post('/feed', () => {
-    runs++;
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode('first '));
-        broken = () => controller.error(new Error('upstream reset'));
-      },
-    });
-    return new Response(body, { headers: { 'content-type': 'application/x-ndjson' } });
-  });
-  const res = await settlesWithin(app.request('/feed', post('{}')), 1000);
-  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
-  await settlesWithin(reader.read(), 1000);
+  const { app, runs, breaks } = feedApp({ store, drainMs: 20 });
+  const reader = await firstChunkRead(app);
   // The client leaves, and the body breaks at once: its 500 is on its way to the store.
   const cancelled = reader.cancel(new Error('client went away')).catch(() => {});
-  broken();
+  breaks();
   await settlesWithin(cancelled, 1000);
   const again = await app.request('/feed', post('{}'));
   assert.equal(again.status, 500, `writes: ${writes.join(', ')}`);
   assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
   await again.body?.cancel();
   assert.deepEqual(writes, ['done']);
-  assert.equal(runs, 1);
+  assert.equal(runs(), 1);
 });
