@@ -1457,28 +1457,34 @@ test('toError() without the request gives each of two indistinguishable failures
   });
 });
 
+/** {@link faultyApp}'s server, with every `tools/call` of `tool` answered by `answer()` instead. */
+function answering(tool: string, answer: () => Response) {
+  const inner = faultyApp({});
+  return {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      return text.includes(`"${tool}"`) ? answer() : inner.fetch(request);
+    },
+  };
+}
+
 test('a failure body that never ends is cut for the SDK: the call fails with its status, and the server stops being read', async () => {
   const CHUNK = 64 * 1024;
   const LIMIT = 64 * 1024 * 1024;
   // A status past 599 (fetch passes it through) must not slip past the cap, nor break the fetch.
   for (const status of [500, 999]) {
     let produced = 0;
-    const inner = faultyApp({});
-    const app = {
-      async fetch(request: Request): Promise<Response> {
-        const text = request.method === 'POST' ? await request.clone().text() : '';
-        if (!text.includes('"flood"')) return inner.fetch(request);
-        // An error page that streams on (a proxy's, say): only stopped here so the old code ends.
-        const body = new ReadableStream<Uint8Array>({
-          pull(controller) {
-            if (produced >= LIMIT) return controller.close();
-            produced += CHUNK;
-            controller.enqueue(new Uint8Array(CHUNK).fill(120));
-          },
-        });
-        return new Response(body, { status, headers: { 'content-type': 'text/plain' } });
-      },
-    };
+    const app = answering('flood', () => {
+      // An error page that streams on (a proxy's, say): only stopped here so the old code ends.
+      const body = new ReadableStream<Uint8Array>({
+        pull(controller) {
+          if (produced >= LIMIT) return controller.close();
+          produced += CHUNK;
+          controller.enqueue(new Uint8Array(CHUNK).fill(120));
+        },
+      });
+      return new Response(body, { status, headers: { 'content-type': 'text/plain' } });
+    });
     await withApp(app, async ({ origin }) => {
       await withPlainClient(origin, async (client, fetch) => {
         const caught = await client.callTool({ name: 'flood', arguments: {} }).catch((e: unknown) => e);
@@ -1494,37 +1500,40 @@ test('a failure body that never ends is cut for the SDK: the call fails with its
   }
 });
 
+/** What `work` settles to, or `'hung'` if it has not within `ms`; the timer is cleared either way. */
+async function settledWithin<T>(work: Promise<T>, ms: number): Promise<T | 'hung'> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const hung = new Promise<'hung'>((resolve) => {
+    timer = setTimeout(() => resolve('hung'), ms);
+  });
+  try {
+    return await Promise.race([work, hung]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 test('a failure body that stalls is ended for the SDK after the policy’s capture.bodyWaitMs: the call fails with its status instead of hanging', async () => {
-  const inner = faultyApp({});
-  const app = {
-    async fetch(request: Request): Promise<Response> {
-      const text = request.method === 'POST' ? await request.clone().text() : '';
-      if (!text.includes('"stall"')) return inner.fetch(request);
-      // A few bytes, then nothing, ever (until the server closes).
-      const body = new ReadableStream<Uint8Array>({
-        start(controller) {
-          controller.enqueue(new TextEncoder().encode('{"error":"stuck'));
-        },
-      });
-      return new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
-    },
-  };
+  const app = answering('stall', () => {
+    // A few bytes, then nothing, ever (until the server closes).
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"error":"stuck'));
+      },
+    });
+    return new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
+  });
   await withApp(app, async ({ origin }) => {
     const policy = definePolicy({ name: 'stall', retry: false, breaker: false, capture: { bodyWaitMs: 50 } });
     const fetch = mcpFetch(policy);
     const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
     await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
     try {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const hung = new Promise((resolve) => {
-        timer = setTimeout(() => resolve('hung'), 3000);
-      });
       const started = Date.now();
-      const outcome = await Promise.race([
+      const outcome = await settledWithin(
         client.callTool({ name: 'stall', arguments: {} }).catch((e: unknown) => fetch.toError(e)),
-        hung,
-      ]);
-      clearTimeout(timer);
+        3000,
+      );
       assert.ok(outcome instanceof HttpStatusError, String(outcome));
       assert.equal(outcome.status, 503);
       assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
@@ -1601,17 +1610,12 @@ test('resilientMcpClient: a connect that never settles fails every caller with T
       connectTimeoutMs: 200,
     });
     try {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const hung = new Promise((resolve) => {
-        timer = setTimeout(() => resolve('hung'), 2000);
-      });
       const started = Date.now();
       // A second caller joins the connect in flight: it must not wait on it forever either.
-      const outcomes = await Promise.race([
+      const outcomes = await settledWithin(
         Promise.all([mcp.connect(), mcp.connect()].map((connect) => connect.catch((e: unknown) => e))),
-        hung,
-      ]);
-      clearTimeout(timer);
+        2000,
+      );
       assert.ok(Array.isArray(outcomes), `connect still pending after ${Date.now() - started} ms`);
       for (const error of outcomes) {
         assert.ok(error instanceof TimeoutError, String(error));
@@ -1629,59 +1633,67 @@ test('resilientMcpClient: a connect that never settles fails every caller with T
   });
 });
 
-/** {@link faultyApp}'s server, with `tools/call` of `flood` answered by `answer()`. */
-function floodApp(answer: () => Response) {
-  const inner = faultyApp({});
-  return {
-    async fetch(request: Request): Promise<Response> {
-      const text = request.method === 'POST' ? await request.clone().text() : '';
-      return text.includes('"flood"') ? answer() : inner.fetch(request);
-    },
-  };
+/** 256 KiB: the maxResponseBytes the answers of {@link whileFlooding} are held to. */
+const FLOOD_LIMIT = 256 * 1024;
+
+/** How an endless answer to the `flood` call starts, by its content type: a result, or an SSE event, whose text never ends. */
+const FLOOD_HEADS = {
+  'application/json': '{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"',
+  'text/event-stream': 'event: message\ndata: {"jsonrpc":"2.0","id":2,"result":{"content":"',
+} as const;
+
+/**
+ * Serves {@link answering} a `flood` call with an answer of `contentType` that never
+ * ends (its {@link FLOOD_HEADS} head, then `x` on and on) for `fn`; once `fn` is done
+ * (its client closed), the server must have stopped being read, far short of where a
+ * flood stops ({@link FLOOD_BYTES}).
+ */
+async function whileFlooding(
+  contentType: keyof typeof FLOOD_HEADS,
+  fn: (origin: string) => Promise<void>,
+): Promise<void> {
+  const endless = flood(FLOOD_HEADS[contentType], 'x', { 'content-type': contentType });
+  await withApp(answering('flood', endless.answer), async ({ origin }) => {
+    await fn(origin);
+    assert.ok(endless.produced() < FLOOD_BYTES / 2, `server produced ${endless.produced()} bytes`);
+  });
+}
+
+/** {@link withClient} for server "tools", without retries or breaker, held to {@link FLOOD_LIMIT}. */
+function withLimitedClient(
+  origin: string,
+  fn: (client: Client, fetch: ReturnType<typeof mcpFetch>) => Promise<void>,
+): Promise<void> {
+  return withClient(origin, { name: 'tools', retry: false, breaker: false }, fn, {
+    maxResponseBytes: FLOOD_LIMIT,
+  });
 }
 
 test('an answer that never ends fails the call past maxResponseBytes with RESPONSE_TOO_LARGE, and the server stops being read', async () => {
-  const LIMIT = 256 * 1024;
-  const endless = flood('{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"', 'x', {
-    'content-type': 'application/json',
-  });
-  await withApp(floodApp(endless.answer), async ({ origin }) => {
-    const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false, breaker: false }), {
-      maxResponseBytes: LIMIT,
-    });
-    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
-    try {
+  await whileFlooding('application/json', async (origin) => {
+    await withLimitedClient(origin, async (client, fetch) => {
       const caught = await client.callTool({ name: 'flood', arguments: {} }).catch((e: unknown) => e);
       assert.ok(caught instanceof BreakwaterError, String(caught).slice(0, 300));
       assert.equal(caught.code, 'RESPONSE_TOO_LARGE');
       assert.match(
         caught.message,
         new RegExp(
-          `^POST ${origin}/mcp \\(server "tools"\\) failed: the response body is over the ${LIMIT}-byte limit \\(maxResponseBytes\\)$`,
+          `^POST ${origin}/mcp \\(server "tools"\\) failed: the response body is over the ${FLOOD_LIMIT}-byte limit \\(maxResponseBytes\\)$`,
         ),
       );
       assert.equal(fetch.toError(caught), caught);
-      assert.ok(endless.produced() < FLOOD_BYTES / 2, `server produced ${endless.produced()} bytes`);
-    } finally {
-      await client.close();
-    }
+    });
   });
 });
 
 test('resilientMcpClient: an answer that never ends fails the call with RESPONSE_TOO_LARGE', async () => {
-  const LIMIT = 256 * 1024;
-  const endless = flood('{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"', 'x', {
-    'content-type': 'application/json',
-  });
-  await withApp(floodApp(endless.answer), async ({ origin }) => {
-    const mcp = resilient(origin, [], { retry: false }, { maxResponseBytes: LIMIT });
+  await whileFlooding('application/json', async (origin) => {
+    const mcp = resilient(origin, [], { retry: false }, { maxResponseBytes: FLOOD_LIMIT });
     try {
       const client = await mcp.connect();
       const caught = await client.callTool({ name: 'flood', arguments: {} }).catch((e: unknown) => e);
       assert.ok(caught instanceof BreakwaterError, String(caught).slice(0, 300));
       assert.equal(caught.code, 'RESPONSE_TOO_LARGE');
-      assert.ok(endless.produced() < FLOOD_BYTES / 2, `server produced ${endless.produced()} bytes`);
     } finally {
       await mcp.close();
     }
@@ -1689,30 +1701,20 @@ test('resilientMcpClient: an answer that never ends fails the call with RESPONSE
 });
 
 test('an SSE answer whose event never ends is cut past maxResponseBytes: the SDK reports RESPONSE_TOO_LARGE through onerror, and the server stops being read', async () => {
-  const LIMIT = 256 * 1024;
-  const endless = flood('event: message\ndata: {"jsonrpc":"2.0","id":2,"result":{"content":"', 'x', {
-    'content-type': 'text/event-stream',
-  });
-  await withApp(floodApp(endless.answer), async ({ origin }) => {
-    const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false, breaker: false }), {
-      maxResponseBytes: LIMIT,
-    });
-    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
-    const reported: unknown[] = [];
-    client.onerror = (error) => reported.push(error);
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
-    try {
+  await whileFlooding('text/event-stream', async (origin) => {
+    await withLimitedClient(origin, async (client) => {
+      const reported: unknown[] = [];
+      client.onerror = (error) => reported.push(error);
       // The SDK does not fail a request whose SSE answer broke: it ends at the request's own timeout.
       await assert.rejects(client.callTool({ name: 'flood', arguments: {} }, undefined, { timeout: 300 }));
       const said = reported.map(String).join('\n');
       assert.match(
         said,
-        new RegExp(`an event of the response stream is over the ${LIMIT}-byte limit \\(maxResponseBytes\\)`),
+        new RegExp(
+          `an event of the response stream is over the ${FLOOD_LIMIT}-byte limit \\(maxResponseBytes\\)`,
+        ),
       );
-      assert.ok(endless.produced() < FLOOD_BYTES / 2, `server produced ${endless.produced()} bytes`);
-    } finally {
-      await client.close();
-    }
+    });
   });
 });
 
