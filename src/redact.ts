@@ -72,11 +72,12 @@ export function redactUrl(url: string | URL): string {
   } catch {
     return '(unparseable URL)';
   }
-  // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is redacted on its own. Its
+  // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is redacted on its own, and
+  // so is one percent-encoded in an opaque host (`foo://(https%3A%2F%2F...`). Its
   // escapes are not read: a URL from redactText was decoded there already, and each path
   // decoded again could hide one more URL behind one more escape (`\u005Cu003A`), a scan
   // of the whole path a level: n^1.5 time.
-  const base = `${parsed.protocol}//${parsed.host}${redactText(parsed.pathname, false)}`;
+  const base = `${parsed.protocol}//${redactText(parsed.host + parsed.pathname, false)}`;
   if (parsed.search === '') return base;
   // A "name" holding a URL (`?https://u:pw@h/`, a redirect target with no `=`) would show
   // its userinfo: parameter names hold no `:`, `/` or `@`.
@@ -92,9 +93,56 @@ const SCHEME_CHAR = /^[a-z\d+.-]$/i;
 /**
  * `://`, also as a JSON body may write it: `:\/\/` (PHP's `json_encode`, HTML-safe
  * encoders), `:\\\/\\\/` or `:\\/\\/` (JSON quoted in JSON, its `\/` escaped again) or
- * `:\u002F\u002F`. Linear search: a run of backslashes is read only after a `:`.
+ * `:\u002F\u002F`, its `:` also as `\u003A` (encoders that escape every non-alphanumeric
+ * character); or percent-encoded, `%3A%2F%2F` in any case (a `redirect_uri` or callback
+ * a server quotes back), redacted by {@link redactEncoded}. Linear search: a run of
+ * backslashes is read only after a `:` or `\u003A`.
  */
-const SCHEME_SEPARATOR = /:(?:\\*\/|\\u002[Ff]){2}/g;
+const SCHEME_SEPARATOR = /(?::|\\u003[Aa])(?:\\*\/|\\u002[Ff]){2}|%3[Aa]%2[Ff]%2[Ff]/g;
+
+/**
+ * What a percent-encoded URL is made of: what `encodeURIComponent` leaves as it is, `%`,
+ * and `+` (a space in a form); any other character ends it.
+ */
+const ENCODED_RUN = /[\w.!~*'()%+-]*/y;
+
+/**
+ * The percent-encoded URL `run` (after its `%3A%2F%2F`) without its secrets, still
+ * encoded: no userinfo (up to the last `%40` before the first `%2F`, `%3F` or `%23`), no
+ * fragment, and each query value (`%3D` up to `%26`) shown as `[redacted]`; a name
+ * holding an escape, or a parameter with no `%3D`, likewise. It is not decoded and parsed:
+ * a parse would read the URLs encoded once more in its path, level after level (n^1.5).
+ * An empty value stays empty: so does the `%3D` before a `[redacted]` shown, which ends
+ * the run when it is redacted again.
+ */
+function redactEncoded(run: string): string {
+  // The authority ends at the first `/`, `?` or `#`; the host starts after its last `@`.
+  const authorityEnd = run.search(/%(?:2[3Ff]|3[Ff])|$/);
+  const at = run.lastIndexOf('%40', authorityEnd - 3);
+  const hash = run.indexOf('%23', authorityEnd);
+  const rest = run.slice(authorityEnd, hash < 0 ? run.length : hash);
+  const query = rest.search(/%3F/i) + 3;
+  return (
+    run.slice(at < 0 ? 0 : at + 3, authorityEnd) +
+    (query < 3
+      ? rest
+      : rest.slice(0, query) +
+        rest
+          .slice(query)
+          .split('%26')
+          .map((part) => {
+            const equals = part.search(/%3D/i) + 3;
+            if (equals < 3) return part && REDACTED;
+            const name = part.slice(0, equals - 3);
+            return (
+              (/^[\w.~-]*$/.test(name) ? name : REDACTED) +
+              part.slice(equals - 3, equals) +
+              (part.length > equals ? REDACTED : '')
+            );
+          })
+          .join('%26'))
+  );
+}
 
 /**
  * Whether `c` ends a URL: no URL holds it as it is (WHATWG URL percent-encodes it in
@@ -150,11 +198,13 @@ function findSeparator(text: string, from: number): RegExpExecArray | null {
  * `text` with every URL in it redacted (see {@link redactUrl}), for messages this
  * library did not write but shows: an SDK's error (the A2A card resolver names the
  * card URL, query and all), a runtime's (Deno names the request URL) or a server's
- * error body. A URL starts at a scheme and `://` (also JSON-escaped: `:\/\/`, with its
- * escapes decoded) and runs to whitespace, `"`, `<` or `>`, to the quote that opened it
+ * error body. A URL starts at a scheme and `://` (also JSON-escaped: `:\/\/`, `\u003A//`,
+ * with its escapes decoded) and runs to whitespace, `"`, `<` or `>`, to the quote that opened it
  * (once in its query), or to another URL in its path; brackets and punctuation around
  * it are kept, and so is the text after it
- * (`{"url":"https://h/x?k=[redacted]","msg":"quota"}`). Linear time on any input.
+ * (`{"url":"https://h/x?k=[redacted]","msg":"quota"}`). A percent-encoded URL
+ * (`https%3A%2F%2F...`, a quoted `redirect_uri`) is shown still encoded, without its
+ * userinfo, fragment and query values (see {@link redactEncoded}). Linear time on any input.
  *
  * `escapes: false` reads no escapes (a path {@link redactUrl} redacts): one level of
  * escapes is read, as a JSON reader reads a string.
@@ -164,9 +214,34 @@ export function redactText(text: string, escapes = true): string {
   let done = 0;
   let separator = findSeparator(text, 0);
   while (separator) {
-    const start = schemeStart(text, separator.index, done);
     const from = separator.index + separator[0].length;
-    const following = findSeparator(text, from);
+    if (separator[0].charAt(0) === '%') {
+      // A percent-encoded URL: shown still encoded, without its secrets. It runs to the
+      // first character no encoded URL holds, or to a URL encoded in its path (one of its
+      // own; in the query it is a value, redacted anyway), trimmed of closing punctuation.
+      // Its authority and path are read no further than the next URL: a run of encoded
+      // URLs is read once, not once per URL.
+      const following = findSeparator(text, from);
+      const head = text.slice(from, following?.index);
+      let end = from + head.search(/[^\w.!~*'()%+-]|%(?:23|3[Ff])|$/);
+      if (head.charAt(end - from) === '%') {
+        ENCODED_RUN.lastIndex = end;
+        ENCODED_RUN.test(text);
+        end = ENCODED_RUN.lastIndex;
+      }
+      while (end > from && URL_TRAILER.includes(text.charAt(end - 1))) end--;
+      out += text.slice(done, from) + redactEncoded(text.slice(from, end));
+      done = end;
+      separator = findSeparator(text, end);
+      continue;
+    }
+    const start = schemeStart(text, separator.index, done);
+    // The next URL that ends this one in its path: one encoded there is part of the path,
+    // which redactUrl redacts.
+    let following = findSeparator(text, from);
+    while (following && following[0].charAt(0) === '%') {
+      following = findSeparator(text, following.index + following[0].length);
+    }
     const next = following ? schemeStart(text, following.index, from) : text.length;
     // The character before the scheme: a quote that opened the URL.
     const quote = text.charAt(start - 1);

@@ -227,6 +227,15 @@ test('redactText takes linear time on hostile input: four times the text, about 
     (chars) => `${fill('a', chars)}://`,
     (chars) => fill('https:\\/\\/', chars),
     (chars) => fill(':\\u002F\\u002F', chars),
+    // Percent-encoded and \u003A-escaped separators, and encoded URLs' pieces.
+    (chars) => fill('%3A%2F%2F', chars),
+    (chars) => fill('\\u003A', chars),
+    (chars) => fill('a\\u003A//', chars),
+    (chars) => fill('https%3A%2F%2Fu%40h%2F', chars),
+    (chars) => `https%3A%2F%2Fh%3F${fill('%26a%3D', chars)}`,
+    (chars) => `https%3A%2F%2F${fill('%40', chars)}`,
+    (chars) => `http://h/${fill('%3A%2F%2F', chars)}`,
+    (chars) => fill('x://h/https%3A%2F%2Fh%3Fa%3D', chars),
     (chars) => fill("'http://h/?k='", chars),
     (chars) => `${fill('(', chars / 2)}http://h/${fill(')', chars / 2)}`,
     (chars) => `http://h/${fill('[', chars)}`,
@@ -393,6 +402,91 @@ test('redactText never shows a secret of a URL, whatever stands right next to it
     }),
     { numRuns: 2_000 },
   );
+});
+
+test('redactText redacts a percent-encoded URL standing alone in text, left encoded', () => {
+  // Servers quote an encoded redirect_uri or callback back in their error bodies.
+  assert.equal(
+    redactText('{"next":"https%3A%2F%2Fadmin%3Asecretpw%40db.example%2Fx%3Ftoken%3Dabc%26mode%3Dfast"}'),
+    `{"next":"https%3A%2F%2Fdb.example%2Fx%3Ftoken%3D${REDACTED}%26mode%3D${REDACTED}"}`,
+  );
+  // Any case, the fragment dropped, a name holding an escape hidden, punctuation around it kept.
+  assert.equal(
+    redactText('bad redirect_uri (https%3a%2f%2fu%3apw-1%40h.example%2fcb%3fa%252F%3dtk-1%23frag-1).'),
+    `bad redirect_uri (https%3a%2f%2fh.example%2fcb%3f${REDACTED}%3d${REDACTED}).`,
+  );
+  // A URL encoded in an encoded URL's path is one of its own.
+  assert.equal(
+    redactText('see https%3A%2F%2Fproxy.example%2Ffetch%2Fhttps%3A%2F%2Fu%3Apw-2%40h.example%2Fx'),
+    'see https%3A%2F%2Fproxy.example%2Ffetch%2Fhttps%3A%2F%2Fh.example%2Fx',
+  );
+  // In a URL's path: the URL around it keeps its path, the encoded one loses its secrets.
+  assert.equal(
+    redactText('failed: https://proxy.example/fetch/https%3A%2F%2Fu%3Apw-3%40h.example/x?k=tk-3'),
+    `failed: https://proxy.example/fetch/https%3A%2F%2Fh.example/x?k=${REDACTED}`,
+  );
+  // In the opaque host of a URL of another scheme.
+  assert.equal(
+    redactUrl('foo://https%3A%2F%2Fu%3Apw-4%40h.example%3Fk%3Dtk-4/x'),
+    `foo://https%3A%2F%2Fh.example%3Fk%3D${REDACTED}/x`,
+  );
+});
+
+test('redactText redacts a URL whose colon a JSON encoder escaped as \\u003A', () => {
+  assert.equal(
+    redactText(String.raw`{"dsn":"postgres\u003A//admin:secretpw@db"}`),
+    '{"dsn":"postgres://db"}',
+  );
+  assert.equal(
+    redactText(String.raw`{"dsn":"postgres\u003a\u002F\u002Fadmin:secretpw@db\u002Fapp?sslkey=k-1"}`),
+    `{"dsn":"postgres://db/app?sslkey=${REDACTED}"}`,
+  );
+});
+
+/** A URL percent-encoded as a query value or JSON string holds it, secrets marked. */
+const encodedUrl = fc
+  .tuple(
+    fc.constantFrom('http', 'https'),
+    fc.constantFrom('', `u:${MARK}pw@`, `${MARK}u@`),
+    fc.constantFrom('h.example', '[::1]', 'h.example:8080'),
+    fc.constantFrom('', '/', '/p', '/Foo_(bar)', '/a.b/c', "/it's"),
+    fc.constantFrom('', '?k=v', `?token=${MARK}tk&a=(1)`, `?${MARK}n`, `?a b=${MARK}v&&`, '?x=[y]'),
+    fc.constantFrom('', `#${MARK}f`),
+    fc.boolean(),
+  )
+  .map(([scheme, userinfo, host, path, query, fragment, lower]) => {
+    const encoded = encodeURIComponent(`${scheme}://${userinfo}${host}${path}${query}${fragment}`);
+    return lower ? encoded.replace(/%[\dA-F]{2}/g, (byte) => byte.toLowerCase()) : encoded;
+  });
+
+test('redactText never shows a secret of a percent-encoded URL and changes nothing in what it redacted', () => {
+  fc.assert(
+    fc.property(nextToUrl, encodedUrl, aroundUrl, nextToUrl, (before, url, [open, close], after) => {
+      // Known limit: an encoded URL in another URL's path, then a scheme glued to its last
+      // character (`x://h/https%3A%2F%2Fh%23tkhttp://`), reads `23tkhttp` as that scheme.
+      fc.pre(close !== '' || !/^[a-z\d+.-]*:/i.test(after));
+      const out = redactText(`${before}${open}${url}${close}${after}`);
+      assert.equal(out.includes(MARK), false, out);
+      const once = redactText(`${open}${url}${close}`);
+      assert.equal(once.includes(MARK), false, once);
+      assert.equal(redactText(once), once);
+    }),
+    { numRuns: 2_000 },
+  );
+});
+
+test('a percent-encoded URL in an error body never shows its userinfo or query values', async () => {
+  const { error, shown } = await failWithBody(
+    '{"error":"redirect_uri mismatch","got":"https%3A%2F%2Fuser%3Apw-8%40h.example%2Fcb%3Fstate%3Dtk-8"}',
+  );
+  assert.equal(
+    error.body,
+    `{"error":"redirect_uri mismatch","got":"https%3A%2F%2Fh.example%2Fcb%3Fstate%3D${REDACTED}"}`,
+  );
+  for (const text of shown) {
+    assert.equal(shows(text, 'pw-8'), false, `password shown in: ${text}`);
+    assert.equal(shows(text, 'tk-8'), false, `token shown in: ${text}`);
+  }
 });
 
 // --- safeHeaders ---
