@@ -98,7 +98,7 @@ const SCHEME_CHAR = /^[a-z\d+.-]$/i;
  * a server quotes back), redacted by {@link redactEncoded}. Linear search: a run of
  * backslashes is read only after a `:` or `\u003A`.
  */
-const SCHEME_SEPARATOR = /(?::|\\u003[Aa])(?:\\*\/|\\u002[Ff]){2}|%3[Aa]%2[Ff]%2[Ff]/g;
+export const SCHEME_SEPARATOR: RegExp = /(?::|\\u003[Aa])(?:\\*\/|\\u002[Ff]){2}|%3[Aa]%2[Ff]%2[Ff]/g;
 
 /**
  * What a percent-encoded URL is made of: what `encodeURIComponent` leaves as it is, `%`,

@@ -19,7 +19,7 @@ import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
 import { validate } from './options.ts';
-import { redactText } from './redact.ts';
+import { redactText, SCHEME_SEPARATOR } from './redact.ts';
 import { type HeadersLike, retryDelay } from './timing.ts';
 
 /** Body bytes read from a failure response by default (DESIGN.md §4: 2 KiB). */
@@ -113,19 +113,14 @@ async function readPrefix(response: Response, bytes: number, waitMs: number): Pr
 }
 
 /**
- * `://` as redaction finds it, also JSON-escaped (`:\/\/`, `:\\\/\\\/`, `:\u002F\u002F`):
- * the pattern of redact.ts. Linear: a run of backslashes is read only after a `:`.
- */
-const SCHEME_SEPARATOR = /:(?:\\*\/|\\u002[Ff]){2}/g;
-
-/**
  * `text` without the URL the cut ran into, when it ran into the URL's authority: cut
  * inside its userinfo (`postgres://admin:1234`), the password's start reads as a port,
  * and redaction could no longer tell it from one. That URL is the last one of the last
  * word, where words end as redaction's URLs do (whitespace, control characters, `"`,
  * `<`, `>`; not a quote: `o'brien` is one user name); it is left out from its `://` on
- * (`postgres…`). Once a `/`, `?` or `#` follows its `://`, the authority is whole and
- * redaction shows the URL as any other. The text before it is kept either way: a body
+ * (`postgres…`), in any spelling redaction reads (redact.ts's `SCHEME_SEPARATOR`:
+ * JSON-escaped, `\u003A//`, `%3A%2F%2F`). Once a `/`, `?` or `#` (or `%2F`, `%3F`, `%23`)
+ * follows it, the authority is whole and redaction shows the URL as any other. The text before it is kept either way: a body
  * of one long word is not lost. Linear.
  */
 function withoutCutUrl(text: string): string {
@@ -135,7 +130,9 @@ function withoutCutUrl(text: string): string {
   }
   const word = text.slice(start);
   const last = [...word.matchAll(SCHEME_SEPARATOR)].at(-1);
-  if (last === undefined || /[/?#]/.test(word.slice(last.index + last[0].length))) return text;
+  // The authority ends at a `/`, `?` or `#`, written plainly or percent-encoded.
+  if (last === undefined || /[/?#]|%(?:2[3Ff]|3[Ff])/.test(word.slice(last.index + last[0].length)))
+    return text;
   return `${text.slice(0, start + last.index)}…`;
 }
 

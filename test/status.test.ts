@@ -436,3 +436,19 @@ test('a long body of one word cut inside a URL keeps the text before the URL, an
     `the text before the URL is kept: ${JSON.stringify(shownInPassword?.slice(-60))}`,
   );
 });
+
+test('a body cut inside the password of a percent-encoded or \\u003A-escaped URL shows no part of the password', async () => {
+  // Redaction finds these spellings too; cut inside the userinfo, they must go as a plain URL does.
+  for (const url of [
+    'https%3A%2F%2Fadmin%3A12345678%40db.internal%2Fapp',
+    'postgres\\u003A//admin:12345678@db.internal/app',
+  ]) {
+    const body = `{"error":"cannot reach ${url} now"}`;
+    const shown = await capturedBody(body, body.indexOf('5678'));
+    assert.ok(!shown?.includes('1234'), `no part of the password in ${JSON.stringify(shown)}`);
+    assert.ok(
+      shown?.startsWith('{"error":"cannot reach'),
+      `the text before the URL is kept: ${JSON.stringify(shown)}`,
+    );
+  }
+});
