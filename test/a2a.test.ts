@@ -20,7 +20,7 @@ import { BreakwaterError, HttpStatusError, NetworkError } from '../src/errors.ts
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { FLOOD_BYTES, flood } from './helpers/flood.ts';
-import { withApp } from './helpers/hono-server.ts';
+import { answeringPosts, withApp } from './helpers/hono-server.ts';
 import { closedPort } from './helpers/server.ts';
 
 const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
@@ -602,13 +602,7 @@ test('createA2AClient refuses a card that points the SDK at a data: URL, before 
  * `answer()` instead; `card` as for `agentApp`.
  */
 function answering(method: string, answer: () => Response, card?: (c: { req: Request }) => Response) {
-  const agent = agentApp(newSeen(), [], card);
-  return {
-    async fetch(request: Request): Promise<Response> {
-      const text = request.method === 'POST' ? await request.clone().text() : '';
-      return text.includes(`"${method}"`) ? answer() : agent.fetch(request);
-    },
-  };
+  return answeringPosts(agentApp(newSeen(), [], card), `"${method}"`, answer);
 }
 
 test('an agent’s failure body that never ends is cut for the SDK: GetTask fails with its status, and the agent stops being read', async () => {

@@ -36,7 +36,7 @@ import { createGate } from '../src/gate.ts';
 import { definePolicy, type PolicyConfig } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { FLOOD_BYTES, flood } from './helpers/flood.ts';
-import { withApp } from './helpers/hono-server.ts';
+import { answeringPosts, withApp } from './helpers/hono-server.ts';
 import { closedPort } from './helpers/server.ts';
 
 const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
@@ -1459,13 +1459,7 @@ test('toError() without the request gives each of two indistinguishable failures
 
 /** {@link faultyApp}'s server, with every `tools/call` of `tool` answered by `answer()` instead. */
 function answering(tool: string, answer: () => Response) {
-  const inner = faultyApp({});
-  return {
-    async fetch(request: Request): Promise<Response> {
-      const text = request.method === 'POST' ? await request.clone().text() : '';
-      return text.includes(`"${tool}"`) ? answer() : inner.fetch(request);
-    },
-  };
+  return answeringPosts(faultyApp({}), `"${tool}"`, answer);
 }
 
 test('a failure body that never ends is cut for the SDK: the call fails with its status, and the server stops being read', async () => {

@@ -86,3 +86,16 @@ export function hangingUpstream(path = '/'): {
   });
   return { app, received, closed };
 }
+
+/**
+ * `inner`, with every POST whose body contains `marker` (a JSON-RPC method or tool name,
+ * quoted) answered by `answer()` instead: one call of a real server made to misbehave.
+ */
+export function answeringPosts(inner: FetchApp, marker: string, answer: () => Response): FetchApp {
+  return {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      return text.includes(marker) ? answer() : inner.fetch(request);
+    },
+  };
+}
