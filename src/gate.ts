@@ -97,7 +97,11 @@ export interface Gate {
   run<T>(fn: () => Promise<T>): Promise<T>;
   /** The gate's current state. */
   state(): GateState;
-  /** Clears the gate: no window, no failures. A probe in flight still reports its outcome. */
+  /**
+   * Clears the gate: no window, no failures. A run still in flight (a probe included)
+   * may clear it again by succeeding, but its failure arms nothing: it started before
+   * the reset.
+   */
   reset(): void;
 }
 
@@ -136,9 +140,16 @@ const optionsSchema = z.optional(
  *   `GateClosedError` (`retryAt` = now: try again once the probe settles). The probe's
  *   success clears the gate, its retryable failure arms the next, longer window. A
  *   probe that has not settled after 60 s gives up its slot: the next `run` probes
- *   instead, and the old one's outcome still counts when it comes.
+ *   instead; the old one's success still clears the gate when it comes, its failure
+ *   arms it only if nothing cleared the gate since it started (below).
  * - Any success clears the gate (failures back to 0, a probe in flight no longer
  *   holds others back); so does `reset()`.
+ * - A failure arms the gate only if its run started after the last success or
+ *   `reset()`, as a breaker counts an outcome only in the epoch it was sent in: a hung
+ *   connect failing after a newer one succeeded is older news, and must not refuse the
+ *   next connect for a whole window. A late success still clears the gate: it is news
+ *   from its end (the server just answered), where a failure may be news from its
+ *   start (a connect that hung, then timed out).
  *
  * @example
  * ```ts
@@ -182,6 +193,11 @@ export function createGate(options?: GateOptions): Gate {
   }
 
   let failures = 0;
+  /**
+   * Bumped by every success and `reset()`. A run remembers the epoch it started in:
+   * its failure arms the gate only in that epoch (see createGate's JSDoc).
+   */
+  let epoch = 0;
   /** The last backoff step used, for decorrelated jitter. */
   let lastDelayMs: number | undefined;
   /**
@@ -239,10 +255,14 @@ export function createGate(options?: GateOptions): Gate {
     if (probeUntilMs - time > PROBE_LEASE_MS) probeUntilMs = time + PROBE_LEASE_MS;
   }
 
-  /** Back to no window and no failures; a probe still in flight holds nobody back any more. */
+  /**
+   * Back to no window and no failures; a new epoch, so a run still in flight (a probe
+   * included) holds nobody back any more and its failure arms nothing.
+   */
   function clear(): void {
     if (failures > 0) emit('cleared');
     failures = 0;
+    epoch++;
     lastDelayMs = undefined;
     retryAtMs = 0;
     cause = undefined;
@@ -268,12 +288,14 @@ export function createGate(options?: GateOptions): Gate {
         // must not refuse every later start until `reset()`.
         probeUntilMs = time + PROBE_LEASE_MS;
       }
+      const started = epoch;
       try {
         const result = await fn();
         clear();
         return result;
       } catch (error) {
-        if (arms(error)) arm(error);
+        // Stale (a success or reset() came since it started): says nothing about now.
+        if (started === epoch && arms(error)) arm(error);
         throw error;
       } finally {
         // A stale probe (after reset() or a newer window) must not end a newer one.

@@ -380,6 +380,49 @@ test('a reset during a probe lets callers through, and the old probe cannot end 
   assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
 });
 
+test('a hung probe that fails after a newer probe cleared the gate does not arm it again', async () => {
+  // The breaker's epochs: an outcome counts only where it was sent. The stale probe's
+  // failure is older news than the newer probe's success, so the next connect must go.
+  const { clock, gate, attempt, calls } = fixture();
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  const hung = deferred<string>();
+  const stale = gate.run(() => hung.promise);
+  clock.t += 60_000; // its lease runs out
+  assert.equal(await attempt(), 'connected', 'the newer probe clears the gate');
+  const error = refused();
+  hung.reject(error);
+  await assert.rejects(stale, (e) => e === error, 'its error still comes back unchanged');
+  assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
+  assert.equal(await attempt(), 'connected', 'the next connect is not refused');
+  assert.equal(calls(), 3);
+});
+
+test('a run that started before reset() and fails after it does not arm the gate', async () => {
+  const { gate, attempt } = fixture();
+  const slow = deferred<string>();
+  const before = gate.run(() => slow.promise);
+  gate.reset();
+  slow.reject(unavailable(30_000));
+  await assert.rejects(before, HttpStatusError);
+  assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
+  assert.equal(await attempt(), 'connected');
+});
+
+test('a run that started before the last success still clears the gate when it succeeds', async () => {
+  // A success is news from its end (the server just answered), a failure may be news
+  // from its start (a hang that ended in a timeout): so a stale success still clears.
+  const { gate, attempt } = fixture();
+  const slow = deferred<string>();
+  const early = gate.run(() => slow.promise);
+  assert.equal(await attempt(), 'connected');
+  await assert.rejects(attempt(refused()), NetworkError);
+  assert.equal(gate.state().armed, true, 'a run started after the success arms it');
+  slow.resolve('connected');
+  assert.equal(await early, 'connected');
+  assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
+});
+
 test('fn throwing synchronously is a rejection, not a throw from run', async () => {
   const { gate } = fixture();
   const error = refused();
