@@ -239,6 +239,9 @@ export function createGate(options?: GateOptions): Gate {
     // cap: a Retry-After of a day must not silence the client for a day.
     const windowMs = Math.max(lastDelayMs, Math.min(serverMs ?? 0, maxRetryAfterMs));
     const time = now();
+    // After a step back the old window's end is that far ahead: cut it to its length
+    // first, or it outlasts this window and its distance becomes the window's length.
+    rebase(time);
     retryAtMs = Math.max(retryAtMs, time + windowMs);
     retryInMs = retryAtMs - time;
     cause = error;

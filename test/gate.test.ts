@@ -517,3 +517,19 @@ test('a clock that steps back stretches neither a window nor a hung probe’s 60
   assert.equal(await attempt(), 'connected', 'the lease ran out: this call probes instead');
   assert.equal(calls(), 2);
 });
+
+test('a failure after the clock stepped back arms the next window from now, not the step later', async () => {
+  // arm() kept the old window's end (now an hour ahead) and took its distance as the
+  // window's length, so rebase() never cut it: the gate stayed armed for the step.
+  const { clock, gate, attempt } = fixture();
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  const held = deferred<string>();
+  const probe = gate.run(() => held.promise);
+  clock.t -= 3_600_000; // while the probe runs, the clock steps back an hour
+  held.reject(refused());
+  await assert.rejects(probe, NetworkError);
+  assert.equal(gate.state().retryAt?.getTime(), clock.t + 1000, 'the second window: 1000 ms');
+  clock.t += 1000;
+  assert.equal(await attempt(), 'connected');
+});
