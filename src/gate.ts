@@ -236,8 +236,10 @@ export function createGate(options?: GateOptions): Gate {
         ? error.retryAfterMs
         : undefined;
     // The server's delay may lengthen the window, never shorten it, and only up to the
-    // cap: a Retry-After of a day must not silence the client for a day.
-    const windowMs = Math.max(lastDelayMs, Math.min(serverMs ?? 0, maxRetryAfterMs));
+    // cap: a Retry-After of a day must not silence the client for a day. A NaN (an
+    // HttpStatusError built from a garbage header) counts as no delay: a NaN window
+    // would compare false with every time, and the gate would refuse nothing.
+    const windowMs = Math.max(lastDelayMs, Math.min(serverMs || 0, maxRetryAfterMs));
     const time = now();
     // After a step back the old window's end is that far ahead: cut it to its length
     // first, or it outlasts this window and its distance becomes the window's length.

@@ -533,3 +533,13 @@ test('a failure after the clock stepped back arms the next window from now, not 
   clock.t += 1000;
   assert.equal(await attempt(), 'connected');
 });
+
+test('a retryAfterMs that is not a number arms the backoff step, not a window of NaN', async () => {
+  // HttpStatusError is public: a caller may build one with Number(header) of a garbage
+  // header. A NaN window compared false with every time, so the gate never refused.
+  const { gate, attempt, calls } = fixture();
+  await assert.rejects(attempt(unavailable(Number.NaN)), HttpStatusError);
+  assert.equal(gate.state().retryAt?.getTime(), START + 500);
+  await assert.rejects(attempt(), GateClosedError);
+  assert.equal(calls(), 1);
+});
