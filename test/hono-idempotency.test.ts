@@ -3,7 +3,7 @@ import process from 'node:process';
 import { test } from 'node:test';
 import { Hono } from 'hono';
 import { streamText } from 'hono/streaming';
-import { idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
+import { DEFAULT_LEASE_MS, idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
 import { proxy } from '../adapters/hono/proxy.ts';
 import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/upstream.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -677,8 +677,8 @@ test('a "not run" answer after the claim expired mid-handler does not release th
     await release[run]?.promise;
     return run === 0 ? c.text('slow down', 429) : c.text('done', 201);
   });
-  // The two claims differ by body, as they would by start time (the claim records
-  // Date.now(), which this test does not control: both may fall in one millisecond).
+  // The two claims differ by body here; two of the same request differ by their ids
+  // (the same-millisecond tests below).
   const first = app.request('/job', post('{"try":1}'));
   await entered[0]?.promise;
   now += 2000; // the first claim expires while its handler still runs
@@ -1459,4 +1459,192 @@ test('a body that breaks while its client is gone is replayed as its 500, even i
   await again.body?.cancel();
   assert.deepEqual(writes, ['done']);
   assert.equal(runs(), 1);
+});
+
+/**
+ * Runs `fn` with `Date.now` frozen at one millisecond, so every claim the middleware
+ * makes meanwhile is stamped with the same start time: two instances of a fleet
+ * claiming a key in the same millisecond. Store clocks are injected separately.
+ */
+async function inOneMillisecond<T>(fn: () => Promise<T>): Promise<T> {
+  const realNow = Date.now;
+  Date.now = () => 1_767_225_600_000;
+  try {
+    return await fn();
+  } finally {
+    Date.now = realNow;
+  }
+}
+
+/**
+ * Two instances (`first`, `second`) of one keyed POST /job over `shared` (`first`
+ * through `firstStore`, a view of it, if given), each with its own idempotency()
+ * middleware as a fleet would run them. The first run (on
+ * `first`) holds until `answerFirst(response)`; the second (on `second`) until
+ * `finishSecond()`; any later run answers at once. `entered[n]` opens once run n+1 has
+ * started; `runs()` counts them all.
+ */
+function twoInstances(
+  shared: Store,
+  firstStore: Store = shared,
+): {
+  first: Hono;
+  second: Hono;
+  entered: [ReturnType<typeof gate>, ReturnType<typeof gate>];
+  answerFirst: (response: Response) => void;
+  finishSecond: () => void;
+  runs: () => number;
+} {
+  const entered: [ReturnType<typeof gate>, ReturnType<typeof gate>] = [gate(), gate()];
+  let firstAnswer: (response: Response) => void = () => {};
+  const firstAnswered = new Promise<Response>((resolve) => {
+    firstAnswer = resolve;
+  });
+  const secondFinished = gate();
+  let runs = 0;
+  const first = new Hono();
+  first.use('/job', idempotency({ store: firstStore }));
+  first.post('/job', async (c) => {
+    const run = ++runs;
+    if (run !== 1) return c.text(`run ${run}`, 201);
+    entered[0].open();
+    return firstAnswered;
+  });
+  const second = new Hono();
+  second.use('/job', idempotency({ store: shared }));
+  second.post('/job', async (c) => {
+    const run = ++runs;
+    if (run === 2) {
+      entered[1].open();
+      await secondFinished.promise;
+    }
+    return c.text(`run ${run}`, 201);
+  });
+  return {
+    first,
+    second,
+    entered,
+    answerFirst: firstAnswer,
+    finishSecond: secondFinished.open,
+    runs: () => runs,
+  };
+}
+
+test('an instance that lost its claim and answers "not run" never releases the claim another instance took in the same millisecond: a repeat gets 409, not a third run', async () => {
+  let now = 1_000_000;
+  const shared = memoryStore<JsonValue>({ now: () => now });
+  const { first, second, entered, answerFirst, finishSecond, runs } = twoInstances(shared);
+  await inOneMillisecond(async () => {
+    const a = first.request('/job', post('{}'));
+    let b: Response | Promise<Response> | undefined;
+    try {
+      await settlesWithin(entered[0].promise, 1000);
+      // Instance A stalls past its lease (its renewal, due after 10 s, never came):
+      // its claim lapses, and instance B claims the key and runs the handler.
+      now += DEFAULT_LEASE_MS + 1;
+      b = second.request('/job', post('{}'));
+      await settlesWithin(entered[1].promise, 1000);
+      // A's handler answers that it did nothing: A releases what it takes for its claim.
+      answerFirst(
+        new Response('upstream down, nothing done', { status: 503, headers: { 'x-should-retry': 'true' } }),
+      );
+      assert.equal((await a).status, 503);
+      // B still runs: a repeat on either instance waits for it, it does not run a third time.
+      for (const app of [first, second]) {
+        const repeat = await app.request('/job', post('{}'));
+        assert.equal(repeat.status, 409, `handler runs: ${runs()}`);
+        assert.equal((await problemOf(repeat)).title, 'Request in progress');
+      }
+    } finally {
+      answerFirst(new Response('late', { status: 503, headers: { 'x-should-retry': 'true' } }));
+      finishSecond();
+    }
+    assert.equal(await (await (b as Promise<Response>)).text(), 'run 2');
+  });
+  assert.equal(runs(), 2);
+});
+
+test('an instance that lost its claim and then completes never records over the claim another instance took in the same millisecond: the key replays the holder answer', async () => {
+  let now = 1_000_000;
+  const shared = memoryStore<JsonValue>({ now: () => now });
+  const { first, second, entered, answerFirst, finishSecond, runs } = twoInstances(shared);
+  await inOneMillisecond(async () => {
+    const a = first.request('/job', post('{}'));
+    let b: Response | Promise<Response> | undefined;
+    try {
+      await settlesWithin(entered[0].promise, 1000);
+      now += DEFAULT_LEASE_MS + 1;
+      b = second.request('/job', post('{}'));
+      await settlesWithin(entered[1].promise, 1000);
+      // A, whose claim lapsed, completes: its client has long retried, and B serves that retry.
+      answerFirst(new Response('run 1', { status: 201 }));
+      assert.equal(await (await a).text(), 'run 1');
+      const during = await second.request('/job', post('{}'));
+      assert.equal(
+        during.status,
+        409,
+        `replayed ${during.headers.get(REPLAYED_HEADER)}: ${await during.clone().text()}`,
+      );
+      await during.body?.cancel();
+    } finally {
+      answerFirst(new Response('late', { status: 201 }));
+      finishSecond();
+    }
+    assert.equal(await (await (b as Promise<Response>)).text(), 'run 2');
+    // The record is the answer of the claim that held the key: the one the retrying client got.
+    const after = await first.request('/job', post('{}'));
+    assert.equal(after.headers.get(REPLAYED_HEADER), 'true');
+    assert.equal(await after.text(), 'run 2');
+  });
+  assert.equal(runs(), 2);
+});
+
+/**
+ * A view of `store` as an instance running a version from before claims had ids
+ * writes to it: every claim it writes, and every claim it compares with, lacks one.
+ */
+function withoutClaimIds(store: Store): Store {
+  const strip = (value: JsonValue | undefined): JsonValue | undefined => {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return value;
+    const { id: _, ...rest } = value;
+    return rest;
+  };
+  return withCompareAndSet(store, (key, expected, next, ttlMs) =>
+    store.compareAndSet(key, strip(expected), strip(next) as JsonValue, ttlMs),
+  );
+}
+
+test('a claim written by an earlier version (no id) holds its key until its lease lapses, and its release never frees the claim taken after it', async () => {
+  let now = 1_000_000;
+  const shared = memoryStore<JsonValue>({ now: () => now });
+  const { first, second, entered, answerFirst, finishSecond, runs } = twoInstances(
+    shared,
+    withoutClaimIds(shared),
+  );
+  await inOneMillisecond(async () => {
+    const a = first.request('/job', post('{}'));
+    let b: Response | Promise<Response> | undefined;
+    try {
+      await settlesWithin(entered[0].promise, 1000);
+      // The earlier version's claim is read as running: a repeat waits.
+      const meanwhile = await second.request('/job', post('{}'));
+      assert.equal(meanwhile.status, 409);
+      assert.equal((await problemOf(meanwhile)).title, 'Request in progress');
+      now += DEFAULT_LEASE_MS + 1;
+      b = second.request('/job', post('{}'));
+      await settlesWithin(entered[1].promise, 1000);
+      answerFirst(
+        new Response('upstream down, nothing done', { status: 503, headers: { 'x-should-retry': 'true' } }),
+      );
+      assert.equal((await a).status, 503);
+      const repeat = await second.request('/job', post('{}'));
+      assert.equal(repeat.status, 409, `handler runs: ${runs()}`);
+      await repeat.body?.cancel();
+    } finally {
+      answerFirst(new Response('late', { status: 503, headers: { 'x-should-retry': 'true' } }));
+      finishSecond();
+    }
+    assert.equal(await (await (b as Promise<Response>)).text(), 'run 2');
+  });
+  assert.equal(runs(), 2);
 });

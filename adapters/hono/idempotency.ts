@@ -215,8 +215,18 @@ const optionsSchema = z.optional(
 type RunningRecord = {
   state: 'running';
   fingerprint: string;
-  /** Epoch ms of the claim. */
+  /** Epoch ms of the claim. Informative only; kept because earlier versions require it in a claim they read. */
   startedAt: number;
+  /**
+   * This claim's own name (`crypto.randomUUID()`), which every renewal, release and
+   * final write compares on. Fingerprint and start time do not tell two claims apart:
+   * the same request claimed again in the same millisecond (by another instance, after
+   * this one's lease lapsed) matched them both, so a stale instance's release freed the
+   * live claim (and a repeat ran the handler once more), and its final write replaced
+   * it. A claim written before there was an id has none: it is read as running (409
+   * to repeats) and lapses with its lease, and no claim with an id ever matches it.
+   */
+  id?: string;
 };
 
 /** A stored response, replayed to every repeat. */
@@ -243,7 +253,12 @@ type IdempotencyRecord = RunningRecord | DoneRecord | UnreplayableRecord;
 
 /** Records come back from a store that may be shared or remote: checked, never trusted. */
 const recordSchema = z.discriminatedUnion('state', [
-  z.object({ state: z.literal('running'), fingerprint: z.string(), startedAt: z.number() }),
+  z.object({
+    state: z.literal('running'),
+    fingerprint: z.string(),
+    startedAt: z.number(),
+    id: z.optional(z.string()),
+  }),
   z.object({
     state: z.literal('done'),
     fingerprint: z.string(),
@@ -475,7 +490,9 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  *   final write (or a release) fails, the client gets the handler's response and the
  *   key stays `running` (repeats get 409) until its lease lapses (`leaseMs`, 30 s).
  * - **Claims are leases**: renewed while the request runs, so one left by a process
- *   that died frees its key within `leaseMs`, not `ttlMs`.
+ *   that died frees its key within `leaseMs`, not `ttlMs`. Each claim carries a random
+ *   id, so an instance whose claim lapsed renews, releases or records nothing over the
+ *   claim taken after it (even one stamped in the same millisecond).
  *
  * Place it after authentication (so `scope` can name the principal) and after load
  * shedding and rate limits (what they reject never claims a key).
@@ -753,7 +770,12 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
       `${method}\n${url.pathname}${url.search}\n`,
       await fingerprintBody(body),
     );
-    const running: RunningRecord = { state: 'running', fingerprint, startedAt: Date.now() };
+    const running: RunningRecord = {
+      state: 'running',
+      fingerprint,
+      startedAt: Date.now(),
+      id: crypto.randomUUID(),
+    };
 
     let holder: IdempotencyRecord | undefined;
     try {
