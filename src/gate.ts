@@ -265,13 +265,15 @@ export function createGate(options?: GateOptions): Gate {
    * included) holds nobody back any more and its failure arms nothing.
    */
   function clear(): void {
-    if (failures > 0) emit('cleared');
+    const armed = failures > 0;
     failures = 0;
     epoch++;
     lastDelayMs = undefined;
     retryAtMs = 0;
     cause = undefined;
     probe = undefined;
+    // Last, as 'armed' is: a listener finds the gate cleared, and may run at once.
+    if (armed) emit('cleared');
   }
 
   return {

@@ -543,3 +543,22 @@ test('a retryAfterMs that is not a number arms the backoff step, not a window of
   await assert.rejects(attempt(), GateClosedError);
   assert.equal(calls(), 1);
 });
+
+test("a listener told 'cleared' finds the gate cleared, and may run at once", async () => {
+  // An agent may reconnect its other servers on 'cleared'; the event came before the
+  // state changed, so state() still said armed and run() refused.
+  const seen: unknown[] = [];
+  let inside: Promise<string> | undefined;
+  const { clock, gate, attempt } = fixture({
+    onEvent: (event) => {
+      if (event.state !== 'cleared') return;
+      seen.push(gate.state());
+      inside = gate.run(async () => 'reconnected');
+    },
+  });
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  assert.equal(await attempt(), 'connected');
+  assert.deepEqual(seen, [{ armed: false, failures: 0, probing: false }]);
+  assert.equal(await inside, 'reconnected');
+});
