@@ -25,8 +25,9 @@ export const MAX_DELAY_MS: number = 2 ** 31 - 1;
 
 /**
  * Header values longer than this many characters are ignored (treated as absent),
- * except a `retry-after-ms` or `Retry-After` whose first this-many characters are
- * digits: that is a delay too long to read, and reads as {@link MAX_DELAY_MS}.
+ * except a `retry-after-ms`, `Retry-After` or `RateLimit-Reset`-family reset whose
+ * first this-many characters are digits: that is a delay too long to read, and reads
+ * as {@link MAX_DELAY_MS}.
  *
  * No legitimate timing header comes near it (an IMF-fixdate is 29 characters, a
  * `RateLimit` field with a dozen policies a few hundred), and it bounds the work
@@ -85,20 +86,26 @@ export type QuotaField = 'limit' | 'remaining' | 'reset';
 
 /**
  * A family of per-quota headers: its quota names, the header name of each field of a
- * quota, and how its reset reads (as the wait from `now` in ms, NaN when unreadable).
+ * quota, and how its reset reads (as the wait from `now` in ms, NaN when unreadable)
+ * from the value as held: untrimmed, of any length (over {@link MAX_HEADER_CHARS}
+ * only the legacy family reads one, as its delay too long to read), or `undefined`.
  */
 export type QuotaHeaders = readonly [
   names: readonly string[],
   header: (name: string, field: QuotaField) => string,
-  parseReset: (value: string, now: number) => number,
+  parseReset: (value: string | undefined, now: number) => number,
 ];
 
-/** The legacy `X-RateLimit-*` family: delay seconds, or epoch seconds when ≥ 2024-01-01. */
+/**
+ * The legacy `X-RateLimit-*` family: delay seconds, or epoch seconds when ≥ 2024-01-01.
+ * Bare digits, like `Retry-After`: one too long to read is the longest wait (see
+ * readDelayNumber), the `-Remaining` veto still applying.
+ */
 const LEGACY_QUOTAS: QuotaHeaders = [
   ['ratelimit', 'x-ratelimit', 'x-rate-limit'],
   (prefix, field) => `${prefix}-${field}`,
   (value, now) => {
-    const reset = parseNumber(DIGITS, value);
+    const reset = readDelayNumber(DIGITS, value);
     return reset * 1000 - (reset >= EPOCH_RESET_THRESHOLD_SECONDS ? now : 0);
   },
 ];
@@ -108,11 +115,15 @@ const LEGACY_QUOTAS: QuotaHeaders = [
  * and Anthropic's `anthropic-ratelimit-<quota>-<field>` (RFC 3339 timestamps).
  */
 export const PROVIDER_QUOTAS: readonly QuotaHeaders[] = [
-  [['requests', 'tokens'], (name, field) => `x-ratelimit-${field}-${name}`, parseGoDuration],
+  [
+    ['requests', 'tokens'],
+    (name, field) => `x-ratelimit-${field}-${name}`,
+    (value) => parseGoDuration(boundedHeader(value) ?? ''),
+  ],
   [
     ['requests', 'tokens', 'input-tokens', 'output-tokens'],
     (name, field) => `anthropic-ratelimit-${name}-${field}`,
-    parseRfc3339,
+    (value, now) => parseRfc3339(boundedHeader(value) ?? '', now),
   ],
 ];
 
@@ -167,7 +178,7 @@ export interface RateLimitInfo {
  * Sources, first one that yields a number wins:
  * 1. `retry-after-ms`: decimal milliseconds (OpenAI, Anthropic), rounded up.
  * 2. `Retry-After`: delay-seconds or an HTTP-date (RFC 9110 §10.2.3); past dates give 0.
- *    For both, digits past {@link MAX_HEADER_CHARS} read as the longest wait, not none.
+ *    For both, and for 4., digits past {@link MAX_HEADER_CHARS} read as the longest wait, not none.
  * 3. `RateLimit`: the largest `t` among policies with `r=0` (draft-ietf-httpapi-ratelimit-headers).
  * 4. `RateLimit-Reset`, `X-RateLimit-Reset`, `X-Rate-Limit-Reset`: delay seconds, or epoch
  *    seconds when ≥ 2024-01-01; skipped when the matching `-Remaining` says quota is left.
@@ -327,7 +338,7 @@ function fromRetryAfter(headers: HeadersLike, now: number): number | undefined {
 }
 
 /**
- * A `retry-after-ms` or `Retry-After` number (`pattern`: DECIMAL or DIGITS) from the raw
+ * A `retry-after-ms`, `Retry-After` or `RateLimit-Reset` number (`pattern`: DECIMAL or DIGITS) from the raw
  * header value, or NaN. A value over {@link MAX_HEADER_CHARS} that is all digits as far as
  * we look is a delay too long to read, not an absent one: read as absent, a buggy or hostile
  * 100,000-digit `Retry-After` would let retry resend on its own backoff into the window
@@ -340,13 +351,15 @@ function fromRetryAfter(headers: HeadersLike, now: number): number | undefined {
  * one too short resends). Anything else over the limit, a decimal whose fraction runs
  * past it included, stays absent.
  *
+ * The `RateLimit-Reset` family is bare digits too, and read the same way: its reset is
+ * the server's wait whenever its `-Remaining` does not say quota is left (a 429 with
+ * `X-RateLimit-Remaining: 0` and a 5,000-digit reset would otherwise be resent on
+ * retry's own backoff), and the veto still applies to a reset too long to read.
+ *
  * The other sources keep "over the limit = absent": `RateLimit`'s `t` is an sf-integer of
  * at most 15 digits (RFC 8941 §3.3.1), so a longer one is invalid, not large, and an
  * over-long field is a list whose prefix does not say which member is at `r=0`; OpenAI's
- * Go durations and Anthropic's RFC 3339 resets are never bare digits. The
- * `RateLimit-Reset` family is bare digits too, but is quota state sent beside a count on
- * every response (GitHub), not the server's answer to this request; there an unreadable
- * reset leaves retry and pacing on their own backoff, as a missing one does.
+ * Go durations and Anthropic's RFC 3339 resets are never bare digits.
  */
 function readDelayNumber(pattern: RegExp, value: string | undefined): number {
   if (value === undefined || value.length <= MAX_HEADER_CHARS)
@@ -396,7 +409,7 @@ const quotasOf =
   ([names, header, parseReset]: QuotaHeaders): QuotaReader =>
   (headers, now) =>
     names.map((name) => {
-      const resetMs = parseReset(readHeader(headers, header(name, 'reset')) ?? '', now);
+      const resetMs = parseReset(readRawHeader(headers, header(name, 'reset')), now);
       // Every reader of a quota needs its reset: without one its count is not read, so a
       // failure without rate-limit headers costs one lookup per quota, not two.
       const remaining = Number.isNaN(resetMs)

@@ -476,6 +476,52 @@ test('a 503 whose Retry-After is ten thousand digits makes retry fail fast with 
   );
 });
 
+test('an all-digit RateLimit-Reset too long to read asks for the longest wait, as a huge readable one does', () => {
+  for (const prefix of ['RateLimit', 'X-RateLimit', 'X-Rate-Limit']) {
+    const reset = `${prefix}-Reset`;
+    const remaining = `${prefix}-Remaining`;
+    assert.equal(delay({ [reset]: '99999999999999', [remaining]: '0' }), MAX_DELAY_MS);
+    for (const value of [
+      '9'.repeat(5_000),
+      ` ${'1'.repeat(MAX_HEADER_CHARS + 1)}`,
+      `${'0'.repeat(MAX_HEADER_CHARS)}1`,
+    ]) {
+      assert.equal(
+        delay({ [reset]: value, [remaining]: '0' }),
+        MAX_DELAY_MS,
+        `${prefix}, ${value.length} chars`,
+      );
+      assert.equal(delay(new Headers({ [reset]: value })), MAX_DELAY_MS, `${prefix}, no remaining`);
+      assert.deepEqual(quotaLeft({ [reset]: value, [remaining]: '0' }, NOW), {
+        remaining: 0,
+        resetMs: MAX_DELAY_MS,
+      });
+      // Quota left still vetoes the reset, however long.
+      assert.equal(delay({ [reset]: value, [remaining]: '4999' }), undefined, `${prefix}, quota left`);
+    }
+    // Not digits where read: absent, as before.
+    assert.equal(delay({ [reset]: `${'9'.repeat(MAX_HEADER_CHARS - 1)}x9`, [remaining]: '0' }), undefined);
+  }
+});
+
+test('a 429 with no quota left and a five-thousand-digit X-RateLimit-Reset makes retry fail fast with RetryAfterTooLongError', async () => {
+  await withServer(
+    always({
+      status: 429,
+      headers: { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '9'.repeat(5_000) },
+    }),
+    async (server) => {
+      const fetch = createFetch({ use: [retry({ backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })] });
+      await assert.rejects(fetch(server.origin), (error: unknown) => {
+        assert.ok(error instanceof RetryAfterTooLongError);
+        assert.equal(error.retryAfterMs, MAX_DELAY_MS);
+        return true;
+      });
+      assert.equal(server.requests.length, 1);
+    },
+  );
+});
+
 test('headers that are not an object yield undefined instead of throwing', () => {
   for (const junk of [null, undefined, 42, 'retry-after: 1']) {
     assert.equal(delay(junk as unknown as HeadersLike), undefined);
