@@ -214,9 +214,9 @@ export function createGate(options?: GateOptions): Gate {
   let probeUntilMs = 0;
 
   function arms(error: unknown): boolean {
-    if (isAbort(error, undefined)) return false;
-    if (error instanceof HttpStatusError) return error.retryable;
     try {
+      if (isAbort(error, undefined)) return false;
+      if (error instanceof HttpStatusError) return error.retryable;
       return (
         error instanceof NetworkError ||
         error instanceof TimeoutError ||
@@ -224,7 +224,8 @@ export function createGate(options?: GateOptions): Gate {
         isCrashLoop?.(error) === true
       );
     } catch {
-      // A broken predicate must not replace the caller's error with its own.
+      // A broken predicate, or a rejection that throws when read (a name getter, a
+      // revoked Proxy), must not replace the caller's error with its own.
       return false;
     }
   }

@@ -562,3 +562,20 @@ test("a listener told 'cleared' finds the gate cleared, and may run at once", as
   assert.deepEqual(seen, [{ armed: false, failures: 0, probing: false }]);
   assert.equal(await inside, 'reconnected');
 });
+
+test('a rejection the gate cannot inspect comes back unchanged and does not arm the gate', async () => {
+  // fn's own error must come back, as with a throwing isCrashLoop: reading a garbage
+  // rejection (a throwing name getter, a revoked Proxy) must not replace it.
+  const { gate, attempt } = fixture({ isCrashLoop: () => true });
+  const getter = {
+    get name(): string {
+      throw new Error('getter');
+    },
+  };
+  await assert.rejects(attempt(getter), (e) => e === getter);
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  // Not assert.rejects: it reads the rejection, which a revoked Proxy refuses.
+  assert.equal(await attempt(proxy).catch((e: unknown) => e === proxy), true);
+  assert.equal(gate.state().armed, false);
+});
