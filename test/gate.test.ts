@@ -579,3 +579,20 @@ test('a rejection the gate cannot inspect comes back unchanged and does not arm 
   assert.equal(await attempt(proxy).catch((e: unknown) => e === proxy), true);
   assert.equal(gate.state().armed, false);
 });
+
+test('a probe past its lease that settles without arming leaves the newer probe holding the slot', async () => {
+  const { clock, gate, attempt } = fixture();
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  const stale = deferred<string>();
+  const old = gate.run(() => stale.promise);
+  clock.t += 60_000;
+  const held = deferred<string>();
+  const probe = gate.run(() => held.promise); // the newer probe
+  stale.reject(new TypeError('bad config'));
+  await assert.rejects(old, TypeError);
+  assert.equal(gate.state().probing, true);
+  await assert.rejects(attempt(), GateClosedError, 'still one probe at a time');
+  held.resolve('connected');
+  assert.equal(await probe, 'connected');
+});
