@@ -302,12 +302,13 @@ export function createGate(options?: GateOptions): Gate {
         clear();
         return result;
       } catch (error) {
+        // Done probing before 'armed' goes out, so a listener sees no probe in flight.
+        // (A success needs no such step: clear() ends every probe.) A stale probe (after
+        // reset() or past its lease) must not end a newer one.
+        if (probe === mine) probe = undefined;
         // Stale (a success or reset() came since it started): says nothing about now.
         if (started === epoch && arms(error)) arm(error);
         throw error;
-      } finally {
-        // A stale probe (after reset() or a newer window) must not end a newer one.
-        if (probe === mine) probe = undefined;
       }
     },
     state(): GateState {

@@ -596,3 +596,16 @@ test('a probe past its lease that settles without arming leaves the newer probe 
   held.resolve('connected');
   assert.equal(await probe, 'connected');
 });
+
+test("a listener told 'armed' by a failed probe finds no probe in flight", async () => {
+  const seen: boolean[] = [];
+  const { clock, gate, attempt } = fixture({
+    onEvent: (event) => {
+      if (event.state === 'armed') seen.push(gate.state().probing);
+    },
+  });
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  await assert.rejects(attempt(refused()), NetworkError);
+  assert.deepEqual(seen, [false, false]);
+});
