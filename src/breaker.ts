@@ -43,7 +43,7 @@ import {
   statusLine,
   TimeoutError,
 } from './errors.ts';
-import type { BreakerEvent, PacedEvent } from './events.ts';
+import type { PacedEvent } from './events.ts';
 import { functionOption, validate } from './options.ts';
 // The longest wait, in ms, a server may impose on its word alone, by default: the same as retry()'s.
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
@@ -253,7 +253,7 @@ interface Circuit {
   /** Calls in the sliding window. */
   total: number;
   /**
-   * `[failures × WINDOW_BUCKETS, totals × WINDOW_BUCKETS]`, allocated only once the
+   * Each bucket's failures and calls, side by side (see `slotOf`), allocated only once the
    * window spans two buckets: until then the sums are the newest bucket's counts,
    * so a key used in one burst (or once) never pays for the ring.
    */
@@ -337,9 +337,12 @@ function newCircuit(key: string, list?: Circuit): Circuit {
   };
 }
 
-/** The ring slot of an absolute bucket index (safe for negative indexes too). */
+/**
+ * Where an absolute bucket index's failures sit in the ring; its calls sit in the next
+ * slot. Safe for negative indexes too.
+ */
 function slotOf(index: number): number {
-  return ((index % WINDOW_BUCKETS) + WINDOW_BUCKETS) % WINDOW_BUCKETS;
+  return 2 * (((index % WINDOW_BUCKETS) + WINDOW_BUCKETS) % WINDOW_BUCKETS);
 }
 
 /** Empties the sliding window (and drops its ring: a quiet key goes back to costing nothing). */
@@ -551,30 +554,28 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   /** Drops the buckets that have slid out of the window by time `t`. */
   function advance(c: Circuit, t: number): void {
     const index = Math.floor(t / bucketMs);
-    if (index <= c.head) {
-      // The same bucket, or a clock that stepped back a little: keep the newest.
-      if (c.head - index < WINDOW_BUCKETS) return;
-      // Back by a whole window or more (NTP correcting a clock that ran fast, a VM
-      // resumed): the counts are from what is now the future, and would stay in the
-      // window until the clock caught up with them. Start the window over.
-      clearWindow(c);
-    } else if (index - c.head >= WINDOW_BUCKETS || !c.total) {
-      // Everything slid out (or there was nothing): an empty window needs no ring.
+    const head = c.head;
+    // The same bucket, or a clock that stepped back a little: keep the newest.
+    if (index <= head && head - index < WINDOW_BUCKETS) return;
+    if (Math.abs(index - head) >= WINDOW_BUCKETS || !c.total) {
+      // Everything slid out (or there was nothing): an empty window needs no ring. Or
+      // the clock stepped back by a whole window or more (NTP correcting a clock that
+      // ran fast, a VM resumed): the counts are from what is now the future, and would
+      // stay in the window until the clock caught up with them. Start the window over.
       clearWindow(c);
     } else {
       let ring = c.ring;
       if (!ring) {
         // Until now every count was in the newest bucket.
         ring = c.ring = new Array<number>(2 * WINDOW_BUCKETS).fill(0);
-        ring[slotOf(c.head)] = c.failed;
-        ring[WINDOW_BUCKETS + slotOf(c.head)] = c.total;
+        ring[slotOf(head)] = c.failed;
+        ring[slotOf(head) + 1] = c.total;
       }
-      for (let i = c.head + 1; i <= index; i++) {
+      for (let i = head + 1; i <= index; i++) {
         const slot = slotOf(i);
-        c.failed -= ring[slot] ?? 0;
-        c.total -= ring[WINDOW_BUCKETS + slot] ?? 0;
-        ring[slot] = 0;
-        ring[WINDOW_BUCKETS + slot] = 0;
+        c.failed -= ring[slot] as number;
+        c.total -= ring[slot + 1] as number;
+        ring[slot] = ring[slot + 1] = 0;
       }
     }
     c.head = index;
@@ -586,10 +587,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.total++;
     c.failed += failed;
     const ring = c.ring;
-    if (!ring) return;
-    const slot = slotOf(c.head);
-    ring[slot] = (ring[slot] ?? 0) + failed;
-    ring[WINDOW_BUCKETS + slot] = (ring[WINDOW_BUCKETS + slot] ?? 0) + 1;
+    if (ring) {
+      const slot = slotOf(c.head);
+      (ring[slot] as number) += failed;
+      (ring[slot + 1] as number)++;
+    }
   }
 
   // -- outcomes -------------------------------------------------------------------
@@ -607,33 +609,34 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   }
 
   /**
-   * A clock that stepped back (NTP correcting a clock that ran fast, a VM resumed) must
-   * not stretch an open time, a probe's lease or a pause by the step: what is left of
-   * each is never more than its length.
+   * Reads the clock, and returns it. A clock that stepped back (NTP correcting a clock
+   * that ran fast, a VM resumed) must not stretch an open time, a probe's lease or a
+   * pause by the step: what is left of each is never more than its length.
    */
-  function rebase(c: Circuit, t: number): void {
+  function rebase(c: Circuit): number {
+    const t = now();
     if (c.retryAtMs - t > c.retryInMs) c.retryAtMs = t + c.retryInMs;
     if (c.pausedUntilMs - t > c.pausedForMs) c.pausedUntilMs = t + c.pausedForMs;
     if (c.paceProbeUntilMs - t > PROBE_LEASE_MS) c.paceProbeUntilMs = t + PROBE_LEASE_MS;
+    return t;
   }
 
-  /** Tells `onEvent` that the key is paused until `untilMs` (`start`), or that a call waits it out (`wait`). */
-  function paced(
-    call: Call,
-    untilMs: number,
-    phase: PacedEvent['phase'],
-    delayMs: number,
-    reason: string,
-  ): void {
-    call.emit({ type: 'paced', key: call.key, until: new Date(untilMs), phase, delayMs, reason });
+  /** Tells `onEvent` that the key is paused (`start`), or that a call waits the pause out (`wait`). */
+  function paced(c: Circuit, call: Call, phase: PacedEvent['phase'], delayMs: number): void {
+    call.emit({
+      type: 'paced',
+      key: call.key,
+      until: new Date(c.pausedUntilMs),
+      phase,
+      delayMs,
+      reason: c.pauseReason,
+    });
   }
 
   /** Moves the circuit to `state`, and tells `onEvent` why. */
   function become(c: Circuit, call: Call, state: BreakerState, reason: string, retryAt?: Date): void {
     c.state = state;
-    const event: BreakerEvent = { type: 'breaker', key: call.key, state, reason };
-    if (retryAt) event.retryAt = retryAt;
-    call.emit(event);
+    call.emit({ type: 'breaker', key: call.key, state, reason, ...(retryAt && { retryAt }) });
   }
   // Only outcomes of calls sent in the circuit's current epoch change its state: a call
   // sent before the circuit opened and ending after must not open it again (50 of them
@@ -644,37 +647,33 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
 
   function succeed(c: Circuit, call: Call, epoch: number): void {
     if (epoch !== c.epoch) return;
+    c.streak = 0;
     if (c.state === 'closed') {
       record(c, 0);
-      c.streak = 0;
     } else {
       // A probe succeeded: close, and start every count and the schedule over.
       c.epoch++;
-      c.streak = 0;
       clearWindow(c);
       c.opens = 0;
-      c.lastOpenMs = undefined;
-      c.probe = undefined;
-      c.cause = undefined;
+      c.lastOpenMs = c.probe = c.cause = undefined;
       become(c, call, 'closed', 'probe succeeded');
     }
   }
 
   function fail(c: Circuit, call: Call, epoch: number, failure: Failure, serverDelayMs?: number): void {
-    let reason: string | undefined;
-    if (epoch !== c.epoch) {
-      // Sent before the circuit last opened or closed: says nothing about it now.
-    } else if (c.state === 'closed') {
+    // Sent before the circuit last opened or closed: says nothing about it now.
+    if (epoch !== c.epoch) return;
+    let reason = '';
+    if (c.state === 'closed') {
       record(c, 1);
-      c.streak++;
-      if (c.streak >= threshold) reason = `${c.streak} consecutive failures`;
+      if (++c.streak >= threshold) reason = `${c.streak} consecutive failures`;
       else if (c.total >= minimumThroughput && c.failed / c.total >= failureRatio)
         reason = `${c.failed} of the last ${c.total} calls failed`;
     } else if (c.probe === call) {
       c.streak++;
       reason = 'a failed probe';
     }
-    if (reason === undefined) return;
+    if (!reason) return;
     // Open, for the next step of the schedule.
     c.epoch++;
     c.lastOpenMs = schedule(++c.opens, c.lastOpenMs);
@@ -683,8 +682,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     const retryAt = new Date(now() + c.retryInMs);
     c.retryAtMs = retryAt.getTime();
     c.probe = undefined;
-    reason += ` (last: ${failureLabel(failure)})`;
-    c.openReason = reason;
+    c.openReason = reason += ` (last: ${failureLabel(failure)})`;
     c.cause = causeOf(call, failure, serverDelayMs);
     become(c, call, 'open', reason, retryAt);
     // Calls waiting for a pace probe fail fast now, as every caller of an open circuit does.
@@ -707,8 +705,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     quota?: number,
   ): void {
     const delayMs = fromServer ? Math.min(askedMs, maxRetryAfterMs) : askedMs;
-    const t = now();
-    rebase(c, t);
+    const t = rebase(c);
     const until = t + delayMs;
     // Whatever the pause, the server just said stop: an allowance left from a quota pause
     // (its takers failed fast on an open circuit) ends, even when this pause is the shorter.
@@ -725,7 +722,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.pauseReason = `paced: the server ${asked} (${failureLabel(answer)})${c.waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
     // A success that used up the quota failed nothing: there is no error to show as the cause.
     c.pauseCause = answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined);
-    paced(call, until, 'start', delayMs, c.pauseReason);
+    paced(c, call, 'start', delayMs);
     wakePaceWaiters(c);
   }
 
@@ -742,10 +739,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (status === 429) {
       let askedMs = delayOf(answer);
       const fromServer = askedMs !== undefined;
-      if (askedMs === undefined) {
-        // No delay named: the next step of the open schedule, growing over a run of 429s.
-        askedMs = c.lastPauseMs = schedule(++c.pauseSteps, c.lastPauseMs);
-      }
+      // No delay named: the next step of the open schedule, growing over a run of 429s.
+      askedMs ??= c.lastPauseMs = schedule(++c.pauseSteps, c.lastPauseMs);
       pace(c, call, answer, askedMs, fromServer);
       succeed(c, call, epoch);
     } else {
@@ -841,8 +836,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // After every wait, look the key up again: a key reset (or forgotten) meanwhile comes
     // back closed and unpaused, and goes.
     for (let c = first; ; c = lookup(call.key)) {
-      const t = now();
-      rebase(c, t);
+      const t = rebase(c);
       if (c.state === 'open' && t < c.retryAtMs) {
         throw fastFail(call, `after ${c.openReason}`, c.cause, c.retryAtMs);
       }
@@ -861,7 +855,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             const reason = c.waitable ? `${c.pauseReason}, past this call's deadline` : c.pauseReason;
             throw fastFail(call, reason, c.pauseCause, pausedUntilMs);
           }
-          paced(call, pausedUntilMs, 'wait', leftMs, c.pauseReason);
+          paced(c, call, 'wait', leftMs);
           sleptAt = t;
           probeWaitEndsAt = undefined;
           await sleep(leftMs, call.signal);
@@ -964,19 +958,17 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   breaker.stats = (key: string): BreakerStats | undefined => {
     const c = circuits.get(key);
     if (!c) return undefined;
-    const t = now();
-    rebase(c, t);
+    const t = rebase(c);
     advance(c, t);
-    const stats: { -readonly [K in keyof BreakerStats]: BreakerStats[K] } = {
+    return {
       state: c.state,
       consecutiveFailures: c.streak,
       windowFailures: c.failed,
       windowTotal: c.total,
       opens: c.opens,
+      ...(c.state !== 'closed' && { retryAt: new Date(c.retryAtMs) }),
+      ...(c.pausedUntilMs > t && { pausedUntil: new Date(c.pausedUntilMs) }),
     };
-    if (c.state !== 'closed') stats.retryAt = new Date(c.retryAtMs);
-    if (c.pausedUntilMs > t) stats.pausedUntil = new Date(c.pausedUntilMs);
-    return stats;
   };
   breaker.reset = (key?: string): void => {
     // Calls waiting for a pace probe look again (once this returns), and find the key fresh.
