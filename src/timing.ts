@@ -328,13 +328,14 @@ function fromRetryAfter(headers: HeadersLike, now: number): number | undefined {
   const value = readRawHeader(headers, 'retry-after');
   const seconds = readDelayNumber(DIGITS, value);
   if (!Number.isNaN(seconds)) return clampDelay(seconds * 1000);
-  // An HTTP-date in any of its three forms (RFC 9110 §5.6.7).
-  const date = boundedHeader(value) ?? '';
-  for (const format of HTTP_DATE_FORMATS) {
-    const parts = format.exec(date)?.groups;
-    if (parts !== undefined) return clampDelay(dateMs(parts, now) - now);
-  }
-  return undefined;
+  // An HTTP-date in any of its three forms (RFC 9110 §5.6.7): asctime (month first)
+  // ends in its year, the others in GMT.
+  const p = HTTP_DATE.exec(boundedHeader(value) ?? '');
+  if (p === null || !p[7] !== !p[12]) return undefined;
+  return clampDelay(
+    dateMs([p[3] ?? p[6] ?? p[12], p[2] ?? p[5] ?? p[7], p[1] ?? p[4] ?? p[8], p[9], p[10], p[11]], now) -
+      now,
+  );
 }
 
 /**
@@ -548,57 +549,59 @@ function matchAt(pattern: RegExp, text: string, at: number): RegExpExecArray | n
 // ---------------------------------------------------------------------------
 // Dates. Never `Date.parse`: it accepts implementation-defined formats and rolls
 // `30 Feb` or hour 25 over into valid dates. Fixed-width anchored patterns pick
-// the parts into groups named after strftime's conversions (Y m d H M S);
-// `dateMs` builds the instant and rejects anything that rolled over.
+// the parts; `dateMs` builds the instant and rejects anything that rolled over.
 
 // RFC 9110 §5.6.7 grammar, built from shared pieces. HTTP-date is case-sensitive
 // and must be GMT. The weekday must be a valid name but is not checked against the
 // date: the date is what the server means, and a mismatch is a cosmetic server bug.
-const WEEKDAY = '(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)';
 const MONTHS = 'Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec';
-const MONTH = `(?<m>${MONTHS})`;
-const TIME = '(?<H>\\d\\d):(?<M>\\d\\d):(?<S>\\d\\d)';
-const HTTP_DATE_FORMATS: readonly RegExp[] = [
-  // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT
-  `${WEEKDAY}, (?<d>\\d\\d) ${MONTH} (?<Y>\\d{4}) ${TIME} GMT`,
-  // rfc850-date: Sunday, 06-Nov-94 08:49:37 GMT
-  `(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (?<d>\\d\\d)-${MONTH}-(?<Y>\\d\\d) ${TIME} GMT`,
-  // asctime-date: Sun Nov  6 08:49:37 1994
-  `${WEEKDAY} ${MONTH} (?<d> \\d|\\d\\d) ${TIME} (?<Y>\\d{4})`,
-].map((format) => new RegExp(`^${format}$`));
 
-// RFC 3339 §5.6 date-time (`T`/`Z` case-insensitive per its §5.6 note). The one
+/**
+ * The three HTTP-date forms as one pattern, each form's date parts in groups of their
+ * own, then the shared time (groups 9-11), then `GMT` or asctime's year (group 12):
+ * - IMF-fixdate `Sun, 06 Nov 1994 08:49:37 GMT`: day 1, month 2, year 3;
+ * - rfc850-date `Sunday, 06-Nov-94 08:49:37 GMT`: day 4, month 5, two-digit year 6;
+ * - asctime-date `Sun Nov  6 08:49:37 1994`: month 7, day 8, year 12.
+ * The forms' openings exclude each other (`Sun, `, `Sunday, `, `Sun `), so a value
+ * matches at most one way; a form with the other's ending (asctime ending in `GMT`,
+ * IMF in a year) matches the pattern but is rejected where it is read.
+ */
+const HTTP_DATE =
+  /^(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d\d) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4})|(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (\d\d)-(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)-(\d\d)|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ( \d|\d\d)) (\d\d):(\d\d):(\d\d) (?:GMT|(\d{4}))$/;
+
+// RFC 3339 §5.6 date-time (`T`/`Z` case-insensitive per its §5.6 note): year 1,
+// month 2, day 3, time 4-6, fraction 7, offset sign 8, hours 9, minutes 10. The one
 // unbounded part, the fraction, is a single `\d+` followed by fixed-width text:
 // no nested quantifier, so matching stays linear.
-const RFC3339_DATE_TIME = new RegExp(
-  `^(?<Y>\\d{4})-(?<m>\\d\\d)-(?<d>\\d\\d)[Tt]${TIME}(?:\\.(?<fraction>\\d+))?` +
-    '(?:[Zz]|(?<sign>[+-])(?<offsetH>[01]\\d|2[0-3]):(?<offsetM>[0-5]\\d))$',
-);
+const RFC3339_DATE_TIME =
+  /^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:[Zz]|([+-])([01]\d|2[0-3]):([0-5]\d))$/;
 
 /** An RFC 3339 timestamp (Anthropic's resets) as the wait until it in ms, possibly fractional, or NaN. */
 export function parseRfc3339(value: string, now: number): number {
-  const parts = RFC3339_DATE_TIME.exec(value)?.groups;
-  if (parts === undefined) return NaN;
-  const { fraction = '', sign, offsetH, offsetM } = parts;
+  const parts = RFC3339_DATE_TIME.exec(value);
+  if (parts === null) return NaN;
+  const [, , , , , , , fraction = '', sign, offsetH, offsetM] = parts;
   // Whole milliseconds from the first three digits, the rest as a sub-millisecond
   // remainder: `Number('0.007') * 1000` would be 7.000000000000001, not 7.
   const fractionMs = Number(fraction.slice(0, 3).padEnd(3, '0')) + Number(`0.${fraction.slice(3)}0`);
   // Local time = UTC + offset, so UTC = local - offset (`Z` has none).
   const offsetMs = sign ? (Number(sign + offsetH) * 60 + Number(sign + offsetM)) * 60_000 : 0;
-  return dateMs(parts, now) + fractionMs - offsetMs - now;
+  return dateMs(parts.slice(1), now) + fractionMs - offsetMs - now;
 }
 
 /**
- * The UTC instant a date pattern's groups name, or NaN for an invalid date. The
- * calendar date is round-tripped: `setUTCFullYear` rolls `30 Feb` or month 13
- * over, and then the month or day read back differs. (Unlike `Date.UTC`, it also
- * takes years 0-99 literally.) The time fields are range-checked.
+ * The UTC instant of a date's parts (year, month, day, hour, minute, second, as
+ * matched: a month by name in HTTP-dates, by number in RFC 3339; a two-digit year
+ * by RFC 9110's rule), or NaN for an invalid date. The calendar date is
+ * round-tripped: `setUTCFullYear` rolls `30 Feb` or month 13 over, and then the
+ * month or day read back differs. (Unlike `Date.UTC`, it also takes years 0-99
+ * literally.) The time fields are range-checked.
  *
  * A leap second (`:60`, allowed by RFC 9110 §5.6.7 and RFC 3339 §5.7) is read as
  * `:59`: POSIX time has no leap seconds, and `Date` would roll :60 into the next
  * minute. Waiting at most one second less than asked is the lesser evil.
  */
-function dateMs({ Y = '', m = '', d, H, M, S }: Partial<Record<string, string>>, now: number): number {
+function dateMs([Y = '', m = '', d, H, M, S]: Array<string | undefined>, now: number): number {
   const year = Y.length === 2 ? expandTwoDigitYear(Number(Y), now) : Number(Y);
   const month = m.length === 3 ? MONTHS.indexOf(m) / 4 : Number(m) - 1; // a name in HTTP-dates, digits in RFC 3339
   const [day, hour, minute, second] = [d, H, M, S].map(Number) as [number, number, number, number];
