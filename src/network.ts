@@ -61,8 +61,8 @@ export type FetchStage = 'headers' | 'body';
 
 /**
  * What a raw error says about the failure: the normalised code and whether the request
- * may have been sent. The phase follows from these two and the stage (see
- * {@link normalizeNetworkError}), so it is not stored.
+ * may have been sent (what follows these two is ignored). The phase follows from these
+ * two and the stage (see {@link normalizeNetworkError}), so it is not stored.
  */
 type Verdict = readonly [code: NetworkErrorCode, sent: SentState, ...rest: unknown[]];
 
@@ -78,77 +78,59 @@ const MAX_CHAIN_ERRORS = 16;
  * before a byte was written; `maybe`: failed after connecting, or the runtime cannot
  * tell, so the server may have the request), then the raw error `code`s (Node/undici
  * system errors, Bun's fetch codes) and error class `name`s (Deno's built-in error
- * classes, older Bun) that name it outright, space-separated, and the message
- * fragments (lower case) that describe it where no `code` does: Deno's hyper / rustls
- * / OS messages (Linux, macOS and Windows wordings), as plain alternatives (linear
- * time). A message counts as "not sent" also when the chain says it came in the
- * connect step (see {@link CONNECT_MARKER}). Messages are checked in the order of the
- * rows; the first match wins.
+ * classes, older Bun) that name it outright, space-separated, and after each `|` a
+ * message fragment (lower case) that describes it where no `code` does: Deno's hyper /
+ * rustls / OS messages (Linux, macOS and Windows wordings), matched as plain
+ * substrings (linear time). A message counts as "not sent" also when the chain says
+ * it came in the connect step (see {@link CONNECT_MARKER}). Messages are checked in
+ * the order of the rows; the first match wins.
+ *
+ * One row per line of one string, split once at module load: the table costs its
+ * words and little else in a bundle. The rows, in order:
+ * - ENOTFOUND: EAI_AGAIN is a temporary DNS failure (see NetworkErrorCode);
+ *   DNSException is Bun's DNS error class.
+ * - ECONNREFUSED: ConnectionRefused is older Bun's code and Deno's class.
+ * - TLS, maybe sent: Bun says EPROTO, "The TLS handshake failed", also for a TLS error
+ *   after the request went out, and Deno's rustls messages name no step: "not sent"
+ *   only with a connect syscall or marker. Handshake and certificate codes are
+ *   matched by {@link TLS_CODE}.
+ * - ETIMEDOUT, not sent: undici's connect timeout.
+ * - ENETWORK, not sent: Bun could not open the socket at all.
+ * - ETIMEDOUT, maybe sent: refined to "not sent" when the syscall is connect.
+ *   TimedOut: Deno's class; Timeout: Bun's idle timeout.
+ * - ECONNRESET: ConnectionReset, ConnectionAborted: Deno's classes.
+ * - EPIPE: BrokenPipe: Deno's class.
+ * - ECLOSED: UND_ERR_SOCKET is undici's "other side closed"; ConnectionClosed older
+ *   Bun's (Bun 1.4 reports ECONNRESET instead); UnexpectedEof Deno's class.
+ * - ENETWORK, maybe sent: EHOSTUNREACH (and the rest) is refined to "not sent" when the
+ *   syscall is connect.
  */
-const FAILURES: readonly (readonly [
-  code: NetworkErrorCode,
-  sent: SentState,
-  raws: string,
-  fragments?: RegExp,
-])[] = [
-  // EAI_AGAIN is a temporary DNS failure (see NetworkErrorCode); DNSException is Bun's DNS error class.
-  [
-    'ENOTFOUND',
-    'no',
-    'ENOTFOUND EAI_AGAIN EAI_FAIL EAI_NONAME EAI_NODATA DNSException',
-    /dns error|failed to lookup address|name or service not known|nodename nor servname|no such host|temporary failure in name resolution/,
-  ],
-  // ConnectionRefused: older Bun, and Deno's ConnectionRefused class.
-  ['ECONNREFUSED', 'no', 'ECONNREFUSED ConnectionRefused', /connection refused|actively refused/],
-  // EPROTO: Bun says "The TLS handshake failed" also for a TLS error after the request
-  // went out, and Deno's rustls messages name no step: "not sent" only with a connect
-  // syscall or marker. Handshake and certificate codes are matched by TLS_CODE.
-  [
-    'TLS',
-    'maybe',
-    'EPROTO',
-    /certificate|received corrupt message|received fatal alert|peer is incompatible|peer misbehaved|tls handshake/,
-  ],
-  ['ETIMEDOUT', 'no', 'UND_ERR_CONNECT_TIMEOUT'],
-  // Bun: the socket could not be opened at all.
-  ['ENETWORK', 'no', 'FailedToOpenSocket'],
-  // ETIMEDOUT is refined to "not sent" when the syscall is connect. TimedOut: Deno's
-  // class; Timeout: Bun's idle timeout.
-  [
-    'ETIMEDOUT',
-    'maybe',
-    'ETIMEDOUT TimedOut Timeout UND_ERR_HEADERS_TIMEOUT UND_ERR_BODY_TIMEOUT',
-    /timed out|deadline has elapsed/,
-  ],
-  // ConnectionReset, ConnectionAborted: Deno's classes.
-  [
-    'ECONNRESET',
-    'maybe',
-    'ECONNRESET ConnectionReset ECONNABORTED ConnectionAborted',
-    /connection reset|forcibly closed/,
-  ],
-  // BrokenPipe: Deno's class.
-  ['EPIPE', 'maybe', 'EPIPE BrokenPipe', /broken pipe/],
-  // UND_ERR_SOCKET: undici's "other side closed"; ConnectionClosed: older Bun (Bun 1.4
-  // reports ECONNRESET instead); UnexpectedEof: Deno's class.
-  [
-    'ECLOSED',
-    'maybe',
-    'UND_ERR_SOCKET ConnectionClosed UnexpectedEof',
-    /connection closed|unexpected eof|unexpected end of file/,
-  ],
-  // EHOSTUNREACH (and the rest) is refined to "not sent" when the syscall is connect.
-  ['ENETWORK', 'maybe', 'EHOSTUNREACH ENETUNREACH EHOSTDOWN ENETDOWN'],
-];
+const FAILURES: readonly (readonly string[])[] =
+  `ENOTFOUND no ENOTFOUND EAI_AGAIN EAI_FAIL EAI_NONAME EAI_NODATA DNSException|dns error|failed to lookup address|name or service not known|nodename nor servname|no such host|temporary failure in name resolution
+ECONNREFUSED no ECONNREFUSED ConnectionRefused|connection refused|actively refused
+TLS maybe EPROTO|certificate|received corrupt message|received fatal alert|peer is incompatible|peer misbehaved|tls handshake
+ETIMEDOUT no UND_ERR_CONNECT_TIMEOUT
+ENETWORK no FailedToOpenSocket
+ETIMEDOUT maybe ETIMEDOUT TimedOut Timeout UND_ERR_HEADERS_TIMEOUT UND_ERR_BODY_TIMEOUT|timed out|deadline has elapsed
+ECONNRESET maybe ECONNRESET ConnectionReset ECONNABORTED ConnectionAborted|connection reset|forcibly closed
+EPIPE maybe EPIPE BrokenPipe|broken pipe
+ECLOSED maybe UND_ERR_SOCKET ConnectionClosed UnexpectedEof|connection closed|unexpected eof|unexpected end of file
+ENETWORK maybe EHOSTUNREACH ENETUNREACH EHOSTDOWN ENETDOWN`
+    .split('\n')
+    .map((row) => row.split('|'));
 
 /**
- * The row of {@link FAILURES} that names `raw` (a code or class name) outright, as a
- * verdict. The rows are searched, not an object literal keyed by code, so a code such
- * as `constructor` never finds a prototype member.
+ * The verdict of the row of {@link FAILURES} that names `raw` (a code or class name)
+ * outright: its words, verdict first. The rows are searched, not an object keyed by
+ * code, so a code such as `constructor` never finds a prototype member; the search
+ * starts after the verdict, so neither a normalised code nor `no` / `maybe` counts.
  */
 function verdictOf(raw: string): Verdict | undefined {
-  // A row starts with its verdict: it serves as one as it is.
-  return FAILURES.find(([, , raws]) => raws.split(' ').includes(raw));
+  for (const [head = ''] of FAILURES) {
+    const words = head.split(' ');
+    if (words.includes(raw, 2)) return words as unknown as Verdict;
+  }
+  return undefined;
 }
 
 /**
@@ -200,25 +182,24 @@ const FETCH_FAILURE =
   /^(?:fetch failed|terminated|error sending request|error reading a body from connection|client error \(|connection error|fetch\(\) failed|failed to fetch|networkerror when attempting to fetch resource|load failed|the network connection was lost|the internet connection appears to be offline|network error|network request failed)/;
 
 /**
- * workerd's one message (lower case) for a refused connect, a reset, a close without
- * a response and a broken body, in a plain `Error` (with `retryable: true`), not a
- * `TypeError`.
+ * workerd's one message (lower-case prefix) for a refused connect, a reset, a close
+ * without a response and a broken body, in a plain `Error` (with `retryable: true`),
+ * not a `TypeError`.
  */
-const WORKERD_LOST = 'network connection lost';
+const WORKERD_LOST = /^network connection lost/;
 
 /**
- * The message without its URLs (lower case). Deno puts the request URL into the
+ * A (lower-case) message without its URLs. Deno puts the request URL into the
  * message, and a URL is the caller's (or, after a redirect, the server's) text: a path
  * such as `/certificates/connection-refused` must not pass for a TLS or connect
  * failure, which would wrongly say the request was not sent. URLs in fetch errors are
  * serialised, so they hold no whitespace; a split keeps this linear.
  */
-function messageOf(error: unknown): string {
-  return readString(error, 'message')
+function messageOf(message: string): string {
+  return message
     .split(/\s+/)
     .filter((word) => !word.includes('://'))
-    .join(' ')
-    .toLowerCase();
+    .join(' ');
 }
 
 /**
@@ -235,7 +216,7 @@ const LOCAL_REFUSAL =
 
 /** Reads a property without letting a throwing getter or Proxy escape. */
 function read(value: unknown, key: string): unknown {
-  // Only ever called with the objects of a chain (see chainOf): no type check needed.
+  // Only ever called with the objects of a chain: no type check needed.
   try {
     return (value as Record<string, unknown>)[key];
   } catch {
@@ -247,80 +228,6 @@ function read(value: unknown, key: string): unknown {
 function readString(value: unknown, key: string): string {
   const field = read(value, key);
   return typeof field === 'string' ? field : '';
-}
-
-/**
- * The error and everything under it, outermost first: `cause` links and the members
- * of an `AggregateError` (Node's happy-eyeballs connect reports one error per address).
- * The queue stays bounded: only the first {@link MAX_CHAIN_ERRORS} errors add to it.
- */
-function chainOf(error: unknown): unknown[] {
-  const queue: unknown[] = [error];
-  const chain: unknown[] = [];
-  for (let i = 0; i < queue.length && chain.length < MAX_CHAIN_ERRORS; i++) {
-    const current = queue[i];
-    if (typeof current !== 'object' || current === null || chain.includes(current)) continue;
-    chain.push(current);
-    const members = read(current, 'errors');
-    if (Array.isArray(members)) queue.push(...members.slice(0, MAX_CHAIN_ERRORS));
-    queue.push(read(current, 'cause'));
-  }
-  return chain;
-}
-
-/** A user abort or a signal timeout: the caller's business, never a network failure. */
-function isCancellation(error: unknown): boolean {
-  const name = readString(error, 'name');
-  return name === 'AbortError' || name === 'TimeoutError' || readString(error, 'code') === 'ABORT_ERR';
-}
-
-/** The verdict from one error's `code` / `name` / `syscall`, if they name the failure. */
-function fromCode(error: unknown): Verdict | undefined {
-  const code = readString(error, 'code');
-  const syscall = readString(error, 'syscall');
-  if (DNS_SYSCALL.test(syscall)) return ['ENOTFOUND', 'no'];
-  const verdict: Verdict | undefined = TLS_RECORD_CODE.test(code)
-    ? ['TLS', 'maybe']
-    : TLS_CODE.test(code)
-      ? ['TLS', 'no']
-      : (verdictOf(code) ?? verdictOf(readString(error, 'name')));
-  // Node names the failing syscall: an error in `connect` came before any write.
-  if (
-    verdict?.[1] === 'maybe' &&
-    (syscall === 'connect' || messageOf(error).includes(TLS_HANDSHAKE_DROPPED))
-  ) {
-    return [verdict[0], 'no'];
-  }
-  return verdict;
-}
-
-/** Whether this is one of the errors `fetch` throws for network failures. */
-function isFetchFailure(error: unknown): boolean {
-  const message = readString(error, 'message').toLowerCase();
-  const name = readString(error, 'name');
-  return (
-    (name === 'TypeError' && FETCH_FAILURE.test(message)) ||
-    (name === 'Error' && message.startsWith(WORKERD_LOST))
-  );
-}
-
-/** Reads the verdict from a whole chain, or undefined when it is not a network failure. */
-function judge(chain: readonly unknown[]): Verdict | undefined {
-  // Several recognisable failures (an AggregateError, a wrapped cause): the one that
-  // admits the request may have been sent wins, so no caller resends on a guess.
-  const byCode = chain.map(fromCode).filter((v): v is Verdict => !!v);
-  if (byCode.length > 0) return byCode.find((v) => v[1] === 'maybe') ?? byCode[0];
-
-  if (!chain.some(isFetchFailure)) return undefined;
-  const messages = chain.map(messageOf);
-  if (messages.some((message) => LOCAL_REFUSAL.test(message))) return undefined;
-  const connecting = messages.some((message) => CONNECT_MARKER.test(message));
-  for (const message of messages) {
-    for (const [code, sent, , fragments] of FAILURES) {
-      if (fragments?.test(message)) return [code, connecting ? 'no' : sent];
-    }
-  }
-  return ['ENETWORK', connecting ? 'no' : 'maybe'];
 }
 
 /**
@@ -363,19 +270,78 @@ export function normalizeNetworkError(
   request?: RequestSummary,
   stage?: FetchStage,
 ): NetworkError | undefined {
-  let chain: unknown[];
+  // The error and everything under it, outermost first: `cause` links and the members
+  // of an `AggregateError` (Node's happy-eyeballs connect reports one error per
+  // address). The queue stays bounded: only the first MAX_CHAIN_ERRORS errors add to it.
+  const chain: unknown[] = [];
   try {
     if (error instanceof NetworkError) return error;
-    chain = chainOf(error);
+    const queue: unknown[] = [error];
+    for (let i = 0; i < queue.length && chain.length < MAX_CHAIN_ERRORS; i++) {
+      const current = queue[i];
+      if (typeof current !== 'object' || current === null || chain.includes(current)) continue;
+      chain.push(current);
+      const members = read(current, 'errors');
+      if (Array.isArray(members)) queue.push(...members.slice(0, MAX_CHAIN_ERRORS));
+      queue.push(read(current, 'cause'));
+    }
   } catch {
     // A thrown value whose proxy traps throw (revoked, hostile getPrototypeOf or an
     // `errors` list that cannot be read) says nothing we can trust: not normalised.
     return undefined;
   }
-  // judge([]) is undefined: a value that is not an object is no network failure.
-  if (chain.some(isCancellation)) return undefined;
-  const verdict = judge(chain);
-  if (verdict === undefined) return undefined;
+  // A user abort or a signal timeout anywhere: the caller's business, never a network
+  // failure. (An empty chain, a value that is not an object, is no network failure.)
+  const byCode: Verdict[] = [];
+  // The messages without their URLs (see messageOf), and whether any error is one of
+  // those `fetch` throws for network failures (see FETCH_FAILURE and WORKERD_LOST).
+  const messages: string[] = [];
+  let fetchFailure = false;
+  for (const link of chain) {
+    const name = readString(link, 'name');
+    const code = readString(link, 'code');
+    if (name === 'AbortError' || name === 'TimeoutError' || code === 'ABORT_ERR') return undefined;
+    const message = readString(link, 'message').toLowerCase();
+    fetchFailure ||=
+      (name === 'TypeError' && FETCH_FAILURE.test(message)) ||
+      (name === 'Error' && WORKERD_LOST.test(message));
+    const withoutUrls = messageOf(message);
+    messages.push(withoutUrls);
+    // The verdict from the error's `code` / `name` / `syscall`, if they name the failure.
+    const syscall = readString(link, 'syscall');
+    const verdict = DNS_SYSCALL.test(syscall)
+      ? (['ENOTFOUND', 'no'] as const)
+      : TLS_RECORD_CODE.test(code)
+        ? (['TLS', 'maybe'] as const)
+        : TLS_CODE.test(code)
+          ? (['TLS', 'no'] as const)
+          : (verdictOf(code) ?? verdictOf(name));
+    if (verdict) {
+      // Node names the failing syscall: an error in `connect` came before any write.
+      byCode.push(
+        verdict[1] === 'maybe' && (syscall === 'connect' || withoutUrls.includes(TLS_HANDSHAKE_DROPPED))
+          ? [verdict[0], 'no']
+          : verdict,
+      );
+    }
+  }
+  // Several recognisable failures (an AggregateError, a wrapped cause): the one that
+  // admits the request may have been sent wins, so no caller resends on a guess.
+  let verdict = byCode.find((v) => v[1] === 'maybe') ?? byCode[0];
+  if (verdict === undefined) {
+    // No code: a network failure only if `fetch` says so, and not its own refusal.
+    if (!fetchFailure || messages.some((message) => LOCAL_REFUSAL.test(message))) return undefined;
+    verdict = ['ENETWORK', 'maybe'];
+    found: for (const message of messages) {
+      for (const [head = '', ...fragments] of FAILURES) {
+        if (fragments.some((fragment) => message.includes(fragment))) {
+          verdict = head.split(' ') as unknown as Verdict;
+          break found;
+        }
+      }
+    }
+    if (messages.some((message) => CONNECT_MARKER.test(message))) verdict = [verdict[0], 'no'];
+  }
   const [code, sent] = verdict;
   // A broken body stream: the response had started, so the request was sent.
   const body = stage === 'body';
