@@ -4,7 +4,7 @@
  * cuts a failure's body in bytes and in time (the SDKs read it whole into their error
  * message); `limitedBody()` fails a success body, or one SSE event, past a byte limit
  * (the SDKs read a JSON answer whole with `response.json()` and buffer an SSE event to
- * its end). Not exported from the core entry: only the client adapters use them.
+ * its end), or ends an SSE answer there with the events its caller gives. Not exported from the core entry: only the client adapters use them.
  */
 
 import * as z from 'zod/mini';
@@ -40,6 +40,21 @@ export const maxResponseBytesSchema: z.ZodMiniOptional<z.ZodMiniType<number>> = 
 /** The bytes that end an SSE line: LF and CR (a CRLF pair ends one line). */
 const LF = 10;
 const CR = 13;
+
+/**
+ * The type given to an SSE event cut past the limit when the stream is ended with
+ * `ending` events instead of failed: no SDK reads it as a message (the MCP SDK reads
+ * only untyped and `message` events; WHATWG HTML's EventSource fires it at no `onmessage`).
+ */
+const CUT_EVENT_TYPE = 'breakwater-cut';
+
+/**
+ * For an SSE answer to `call` cut past its limit: the SSE events that end it cleanly in
+ * place of the failure (`error`), or `''` to fail it with `error`. The MCP SDK only reports a
+ * broken answer stream through `onerror`, and the request waits for its own timeout
+ * (60 s by default); events that answer the request end it at once.
+ */
+export type CutEnding = (error: BreakwaterError, call: Call) => string;
 
 /** Whether `byte` ends an SSE line. */
 const breaks = (byte: number | undefined): boolean => byte === LF || byte === CR;
@@ -88,8 +103,15 @@ function eventEnd(chunk: Uint8Array, last: number, prior: number): number {
  * cost. Bytes are counted as the SDK gets them, decoded (after any Content-Encoding); a
  * body whose Content-Length (uncompressed) is over the limit fails at its first read,
  * without reading any of it. `Infinity` leaves the response as it is.
+ *
+ * `ending` (SSE only): the events to close a cut stream with instead of failing it. The
+ * cut event then goes on to exactly `maxBytes` (the events its last read ended whole, and
+ * its own first lines, its `id` among them, arrive as on any stream), is ended with a type
+ * of its own (`breakwater-cut`), so the client's parser drops it instead of reading the
+ * part as a whole message or joining it to the next event, and the ending's events follow.
+ * A client that resumes the stream (`Last-Event-ID`) so resumes past the refused event.
  */
-export function limitedBody(response: Response, maxBytes: number, call: Call): Response {
+export function limitedBody(response: Response, maxBytes: number, call: Call, ending?: CutEnding): Response {
   const source = response.body;
   if (!source || maxBytes === Infinity) return response;
   const sse =
@@ -108,6 +130,8 @@ export function limitedBody(response: Response, maxBytes: number, call: Call): R
   const body = new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
+        // Of a cut SSE chunk, what fits in the limit: it goes on before an ending.
+        let kept: Uint8Array | undefined;
         if (size <= maxBytes) {
           const next = await reader.read();
           if (next.done) return controller.close();
@@ -116,18 +140,32 @@ export function limitedBody(response: Response, maxBytes: number, call: Call): R
           else if (chunk.length) {
             const end = eventEnd(chunk, last, prior);
             size = end < 0 ? size + chunk.length : chunk.length - end;
-            prior = chunk.length > 1 ? (chunk[chunk.length - 2] as number) : last;
-            last = chunk[chunk.length - 1] as number;
+            if (size > maxBytes) kept = chunk.subarray(0, chunk.length - (size - maxBytes));
+            else {
+              prior = chunk.length > 1 ? (chunk[chunk.length - 2] as number) : last;
+              last = chunk[chunk.length - 1] as number;
+            }
           }
           if (size <= maxBytes) return controller.enqueue(chunk);
         }
         reader.cancel().catch(() => {});
         const request = requestSummary(call.key, call.method, call.url);
-        throw new BreakwaterError(
+        const error = new BreakwaterError(
           `${request.method} ${request.url} (server "${request.key}") failed: ${sse ? 'an event of the response stream' : 'the response body'} is over the ${maxBytes}-byte limit (maxResponseBytes)`,
           'RESPONSE_TOO_LARGE',
           { request },
         );
+        const events = sse && ending ? ending(error, call) : '';
+        if (!events) throw error;
+        if (kept?.length) {
+          controller.enqueue(kept);
+          last = kept[kept.length - 1] as number;
+        }
+        // The cut event's line ended (unless it just was: a second line end would dispatch
+        // it as it is), then a blank line dispatches it as a type no client reads as a message.
+        const cut = breaks(last) ? '' : '\n';
+        controller.enqueue(new TextEncoder().encode(`${cut}event: ${CUT_EVENT_TYPE}\n\n${events}`));
+        controller.close();
       },
       cancel: (reason) => reader.cancel(reason),
     },

@@ -14,11 +14,15 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 // @ts-types="@modelcontextprotocol/sdk/server/mcp"
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 // @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
-import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import {
+  type EventStore,
+  WebStandardStreamableHTTPServerTransport,
+} from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 // @ts-types="@modelcontextprotocol/sdk/types"
 import {
   CallToolRequestSchema,
   ListToolsRequestSchema,
+  McpError,
   ToolListChangedNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import { mcpFetch, mcpResend, resilientMcpClient } from '../adapters/mcp/index.ts';
@@ -1694,21 +1698,249 @@ test('resilientMcpClient: an answer that never ends fails the call with RESPONSE
   });
 });
 
-test('an SSE answer whose event never ends is cut past maxResponseBytes: the SDK reports RESPONSE_TOO_LARGE through onerror, and the server stops being read', async () => {
+/** Whether `error` is the SDK's McpError for a request whose SSE answer breakwater cut past `limit`. */
+function cutAnswer(error: unknown, limit: number): boolean {
+  return (
+    error instanceof McpError &&
+    error.code === -32000 &&
+    /^MCP error -32000: breakwater: POST .* failed: an event of the response stream is over the \d+-byte limit \(maxResponseBytes\)$/.test(
+      error.message,
+    ) &&
+    error.message.includes(`${limit}-byte`) &&
+    JSON.stringify(error.data) === JSON.stringify({ code: 'RESPONSE_TOO_LARGE', maxResponseBytes: limit })
+  );
+}
+
+test('an SSE answer whose event never ends fails the call at once past maxResponseBytes, with an error naming RESPONSE_TOO_LARGE, and the server stops being read', async () => {
   await whileFlooding('text/event-stream', async (origin) => {
     await withLimitedClient(origin, async (client) => {
       const reported: unknown[] = [];
       client.onerror = (error) => reported.push(error);
-      // The SDK does not fail a request whose SSE answer broke: it ends at the request's own timeout.
-      await assert.rejects(client.callTool({ name: 'flood', arguments: {} }, undefined, { timeout: 300 }));
-      const said = reported.map(String).join('\n');
-      assert.match(
-        said,
-        new RegExp(
-          `an event of the response stream is over the ${FLOOD_LIMIT}-byte limit \\(maxResponseBytes\\)`,
-        ),
-      );
+      const started = performance.now();
+      // The SDK's own timeout (3 s here, 60 s by default) only keeps a hang from hanging the suite.
+      const caught = await client
+        .callTool({ name: 'flood', arguments: {} }, undefined, { timeout: 3000 })
+        .catch((e: unknown) => e);
+      const ms = performance.now() - started;
+      assert.ok(cutAnswer(caught, FLOOD_LIMIT), String(caught).slice(0, 300));
+      assert.ok(ms < 1000, `failed after ${Math.round(ms)} ms`);
+      // The stream ended cleanly: no broken stream for the SDK to report, nor to reconnect for.
+      assert.deepEqual(reported.map(String), []);
     });
+  });
+});
+
+test('resilientMcpClient: an SSE answer whose event never ends fails the call at once with an error naming RESPONSE_TOO_LARGE', async () => {
+  await whileFlooding('text/event-stream', async (origin) => {
+    const mcp = resilient(origin, [], { retry: false }, { maxResponseBytes: FLOOD_LIMIT });
+    try {
+      const client = await mcp.connect();
+      const started = performance.now();
+      const caught = await client
+        .callTool({ name: 'flood', arguments: {} }, undefined, { timeout: 3000 })
+        .catch((e: unknown) => e);
+      assert.ok(cutAnswer(caught, FLOOD_LIMIT), String(caught).slice(0, 300));
+      assert.ok(performance.now() - started < 1000);
+    } finally {
+      await mcp.close();
+    }
+  });
+});
+
+test('an SSE event cut past maxResponseBytes is never delivered, even when what arrived of it is a whole answer', async () => {
+  // The answer's one data line is whole; comment lines then keep its event from ever ending.
+  const head = 'event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{"content":[]}}\n';
+  const endless = flood(head, ': still going\n', { 'content-type': 'text/event-stream' });
+  await withApp(answering('flood', endless.answer), async ({ origin }) => {
+    await withLimitedClient(origin, async (client) => {
+      const caught = await client
+        .callTool({ name: 'flood', arguments: {} }, undefined, { timeout: 3000 })
+        .catch((e: unknown) => e);
+      assert.ok(cutAnswer(caught, FLOOD_LIMIT), String(caught).slice(0, 300));
+    });
+    assert.ok(endless.produced() < FLOOD_BYTES / 2, `server produced ${endless.produced()} bytes`);
+  });
+});
+
+test('a cut SSE answer ends with one JSON-RPC error per request of the batch it answers, none for a notification, and the cut event is never delivered', async () => {
+  // What arrives of the cut event: a line cut short, or an answer whole but for the
+  // event's blank line, comment lines then keeping it open (LF, CR or CRLF line ends; as
+  // the reads split them, the last byte handed on may end a line or not).
+  const answer = 'data: {"jsonrpc":"2.0","id":1,"result":{}}';
+  for (const [head, fill] of [
+    ['data: {"jsonrpc":"2.0","id":1,"result":{"content":"', 'x'],
+    [`${answer}\n`, ': x\n'],
+    [`${answer}\r`, ': x\r'],
+    [`${answer}\r\n`, ': x\r\n'],
+  ] as const) {
+    const endless = flood(`event: message\n${head}`, fill, { 'content-type': 'text/event-stream' });
+    const app = {
+      async fetch(request: Request): Promise<Response> {
+        await request.text();
+        return endless.answer();
+      },
+    };
+    await withApp(app, async ({ origin }) => {
+      const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false }), {
+        maxResponseBytes: FLOOD_LIMIT,
+      });
+      const transport = new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch });
+      const messages: unknown[] = [];
+      const reported: unknown[] = [];
+      let arrived: () => void = () => {};
+      const both = new Promise<void>((resolve) => {
+        arrived = resolve;
+      });
+      transport.onmessage = (message) => {
+        if (messages.push(message) === 2) arrived();
+      };
+      transport.onerror = (error) => reported.push(error);
+      await transport.start();
+      try {
+        await transport.send([
+          { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'a' } },
+          { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, progress: 1 } },
+          { jsonrpc: '2.0', id: 'b', method: 'ping' },
+        ] as never);
+        await settledWithin(both, 2000);
+        // Anything more (the cut event, an error) would come right after.
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      } finally {
+        await transport.close();
+      }
+      const said = `${JSON.stringify(fill)}: ${JSON.stringify(messages).slice(0, 400)} ${reported.map(String)}`;
+      const error = (id: number | string) => ({
+        jsonrpc: '2.0',
+        id,
+        error: {
+          code: -32000,
+          message: `breakwater: POST ${origin}/mcp (server "tools") failed: an event of the response stream is over the ${FLOOD_LIMIT}-byte limit (maxResponseBytes)`,
+          data: { code: 'RESPONSE_TOO_LARGE', maxResponseBytes: FLOOD_LIMIT },
+        },
+      });
+      assert.deepEqual(messages, [error(1), error('b')], said);
+      assert.deepEqual(reported.map(String), [], said);
+      assert.ok(endless.produced() < FLOOD_BYTES / 2, said);
+    });
+  }
+});
+
+/**
+ * An event store that replays a stream's events in the order they were stored. (The
+ * SDK's example store sorts by id, whose time part is in ms: two events of one ms replay
+ * in random order, a priming event after the answer it primed.)
+ */
+function orderedEventStore(): EventStore {
+  const events: { id: string; stream: string; message: unknown }[] = [];
+  return {
+    async storeEvent(stream, message) {
+      const id = String(events.length);
+      events.push({ id, stream, message });
+      return id;
+    },
+    async replayEventsAfter(lastEventId, { send }) {
+      const after = events[Number(lastEventId)];
+      if (!after) throw new Error(`no event ${lastEventId}`);
+      for (const event of events.slice(Number(lastEventId) + 1)) {
+        if (event.stream === after.stream) await send(event.id, event.message as never);
+      }
+      return after.stream;
+    },
+  };
+}
+
+test('the events a cut read ends whole still arrive, before the error answers: a notification just ahead of the oversized event', async () => {
+  const LIMIT = 1024;
+  const note =
+    '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working"}}';
+  // Read at once with the fill, past the limit: the cut read holds the notification whole.
+  const endless = flood(`event: message\ndata: ${note}\n\nevent: message\ndata: {"`, 'x', {
+    'content-type': 'text/event-stream',
+  });
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      await request.text();
+      return endless.answer();
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false }), { maxResponseBytes: LIMIT });
+    const response = await fetch(`${origin}/mcp`, {
+      method: 'POST',
+      body: '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a"}}',
+      headers: { accept: 'application/json, text/event-stream' },
+    });
+    const text = await response.text();
+    // The `message` events, as an SSE parser reads them (this stream has LF line ends only).
+    const data = text
+      .split('\n\n')
+      .map((event) => event.split('\n'))
+      .filter((lines) => lines.filter((line) => line.startsWith('event: ')).pop() === 'event: message')
+      .map((lines) => JSON.parse(lines.find((line) => line.startsWith('data: '))?.slice(6) ?? ''));
+    assert.deepEqual(
+      data.map((message) => message.method ?? [message.id, message.error?.data?.code]),
+      ['notifications/message', [7, 'RESPONSE_TOO_LARGE']],
+      text.slice(0, 300),
+    );
+  });
+});
+
+test('a cut SSE answer on a resumable stream fails the call at once; the SDK then resumes past the refused event, which is neither replayed nor run again', async () => {
+  // A real stateful server with an event store: its SSE events carry ids, so the SDK
+  // resumes a POST's stream with a GET and Last-Event-ID after any error answer.
+  let runs = 0;
+  const server = new McpServer({ name: 'tools', version: '1.0.0' });
+  server.registerTool('big', { description: 'big' }, async () => {
+    runs++;
+    return { content: [{ type: 'text' as const, text: 'z'.repeat(4 * FLOOD_LIMIT) }] };
+  });
+  const transport = new WebStandardStreamableHTTPServerTransport({
+    sessionIdGenerator: () => crypto.randomUUID(),
+    eventStore: orderedEventStore(),
+    retryInterval: 10,
+  });
+  await server.connect(transport);
+  let resumed: () => void = () => {};
+  const resume = new Promise<void>((resolve) => {
+    resumed = resolve;
+  });
+  const app = {
+    fetch(request: Request): Promise<Response> {
+      if (request.headers.has('last-event-id')) resumed();
+      return transport.handleRequest(request);
+    },
+  };
+  try {
+    await withApp(app, async ({ origin }) => {
+      await withLimitedClient(origin, async (client) => {
+        const reported: unknown[] = [];
+        client.onerror = (error) => reported.push(error);
+        const started = performance.now();
+        const caught = await client
+          .callTool({ name: 'big', arguments: {} }, undefined, { timeout: 3000 })
+          .catch((e: unknown) => e);
+        assert.ok(cutAnswer(caught, FLOOD_LIMIT), String(caught).slice(0, 300));
+        assert.ok(performance.now() - started < 1000);
+        assert.notEqual(await settledWithin(resume, 1000), 'hung', 'the SDK did not resume');
+        // A replayed event would come right after the resume.
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        assert.equal(runs, 1);
+        assert.deepEqual(reported.map(String), []);
+      });
+    });
+  } finally {
+    await server.close();
+  }
+});
+
+test('a cut SSE answer to a GET (the server’s own stream), which answers no request, still fails with RESPONSE_TOO_LARGE', async () => {
+  const LIMIT = 1024;
+  const endless = flood('event: message\ndata: ', 'y', { 'content-type': 'text/event-stream' });
+  await withApp({ fetch: endless.answer }, async ({ origin }) => {
+    const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false }), { maxResponseBytes: LIMIT });
+    const response = await fetch(`${origin}/mcp`, { headers: { accept: 'text/event-stream' } });
+    const caught = await response.text().catch((e: unknown) => e);
+    assert.ok(caught instanceof BreakwaterError && caught.code === 'RESPONSE_TOO_LARGE', String(caught));
   });
 });
 

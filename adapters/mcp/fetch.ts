@@ -15,6 +15,7 @@
 
 import * as z from 'zod/mini';
 import {
+  type CutEnding,
   cappedFailure,
   DEFAULT_MAX_RESPONSE_BYTES,
   limitedBody,
@@ -47,9 +48,11 @@ export interface McpFetchOptions extends McpResendOptions, PolicyClientOptions {
    * event (or line) of an SSE answer. Default 32 MiB (`DEFAULT_MAX_RESPONSE_BYTES`):
    * room for tool results carrying base64 images and files of several MB. The SDK reads
    * a JSON answer whole and buffers each SSE event to its end, so an answer that never
-   * ends would grow the process until it dies; past the limit the body fails with a
-   * `BreakwaterError` (code `RESPONSE_TOO_LARGE`) and the connection is let go. An SSE
-   * stream of any length is never cut for its length, only for one oversized event.
+   * ends would grow the process until it dies; past the limit the connection is let go
+   * and the request fails at once: a JSON answer with a `BreakwaterError` (code
+   * `RESPONSE_TOO_LARGE`), an SSE answer to a POST with the SDK's `McpError` (code
+   * -32000, `data: { code: 'RESPONSE_TOO_LARGE', maxResponseBytes }`). An SSE stream of
+   * any length is never cut for its length, only for one oversized event.
    * Counted decoded (a gzip answer by its unzipped bytes); an uncompressed answer whose
    * Content-Length is over it fails at once, unread. `Infinity`: no limit.
    */
@@ -113,6 +116,46 @@ function idsOf(sent: unknown): string[] {
   return ids;
 }
 
+/**
+ * The JSON-RPC error code of a request whose SSE answer was cut: -32000, the first of
+ * JSON-RPC 2.0's implementation-defined errors, the code the MCP SDK itself gives a
+ * request whose connection closed before its answer (`ErrorCode.ConnectionClosed`).
+ */
+const CUT_ANSWER_CODE = -32000;
+
+/**
+ * The SSE events that end an answer stream cut past the limit: a JSON-RPC error for each
+ * request (not notification) of the POST it answers, in `message` events. A broken
+ * stream fails no request in the MCP SDK: its transport only calls `onerror` (and, had
+ * the server sent event ids, would resume the stream with a GET), and the request waits
+ * for its own timeout, 60 s by default. An error answer fails it at once, as a server's
+ * own would, with `McpError`; the stream then ends cleanly. No events (a GET, a body that
+ * is not JSON-RPC, notifications only): the stream fails with the limit's error.
+ */
+function answersCut(maxBytes: number): CutEnding {
+  return (error, call) => {
+    let events = '';
+    try {
+      // A GET has no body, and a body that is not JSON (not a string, even) answers no request.
+      const sent: unknown = JSON.parse(call.body as string);
+      for (const message of Array.isArray(sent) ? sent : [sent]) {
+        const id = own(message, 'id');
+        if (typeof own(message, 'method') !== 'string' || (typeof id !== 'string' && typeof id !== 'number'))
+          continue;
+        // JSON has no raw line end: the message cannot end the event early.
+        const data = { code: error.code, maxResponseBytes: maxBytes };
+        const answer = {
+          jsonrpc: '2.0',
+          id,
+          error: { code: CUT_ANSWER_CODE, message: `breakwater: ${error.message}`, data },
+        };
+        events += `event: message\ndata: ${JSON.stringify(answer)}\n\n`;
+      }
+    } catch {}
+    return events;
+  };
+}
+
 /** When the server said the caller may try again: the response's arrival plus its delay. */
 function waitUntil(said: StatusSnapshot): number {
   return said.at + (said.retryAfterMs ?? 0);
@@ -152,9 +195,11 @@ function sdkStatus(error: unknown): number | undefined {
  * - A failure response reaches the SDK with at most 64 KiB of its body, ended at the
  *   policy's `capture.bodyWaitMs` (default 1 s) if it stalls: the SDK reads it whole
  *   into its error message, and an endless or stalled one would never let go.
- * - Any other answer's body (or an SSE answer's single event) fails past
- *   `maxResponseBytes` (default 32 MiB) with a `BreakwaterError`, code
- *   `RESPONSE_TOO_LARGE`: the SDK reads it whole, so an endless one would exhaust memory.
+ * - Any other answer's body (or an SSE answer's single event) is cut past
+ *   `maxResponseBytes` (default 32 MiB): the SDK reads it whole, so an endless one would
+ *   exhaust memory. The request fails at once, a JSON answer's with a `BreakwaterError`
+ *   (code `RESPONSE_TOO_LARGE`), an SSE answer's with an `McpError` whose `data.code` says
+ *   `RESPONSE_TOO_LARGE` (see {@link answersCut}).
  *
  * Clients built from one policy share its breaker, pacing and retry budget.
  *
@@ -180,6 +225,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   const maxBytes = maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   const resend = mcpResend({ tools, hints, maxBodyChars });
   const waitMs = policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
+  const ending = answersCut(maxBytes);
   /** The latest failure responses handed to the SDK, oldest first. */
   const failures: Failure[] = [];
 
@@ -202,7 +248,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       if (failures.push({ said, ids }) > MAX_FAILURES) failures.shift();
       return cappedFailure(response, waitMs);
     }
-    return limitedBody(response, maxBytes, call);
+    return limitedBody(response, maxBytes, call, ending);
   }
 
   const fetch = policy.fetch(base, {
