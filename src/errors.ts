@@ -31,8 +31,9 @@ export function requestSummary(key: string, method: string, url: string | URL): 
   return { key, method: method.toUpperCase(), url: redactUrl(url) };
 }
 
-function describe(info: RequestSummary | undefined): string {
-  return info ? `${info.method} ${info.url} (server "${info.key}")` : 'request';
+/** How a message names the request of `options`: method, redacted URL and server, or just "request". */
+function describe({ request }: BreakwaterErrorOptions): string {
+  return request ? `${request.method} ${request.url} (server "${request.key}")` : 'request';
 }
 
 /** Options every breakwater error takes. */
@@ -123,14 +124,16 @@ export class HttpStatusError extends BreakwaterError {
   declare readonly headers: Readonly<Record<string, string>>;
 
   constructor(init: HttpStatusErrorInit) {
-    const status = statusLine(init.status, init.statusText);
     // Servers quote the request URL back ("invalid URL https://..."): what they said
     // is redacted like everything else shown.
     const message = init.serverMessage && redactText(init.serverMessage);
-    const said = message ? `: ${message}` : '';
-    const wait =
-      init.retryAfterMs === undefined ? '' : `; server asked to retry after ${init.retryAfterMs} ms`;
-    super(`${describe(init.request)} failed with ${status}${said}${wait}`, 'HTTP_STATUS', init);
+    super(
+      `${describe(init)} failed with ${statusLine(init.status, init.statusText)}${message ? `: ${message}` : ''}${
+        init.retryAfterMs === undefined ? '' : `; server asked to retry after ${init.retryAfterMs} ms`
+      }`,
+      'HTTP_STATUS',
+      init,
+    );
     this.status = init.status;
     this.statusText = init.statusText ?? '';
     this.retryable = init.retryable ?? false;
@@ -168,9 +171,8 @@ export class NetworkError extends BreakwaterError {
   declare readonly sent: SentState;
 
   constructor(init: NetworkErrorInit) {
-    const sent = init.sent === 'no' ? 'not sent' : 'may have reached the server';
     super(
-      `${describe(init.request)} failed: network error ${init.code} during ${init.phase} (${sent})`,
+      `${describe(init)} failed: network error ${init.code} during ${init.phase} (${init.sent === 'no' ? 'not sent' : 'may have reached the server'})`,
       init.code,
       init,
     );
@@ -188,11 +190,7 @@ export class TimeoutError extends BreakwaterError {
   declare readonly ms: number;
 
   constructor(init: BreakwaterErrorOptions & { scope: TimeoutScope; ms: number }) {
-    super(
-      `${describe(init.request)} timed out: ${init.scope} deadline of ${init.ms} ms passed`,
-      'TIMEOUT',
-      init,
-    );
+    super(`${describe(init)} timed out: ${init.scope} deadline of ${init.ms} ms passed`, 'TIMEOUT', init);
     this.scope = init.scope;
     this.ms = init.ms;
   }
@@ -226,8 +224,11 @@ export class GateClosedError extends BreakwaterError {
   declare readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; now?: number }) {
-    const last = init.cause instanceof Error ? ` after: ${redactText(init.cause.message)}` : '';
-    super(`start gate "${init.key}" is closed${last}${until(init.retryAt, init.now)}`, 'GATE_CLOSED', init);
+    super(
+      `start gate "${init.key}" is closed${init.cause instanceof Error ? ` after: ${redactText(init.cause.message)}` : ''}${until(init.retryAt, init.now)}`,
+      'GATE_CLOSED',
+      init,
+    );
     this.key = init.key;
     this.retryAt = init.retryAt;
   }
@@ -240,7 +241,7 @@ export class RetryAfterTooLongError extends BreakwaterError {
 
   constructor(init: BreakwaterErrorOptions & { retryAfterMs: number; limitMs: number; now?: number }) {
     super(
-      `${describe(init.request)}: server asked to wait ${init.retryAfterMs} ms, longer than the ${init.limitMs} ms allowed; not waiting`,
+      `${describe(init)}: server asked to wait ${init.retryAfterMs} ms, longer than the ${init.limitMs} ms allowed; not waiting`,
       'RETRY_AFTER_TOO_LONG',
       init,
     );
