@@ -201,10 +201,10 @@ export function retryDelay(headers: HeadersLike, now: number = Date.now()): numb
   return (
     clampDelay(readDelayNumber(DECIMAL, readRawHeader(headers, 'retry-after-ms'))) ??
     fromRetryAfter(headers, now) ??
-    fromExhausted(headers, now, rateLimitFieldQuotas) ??
-    fromLegacyReset(headers, now) ??
-    fromExhausted(headers, now, openaiQuotas) ??
-    fromExhausted(headers, now, anthropicQuotas)
+    fromQuotas(headers, now, rateLimitFieldQuotas) ??
+    fromQuotas(headers, now, legacyQuotas) ??
+    fromQuotas(headers, now, openaiQuotas) ??
+    fromQuotas(headers, now, anthropicQuotas)
   );
 }
 
@@ -339,6 +339,28 @@ function fromRetryAfter(headers: HeadersLike, now: number): number | undefined {
 }
 
 /**
+ * The wait a family of quotas asks for. GitHub and the early ratelimit-headers drafts
+ * send the legacy reset on every response, not only when throttled: a 502 from an API
+ * with 4,999 requests left must not wait out the hour, so there a `-Remaining` that
+ * says quota is left vetoes the reset, and the first usable reset wins. In the other
+ * families a quota with units left asks for no wait, and the longest reset of those at
+ * 0 wins. NaN (none yet) gives way to any reset, so a NaN reset never replaces one found.
+ */
+function fromQuotas(headers: HeadersLike, now: number, read: QuotaReader): number | undefined {
+  const legacy = read === legacyQuotas;
+  let longest = NaN;
+  for (const [remaining, resetMs] of read(headers, now)) {
+    if (
+      (legacy ? !(remaining > 0) : remaining === 0) &&
+      (Number.isNaN(longest) || (!legacy && resetMs > longest))
+    ) {
+      longest = resetMs;
+    }
+  }
+  return clampDelay(longest);
+}
+
+/**
  * A `retry-after-ms`, `Retry-After` or `RateLimit-Reset` number (`pattern`: DECIMAL or DIGITS) from the raw
  * header value, or NaN. A value over {@link MAX_HEADER_CHARS} that is all digits as far as
  * we look is a delay too long to read, not an absent one: read as absent, a buggy or hostile
@@ -366,30 +388,6 @@ function readDelayNumber(pattern: RegExp, value: string | undefined): number {
   if (value === undefined || value.length <= MAX_HEADER_CHARS)
     return parseNumber(pattern, boundedHeader(value));
   return OVERLONG_DIGITS.test(value.slice(0, MAX_HEADER_CHARS)) ? Infinity : NaN;
-}
-
-/** The longest reset among the family's quotas whose remaining count is exactly 0. */
-function fromExhausted(headers: HeadersLike, now: number, read: QuotaReader): number | undefined {
-  let longest = NaN;
-  for (const [remaining, resetMs] of read(headers, now)) {
-    // A quota with units left asks for no wait. The larger reset wins; NaN (none yet)
-    // gives way to any, so a NaN reset never poisons one already found.
-    if (remaining === 0 && (resetMs > longest || Number.isNaN(longest))) longest = resetMs;
-  }
-  return clampDelay(longest);
-}
-
-/**
- * GitHub and the early ratelimit-headers drafts send the reset on every response,
- * not only when throttled: a 502 from an API with 4,999 requests left must not
- * wait out the hour, so a `-Remaining` that says quota is left vetoes the reset.
- * The first header of the family with a usable reset wins.
- */
-function fromLegacyReset(headers: HeadersLike, now: number): number | undefined {
-  for (const [remaining, resetMs] of legacyQuotas(headers, now)) {
-    if (!Number.isNaN(resetMs) && !(remaining > 0)) return clampDelay(resetMs);
-  }
-  return undefined;
 }
 
 /**
@@ -427,7 +425,7 @@ const [legacyQuotas, openaiQuotas, anthropicQuotas] = [LEGACY_QUOTAS, ...PROVIDE
   QuotaReader,
 ];
 
-/** Every family that pairs a remaining count with its reset, for {@link quotaLeft}. */
+/** Every family that pairs a remaining count with its reset, for {@link quotaLeft}, in {@link retryDelay}'s order. */
 const QUOTA_FAMILIES: readonly QuotaReader[] = [
   rateLimitFieldQuotas,
   legacyQuotas,
@@ -472,30 +470,28 @@ function boundedHeader(value: string | undefined): string | undefined {
 
 /** The lookup behind {@link readHeader}: the value as held (any length, untrimmed), or `undefined`. */
 function readRawHeader(headers: HeadersLike, name: string): string | undefined {
-  let value: string | undefined;
   try {
-    if (typeof Headers === 'function' && headers instanceof Headers) {
-      value = headers.get(name) ?? undefined;
-    } else if (headers != null) {
+    if (typeof Headers === 'function' && headers instanceof Headers) return headers.get(name) ?? undefined;
+    if (headers != null) {
       // JS callers may pass anything (other non-objects have no matching entries). A plain object is read as its [name, value]
       // entries; only there may a value be an array (one string per field line).
       const lines: string[] = [];
       const isRecord = typeof (headers as Partial<Iterable<unknown>>)[Symbol.iterator] !== 'function';
       for (const pair of isRecord ? Object.entries(headers) : (headers as Iterable<unknown>)) {
-        if (!Array.isArray(pair)) continue;
-        const [key, item] = pair as unknown[];
-        if (typeof key !== 'string' || key.length !== name.length || key.toLowerCase() !== name) continue;
-        for (const line of isRecord && Array.isArray(item) ? item : [item]) {
-          if (typeof line === 'string') lines.push(line);
+        const [key, item] = Array.isArray(pair) ? (pair as unknown[]) : [];
+        if (typeof key === 'string' && key.length === name.length && key.toLowerCase() === name) {
+          for (const line of isRecord && Array.isArray(item) ? item : [item]) {
+            if (typeof line === 'string') lines.push(line);
+          }
         }
       }
-      if (lines.length > 0) value = lines.join(', ');
+      if (lines.length > 0) return lines.join(', ');
     }
   } catch {
     // A getter, proxy trap or iterator that throws, or a Headers whose get does (Node's
     // and Bun's on a Proxy): garbage, so the header reads as absent.
   }
-  return value;
+  return undefined;
 }
 
 // ---------------------------------------------------------------------------
@@ -602,7 +598,17 @@ export function parseRfc3339(value: string, now: number): number {
  * minute. Waiting at most one second less than asked is the lesser evil.
  */
 function dateMs([Y = '', m = '', d, H, M, S]: Array<string | undefined>, now: number): number {
-  const year = Y.length === 2 ? expandTwoDigitYear(Number(Y), now) : Number(Y);
+  let year = Number(Y);
+  if (Y.length === 2) {
+    // RFC 9110 §5.6.7: a two-digit year "that appears to be more than 50 years in the
+    // future" is "the most recent year in the past that had the same last two
+    // digits". So the year is the one ending in these digits within (now - 50,
+    // now + 50] years, compared by calendar year in UTC.
+    const current = new Date(now).getUTCFullYear(); // NaN for a non-finite `now`: the date is rejected below
+    year += current - (current % 100);
+    if (year > current + TWO_DIGIT_YEAR_FUTURE_WINDOW) year -= 100;
+    else if (year <= current - TWO_DIGIT_YEAR_FUTURE_WINDOW) year += 100;
+  }
   const month = m.length === 3 ? MONTHS.indexOf(m) / 4 : Number(m) - 1; // a name in HTTP-dates, digits in RFC 3339
   const [day, hour, minute, second] = [d, H, M, S].map(Number) as [number, number, number, number];
   const date = new Date(0);
@@ -610,20 +616,9 @@ function dateMs([Y = '', m = '', d, H, M, S]: Array<string | undefined>, now: nu
   if (date.getUTCMonth() !== month || date.getUTCDate() !== day || hour > 23 || minute > 59 || second > 60) {
     return NaN;
   }
-  return date.getTime() + ((hour * 60 + minute) * 60 + Math.min(second, 59)) * 1000;
-}
-
-/**
- * RFC 9110 §5.6.7: a two-digit year "that appears to be more than 50 years in the
- * future" is "the most recent year in the past that had the same last two
- * digits". So the year is the one ending in `yy` within (now - 50, now + 50]
- * years, compared by calendar year in UTC.
- */
-function expandTwoDigitYear(yy: number, now: number): number {
-  const current = new Date(now).getUTCFullYear(); // NaN for a non-finite `now`: dateMs rejects it
-  const year = current - (current % 100) + yy;
-  if (year > current + TWO_DIGIT_YEAR_FUTURE_WINDOW) return year - 100;
-  return year <= current - TWO_DIGIT_YEAR_FUTURE_WINDOW ? year + 100 : year;
+  // The time of day, within the ranges checked: setUTCHours adds it exactly (4-digit
+  // years are far from Date's limits) and returns the instant.
+  return date.setUTCHours(hour, minute, Math.min(second, 59));
 }
 
 // ---------------------------------------------------------------------------
@@ -702,11 +697,8 @@ function sfMembers<T extends RateLimitStatus | RateLimitPolicy>(
     if (m === null || name === undefined) continue;
     const params = new Map<string, RegExpExecArray>();
     let at = m[0].length;
-    for (;;) {
-      const param = matchAt(SF_PARAMETER, item, at);
-      if (param === null) break;
+    for (let param; (param = matchAt(SF_PARAMETER, item, at)); at += param[0].length) {
       params.set(param[1] ?? '', param);
-      at += param[0].length;
     }
     if (matchAt(SF_MEMBER_END, item, at) === null) continue;
     const member: Record<string, unknown> = {
