@@ -37,22 +37,6 @@ const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS
 type HeaderSource = Headers | Iterable<[string, string]> | Record<string, string> | undefined;
 
 /**
- * Reads one header (`name` in lower case) from any `HeadersInit` form without
- * building a `Headers`: repeated names are joined with ", " as `Headers` would. Any
- * iterable of pairs counts, as fetch reads it: a `Map`, another library's `Headers`.
- */
-function readHeader(source: HeaderSource, name: string): string | null {
-  if (source instanceof Headers) return source.get(name);
-  const found: string[] = [];
-  for (const [key, value] of source != null && Symbol.iterator in source
-    ? (source as Iterable<[string, string]>)
-    : Object.entries(source ?? {})) {
-    if (String(key).toLowerCase() === name) found.push(String(value));
-  }
-  return found.length > 0 ? found.join(', ') : null;
-}
-
-/**
  * The scheme and authority of an `http:` / `https:` URL, matched only where the URL
  * parser keeps them as written (lower-cased), so they are its origin:
  * - no userinfo (`@`), escapes (`%`), backslashes (read as `/`), spaces or control
@@ -76,23 +60,6 @@ function readHeader(source: HeaderSource, name: string): string | null {
  */
 const CANONICAL_ORIGIN =
   /https?:\/\/(?:(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)|(?:[!"$&-.\d;->\]-~]*\.)?[;->\]-~][!"$&-\-\d;->\]-~]*)(?::[1-9]\d*)?(?=[/?#]|$)/iy;
-
-/**
- * The origin of an absolute URL string, read by one pattern rather than `new URL()`:
- * the key is needed on every call, a full parse is not. Only spellings that are
- * already their origin match ({@link CANONICAL_ORIGIN}); for anything else this
- * returns undefined and the caller asks the URL parser, so the key is always
- * `new URL(href).origin` and one server never gets two keys (two breakers, two retry
- * budgets). Other schemes are left to the parser too (their origin is opaque).
- */
-function originOf(href: string): string | undefined {
-  CANONICAL_ORIGIN.lastIndex = 0;
-  if (!CANONICAL_ORIGIN.test(href)) return undefined;
-  const origin = href.slice(0, CANONICAL_ORIGIN.lastIndex).toLowerCase();
-  // Default ports are not part of an origin.
-  const port = origin[4] === 's' ? ':443' : ':80';
-  return origin.endsWith(port) ? origin.slice(0, -port.length) : origin;
-}
 
 /** The default key of a call whose URL does not parse (it reaches no server). */
 const UNPARSEABLE_KEY = '(unparseable URL)';
@@ -197,7 +164,24 @@ export class Call {
   get key(): string {
     const option = this.#key;
     if (typeof option === 'string') return option;
-    const key = option ? this.#keyOf(option) : (originOf(this.href) ?? this.#keyOf((url) => url.origin));
+    let key: string;
+    if (option) key = this.#keyOf(option);
+    else {
+      // The origin, read by one pattern rather than `new URL()`: the key is needed on
+      // every call, a full parse is not. Only spellings that are already their origin
+      // match (CANONICAL_ORIGIN); for anything else the URL parser is asked, so the key
+      // is always `new URL(href).origin` and one server never gets two keys (two
+      // breakers, two retry budgets). Other schemes are left to the parser too (their
+      // origin is opaque).
+      const href = this.href;
+      CANONICAL_ORIGIN.lastIndex = 0;
+      if (CANONICAL_ORIGIN.test(href)) {
+        key = href.slice(0, CANONICAL_ORIGIN.lastIndex).toLowerCase();
+        // Default ports are not part of an origin.
+        const port = key[4] === 's' ? ':443' : ':80';
+        if (key.endsWith(port)) key = key.slice(0, -port.length);
+      } else key = this.#keyOf((url) => url.origin);
+    }
     // Checked here, where it is made: kept as is, a number would fail later as "option
     // is not a function", and an object would name every server alike.
     if (!key || typeof key !== 'string')
@@ -247,7 +231,19 @@ export class Call {
   /** One request header (case-insensitive), without building a `Headers` object. */
   header(name: string): string | null {
     // fetch(request, { headers }) replaces the request's headers entirely.
-    return readHeader(this.#field('headers') as HeaderSource, name.toLowerCase());
+    const source = this.#field('headers') as HeaderSource;
+    const lower = name.toLowerCase();
+    if (source instanceof Headers) return source.get(lower);
+    // Any other `HeadersInit` form is read as it is, without building a `Headers`:
+    // repeated names are joined with ", " as `Headers` would. Any iterable of pairs
+    // counts, as fetch reads it: a `Map`, another library's `Headers`.
+    const found: string[] = [];
+    for (const [key, value] of source != null && Symbol.iterator in source
+      ? (source as Iterable<[string, string]>)
+      : Object.entries(source ?? {})) {
+      if (String(key).toLowerCase() === lower) found.push(String(value));
+    }
+    return found.length > 0 ? found.join(', ') : null;
   }
 
   /**
