@@ -189,20 +189,6 @@ const FETCH_FAILURE =
 const WORKERD_LOST = /^network connection lost/;
 
 /**
- * A (lower-case) message without its URLs. Deno puts the request URL into the
- * message, and a URL is the caller's (or, after a redirect, the server's) text: a path
- * such as `/certificates/connection-refused` must not pass for a TLS or connect
- * failure, which would wrongly say the request was not sent. URLs in fetch errors are
- * serialised, so they hold no whitespace; a split keeps this linear.
- */
-function messageOf(message: string): string {
-  return message
-    .split(/\s+/)
-    .filter((word) => !word.includes('://'))
-    .join(' ');
-}
-
-/**
  * Causes (lower case) with which `fetch` refuses a request itself, by the Fetch
  * standard's rules, without a network failure: a blocked port, an unsupported scheme,
  * a redirect loop. They arrive as `fetch failed` (undici) or `Fetch failed: ...`
@@ -293,7 +279,7 @@ export function normalizeNetworkError(
   // A user abort or a signal timeout anywhere: the caller's business, never a network
   // failure. (An empty chain, a value that is not an object, is no network failure.)
   const byCode: Verdict[] = [];
-  // The messages without their URLs (see messageOf), and whether any error is one of
+  // The messages without their URLs (see below), and whether any error is one of
   // those `fetch` throws for network failures (see FETCH_FAILURE and WORKERD_LOST).
   const messages: string[] = [];
   let fetchFailure = false;
@@ -305,7 +291,15 @@ export function normalizeNetworkError(
     fetchFailure ||=
       (name === 'TypeError' && FETCH_FAILURE.test(message)) ||
       (name === 'Error' && WORKERD_LOST.test(message));
-    const withoutUrls = messageOf(message);
+    // The message without its URLs. Deno puts the request URL into the message, and a
+    // URL is the caller's (or, after a redirect, the server's) text: a path such as
+    // `/certificates/connection-refused` must not pass for a TLS or connect failure,
+    // which would wrongly say the request was not sent. URLs in fetch errors are
+    // serialised, so they hold no whitespace; a split keeps this linear.
+    const withoutUrls = message
+      .split(/\s+/)
+      .filter((word) => !word.includes('://'))
+      .join(' ');
     messages.push(withoutUrls);
     // The verdict from the error's `code` / `name` / `syscall`, if they name the failure.
     const syscall = readString(link, 'syscall');
