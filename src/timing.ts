@@ -385,9 +385,10 @@ function fromQuotas(headers: HeadersLike, now: number, read: QuotaReader): numbe
  * Go durations and Anthropic's RFC 3339 resets are never bare digits.
  */
 function readDelayNumber(pattern: RegExp, value: string | undefined): number {
-  if (value === undefined || value.length <= MAX_HEADER_CHARS)
-    return parseNumber(pattern, boundedHeader(value));
-  return OVERLONG_DIGITS.test(value.slice(0, MAX_HEADER_CHARS)) ? Infinity : NaN;
+  if (value !== undefined && value.length > MAX_HEADER_CHARS) {
+    return OVERLONG_DIGITS.test(value.slice(0, MAX_HEADER_CHARS)) ? Infinity : NaN;
+  }
+  return parseNumber(pattern, boundedHeader(value));
 }
 
 /**
@@ -401,7 +402,7 @@ type QuotaReader = (
 
 /** `RateLimit` (draft-ietf-httpapi-ratelimit-headers): `r` and `t` seconds per policy. */
 const rateLimitFieldQuotas: QuotaReader = (headers) =>
-  rateLimitStatuses(headers).map(({ remaining, resetSeconds = NaN }) => [remaining, resetSeconds * 1000]);
+  rateLimitStatuses(headers).map((status) => [status.remaining, (status.resetSeconds ?? NaN) * 1000]);
 
 /** A family's `[remaining, resetMs]` per quota. */
 const quotasOf =
@@ -563,7 +564,7 @@ const MONTHS = 'Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec';
  * IMF in a year) matches the pattern but is rejected where it is read.
  */
 const HTTP_DATE =
-  /^(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d\d) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4})|(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (\d\d)-(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)-(\d\d)|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ( \d|\d\d)) (\d\d):(\d\d):(\d\d) (?:GMT|(\d{4}))$/;
+  /^(?:(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d\d) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4})|(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day, (\d\d)-(Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)-(\d\d)|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) ([ \d]\d)) (\d\d):(\d\d):(\d\d) (?:GMT|(\d{4}))$/;
 
 // RFC 3339 §5.6 date-time (`T`/`Z` case-insensitive per its §5.6 note): year 1,
 // month 2, day 3, time 4-6, fraction 7, offset sign 8, hours 9, minutes 10. The one
@@ -646,11 +647,11 @@ const SF_BARE_ITEM =
 /** The member's leading OWS (group 1, so the groups match SF_PARAMETER's) and its bare item. */
 const SF_ITEM = new RegExp(`([ \\t]*)(?:${SF_BARE_ITEM.source})`, 'y');
 
-/** §4.2.3.2 `";" *SP key [ "=" bare-item ]` (a bare key means Boolean true); §4.2.3.3 key in group 1. */
-const SF_PARAMETER = new RegExp(`; *([a-z*][a-z\\d_.*-]*)(?:=(?:${SF_BARE_ITEM.source}))?`, 'y');
-
-/** Trailing OWS up to the end of the member. */
-const SF_MEMBER_END = /[ \t]*$/y;
+/**
+ * §4.2.3.2 `";" *SP key [ "=" bare-item ]` (a bare key means Boolean true), §4.2.3.3 key
+ * in group 1; or, with no key, the trailing OWS up to the end of the member.
+ */
+const SF_PARAMETER = new RegExp(`; *([a-z*][a-z\\d_.*-]*)(?:=(?:${SF_BARE_ITEM.source}))?|[ \\t]*$`, 'y');
 
 /**
  * One list member: text up to the next comma outside a quoted string (an
@@ -671,7 +672,7 @@ function sfInteger(item: RegExpExecArray | undefined): number | undefined {
 }
 
 /** A member's parameters by key. */
-type SfParams = ReadonlyMap<string, RegExpExecArray>;
+type SfParams = Partial<Record<string, RegExpExecArray>>;
 
 /**
  * The valid members of one field: named, with a non-negative Integer in the
@@ -695,16 +696,17 @@ function sfMembers<T extends RateLimitStatus | RateLimitPolicy>(
     const m = matchAt(SF_ITEM, item, 0);
     const name = sfText(m);
     if (m === null || name === undefined) continue;
-    const params = new Map<string, RegExpExecArray>();
-    let at = m[0].length;
-    for (let param; (param = matchAt(SF_PARAMETER, item, at)); at += param[0].length) {
-      params.set(param[1] ?? '', param);
+    const params: Partial<Record<string, RegExpExecArray>> = {};
+    // Parameters up to the member's end (the match without a key), or one that fails.
+    let param: RegExpExecArray | null;
+    for (let at = m[0].length; (param = matchAt(SF_PARAMETER, item, at))?.[1]; at += param[0].length) {
+      params[param[1]] = param;
     }
-    if (matchAt(SF_MEMBER_END, item, at) === null) continue;
+    if (param === null) continue;
     const member: Record<string, unknown> = {
       policy: name,
       ...build(params),
-      partitionKey: params.get('pk')?.[SF_BYTES],
+      partitionKey: params.pk?.[SF_BYTES],
     };
     for (const key in member) if (member[key] === undefined) delete member[key];
     if (required in member) members.push(member as T);
@@ -718,15 +720,15 @@ function rateLimitStatuses(headers: HeadersLike): RateLimitStatus[] {
 
 function toStatus(params: SfParams): Partial<RateLimitStatus> {
   return {
-    remaining: sfInteger(params.get('r')),
-    resetSeconds: sfInteger(params.get('t')),
+    remaining: sfInteger(params.r),
+    resetSeconds: sfInteger(params.t),
   } as Partial<RateLimitStatus>;
 }
 
 function toPolicy(params: SfParams): Partial<RateLimitPolicy> {
   return {
-    quota: sfInteger(params.get('q')),
-    quotaUnit: sfText(params.get('qu')),
-    windowSeconds: sfInteger(params.get('w')),
+    quota: sfInteger(params.q),
+    quotaUnit: sfText(params.qu),
+    windowSeconds: sfInteger(params.w),
   } as Partial<RateLimitPolicy>;
 }
