@@ -61,7 +61,7 @@ export function safeHeaders(headers: Headers | undefined): Record<string, string
  * A URL fit to print: no userinfo, no fragment, and every query parameter kept by
  * name with its value replaced (`?api_key=[redacted]`), so a person can still see
  * which parameters were sent; a URL in its path is redacted too, and a name holding
- * `:`, `/` or `@` is shown as `[redacted]`. Unparseable input yields a placeholder,
+ * `:`, `/`, `@`, `\` or `%` is shown as `[redacted]`. Unparseable input yields a placeholder,
  * never the input.
  */
 export function redactUrl(url: string | URL): string {
@@ -80,9 +80,11 @@ export function redactUrl(url: string | URL): string {
   const base = `${parsed.protocol}//${redactText(parsed.host + parsed.pathname, false)}`;
   if (parsed.search === '') return base;
   // A "name" holding a URL (`?https://u:pw@h/`, a redirect target with no `=`) would show
-  // its userinfo: parameter names hold no `:`, `/` or `@`.
+  // its userinfo: parameter names hold no `:`, `/` or `@`, nor `\` or `%` (one escaped in
+  // JSON in JSON, `\\u003A`, or percent-encoded twice, `%253A`, is read once).
   const names = [...parsed.searchParams.keys()].map(
-    (name) => `${name === REDACTED || /[:/@]/.test(name) ? REDACTED : encodeURIComponent(name)}=${REDACTED}`,
+    (name) =>
+      `${name === REDACTED || /[:/@\\%]/.test(name) ? REDACTED : encodeURIComponent(name)}=${REDACTED}`,
   );
   return `${base}?${names.join('&')}`;
 }
@@ -93,18 +95,72 @@ const SCHEME_CHAR = /^[a-z\d+.-]$/i;
 /**
  * `://`, also as a JSON body may write it: `:\/\/` (PHP's `json_encode`, HTML-safe
  * encoders), `:\\\/\\\/` or `:\\/\\/` (JSON quoted in JSON, its `\/` escaped again) or
- * `:\u002F\u002F`, its `:` also as `\u003A` (encoders that escape every non-alphanumeric
- * character); or percent-encoded, `%3A%2F%2F` in any case (a `redirect_uri` or callback
- * a server quotes back), redacted by {@link redactEncoded}. Linear search: a run of
+ * `:\u002F\u002F` (also `:\\u002F\\u002F`, in JSON in JSON), its `:` also as `\u003A`
+ * (encoders that escape every non-alphanumeric character; the backslashes before a
+ * `\\u003A` are not part of the scheme); or percent-encoded, `%3A%2F%2F` in any case (a
+ * `redirect_uri` or callback a server quotes back) or `%3A//` (Python's `quote()` leaves
+ * `/`), up to four times (`%253A%252F%252F`: `%` is `%25`; a callback in a redirect in a
+ * redirect), redacted by {@link redactEncoded}. Deeper is not seen in practice, and a
+ * bounded depth keeps the patterns built per depth short: a long literal in a pattern
+ * makes a search of a periodic text (`%252525...`) quadratic. Linear search: a run of
  * backslashes is read only after a `:` or `\u003A`.
  */
-export const SCHEME_SEPARATOR: RegExp = /(?::|\\u003[Aa])(?:\\*\/|\\u002[Ff]){2}|%3[Aa]%2[Ff]%2[Ff]/g;
+export const SCHEME_SEPARATOR: RegExp =
+  /(?::|\\u003[Aa])(?:\\*\/|\\+u002[Ff]){2}|%(?:25){0,3}3[Aa](?:%(?:25){0,3}2[Ff]|\/){2}/g;
 
 /**
  * What a percent-encoded URL is made of: what `encodeURIComponent` leaves as it is, `%`,
  * and `+` (a space in a form); any other character ends it.
  */
 const ENCODED_RUN = /[\w.!~*'()%+-]*/y;
+
+/**
+ * What a percent-encoded URL whose `//` was left as it is (Python's `quote()`) is made of:
+ * also the rest of a URL's delimiters, which such an encoder may leave as they are too
+ * (`quote(url, safe='/?=&')`).
+ */
+const QUOTED_RUN = /[\w.!~*'()%+/?#=&:@-]*/y;
+
+/** What {@link delimiters} returns. */
+type Delimiters = [
+  authorityEnd: RegExp,
+  fragment: RegExp,
+  query: RegExp,
+  equals: RegExp,
+  userinfo: RegExp,
+  ampersand: RegExp,
+  encodedEnd: RegExp,
+  quotedEnd: RegExp,
+];
+
+/** {@link delimiters} by escape prefix: at most four ({@link SCHEME_SEPARATOR}). */
+const DELIMITERS = new Map<string, Delimiters>();
+
+/**
+ * The patterns that find an encoded URL's delimiters, each percent-encoded at the depth
+ * `percent` (`%`, `%25`, ...) or left as it is: the end of its authority, its fragment,
+ * its query and a parameter's `=` (each matching the end of the text when it has none),
+ * its userinfo, and what splits its parameters; then what ends its authority and path in
+ * text, encoded and `quote()`d. Built once per depth: a pattern costs microseconds to build.
+ */
+function delimiters(percent: string): Delimiters {
+  let found = DELIMITERS.get(percent);
+  if (!found) {
+    const first = (hex: string, raw: string) => new RegExp(`${percent}(?:${hex})|[${raw}]|$`, 'i');
+    found = [
+      first('2[3F]|3F', '/?#'),
+      first('23', '#'),
+      first('3F', '?'),
+      first('3D', '='),
+      new RegExp(`^.*(?:${percent}40|@)`),
+      new RegExp(`(${percent}26|&)`),
+      first('23|3F', "^\\w.!~*'()%+-"),
+      first('23|3F', "^\\w.!~*'()%+/=&:@-"),
+    ];
+    DELIMITERS.set(percent, found);
+  }
+  return found;
+}
 
 /**
  * The percent-encoded URL `run` (after its `%3A%2F%2F`) without its secrets, still
@@ -114,33 +170,39 @@ const ENCODED_RUN = /[\w.!~*'()%+-]*/y;
  * a parse would read the URLs encoded once more in its path, level after level (n^1.5).
  * An empty value stays empty: so does the `%3D` before a `[redacted]` shown, which ends
  * the run when it is redacted again.
+ *
+ * `percent` is what its escapes start with: `%`, or `%25` in a URL encoded twice
+ * (`%252F`), and so on. A delimiter counts only at that depth: one encoded once more is
+ * part of a name, a password or a path (`p%252Fss` in `%3A%2F%2Fu%3Ap%252Fss%40h`, a
+ * password holding a `/`). One left as it is counts too (`%3A//`, Python's `quote()`).
  */
-function redactEncoded(run: string): string {
+function redactEncoded(run: string, percent: string): string {
+  const [authority, fragment, query, equals, userinfo, ampersand] = delimiters(percent);
   // The authority ends at the first `/`, `?` or `#`; the host starts after its last `@`.
-  const authorityEnd = run.search(/%(?:2[3Ff]|3[Ff])|$/);
-  const at = run.lastIndexOf('%40', authorityEnd - 3);
-  const hash = run.indexOf('%23', authorityEnd);
-  const rest = run.slice(authorityEnd, hash < 0 ? run.length : hash);
-  const query = rest.search(/%3F/i) + 3;
+  const authorityEnd = run.search(authority);
+  const rest = run.slice(authorityEnd);
+  const path = rest.slice(0, rest.search(fragment));
+  const question = query.exec(path) as RegExpExecArray;
+  const queryStart = question.index + question[0].length;
   return (
-    run.slice(at < 0 ? 0 : at + 3, authorityEnd) +
-    (query < 3
-      ? rest
-      : rest.slice(0, query) +
-        rest
-          .slice(query)
-          .split('%26')
-          .map((part) => {
-            const equals = part.search(/%3D/i) + 3;
-            if (equals < 3) return part && REDACTED;
-            const name = part.slice(0, equals - 3);
-            return (
-              (/^[\w.~-]*$/.test(name) ? name : REDACTED) +
-              part.slice(equals - 3, equals) +
-              (part.length > equals ? REDACTED : '')
-            );
-          })
-          .join('%26'))
+    run.slice(0, authorityEnd).replace(userinfo, '') +
+    path.slice(0, queryStart) +
+    path
+      .slice(queryStart)
+      .split(ampersand)
+      .map((part, i) => {
+        // Odd indexes are the `%26` split on.
+        const sign = equals.exec(part) as RegExpExecArray;
+        if (i % 2) return part;
+        if (!sign[0]) return part && REDACTED;
+        const name = part.slice(0, sign.index);
+        return (
+          (/^[\w.~-]*$/.test(name) ? name : REDACTED) +
+          sign[0] +
+          (part.length > sign.index + sign[0].length ? REDACTED : '')
+        );
+      })
+      .join('')
   );
 }
 
@@ -173,17 +235,30 @@ const URL_TRAILER = ")]},;:.?'`";
 const ESCAPE = /\\(?:u[\dA-Fa-f]{4}|[\s\S]?)/g;
 
 /**
- * The character the escape `sequence` ({@link ESCAPE}) stands for; a backslash at the
- * very end stands for nothing, which ends the URL.
+ * {@link ESCAPE} in a URL whose separator is escaped twice (`:\\/\\/`, `\\u003A`: JSON
+ * quoted in JSON): its `\u` escapes are escaped twice too (`\\u003F`). Read once, a
+ * `\\u0040` would hide the end of the userinfo (`admin\\u003Apw\\u0040h` is host
+ * `admin` and a path showing the password) and a `\\u003F` the start of the query. `\\/`
+ * needs no second read: the parser reads `\` as `/`.
+ */
+const ESCAPE_TWICE = /\\(?:\\?u[\dA-Fa-f]{4}|[\s\S]?)/g;
+
+/**
+ * The character the escape `sequence` ({@link ESCAPE}, {@link ESCAPE_TWICE}) stands for;
+ * a backslash at the very end stands for nothing, which ends the URL.
  */
 function decodeEscape(sequence: string): string {
   return sequence.length > 2
-    ? String.fromCharCode(Number.parseInt(sequence.slice(2), 16))
+    ? String.fromCharCode(Number.parseInt(sequence.slice(-4), 16))
     : sequence.charAt(1);
 }
 
-/** Where the scheme ending at `i` starts, no further back than `floor`. */
+/**
+ * Where the scheme of the separator at `i` starts, no further back than `floor`; before
+ * the backslashes that escape a `\u003A` once more (`https\\u003A`, JSON in JSON).
+ */
 function schemeStart(text: string, i: number, floor: number): number {
+  if (text.charAt(i) === '\\') while (i > floor && text.charAt(i - 1) === '\\') i--;
   while (i > floor && SCHEME_CHAR.test(text.charAt(i - 1))) i--;
   return i;
 }
@@ -203,11 +278,15 @@ function findSeparator(text: string, from: number): RegExpExecArray | null {
  * (once in its query), or to another URL in its path; brackets and punctuation around
  * it are kept, and so is the text after it
  * (`{"url":"https://h/x?k=[redacted]","msg":"quota"}`). A percent-encoded URL
- * (`https%3A%2F%2F...`, a quoted `redirect_uri`) is shown still encoded, without its
- * userinfo, fragment and query values (see {@link redactEncoded}). Linear time on any input.
+ * (`https%3A%2F%2F...`, a quoted `redirect_uri`; also `https%3A//...` from Python's
+ * `quote()`, and encoded up to four times, `https%253A%252F%252F...`) is shown still
+ * encoded, without its userinfo, fragment and query values (see {@link redactEncoded}).
+ * Linear time on any input.
  *
  * `escapes: false` reads no escapes (a path {@link redactUrl} redacts): one level of
- * escapes is read, as a JSON reader reads a string.
+ * escapes is read, as a JSON reader reads a string; two in a URL whose separator is
+ * escaped twice (JSON quoted in JSON: `https:\\/\\/`, `https\\u003A`), its `\u` escapes
+ * escaped twice too.
  */
 export function redactText(text: string, escapes = true): string {
   let out = '';
@@ -221,21 +300,36 @@ export function redactText(text: string, escapes = true): string {
       // own; in the query it is a value, redacted anyway), trimmed of closing punctuation.
       // Its authority and path are read no further than the next URL: a run of encoded
       // URLs is read once, not once per URL.
+      // Its escapes start with `%`, or `%25` when it was encoded twice (`%253A`), and so on;
+      // `%3A//` (Python's `quote()`) may leave its other delimiters as they are too.
+      const percent = separator[0].slice(0, separator[0].search(/3A/i));
+      const quoted = separator[0].endsWith('/');
       const following = findSeparator(text, from);
       const head = text.slice(from, following?.index);
-      let end = from + head.search(/[^\w.!~*'()%+-]|%(?:23|3[Ff])|$/);
-      if (head.charAt(end - from) === '%') {
-        ENCODED_RUN.lastIndex = end;
-        ENCODED_RUN.test(text);
-        end = ENCODED_RUN.lastIndex;
+      let end = from + head.search(delimiters(percent)[quoted ? 7 : 6]);
+      if (end < from + head.length) {
+        // At the query or fragment (or at a character that ends the URL: read as empty).
+        const run = quoted ? QUOTED_RUN : ENCODED_RUN;
+        run.lastIndex = end;
+        run.test(text);
+        end = run.lastIndex;
+        // It ends inside a URL's separator when it reads only part of it (the `%3A` of a
+        // `%3A//`, the `:` of a `:\/\/`): that URL is one of its own, or its userinfo
+        // would be shown. The separators walked here are behind the next scan.
+        for (let s = following; s && s.index < end; s = findSeparator(text, s.index + s[0].length)) {
+          if (s.index + s[0].length > end) end = s.index;
+        }
       }
       while (end > from && URL_TRAILER.includes(text.charAt(end - 1))) end--;
-      out += text.slice(done, from) + redactEncoded(text.slice(from, end));
+      out += text.slice(done, from) + redactEncoded(text.slice(from, end), percent);
       done = end;
       separator = findSeparator(text, end);
       continue;
     }
     const start = schemeStart(text, separator.index, done);
+    // `\\u003A`: the scheme ends before the backslashes that escape the `\u003A` again.
+    const scheme = text.slice(start, separator.index).replace(/\\+$/, '');
+    const escapePattern = text.slice(start, from).includes('\\\\') ? ESCAPE_TWICE : ESCAPE;
     // The next URL that ends this one in its path: one encoded there is part of the path,
     // which redactUrl redacts.
     let following = findSeparator(text, from);
@@ -255,8 +349,8 @@ export function redactText(text: string, escapes = true): string {
       let c = text.charAt(i);
       length = 1;
       if (escapes && c === '\\') {
-        ESCAPE.lastIndex = i;
-        const [sequence] = ESCAPE.exec(text) as RegExpExecArray;
+        escapePattern.lastIndex = i;
+        const [sequence] = escapePattern.exec(text) as RegExpExecArray;
         length = sequence.length;
         c = decodeEscape(sequence);
       }
@@ -285,8 +379,8 @@ export function redactText(text: string, escapes = true): string {
       out += text.slice(done, end);
     } else {
       const written = text.slice(from, end);
-      const rest = escapes ? written.replace(ESCAPE, decodeEscape) : written;
-      const redacted = redactUrl(`${text.slice(start, separator.index)}://${rest}`);
+      const rest = escapes ? written.replace(escapePattern, decodeEscape) : written;
+      const redacted = redactUrl(`${scheme}://${rest}`);
       // A URL written without a path is shown without one: the `/` the parser adds is not in the text.
       out +=
         text.slice(done, start) +

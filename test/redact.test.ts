@@ -475,6 +475,173 @@ test('redactText never shows a secret of a percent-encoded URL and changes nothi
   );
 });
 
+test('redactText redacts a URL percent-encoded by Python’s quote(), its slashes left as they are', () => {
+  // urllib.parse.quote() keeps '/' by default: 'https%3A//user%3Apw%40host/x%3Fk%3Dv'.
+  assert.equal(
+    redactText('{"dsn":"https%3A//admin%3Ap4ssw0rd%40db.internal/x%3Ftoken%3Dabc%26mode%3Dfast"}'),
+    `{"dsn":"https%3A//db.internal/x%3Ftoken%3D${REDACTED}%26mode%3D${REDACTED}"}`,
+  );
+  // Its '?' (and '=', '&', '#') left as they are too (quote(url, safe='/?')), any case.
+  assert.equal(
+    redactText('next: https%3a//admin%3ap4ssw0rd%40db.internal/x?token%3Dabc&mode=fast#frag-1.'),
+    `next: https%3a//db.internal/x?token%3D${REDACTED}&mode=${REDACTED}.`,
+  );
+  // Its ':' left as it is (quote(url, safe=':/')): the parser refuses the host, nothing is shown.
+  assert.equal(redactText('at https://admin%3Ap4ssw0rd%40db.internal/x'), 'at (unparseable URL)');
+});
+
+test('redactText redacts a URL percent-encoded twice, left encoded twice', () => {
+  // An encoded redirect_uri encoded once more, as a query value of another URL is.
+  assert.equal(
+    redactText('{"got":"https%253A%252F%252Fadmin%253Ap4ss%2540db%252Fx%253Ftoken%253Dabc%2526m%253Dfast"}'),
+    `{"got":"https%253A%252F%252Fdb%252Fx%253Ftoken%253D${REDACTED}%2526m%253D${REDACTED}"}`,
+  );
+  // Three times, lower case, the fragment dropped.
+  assert.equal(
+    redactText(
+      'see https%25253a%25252f%25252fu%25253apw-2%252540h.example%25252fcb%25253ft%25253dtk-2%252523f-2',
+    ),
+    `see https%25253a%25252f%25252fh.example%25252fcb%25253ft%25253d${REDACTED}`,
+  );
+  // A delimiter encoded once more than the URL is part of what holds it: here a password
+  // holding a '/' and an '@' (u:p%2Fss%40x@h in the URL as written).
+  assert.equal(redactText('https%3A%2F%2Fu%3Ap%252Fss%2540x%40h%2Fp'), 'https%3A%2F%2Fh%2Fp');
+  assert.equal(
+    redactText('https%253A%252F%252Fu%253Ap%25252Fss%252540x%2540h%252Fp'),
+    'https%253A%252F%252Fh%252Fp',
+  );
+});
+
+test('redactText redacts a URL in JSON quoted inside JSON, its colon or slashes escaped as \\u003A or \\u002F', () => {
+  // A JSON string holding a JSON text: the inner text's escapes are escaped again.
+  const inner = [
+    String.raw`https:\/\/admin:p4ss@db\/x?token=abc`,
+    String.raw`https\u003A\/\/admin:p4ss@db\/x?token=abc`,
+    String.raw`postgres\u003A//admin:p4ss@db/x?token=abc`,
+    String.raw`https:\u002F\u002Fadmin:p4ss@db\u002Fx?token=abc`,
+    // Encoders that escape every character but letters and digits.
+    String.raw`https\u003A\u002F\u002Fadmin\u003Ap4ss\u0040db\u002Fx\u003Ftoken\u003Dabc`,
+  ];
+  for (const url of inner) {
+    const outer = JSON.stringify({ error: `upstream said: {"url":"${url}"}` });
+    const out = redactText(outer);
+    assert.equal(out.includes('p4ss'), false, out);
+    assert.equal(out.includes('abc'), false, out);
+    assert.match(
+      out,
+      /^\{"error":"upstream said: \{\\"url\\":\\"(?:https|postgres):\/\/db\/\/?x\?token=\[redacted\]\\"\}"\}$/,
+      out,
+    );
+    assert.equal(redactText(out), out);
+  }
+});
+
+/** A URL spelled as text quotes it in the forms above, secrets marked. */
+const spelledUrl = fc
+  .tuple(
+    fc.constantFrom('http', 'https'),
+    fc.constantFrom('', `u:${MARK}pw@`, `${MARK}u@`, `u:${MARK}p%2F%3F%23%40w@`),
+    fc.constantFrom('h.example', '[::1]', 'h.example:8080'),
+    fc.constantFrom('', '/', '/p', '/Foo_(bar)', '/a.b/c', "/it's"),
+    fc.constantFrom('', '?k=v', `?token=${MARK}tk&a=(1)`, `?${MARK}n`, `?a%20b=${MARK}v&&`, '?x=[y]'),
+    fc.constantFrom('', `#${MARK}f`),
+    fc.constantFrom<[(url: string) => string, boolean][]>(
+      // Python's quote(): '/' left as it is.
+      [(url) => encodeURIComponent(url).replaceAll('%2F', '/'), false],
+      [(url) => encodeURIComponent(encodeURIComponent(url)), false],
+      [(url) => encodeURIComponent(encodeURIComponent(url)).replaceAll('%252F', '/'), false],
+      // JSON in JSON: the inner text escapes '/' or every character but letters and digits.
+      [(url) => JSON.stringify(url.replaceAll('/', '\\/')).slice(1, -1), true],
+      [
+        (url) =>
+          JSON.stringify(
+            url.replace(/\W/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`),
+          ).slice(1, -1),
+        true,
+      ],
+      [
+        (url) =>
+          JSON.stringify(url.replace(/[/:]/g, (c) => (c === ':' ? '\\u003A' : '\\u002F'))).slice(1, -1),
+        true,
+      ],
+    ),
+  )
+  .map(([scheme, userinfo, host, path, query, fragment, [spell, decoded]]) =>
+    // A URL read from JSON is shown decoded, its parameter names kept (redactUrl): `?name`
+    // with no `=` is one.
+    spell(
+      `${scheme}://${userinfo}${host}${path}${decoded ? query.replace(`?${MARK}n`, '?n') : query}${fragment}`,
+    ),
+  );
+
+test('redactText never shows a secret of a URL encoded twice, quote()d or quoted in JSON in JSON, and changes nothing in what it redacted', () => {
+  fc.assert(
+    fc.property(nextToUrl, spelledUrl, aroundUrl, nextToUrl, (before, url, [open, close], after) => {
+      // Known limits: a scheme glued to the last character of an encoded URL (as above);
+      // text glued to a quote()d URL's closing punctuation (`?name.a=`) makes a name, shown.
+      fc.pre((close !== '' || !/^[a-z\d+.-]*:/i.test(after)) && !/^[\w.~-]*=/.test(after));
+      const out = redactText(`${before}${open}${url}${close}${after}`);
+      assert.equal(out.includes(MARK), false, out);
+      const once = redactText(`${open}${url}${close}`);
+      assert.equal(once.includes(MARK), false, once);
+      assert.equal(redactText(once), once);
+    }),
+    { numRuns: 2_000 },
+  );
+});
+
+/**
+ * Checks that `redactText` takes linear time on each of `hostile` (text of a given size):
+ * 512 KiB, then 2 MiB, about four times the time.
+ */
+function assertLinear(hostile: ((chars: number) => string)[]): void {
+  const SMALL = 512 * 1024;
+  for (const make of hostile) {
+    const small = make(SMALL);
+    const large = make(4 * SMALL);
+    redactText(small); // compiled before it is timed
+    const smallMs = fastestMs(() => redactText(small));
+    const largeMs = fastestMs(() => redactText(large));
+    // Linear: about 4x. Quadratic: 16x, and the small input alone takes minutes. The
+    // constant absorbs a busy machine (and a garbage collection) at this size.
+    assert.ok(largeMs < 10 * smallMs + 500, `${smallMs} ms, then ${largeMs} ms for ${large.slice(0, 24)}...`);
+  }
+}
+
+/** `unit` repeated to at least `chars` characters. */
+const fill = (unit: string, chars: number) => unit.repeat(Math.ceil(chars / unit.length));
+
+test('redactText takes linear time on 2 MB of hostile twice-encoded text', () => {
+  assertLinear([
+    (chars) => fill('%253A%252F%252F', chars),
+    // A run of '25's after a '%', a userinfo of '@'s.
+    (chars) => `${fill('%25', chars)}3A%2F%2F`,
+    (chars) => `https%253A%252F%252F${fill('%2540', chars)}`,
+  ]);
+});
+
+test('redactText takes linear time on 2 MB of hostile quote()d text', () => {
+  assertLinear([(chars) => fill('https%3A//u%40h/', chars), (chars) => `https%3A//${fill('@/', chars)}`]);
+});
+
+test('redactText takes linear time on 2 MB of URLs encoded one to four times in turn', () => {
+  // A pattern is built per depth: four, built once each.
+  assertLinear([
+    (chars) =>
+      fill([0, 1, 2, 3].map((n) => `https%${'25'.repeat(n)}3A//u%${'25'.repeat(n)}40h `).join(''), chars),
+  ]);
+});
+
+test('redactText takes linear time on 2 MB of hostile JSON-in-JSON text', () => {
+  assertLinear([
+    // Runs of backslashes, separators, a path of twice-escaped characters.
+    (chars) => fill('\\\\', chars),
+    (chars) => `a${fill('\\\\', chars)}u003A//`,
+    (chars) => fill('a\\\\u003A\\\\/\\\\/', chars),
+    (chars) => `https\\\\u003A\\\\/\\\\/h/${fill('\\\\u0041', chars)}`,
+  ]);
+});
+
 test('a percent-encoded URL in an error body never shows its userinfo or query values', async () => {
   const { error, shown } = await failWithBody(
     '{"error":"redirect_uri mismatch","got":"https%3A%2F%2Fuser%3Apw-8%40h.example%2Fcb%3Fstate%3Dtk-8"}',
@@ -712,5 +879,47 @@ test('a URL with JSON-escaped slashes in an error body never shows its userinfo 
   for (const text of shown) {
     assert.equal(shows(text, 'pw-7'), false, `password shown in: ${text}`);
     assert.equal(shows(text, 'tk-7'), false, `token shown in: ${text}`);
+  }
+});
+
+test('a twice-encoded, quote()d or JSON-in-JSON URL in an error body never shows its userinfo or query values', async () => {
+  const { error, shown } = await failWithBody(
+    JSON.stringify({
+      error: 'redirect_uri mismatch',
+      got: 'https%253A%252F%252Fuser%253Apw-1%2540h.example%252Fcb%253Fstate%253Dtk-1',
+      dsn: 'postgres%3A//user%3Apw-2%40db.internal/app%3Fsslkey%3Dtk-2',
+      upstream: String.raw`{"url":"https\u003A\u002F\u002Fuser\u003Apw-3\u0040h.example\u002Fx\u003Ftoken\u003Dtk-3"}`,
+    }),
+  );
+  assert.match(error.body ?? '', /h\.example%252Fcb/);
+  assert.match(error.body ?? '', /db\.internal\/app/);
+  assert.match(error.body ?? '', /https:\/\/h\.example\/x\?token=\[redacted\]/);
+  for (const text of shown) {
+    for (const secret of ['pw-1', 'tk-1', 'pw-2', 'tk-2', 'pw-3', 'tk-3']) {
+      assert.equal(shows(text, secret), false, `${secret} shown in: ${text}`);
+    }
+  }
+});
+
+test('a body cut inside the password of a twice-encoded, quote()d or JSON-in-JSON URL shows no part of the password', async () => {
+  // The cut leaves an unfinished URL, which the snapshot leaves out from its scheme on.
+  for (const url of [
+    'https%253A%252F%252Fadmin%253A12345678%2540db.internal%252Fapp',
+    'https%3A//admin%3A12345678%40db.internal/app',
+    String.raw`https\\u003A\\/\\/admin:12345678@db.internal\\/app`,
+    String.raw`https:\\u002F\\u002Fadmin:12345678@db.internal\\u002Fapp`,
+  ]) {
+    const body = `{"error":"cannot reach ${url} now"}`;
+    const shown = await withServer(
+      () => ({ status: 503, headers: { 'content-type': 'text/plain' }, body }),
+      async (server) => {
+        const capture = captureStatus({ bodyBytes: body.indexOf('5678') });
+        const fetch = createFetch({ use: [capture] });
+        await (await fetch(server.origin)).body?.cancel();
+        return capture.last(server.origin)?.body;
+      },
+    );
+    assert.ok(!shown?.includes('1234'), `no part of the password in ${JSON.stringify(shown)}`);
+    assert.ok(shown?.startsWith('{"error":"cannot reach'), `the text before the URL is kept: ${shown}`);
   }
 });
