@@ -163,7 +163,11 @@ export function limitedBody(response: Response, maxBytes: number, call: Call, en
         }
         // The cut event's line ended (unless it just was: a second line end would dispatch
         // it as it is), then a blank line dispatches it as a type no client reads as a message.
-        const cut = breaks(last) ? '' : '\n';
+        // A line cut short ends with a NUL, so no parser reads what arrived of it as the whole
+        // field: an `id` with a NUL is ignored, a `retry` that is not all digits too (WHATWG
+        // HTML, "Processing the field"); else "id: 42" of "id: 4242" would be the id the
+        // client resumes from, "retry: 6" of "retry: 60000" its wait before resuming.
+        const cut = breaks(last) ? '' : '\0\n';
         controller.enqueue(new TextEncoder().encode(`${cut}event: ${CUT_EVENT_TYPE}\n\n${events}`));
         controller.close();
       },

@@ -1971,6 +1971,106 @@ test('a cut SSE answer to a GET (the server’s own stream), which answers no re
   });
 });
 
+/**
+ * Serves every POST an SSE answer that starts with `text` and never goes on, and records
+ * the Last-Event-ID of each GET (the SDK resuming the stream), which it answers 405.
+ */
+function resumable(text: string): { app: { fetch(request: Request): Promise<Response> }; resumed: string[] } {
+  const resumed: string[] = [];
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      if (request.method !== 'POST') {
+        resumed.push(String(request.headers.get('last-event-id')));
+        return new Response(null, { status: 405 });
+      }
+      await request.text();
+      const body = new ReadableStream<Uint8Array>({
+        start: (controller) => controller.enqueue(new TextEncoder().encode(text)),
+        pull: () => new Promise(() => {}),
+      });
+      return new Response(body, { headers: { 'content-type': 'text/event-stream' } });
+    },
+  };
+  return { app, resumed };
+}
+
+/**
+ * An SSE event whose `line` the cut at `limit` bytes falls in, after its first `kept`
+ * characters: a data line fills the event up to there.
+ */
+function cutIn(line: string, kept: number, limit: number): string {
+  const head = 'event: message\ndata: ';
+  return `${head}${'y'.repeat(limit - head.length - 1 - kept)}\n${line}\n`;
+}
+
+/**
+ * Sends one tools/call through a transport on `origin` held to `limit`; gives the
+ * `data.code` of its answer and the resumption tokens the SDK took, `waitMs` later.
+ */
+async function sendCut(
+  origin: string,
+  limit: number,
+  waitMs: number,
+): Promise<{ tokens: string[]; code: unknown }> {
+  const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false }), { maxResponseBytes: limit });
+  const transport = new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), {
+    fetch,
+    // Resumes 10 ms after the stream ends, unless the server said otherwise (`retry:`).
+    reconnectionOptions: {
+      initialReconnectionDelay: 10,
+      maxReconnectionDelay: 10,
+      reconnectionDelayGrowFactor: 1,
+      maxRetries: 1,
+    },
+  });
+  const tokens: string[] = [];
+  let code: unknown;
+  let answered: () => void = () => {};
+  const answer = new Promise<void>((resolve) => {
+    answered = resolve;
+  });
+  transport.onmessage = (message) => {
+    code = (message as { error?: { data?: { code?: unknown } } }).error?.data?.code;
+    answered();
+  };
+  await transport.start();
+  try {
+    await transport.send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'a' } } as never, {
+      onresumptiontoken: (token: string) => tokens.push(token),
+    });
+    await settledWithin(answer, 2000);
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
+  } finally {
+    await transport.close();
+  }
+  return { tokens, code };
+}
+
+test('a cut that falls inside an SSE event’s id line hands the SDK no part of the id: it resumes from the last whole id', async () => {
+  const LIMIT = 1024;
+  // Cut after "id: 42" of "id: 4242": a whole line "id: 42" would name another event.
+  const { app, resumed } = resumable(`id: 41\ndata: \n\n${cutIn('id: 4242', 'id: 42'.length, LIMIT)}`);
+  await withApp(app, async ({ origin }) => {
+    const { tokens, code } = await sendCut(origin, LIMIT, 200);
+    assert.equal(code, 'RESPONSE_TOO_LARGE');
+    assert.deepEqual(tokens, ['41']);
+    assert.deepEqual(resumed, ['41']);
+  });
+});
+
+test('a cut that falls inside an SSE event’s retry line does not set the SDK’s reconnection delay to what arrived of it', async () => {
+  const LIMIT = 1024;
+  // The server asks for 60 s between reconnections; the cut leaves "retry: 6" of its next "retry: 60000".
+  const { app, resumed } = resumable(
+    `id: 41\nretry: 60000\ndata: \n\n${cutIn('retry: 60000', 'retry: 6'.length, LIMIT)}`,
+  );
+  await withApp(app, async ({ origin }) => {
+    const { code } = await sendCut(origin, LIMIT, 300);
+    assert.equal(code, 'RESPONSE_TOO_LARGE');
+    assert.deepEqual(resumed, [], 'the SDK resumed 6 ms after the stream ended, not 60 s');
+  });
+});
+
 test('an SSE answer far longer than maxResponseBytes, of events within it (progress notifications), streams through whole', async () => {
   const seen = counts();
   const build = () => {
