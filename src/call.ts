@@ -31,6 +31,24 @@ export type Middleware = (call: Call, next: Next) => Promise<Response>;
  */
 export const ATTACH: unique symbol = Symbol('breakwater.attach');
 
+/**
+ * Where `timeout()` marks a call whose pass it ended at its own deadline while the
+ * layers below may still be running on the call (a fetch that ignores the signal):
+ * the end of the chain refuses to send while the mark is there, so a late 503 or 401
+ * is not retried or resent for a caller who already has its `TimeoutError`. Only the
+ * timeout that set it lifts it, when a layer above starts a new pass. Internal.
+ */
+export const ENDED: unique symbol = Symbol('breakwater.ended');
+
+/** The mark under {@link ENDED}: which timeout ended the pass, and what a refused send throws. */
+export interface Ended {
+  by: Middleware;
+  error: unknown;
+}
+
+/** A call as the chain's end and `timeout()` see it: possibly marked {@link ENDED}. */
+export type MarkedCall = Call & { [ENDED]?: Ended | undefined };
+
 /** The methods RFC 9110 §9.2.2 defines as idempotent. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
@@ -113,6 +131,8 @@ export class Call {
   /** Where events go; undefined when nobody listens (emit then costs nothing). */
   readonly onEvent: ((event: BreakwaterEvent) => void) | undefined;
 
+  /** The init the caller passed, kept for {@link callerSignal} after `init` is replaced. */
+  readonly #given: RequestInit | undefined;
   /** The `key` option until the key is first read, then the key itself. */
   #key: KeyOption | undefined;
   #url: URL | undefined;
@@ -127,7 +147,7 @@ export class Call {
     onEvent: ((event: BreakwaterEvent) => void) | undefined,
   ) {
     this.input = input;
-    this.init = init;
+    this.init = this.#given = init;
     this.#key = key;
     this.onEvent = onEvent;
   }
@@ -212,6 +232,22 @@ export class Call {
   /** The caller's abort signal (from init, else from a `Request` input), if any. */
   get signal(): AbortSignal | undefined {
     return this.#field('signal') ?? undefined;
+  }
+
+  /**
+   * The caller's own abort signal, as given (init's, else the `Request` input's), even
+   * while a timeout has put its own in {@link signal}: the end of the chain refuses to
+   * send once it has aborted. Checked there rather than `signal`: on Node 20 the first
+   * `aborted` read of a fresh signal (a timeout's, once per call) costs about 0.4 µs.
+   * @internal
+   */
+  get callerSignal(): AbortSignal | undefined {
+    const signal = this.#given?.signal;
+    if (signal !== undefined) return signal ?? undefined;
+    // Spelled out rather than through #field, which measured about 0.4 µs a call slower
+    // here (Node 20, stub fetch); a string input skips the instanceof.
+    const input = this.input;
+    return typeof input === 'object' && input instanceof Request ? input.signal : undefined;
   }
 
   /** Replaces the signal the real fetch gets (timeouts combine the caller's with their own). */

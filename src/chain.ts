@@ -12,7 +12,16 @@
  */
 
 import * as z from 'zod/mini';
-import { ATTACH, Call, type FetchLike, type KeyOption, type Middleware, type Next } from './call.ts';
+import {
+  ATTACH,
+  Call,
+  ENDED,
+  type FetchLike,
+  type KeyOption,
+  type MarkedCall,
+  type Middleware,
+  type Next,
+} from './call.ts';
 import { BreakwaterError, isAbort, type RequestSummary, requestSummary } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { normalizeNetworkError } from './network.ts';
@@ -82,6 +91,15 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
 
   /** The end of the chain: the real fetch, with its failures made typed. */
   async function send(call: Call): Promise<Response> {
+    // No send, and no attempt event, for a call that is over: a timeout above ended its
+    // pass at the deadline (the mark), or the caller aborted. Below that timeout, a
+    // retry or auth() still running on a late 503 or 401 (a fetch that ignores the
+    // signal) would otherwise reach the server for a caller who already has its error.
+    // An aborted signal is refused as fetch itself refuses it: with its own reason.
+    const ended = (call as MarkedCall)[ENDED];
+    if (ended) throw ended.error;
+    const signal = call.callerSignal;
+    if (signal?.aborted) throw signal.reason;
     if (onEvent !== undefined) {
       call.emit({
         type: 'attempt',

@@ -13,7 +13,7 @@
  */
 
 import * as z from 'zod/mini';
-import type { Call, Middleware, Next } from './call.ts';
+import { type Call, ENDED, type MarkedCall, type Middleware, type Next } from './call.ts';
 import { requestSummary, TimeoutError } from './errors.ts';
 import { validate } from './options.ts';
 import { MAX_DELAY_MS } from './timing.ts';
@@ -136,7 +136,10 @@ function drop(response: Response): void {
  * and aborts the request; the caller's own abort still comes back as its own reason.
  * The call ends at the deadline, or at the caller's abort, even when a layer below
  * ignores the abort (a custom `fetch` that drops `init.signal`): a response that still
- * arrives later has its body cancelled, and a later rejection is dropped.
+ * arrives later has its body cancelled, and a later rejection is dropped. Nor does a
+ * layer below start another send for the ended pass (a `retry()` on a late 503, an
+ * `auth()` resend on a late 401): the end of the chain refuses it with an `AbortError`,
+ * until a layer above this timeout starts a new pass of the call.
  *
  * @example
  * ```ts
@@ -150,7 +153,7 @@ export function timeout(options: TimeoutOptions): Middleware {
   if (attemptMs === undefined && totalMs === undefined) {
     throw new TypeError('invalid options for timeout():\n  - set attemptMs, totalMs or both');
   }
-  return async function timeout(call: Call, next: Next): Promise<Response> {
+  const self = async function timeout(call: Call, next: Next): Promise<Response> {
     const now = Date.now();
     if (totalMs !== undefined) startDeadline(call, totalMs, now);
     const remaining = call.remainingMs(now);
@@ -160,6 +163,15 @@ export function timeout(options: TimeoutOptions): Middleware {
     const ms = scope === 'attempt' ? attemptLimit : (call.totalMs ?? remaining);
     const outer = call.signal;
     if (outer?.aborted) throw outer.reason;
+    // A pass of this timeout that ended at its deadline left a mark: a layer above (a
+    // retry) now starts a new pass, which lifts it. Another timeout's mark is an outer
+    // deadline: this pass runs for a call that is over (a retry between the two, still
+    // running), and starts nothing.
+    const ended = (call as MarkedCall)[ENDED];
+    if (ended) {
+      if (ended.by !== self) throw ended.error;
+      (call as MarkedCall)[ENDED] = undefined;
+    }
 
     const controller: Pass = new AbortController();
     if (outer) follow(outer, controller);
@@ -183,9 +195,22 @@ export function timeout(options: TimeoutOptions): Middleware {
         timer = setTimeout(
           () => {
             expired = true;
-            controller.abort(
-              new TimeoutError({ scope, ms, request: requestSummary(call.key, call.method, call.href) }),
-            );
+            const error = new TimeoutError({
+              scope,
+              ms,
+              request: requestSummary(call.key, call.method, call.href),
+            });
+            controller.abort(error);
+            // Marks the call so that nothing below sends for this pass any more (the end
+            // of the chain checks). An AbortError: a layer below sees it as a cancel, so
+            // it neither retries nor counts it against the server. A caller's abort needs
+            // no mark: the end of the chain checks the caller's own signal.
+            if (controller.signal.reason === error) {
+              (call as MarkedCall)[ENDED] = {
+                by: self,
+                error: new DOMException(error.message, 'AbortError'),
+              };
+            }
             // The caller's own abort, if it came first, stays the reason.
             reject(controller.signal.reason);
           },
@@ -213,6 +238,7 @@ export function timeout(options: TimeoutOptions): Middleware {
       call.signal = outer;
     }
   };
+  return self;
 }
 
 /**

@@ -365,6 +365,37 @@ test('the caller’s abort reason comes back unwrapped', async () => {
   });
 });
 
+test('once the caller has aborted, the chain’s end sends nothing, even through a fetch that ignores the signal', async () => {
+  // A resending middleware that does not look at the signal, over a fetch that drops
+  // it: the end of the chain refuses the resend, with the caller's own AbortError.
+  await withServer(always({ status: 503, delayMs: 60 }), async (server) => {
+    const controller = new AbortController();
+    let resent: unknown = 'not yet';
+    const again: Middleware = async function again(call, next) {
+      const first = await next(call);
+      await first.body?.cancel();
+      call.attempt++;
+      return next(call).catch((error: unknown) => {
+        resent = error;
+        throw error;
+      });
+    };
+    const fetch = createFetch({
+      fetch: (input, { signal: _ignored, ...init } = {}) => globalThis.fetch(input, init),
+      use: [again],
+    });
+    const pending = fetch(server.origin, { signal: controller.signal });
+    setTimeout(() => controller.abort(), 20);
+    await assert.rejects(pending, (error: unknown) => {
+      assert.equal(error, controller.signal.reason, 'the caller’s own reason, unwrapped');
+      assert.equal((error as Error).name, 'AbortError');
+      return true;
+    });
+    assert.equal(resent, controller.signal.reason);
+    assert.equal(server.requests.length, 1, 'requests the server received');
+  });
+});
+
 test('an onEvent listener sees one attempt event per attempt, and a throwing listener breaks nothing', async () => {
   const events: string[] = [];
   const fetch = createFetch({

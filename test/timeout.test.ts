@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { auth } from '../src/auth.ts';
+import type { FetchLike, Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { TimeoutError } from '../src/errors.ts';
 import { retry } from '../src/retry.ts';
 import { timeout } from '../src/timeout.ts';
-import { always, withServer } from './helpers/server.ts';
+import { always, sequence, withServer } from './helpers/server.ts';
 
 test('an attempt deadline rejects with TimeoutError (scope attempt) when headers are late', async () => {
   await withServer(always({ hang: true }), async (server) => {
@@ -280,4 +282,143 @@ test('one long-lived caller signal costs the same per call after thousands of ca
     WeakRef.prototype.deref = deref;
   }
   assert.ok(derefs <= 4 * calls, `${derefs} deref() calls for ${calls} calls`);
+});
+
+/**
+ * A custom fetch that drops `init.signal` (so an abort never reaches the request) and
+ * hands over each response it got, so a test can wait for a late one.
+ */
+function deafFetch(): { fetch: FetchLike; answered: () => Promise<Response> } {
+  let waiting: ((response: Response) => void) | undefined;
+  return {
+    fetch: async (input, init) => {
+      const { signal: _ignored, ...rest } = init ?? {};
+      const response = await globalThis.fetch(input, rest);
+      waiting?.(response);
+      return response;
+    },
+    answered: () =>
+      new Promise<Response>((resolve) => {
+        waiting = resolve;
+      }),
+  };
+}
+
+/** Lets a late answer travel through the layers below a finished pass (and any resend reach the server). */
+const SETTLE_MS = 150;
+
+test('after the deadline, retry() below timeout() sends nothing more when a late 503 arrives', async () => {
+  // The first answer is a 503 that comes after the caller got its TimeoutError; retry()
+  // below the timeout must not resend for a call nobody waits for. (Below a total
+  // deadline retry already sees no time left; below an attempt deadline it did not.)
+  for (const deadline of [{ totalMs: 50 }, { attemptMs: 50 }]) {
+    await withServer(
+      sequence({ status: 503, headers: { 'retry-after-ms': '1' }, delayMs: 150 }, {}),
+      async (server) => {
+        const deaf = deafFetch();
+        const fetch = createFetch({ fetch: deaf.fetch, use: [timeout(deadline), retry({ attempts: 3 })] });
+        const late = deaf.answered();
+        await assert.rejects(fetch(`${server.origin}/x`), TimeoutError);
+        const response = await within(late, 1000);
+        assert.ok(response instanceof Response, 'the late 503 arrived');
+        await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+        assert.equal(server.requests.length, 1, `requests the server received (${JSON.stringify(deadline)})`);
+        assert.equal(response.bodyUsed, true, 'the late body was cancelled');
+      },
+    );
+  }
+});
+
+test('after the total deadline, auth() below it does not resend a POST when a late 401 arrives', async () => {
+  await withServer(sequence({ status: 401, delayMs: 150 }, {}), async (server) => {
+    const deaf = deafFetch();
+    const fetch = createFetch({
+      fetch: deaf.fetch,
+      use: [timeout({ totalMs: 50 }), auth({ token: 'old', refresh: () => 'new' })],
+    });
+    const late = deaf.answered();
+    await assert.rejects(
+      fetch(`${server.origin}/orders`, { method: 'POST', body: '{"buy":1}' }),
+      TimeoutError,
+    );
+    const response = await within(late, 1000);
+    assert.ok(response instanceof Response, 'the late 401 arrived');
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+    assert.deepEqual(
+      server.requests.map((request) => request.headers.authorization),
+      ['Bearer old'],
+      'requests the server received',
+    );
+    assert.equal(response.bodyUsed, true, 'the late body was cancelled');
+  });
+});
+
+test('after the caller’s abort, a middleware below timeout() that resends on a late answer sends nothing more', async () => {
+  // A resending layer that does not look at the signal itself (a hand-written retry):
+  // the chain's end must refuse for it, with the caller's own reason.
+  let resent: unknown = 'not yet';
+  const resendOnce: Middleware = async function resendOnce(call, next) {
+    const first = await next(call);
+    await first.body?.cancel();
+    call.attempt++;
+    try {
+      return await next(call);
+    } catch (error) {
+      resent = error;
+      throw error;
+    }
+  };
+  await withServer(sequence({ status: 503, delayMs: 150 }, {}), async (server) => {
+    const deaf = deafFetch();
+    const fetch = createFetch({ fetch: deaf.fetch, use: [timeout({ attemptMs: 5000 }), resendOnce] });
+    const controller = new AbortController();
+    const late = deaf.answered();
+    const pending = fetch(`${server.origin}/x`, { signal: controller.signal });
+    setTimeout(() => controller.abort(), 20);
+    await assert.rejects(pending, (error: unknown) => {
+      assert.equal(error, controller.signal.reason, 'the caller’s own AbortError, unwrapped');
+      assert.equal((error as Error).name, 'AbortError');
+      return true;
+    });
+    const response = await within(late, 1000);
+    assert.ok(response instanceof Response, 'the late 503 arrived');
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+    assert.equal(server.requests.length, 1, 'requests the server received');
+    assert.equal(resent, controller.signal.reason, 'the refused send threw the caller’s reason');
+  });
+});
+
+test('after an attempt deadline, a retry() above timeout() still sends its next attempt', async () => {
+  // The mark a finished pass leaves must not stop the next pass that a layer above starts.
+  await withServer(sequence({ hang: true }, {}), async (server) => {
+    const deaf = deafFetch();
+    const fetch = createFetch({
+      fetch: deaf.fetch,
+      use: [retry({ attempts: 2, backoff: { initialMs: 1, jitter: 'none' } }), timeout({ attemptMs: 50 })],
+    });
+    const response = await fetch(`${server.origin}/x`);
+    assert.equal(response.status, 200);
+    await response.text();
+    assert.equal(server.requests.length, 2);
+  });
+});
+
+test('after an outer deadline, a retry() between it and an inner timeout() starts no new attempt', async () => {
+  // The outer timeout ends the inner pass too, with its own reason (a retryable
+  // attempt timeout here); the retry between them, still running, starts the inner
+  // timeout again: that new pass must not lift the mark the outer timeout left.
+  await withServer(sequence({ hang: true }, {}), async (server) => {
+    const deaf = deafFetch();
+    const fetch = createFetch({
+      fetch: deaf.fetch,
+      use: [
+        timeout({ attemptMs: 50 }),
+        retry({ attempts: 3, backoff: { initialMs: 1, jitter: 'none' } }),
+        timeout({ attemptMs: 5000 }),
+      ],
+    });
+    await assert.rejects(fetch(`${server.origin}/x`), TimeoutError);
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+    assert.equal(server.requests.length, 1, 'requests the server received');
+  });
 });
