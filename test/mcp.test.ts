@@ -1774,6 +1774,56 @@ test('resilientMcpClient: an SSE answer whose event never ends fails the call at
   });
 });
 
+test('toError() turns the McpError of an SSE answer cut past maxResponseBytes into the BreakwaterError a JSON answer fails with', async () => {
+  await whileFlooding('text/event-stream', async (origin) => {
+    await withLimitedClient(origin, async (client, fetch) => {
+      const caught = await client
+        .callTool({ name: 'flood', arguments: {} }, undefined, { timeout: 3000 })
+        .catch((e: unknown) => e);
+      assert.ok(cutAnswer(caught, FLOOD_LIMIT), String(caught).slice(0, 300));
+      const error = fetch.toError(caught);
+      assert.ok(error instanceof BreakwaterError, String(error));
+      assert.equal(error.code, 'RESPONSE_TOO_LARGE');
+      assert.equal(
+        error.message,
+        `POST ${origin}/mcp (server "tools") failed: an event of the response stream is over the ${FLOOD_LIMIT}-byte limit (maxResponseBytes)`,
+      );
+      assert.deepEqual(error.request, { key: 'tools', method: 'POST', url: `${origin}/mcp` });
+    });
+  });
+});
+
+test('toError() leaves a server’s own McpError alone, even one that reads like a cut answer', () => {
+  const fetch = mcpFetch(definePolicy({ name: 'tools' }), { maxResponseBytes: FLOOD_LIMIT });
+  const error = new McpError(
+    -32000,
+    `breakwater: POST http://127.0.0.1:1/mcp (server "tools") failed: an event of the response stream is over the ${FLOOD_LIMIT}-byte limit (maxResponseBytes)`,
+    { code: 'RESPONSE_TOO_LARGE', maxResponseBytes: FLOOD_LIMIT },
+  );
+  assert.equal(fetch.toError(error), error);
+});
+
+test('resilientMcpClient: a connect whose initialize answer is an SSE event cut past maxResponseBytes fails at once with the BreakwaterError RESPONSE_TOO_LARGE', async () => {
+  const endless = flood('event: message\ndata: {"jsonrpc":"2.0","id":0,"result":{"serverInfo":"', 'x', {
+    'content-type': 'text/event-stream',
+  });
+  await withApp(answeringPosts(faultyApp({}), '"initialize"', endless.answer), async ({ origin }) => {
+    const mcp = resilient(origin, [], { retry: false }, { maxResponseBytes: FLOOD_LIMIT });
+    try {
+      // Well within the connect timeout (60 s): a connect that waited for it would be 'hung'.
+      const caught = await settledWithin(
+        mcp.connect().catch((e: unknown) => e),
+        3000,
+      );
+      assert.ok(caught instanceof BreakwaterError, String(caught).slice(0, 300));
+      assert.equal(caught.code, 'RESPONSE_TOO_LARGE');
+    } finally {
+      await mcp.close();
+    }
+    assert.ok(endless.produced() < FLOOD_BYTES / 2, `server produced ${endless.produced()} bytes`);
+  });
+});
+
 test('an SSE event cut past maxResponseBytes is never delivered, even when what arrived of it is a whole answer', async () => {
   // The answer's one data line is whole; comment lines then keep its event from ever ending.
   const head = 'event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{"content":[]}}\n';

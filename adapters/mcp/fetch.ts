@@ -23,7 +23,7 @@ import {
 } from '../../src/body-limit.ts';
 import type { Call, FetchLike, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS, type StatusSnapshot } from '../../src/capture.ts';
-import { oneLine } from '../../src/errors.ts';
+import { type BreakwaterError, oneLine } from '../../src/errors.ts';
 import { clientOptionsShape, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
@@ -51,8 +51,9 @@ export interface McpFetchOptions extends McpResendOptions, PolicyClientOptions {
    * ends would grow the process until it dies; past the limit the connection is let go
    * and the request fails at once: a JSON answer with a `BreakwaterError` (code
    * `RESPONSE_TOO_LARGE`), an SSE answer to a POST with the SDK's `McpError` (code
-   * -32000, `data: { code: 'RESPONSE_TOO_LARGE', maxResponseBytes }`). An SSE stream of
-   * any length is never cut for its length, only for one oversized event.
+   * -32000, `data: { code: 'RESPONSE_TOO_LARGE', maxResponseBytes }`), which `toError()`
+   * turns into that same `BreakwaterError`. An SSE stream of any length is never cut for
+   * its length, only for one oversized event.
    * Counted decoded (a gzip answer by its unzipped bytes); an uncompressed answer whose
    * Content-Length is over it fails at once, unread. `Infinity`: no limit.
    */
@@ -73,8 +74,11 @@ export interface McpFetch extends FetchLike {
    * The breakwater error for an error the MCP SDK threw after a failure response
    * through this fetch (`StreamableHTTPError`, whose `code` is the status): an
    * `HttpStatusError` with the status, the server's delay (`retryAfterMs`), its
-   * message, the body's start and safe headers, and the SDK's error as `cause`.
-   * Any other error (a breakwater error, `McpError`, an abort) comes back unchanged.
+   * message, the body's start and safe headers, and the SDK's error as `cause`. The
+   * `McpError` of a request whose SSE answer this fetch cut past `maxResponseBytes`
+   * becomes the `BreakwaterError` (code `RESPONSE_TOO_LARGE`) a JSON answer fails with:
+   * one error to catch either way. Any other error (a breakwater error, another
+   * `McpError`, an abort) comes back unchanged.
    *
    * `sent`: the JSON-RPC message (or batch) whose `transport.send()` failed. Its id
    * names the failure response that answered it, exactly. Without it (or for a GET or
@@ -95,8 +99,9 @@ export interface McpFetch extends FetchLike {
  */
 const MAX_SNAPSHOT_AGE_MS = 30_000;
 /**
- * Failure responses kept for `toError()` (32), of any status: enough for an agent's
- * concurrent calls failing together, and bounded however many statuses a server sends.
+ * Failure responses kept for `toError()` (32), of any status, and as many cut SSE
+ * answers: enough for an agent's concurrent calls failing together, and bounded however
+ * many statuses a server sends.
  */
 const MAX_FAILURES = 32;
 
@@ -130,9 +135,10 @@ const CUT_ANSWER_CODE = -32000;
  * the server sent event ids, would resume the stream with a GET), and the request waits
  * for its own timeout, 60 s by default. An error answer fails it at once, as a server's
  * own would, with `McpError`; the stream then ends cleanly. No events (a GET, a body that
- * is not JSON-RPC, notifications only): the stream fails with the limit's error.
+ * is not JSON-RPC, notifications only): the stream fails with the limit's error. The
+ * error of each cut answered is kept in `cuts`, latest last, for `toError()`.
  */
-function answersCut(maxBytes: number): CutEnding {
+function answersCut(maxBytes: number, cuts: BreakwaterError[]): CutEnding {
   return (error, call) => {
     let events = '';
     try {
@@ -152,6 +158,8 @@ function answersCut(maxBytes: number): CutEnding {
         events += `event: message\ndata: ${JSON.stringify(answer)}\n\n`;
       }
     } catch {}
+    // Kept for toError(), which gives it back for the McpError the SDK builds from the answer.
+    if (events && cuts.push(error) > MAX_FAILURES) cuts.shift();
     return events;
   };
 }
@@ -225,7 +233,9 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   const maxBytes = maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   const resend = mcpResend({ tools, hints, maxBodyChars });
   const waitMs = policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
-  const ending = answersCut(maxBytes);
+  /** The errors of the latest SSE answers cut past `maxBytes` and ended with error answers, oldest first. */
+  const cuts: BreakwaterError[] = [];
+  const ending = answersCut(maxBytes, cuts);
   /** The latest failure responses handed to the SDK, oldest first. */
   const failures: Failure[] = [];
 
@@ -261,7 +271,20 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   fetch.learn = resend.learn;
   fetch.toError = (error, sent) => {
     const status = sdkStatus(error);
-    if (status === undefined) return error;
+    if (status === undefined) {
+      // The SDK's McpError for an answer of answersCut(): the error the cut answered with.
+      // Known by its message (a server's own error of the same code and data is not one);
+      // an error that throws when read is none.
+      try {
+        const { name, message } = error as Error;
+        return (
+          (name === 'McpError' && cuts.find((cut) => `${message}`.endsWith(`breakwater: ${cut.message}`))) ||
+          error
+        );
+      } catch {
+        return error;
+      }
+    }
     // The SDK's error carries the status and (for a POST) the body, not the request: two
     // concurrent failures with the same status and body look alike in it. The request's
     // own id tells them apart; else the recent failures of that status whose body the
