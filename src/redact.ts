@@ -101,9 +101,9 @@ const SCHEME_CHAR = /^[a-z\d+.-]$/i;
  * `redirect_uri` or callback a server quotes back) or `%3A//` (Python's `quote()` leaves
  * `/`), up to four times (`%253A%252F%252F`: `%` is `%25`; a callback in a redirect in a
  * redirect), redacted by {@link redactEncoded}. Deeper is not seen in practice, and a
- * bounded depth keeps the patterns built per depth short: a long literal in a pattern
- * makes a search of a periodic text (`%252525...`) quadratic. Linear search: a run of
- * backslashes is read only after a `:` or `\u003A`.
+ * bounded depth keeps the escapes searched for short: a search for a long one in a
+ * periodic text (`%252525...`) is quadratic. Linear search: a run of backslashes is read
+ * only after a `:` or `\u003A`.
  */
 export const SCHEME_SEPARATOR: RegExp =
   /(?::|\\u003[Aa])(?:\\*\/|\\+u002[Ff]){2}|%(?:25){0,3}3[Aa](?:%(?:25){0,3}2[Ff]|\/){2}/g;
@@ -121,45 +121,13 @@ const ENCODED_RUN = /[\w.!~*'()%+-]*/y;
  */
 const QUOTED_RUN = /[\w.!~*'()%+/?#=&:@-]*/y;
 
-/** What {@link delimiters} returns. */
-type Delimiters = [
-  authorityEnd: RegExp,
-  fragment: RegExp,
-  query: RegExp,
-  equals: RegExp,
-  userinfo: RegExp,
-  ampersand: RegExp,
-  encodedEnd: RegExp,
-  quotedEnd: RegExp,
-];
-
-/** {@link delimiters} by escape prefix: at most four ({@link SCHEME_SEPARATOR}). */
-const DELIMITERS = new Map<string, Delimiters>();
-
 /**
- * The patterns that find an encoded URL's delimiters, each percent-encoded at the depth
- * `percent` (`%`, `%25`, ...) or left as it is: the end of its authority, its fragment,
- * its query and a parameter's `=` (each matching the end of the text when it has none),
- * its userinfo, and what splits its parameters; then what ends its authority and path in
- * text, encoded and `quote()`d. Built once per depth: a pattern costs microseconds to build.
+ * Where `delimiter` (an escape, upper case) first is in `upper` (a text in upper case)
+ * at or after `from`, or the text's length when it is not there.
  */
-function delimiters(percent: string): Delimiters {
-  let found = DELIMITERS.get(percent);
-  if (!found) {
-    const first = (hex: string, raw: string) => new RegExp(`${percent}(?:${hex})|[${raw}]|$`, 'i');
-    found = [
-      first('2[3F]|3F', '/?#'),
-      first('23', '#'),
-      first('3F', '?'),
-      first('3D', '='),
-      new RegExp(`^.*(?:${percent}40|@)`),
-      new RegExp(`(${percent}26|&)`),
-      first('23|3F', "^\\w.!~*'()%+-"),
-      first('23|3F', "^\\w.!~*'()%+/=&:@-"),
-    ];
-    DELIMITERS.set(percent, found);
-  }
-  return found;
+function indexOrEnd(upper: string, delimiter: string, from?: number): number {
+  const found = upper.indexOf(delimiter, from);
+  return found < 0 ? upper.length : found;
 }
 
 /**
@@ -174,35 +142,40 @@ function delimiters(percent: string): Delimiters {
  * `percent` is what its escapes start with: `%`, or `%25` in a URL encoded twice
  * (`%252F`), and so on. A delimiter counts only at that depth: one encoded once more is
  * part of a name, a password or a path (`p%252Fss` in `%3A%2F%2Fu%3Ap%252Fss%40h`, a
- * password holding a `/`). One left as it is counts too (`%3A//`, Python's `quote()`).
+ * password holding a `/`). A `%` only ever starts an escape, so a plain search for
+ * `%252F` finds no `%25252F`.
  */
 function redactEncoded(run: string, percent: string): string {
-  const [authority, fragment, query, equals, userinfo, ampersand] = delimiters(percent);
+  const upper = run.toUpperCase();
+  const length = percent.length + 2;
   // The authority ends at the first `/`, `?` or `#`; the host starts after its last `@`.
-  const authorityEnd = run.search(authority);
-  const rest = run.slice(authorityEnd);
-  const path = rest.slice(0, rest.search(fragment));
-  const question = query.exec(path) as RegExpExecArray;
-  const queryStart = question.index + question[0].length;
+  const authorityEnd = Math.min(
+    indexOrEnd(upper, `${percent}2F`),
+    indexOrEnd(upper, `${percent}3F`),
+    indexOrEnd(upper, `${percent}23`),
+  );
+  const at = upper.lastIndexOf(`${percent}40`, authorityEnd - length);
+  const rest = run.slice(authorityEnd, indexOrEnd(upper, `${percent}23`, authorityEnd));
+  const query = rest.toUpperCase().indexOf(`${percent}3F`) + length;
   return (
-    run.slice(0, authorityEnd).replace(userinfo, '') +
-    path.slice(0, queryStart) +
-    path
-      .slice(queryStart)
-      .split(ampersand)
-      .map((part, i) => {
-        // Odd indexes are the `%26` split on.
-        const sign = equals.exec(part) as RegExpExecArray;
-        if (i % 2) return part;
-        if (!sign[0]) return part && REDACTED;
-        const name = part.slice(0, sign.index);
-        return (
-          (/^[\w.~-]*$/.test(name) ? name : REDACTED) +
-          sign[0] +
-          (part.length > sign.index + sign[0].length ? REDACTED : '')
-        );
-      })
-      .join('')
+    run.slice(at < 0 ? 0 : at + length, authorityEnd) +
+    (query < length
+      ? rest
+      : rest.slice(0, query) +
+        rest
+          .slice(query)
+          .split(`${percent}26`)
+          .map((part) => {
+            const equals = part.toUpperCase().indexOf(`${percent}3D`) + length;
+            if (equals < length) return part && REDACTED;
+            const name = part.slice(0, equals - length);
+            return (
+              (/^[\w.~-]*$/.test(name) ? name : REDACTED) +
+              part.slice(equals - length, equals) +
+              (part.length > equals ? REDACTED : '')
+            );
+          })
+          .join(`${percent}26`))
   );
 }
 
@@ -306,7 +279,14 @@ export function redactText(text: string, escapes = true): string {
       const quoted = separator[0].endsWith('/');
       const following = findSeparator(text, from);
       const head = text.slice(from, following?.index);
-      let end = from + head.search(delimiters(percent)[quoted ? 7 : 6]);
+      const upper = head.toUpperCase();
+      let end =
+        from +
+        Math.min(
+          head.search(quoted ? /[^\w.!~*'()%+/=&:@-]|$/ : /[^\w.!~*'()%+-]|$/),
+          indexOrEnd(upper, `${percent}23`),
+          indexOrEnd(upper, `${percent}3F`),
+        );
       if (end < from + head.length) {
         // At the query or fragment (or at a character that ends the URL: read as empty).
         const run = quoted ? QUOTED_RUN : ENCODED_RUN;
@@ -321,7 +301,15 @@ export function redactText(text: string, escapes = true): string {
         }
       }
       while (end > from && URL_TRAILER.includes(text.charAt(end - 1))) end--;
-      out += text.slice(done, from) + redactEncoded(text.slice(from, end), percent);
+      // A `quote()`d URL's delimiters left as they are are shown encoded: one spelling to read.
+      out +=
+        text.slice(done, from) +
+        redactEncoded(
+          text
+            .slice(from, end)
+            .replace(/[/?#=&:@]+/g, (raw) => encodeURIComponent(raw).replaceAll('%', percent)),
+          percent,
+        );
       done = end;
       separator = findSeparator(text, end);
       continue;

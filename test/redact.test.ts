@@ -476,15 +476,16 @@ test('redactText never shows a secret of a percent-encoded URL and changes nothi
 });
 
 test('redactText redacts a URL percent-encoded by Python’s quote(), its slashes left as they are', () => {
-  // urllib.parse.quote() keeps '/' by default: 'https%3A//user%3Apw%40host/x%3Fk%3Dv'.
+  // urllib.parse.quote() keeps '/' by default: 'https%3A//user%3Apw%40host/x%3Fk%3Dv'. What
+  // follows its '//' is shown encoded throughout.
   assert.equal(
     redactText('{"dsn":"https%3A//admin%3Ap4ssw0rd%40db.internal/x%3Ftoken%3Dabc%26mode%3Dfast"}'),
-    `{"dsn":"https%3A//db.internal/x%3Ftoken%3D${REDACTED}%26mode%3D${REDACTED}"}`,
+    `{"dsn":"https%3A//db.internal%2Fx%3Ftoken%3D${REDACTED}%26mode%3D${REDACTED}"}`,
   );
   // Its '?' (and '=', '&', '#') left as they are too (quote(url, safe='/?')), any case.
   assert.equal(
     redactText('next: https%3a//admin%3ap4ssw0rd%40db.internal/x?token%3Dabc&mode=fast#frag-1.'),
-    `next: https%3a//db.internal/x?token%3D${REDACTED}&mode=${REDACTED}.`,
+    `next: https%3a//db.internal%2Fx%3Ftoken%3D${REDACTED}%26mode%3D${REDACTED}.`,
   );
   // Its ':' left as it is (quote(url, safe=':/')): the parser refuses the host, nothing is shown.
   assert.equal(redactText('at https://admin%3Ap4ssw0rd%40db.internal/x'), 'at (unparseable URL)');
@@ -892,7 +893,7 @@ test('a twice-encoded, quote()d or JSON-in-JSON URL in an error body never shows
     }),
   );
   assert.match(error.body ?? '', /h\.example%252Fcb/);
-  assert.match(error.body ?? '', /db\.internal\/app/);
+  assert.match(error.body ?? '', /db\.internal%2Fapp/);
   assert.match(error.body ?? '', /https:\/\/h\.example\/x\?token=\[redacted\]/);
   for (const text of shown) {
     for (const secret of ['pw-1', 'tk-1', 'pw-2', 'tk-2', 'pw-3', 'tk-3']) {
