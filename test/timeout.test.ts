@@ -422,3 +422,21 @@ test('after an outer deadline, a retry() between it and an inner timeout() start
     assert.equal(server.requests.length, 1, 'requests the server received');
   });
 });
+
+test('after an inner attempt deadline, a retry() above two timeouts still sends its next attempt', async () => {
+  // The inner timeout's mark must not make the outer one refuse the retry's new pass as
+  // if an outer deadline had ended the call: the retry sits above both.
+  await withServer(sequence({ hang: true }, {}), async (server) => {
+    const fetch = createFetch({
+      use: [
+        retry({ attempts: 2, backoff: { initialMs: 1, jitter: 'none' } }),
+        timeout({ attemptMs: 5000 }),
+        timeout({ attemptMs: 50 }),
+      ],
+    });
+    const response = await fetch(`${server.origin}/x`);
+    assert.equal(response.status, 200);
+    await response.text();
+    assert.equal(server.requests.length, 2);
+  });
+});
