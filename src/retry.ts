@@ -239,6 +239,12 @@ export function retry(options: RetryOptions = {}): Retry {
   }
 
   const middleware = async function retry(call: Call, next: Next): Promise<Response> {
+    // The signal of the pass this retry runs in, read once. A timeout above that ends the
+    // pass (its deadline, the caller's abort) puts its outer signal back on the call while
+    // this retry may still run (a fetch that ignores the signal, a late 503), and a retry
+    // above it may start a new pass with a new signal: waiting on this one ends such a
+    // leftover at once, with no timer held for the delay and no resend in the new pass.
+    const signal = call.signal;
     if (config.replayBodyBytes !== undefined && call.attempt === 1)
       await bufferBody(call, config.replayBodyBytes);
     let previousDelay: number | undefined;
@@ -291,6 +297,8 @@ export function retry(options: RetryOptions = {}): Retry {
       }
 
       if ('response' in outcome) await outcome.response.body?.cancel().catch(() => {});
+      // A pass that is over gets no retry event either.
+      signal?.throwIfAborted();
       budget.retries++;
       call.emit({
         type: 'retry',
@@ -301,7 +309,7 @@ export function retry(options: RetryOptions = {}): Retry {
         reason,
       });
       previousDelay = delay;
-      await sleep(delay, call.signal);
+      await sleep(delay, signal);
       call.attempt++;
     }
   } as Retry;

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import type { FetchLike, Middleware } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
-import { HttpStatusError, NetworkError, RetryAfterTooLongError } from '../src/errors.ts';
+import { HttpStatusError, NetworkError, RetryAfterTooLongError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { retry } from '../src/retry.ts';
 import { sleep } from '../src/sleep.ts';
@@ -476,4 +476,97 @@ test('an abort while a stream body is buffered for replay cancels the caller’s
   );
   await new Promise((resolve) => setTimeout(resolve, 20));
   assert.equal(cancelled, true, 'the source stream was cancelled');
+});
+
+/** A custom fetch that drops `init.signal`: an abort or a deadline never reaches the request. */
+const deafFetch: FetchLike = (input, init) => {
+  const { signal: _ignored, ...rest } = init ?? {};
+  return globalThis.fetch(input, rest);
+};
+
+test('a retry() left running below an ended attempt deadline ends its wait for a late 503 at once', async () => {
+  // The caller has its TimeoutError; the late 503 still reaches the retry below, which
+  // must not hold a backoff or server delay (up to 32 s or 60 s: a timer that keeps
+  // the process up) before a resend the chain's end refuses anyway.
+  for (const late of [{}, { 'retry-after': '5' }]) {
+    await withServer(sequence({ status: 503, headers: late, delayMs: 100 }, {}), async (server) => {
+      let arrived = 0;
+      let ended = 0;
+      const retries: BreakwaterEvent[] = [];
+      const watch: Middleware = async function watch(call, next) {
+        try {
+          return await next(call);
+        } finally {
+          ended = performance.now();
+        }
+      };
+      const fetch = createFetch({
+        fetch: deafFetch,
+        onEvent: (event) => {
+          if (event.type === 'retry') retries.push(event);
+        },
+        use: [
+          timeout({ attemptMs: 30 }),
+          watch,
+          retry({ backoff: { initialMs: 5000, jitter: 'none' } }),
+          async function late(call, next) {
+            const response = await next(call);
+            arrived = performance.now();
+            return response;
+          },
+        ],
+      });
+      await assert.rejects(fetch(`${server.origin}/x`), TimeoutError);
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      assert.ok(arrived > 0, 'the late 503 arrived');
+      assert.ok(ended > 0, `the retry still waits (${JSON.stringify(late)})`);
+      assert.ok(ended - arrived < 100, `ended ${ended - arrived} ms after the late 503`);
+      assert.equal(server.requests.length, 1);
+      assert.deepEqual(retries, [], 'no retry event for a call that is over');
+    });
+  }
+});
+
+test('a retry() left running below an ended attempt deadline does not resend during the next attempt a retry above started', async () => {
+  // [retry, timeout({ attemptMs }), retry]: the first attempt's 503 arrives (through a
+  // fetch that ignores the signal) while the second attempt runs; the inner retry of
+  // the first attempt must not add a request of its own to it.
+  let firstAnswered: () => void = () => {};
+  const answered = new Promise<void>((resolve) => {
+    firstAnswered = resolve;
+  });
+  let secondArrived: () => void = () => {};
+  const arrival = new Promise<void>((resolve) => {
+    secondArrived = resolve;
+  });
+  await withServer(
+    async (_req, index) => {
+      if (index === 0) {
+        await arrival;
+        firstAnswered();
+        return { status: 503 };
+      }
+      if (index === 1) {
+        secondArrived();
+        await answered;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      return { status: 200 };
+    },
+    async (server) => {
+      const fetch = createFetch({
+        fetch: deafFetch,
+        use: [
+          retry({ attempts: 2, backoff: { initialMs: 1, jitter: 'none' } }),
+          timeout({ attemptMs: 100 }),
+          retry({ attempts: 3, backoff: { initialMs: 1, jitter: 'none' } }),
+        ],
+      });
+      const response = await fetch(`${server.origin}/x`);
+      assert.equal(response.status, 200);
+      await response.text();
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(server.requests.length, 2, 'requests the server received');
+    },
+  );
 });
