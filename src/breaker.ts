@@ -446,7 +446,8 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   Anthropic's, `RateLimit`, `X-RateLimit-*`) pauses the key until the reset, so the
  *   call after the last allowed one waits instead of earning a 429. Only a reset within
  *   `maxRetryAfterMs`: a success is a forecast, not a refusal, so a longer limit is left
- *   to the server's own 429 (a server that reports 0 yet keeps serving costs nothing).
+ *   to the server's own 429 (a server that reports 0 yet keeps serving costs nothing),
+ *   and is passed over: another quota at 0 that resets in time still pauses the key.
  * - **Paced release**: when a pause ends, the first call through is the pace probe;
  *   the calls waiting (or arriving) meanwhile wait for its outcome, abortably, for at
  *   most `maxRetryAfterMs` and never past their deadline (then they fail fast with
@@ -758,15 +759,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         // allowance), the rest wait for the reset instead of all going and most earning
         // a 429. Only a reset within maxRetryAfterMs: this answer is a forecast, not a
         // refusal, and a server that reports 0 yet keeps serving must not cost its
-        // callers minutes of failing fast. Only on answers that are not failures: on a
-        // 408 or 5xx the server's delay is retryDelay()'s, as retry() reads it.
+        // callers minutes of failing fast. A quota that resets later is passed over, so it
+        // cannot hide one at 0 that resets in time. Only on answers that are not failures:
+        // on a 408 or 5xx the server's delay is retryDelay()'s, as retry() reads it.
         const probe = c.paceProbe === call;
-        const quota = quotaPacing && quotaLeft(answer.headers, now(), !probe);
-        if (
-          quota &&
-          quota.resetMs <= maxRetryAfterMs &&
-          (!quota.remaining || (probe && quota.remaining < (c.waiters?.size ?? 0)))
-        ) {
+        const quota = quotaPacing && quotaLeft(answer.headers, now(), !probe, maxRetryAfterMs);
+        if (quota && (!quota.remaining || (probe && quota.remaining < (c.waiters?.size ?? 0)))) {
           pace(c, call, answer, quota.resetMs, true, quota.remaining);
         }
       }

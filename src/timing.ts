@@ -215,9 +215,10 @@ export function retryDelay(headers: HeadersLike, now: number = Date.now()): numb
  * beside its reset: `RateLimit` (`r`, `t`), the `RateLimit-Reset` family with its
  * `-Remaining`, OpenAI's `x-ratelimit-*-requests` / `-tokens` and Anthropic's
  * `anthropic-ratelimit-*`. A reset without a remaining count says nothing here (GitHub
- * sends one on every response), nor does one whose reset has come (it is restored).
- * Between quotas with the same count, the later reset wins. A token quota with tokens
- * left reads as `Infinity` left: how many calls fit in them is unknown.
+ * sends one on every response), nor does one whose reset has come (it is restored),
+ * nor one whose reset is further off than `maxResetMs`. Between quotas with the same
+ * count, the later reset wins. A token quota with tokens left reads as `Infinity` left:
+ * how many calls fit in them is unknown.
  *
  * The breaker paces a key on it: a quota at 0 pauses the key until its reset (the next
  * call would only earn a 429), and after a pause only as many waiting calls go as the
@@ -226,21 +227,33 @@ export function retryDelay(headers: HeadersLike, now: number = Date.now()): numb
  * @param usedUpOnly - Only a quota at 0 is wanted: skip the reads (up to 19 header
  *   lookups, 6 to 11 µs on Node 20) unless some rate-limit header reads 0, which a
  *   `Headers` tells in one pass over its fields. The breaker asks this on every answer.
+ * @param maxResetMs - The furthest reset, in ms, worth knowing about; default: any. The
+ *   breaker passes its `maxRetryAfterMs`, past which it leaves a quota to the server's own
+ *   429. Passed over, such a quota cannot hide one that resets in time: an
+ *   `X-RateLimit-Reset` at 0 that reads as {@link MAX_DELAY_MS} (15 digits, or too many to
+ *   read) was the later reset beside OpenAI's request quota at 0 for 2 s, so the breaker
+ *   paced nothing and every call in those 2 s earned a 429.
  */
 export function quotaLeft(
   headers: HeadersLike,
   now: number = Date.now(),
   usedUpOnly = false,
+  maxResetMs: number = Infinity,
 ): { remaining: number; resetMs: number } | undefined {
   if (!mentionsRateLimit(headers, usedUpOnly)) return undefined;
   let tightest: { remaining: number; resetMs: number } | undefined;
   for (const read of QUOTA_FAMILIES) {
     for (const [remaining, reset] of read(headers, now)) {
       // No readable reset says nothing, and a reset that has come means the quota is
-      // restored, whatever its count said: neither is the tightest.
+      // restored, whatever its count said: neither is the tightest. Nor is one past the bound.
       const resetMs = clampDelay(reset) ?? 0;
       const { remaining: least = Infinity, resetMs: latest = 0 } = tightest ?? {};
-      if (resetMs > 0 && remaining <= least && (remaining < least || resetMs > latest)) {
+      if (
+        resetMs > 0 &&
+        resetMs <= maxResetMs &&
+        remaining <= least &&
+        (remaining < least || resetMs > latest)
+      ) {
         tightest = { remaining, resetMs };
       }
     }
@@ -698,8 +711,8 @@ function sfMembers<T extends RateLimitStatus | RateLimitPolicy>(
     if (m === null || name === undefined) continue;
     const params: Partial<Record<string, RegExpExecArray>> = {};
     // Parameters up to the member's end (the match without a key), or one that fails.
-    let param: RegExpExecArray | null;
-    for (let at = m[0].length; (param = matchAt(SF_PARAMETER, item, at))?.[1]; at += param[0].length) {
+    let param = matchAt(SF_PARAMETER, item, m[0].length);
+    for (; param?.[1]; param = matchAt(SF_PARAMETER, item, param.index + param[0].length)) {
       params[param[1]] = param;
     }
     if (param === null) continue;

@@ -6,6 +6,7 @@ import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError, NetworkError } from '../src/errors.ts';
 import type { BreakwaterEvent, PacedEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
+import { retry } from '../src/retry.ts';
 import { always, type Behaviour, type Handler, sequence, withServer } from './helpers/server.ts';
 
 /** A short, exact schedule for the pauses a 429 without a delay imposes. */
@@ -520,6 +521,39 @@ test('a used-up quota that resets later than maxRetryAfterMs pauses nothing: a 2
     assert.equal(await send(fetch, server.origin), 200, 'the next call went, and the server served it');
     assert.equal(server.requests.length, 2);
   });
+});
+
+test('a 200 that says a quota is used up pauses the key until its reset even when another quota at 0 names a reset too far off to trust', async () => {
+  // A gateway's X-RateLimit-Reset that reads as the longest wait (15 digits: epoch seconds
+  // millennia away; or digits too long to read) beside the real quota, OpenAI's, at 0
+  // until 300 ms from now. Taken as the tightest quota, the far reset hid the near one: the
+  // 200 paused nothing, and every call sent before the reset earned a 429 (whose far reset
+  // then failed it fast with RetryAfterTooLongError).
+  for (const farReset of ['999999999999999', '9'.repeat(5_000)]) {
+    const usedUp = (resetMs: number) => ({
+      'x-ratelimit-remaining-requests': '0',
+      'x-ratelimit-reset-requests': `${resetMs}ms`,
+      'X-RateLimit-Remaining': '0',
+      'X-RateLimit-Reset': farReset,
+    });
+    let resetAt = 0;
+    const { arrivals, handler } = stamped(() => {
+      const t = Date.now();
+      if (!resetAt) {
+        resetAt = t + 300;
+        return { status: 200, headers: usedUp(300) };
+      }
+      return t < resetAt ? { status: 429, headers: usedUp(resetAt - t) } : { status: 200 };
+    });
+    await withServer(handler, async (server) => {
+      const fetch = createFetch({ use: [retry(), circuitBreaker({ open: OPEN })], key: 'model' });
+      assert.equal(await send(fetch, server.origin), 200);
+      assert.deepEqual(await concurrently(fetch, server.origin, 4), [200, 200, 200, 200]);
+      assert.equal(server.requests.length, 5, 'no call was sent before the reset');
+      for (const t of arrivals.slice(1))
+        assert.ok(t >= resetAt, `a call went ${resetAt - t} ms before the reset`);
+    });
+  }
 });
 
 test('a 200 whose headers throw when read reaches its caller: the breaker’s quota check reads them as absent', async () => {

@@ -810,6 +810,35 @@ test('quotaLeft picks the fewest remaining across families, and the later reset 
   );
 });
 
+test('quotaLeft with maxResetMs passes over a quota whose reset is further off, so a far or unreadable reset at 0 does not hide a nearer one', () => {
+  // A legacy reset that reads as the longest wait (15 digits: epoch seconds millennia
+  // away; or digits too long to read) beside OpenAI's request quota, both at 0.
+  for (const reset of ['999999999999999', '9'.repeat(MAX_HEADER_CHARS + 1)]) {
+    const headers = {
+      'X-RateLimit-Remaining': '0',
+      'X-RateLimit-Reset': reset,
+      'x-ratelimit-remaining-requests': '0',
+      'x-ratelimit-reset-requests': '2s',
+    };
+    assert.deepEqual(
+      quotaLeft(headers, NOW),
+      { remaining: 0, resetMs: MAX_DELAY_MS },
+      'no bound: the later reset',
+    );
+    assert.deepEqual(quotaLeft(headers, NOW, false, 60_000), { remaining: 0, resetMs: 2_000 });
+    assert.deepEqual(quotaLeft(new Headers(headers), NOW, true, 60_000), { remaining: 0, resetMs: 2_000 });
+  }
+  // Fewer left in a quota that resets too far off do not hide the count of one that resets in time.
+  const far = { RateLimit: '"day";r=1;t=86400, "minute";r=5;t=40' };
+  assert.deepEqual(quotaLeft(far, NOW, false, 60_000), { remaining: 5, resetMs: 40_000 });
+  assert.equal(quotaLeft(far, NOW, false, 30_000), undefined, 'every reset further off');
+  assert.deepEqual(
+    quotaLeft(far, NOW, false, 40_000),
+    { remaining: 5, resetMs: 40_000 },
+    'a reset at the bound is within it',
+  );
+});
+
 test('quotaLeft reads the legacy family with an epoch reset', () => {
   const reset = String(NOW / 1000 + 30);
   assert.deepEqual(quotaLeft({ 'X-RateLimit-Remaining': '0', 'X-RateLimit-Reset': reset }, NOW), {
