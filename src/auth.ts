@@ -348,6 +348,8 @@ export function auth(options: AuthOptions): Middleware {
   }
 
   return async function auth(call: Call, next: Next): Promise<Response> {
+    // The signal of the pass this runs in, read once: see the check after a 401 below.
+    const signal = call.signal;
     const [token, sentGeneration] = await currentToken(call);
     call.setHeader(header, format(token));
     const response = await next(call);
@@ -355,6 +357,12 @@ export function auth(options: AuthOptions): Middleware {
 
     // This 401 is dropped either way now: free its connection before waiting on a refresh.
     await response.body?.cancel().catch(() => {});
+    // A pass that is over is neither refreshed for nor resent: a timeout above ended it
+    // (its deadline, the caller's abort) and put its outer signal back on the call while
+    // this 401 came late (a fetch that ignores the signal), or a retry above has started
+    // the next attempt. A refresh for nobody hits the token endpoint and, with rotating
+    // refresh tokens, spends one.
+    signal?.throwIfAborted();
     // Only a 401 for the newest token says that token is bad; for an older one, another
     // caller has refreshed already and the request just goes again with the new token,
     // once a refresh still running (the newer token expired too) has produced its own.
@@ -376,7 +384,7 @@ export function auth(options: AuthOptions): Middleware {
         if (
           generation === sentGeneration ||
           generation === flight.replaces ||
-          call.signal?.aborted ||
+          signal?.aborted ||
           (error as BreakwaterError | undefined)?.code !== 'AUTH_REFRESH_FAILED'
         ) {
           throw error;

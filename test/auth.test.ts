@@ -6,7 +6,8 @@ import { createFetch } from '../src/chain.ts';
 import { BreakwaterError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
-import { deadline } from '../src/timeout.ts';
+import { retry } from '../src/retry.ts';
+import { deadline, timeout } from '../src/timeout.ts';
 import { always, type Handler, type TestServer, withServer } from './helpers/server.ts';
 
 const OLD = 'sk-old-0123456789';
@@ -902,4 +903,84 @@ test('a call with an older token that joins a refresh which then fails is not re
       ['/y', `Bearer ${T1}`],
     ]);
   });
+});
+
+/** A custom fetch that drops `init.signal`: an abort or a deadline never reaches the request. */
+const deafFetch: typeof globalThis.fetch = (input, init) => {
+  const { signal: _ignored, ...rest } = init ?? {};
+  return globalThis.fetch(input, rest);
+};
+
+test('an auth() left running below an ended attempt deadline does not call refresh() for a late 401', async () => {
+  // The caller has its TimeoutError; refreshing for nobody hits the token endpoint, and
+  // with rotating refresh tokens (OAuth 2.1 §4.3.1) spends one.
+  await withServer(always({ status: 401, delayMs: 100 }), async (server) => {
+    const counting = countingRefresh();
+    let arrived = false;
+    const fetch = createFetch({
+      fetch: deafFetch,
+      use: [
+        timeout({ attemptMs: 30 }),
+        auth({ token: OLD, refresh: counting.refresh }),
+        async function late(call, next) {
+          const response = await next(call);
+          arrived = true;
+          return response;
+        },
+      ],
+    });
+    await assert.rejects(fetch(`${server.origin}/x`), TimeoutError);
+    await tick(250);
+    assert.ok(arrived, 'the late 401 arrived');
+    assert.equal(counting.calls(), 0, 'refresh() calls');
+    assert.deepEqual(sent(server), [['/x', `Bearer ${OLD}`]]);
+  });
+});
+
+test('an auth() left running below an ended attempt deadline does not resend during the next attempt a retry above started', async () => {
+  // [retry, timeout({ attemptMs }), auth]: the first attempt's 401 arrives while the
+  // second attempt runs; the first attempt's auth() must neither refresh nor add a request.
+  let firstAnswered: () => void = () => {};
+  const answered = new Promise<void>((resolve) => {
+    firstAnswered = resolve;
+  });
+  let secondArrived: () => void = () => {};
+  const arrival = new Promise<void>((resolve) => {
+    secondArrived = resolve;
+  });
+  await withServer(
+    async (_req, index) => {
+      if (index === 0) {
+        await arrival;
+        firstAnswered();
+        return { status: 401 };
+      }
+      if (index === 1) {
+        secondArrived();
+        await answered;
+        await tick(50);
+      }
+      return { status: 200 };
+    },
+    async (server) => {
+      const counting = countingRefresh();
+      const fetch = createFetch({
+        fetch: deafFetch,
+        use: [
+          retry({ attempts: 2, backoff: { initialMs: 1, jitter: 'none' } }),
+          timeout({ attemptMs: 100 }),
+          auth({ token: OLD, refresh: counting.refresh }),
+        ],
+      });
+      const response = await fetch(`${server.origin}/x`);
+      assert.equal(response.status, 200);
+      await response.text();
+      await tick(100);
+      assert.equal(counting.calls(), 0, 'refresh() calls');
+      assert.deepEqual(sent(server), [
+        ['/x', `Bearer ${OLD}`],
+        ['/x', `Bearer ${OLD}`],
+      ]);
+    },
+  );
 });
