@@ -362,7 +362,7 @@ export function auth(options: AuthOptions): Middleware {
     // this 401 came late (a fetch that ignores the signal), or a retry above has started
     // the next attempt. A refresh for nobody hits the token endpoint and, with rotating
     // refresh tokens, spends one.
-    signal?.throwIfAborted();
+    if (signal?.aborted) throw signal.reason;
     // Only a 401 for the newest token says that token is bad; for an older one, another
     // caller has refreshed already and the request just goes again with the new token,
     // once a refresh still running (the newer token expired too) has produced its own.

@@ -297,8 +297,9 @@ export function retry(options: RetryOptions = {}): Retry {
       }
 
       if ('response' in outcome) await outcome.response.body?.cancel().catch(() => {});
-      // A pass that is over gets no retry event either.
-      signal?.throwIfAborted();
+      // A pass that is over gets no retry event either. (Not throwIfAborted(): a custom
+      // fetch may take a polyfill's signal, which lacks it.)
+      if (signal?.aborted) throw signal.reason;
       budget.retries++;
       call.emit({
         type: 'retry',

@@ -984,3 +984,17 @@ test('an auth() left running below an ended attempt deadline does not resend dur
     },
   );
 });
+
+test('a caller signal from an AbortSignal polyfill (no throwIfAborted) still gets its refresh and resend', async () => {
+  // Custom fetches (node-fetch) take the abort-controller package's signals, which have
+  // aborted, reason and listeners, and nothing newer.
+  const polyfilled = Object.assign(new EventTarget(), { aborted: false, reason: undefined });
+  await withServer(acceptsNew, async (server) => {
+    const counting = countingRefresh();
+    const fetch = createFetch({ fetch: deafFetch, use: [auth({ token: OLD, refresh: counting.refresh })] });
+    const response = await fetch(`${server.origin}/x`, { signal: polyfilled as unknown as AbortSignal });
+    assert.equal(response.status, 200);
+    await response.text();
+    assert.equal(counting.calls(), 1);
+  });
+});

@@ -570,3 +570,16 @@ test('a retry() left running below an ended attempt deadline does not resend dur
     },
   );
 });
+
+test('a caller signal from an AbortSignal polyfill (no throwIfAborted) still gets its retry', async () => {
+  // Custom fetches (node-fetch) take the abort-controller package's signals, which have
+  // aborted, reason and listeners, and nothing newer.
+  const polyfilled = Object.assign(new EventTarget(), { aborted: false, reason: undefined });
+  await withServer(sequence({ status: 503 }, {}), async (server) => {
+    const fetch = createFetch({ fetch: deafFetch, use: [retry({ backoff: fast })] });
+    const response = await fetch(`${server.origin}/x`, { signal: polyfilled as unknown as AbortSignal });
+    assert.equal(response.status, 200);
+    await response.text();
+    assert.equal(server.requests.length, 2);
+  });
+});
