@@ -204,13 +204,23 @@ test('openaiOptions: a POST answered 500 with x-should-retry: true is resent, th
 });
 
 test('openaiOptions: a streamed completion is not cut by an attempt timeout shorter than the stream', async () => {
+  // The deadlines cover the wait for headers, which a loaded machine must not eat: a
+  // warm-up request pays the process's cold start (a first request through the SDK takes
+  // hundreds of ms there), and the stream is held open past the deadlines by the server's
+  // clock: they run from before the request arrived, so what is sent TOTAL_MS + 50 ms after
+  // its arrival comes after both, however late the timers fire.
+  const ATTEMPT_MS = 200;
+  const TOTAL_MS = 250;
   const chunks = ['Hel', 'lo, ', 'wor', 'ld'];
+  let holdMs = 0;
   const app = new Hono();
   app.post('/v1/chat/completions', async (c) => {
     await c.req.text();
+    const arrived = performance.now();
     return streamSSE(c, async (stream) => {
       for (const [index, content] of chunks.entries()) {
-        await stream.sleep(40);
+        // The first chunk at once, the rest once both deadlines have passed.
+        if (index === 1) await stream.sleep(Math.max(0, arrived + holdMs - performance.now()));
         const chunk = {
           id: 'chatcmpl-1',
           object: 'chat.completion.chunk',
@@ -225,15 +235,20 @@ test('openaiOptions: a streamed completion is not cut by an attempt timeout shor
       await stream.writeSSE({ data: '[DONE]' });
     });
   });
-  await withApp(app, async (server) => {
-    const policy = definePolicy({ timeout: { attemptMs: 50, totalMs: 60 } });
-    const client = openaiClient(server, policy);
-    const started = performance.now();
-    const stream = await client.chat.completions.create({ ...ask, stream: true });
+  const streamedText = async (client: OpenAI): Promise<string> => {
     let text = '';
-    for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
-    assert.equal(text, 'Hello, world');
-    assert.ok(performance.now() - started >= 150, 'the stream outlived both deadlines');
+    for await (const chunk of await client.chat.completions.create({ ...ask, stream: true })) {
+      text += chunk.choices[0]?.delta.content ?? '';
+    }
+    return text;
+  };
+  await withApp(app, async (server) => {
+    assert.equal(await streamedText(openaiClient(server, definePolicy({}))), 'Hello, world', 'the warm-up');
+    holdMs = TOTAL_MS + 50;
+    const policy = definePolicy({ timeout: { attemptMs: ATTEMPT_MS, totalMs: TOTAL_MS } });
+    const started = performance.now();
+    assert.equal(await streamedText(openaiClient(server, policy)), 'Hello, world');
+    assert.ok(performance.now() - started >= holdMs, 'the stream outlived both deadlines');
   });
 });
 
