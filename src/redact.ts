@@ -158,10 +158,16 @@ function redactEncoded(run: string, percent: string): string {
   const rest = run.slice(authorityEnd, indexOrEnd(upper, `${percent}23`, authorityEnd));
   const query = rest.toUpperCase().indexOf(`${percent}3F`) + length;
   return (
-    run.slice(at < 0 ? 0 : at + length, authorityEnd) +
+    // A URL encoded once more in the host or path (`%2Fhttps%253A%252F%252Fu%253Apw%2540h`)
+    // is one of its own: a level deeper each time, four at most.
+    redactText(
+      run.slice(at < 0 ? 0 : at + length, authorityEnd) +
+        (query < length ? rest : rest.slice(0, query - length)),
+      false,
+    ) +
     (query < length
-      ? rest
-      : rest.slice(0, query) +
+      ? ''
+      : rest.slice(query - length, query) +
         rest
           .slice(query)
           .split(`${percent}26`)
@@ -277,7 +283,14 @@ export function redactText(text: string, escapes = true): string {
       // `%3A//` (Python's `quote()`) may leave its other delimiters as they are too.
       const percent = separator[0].slice(0, separator[0].search(/3A/i));
       const quoted = separator[0].endsWith('/');
-      const following = findSeparator(text, from);
+      // A URL encoded once more (`%253A%252F%252F` after a `%3A%2F%2F`) is part of this one:
+      // its path, its password (`u%3Ap%253A%252F%252Fss%40h`) or a query value; the query
+      // that follows it is this URL's.
+      const first = findSeparator(text, from);
+      let following = first;
+      while (following?.[0].startsWith(`${percent}25`)) {
+        following = findSeparator(text, following.index + following[0].length);
+      }
       const head = text.slice(from, following?.index);
       const upper = head.toUpperCase();
       let end =
@@ -296,7 +309,7 @@ export function redactText(text: string, escapes = true): string {
         // It ends inside a URL's separator when it reads only part of it (the `%3A` of a
         // `%3A//`, the `:` of a `:\/\/`): that URL is one of its own, or its userinfo
         // would be shown. The separators walked here are behind the next scan.
-        for (let s = following; s && s.index < end; s = findSeparator(text, s.index + s[0].length)) {
+        for (let s = first; s && s.index < end; s = findSeparator(text, s.index + s[0].length)) {
           if (s.index + s[0].length > end) end = s.index;
         }
       }

@@ -513,6 +513,35 @@ test('redactText redacts a URL percent-encoded twice, left encoded twice', () =>
   );
 });
 
+test('redactText reads a URL encoded once more inside a percent-encoded URL as part of it, its query and password still hidden', () => {
+  // A proxy's callback whose path holds an encoded URL, encoded as a whole once more: the
+  // inner URL's '://' is no end of the outer one, whose query follows it.
+  assert.equal(
+    redactText(
+      '{"next":"https%3A%2F%2Fproxy.example%2Ffetch%2Fhttps%253A%252F%252Fh.example%3Ftoken%3Dtk-1"}',
+    ),
+    `{"next":"https%3A%2F%2Fproxy.example%2Ffetch%2Fhttps%253A%252F%252Fh.example%3Ftoken%3D${REDACTED}"}`,
+  );
+  // The inner URL loses its own secrets too, also in a quote()d URL's path.
+  assert.equal(
+    redactText(
+      'https%3A//proxy.example/fetch/https%253A%252F%252Fu%253Apw-2%2540h.example%252Fx%3Ftoken%3Dtk-2',
+    ),
+    `https%3A//proxy.example%2Ffetch%2Fhttps%253A%252F%252Fh.example%252Fx%3Ftoken%3D${REDACTED}`,
+  );
+  // A password holding '://' (u:p://ss@h as written).
+  assert.equal(
+    redactText('https%3A%2F%2Fu%3Apw-3%253A%252F%252Fss%40h.example%2Fx'),
+    'https%3A%2F%2Fh.example%2Fx',
+  );
+  for (const out of [
+    'https%3A%2F%2Fproxy.example%2Ffetch%2Fhttps%253A%252F%252Fh.example%3Ftoken%3D[redacted]',
+    'https%3A//proxy.example%2Ffetch%2Fhttps%253A%252F%252Fh.example%252Fx%3Ftoken%3D[redacted]',
+  ]) {
+    assert.equal(redactText(out), out);
+  }
+});
+
 test('redactText redacts a URL in JSON quoted inside JSON, its colon or slashes escaped as \\u003A or \\u002F', () => {
   // A JSON string holding a JSON text: the inner text's escapes are escaped again.
   const inner = [
