@@ -129,11 +129,13 @@ function withoutCutUrl(text: string): string {
     c = text.charAt(--start - 1);
   }
   const word = text.slice(start);
-  const last = [...word.matchAll(SCHEME_SEPARATOR)].at(-1);
-  // The authority ends at a `/`, `?` or `#`, written plainly or percent-encoded.
-  if (last === undefined || /[/?#]|%(?:2[3Ff]|3[Ff])/.test(word.slice(last.index + last[0].length)))
-    return text;
-  return `${text.slice(0, start + last.index)}…`;
+  // The authority ends at a `/`, `?` or `#`, written plainly or percent-encoded. The URL
+  // cut is the first with none after it: a later one is in its userinfo (a password
+  // holding `://`, percent-encoded once more: `u%3Ap%253A%252F%252Fss`).
+  let authorityEnd = -1;
+  for (const delimiter of word.matchAll(/[/?#]|%(?:2[3Ff]|3[Ff])/g)) authorityEnd = delimiter.index;
+  const cut = [...word.matchAll(SCHEME_SEPARATOR)].find((s) => s.index + s[0].length > authorityEnd);
+  return cut ? `${text.slice(0, start + cut.index)}…` : text;
 }
 
 /** What a failure response said, as `captureStatus()` snapshots it and `statusError()` reports it. */

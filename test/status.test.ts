@@ -452,3 +452,16 @@ test('a body cut inside the password of a percent-encoded or \\u003A-escaped URL
     );
   }
 });
+
+test('a body cut inside the password of a percent-encoded URL, past a URL encoded once more in the password, shows no part of it', async () => {
+  // The password holds '://' (u:1234://5678@h as written): the last separator before the
+  // cut is the password's, and the URL left out must be the one it is part of.
+  const body =
+    '{"error":"cannot reach https%3A%2F%2Fadmin%3A1234%253A%252F%252F5678%40db.internal%2Fapp now"}';
+  const shown = await capturedBody(body, body.indexOf('5678'));
+  assert.ok(!shown?.includes('1234'), `no part of the password in ${JSON.stringify(shown)}`);
+  assert.ok(
+    shown?.startsWith('{"error":"cannot reach'),
+    `the text before the URL is kept: ${JSON.stringify(shown)}`,
+  );
+});
