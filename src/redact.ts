@@ -58,11 +58,22 @@ export function safeHeaders(headers: Headers | undefined): Record<string, string
 }
 
 /**
+ * The secret some APIs take in the path instead of a header, each by its own shape: a
+ * Telegram bot token (`/bot123456789:AAH...`, also `/file/bot.../`), a Slack incoming
+ * webhook's secret (`/services/T0000/B0000/XXXX`), a Discord webhook token
+ * (`/webhooks/<id>/<token>`, also `/api/v10/...`). An agent calling them logs the URL with
+ * every failure. Named shapes, not a guess from the characters: ids, UUIDs and slugs stay.
+ * What precedes the secret is kept: it names the bot or the webhook.
+ */
+const PATH_TOKEN = /(\/(?:bot\d+:|webhooks\/\d+\/|services\/T\w+\/B\w+\/))[^/]+/g;
+
+/**
  * A URL fit to print: no userinfo, no fragment, and every query parameter kept by
  * name with its value replaced (`?api_key=[redacted]`), so a person can still see
  * which parameters were sent; a URL in its path is redacted too, and a name holding
- * `:`, `/`, `@`, `\` or `%` is shown as `[redacted]`. Unparseable input yields a placeholder,
- * never the input.
+ * `:`, `/`, `@`, `\` or `%` is shown as `[redacted]`. A token some APIs take in the path
+ * (Telegram bots, Slack and Discord webhooks: {@link PATH_TOKEN}) is shown as `[redacted]`.
+ * Unparseable input yields a placeholder, never the input.
  */
 export function redactUrl(url: string | URL): string {
   let parsed: URL;
@@ -76,8 +87,8 @@ export function redactUrl(url: string | URL): string {
   // so is one percent-encoded in an opaque host (`foo://(https%3A%2F%2F...`). Its
   // escapes are not read: a URL from redactText was decoded there already, and each path
   // decoded again could hide one more URL behind one more escape (`\u005Cu003A`), a scan
-  // of the whole path a level: n^1.5 time.
-  const base = `${parsed.protocol}//${redactText(parsed.host + parsed.pathname, false)}`;
+  // of the whole path a level: n^1.5 time. A token in the path goes first.
+  const base = `${parsed.protocol}//${redactText(parsed.host + parsed.pathname.replace(PATH_TOKEN, `$1${REDACTED}`), false)}`;
   if (parsed.search === '') return base;
   // A "name" holding a URL (`?https://u:pw@h/`, a redirect target with no `=`) would show
   // its userinfo: parameter names hold no `:`, `/` or `@`, nor `\` or `%` (one escaped in

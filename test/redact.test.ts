@@ -3,11 +3,11 @@ import { test } from 'node:test';
 import fc from 'fast-check';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
-import { HttpStatusError } from '../src/errors.ts';
+import { HttpStatusError, NetworkError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { isSafeHeader, REDACTED, redactText, redactUrl, SECRET_HEADERS, safeHeaders } from '../src/redact.ts';
 import { throwOnStatus } from '../src/status.ts';
-import { withServer } from './helpers/server.ts';
+import { closedPort, withServer } from './helpers/server.ts';
 
 const UNPARSEABLE = '(unparseable URL)';
 
@@ -683,6 +683,99 @@ test('a percent-encoded URL in an error body never shows its userinfo or query v
   for (const text of shown) {
     assert.equal(shows(text, 'pw-8'), false, `password shown in: ${text}`);
     assert.equal(shows(text, 'tk-8'), false, `token shown in: ${text}`);
+  }
+});
+
+// --- tokens in URL paths ---
+
+/** A Telegram bot token: the bot's id, `:`, then 35 characters. */
+const TELEGRAM_TOKEN = 'AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw';
+/** A Slack incoming-webhook secret: 24 characters. */
+const SLACK_TOKEN = 'XXXXXXXXXXXXXXXXXXXXXXXX';
+/** A Discord webhook token: 68 characters. */
+const DISCORD_TOKEN = 'kF7x_Qm2-Zr9Lp4aT8wYc1Vb6Nh3Jd0Ks5Ge7Ru2Oi9Pl4Mq-_Xz8Cv1Bn6Aa3Ss0Dd';
+
+/** Paths that hold their API's secret, as Telegram, Slack and Discord shape them. */
+const TOKEN_PATHS = [
+  `/bot123456789:${TELEGRAM_TOKEN}/sendMessage`,
+  `/file/bot123456789:${TELEGRAM_TOKEN}/photos/file_0.jpg`,
+  `/services/T00000000/B00000000/${SLACK_TOKEN}`,
+  `/api/webhooks/123456789012345678/${DISCORD_TOKEN}`,
+  `/api/v10/webhooks/123456789012345678/${DISCORD_TOKEN}/messages/@original`,
+];
+
+test('redactUrl hides the token a Telegram bot, Slack webhook or Discord webhook URL holds in its path', () => {
+  assert.equal(
+    redactUrl(`https://api.telegram.org/bot123456789:${TELEGRAM_TOKEN}/sendMessage?chat_id=42`),
+    `https://api.telegram.org/bot123456789:${REDACTED}/sendMessage?chat_id=${REDACTED}`,
+  );
+  assert.equal(
+    redactUrl(`https://hooks.slack.com/services/T00000000/B00000000/${SLACK_TOKEN}`),
+    `https://hooks.slack.com/services/T00000000/B00000000/${REDACTED}`,
+  );
+  assert.equal(
+    redactUrl(`https://discord.com/api/webhooks/123456789012345678/${DISCORD_TOKEN}?wait=true`),
+    `https://discord.com/api/webhooks/123456789012345678/${REDACTED}?wait=${REDACTED}`,
+  );
+  for (const path of TOKEN_PATHS) {
+    const once = redactUrl(`https://h.example${path}`);
+    for (const token of [TELEGRAM_TOKEN, SLACK_TOKEN, DISCORD_TOKEN]) assert.ok(!once.includes(token), once);
+    assert.equal(redactUrl(once), once);
+    const text = `upstream failed: {"url":"${JSON.stringify(`https://h.example${path}`).slice(1, -1).replaceAll('/', '\\/')}"}`;
+    assert.equal(redactText(text), `upstream failed: {"url":"${once}"}`);
+    assert.equal(redactText(redactText(text)), redactText(text));
+  }
+});
+
+test('redactUrl keeps ids, UUIDs, slugs and method names in a path', () => {
+  for (const url of [
+    'https://api.example.com/v1/users/123456789012345678/posts/550e8400-e29b-41d4-a716-446655440000',
+    'https://blog.example.com/2026/11/why-retries-need-a-budget-and-a-breaker-too',
+    'https://api.example.com/v1/objects/507f1f77bcf86cd799439011/versions/AbCdEf0123456789GhIjKlMn',
+    'https://api.openai.com/v1/threads/thread_abc123XYZabc123XYZabc12/runs/run_AbC123dEf456GhI789',
+    'https://generativelanguage.googleapis.com/v1beta/models/gemini-1.5-pro-002:generateContent',
+    'https://api.github.com/repos/octo/hello/hooks/12345678/pings',
+    'https://api.example.com/services/billing/backends/v2',
+    'https://api.example.com/webhooks/settings/123456/edit',
+    'https://api.example.com/robots/bot1/status',
+  ]) {
+    assert.equal(redactUrl(url), url);
+  }
+});
+
+test('a request to a path holding a Telegram, Slack or Discord token shows no token in the error, its JSON, the snapshot or the events', async () => {
+  for (const path of TOKEN_PATHS) {
+    await withServer(
+      () => ({ status: 503, body: 'busy' }),
+      async (server) => {
+        const events: BreakwaterEvent[] = [];
+        const capture = captureStatus();
+        const fetch = createFetch({
+          use: [throwOnStatus(), capture],
+          onEvent: (event) => events.push(event),
+        });
+        const error = await fetch(`${server.origin}${path}`, { method: 'POST', body: '{}' }).catch(
+          (thrown: unknown) => thrown,
+        );
+        assert.ok(error instanceof HttpStatusError, String(error));
+        assert.match(error.message, /POST http:\/\/127\.0\.0\.1:\d+\/.*\[redacted\]/);
+        for (const text of everythingShown(error, capture.last(server.origin), events)) {
+          for (const token of [TELEGRAM_TOKEN, SLACK_TOKEN, DISCORD_TOKEN]) {
+            assert.equal(text.includes(token), false, `token shown in: ${text}`);
+          }
+        }
+      },
+    );
+    const port = await closedPort();
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({ use: [], onEvent: (event) => events.push(event) });
+    const error = await fetch(`http://127.0.0.1:${port}${path}`).catch((thrown: unknown) => thrown);
+    assert.ok(error instanceof NetworkError, String(error));
+    for (const text of everythingShown(error, undefined, events)) {
+      for (const token of [TELEGRAM_TOKEN, SLACK_TOKEN, DISCORD_TOKEN]) {
+        assert.equal(text.includes(token), false, `token shown in: ${text}`);
+      }
+    }
   }
 });
 
