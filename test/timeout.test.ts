@@ -440,3 +440,33 @@ test('after an inner attempt deadline, a retry() above two timeouts still sends 
     assert.equal(server.requests.length, 2);
   });
 });
+
+test('after an outer deadline, a hand-written resend between it and an inner timeout() starts no new attempt', async () => {
+  // retry() stops by itself (it waits on its pass's signal); a middleware that resends on
+  // an error without looking at the signal must be stopped by the inner timeout, which
+  // must not lift the outer one's mark.
+  let resent: unknown = 'not yet';
+  const resendOnError: Middleware = async function resendOnError(call, next) {
+    try {
+      return await next(call);
+    } catch {
+      call.attempt++;
+      try {
+        return await next(call);
+      } catch (error) {
+        resent = error;
+        throw error;
+      }
+    }
+  };
+  await withServer(sequence({ hang: true }, {}), async (server) => {
+    const fetch = createFetch({
+      fetch: deafFetch().fetch,
+      use: [timeout({ attemptMs: 50 }), resendOnError, timeout({ attemptMs: 5000 })],
+    });
+    await assert.rejects(fetch(`${server.origin}/x`), TimeoutError);
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+    assert.equal(server.requests.length, 1, 'requests the server received');
+    assert.equal((resent as Error).name, 'AbortError');
+  });
+});
