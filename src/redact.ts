@@ -319,9 +319,11 @@ export function redactText(text: string, escapes = true): string {
         end = run.lastIndex;
         // It ends inside a URL's separator when it reads only part of it (the `%3A` of a
         // `%3A//`, the `:` of a `:\/\/`): that URL is one of its own, or its userinfo
-        // would be shown. The separators walked here are behind the next scan.
+        // would be shown. So does one written as it is in a `quote()`d URL's query, which
+        // may hold what no quote()d URL holds (`?next=https://u:pw@[::1]/?k=v,w`): `quote()`
+        // encodes every `:` after its own. The separators walked here are behind the next scan.
         for (let s = first; s && s.index < end; s = findSeparator(text, s.index + s[0].length)) {
-          if (s.index + s[0].length > end) end = s.index;
+          if (s.index + s[0].length > end || s[0].charAt(0) !== '%') end = s.index;
         }
       }
       while (end > from && URL_TRAILER.includes(text.charAt(end - 1))) end--;

@@ -491,6 +491,21 @@ test('redactText redacts a URL percent-encoded by Python’s quote(), its slashe
   assert.equal(redactText('at https://admin%3Ap4ssw0rd%40db.internal/x'), 'at (unparseable URL)');
 });
 
+test('redactText hides the secrets of a URL written as it is inside a quote()d URL', () => {
+  // quote() encodes every ':' after its own '%3A//': a ':' starts a URL of its own, whose
+  // query may hold what a quote()d URL never does ('[', ',').
+  for (const text of [
+    '{"callback":"https%3A//app.example/cb?next=https://user:pw-1@[::1]:8080/x?token=tk-1"}',
+    'callback https%3A//app.example/cb?next=https://api.example/x?ids=1,2&token=tk-2 failed',
+    'via https%3A//proxy.example/fetch/https://user:pw-3@[::1]/x?token=tk-3 now',
+  ]) {
+    const out = redactText(text);
+    for (const secret of ['pw-1', 'tk-1', 'tk-2', 'pw-3', 'tk-3'])
+      assert.equal(out.includes(secret), false, out);
+    assert.equal(redactText(out), out);
+  }
+});
+
 test('redactText redacts a URL percent-encoded twice, left encoded twice', () => {
   // An encoded redirect_uri encoded once more, as a query value of another URL is.
   assert.equal(
