@@ -8,7 +8,7 @@ import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { deadline, timeout } from '../src/timeout.ts';
-import { always, type Handler, type TestServer, withServer } from './helpers/server.ts';
+import { always, type Handler, lateFirstAnswer, type TestServer, withServer } from './helpers/server.ts';
 
 const OLD = 'sk-old-0123456789';
 const NEW = 'sk-new-9876543210';
@@ -940,49 +940,26 @@ test('an auth() left running below an ended attempt deadline does not call refre
 test('an auth() left running below an ended attempt deadline does not resend during the next attempt a retry above started', async () => {
   // [retry, timeout({ attemptMs }), auth]: the first attempt's 401 arrives while the
   // second attempt runs; the first attempt's auth() must neither refresh nor add a request.
-  let firstAnswered: () => void = () => {};
-  const answered = new Promise<void>((resolve) => {
-    firstAnswered = resolve;
+  await withServer(lateFirstAnswer({ status: 401 }), async (server) => {
+    const counting = countingRefresh();
+    const fetch = createFetch({
+      fetch: deafFetch,
+      use: [
+        retry({ attempts: 2, backoff: { initialMs: 1, jitter: 'none' } }),
+        timeout({ attemptMs: 100 }),
+        auth({ token: OLD, refresh: counting.refresh }),
+      ],
+    });
+    const response = await fetch(`${server.origin}/x`);
+    assert.equal(response.status, 200);
+    await response.text();
+    await tick(100);
+    assert.equal(counting.calls(), 0, 'refresh() calls');
+    assert.deepEqual(sent(server), [
+      ['/x', `Bearer ${OLD}`],
+      ['/x', `Bearer ${OLD}`],
+    ]);
   });
-  let secondArrived: () => void = () => {};
-  const arrival = new Promise<void>((resolve) => {
-    secondArrived = resolve;
-  });
-  await withServer(
-    async (_req, index) => {
-      if (index === 0) {
-        await arrival;
-        firstAnswered();
-        return { status: 401 };
-      }
-      if (index === 1) {
-        secondArrived();
-        await answered;
-        await tick(50);
-      }
-      return { status: 200 };
-    },
-    async (server) => {
-      const counting = countingRefresh();
-      const fetch = createFetch({
-        fetch: deafFetch,
-        use: [
-          retry({ attempts: 2, backoff: { initialMs: 1, jitter: 'none' } }),
-          timeout({ attemptMs: 100 }),
-          auth({ token: OLD, refresh: counting.refresh }),
-        ],
-      });
-      const response = await fetch(`${server.origin}/x`);
-      assert.equal(response.status, 200);
-      await response.text();
-      await tick(100);
-      assert.equal(counting.calls(), 0, 'refresh() calls');
-      assert.deepEqual(sent(server), [
-        ['/x', `Bearer ${OLD}`],
-        ['/x', `Bearer ${OLD}`],
-      ]);
-    },
-  );
 });
 
 test('a caller signal from an AbortSignal polyfill (no throwIfAborted) still gets its refresh and resend', async () => {

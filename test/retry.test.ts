@@ -9,7 +9,7 @@ import { retry } from '../src/retry.ts';
 import { sleep } from '../src/sleep.ts';
 import { throwOnStatus } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
-import { always, closedPort, sequence, withServer } from './helpers/server.ts';
+import { always, closedPort, lateFirstAnswer, sequence, withServer } from './helpers/server.ts';
 
 /** Short schedules: the behaviour is under test, not the default timings. */
 const fast = { initialMs: 5, factor: 2, maxMs: 20, jitter: 'none' } as const;
@@ -531,44 +531,21 @@ test('a retry() left running below an ended attempt deadline does not resend dur
   // [retry, timeout({ attemptMs }), retry]: the first attempt's 503 arrives (through a
   // fetch that ignores the signal) while the second attempt runs; the inner retry of
   // the first attempt must not add a request of its own to it.
-  let firstAnswered: () => void = () => {};
-  const answered = new Promise<void>((resolve) => {
-    firstAnswered = resolve;
+  await withServer(lateFirstAnswer({ status: 503 }), async (server) => {
+    const fetch = createFetch({
+      fetch: deafFetch,
+      use: [
+        retry({ attempts: 2, backoff: { initialMs: 1, jitter: 'none' } }),
+        timeout({ attemptMs: 100 }),
+        retry({ attempts: 3, backoff: { initialMs: 1, jitter: 'none' } }),
+      ],
+    });
+    const response = await fetch(`${server.origin}/x`);
+    assert.equal(response.status, 200);
+    await response.text();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(server.requests.length, 2, 'requests the server received');
   });
-  let secondArrived: () => void = () => {};
-  const arrival = new Promise<void>((resolve) => {
-    secondArrived = resolve;
-  });
-  await withServer(
-    async (_req, index) => {
-      if (index === 0) {
-        await arrival;
-        firstAnswered();
-        return { status: 503 };
-      }
-      if (index === 1) {
-        secondArrived();
-        await answered;
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-      return { status: 200 };
-    },
-    async (server) => {
-      const fetch = createFetch({
-        fetch: deafFetch,
-        use: [
-          retry({ attempts: 2, backoff: { initialMs: 1, jitter: 'none' } }),
-          timeout({ attemptMs: 100 }),
-          retry({ attempts: 3, backoff: { initialMs: 1, jitter: 'none' } }),
-        ],
-      });
-      const response = await fetch(`${server.origin}/x`);
-      assert.equal(response.status, 200);
-      await response.text();
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      assert.equal(server.requests.length, 2, 'requests the server received');
-    },
-  );
 });
 
 test('a caller signal from an AbortSignal polyfill (no throwIfAborted) still gets its retry', async () => {

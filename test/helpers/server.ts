@@ -236,6 +236,35 @@ export function sequence(...behaviours: Behaviour[]): Handler {
   return (_req, index) => behaviours[Math.min(index, behaviours.length - 1)] ?? {};
 }
 
+/**
+ * A handler whose first request's answer (`first`) comes only once a second request has
+ * arrived, which then waits until that answer is sent plus `settleMs`: a first attempt's
+ * late answer lands while the second attempt runs. Every other request gets a 200.
+ */
+export function lateFirstAnswer(first: Behaviour, settleMs = 50): Handler {
+  let firstAnswered: () => void = () => {};
+  const answered = new Promise<void>((resolve) => {
+    firstAnswered = resolve;
+  });
+  let secondArrived: () => void = () => {};
+  const arrival = new Promise<void>((resolve) => {
+    secondArrived = resolve;
+  });
+  return async (_req, index) => {
+    if (index === 0) {
+      await arrival;
+      firstAnswered();
+      return first;
+    }
+    if (index === 1) {
+      secondArrived();
+      await answered;
+      await delay(settleMs);
+    }
+    return { status: 200 };
+  };
+}
+
 /** A port that was listening a moment ago and is now closed: connecting to it is refused. */
 export async function closedPort(): Promise<number> {
   const server = await startServer(always({}));
