@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
-import type { FetchLike, Middleware } from '../src/call.ts';
+import type { Call, FetchLike, Middleware, Next } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { TimeoutError } from '../src/errors.ts';
 import { retry } from '../src/retry.ts';
@@ -307,6 +307,17 @@ function deafFetch(): { fetch: FetchLike; answered: () => Promise<Response> } {
 /** Lets a late answer travel through the layers below a finished pass (and any resend reach the server). */
 const SETTLE_MS = 150;
 
+/** Sends `call` again as its next attempt, as a hand-written retry would, passing what that send throws to `refused`. */
+async function sendAgain(call: Call, next: Next, refused: (error: unknown) => void): Promise<Response> {
+  call.attempt++;
+  try {
+    return await next(call);
+  } catch (error) {
+    refused(error);
+    throw error;
+  }
+}
+
 test('after the deadline, retry() below timeout() sends nothing more when a late 503 arrives', async () => {
   // The first answer is a 503 that comes after the caller got its TimeoutError; retry()
   // below the timeout must not resend for a call nobody waits for. (Below a total
@@ -360,13 +371,9 @@ test('after the caller’s abort, a middleware below timeout() that resends on a
   const resendOnce: Middleware = async function resendOnce(call, next) {
     const first = await next(call);
     await first.body?.cancel();
-    call.attempt++;
-    try {
-      return await next(call);
-    } catch (error) {
+    return sendAgain(call, next, (error) => {
       resent = error;
-      throw error;
-    }
+    });
   };
   await withServer(sequence({ status: 503, delayMs: 150 }, {}), async (server) => {
     const deaf = deafFetch();
@@ -450,13 +457,9 @@ test('after an outer deadline, a hand-written resend between it and an inner tim
     try {
       return await next(call);
     } catch {
-      call.attempt++;
-      try {
-        return await next(call);
-      } catch (error) {
+      return sendAgain(call, next, (error) => {
         resent = error;
-        throw error;
-      }
+      });
     }
   };
   await withServer(sequence({ hang: true }, {}), async (server) => {
