@@ -16,7 +16,7 @@ import {
   retryDelay,
   shouldRetryHeader,
 } from '../src/timing.ts';
-import { always, withServer } from './helpers/server.ts';
+import { always, type TestServer, withServer } from './helpers/server.ts';
 
 // Every date-dependent test uses this instant: Sunday 2026-11-29T17:00:00Z.
 const NOW = Date.UTC(2026, 10, 29, 17, 0, 0);
@@ -461,18 +461,21 @@ test('an over-long all-digit Retry-After is judged by a bounded prefix: megabyte
   assert.ok(elapsed < 50, `100 reads took ${elapsed.toFixed(1)} ms`);
 });
 
+/** A retry() over `server` fails at once, after one request, with RetryAfterTooLongError asking for the longest wait. */
+async function assertFailsFastWithLongestWait(server: TestServer): Promise<void> {
+  const fetch = createFetch({ use: [retry({ backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })] });
+  await assert.rejects(fetch(server.origin), (error: unknown) => {
+    assert.ok(error instanceof RetryAfterTooLongError);
+    assert.equal(error.retryAfterMs, MAX_DELAY_MS);
+    return true;
+  });
+  assert.equal(server.requests.length, 1);
+}
+
 test('a 503 whose Retry-After is ten thousand digits makes retry fail fast with RetryAfterTooLongError', async () => {
   await withServer(
     always({ status: 503, headers: { 'retry-after': '9'.repeat(10_000) } }),
-    async (server) => {
-      const fetch = createFetch({ use: [retry({ backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })] });
-      await assert.rejects(fetch(server.origin), (error: unknown) => {
-        assert.ok(error instanceof RetryAfterTooLongError);
-        assert.equal(error.retryAfterMs, MAX_DELAY_MS);
-        return true;
-      });
-      assert.equal(server.requests.length, 1);
-    },
+    assertFailsFastWithLongestWait,
   );
 });
 
@@ -510,15 +513,7 @@ test('a 429 with no quota left and a five-thousand-digit X-RateLimit-Reset makes
       status: 429,
       headers: { 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': '9'.repeat(5_000) },
     }),
-    async (server) => {
-      const fetch = createFetch({ use: [retry({ backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })] });
-      await assert.rejects(fetch(server.origin), (error: unknown) => {
-        assert.ok(error instanceof RetryAfterTooLongError);
-        assert.equal(error.retryAfterMs, MAX_DELAY_MS);
-        return true;
-      });
-      assert.equal(server.requests.length, 1);
-    },
+    assertFailsFastWithLongestWait,
   );
 });
 
