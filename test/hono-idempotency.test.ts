@@ -1530,25 +1530,42 @@ function twoInstances(
   };
 }
 
+/**
+ * Instance A (`first`) claims the key and its run stalls past its lease (`advance` moves
+ * the store's clock), then instance B (`second`) claims it: resolves with both requests
+ * once B's run has started.
+ */
+async function claimLapsesToSecond(
+  { first, second, entered }: ReturnType<typeof twoInstances>,
+  advance: (ms: number) => void,
+): Promise<{ a: Response | Promise<Response>; b: Response | Promise<Response> }> {
+  const a = first.request('/job', post('{}'));
+  await settlesWithin(entered[0].promise, 1000);
+  advance(DEFAULT_LEASE_MS + 1);
+  const b = second.request('/job', post('{}'));
+  await settlesWithin(entered[1].promise, 1000);
+  return { a, b };
+}
+
 test('an instance that lost its claim and answers "not run" never releases the claim another instance took in the same millisecond: a repeat gets 409, not a third run', async () => {
   let now = 1_000_000;
   const shared = memoryStore<JsonValue>({ now: () => now });
-  const { first, second, entered, answerFirst, finishSecond, runs } = twoInstances(shared);
+  const instances = twoInstances(shared);
+  const { first, second, answerFirst, finishSecond, runs } = instances;
   await inOneMillisecond(async () => {
-    const a = first.request('/job', post('{}'));
     let b: Response | Promise<Response> | undefined;
     try {
-      await settlesWithin(entered[0].promise, 1000);
       // Instance A stalls past its lease (its renewal, due after 10 s, never came):
       // its claim lapses, and instance B claims the key and runs the handler.
-      now += DEFAULT_LEASE_MS + 1;
-      b = second.request('/job', post('{}'));
-      await settlesWithin(entered[1].promise, 1000);
+      const claims = await claimLapsesToSecond(instances, (ms) => {
+        now += ms;
+      });
+      b = claims.b;
       // A's handler answers that it did nothing: A releases what it takes for its claim.
       answerFirst(
         new Response('upstream down, nothing done', { status: 503, headers: { 'x-should-retry': 'true' } }),
       );
-      assert.equal((await a).status, 503);
+      assert.equal((await claims.a).status, 503);
       // B still runs: a repeat on either instance waits for it, it does not run a third time.
       for (const app of [first, second]) {
         const repeat = await app.request('/job', post('{}'));
@@ -1567,18 +1584,18 @@ test('an instance that lost its claim and answers "not run" never releases the c
 test('an instance that lost its claim and then completes never records over the claim another instance took in the same millisecond: the key replays the holder answer', async () => {
   let now = 1_000_000;
   const shared = memoryStore<JsonValue>({ now: () => now });
-  const { first, second, entered, answerFirst, finishSecond, runs } = twoInstances(shared);
+  const instances = twoInstances(shared);
+  const { first, second, answerFirst, finishSecond, runs } = instances;
   await inOneMillisecond(async () => {
-    const a = first.request('/job', post('{}'));
     let b: Response | Promise<Response> | undefined;
     try {
-      await settlesWithin(entered[0].promise, 1000);
-      now += DEFAULT_LEASE_MS + 1;
-      b = second.request('/job', post('{}'));
-      await settlesWithin(entered[1].promise, 1000);
+      const claims = await claimLapsesToSecond(instances, (ms) => {
+        now += ms;
+      });
+      b = claims.b;
       // A, whose claim lapsed, completes: its client has long retried, and B serves that retry.
       answerFirst(new Response('run 1', { status: 201 }));
-      assert.equal(await (await a).text(), 'run 1');
+      assert.equal(await (await claims.a).text(), 'run 1');
       const during = await second.request('/job', post('{}'));
       assert.equal(
         during.status,
