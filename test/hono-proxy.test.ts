@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import { request as httpRequest } from 'node:http';
 import { test } from 'node:test';
-import { Hono } from 'hono';
-import { proxy } from '../adapters/hono/proxy.ts';
+import { type Context, Hono } from 'hono';
+import { type ProxyHeaders, proxy } from '../adapters/hono/proxy.ts';
 import { definePolicy, type Policy } from '../src/policy.ts';
 import { hangingUpstream, withApp } from './helpers/hono-server.ts';
 import { always, closedPort, sequence, withServer } from './helpers/server.ts';
@@ -352,4 +353,61 @@ test('each proxy adds its own Via entry, so a chain of two proxies is not taken 
     const via = up.requests[0]?.headers.via;
     assert.match(String(via), /^1\.1 edge, 1\.1 breakwater-[0-9a-f]{8}, 1\.1 breakwater-[0-9a-f]{8}$/);
   });
+});
+
+/** Sends a chunked POST with `headers` over a real connection; resolves with the status, headers and body. */
+function chunkedPost(
+  origin: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
+  const { hostname, port } = new URL(origin);
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ host: hostname, port, method: 'POST', path: '/api/x', headers }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        text += chunk;
+      });
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, text }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.write('hello ');
+    req.end('upstream');
+  });
+}
+
+test('hop-by-hop headers reach neither side, even when headers copies the incoming ones', async () => {
+  // RFC 9110 §7.6.1: Proxy-Connection, Keep-Alive, TE, Transfer-Encoding and Upgrade are
+  // hop-by-hop even when Connection does not name them; Proxy-Authorization is this hop's credential.
+  const hopByHop = {
+    'proxy-connection': 'keep-alive',
+    'proxy-authorization': 'Basic cHJveHk6cHJveHktc2VjcmV0',
+    te: 'trailers',
+    'keep-alive': '300',
+    'transfer-encoding': 'chunked',
+  };
+  // hono/proxy's documented way to forward every incoming header, plus one of the app's own.
+  const copies = (c: Context): ProxyHeaders => ({ ...c.req.header(), 'x-tenant': 't1' });
+  for (const headers of [undefined, copies]) {
+    await withServer(
+      always({ status: 200, headers: { 'proxy-connection': 'keep-alive', 'x-ok': '1' }, body: 'stored' }),
+      async (up) => {
+        const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+        await withApp(proxyApp(up.origin, policy, { headers }), async (server) => {
+          const res = await chunkedPost(server.origin, hopByHop);
+          assert.equal(res.status, 200, res.text);
+          assert.equal(res.text, 'stored');
+          assert.equal(res.headers['x-ok'], '1');
+          assert.equal(res.headers['proxy-connection'], undefined, 'Proxy-Connection came back');
+        });
+        const seen = up.requests[0];
+        assert.equal(seen?.text, 'hello upstream');
+        if (headers !== undefined) assert.equal(seen?.headers['x-tenant'], 't1');
+        for (const name of ['proxy-connection', 'proxy-authorization', 'te', 'keep-alive']) {
+          assert.equal(seen?.headers[name], undefined, `${name} reached the upstream`);
+        }
+      },
+    );
+  }
 });

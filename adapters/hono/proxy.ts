@@ -29,14 +29,33 @@ import { problemResponse, retryAfterSeconds } from './problem.ts';
 import { errorResponses, RUN_TO_END } from './upstream.ts';
 
 /**
- * The request headers never forwarded: the upstream's `Host` comes from its URL (an
- * incoming `Host` names this server, and would break a virtual-hosted upstream);
- * `Expect: 100-continue` was answered by the server in front, and undici's fetch
- * rejects any request carrying it ("expect header not supported"), so on Node every
- * such request (curl sends one with a large body) would end as a 502.
- * Hop-by-hop headers (RFC 9110 §7.6.1) are dropped by `hono/proxy` itself.
+ * The incoming `Host` is not forwarded: the upstream's comes from its URL (the incoming
+ * one names this server, and would break a virtual-hosted upstream). Dropped before
+ * `headers` is applied, so an app may still set one.
  */
-const DROPPED_REQUEST_HEADERS = ['host', 'expect'];
+const DROPPED_REQUEST_HEADERS = ['host'];
+
+/**
+ * Request headers that never pass this hop, dropped after `headers` is applied too: a
+ * function copying the incoming headers (hono/proxy's own `...c.req.header()` example)
+ * would send them on, and undici fails every chunked upload ("invalid transfer-encoding
+ * header"). `Expect: 100-continue` was answered by the server in front, and undici
+ * rejects any request carrying it ("expect header not supported"): curl sends one with
+ * a large body. RFC 9110 §7.6.1: Proxy-Connection, Keep-Alive, TE, Transfer-Encoding and
+ * Upgrade are hop-by-hop even when Connection does not name them (hono/proxy misses
+ * Proxy-Connection, both ways); Proxy-Authorization is this hop's credential.
+ */
+const HOP_HEADERS = [
+  'connection',
+  'keep-alive',
+  'proxy-authorization',
+  'proxy-connection',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'expect',
+];
 
 /** Where to send a request: a fixed URL, or one built from the request. */
 export type ProxyTarget = string | URL | ((c: Context) => string | URL | Promise<string | URL>);
@@ -59,7 +78,7 @@ export interface ProxyOptions {
    * header, `undefined` removes one. Default: the incoming headers are forwarded as
    * they are (minus `Host`, `Expect` and hop-by-hop headers), credentials included; remove
    * them with `{ authorization: undefined, cookie: undefined }` when the upstream
-   * must not see them.
+   * must not see them. `Expect` and hop-by-hop headers are never sent, even when set here.
    */
   headers?: ProxyHeaders | ((c: Context) => ProxyHeaders) | undefined;
   /**
@@ -188,6 +207,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
           else headers.set(name, value);
         }
       }
+      for (const name of HOP_HEADERS) headers.delete(name);
       // Plain (input, init) rather than the Request: its headers may be immutable,
       // and breakwater's fast path keeps the init as given.
       const init: RequestInit & { duplex?: 'half' } = {
@@ -216,6 +236,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       // HTTP-date depends on the client's clock), and no longer than the cap, so an
       // upstream cannot send every client away for a day. hono/proxy's headers are mutable.
       const { headers } = response;
+      headers.delete('proxy-connection');
       const waitMs =
         headers.has('retry-after') || headers.has('retry-after-ms') ? retryDelay(headers) : undefined;
       if (waitMs !== undefined) {
