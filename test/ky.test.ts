@@ -462,3 +462,34 @@ test('with errors: breakwater, a status the policy retries is reported retryable
     assert.equal(requests, 3);
   });
 });
+
+test('bytes or URLSearchParams the caller changes after the call starts are sent, and resent, as ky built them', async () => {
+  // ky copies the body into its Request when the call starts, as fetch does; a caller
+  // that reuses its buffer (or params) for the next call must not change this one.
+  for (const [name, body, change, expected] of [
+    ['bytes', new TextEncoder().encode('first'), (b: Uint8Array) => b.fill(88), 'first'],
+    [
+      'ArrayBuffer',
+      new TextEncoder().encode('first').buffer,
+      (b: ArrayBuffer) => new Uint8Array(b).fill(88),
+      'first',
+    ],
+    ['URLSearchParams', new URLSearchParams({ n: '1' }), (b: URLSearchParams) => b.set('n', '2'), 'n=1'],
+  ] as const) {
+    const { app, seen } = faulty(1, () => overloaded());
+    await withApp(app, async (server) => {
+      const api = ky.create(kyOptions(definePolicy({ retry: { backoff: fast } })));
+      const pending = api.put(`${server.origin}/things/1`, { body }).json();
+      (change as (b: typeof body) => void)(body);
+      assert.deepEqual(await pending, { ok: true });
+      assert.deepEqual(
+        seen.map((s) => s.body),
+        [expected, expected],
+        name,
+      );
+      if (name === 'URLSearchParams') {
+        assert.match(String(seen[1]?.headers.get('content-type')), /^application\/x-www-form-urlencoded/);
+      }
+    });
+  }
+});

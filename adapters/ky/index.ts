@@ -87,8 +87,9 @@ function isReplayable(body: unknown): body is BodyInit {
  *
  * ky hands fetch a `Request`, whose body is a stream the policy could not resend. A
  * `beforeRequest` hook remembers the body ky built the request from (the `json`
- * string, a string, bytes, a Blob, URLSearchParams) and the fetch sends that instead,
- * so an idempotent or keyed request can be resent. Stream and FormData bodies (and
+ * string, a string, bytes, a Blob, URLSearchParams; bytes and params as ky copied them
+ * when the call started) and the fetch sends that instead, so an idempotent or keyed
+ * request can be resent. Stream and FormData bodies (and
  * any request with `onUploadProgress`) are sent as ky built them: once, unless the
  * policy sets `retry.replayBodyBytes`. A `beforeRequest` hook of yours that returns
  * a new `Request` makes that request a stream-body one too, and so does every ky
@@ -127,15 +128,25 @@ export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
   /** The body each request was built from, for the requests whose body can be resent. */
   const bodies = new WeakMap<Request, BodyInit>();
 
-  const rememberBody: BeforeRequestHook = function rememberBody(request, normalized, state) {
+  const rememberBody: BeforeRequestHook = async function rememberBody(request, normalized, state) {
     const { body, onUploadProgress } = normalized as typeof normalized & { onUploadProgress?: unknown };
     // Only ky's first request is built from `normalized.body`. A retry's request may be
     // one a hook or `ky.retry({ request })` made with another body, while the options
     // still hold the first (ky < 1.12 passes no state, and cannot replace requests).
     // A body ky was given is in its first request (a GET or HEAD with one throws).
-    if (!state?.retryCount && !onUploadProgress && isReplayable(body)) {
-      bodies.set(request, body);
-    }
+    if (state?.retryCount || onUploadProgress || !isReplayable(body)) return;
+    // Bytes and URLSearchParams can change under us: ky copied them into the Request
+    // when the call started (fetch's "extract a body" copies), but this hook runs a
+    // microtask later, after a caller that reuses its buffer or params for the next
+    // call may have changed them. Those are resent as ky built them: read back.
+    bodies.set(
+      request,
+      typeof body === 'string' || body instanceof Blob
+        ? body
+        : body instanceof URLSearchParams
+          ? new URLSearchParams(await request.clone().text())
+          : await request.clone().arrayBuffer(),
+    );
   };
 
   const fetch: FetchLike = function kyFetch(input, init) {
