@@ -1477,24 +1477,24 @@ async function inOneMillisecond<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 /**
- * Two instances (`first`, `second`) of one keyed POST /job over `shared` (`first`
- * through `firstStore`, a view of it, if given), each with its own idempotency()
+ * Two instances (`first`, `second`) of one keyed POST /job over one shared memoryStore
+ * (`first` through `firstView(store)`, if given), each with its own idempotency()
  * middleware as a fleet would run them. The first run (on
  * `first`) holds until `answerFirst(response)`; the second (on `second`) until
  * `finishSecond()`; any later run answers at once. `entered[n]` opens once run n+1 has
- * started; `runs()` counts them all.
+ * started; `runs()` counts them all; `lapse()` moves the store's clock past one lease.
  */
-function twoInstances(
-  shared: Store,
-  firstStore: Store = shared,
-): {
+function twoInstances(firstView: (store: Store) => Store = (store) => store): {
   first: Hono;
   second: Hono;
   entered: [ReturnType<typeof gate>, ReturnType<typeof gate>];
   answerFirst: (response: Response) => void;
   finishSecond: () => void;
   runs: () => number;
+  lapse: () => void;
 } {
+  let now = 1_000_000;
+  const shared = memoryStore<JsonValue>({ now: () => now });
   const entered: [ReturnType<typeof gate>, ReturnType<typeof gate>] = [gate(), gate()];
   let firstAnswer: (response: Response) => void = () => {};
   const firstAnswered = new Promise<Response>((resolve) => {
@@ -1503,7 +1503,7 @@ function twoInstances(
   const secondFinished = gate();
   let runs = 0;
   const first = new Hono();
-  first.use('/job', idempotency({ store: firstStore }));
+  first.use('/job', idempotency({ store: firstView(shared) }));
   first.post('/job', async (c) => {
     const run = ++runs;
     if (run !== 1) return c.text(`run ${run}`, 201);
@@ -1527,39 +1527,42 @@ function twoInstances(
     answerFirst: firstAnswer,
     finishSecond: secondFinished.open,
     runs: () => runs,
+    lapse: () => {
+      now += DEFAULT_LEASE_MS + 1;
+    },
   };
 }
 
 /**
- * Instance A (`first`) claims the key and its run stalls past its lease (`advance` moves
- * the store's clock), then instance B (`second`) claims it: resolves with both requests
- * once B's run has started.
+ * Instance A (`first`) claims the key and its run stalls past its lease, then instance B
+ * (`second`) claims it: resolves with both requests once B's run has started.
  */
-async function claimLapsesToSecond(
-  { first, second, entered }: ReturnType<typeof twoInstances>,
-  advance: (ms: number) => void,
-): Promise<{ a: Response | Promise<Response>; b: Response | Promise<Response> }> {
+async function claimLapsesToSecond({
+  first,
+  second,
+  entered,
+  lapse,
+}: ReturnType<typeof twoInstances>): Promise<{
+  a: Response | Promise<Response>;
+  b: Response | Promise<Response>;
+}> {
   const a = first.request('/job', post('{}'));
   await settlesWithin(entered[0].promise, 1000);
-  advance(DEFAULT_LEASE_MS + 1);
+  lapse();
   const b = second.request('/job', post('{}'));
   await settlesWithin(entered[1].promise, 1000);
   return { a, b };
 }
 
 test('an instance that lost its claim and answers "not run" never releases the claim another instance took in the same millisecond: a repeat gets 409, not a third run', async () => {
-  let now = 1_000_000;
-  const shared = memoryStore<JsonValue>({ now: () => now });
-  const instances = twoInstances(shared);
+  const instances = twoInstances();
   const { first, second, answerFirst, finishSecond, runs } = instances;
   await inOneMillisecond(async () => {
     let b: Response | Promise<Response> | undefined;
     try {
       // Instance A stalls past its lease (its renewal, due after 10 s, never came):
       // its claim lapses, and instance B claims the key and runs the handler.
-      const claims = await claimLapsesToSecond(instances, (ms) => {
-        now += ms;
-      });
+      const claims = await claimLapsesToSecond(instances);
       b = claims.b;
       // A's handler answers that it did nothing: A releases what it takes for its claim.
       answerFirst(
@@ -1582,16 +1585,12 @@ test('an instance that lost its claim and answers "not run" never releases the c
 });
 
 test('an instance that lost its claim and then completes never records over the claim another instance took in the same millisecond: the key replays the holder answer', async () => {
-  let now = 1_000_000;
-  const shared = memoryStore<JsonValue>({ now: () => now });
-  const instances = twoInstances(shared);
+  const instances = twoInstances();
   const { first, second, answerFirst, finishSecond, runs } = instances;
   await inOneMillisecond(async () => {
     let b: Response | Promise<Response> | undefined;
     try {
-      const claims = await claimLapsesToSecond(instances, (ms) => {
-        now += ms;
-      });
+      const claims = await claimLapsesToSecond(instances);
       b = claims.b;
       // A, whose claim lapsed, completes: its client has long retried, and B serves that retry.
       answerFirst(new Response('run 1', { status: 201 }));
@@ -1632,12 +1631,7 @@ function withoutClaimIds(store: Store): Store {
 }
 
 test('a claim written by an earlier version (no id) holds its key until its lease lapses, and its release never frees the claim taken after it', async () => {
-  let now = 1_000_000;
-  const shared = memoryStore<JsonValue>({ now: () => now });
-  const { first, second, entered, answerFirst, finishSecond, runs } = twoInstances(
-    shared,
-    withoutClaimIds(shared),
-  );
+  const { first, second, entered, answerFirst, finishSecond, runs, lapse } = twoInstances(withoutClaimIds);
   await inOneMillisecond(async () => {
     const a = first.request('/job', post('{}'));
     let b: Response | Promise<Response> | undefined;
@@ -1647,7 +1641,7 @@ test('a claim written by an earlier version (no id) holds its key until its leas
       const meanwhile = await second.request('/job', post('{}'));
       assert.equal(meanwhile.status, 409);
       assert.equal((await problemOf(meanwhile)).title, 'Request in progress');
-      now += DEFAULT_LEASE_MS + 1;
+      lapse();
       b = second.request('/job', post('{}'));
       await settlesWithin(entered[1].promise, 1000);
       answerFirst(
