@@ -773,3 +773,58 @@ test('without a policy, a huge failure body the SDK quotes whole costs no redact
   const hostile = Math.min(await timed('http://['), await timed('http://['));
   assert.ok(hostile < plain * 5 + 300, `hostile ${hostile.toFixed(0)} ms, plain ${plain.toFixed(0)} ms`);
 });
+
+test('a 429 or 503 with Retry-After whose JSON body the SDK reads as a JSON-RPC error (a message stream, any "error" field) comes back as HttpStatusError with its status and wait', async () => {
+  // A gateway's JSON error in front of the agent: the SDK's stream request reads any body
+  // with an `error` field as a JSON-RPC error, and its other requests any with `jsonrpc` too.
+  const bodies = [
+    { status: 503, body: '{"error":{"message":"agent overloaded"}}', stream: true },
+    { status: 429, body: '{"error":{"message":"slow down","type":"rate_limit"}}', stream: true },
+    {
+      status: 503,
+      body: '{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"overloaded"}}',
+      stream: false,
+    },
+  ];
+  for (const { status, body, stream } of bodies) {
+    const reply = () =>
+      new Response(body, { status, headers: { 'content-type': 'application/json', 'retry-after': '7' } });
+    const streaming = (c: { req: Request }) => {
+      const card = cardFor(new URL(c.req.url).origin);
+      return Response.json({ ...card, capabilities: { ...card.capabilities, streaming: true } });
+    };
+    const method = stream ? 'SendStreamingMessage' : 'SendMessage';
+    await withApp(answering(method, reply, streaming), async ({ origin }) => {
+      const client = await createA2AClient(origin, { policy: quickPolicy(1) });
+      const error = await (async () => {
+        if (!stream) return client.sendMessage(userMessage('hi'));
+        for await (const _ of client.sendMessageStream(userMessage('hi'))) {
+          // The stream fails before its first event.
+        }
+      })().catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, `${method} ${status}: ${String(error)}`);
+      assert.equal(error.status, status);
+      assert.equal(error.retryAfterMs, 7000);
+      assert.equal((error.cause as Error).name, 'JsonRpcTransportError', 'the SDK’s error is the cause');
+    });
+  }
+});
+
+test('a JSON-RPC error an agent answers with 200 passes through as the SDK’s error, even after a failure with the same message', async () => {
+  let calls = 0;
+  const app = answeringPosts(agentApp(newSeen()), '"SendMessage"', () =>
+    calls++ === 0
+      ? new Response('{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"busy"}}', {
+          status: 503,
+          headers: { 'content-type': 'application/json', 'retry-after': '7' },
+        })
+      : Response.json({ jsonrpc: '2.0', id: 2, error: { code: -32000, message: 'busy' } }),
+  );
+  await withApp(app, async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: quickPolicy(1) });
+    await assert.rejects(client.sendMessage(userMessage('a')), HttpStatusError);
+    const error = await client.sendMessage(userMessage('b')).catch((e: unknown) => e);
+    assert.ok(!(error instanceof HttpStatusError), String(error));
+    assert.equal((error as Error).name, 'JsonRpcTransportError');
+  });
+});

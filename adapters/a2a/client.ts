@@ -89,7 +89,8 @@ function waitUntil(said: StatusSnapshot): number {
 
 /**
  * The `HttpStatusError` an SDK error stands for, when its message names a status
- * (or, from the REST binding, its generic `A2AError` carries one): built from one of
+ * (or, from the REST binding, its generic `A2AError` carries one; or the JSON-RPC
+ * binding's generic `JsonRpcTransportError` is a failure body's JSON): built from one of
  * `failures` (this client's recent failure responses, so its Retry-After and message
  * belong to a response of this client), or from the status alone. Anything else is
  * returned unchanged.
@@ -109,12 +110,34 @@ function withStatus(error: unknown, failures: readonly StatusSnapshot[]): unknow
   // Its message is the server's own text, so only `statusCode` counts, and only a failing
   // HTTP status (a server may answer 600: wrapHttpError would refuse it).
   const rest = (error as { statusCode?: unknown }).statusCode as number;
-  const code =
-    error.name === 'A2AError' && rest !== undefined
+  // The JSON-RPC binding's generic error, built from a body with an `error` field: on a
+  // stream request from any failure body with one (a gateway's `{"error":{"message":
+  // "overloaded"}}`), on others from one with `jsonrpc` too, so a 429 or 503 lost its
+  // status and Retry-After. It stands for a failure response whose body is that JSON (a
+  // body the snapshot cut or redacted matches none: the error then passes through), never
+  // for an agent's own JSON-RPC error answered 200, which no failure recorded.
+  let envelope: unknown;
+  try {
+    envelope =
+      error.name === 'JsonRpcTransportError' &&
+      JSON.stringify((error as { errorResponse?: unknown }).errorResponse);
+  } catch {}
+  const matching = envelope
+    ? failures.filter((said) => {
+        try {
+          return JSON.stringify(JSON.parse(said.body)) === envelope;
+        } catch {
+          return false;
+        }
+      })
+    : failures;
+  const code = envelope
+    ? matching[0]?.status
+    : error.name === 'A2AError' && rest !== undefined
       ? Number.isInteger(rest) && rest >= 400 && rest < 600 && rest
       : Number(SDK_STATUS.exec(error.message)?.[1]);
   if (!code) return error;
-  const recent = failures.filter((said) => said.status === code);
+  const recent = matching.filter((said) => said.status === code);
   // Read only to choose among several: without a policy nothing is recorded, and the
   // SDK's message quotes the whole uncut body (megabytes, redacted for nothing).
   // Redacted and on one line, as the snapshots' bodies are. A message that throws matches none.
