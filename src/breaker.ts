@@ -434,6 +434,8 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   probes instead, and whichever probe succeeds first closes the circuit. Pair the
  *   breaker with an attempt timeout, so that a hung probe counts as a failure sooner.
  *   Outcomes of calls sent before the circuit last opened or closed count for nothing.
+ *   A call whose signal has aborted (before or while it waits here) takes no slot,
+ *   reports no wait and changes no state: it is refused with its abort reason.
  * - **Pacing**: a 429 or 503 naming a delay (`Retry-After` and friends), or a 429 naming
  *   none (then the next step of `open`), pauses the whole key. A later call waits the
  *   pause out (abortably) when `maxRetryAfterMs` and its remaining deadline cover it,
@@ -827,6 +829,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * have been reset during a wait).
    */
   async function admit(first: Circuit, call: Call): Promise<Circuit> {
+    // The signal of the pass this call runs in, read once (admission starts on entry, so
+    // this costs the happy path nothing). A call that is over (the caller aborted, before
+    // or during a wait) takes no probe slot, reports no wait and no state change: the end
+    // of the chain would refuse to send it anyway, and a `half-open` event or state for a
+    // probe that never goes out misleads whoever watches.
+    const signal = call.signal;
     /** The clock reading before the last wait: a clock that did not move (a test's) ends the wait. */
     let sleptAt: number | undefined;
     /** When this call stops waiting for pace probes, by the breaker's clock; set by its first such wait. */
@@ -834,6 +842,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // After every wait, look the key up again: a key reset (or forgotten) meanwhile comes
     // back closed and unpaused, and goes.
     for (let c = first; ; c = lookup(call.key)) {
+      if (signal?.aborted) throw signal.reason;
       const t = rebase(c);
       if (c.state === 'open' && t < c.retryAtMs) {
         throw fastFail(call, `after ${c.openReason}`, c.cause, c.retryAtMs);
@@ -856,7 +865,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
           paced(c, call, 'wait', leftMs);
           sleptAt = t;
           probeWaitEndsAt = undefined;
-          await sleep(leftMs, call.signal);
+          await sleep(leftMs, signal);
           // Timers may fire a little early against the wall clock, and another
           // response may have stretched the pause meanwhile: look again.
           continue;
@@ -881,7 +890,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
           const leaseMs = c.paceProbeUntilMs - t;
           const byLease = leaseMs < waitMs;
           // Woken: released (the key goes), a new pause (wait it out), or the probe failed (be the next).
-          if (waitMs > 0 && (await waitForPaceProbe(c, byLease ? leaseMs : waitMs, call.signal))) continue;
+          if (waitMs > 0 && (await waitForPaceProbe(c, byLease ? leaseMs : waitMs, signal))) continue;
           // The probe's lease ran out: this call may be the next probe. A timer may fire a
           // little early against the wall clock: after a wait until the lease's end, look
           // again unless the clock did not move at all (a test's).

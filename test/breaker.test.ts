@@ -922,3 +922,34 @@ test('a call admitted while closed that goes out just after another call opened 
     assert.equal(breaker.stats('api')?.state, 'open', `depth ${depth}: only a probe closes it`);
   }
 });
+
+test('a call whose signal has already aborted does not move an open circuit to half-open: no event, and the next call is the probe', async () => {
+  // The end of the chain refuses such a call (as fetch does), so it can probe nothing: a
+  // call left over from a pass the caller aborted, or one sent after a shutdown.
+  await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
+    const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+    const events: BreakerEvent[] = [];
+    const fetch = createFetch({
+      use: [breaker],
+      onEvent: (e) => {
+        if (e.type === 'breaker') events.push(e);
+      },
+    });
+    assert.equal(await send(fetch, server.origin), 503);
+    clock.t += 100;
+    const reason = new Error('the agent shut down');
+    await assert.rejects(fetch(server.origin, { signal: AbortSignal.abort(reason) }), (e) => e === reason);
+    assert.deepEqual(
+      events.map((e) => e.state),
+      ['open'],
+      'no half-open for a call that never goes out',
+    );
+    assert.equal(breaker.stats(server.origin)?.state, 'open');
+    assert.equal(await send(fetch, server.origin), 200, 'the next call is the probe');
+    assert.deepEqual(
+      events.map((e) => e.state),
+      ['open', 'half-open', 'closed'],
+    );
+    assert.equal(server.requests.length, 2);
+  });
+});

@@ -731,3 +731,20 @@ test('a 500 whose headers say the quota is used up pauses nothing: on a failure 
     assert.equal(await send(fetch, server.origin), 200);
   });
 });
+
+test('a call whose signal has already aborted reports no wait on a paused key, and rejects at once with its reason', async () => {
+  await withServer(always({ status: 429, headers: { 'retry-after': '5' } }), async (server) => {
+    const { fetch, events } = pacedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    const reason = new Error('the agent shut down');
+    const started = Date.now();
+    await assert.rejects(fetch(server.origin, { signal: AbortSignal.abort(reason) }), (e) => e === reason);
+    assert.ok(Date.now() - started < 50, `rejected after ${Date.now() - started} ms`);
+    assert.deepEqual(
+      events.filter((e): e is PacedEvent => e.type === 'paced').map((e) => e.phase),
+      ['start'],
+      'no wait reported for a call that does not wait',
+    );
+    assert.equal(server.requests.length, 1);
+  });
+});
