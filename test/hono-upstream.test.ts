@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Hono } from 'hono';
 import { HTTPException } from 'hono/http-exception';
+import { streamSSE } from 'hono/streaming';
 import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/upstream.ts';
 import {
   CircuitOpenError,
@@ -361,4 +362,53 @@ test('upstream() and errorResponses() reject bad options with a TypeError', () =
     () => errorResponses({ maxRetryAfterMs: -1 }),
     (e: unknown) => e instanceof TypeError && /errorResponses\(\)\.maxRetryAfterMs/.test(e.message),
   );
+});
+
+test('a client that goes away mid-stream aborts the upstream call its streaming handler made with its own signal', async () => {
+  // streamSSE returns its Response at once and writes afterwards, so upstream()'s
+  // middleware has finished (next() returned) while the handler still calls upstreams.
+  const up = hangingUpstream();
+  const outcome: { error?: unknown } = {};
+  await withApp(up.app, async (upServer) => {
+    const policy = definePolicy({ name: 'agent', retry: { attempts: 1 } });
+    const app = new Hono<UpstreamEnv>();
+    app.use(upstream(policy));
+    let settled: () => void = () => {};
+    const handlerDone = new Promise<void>((resolve) => {
+      settled = resolve;
+    });
+    app.get('/events', (c) =>
+      streamSSE(c, async (stream) => {
+        await stream.writeSSE({ data: 'working' });
+        const own = new AbortController();
+        try {
+          const res = await c.var.fetch(upServer.origin, { signal: own.signal });
+          await stream.writeSSE({ data: await res.text() });
+        } catch (error) {
+          outcome.error = error;
+        } finally {
+          settled();
+        }
+      }),
+    );
+    await withApp(app, async (server) => {
+      const controller = new AbortController();
+      const res = await fetch(`${server.origin}/events`, { signal: controller.signal });
+      await res.body?.getReader().read();
+      await up.received;
+      const abortedAt = Date.now();
+      controller.abort();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const closedAt = await Promise.race([
+        up.closed,
+        new Promise<number>((resolve) => {
+          timer = setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1000);
+        }),
+      ]);
+      clearTimeout(timer);
+      assert.ok(closedAt - abortedAt < 500, `the upstream saw the close after ${closedAt - abortedAt} ms`);
+      await handlerDone;
+    });
+  });
+  assert.equal((outcome.error as { name?: string } | undefined)?.name, 'AbortError');
 });

@@ -143,8 +143,9 @@ function abortError(reason: unknown): unknown {
  * The chain is built once; per request it costs one closure. A call without a
  * signal of its own gets the incoming request's signal as is (no listener); a call
  * with one gets a small controller that follows both, through one listener on the
- * incoming signal per request, removed (with the caller-signal listeners) when the
- * request ends.
+ * incoming signal per request and one on the caller's signal, removed once the call
+ * has its answer and the request has ended. A call made after the handler returned
+ * (a streaming handler's) still ends with its client.
  *
  * @example
  * ```ts
@@ -181,42 +182,54 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
     const incoming = RUN_TO_END.has(c.req.raw) ? new AbortController().signal : c.req.raw.signal;
     /** Per-call controllers following the incoming signal (only calls with a signal of their own). */
     const followers = new Set<AbortController>();
-    const cleanups: (() => void)[] = [];
+    /** Unlinks of the calls that settled while the request ran: their bodies may stream until it ends. */
+    const settled: (() => void)[] = [];
     let listening = false;
     let ended = false;
     const onIncomingAbort = (): void => {
       for (const controller of followers) controller.abort(incoming.reason);
     };
 
-    function signalFor(own: AbortSignal | undefined): AbortSignal {
-      if (own === undefined || own === incoming) return incoming;
-      // A call made after the request ended (background work) keeps its own signal only.
-      if (ended) return own;
+    /** A signal that follows both `own` and the incoming request, and what unlinks it from them. */
+    function follow(own: AbortSignal): [AbortSignal, () => void] {
       const controller = new AbortController();
       if (!listening) {
         listening = true;
+        // Never removed: it goes with the request, and a handler may still be calling
+        // after next() returned (streamSSE answers at once, then writes), its calls
+        // still owed to the client that may leave.
         incoming.addEventListener('abort', onIncomingAbort, { once: true });
-        cleanups.push(() => incoming.removeEventListener('abort', onIncomingAbort));
       }
       followers.add(controller);
-      if (own.aborted) controller.abort(own.reason);
-      else {
-        const relay = (): void => controller.abort(own.reason);
-        own.addEventListener('abort', relay, { once: true });
-        cleanups.push(() => own.removeEventListener('abort', relay));
-      }
+      const relay = (): void => controller.abort(own.reason);
+      if (own.aborted) relay();
+      else own.addEventListener('abort', relay, { once: true });
       if (incoming.aborted) controller.abort(incoming.reason);
-      return controller.signal;
+      return [
+        controller.signal,
+        () => {
+          followers.delete(controller);
+          own.removeEventListener('abort', relay);
+        },
+      ];
     }
 
     const fetch: FetchLike = async function upstreamFetch(input, init) {
-      const signal = signalFor(ownSignal(input, init));
+      const own = ownSignal(input, init);
+      const [signal, unlink] = own === undefined || own === incoming ? [incoming] : follow(own);
       const callInit: RequestInit = { ...init, signal };
       let response: Response;
       try {
         response = await chained(input, callInit);
       } catch (error) {
         throw incoming.aborted && error === incoming.reason ? abortError(error) : error;
+      } finally {
+        // A long-lived own signal (a shutdown signal) must not gather a listener per call:
+        // unlinked once the call settled and the request ended, whichever is later.
+        if (unlink !== undefined) {
+          if (ended) unlink();
+          else settled.push(unlink);
+        }
       }
       if (!fails(response.status)) return response;
       throw await statusError(new Call(input, callInit, keyOption, undefined), response);
@@ -226,8 +239,7 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
       await next();
     } finally {
       ended = true;
-      for (const cleanup of cleanups) cleanup();
-      followers.clear();
+      for (const unlink of settled) unlink();
     }
   };
 }
