@@ -107,7 +107,10 @@ export const captureSchema: z.ZodMiniOptional<z.ZodMiniType<CaptureStatusOptions
 
 /**
  * Records an immutable snapshot of every response with status >= 400: per server
- * key (`capture.last(key)`) and per scope (`capture.scope()`).
+ * key (`capture.last(key)`) and per scope (`capture.scope()`). Not of one that arrives
+ * after its attempt ended (a timeout above, or the caller's abort, through a `fetch`
+ * that ignores the signal): nobody gets that response, and its status and Retry-After
+ * must not replace those of the answer the caller did get.
  *
  * @example
  * ```ts
@@ -137,8 +140,14 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
   }
 
   const capture = async function captureStatus(call: Call, next: Next): Promise<Response> {
+    // The signal of the pass this runs in, read once: a timeout above that ended the pass
+    // (its deadline, the caller's abort) has put its outer signal back on the call. An
+    // answer that arrives after that (a fetch that ignores the signal) reaches nobody:
+    // the timeout drops it. Kept, it would replace the snapshot of the answer the caller
+    // did get (a stale status and Retry-After in `scope().last()` and `last(key)`).
+    const signal = call.signal;
     const response = await next(call);
-    if (response.status < 400) return response;
+    if (response.status < 400 || signal?.aborted) return response;
     const at = Date.now();
     const said = await readSaid(response, bodyBytes, bodyWaitMs, at);
     const snapshot: StatusSnapshot = Object.freeze({

@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type BreakwaterEvent, captureStatus, createFetch, type StatusSnapshot } from '../src/index.ts';
+import {
+  type BreakwaterEvent,
+  captureStatus,
+  createFetch,
+  type FetchLike,
+  retry,
+  type StatusSnapshot,
+  timeout,
+} from '../src/index.ts';
 import { always, type Behaviour, withServer } from './helpers/server.ts';
 
 test('a failure response is snapshotted with status, Retry-After, server message and safe headers', async () => {
@@ -269,6 +277,63 @@ test('a scope kept for the life of a client holds only its last 100 snapshots, o
       assert.equal(all.length, 100, 'bounded: a long-lived scope must not grow without end');
       assert.equal(all[0]?.body, 'failure 51', 'the oldest are dropped first');
       assert.equal(scope.last()?.body, 'failure 150');
+    },
+  );
+});
+
+test('a late answer to an attempt a timeout above already ended is not snapshotted over the answer the caller got', async () => {
+  // [retry, timeout({ attemptMs }), capture] through a fetch that ignores the signal: the
+  // first attempt's 503 (Retry-After: 30) arrives after the second attempt's 429
+  // (Retry-After: 1) reached the caller; the caller's snapshot must stay the 429's.
+  const deafFetch: FetchLike = (input, init) => {
+    const { signal: _ignored, ...rest } = init ?? {};
+    return globalThis.fetch(input, rest);
+  };
+  let release: () => void = () => {};
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let lateArrived: () => void = () => {};
+  const late = new Promise<void>((resolve) => {
+    lateArrived = resolve;
+  });
+  await withServer(
+    async (_req, index): Promise<Behaviour> => {
+      if (index > 0) return { status: 429, headers: { 'retry-after': '1' }, body: 'current' };
+      await released;
+      return { status: 503, headers: { 'retry-after': '30' }, body: 'stale' };
+    },
+    async (server) => {
+      const capture = captureStatus();
+      const captured: BreakwaterEvent[] = [];
+      const fetch = createFetch({
+        fetch: deafFetch,
+        onEvent: (e) => {
+          if (e.type === 'captured') captured.push(e);
+        },
+        use: [
+          retry({ attempts: 2, backoff: { initialMs: 1, jitter: 'none' } }),
+          timeout({ attemptMs: 50 }),
+          capture,
+          async function watch(call, next) {
+            const response = await next(call);
+            if (response.status === 503) lateArrived();
+            return response;
+          },
+        ],
+      });
+      const scope = capture.scope(fetch);
+      const res = await scope.fetch(`${server.origin}/x`);
+      assert.equal(res.status, 429);
+      await res.text();
+      release();
+      await late;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const kept = (s: StatusSnapshot | undefined) => [s?.status, s?.retryAfterMs, s?.body];
+      assert.deepEqual(kept(scope.last()), [429, 1000, 'current'], 'the scope’s last snapshot');
+      assert.deepEqual(kept(capture.last(server.origin)), [429, 1000, 'current'], 'the key’s last snapshot');
+      assert.equal(scope.all().length, 1);
+      assert.equal(captured.length, 1, 'captured events');
     },
   );
 });
