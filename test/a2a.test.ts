@@ -828,3 +828,53 @@ test('a JSON-RPC error an agent answers with 200 passes through as the SDK’s e
     assert.equal((error as Error).name, 'JsonRpcTransportError');
   });
 });
+
+/** An A2A 0.3 agent on the REST binding whose every call is answered `status` with `body`. */
+function legacyRestAgent(status: number, body: object, headers: Record<string, string> = {}) {
+  const app = new Hono();
+  app.get('/.well-known/agent-card.json', (c) =>
+    c.json({
+      name: 'legacy-rest-agent',
+      version: '1.0.0',
+      protocolVersion: '0.3.0',
+      url: `${new URL(c.req.url).origin}/rest`,
+      preferredTransport: 'HTTP+JSON',
+      capabilities: {},
+      skills: [],
+      defaultInputModes: ['text/plain'],
+      defaultOutputModes: ['text/plain'],
+    }),
+  );
+  app.all('/rest/*', (c) => c.json(body, status as 503, headers));
+  return app;
+}
+
+test('an A2A 0.3 REST agent’s 503 with a {code, message} body comes back as HttpStatusError with its Retry-After', async () => {
+  const bodies = [
+    { code: 503, message: 'unavailable' },
+    { code: -32000, message: 'overloaded', data: { queue: 'full' } },
+  ];
+  for (const body of bodies) {
+    await withApp(legacyRestAgent(503, body, { 'retry-after': '7' }), async (app) => {
+      const client = await createA2AClient(app.origin, {
+        policy: definePolicy({ retry: false, breaker: false }),
+      });
+      const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.status, 503);
+      assert.equal(error.retryAfterMs, 7000);
+      assert.match((error.cause as Error).message, /^REST error: /, 'the SDK’s error is the cause');
+    });
+  }
+});
+
+test('an A2A 0.3 REST agent’s typed error (TaskNotFound, 404) still passes through as the SDK’s error', async () => {
+  await withApp(legacyRestAgent(404, { code: -32001, message: 'Task not found' }), async (app) => {
+    const client = await createA2AClient(app.origin, {
+      policy: definePolicy({ retry: false, breaker: false }),
+    });
+    const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+    assert.ok(!(error instanceof HttpStatusError), String(error));
+    assert.equal((error as Error).name, 'TaskNotFoundError');
+  });
+});

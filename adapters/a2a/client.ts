@@ -113,29 +113,38 @@ function withStatus(error: unknown, failures: readonly StatusSnapshot[]): unknow
   // The JSON-RPC binding's generic error, built from a body with an `error` field: on a
   // stream request from any failure body with one (a gateway's `{"error":{"message":
   // "overloaded"}}`), on others from one with `jsonrpc` too, so a 429 or 503 lost its
-  // status and Retry-After. It stands for a failure response whose body is that JSON (a
-  // body the snapshot cut or redacted matches none: the error then passes through), never
-  // for an agent's own JSON-RPC error answered 200, which no failure recorded.
+  // status and Retry-After. The A2A 0.3 REST binding words a `{code, message}` body it
+  // has no class for as `Error('REST error: <message> (Code: <code>)')`, status lost too.
+  // Either stands for a failure response whose body it was built from (a body the
+  // snapshot cut or redacted matches none: the error then passes through), never for an
+  // agent's own JSON-RPC error answered 200, which no failure recorded.
   let envelope: unknown;
   try {
     envelope =
       error.name === 'JsonRpcTransportError' &&
       JSON.stringify((error as { errorResponse?: unknown }).errorResponse);
   } catch {}
-  const matching = envelope
-    ? failures.filter((said) => {
-        try {
-          return JSON.stringify(JSON.parse(said.body)) === envelope;
-        } catch {
-          return false;
-        }
-      })
-    : failures;
-  const code = envelope
-    ? matching[0]?.status
-    : error.name === 'A2AError' && rest !== undefined
-      ? Number.isInteger(rest) && rest >= 400 && rest < 600 && rest
-      : Number(SDK_STATUS.exec(error.message)?.[1]);
+  const legacy = error.name === 'Error' && /^REST error: /.test(error.message);
+  const matching =
+    envelope || legacy
+      ? failures.filter((said) => {
+          try {
+            const body = JSON.parse(said.body);
+            return envelope
+              ? JSON.stringify(body) === envelope
+              : // Its ` Data: ...` suffix, if any, follows.
+                error.message.startsWith(`REST error: ${body.message} (Code: ${body.code})`);
+          } catch {
+            return false;
+          }
+        })
+      : failures;
+  const code =
+    envelope || legacy
+      ? matching[0]?.status
+      : error.name === 'A2AError' && rest !== undefined
+        ? Number.isInteger(rest) && rest >= 400 && rest < 600 && rest
+        : Number(SDK_STATUS.exec(error.message)?.[1]);
   if (!code) return error;
   const recent = matching.filter((said) => said.status === code);
   // Read only to choose among several: without a policy nothing is recorded, and the
