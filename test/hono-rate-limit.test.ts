@@ -39,6 +39,24 @@ function from(ip: string): RequestInit {
   return { headers: { 'cf-connecting-ip': ip } };
 }
 
+/** `promise`, or a rejection naming `what` if it has not settled in 5 s: a hang guard, not a timing. */
+async function within<T>(promise: T | Promise<T>, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not within 5 s`)), 5000);
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A store whose every call hangs, as one behind a network partition does. */
+const hangingStore = {
+  increment: () => new Promise<number>(() => {}),
+} as unknown as Store;
+
 test('rateLimit sends RateLimit-Policy and RateLimit on every passed response, counting down r', async () => {
   const time = clock(AT);
   const { app } = appWith({
@@ -240,6 +258,40 @@ test("onStoreError: 'closed' answers 503 with Retry-After and x-should-retry whe
     onStoreError: 'closed',
   });
   const res = await app.request('/', from('10.0.0.1'));
+  await res.body?.cancel();
+  assert.equal(res.status, 503);
+  assert.equal(res.headers.get('retry-after'), '1');
+  assert.equal(res.headers.get('x-should-retry'), 'true');
+  assert.equal(ran(), 0);
+});
+
+test('a store that never answers lets the request through after 1 s by default (fail open), not hang it', async () => {
+  const { app, ran } = appWith({
+    limit: 1,
+    windowMs: 60_000,
+    trustedHeader: 'cf-connecting-ip',
+    store: hangingStore,
+  });
+  const started = Date.now();
+  const res = await within(app.request('/', from('10.0.0.1')), 'the answer');
+  const waited = Date.now() - started;
+  assert.equal(res.status, 200);
+  assert.equal(await res.text(), 'ok');
+  assert.equal(res.headers.get('ratelimit'), null);
+  assert.equal(ran(), 1);
+  assert.ok(waited >= 900, `answered after ${waited} ms, before the store's 1 s`);
+});
+
+test("with onStoreError: 'closed', a store that takes over storeTimeoutMs gets the store-down 503", async () => {
+  const { app, ran } = appWith({
+    limit: 1,
+    windowMs: 60_000,
+    trustedHeader: 'cf-connecting-ip',
+    store: hangingStore,
+    onStoreError: 'closed',
+    storeTimeoutMs: 50,
+  });
+  const res = await within(app.request('/', from('10.0.0.1')), 'the answer');
   await res.body?.cancel();
   assert.equal(res.status, 503);
   assert.equal(res.headers.get('retry-after'), '1');

@@ -25,6 +25,13 @@ import { problemResponse, retryAfterSeconds } from './problem.ts';
 export const DEFAULT_POLICY_NAME = 'default';
 /** What a store failure does by default: let the request through (availability over strictness). */
 const DEFAULT_ON_STORE_ERROR = 'open';
+/**
+ * How long the store may take to count a request (1 s) before it counts as failed
+ * (`onStoreError`). A Redis-like store answers in milliseconds; one that hangs (a
+ * network partition, a stuck connection pool) would otherwise hang every request
+ * with it, and neither failure mode would apply.
+ */
+const DEFAULT_STORE_TIMEOUT_MS = 1000;
 /** The wait advertised when the store is down and `onStoreError: 'closed'` rejects (1 s). */
 const STORE_DOWN_RETRY_AFTER_MS = 1000;
 /**
@@ -93,13 +100,19 @@ export interface RateLimitOptions {
    */
   policyName?: string | undefined;
   /**
-   * What happens when the store throws. Default `'open'`: the request goes through
+   * What happens when the store throws (or takes over `storeTimeoutMs`). Default `'open'`: the request goes through
    * without rate-limit headers, because a rate limiter protects capacity, and
    * refusing every request while a Redis restarts costs more availability than the
    * quota saves. `'closed'`: a 503 problem with `Retry-After: 1` and
    * `x-should-retry: true` (the handler did not run).
    */
   onStoreError?: StoreFailureMode | undefined;
+  /**
+   * How long the store may take to count a request, in ms, before it counts as a store
+   * error (`onStoreError`). Default 1000: a store that hangs would otherwise hang every
+   * request, failing neither open nor closed. A count that lands later is kept.
+   */
+  storeTimeoutMs?: number | undefined;
   /** The clock, epoch ms. Default `Date.now`; inject one in tests (and give your store the same one). */
   now?: (() => number) | undefined;
 }
@@ -128,6 +141,7 @@ const optionsSchema = z.strictObject({
   ),
   policyName: z.optional(z.string().check(z.regex(PRINTABLE_ASCII, 'must be non-empty printable ASCII'))),
   onStoreError: z.optional(z.enum(['open', 'closed'])),
+  storeTimeoutMs: z.optional(z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS))),
   now: z.optional(functionOption<() => number>()),
 });
 
@@ -153,8 +167,8 @@ function firstEntry(value: string): string {
  *   arrives in the next window.
  * - The client is named by `key(c)` or `trustedHeader`; one of them is required. A
  *   request without an identity gets a 400 problem.
- * - A store error lets the request through (`onStoreError: 'open'`, the default) or
- *   answers 503 (`'closed'`).
+ * - A store error, or a store that takes over `storeTimeoutMs` (1 s), lets the request
+ *   through (`onStoreError: 'open'`, the default) or answers 503 (`'closed'`).
  *
  * @example
  * ```ts
@@ -184,6 +198,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
   const store = valid.store ?? memoryStore();
   const name = valid.policyName ?? `${limit}-per-${windowMs / MS_PER_SECOND}s`;
   const failClosed = (valid.onStoreError ?? DEFAULT_ON_STORE_ERROR) === 'closed';
+  const storeTimeoutMs = valid.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   const now = valid.now ?? Date.now;
   const quotedName = sfString(name);
   const policyHeader = `${quotedName};q=${limit};w=${windowMs / MS_PER_SECOND}`;
@@ -212,11 +227,21 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     const at = now();
     const windowStart = Math.floor(at / windowMs) * windowMs;
     const resetMs = windowStart + windowMs - at;
-    let count: number;
+    let count: number | undefined;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      // The quoted name ends at its closing quote, so no name and id pair can spell another's key.
-      count = await store.increment(`rl:${quotedName}:${id}:${windowStart}`, 1, resetMs);
+      count = await Promise.race([
+        // The quoted name ends at its closing quote, so no name and id pair can spell another's key.
+        store.increment(`rl:${quotedName}:${id}:${windowStart}`, 1, resetMs),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(reject, storeTimeoutMs);
+        }),
+      ]);
     } catch {
+      // Answered below, once the timer is cleared: it must not outlive a store that threw.
+    }
+    clearTimeout(timer);
+    if (count === undefined) {
       if (!failClosed) {
         await next();
         return;
