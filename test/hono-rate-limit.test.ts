@@ -299,6 +299,29 @@ test("with onStoreError: 'closed', a store that takes over storeTimeoutMs gets t
   assert.equal(ran(), 0);
 });
 
+test('a store that answers something other than a count is a store failure, never a RateLimit field no client can parse', async () => {
+  // A wrapper that hands back a reply object, null, NaN or a fraction: r must be an
+  // sf-integer, and the quota is unknown.
+  for (const answer of [Number.NaN, 'abc', { ok: 1 }, [1, 2], null, 0, 1.5, -1]) {
+    const store = { increment: async () => answer } as unknown as Store;
+    for (const onStoreError of ['open', 'closed'] as const) {
+      const { app, ran } = appWith({ limit: 2, windowMs: 60_000, key: () => 'ada', store, onStoreError });
+      const res = await app.request('/');
+      await res.body?.cancel();
+      const what = `${JSON.stringify(answer)}, ${onStoreError}`;
+      assert.equal(res.status, onStoreError === 'open' ? 200 : 503, what);
+      assert.equal(res.headers.get('ratelimit'), null, what);
+      assert.equal(ran(), onStoreError === 'open' ? 1 : 0, what);
+    }
+  }
+  // A count as text (a Redis reply) is still a count.
+  const text = { increment: async () => '2' } as unknown as Store;
+  const { app } = appWith({ limit: 2, windowMs: 60_000, key: () => 'ada', store: text });
+  const res = await app.request('/');
+  await res.text();
+  assert.match(res.headers.get('ratelimit') ?? '', /^"2-per-60s";r=0;t=\d+$/);
+});
+
 test('rate-limit headers reach error responses and responses with immutable headers', async () => {
   const app = new Hono();
   app.use(rateLimit({ limit: 5, windowMs: 60_000, trustedHeader: 'cf-connecting-ip' }));

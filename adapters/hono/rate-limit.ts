@@ -227,21 +227,26 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     const at = now();
     const windowStart = Math.floor(at / windowMs) * windowMs;
     const resetMs = windowStart + windowMs - at;
-    let count: number | undefined;
+    let count = Number.NaN;
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      count = await Promise.race([
-        // The quoted name ends at its closing quote, so no name and id pair can spell another's key.
-        store.increment(`rl:${quotedName}:${id}:${windowStart}`, 1, resetMs),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(reject, storeTimeoutMs);
-        }),
-      ]);
+      // Number(): a count as text (a Redis reply) is still a count.
+      count = Number(
+        await Promise.race([
+          // The quoted name ends at its closing quote, so no name and id pair can spell another's key.
+          store.increment(`rl:${quotedName}:${id}:${windowStart}`, 1, resetMs),
+          new Promise<never>((_, reject) => {
+            timer = setTimeout(reject, storeTimeoutMs);
+          }),
+        ]),
+      );
     } catch {
       // Answered below, once the timer is cleared: it must not outlive a store that threw.
     }
     clearTimeout(timer);
-    if (count === undefined) {
+    // Not a whole number of requests (NaN, a reply object, null, 0, 1.5) is a failure
+    // too: the quota is unknown, and `r` must be an sf-integer.
+    if (!(count > 0 && Number.isInteger(count))) {
       if (!failClosed) {
         await next();
         return;
