@@ -21,7 +21,7 @@ import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { FLOOD_BYTES, flood } from './helpers/flood.ts';
 import { answeringPosts, withApp } from './helpers/hono-server.ts';
-import { closedPort } from './helpers/server.ts';
+import { always, closedPort, withServer } from './helpers/server.ts';
 
 const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
 
@@ -877,4 +877,35 @@ test('an A2A 0.3 REST agent’s typed error (TaskNotFound, 404) still passes thr
     assert.ok(!(error instanceof HttpStatusError), String(error));
     assert.equal((error as Error).name, 'TaskNotFoundError');
   });
+});
+
+test('a caller’s signal aborts createA2AClient while its card GET waits out a Retry-After or never answers, with its own reason', async () => {
+  const slow = always({ status: 503, headers: { 'retry-after': '30' }, body: 'busy' });
+  for (const [handler, policy] of [
+    [slow, definePolicy({ breaker: false })],
+    [always({ hang: true }), undefined],
+  ] as const) {
+    await withServer(handler, async (server) => {
+      const reason = new Error('the user left');
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(reason), 50);
+      const started = Date.now();
+      const error = await createA2AClient(server.origin, { policy, signal: controller.signal }).catch(
+        (e: unknown) => e,
+      );
+      assert.equal(error, reason, String(error));
+      assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
+    });
+  }
+});
+
+test('createA2AClient refuses a signal that is not an AbortSignal with a TypeError naming it', async () => {
+  await assert.rejects(
+    createA2AClient('http://127.0.0.1:9/', { signal: 'stop' as never }),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError);
+      assert.match(error.message, /createA2AClient\(\)\.signal: must be an AbortSignal/);
+      return true;
+    },
+  );
 });

@@ -253,6 +253,11 @@ export interface ResolveAgentCardOptions {
 /** A timer delay in ms: at least 1, and at most what `setTimeout` holds (a larger one fires at once). */
 const msOption = z.optional(z.number().check(z.minimum(1), z.maximum(MAX_DELAY_MS)));
 
+/** A caller's `signal` option: an `AbortSignal`, or none. */
+export const signalOption: z.ZodMiniOptional<z.ZodMiniCustom<AbortSignal>> = /* @__PURE__ */ z.optional(
+  /* @__PURE__ */ z.custom<AbortSignal>((value) => value instanceof AbortSignal, 'must be an AbortSignal'),
+);
+
 const optionsSchema = z.optional(
   z.strictObject({
     fetch: z.optional(functionOption<FetchLike>()),
@@ -261,9 +266,7 @@ const optionsSchema = z.optional(
     maxBytes: z.optional(z.number().check(z.int(), z.minimum(1))),
     bodyTimeoutMs: msOption,
     timeoutMs: msOption,
-    signal: z.optional(
-      z.custom<AbortSignal>((value) => value instanceof AbortSignal, 'must be an AbortSignal'),
-    ),
+    signal: signalOption,
   }),
 );
 

@@ -25,7 +25,7 @@ import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
 import { SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
-import { resolveAgentCard } from './card.ts';
+import { resolveAgentCard, signalOption } from './card.ts';
 import { type A2AFetchOptions, a2aIdempotent, limitBodies } from './fetch.ts';
 
 /**
@@ -69,6 +69,12 @@ export interface CreateA2AClientOptions {
    * `RESPONSE_TOO_LARGE`. Default 32 MiB; `Infinity`: no limit. See `a2aFetch()`.
    */
   maxResponseBytes?: A2AFetchOptions['maxResponseBytes'];
+  /**
+   * Aborts the card GET (its policy's retries and `Retry-After` waits included); the
+   * abort reason is thrown as is. Default: none, so only the card's deadlines end it.
+   * Each call of the client takes its own signal (the SDK's per-call options).
+   */
+  signal?: AbortSignal | undefined;
 }
 
 const optionsSchema = z.optional(
@@ -79,6 +85,7 @@ const optionsSchema = z.optional(
     clientConfig: z.optional(z.custom<ClientConfig>((value) => typeof value === 'object' && value !== null)),
     preferredTransports: z.optional(z.array(z.string())),
     maxResponseBytes: maxResponseBytesSchema,
+    signal: signalOption,
   }),
 );
 
@@ -251,8 +258,8 @@ export async function createA2AClient(
   const card = await resolveAgentCard(
     cardUrl,
     valid.policy
-      ? { policy: valid.policy, fetch: valid.fetch, path: valid.path }
-      : { fetch: fetchImpl, path: valid.path },
+      ? { policy: valid.policy, fetch: valid.fetch, path: valid.path, signal: valid.signal }
+      : { fetch: fetchImpl, path: valid.path, signal: valid.signal },
   );
   const sdk = await import('@a2a-js/sdk/client');
   const legacyCompat = { enabled: true };
