@@ -132,6 +132,8 @@ export function limitedBody(response: Response, maxBytes: number, call: Call, en
       async pull(controller) {
         // Of a cut SSE chunk, what fits in the limit: it goes on before an ending.
         let kept: Uint8Array | undefined;
+        // Of a cut SSE chunk, the events it ended whole: they go on before a failure.
+        let whole: Uint8Array | undefined;
         if (size <= maxBytes) {
           const next = await reader.read();
           if (next.done) return controller.close();
@@ -140,8 +142,10 @@ export function limitedBody(response: Response, maxBytes: number, call: Call, en
           else if (chunk.length) {
             const end = eventEnd(chunk, last, prior);
             size = end < 0 ? size + chunk.length : chunk.length - end;
-            if (size > maxBytes) kept = chunk.subarray(0, chunk.length - (size - maxBytes));
-            else {
+            if (size > maxBytes) {
+              kept = chunk.subarray(0, chunk.length - (size - maxBytes));
+              if (end > 0) whole = chunk.subarray(0, end);
+            } else {
               prior = chunk.length > 1 ? (chunk[chunk.length - 2] as number) : last;
               last = chunk[chunk.length - 1] as number;
             }
@@ -156,7 +160,11 @@ export function limitedBody(response: Response, maxBytes: number, call: Call, en
           { request },
         );
         const events = sse && ending ? ending(error, call) : '';
-        if (!events) throw error;
+        // Without an ending, the events before the cut one go on, and the next read fails.
+        if (!events) {
+          if (whole) return controller.enqueue(whole);
+          throw error;
+        }
         if (kept?.length) {
           controller.enqueue(kept);
           last = kept[kept.length - 1] as number;

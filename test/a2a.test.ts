@@ -909,3 +909,32 @@ test('createA2AClient refuses a signal that is not an AbortSignal with a TypeErr
     },
   );
 });
+
+test('a message stream cut past maxResponseBytes still delivers the events that ended before the cut in the same read: the task and its id', async () => {
+  const LIMIT = 1024;
+  const streaming = (c: { req: Request }) => {
+    const card = cardFor(new URL(c.req.url).origin);
+    return Response.json({ ...card, capabilities: { ...card.capabilities, streaming: true } });
+  };
+  // The task event and the start of an oversized artifact event, in one write.
+  const answer = () => {
+    const task = {
+      jsonrpc: '2.0',
+      id: 1,
+      result: { task: { id: 'task-42', contextId: 'ctx-1', status: { state: 'TASK_STATE_WORKING' } } },
+    };
+    const text = `data: ${JSON.stringify(task)}\n\ndata: {"jsonrpc":"2.0","id":1,"result":"${'x'.repeat(200_000)}`;
+    return new Response(text, { headers: { 'content-type': 'text/event-stream' } });
+  };
+  await withApp(answering('SendStreamingMessage', answer, streaming), async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: quickPolicy(1), maxResponseBytes: LIMIT });
+    const events: unknown[] = [];
+    const error = await (async () => {
+      for await (const event of client.sendMessageStream(userMessage('hi'))) events.push(event);
+    })().catch((e: unknown) => e);
+    assert.ok(error instanceof BreakwaterError, String(error).slice(0, 300));
+    assert.equal(error.code, 'RESPONSE_TOO_LARGE');
+    assert.equal(events.length, 1, 'the task event that ended before the cut');
+    assert.match(JSON.stringify(events[0]), /task-42/);
+  });
+});
