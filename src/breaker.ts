@@ -32,7 +32,7 @@ import {
   type Jitter,
   withDefaults,
 } from './backoff.ts';
-import type { Call, Middleware, Next } from './call.ts';
+import { type Call, ENDED, type Ended, type MarkedCall, type Middleware, type Next } from './call.ts';
 import { isRetryableStatus } from './classify.ts';
 import {
   CircuitOpenError,
@@ -829,12 +829,14 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * have been reset during a wait).
    */
   async function admit(first: Circuit, call: Call): Promise<Circuit> {
-    // The signal of the pass this call runs in, read once (admission starts on entry, so
-    // this costs the happy path nothing). A call that is over (the caller aborted, before
-    // or during a wait) takes no probe slot, reports no wait and no state change: the end
-    // of the chain would refuse to send it anyway, and a `half-open` event or state for a
-    // probe that never goes out misleads whoever watches.
+    // The signal of the pass this call runs in, read once (admission starts on entry).
+    // A call that is over takes no probe slot, reports no wait and no state change: the
+    // end of the chain would refuse to send it anyway, and a `half-open` event or state
+    // for a probe that never goes out misleads whoever watches. Over: the caller aborted
+    // (before or during a wait), or a timeout above ended the pass it was last here in.
     const signal = call.signal;
+    const mark = (call as MarkedCall)[ENDED];
+    if (mark && left.has(mark)) throw mark.error;
     /** The clock reading before the last wait: a clock that did not move (a test's) ends the wait. */
     let sleptAt: number | undefined;
     /** When this call stops waiting for pace probes, by the breaker's clock; set by its first such wait. */
@@ -915,10 +917,34 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   }
 
   /**
+   * The marks (`ENDED`) of timeouts above the breaker that ended a call's pass while the
+   * call was in it: the mark was on the call, and the signal the call came in with had
+   * aborted, when its outcome arrived (a fetch that ignores the signal). A hand-written
+   * resender between that timeout and the breaker may bring the call back on the outer
+   * signal the timeout put back; while the mark is on it (until a layer above starts a
+   * new pass, which lifts it) the call is refused at once, as the end of the chain
+   * refuses it: no wait of up to `maxRetryAfterMs` on a pause, no probe slot. A mark
+   * alone does not tell: a timeout below the breaker marks the call too, and a retry
+   * above sends it through here again before that timeout lifts its mark.
+   */
+  const left = new WeakSet<Ended>();
+
+  /** Notes the mark of a pass that ended above the breaker while the call was here (see {@link left}). */
+  function ended(call: Call, signal: AbortSignal | undefined): void {
+    // The mark first: `aborted` on a fresh signal costs more, and is rarely needed.
+    const mark = (call as MarkedCall)[ENDED];
+    if (mark && signal?.aborted) left.add(mark);
+  }
+
+  /**
    * Sends the call on and judges the outcome against `epoch`, the circuit's epoch the
    * call goes out in; the response or error goes back unchanged.
    */
   function send(c: Circuit, call: Call, next: Next, epoch: number): Promise<Response> {
+    // The signal of the pass this call runs in: sent on entry, or right after admission
+    // (whose waits end with the pass). A timeout above that ends the pass puts its outer
+    // signal back on the call before a late answer arrives.
+    const signal = call.signal;
     let pending: Promise<Response>;
     try {
       pending = next(call);
@@ -930,10 +956,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       (response) => {
         // The happy path: a window bump and a field write or two.
         settle(c, call, epoch, response);
+        ended(call, signal);
         return response;
       },
       (error: unknown) => {
         settleError(c, call, epoch, error);
+        ended(call, signal);
         throw error;
       },
     );

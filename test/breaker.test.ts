@@ -11,6 +11,8 @@ import {
   TimeoutError,
 } from '../src/errors.ts';
 import type { BreakerEvent, BreakwaterEvent } from '../src/events.ts';
+import { retry } from '../src/retry.ts';
+import { timeout } from '../src/timeout.ts';
 import { always, closedPort, sequence, type TestServer, withServer } from './helpers/server.ts';
 import { allowSlowTests } from './helpers/slow-tests.ts';
 
@@ -952,4 +954,84 @@ test('a call whose signal has already aborted does not move an open circuit to h
     );
     assert.equal(server.requests.length, 2);
   });
+});
+
+/** A custom fetch that drops `init.signal`: a deadline never reaches the request. */
+const deafFetch: FetchLike = (input, init) => {
+  const { signal: _ignored, ...rest } = init ?? {};
+  return globalThis.fetch(input, rest);
+};
+
+test('a call a hand-written resender brings back after a timeout above ended its pass does not move an open circuit to half-open', async () => {
+  // [timeout({ attemptMs }), resender, breaker] through a fetch that ignores the signal:
+  // the late 503 opens the circuit, and the resender (which does not look at the signal)
+  // sends the call again once the open time has passed. The end of the chain refuses
+  // it; the breaker must not report a probe for it first.
+  await withServer(sequence({ status: 503, delayMs: 150 }, {}), async (server) => {
+    const events: BreakerEvent[] = [];
+    const breaker = circuitBreaker({ consecutiveFailures: 1, open: { initialMs: 20, jitter: 'none' } });
+    let resent: (outcome: unknown) => void = () => {};
+    const again = new Promise<unknown>((resolve) => {
+      resent = resolve;
+    });
+    const resender: Middleware = async function resender(call, next) {
+      const response = await next(call);
+      await response.body?.cancel();
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      call.attempt++;
+      const sent = next(call);
+      sent.then(resent, resent);
+      return sent;
+    };
+    const fetch = createFetch({
+      fetch: deafFetch,
+      onEvent: (e) => {
+        if (e.type === 'breaker') events.push(e);
+      },
+      use: [timeout({ attemptMs: 50 }), resender, breaker],
+    });
+    await assert.rejects(fetch(`${server.origin}/x`), TimeoutError);
+    const outcome = await again;
+    assert.equal((outcome as Error).name, 'AbortError', 'the resend is refused');
+    assert.deepEqual(
+      events.map((e) => e.state),
+      ['open'],
+      'no half-open for a call that never goes out',
+    );
+    assert.equal(breaker.stats(server.origin)?.state, 'open');
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('after an attempt deadline, a retry() above the breaker still sends its next attempt as the probe, and one above the timeout too', async () => {
+  // Both timeouts mark the call at their deadline; neither mark may turn the retry's next
+  // attempt away at the breaker: [retry, breaker, timeout] (the policy order), where the
+  // mark is lifted only below the breaker, and [retry, timeout, breaker], where the
+  // timeout's new pass lifts it.
+  for (const order of ['breaker above the timeout', 'timeout above the breaker'] as const) {
+    await withServer(sequence({ status: 503, delayMs: 150 }, {}), async (server) => {
+      const events: BreakerEvent[] = [];
+      const breaker = circuitBreaker({ consecutiveFailures: 1, open: { initialMs: 20, jitter: 'none' } });
+      const attempt = timeout({ attemptMs: 50 });
+      const fetch = createFetch({
+        fetch: deafFetch,
+        onEvent: (e) => {
+          if (e.type === 'breaker') events.push(e);
+        },
+        use: [
+          retry({ attempts: 2, backoff: { initialMs: 250, jitter: 'none' } }),
+          ...(order === 'breaker above the timeout' ? [breaker, attempt] : [attempt, breaker]),
+        ],
+      });
+      const response = await fetch(`${server.origin}/x`);
+      assert.equal(response.status, 200, order);
+      await response.text();
+      assert.deepEqual(
+        events.map((e) => e.state),
+        ['open', 'half-open', 'closed'],
+        order,
+      );
+      assert.equal(server.requests.length, 2, order);
+    });
+  }
 });

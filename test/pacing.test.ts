@@ -7,6 +7,7 @@ import { CircuitOpenError, HttpStatusError, NetworkError } from '../src/errors.t
 import type { BreakwaterEvent, PacedEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
+import { timeout } from '../src/timeout.ts';
 import { always, type Behaviour, type Handler, sequence, withServer } from './helpers/server.ts';
 
 /** A short, exact schedule for the pauses a 429 without a delay imposes. */
@@ -747,4 +748,59 @@ test('a call whose signal has already aborted reports no wait on a paused key, a
     );
     assert.equal(server.requests.length, 1);
   });
+});
+
+/** A custom fetch that drops `init.signal`: a deadline never reaches the request. */
+const deafFetch: FetchLike = (input, init) => {
+  const { signal: _ignored, ...rest } = init ?? {};
+  return globalThis.fetch(input, rest);
+};
+
+test('a call a hand-written resender brings back after a timeout above ended its pass does not wait out the pause', async () => {
+  // [timeout({ attemptMs }), resender, breaker] through a fetch that ignores the signal:
+  // the late 429 (Retry-After: 5) pauses the key, and the resender (which does not look
+  // at the signal) sends the call again at once. Waiting would hold a timer for the
+  // pause (up to maxRetryAfterMs) on no signal, for a resend the end of the chain refuses.
+  await withServer(
+    sequence({ status: 429, headers: { 'retry-after': '5' }, delayMs: 150 }, {}),
+    async (server) => {
+      const events: BreakwaterEvent[] = [];
+      let resent: (outcome: unknown) => void = () => {};
+      const again = new Promise<unknown>((resolve) => {
+        resent = resolve;
+      });
+      let resentAt = 0;
+      const resender: Middleware = async function resender(call, next) {
+        const response = await next(call);
+        await response.body?.cancel();
+        call.attempt++;
+        resentAt = Date.now();
+        const sent = next(call);
+        sent.then(resent, resent);
+        return sent;
+      };
+      const fetch = createFetch({
+        fetch: deafFetch,
+        onEvent: (e) => events.push(e),
+        use: [timeout({ attemptMs: 50 }), resender, circuitBreaker({ open: OPEN })],
+      });
+      await assert.rejects(fetch(`${server.origin}/x`), (e: unknown) => (e as Error).name === 'TimeoutError');
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const outcome = await Promise.race([
+        again,
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, 1000, 'still waiting');
+        }),
+      ]);
+      clearTimeout(timer);
+      assert.equal((outcome as Error).name, 'AbortError', `the resend is refused (got ${String(outcome)})`);
+      assert.ok(Date.now() - resentAt < 50, `refused ${Date.now() - resentAt} ms after the resend`);
+      assert.deepEqual(
+        events.filter((e): e is PacedEvent => e.type === 'paced').map((e) => e.phase),
+        ['start'],
+        'no wait reported for a call that is over',
+      );
+      assert.equal(server.requests.length, 1);
+    },
+  );
 });
