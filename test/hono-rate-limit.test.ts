@@ -159,6 +159,32 @@ test('a list header such as x-forwarded-for is keyed by its first entry', async 
   await again.body?.cancel();
 });
 
+test('a trusted header holding IPv6 addresses is keyed by their /64: a client cannot take a fresh bucket per address of its own network', async () => {
+  // Every subscriber gets at least a /64 (2^64 addresses): keyed by address, one client
+  // could send limit requests from each.
+  const { app } = appWith({ limit: 1, windowMs: 60_000, trustedHeader: 'cf-connecting-ip' });
+  assert.equal(await statusOf(app, from('2001:db8:1:2::1')), 200);
+  for (const sameNetwork of ['2001:db8:1:2:ffff::9', '2001:DB8:1:2:0:0:0:1', '2001:0db8:0001:0002::']) {
+    assert.equal(await statusOf(app, from(sameNetwork)), 429, sameNetwork);
+  }
+  assert.equal(await statusOf(app, from('2001:db8:1:3::1')), 200, 'the next /64 is another client');
+  // Zero groups, written with or without `::`, are the same network.
+  assert.equal(await statusOf(app, from('2001:db8::1')), 200);
+  assert.equal(await statusOf(app, from('2001:db8:0:0:1::')), 429);
+  assert.equal(await statusOf(app, from('::1')), 200);
+  // IPv4 and IPv4-mapped addresses stay whole: one bucket per address.
+  for (const ip of [
+    '192.0.2.1',
+    '192.0.2.2',
+    '::ffff:192.0.2.1',
+    '::ffff:192.0.2.2',
+    '::ffff:c000:203',
+    '::2',
+  ]) {
+    assert.equal(await statusOf(app, from(ip)), 200, ip);
+  }
+});
+
 test('a key function names the client', async () => {
   const { app } = appWith({ limit: 1, windowMs: 60_000, key: (c) => c.req.header('x-user') });
   assert.equal(await statusOf(app, { headers: { 'x-user': 'ada' } }), 200);

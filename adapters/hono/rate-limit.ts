@@ -45,6 +45,14 @@ const MAX_IDENTITY_CHARS = 256;
  * and with it every other limiter's member.
  */
 const MAX_LIMIT = 999_999_999_999_999;
+/**
+ * The groups of an IPv6 address that name the client's network: the first 4, its /64.
+ * A subscriber gets at least a /64 (RFC 4291 §2.5.4's interface ids, RFC 6177), so
+ * keyed by address one client could send `limit` requests from each of 2^64 addresses.
+ */
+const IPV6_NETWORK_GROUPS = 4;
+/** IPv6 networks whose addresses carry an IPv4 client (or none): each counts on its own. */
+const EMBEDS_IPV4 = /^(0:0:0:0$|64:ff9b:)/;
 /** The window is advertised in whole seconds (`w`, `t` and `Retry-After` are integers). */
 const MS_PER_SECOND = 1000;
 
@@ -79,6 +87,8 @@ export interface RateLimitOptions {
    * `'x-forwarded-for'`, the first entry is used. Name only a header your proxy
    * **overwrites**: a header it merely passes on (or appends to) is whatever the
    * client says, and a client could then pick a fresh bucket per request.
+   * An IPv6 address counts by its /64 (the least any subscriber is given), so a client
+   * cannot take a fresh bucket per address of its own network; IPv4 counts per address.
    * A request without it (or with an empty one, or one over 256 characters) gets a
    * 400 problem ("no usable client identity header") rather than sharing a bucket
    * with every other such request.
@@ -157,6 +167,32 @@ function firstEntry(value: string): string {
 }
 
 /**
+ * The /64 an IPv6 address (RFC 4291 §2.2 text, any case or compression) belongs to,
+ * as `2001:db8:1:2/64`, or `id` itself when it is not one: IPv4 and IPv4-mapped
+ * addresses (`::ffff:192.0.2.1`, also in hex) stay one bucket per address.
+ */
+function clientNetwork(id: string): string {
+  if (!id.includes(':') || id.includes('.')) return id;
+  let host: string;
+  try {
+    // The URL parser reads any valid IPv6 text (no zone) and writes it canonical, RFC 5952.
+    host = new URL(`http://[${id}]`).hostname.slice(1, -1);
+  } catch {
+    return id;
+  }
+  // `::` written out as the groups it stands for (7 colons in all), then the first 4,
+  // each zero as 0 whether `::` held it or not.
+  const network = host
+    .replace('::', ':'.repeat(10 - host.split(':').length))
+    .split(':', IPV6_NETWORK_GROUPS)
+    .map((group) => group || '0')
+    .join(':');
+  // ::/64 (loopback, IPv4-mapped and -compatible) and NAT64's 64:ff9b:: (RFC 6052, 8215)
+  // hold IPv4 clients, or none: one bucket per address there.
+  return EMBEDS_IPV4.test(network) ? host : `${network}/64`;
+}
+
+/**
  * A fixed-window rate limiter: each client gets `limit` requests per `windowMs`.
  *
  * - Every response (passed or rejected) carries `RateLimit-Policy: "name";q=limit;w=seconds`
@@ -211,7 +247,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     const value = c.req.raw.headers.get(header as string);
     if (value === null) return undefined;
     const id = firstEntry(value);
-    return id === '' || id.length > MAX_IDENTITY_CHARS ? undefined : id;
+    return id === '' || id.length > MAX_IDENTITY_CHARS ? undefined : clientNetwork(id);
   }
 
   return async function rateLimit(c, next) {
