@@ -45,6 +45,7 @@ import {
 } from './errors.ts';
 import type { PacedEvent } from './events.ts';
 import { functionOption, validate } from './options.ts';
+import { redactText } from './redact.ts';
 // The longest wait, in ms, a server may impose on its word alone, by default: the same as retry()'s.
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
 import { sleep } from './sleep.ts';
@@ -393,7 +394,8 @@ function waitForPaceProbe(c: Circuit, ms: number, signal: AbortSignal | undefine
 function failureLabel(failure: Failure): string {
   if (failure instanceof TimeoutError) return `${failure.scope} timeout after ${failure.ms} ms`;
   if (failure instanceof NetworkError) return `network error ${failure.code}`;
-  return statusLine(failure.status, failure.statusText);
+  // Redacted: Node's and Bun's fetch keep a reason phrase as written (a URL, say).
+  return statusLine(failure.status, redactText(failure.statusText));
 }
 
 /**
@@ -405,7 +407,7 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
   const { status, headers } = failure;
   return new HttpStatusError({
     status,
-    statusText: failure.statusText,
+    statusText: redactText(failure.statusText),
     retryable: isRetryableStatus(status, headers),
     retryAfterMs,
     headers,

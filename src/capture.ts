@@ -15,7 +15,7 @@
 import * as z from 'zod/mini';
 import { ATTACH, type Call, type FetchLike, type Middleware, type Next } from './call.ts';
 import { validate } from './options.ts';
-import { redactUrl, safeHeaders } from './redact.ts';
+import { redactText, redactUrl, safeHeaders } from './redact.ts';
 import { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS, readSaid, SNAPSHOT, type Snapshotted } from './status.ts';
 
 export { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS };
@@ -155,7 +155,8 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
       method: call.method,
       url: redactUrl(call.href),
       status: response.status,
-      statusText: response.statusText,
+      // Redacted as the body is: Node's and Bun's fetch keep a reason phrase as written.
+      statusText: redactText(response.statusText),
       ...said,
       headers: Object.freeze(safeHeaders(response.headers)),
       at,

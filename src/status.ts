@@ -220,7 +220,9 @@ export async function statusError(
   const { status, headers } = response;
   return new HttpStatusError({
     status,
-    statusText: response.statusText,
+    // Node's and Bun's fetch keep the reason phrase as the server wrote it; a proxy or an old
+    // app server may quote a URL there: redacted as the body is.
+    statusText: redactText(response.statusText),
     retryable: isRetryableStatus(status, headers, statuses),
     retryAfterMs: said.retryAfterMs,
     body: said.body,
@@ -284,7 +286,7 @@ export function wrapHttpError(
     ...(snapshot
       ? { ...source, request: requestSummary(source.key, source.method, source.url) }
       : {
-          statusText: source instanceof Response ? source.statusText : '',
+          statusText: source instanceof Response ? redactText(source.statusText) : '',
           retryAfterMs: headers && retryDelay(headers),
         }),
     status,

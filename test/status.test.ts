@@ -1,8 +1,12 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
+import { circuitBreaker } from '../src/breaker.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
-import { HttpStatusError } from '../src/errors.ts';
+import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
+import type { BreakwaterEvent } from '../src/events.ts';
 import { throwOnStatus, wrapHttpError } from '../src/status.ts';
 import { always, type Behaviour, withServer } from './helpers/server.ts';
 
@@ -464,4 +468,51 @@ test('a body cut inside the password of a percent-encoded URL, past a URL encode
     shown?.startsWith('{"error":"cannot reach'),
     `the text before the URL is kept: ${JSON.stringify(shown)}`,
   );
+});
+
+test('a reason phrase that quotes a URL shows none of its secrets in the error, the snapshot or the events', async () => {
+  // Node's and Bun's fetch hand the reason phrase on as the server wrote it (Deno's gives the
+  // standard phrase for the status); a proxy or an old app server may quote a URL in it.
+  const phrase = 'Unavailable: https://admin:hunter2@db.internal/x?token=tk-secret';
+  const server = createServer((_request, response) => {
+    response.writeHead(503, phrase, { 'content-type': 'application/json' });
+    response.end('{}');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/x`;
+    const capture = captureStatus();
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({
+      onEvent: (e) => events.push(e),
+      use: [throwOnStatus(), circuitBreaker({ consecutiveFailures: 1 }), capture],
+    });
+    const thrown = await fetch(url).catch((e: unknown) => e);
+    assert.ok(thrown instanceof HttpStatusError, String(thrown));
+    const open = await fetch(url).catch((e: unknown) => e);
+    assert.ok(open instanceof CircuitOpenError, String(open));
+    const plain = await globalThis.fetch(url);
+    await plain.body?.cancel();
+    const wrapped = wrapHttpError(503, plain);
+    const shown = [
+      thrown.message,
+      thrown.statusText,
+      JSON.stringify(thrown),
+      open.message,
+      (open.cause as Error).message,
+      JSON.stringify(capture.last(url.slice(0, url.indexOf('/x')))),
+      JSON.stringify(events),
+      wrapped.message,
+      wrapped.statusText,
+    ];
+    for (const text of shown) {
+      assert.ok(!/hunter2|tk-secret/.test(text), `a secret shown: ${text}`);
+    }
+    if (plain.statusText === phrase) {
+      assert.match(thrown.statusText, /^Unavailable: https:\/\/db\.internal\/x\?token=\[redacted\]$/);
+    }
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });
