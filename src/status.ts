@@ -236,10 +236,12 @@ export async function statusError(
 /**
  * `source` as a `Headers`: a `Response`'s own, a `Headers` as is, or one built from a
  * plain object or pairs, skipping any name or value a `Headers` refuses. `null` (an
- * SDK error's `headers` when no response arrived) means no headers, as `undefined` does.
+ * SDK error's `headers` when no response arrived) means no headers, as `undefined` does,
+ * and so does anything that is not an object (a raw header block in a string): typed by
+ * an SDK, not checked at run time, it would reach `in`, whose TypeError quotes it.
  */
 export function toHeaders(source: Response | HeadersLike | undefined): Headers | undefined {
-  if (source == null) return undefined;
+  if (typeof source !== 'object' || source === null) return undefined;
   if (source instanceof Response) return source.headers;
   if (source instanceof Headers) return source;
   const headers = new Headers();

@@ -516,3 +516,18 @@ test('a reason phrase that quotes a URL shows none of its secrets in the error, 
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+test('wrapHttpError() with headers that are not an object (a raw header block, a number) builds the error without them, and echoes none of it', () => {
+  // An SDK error's `headers` is typed by the SDK, not checked at run time: a raw header
+  // block in a string reached `in`, whose TypeError quoted it, token and all, from the
+  // caller's error handler, and the SDK error was lost.
+  const cause = new Error('the SDK’s error');
+  for (const source of ['retry-after: 5\r\nauthorization: Bearer sk-live-1', 42, true, Symbol('headers')]) {
+    const error = wrapHttpError(503, source as unknown as Headers, cause);
+    assert.ok(error instanceof HttpStatusError);
+    assert.equal(error.status, 503);
+    assert.equal(error.retryAfterMs, undefined);
+    assert.equal(error.cause, cause);
+    assert.ok(!JSON.stringify(error).includes('sk-live-1'));
+  }
+});
