@@ -24,6 +24,7 @@ import { definePolicy, type Policy } from '../src/policy.ts';
 import { throwOnStatus } from '../src/status.ts';
 import { MAX_DELAY_MS } from '../src/timing.ts';
 import { type AppServer, withApp } from './helpers/hono-server.ts';
+import { always, sequence, withServer } from './helpers/server.ts';
 
 /** A short retry schedule: tests wait milliseconds, not the default half second. */
 const FAST = { backoff: { initialMs: 5, jitter: 'none' as const } };
@@ -847,4 +848,126 @@ test('toHttpStatusError keeps the status when a Headers object cannot be read (a
     assert.equal(converted.retryable, true, label);
     assert.equal(converted.cause, error, label);
   }
+});
+
+/** An SSE body of OpenAI chat-completion chunks, one per piece of text. */
+function completionChunks(...pieces: string[]): string {
+  return pieces
+    .map((content) => {
+      const chunk = {
+        id: 'chatcmpl-1',
+        object: 'chat.completion.chunk',
+        created: 0,
+        model: 'test-model',
+        choices: [{ index: 0, delta: { content }, finish_reason: null }],
+      };
+      return `data: ${JSON.stringify(chunk)}\n\n`;
+    })
+    .join('');
+}
+
+test('openaiOptions: a streamed completion that breaks after its first tokens fails the stream and is not sent again, even with idempotency keys on', async () => {
+  await withServer(
+    always({
+      reset: 'mid-body',
+      headers: { 'content-type': 'text/event-stream' },
+      body: completionChunks('Hel', 'lo'),
+    }),
+    async (server) => {
+      const policy = definePolicy({ retry: FAST, idempotencyKeys: true });
+      const client = new OpenAI({
+        baseURL: `${server.origin}/v1`,
+        apiKey: 'sk-test',
+        ...openaiOptions(policy),
+      });
+      let text = '';
+      await assert.rejects(async () => {
+        for await (const chunk of await client.chat.completions.create({ ...ask, stream: true })) {
+          text += chunk.choices[0]?.delta.content ?? '';
+        }
+      });
+      assert.equal(text, 'Hello', 'the tokens sent before the break were delivered');
+      assert.equal(server.requests.length, 1, 'a stream that delivered tokens is never resent');
+    },
+  );
+});
+
+test('anthropicOptions: a streamed message that breaks after its first tokens fails the stream and is not sent again', async () => {
+  const event = (type: string, data: object) =>
+    `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+  await withServer(
+    always({
+      reset: 'mid-body',
+      headers: { 'content-type': 'text/event-stream' },
+      body:
+        event('message_start', { message: { ...message, content: [], stop_reason: null } }) +
+        event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }) +
+        event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: 'Hel' } }),
+    }),
+    async (server) => {
+      const client = new Anthropic({
+        baseURL: server.origin,
+        apiKey: 'sk-ant-test',
+        ...anthropicOptions(definePolicy({ retry: FAST })),
+      });
+      let text = '';
+      await assert.rejects(async () => {
+        for await (const event of await client.messages.create({ ...askClaude, stream: true })) {
+          if (event.type === 'content_block_delta' && event.delta.type === 'text_delta')
+            text += event.delta.text;
+        }
+      });
+      assert.equal(text, 'Hel', 'the tokens sent before the break were delivered');
+      assert.equal(server.requests.length, 1, 'a stream that delivered tokens is never resent');
+    },
+  );
+});
+
+test('openaiOptions: a completion whose connection is reset after the server read it is not sent again; with idempotency keys on it is, under the same key', async () => {
+  const answered = {
+    status: 200,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(completion),
+  };
+  await withServer(sequence({ reset: 'after-read' }, answered), async (server) => {
+    const client = new OpenAI({
+      baseURL: `${server.origin}/v1`,
+      apiKey: 'sk-test',
+      ...openaiOptions(definePolicy({ retry: FAST })),
+    });
+    const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
+    assert.ok(error instanceof OpenAI.APIConnectionError, String(error));
+    assert.equal(server.requests.length, 1, 'the completion may have run: not sent again');
+  });
+  await withServer(sequence({ reset: 'after-read' }, answered), async (server) => {
+    const policy = definePolicy({ retry: FAST, idempotencyKeys: true });
+    const client = new OpenAI({
+      baseURL: `${server.origin}/v1`,
+      apiKey: 'sk-test',
+      ...openaiOptions(policy),
+    });
+    const result = await client.chat.completions.create(ask);
+    assert.equal(result.choices[0]?.message.content, 'hi');
+    const keys = server.requests.map((request) => request.headers['idempotency-key']);
+    assert.equal(keys.length, 2);
+    assert.ok(typeof keys[0] === 'string' && keys[0] === keys[1], `keys: ${keys.join(', ')}`);
+  });
+});
+
+test('toHttpStatusError: a 401 is not retryable, nor a 503 the server marked x-should-retry: false', async () => {
+  const { app } = provider('/v1/chat/completions', [
+    json(401, openaiError('Incorrect API key provided')),
+    json(503, openaiError('do not retry'), { 'x-should-retry': 'false', 'retry-after': '1' }),
+  ]);
+  await withApp(app, async (server) => {
+    const client = openaiClient(server, definePolicy({ retry: false }));
+    const unauthorized = toHttpStatusError(
+      await client.chat.completions.create(ask).catch((e: unknown) => e),
+    );
+    assert.equal(unauthorized?.status, 401);
+    assert.equal(unauthorized?.retryable, false);
+    const refused = toHttpStatusError(await client.chat.completions.create(ask).catch((e: unknown) => e));
+    assert.equal(refused?.status, 503);
+    assert.equal(refused?.retryable, false, 'x-should-retry: false overrides the status rule');
+  });
 });
