@@ -34,7 +34,7 @@ import { type CreateFetchOptions, createFetch } from './chain.ts';
 import { DEFAULT_RETRYABLE_STATUSES } from './classify.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { idempotencyKey } from './idempotency-key.ts';
-import { functionOption, validate } from './options.ts';
+import { authOptionSchema, functionOption, keyOptionSchema, onEventSchema, validate } from './options.ts';
 import {
   DEFAULT_ATTEMPTS,
   DEFAULT_BUDGET,
@@ -151,8 +151,17 @@ const policySchema = z.partial(
   }),
 );
 
-/** `policy.fetch({ use })`: the adapters' outermost middleware (the other options are checked where they are used). */
-const adapterUse = z.object({ use: z._default(z.array(functionOption<Middleware>()), []) });
+/**
+ * `policy.fetch()`'s options. Strict, as the policy's own config is: a misspelt
+ * `auth` or `onEvent` would otherwise be dropped in silence (no token sent, no
+ * events). `auth()` checks its own options in full.
+ */
+const fetchOptionsSchema = z.strictObject({
+  use: z._default(z.array(functionOption<Middleware>()), []),
+  auth: authOptionSchema,
+  onEvent: onEventSchema,
+  key: keyOptionSchema,
+});
 
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === 'object') {
@@ -229,12 +238,13 @@ export function definePolicy(config: PolicyConfig = {}): Policy {
     resolved,
     capture,
     fetch(base?: FetchLike, options: PolicyFetchOptions = {}): FetchLike {
+      const valid = validate(fetchOptionsSchema, options, 'policy.fetch()');
       const use = [
-        ...validate(adapterUse, options, 'policy.fetch()').use,
+        ...valid.use,
         total,
         retries,
         keys,
-        options.auth && auth(options.auth),
+        valid.auth && auth(valid.auth),
         breaker,
         perAttempt,
         capture,
@@ -243,8 +253,8 @@ export function definePolicy(config: PolicyConfig = {}): Policy {
       return createFetch({
         use,
         fetch: base,
-        key: options.key ?? resolved.name,
-        onEvent: options.onEvent,
+        key: valid.key ?? resolved.name,
+        onEvent: valid.onEvent,
       } as CreateFetchOptions);
     },
     stats(key: string): PolicyStats {

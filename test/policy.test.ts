@@ -125,6 +125,22 @@ test('policy.fetch({ use }) that is not a list of functions is a TypeError namin
   assert.throws(() => policy.fetch(undefined, { use: 'nope' as never }), TypeError);
 });
 
+test('policy.fetch() rejects an option it does not know, as definePolicy() does: a misspelt auth or onEvent is not dropped in silence', () => {
+  const policy = definePolicy({});
+  assert.throws(
+    () => policy.fetch(undefined, { Auth: { token: 'sk-live-1' }, onevent: () => undefined } as never),
+    (error: unknown) =>
+      error instanceof TypeError &&
+      /policy\.fetch\(\): unknown option "Auth", "onevent"/.test(error.message) &&
+      !error.message.includes('sk-live-1'),
+  );
+  assert.throws(
+    () => policy.fetch(undefined, { onEvent: 'log' } as never),
+    (error: unknown) =>
+      error instanceof TypeError && /policy\.fetch\(\)\.onEvent: must be a function/.test(error.message),
+  );
+});
+
 test('the breaker sits inside retry: once it opens, retries stop reaching the server', async () => {
   await withServer(always({ status: 503 }), async (server) => {
     const policy = definePolicy({
