@@ -89,16 +89,34 @@ export function redactUrl(url: string | URL): string {
   // decoded again could hide one more URL behind one more escape (`\u005Cu003A`), a scan
   // of the whole path a level: n^1.5 time. A token in the path goes first.
   const base = `${parsed.protocol}//${redactText(parsed.host + parsed.pathname.replace(PATH_TOKEN, `$1${REDACTED}`), false)}`;
-  if (parsed.search === '') return base;
+  return parsed.search === '' ? base : `${base}?${redactQuery(parsed.search)}`;
+}
+
+/**
+ * The query `search` (`?` optional) with every parameter kept by name and its value
+ * shown as `[redacted]`.
+ */
+function redactQuery(search: string): string {
   // A "name" holding a URL (`?https://u:pw@h/`, a redirect target with no `=`) would show
   // its userinfo: parameter names hold no `:`, `/` or `@`, nor `\` or `%` (one escaped in
   // JSON in JSON, `\\u003A`, or percent-encoded twice, `%253A`, is read once).
-  const names = [...parsed.searchParams.keys()].map(
-    (name) =>
-      `${name === REDACTED || /[:/@\\%]/.test(name) ? REDACTED : encodeURIComponent(name)}=${REDACTED}`,
-  );
-  return `${base}?${names.join('&')}`;
+  return [...new URLSearchParams(search).keys()]
+    .map(
+      (name) =>
+        `${name === REDACTED || /[:/@\\%]/.test(name) ? REDACTED : encodeURIComponent(name)}=${REDACTED}`,
+    )
+    .join('&');
 }
+
+/**
+ * A URL without scheme and host that a server quotes back (`agent down at
+ * /a2a?api_key=...`, `GET /v1/items?token=... failed`): a `/` (or `\/`, JSON-escaped)
+ * at the start of a word (after whitespace, a quote, `(`, `<`, `>` or `=`), a path, and a
+ * query holding a `=`. Prose with a `/` and a `?` but no `=` after it stays as it is. Linear
+ * time: a word starts only after a character that ends the word before it (`=` ends a
+ * path, and a query holding one matches), so a failed match reads no word twice.
+ */
+const RELATIVE_URL = /((?:^|[\s"'(<>=])\\?\/[^\s"'()<>=?]*\?)([^\s"'()<>]*=[^\s"'()<>]*)/g;
 
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[a-z\d+.-]$/i;
@@ -403,5 +421,9 @@ export function redactText(text: string, escapes = true): string {
     done = end;
     separator = findSeparator(text, end);
   }
-  return out + text.slice(done);
+  // Relative URLs last: those in an absolute URL's query are redacted with it already.
+  return (out + text.slice(done)).replace(
+    RELATIVE_URL,
+    (_, head: string, query: string) => head + redactQuery(query),
+  );
 }

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { captureStatus } from '../src/capture.ts';
+import { captureStatus, type StatusSnapshot } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { HttpStatusError, NetworkError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { isSafeHeader, REDACTED, redactText, redactUrl, SECRET_HEADERS, safeHeaders } from '../src/redact.ts';
-import { throwOnStatus } from '../src/status.ts';
+import { throwOnStatus, wrapHttpError } from '../src/status.ts';
 import { closedPort, withServer } from './helpers/server.ts';
 
 const UNPARSEABLE = '(unparseable URL)';
@@ -1060,4 +1060,121 @@ test('a body cut inside the password of a twice-encoded, quote()d or JSON-in-JSO
     assert.ok(!shown?.includes('1234'), `no part of the password in ${JSON.stringify(shown)}`);
     assert.ok(shown?.startsWith('{"error":"cannot reach'), `the text before the URL is kept: ${shown}`);
   }
+});
+
+// --- relative URLs a server quotes back ---
+
+test('redactText hides the query values of a relative URL, keeping its path and parameter names', () => {
+  // A server quotes the path it was asked for back, query and all, without scheme or host.
+  assert.equal(
+    redactText('{"error":"agent down at /a2a?api_key=sk-live-123&x=1"}'),
+    `{"error":"agent down at /a2a?api_key=${REDACTED}&x=${REDACTED}"}`,
+  );
+  assert.equal(redactText('GET /v1/items?token=abc failed'), `GET /v1/items?token=${REDACTED} failed`);
+  assert.equal(redactText('/?token=abc'), `/?token=${REDACTED}`);
+  assert.equal(redactText("path='/v1/x?token=abc'"), `path='/v1/x?token=${REDACTED}'`);
+  assert.equal(redactText('path=/v1/x?token=abc'), `path=/v1/x?token=${REDACTED}`);
+  assert.equal(redactText('(see /v1/x?token=abc)'), `(see /v1/x?token=${REDACTED})`);
+  // PHP's json_encode escapes `/` as `\/`.
+  assert.equal(
+    redactText(String.raw`{"error":"at \/v1\/x?token=abc"}`),
+    String.raw`{"error":"at \/v1\/x?token=${REDACTED}"}`,
+  );
+  // A parameter with no `=` among others, a name holding `%` or `:`: shown as for absolute URLs.
+  assert.equal(redactText('/x?flag&a=1'), `/x?flag=${REDACTED}&a=${REDACTED}`);
+  assert.equal(redactText('/x?a%3Ab=1'), `/x?${REDACTED}=${REDACTED}`);
+});
+
+test('redactText leaves prose with a slash and a question mark but no query value as it is', () => {
+  for (const prose of [
+    'Is the path /usr/bin? Check it.',
+    'and/or? x=1',
+    'a ratio of 1/2?x=3 is odd',
+    'retry /v1/items? no = yes',
+    'GET /v1/items?token failed',
+    '/ ? = & /',
+    'see https://h.example/x for help? a=b',
+  ]) {
+    assert.equal(redactText(prose), prose);
+  }
+});
+
+test('redactText is idempotent on relative URLs: redacting twice equals once', () => {
+  for (const text of [
+    '{"error":"agent down at /a2a?api_key=sk-live-123&x=1"}',
+    '/x?%C3%A4=1&a+b=2&[redacted]=3&&c=',
+    'at /x?next=https://u:pw@h/y?k=v&z=1 then (/y?k=1)',
+  ]) {
+    const once = redactText(text);
+    assert.equal(redactText(once), once);
+  }
+  fc.assert(
+    fc.property(
+      fc.string({ unit: fc.constantFrom('/', '?', '=', '&', 'a', ' ', '"', '%', '+', '(', ')', '\\') }),
+      (text) => {
+        const once = redactText(text);
+        assert.equal(redactText(once), once);
+      },
+    ),
+  );
+});
+
+test('a relative URL never shows its query values, whatever they hold', () => {
+  fc.assert(
+    fc.property(urlSecret, fc.constantFrom('/a2a', '/', '/v1/items', '\\/v1\\/x'), (secret, path) => {
+      for (const text of [`down at ${path}?api_key=${secret}`, `{"e":"${path}?x=1&t=${secret}&y=2"}`]) {
+        assert.equal(shows(redactText(text), secret), false, redactText(text));
+      }
+    }),
+  );
+});
+
+test('redactText takes linear time on 2 MB of hostile relative-URL text', () => {
+  assertLinear([
+    (chars) => fill('/?a=', chars),
+    (chars) => fill('/', chars),
+    (chars) => fill(' /', chars),
+    (chars) => fill('=/', chars),
+    (chars) => fill(' /a?b', chars),
+    (chars) => fill('/a=', chars),
+    (chars) => `/${fill('?', chars)}`,
+    (chars) => `/?${fill('a', chars)}`,
+    (chars) => fill(' /?', chars),
+    (chars) => fill('"/x?', chars),
+  ]);
+});
+
+test('an error body quoting a relative URL shows none of its query values in the error, the snapshot or the events', async () => {
+  const { error, shown } = await failWithBody('{"error":"agent down at /a2a?api_key=sk-live-123&x=1"}');
+  assert.equal(error.body, `{"error":"agent down at /a2a?api_key=${REDACTED}&x=${REDACTED}"}`);
+  assert.equal(error.serverMessage, `agent down at /a2a?api_key=${REDACTED}&x=${REDACTED}`);
+  for (const text of shown) assert.equal(text.includes('sk-live-123'), false, `token shown in: ${text}`);
+  const plain = await failWithBody('GET /v1/items?token=tk-rel-4 failed');
+  for (const text of plain.shown) assert.equal(text.includes('tk-rel-4'), false, `token shown in: ${text}`);
+});
+
+test('wrapHttpError() shows none of the query values of a relative URL a server quoted', () => {
+  const said: StatusSnapshot = {
+    key: 'agents',
+    method: 'POST',
+    url: 'https://agents.example/a2a',
+    status: 503,
+    statusText: 'Service Unavailable',
+    headers: {},
+    body: '{"error":"agent down at /a2a?api_key=sk-live-5&x=1"}',
+    serverMessage: 'agent down at /a2a?api_key=sk-live-5&x=1',
+    retryAfterMs: undefined,
+    at: 0,
+  };
+  const error = wrapHttpError(503, said, new Error('SSE error: Non-200 status code (503)'));
+  for (const text of [
+    error.message,
+    error.statusText,
+    error.body,
+    error.serverMessage ?? '',
+    JSON.stringify(error),
+  ]) {
+    assert.equal(text.includes('sk-live-5'), false, `token shown in: ${text}`);
+  }
+  assert.equal(error.serverMessage, `agent down at /a2a?api_key=${REDACTED}&x=${REDACTED}`);
 });
