@@ -99,6 +99,7 @@ export function statusLine(status: number, statusText: string | undefined): stri
 /** Fields of an {@link HttpStatusError}. */
 export interface HttpStatusErrorInit extends BreakwaterErrorOptions {
   status: number;
+  /** The reason phrase; kept redacted (a URL in it shows no userinfo or query values). */
   statusText?: string | undefined;
   /** Whether the policy would retry this status (given a safe resend). */
   retryable?: boolean | undefined;
@@ -127,15 +128,18 @@ export class HttpStatusError extends BreakwaterError {
     // Servers quote the request URL back ("invalid URL https://..."): what they said
     // is redacted like everything else shown.
     const message = init.serverMessage && redactText(init.serverMessage);
+    // So may a reason phrase (a proxy's, an old app server's: Node's and Bun's fetch pass
+    // it on as written), and whoever builds this error may pass it on as it came.
+    const statusText = redactText(init.statusText ?? '');
     super(
-      `${describe(init)} failed with ${statusLine(init.status, init.statusText)}${message ? `: ${message}` : ''}${
+      `${describe(init)} failed with ${statusLine(init.status, statusText)}${message ? `: ${message}` : ''}${
         init.retryAfterMs === undefined ? '' : `; server asked to retry after ${init.retryAfterMs} ms`
       }`,
       'HTTP_STATUS',
       init,
     );
     this.status = init.status;
-    this.statusText = init.statusText ?? '';
+    this.statusText = statusText;
     this.retryable = init.retryable ?? false;
     this.retryAfterMs = init.retryAfterMs;
     // The body kept: on one line and at most MAX_BODY_BYTES UTF-8 bytes, cut on a

@@ -473,3 +473,27 @@ test('an HttpStatusError never shows the userinfo or query values of a URL the s
   }
   assert.equal(error.serverMessage, 'invalid callback https://hooks.example.com/cb?api_key=[redacted]');
 });
+
+test('a hand-built HttpStatusError shows no secret of a URL in its statusText, in its message, statusText or JSON', () => {
+  // A proxy or an old app server may quote a URL in its reason phrase; whoever builds
+  // the error may pass that phrase on as it came.
+  const error = new HttpStatusError({
+    status: 503,
+    statusText: 'Unavailable: https://admin:hunter2-pw@db.internal/x?token=tk-st-1 at /a2a?api_key=sk-st-2',
+  });
+  for (const shown of [error.message, error.statusText, JSON.stringify(error)]) {
+    for (const secret of ['hunter2-pw', 'admin', 'tk-st-1', 'sk-st-2']) {
+      assert.equal(shown.includes(secret), false, `shows ${secret}: ${shown}`);
+    }
+  }
+  assert.equal(
+    error.statusText,
+    'Unavailable: https://db.internal/x?token=[redacted] at /a2a?api_key=[redacted]',
+  );
+  assert.equal(error.message, `request failed with HTTP 503 ${error.statusText}`);
+  // An ordinary reason phrase stays as it is.
+  assert.equal(
+    new HttpStatusError({ status: 503, statusText: 'Service Unavailable' }).statusText,
+    'Service Unavailable',
+  );
+});
