@@ -80,6 +80,16 @@ test('a short demo run prints the table: breakwater sends no duplicate order and
       ['plain fetch', 'naive retry', 'breakwater'],
     );
     for (const m of series) assert.ok((m[1] ?? '').split(' ').length > 10, `few points for ${m[2]}`);
+    // The chart's data is the server's count: each client's requests per 100 ms add up
+    // to its "requests at server" (a chart of zeros still has its points).
+    const plotted = [...page.matchAll(/data-client="([^"]+)" data-per-100ms="([^"]*)"/g)].map(
+      (m) => [m[1], (m[2] ?? '').split(',').reduce((sum, n) => sum + Number(n), 0)] as const,
+    );
+    assert.deepEqual(plotted, [
+      ['plain fetch', Number.parseInt(plain[1] ?? '', 10)],
+      ['naive retry', Number.parseInt(naive[1] ?? '', 10)],
+      ['breakwater', Number.parseInt(breakwater[1] ?? '', 10)],
+    ]);
     assert.doesNotMatch(page, /<script|https?:\/\/(?!www\.w3\.org\/2000\/svg)/, 'the page is self-contained');
     assert.doesNotMatch(page, /stale report/);
   } finally {
