@@ -162,6 +162,31 @@ test('the demo refuses a bad flag value with exit code 2', async () => {
   assert.match(run.stderr, /--calls must be a whole number/);
 });
 
+test('the demo refuses every malformed command line with one message, no stack trace and exit code 2', async () => {
+  const bad: [string[], RegExp][] = [
+    [['--seed', 'abc'], /--seed must be a whole number/],
+    [['--seed'], /--seed/],
+    [['--html'], /--html/],
+    [['--html='], /--html needs a file name/],
+    [['--seed=-1'], /--seed must be a whole number/],
+    [['--calls', '-5'], /--calls/],
+    [['--calls', '99999999999999999999'], /--calls must be a whole number/],
+    [['--concurrency', '1e9'], /--concurrency must be a whole number/],
+    [['--storm-ms', '10'], /--storm-ms must be a whole number from 2000/],
+    [['report.html'], /report\.html/],
+  ];
+  const runs = await Promise.all(bad.map(([args]) => demo(args)));
+  runs.forEach((run, i) => {
+    const [args, message] = bad[i] as [string[], RegExp];
+    const line = args.join(' ');
+    assert.equal(run.code, 2, `${line}: ${run.stderr}`);
+    assert.match(run.stderr, message, line);
+    assert.match(run.stderr, /--help/, line);
+    assert.doesNotMatch(run.stderr, /^\s+at /m, `${line}: a stack trace`);
+    assert.equal(run.stdout, '', `${line}: nothing ran`);
+  });
+});
+
 test('the demo refuses an --html file it cannot write before running anything, with exit code 2', async () => {
   const dir = await mkdtemp(join(tmpdir(), 'breakwater-demo-'));
   try {
