@@ -12,7 +12,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { CALL_HEADER, type StormScript, startStorm } from '../examples/demo/storm.ts';
+import { type RunSummary, reportHtml } from '../examples/demo/report.ts';
+import { CALL_HEADER, type StormScript, startStorm, stormScript } from '../examples/demo/storm.ts';
 import { type ExampleRun, runExample } from './helpers/example.ts';
 import { allowSlowTests } from './helpers/slow-tests.ts';
 
@@ -233,4 +234,33 @@ test('the storm gives a call’s request the same fault whatever order requests 
     calls.map((call) => backward.get(call)),
     calls.map((call) => forward.get(call)),
   );
+});
+
+test('the HTML report charts a run with more requests than a call can take arguments (--calls 100000 through the naive loop)', () => {
+  // Up to 100,000 calls, each sent up to 3 times: V8 throws a RangeError when an array
+  // of about 125,000 values is spread into Math.max().
+  const requests = 300_000;
+  const arrivals = Array.from({ length: requests }, (_, i) => (i * 9000) / requests);
+  const run: RunSummary = {
+    client: 'naive retry',
+    calls: 100_000,
+    succeeded: 100_000,
+    requests,
+    inWindow: 0,
+    answers: { handled: requests, shed503: 0, limited429: 0, resetBefore: 0, resetAfterOrder: 0, slow: 0 },
+    duplicates: 0,
+    p50Ms: 10,
+    p99Ms: 20,
+    breakerOpens: undefined,
+    durationMs: 9000,
+    arrivals,
+    failures: {},
+  };
+  const page = reportHtml([run], stormScript(1, 4500), { calls: 100_000, concurrency: 32 });
+  const buckets = /data-per-100ms="([^"]*)"/.exec(page)?.[1]?.split(',').map(Number) ?? [];
+  assert.equal(
+    buckets.reduce((sum, n) => sum + n, 0),
+    requests,
+  );
+  assert.equal(buckets.length, 95, 'up to the last arrival (9.0 s), past it to the next 0.5 s');
 });
