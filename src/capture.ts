@@ -83,7 +83,8 @@ export interface CaptureStatusOptions {
   /**
    * How long to wait for those bytes, in ms, before keeping what arrived. Default
    * 1000. The caller gets the response only after this, so it bounds the delay a
-   * slow error body can add.
+   * slow error body can add. A `timeout()` above does not count it: its deadline is
+   * met once the headers are in, so a 429 whose body trickles stays a 429.
    */
   bodyWaitMs?: number | undefined;
 }
@@ -149,7 +150,7 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
     const response = await next(call);
     if (response.status < 400 || signal?.aborted) return response;
     const at = Date.now();
-    const said = await readSaid(response, bodyBytes, bodyWaitMs, at);
+    const said = await readSaid(call, response, bodyBytes, bodyWaitMs, at);
     const snapshot: StatusSnapshot = Object.freeze({
       key: call.key,
       method: call.method,

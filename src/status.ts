@@ -38,6 +38,15 @@ export const SNAPSHOT: unique symbol = Symbol('breakwater.snapshot');
 /** A response `captureStatus()` may have snapshotted. */
 export type Snapshotted = Response & { [SNAPSHOT]?: StatusSnapshot };
 
+/**
+ * While a failure response's body start is read ({@link readPrefix}), the call's bag
+ * holds under this key the time the read ends at the latest (epoch ms). The headers
+ * are in, and a timeout covers only the wait for them (DESIGN.md §6): a `timeout()`
+ * above waits for the read instead of ending the pass. Else a 429 whose body trickles
+ * became a `TimeoutError` ("maybe sent": a POST not resent, a key not paced).
+ */
+export const BODY_READ: unique symbol = Symbol('breakwater.bodyRead');
+
 // The schemas are built in `/* @__PURE__ */` closures (see backoff.ts): a bundle that
 // imports this file without them (breakwater/providers) drops them.
 
@@ -73,8 +82,9 @@ export function errorMessageOf(parsed: unknown): string | undefined {
  * Reads at most `bytes` bytes of a response's body, for at most `waitMs`, from a
  * clone it then cancels: the caller's body is never consumed. A body that may never
  * end (`text/event-stream`) is not read; a body that breaks yields what arrived.
+ * Marks `call` ({@link BODY_READ}) while it reads.
  */
-async function readPrefix(response: Response, bytes: number, waitMs: number): Promise<string> {
+async function readPrefix(call: Call, response: Response, bytes: number, waitMs: number): Promise<string> {
   let text = '';
   const type = response.headers.get('content-type');
   if (
@@ -92,6 +102,7 @@ async function readPrefix(response: Response, bytes: number, waitMs: number): Pr
   const timedOut = new Promise<undefined>((resolve) => {
     timer = setTimeout(() => resolve(undefined), waitMs);
   });
+  call.bag.set(BODY_READ, Date.now() + waitMs);
   try {
     while (size < bytes) {
       next = await Promise.race([reader.read(), timedOut]);
@@ -103,6 +114,7 @@ async function readPrefix(response: Response, bytes: number, waitMs: number): Pr
     // The body broke: keep what arrived.
   } finally {
     clearTimeout(timer);
+    call.bag.delete(BODY_READ);
     reader.cancel().catch(() => {});
   }
   // A cut (at the byte limit, at the wait limit, or where the body broke) may split a
@@ -142,17 +154,19 @@ function withoutCutUrl(text: string): string {
 export type Said = Pick<StatusSnapshot, 'retryAfterMs' | 'body' | 'serverMessage'>;
 
 /**
- * Reads what a failure response said: its requested wait (as of `now`), the start of
- * its body on one line, and its message: a JSON error message, else the body, cut.
+ * Reads what a failure response of `call` said: its requested wait (as of `now`), the
+ * start of its body on one line, and its message: a JSON error message, else the body,
+ * cut.
  */
 export async function readSaid(
+  call: Call,
   response: Response,
   bodyBytes: number = DEFAULT_BODY_BYTES,
   bodyWaitMs: number = DEFAULT_BODY_WAIT_MS,
   now: number = Date.now(),
 ): Promise<Said> {
   const retryAfterMs = retryDelay(response.headers, now);
-  const text = await readPrefix(response, bodyBytes, bodyWaitMs);
+  const text = await readPrefix(call, response, bodyBytes, bodyWaitMs);
   // Servers quote the request URL back: a snapshot is redacted like an error. The JSON
   // is read first, from the text as sent: redaction rewrites escaped URLs
   // (`https:\/\/...`) and query values, and the message is what the server wrote.
@@ -215,7 +229,7 @@ export async function statusError(
   cause?: unknown,
   statuses?: readonly number[],
 ): Promise<HttpStatusError> {
-  const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(response));
+  const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(call, response));
   await response.body?.cancel().catch(() => {});
   const { status, headers } = response;
   return new HttpStatusError({

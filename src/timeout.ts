@@ -2,7 +2,10 @@
  * @module
  * `timeout({ attemptMs, totalMs })`: deadlines for the wait for response headers.
  * A body, and above all a streaming body (`text/event-stream`, an MCP or model
- * stream), is never cut by them: once the headers are in, the timer is cleared.
+ * stream), is never cut by them: once the headers are in, the timer is cleared, and
+ * a layer below that is still reading a failure's body start (`captureStatus()`,
+ * `throwOnStatus()`, up to their `bodyWaitMs`) does not turn the response into a
+ * `TimeoutError`.
  *
  * Cost matters: on Node 20 `AbortSignal.any` costs about 12 µs a call and
  * `AbortSignal.timeout` keeps timers alive, so each pass uses one `AbortController`
@@ -16,6 +19,7 @@ import * as z from 'zod/mini';
 import { type Call, ENDED, type MarkedCall, type Middleware, type Next } from './call.ts';
 import { requestSummary, TimeoutError } from './errors.ts';
 import { validate } from './options.ts';
+import { BODY_READ } from './status.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
 /** Options for {@link timeout}. */
@@ -192,30 +196,36 @@ export function timeout(options: TimeoutOptions): Middleware {
             reject(controller.signal.reason);
           };
         }
-        timer = setTimeout(
-          () => {
-            expired = true;
-            const error = new TimeoutError({
-              scope,
-              ms,
-              request: requestSummary(call.key, call.method, call.href),
-            });
-            controller.abort(error);
-            // Marks the call so that nothing below sends for this pass any more (the end
-            // of the chain checks). An AbortError: a layer below sees it as a cancel, so
-            // it neither retries nor counts it against the server. A caller's abort needs
-            // no mark: the end of the chain checks the caller's own signal.
-            if (controller.signal.reason === error) {
-              (call as MarkedCall)[ENDED] = {
-                by: self,
-                error: new DOMException(error.message, 'AbortError'),
-              };
-            }
-            // The caller's own abort, if it came first, stays the reason.
-            reject(controller.signal.reason);
-          },
-          Math.min(attemptLimit, remaining),
-        );
+        const expire = (): void => {
+          // The headers are in and a layer below reads the body's start (readSaid()): the
+          // deadline is met. Checked again when that read must end, so a layer below that
+          // then hangs is still cut.
+          const readUntil = call.bag.get(BODY_READ) as number | undefined;
+          if (readUntil !== undefined) {
+            timer = setTimeout(expire, readUntil - Date.now());
+            return;
+          }
+          expired = true;
+          const error = new TimeoutError({
+            scope,
+            ms,
+            request: requestSummary(call.key, call.method, call.href),
+          });
+          controller.abort(error);
+          // Marks the call so that nothing below sends for this pass any more (the end
+          // of the chain checks). An AbortError: a layer below sees it as a cancel, so
+          // it neither retries nor counts it against the server. A caller's abort needs
+          // no mark: the end of the chain checks the caller's own signal.
+          if (controller.signal.reason === error) {
+            (call as MarkedCall)[ENDED] = {
+              by: self,
+              error: new DOMException(error.message, 'AbortError'),
+            };
+          }
+          // The caller's own abort, if it came first, stays the reason.
+          reject(controller.signal.reason);
+        };
+        timer = setTimeout(expire, Math.min(attemptLimit, remaining));
         // A rejection after the deadline is dropped here (so none goes unhandled); a
         // response after it has its body cancelled, freeing the connection.
         next(call).then((response) => {

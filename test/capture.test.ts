@@ -4,12 +4,13 @@ import {
   type BreakwaterEvent,
   captureStatus,
   createFetch,
+  definePolicy,
   type FetchLike,
   retry,
   type StatusSnapshot,
   timeout,
 } from '../src/index.ts';
-import { always, type Behaviour, withServer } from './helpers/server.ts';
+import { always, type Behaviour, sequence, withServer } from './helpers/server.ts';
 
 test('a failure response is snapshotted with status, Retry-After, server message and safe headers', async () => {
   const body = JSON.stringify({ error: { message: 'model overloaded', type: 'overloaded' } });
@@ -334,6 +335,39 @@ test('a late answer to an attempt a timeout above already ended is not snapshott
       assert.deepEqual(kept(capture.last(server.origin)), [429, 1000, 'current'], 'the key’s last snapshot');
       assert.equal(scope.all().length, 1);
       assert.equal(captured.length, 1, 'captured events');
+    },
+  );
+});
+
+test('policy.fetch(): a POST answered 429 + Retry-After whose body stalls is retried after the wait, not failed as a TimeoutError', async () => {
+  await withServer(
+    sequence(
+      {
+        stall: 'mid-body',
+        status: 429,
+        headers: { 'retry-after': '1', 'content-type': 'application/json' },
+        body: '{"error":',
+      },
+      { status: 200, body: 'ok' },
+    ),
+    async (server) => {
+      // The headers come at once; the body read (up to bodyWaitMs) outlasts attemptMs.
+      const policy = definePolicy({
+        name: 'stall',
+        timeout: { attemptMs: 200, totalMs: 10_000 },
+        capture: { bodyWaitMs: 1000 },
+        retry: { attempts: 2 },
+      });
+      const res = await policy.fetch()(`${server.origin}/v1/things`, { method: 'POST', body: '{}' });
+      assert.equal(res.status, 200);
+      assert.equal(await res.text(), 'ok');
+      assert.deepEqual(
+        server.requests.map((r) => r.method),
+        ['POST', 'POST'],
+      );
+      // The snapshot keeps what arrived of the stalled body.
+      assert.equal(policy.capture.last('stall')?.status, 429);
+      assert.equal(policy.capture.last('stall')?.body, '{"error":');
     },
   );
 });

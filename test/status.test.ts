@@ -8,6 +8,7 @@ import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { throwOnStatus, wrapHttpError } from '../src/status.ts';
+import { timeout } from '../src/timeout.ts';
 import { always, type Behaviour, withServer } from './helpers/server.ts';
 
 const utf8Bytes = (text: string): number => new TextEncoder().encode(text).byteLength;
@@ -530,4 +531,20 @@ test('wrapHttpError() with headers that are not an object (a raw header block, a
     assert.equal(error.cause, cause);
     assert.ok(!JSON.stringify(error).includes('sk-live-1'));
   }
+});
+
+test('throwOnStatus() below timeout({ attemptMs }) throws the HttpStatusError of a 429 whose body stalls, not a TimeoutError', async () => {
+  await withServer(
+    always({ stall: 'mid-body', status: 429, headers: { 'retry-after': '1' }, body: 'slow down' }),
+    async (server) => {
+      const fetch = createFetch({ use: [timeout({ attemptMs: 100 }), throwOnStatus()] });
+      await assert.rejects(fetch(server.origin, { method: 'POST', body: '{}' }), (error: unknown) => {
+        assert.ok(error instanceof HttpStatusError, String(error));
+        assert.equal(error.status, 429);
+        assert.equal(error.retryAfterMs, 1000);
+        assert.equal(error.body, 'slow down');
+        return true;
+      });
+    },
+  );
 });

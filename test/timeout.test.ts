@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
 import type { Call, FetchLike, Middleware, Next } from '../src/call.ts';
+import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { TimeoutError } from '../src/errors.ts';
 import { retry } from '../src/retry.ts';
@@ -471,5 +472,35 @@ test('after an outer deadline, a hand-written resend between it and an inner tim
     await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
     assert.equal(server.requests.length, 1, 'requests the server received');
     assert.equal((resent as Error).name, 'AbortError');
+  });
+});
+
+test('the deadline ends when the headers arrive, though a layer below still reads the body', async () => {
+  await withServer(
+    always({ stall: 'mid-body', status: 429, headers: { 'retry-after': '1' }, body: 'slow down' }),
+    async (server) => {
+      const fetch = createFetch({ use: [timeout({ attemptMs: 100 }), captureStatus({ bodyWaitMs: 400 })] });
+      const res = await fetch(server.origin, { method: 'POST', body: '{}' });
+      assert.equal(res.status, 429);
+      await res.body?.cancel();
+    },
+  );
+});
+
+test('a layer that hangs after a body read below still meets the deadline, once the read is over', async () => {
+  await withServer(always({ stall: 'mid-body', status: 503, body: 'down' }), async (server) => {
+    const hangs: Middleware = async (call, next) => {
+      const res = await next(call);
+      await res.body?.cancel();
+      return new Promise<Response>(() => {});
+    };
+    const fetch = createFetch({
+      use: [timeout({ attemptMs: 100 }), hangs, captureStatus({ bodyWaitMs: 200 })],
+    });
+    const started = performance.now();
+    await assert.rejects(fetch(server.origin), TimeoutError);
+    const elapsed = performance.now() - started;
+    // After the read (200 ms), not at once at 100 ms, and not never.
+    assert.ok(elapsed >= 190 && elapsed < 1000, `${elapsed} ms`);
   });
 });
