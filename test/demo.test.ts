@@ -201,6 +201,21 @@ test('the demo refuses an --html file it cannot write before running anything, w
   }
 });
 
+test('the demo writes its --html report to a device that cannot be truncated (/dev/null, a terminal, a pipe) without crashing', async () => {
+  const run = await demo([
+    '--calls',
+    '1',
+    '--storm-ms',
+    '2000',
+    '--quiet',
+    '--storm-only',
+    '--html',
+    '/dev/null',
+  ]);
+  assert.equal(run.code, 0, run.stderr);
+  assert.match(run.stdout, /^HTML report: \/dev\/null$/m);
+});
+
 test('the storm gives a call’s request the same fault whatever order requests arrive in, so a seed replays the same storm for every client', async () => {
   const overloaded: StormScript = {
     seed: 7,

@@ -253,7 +253,9 @@ async function runStorm(settings: Settings, report: FileHandle | undefined): Pro
     `${settings.quiet ? '' : '\n'}${formatTable(runs)}\n\n${formatFailures(runs)}\n\n${formatNotes(settings.concurrency)}\n`,
   );
   if (report !== undefined) {
-    await report.truncate(0);
+    // A regular file is replaced whole; a pipe or a terminal (`--html /dev/stdout`)
+    // cannot be truncated (EINVAL) and takes the page as it comes.
+    if ((await report.stat()).isFile()) await report.truncate(0);
     await report.writeFile(reportHtml(runs, script, settings));
     process.stdout.write(`\nHTML report: ${settings.html}\n`);
   }
