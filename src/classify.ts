@@ -67,14 +67,22 @@ export interface ClassifyOptions {
 /** What a call ended with: a response, or what was thrown. */
 export type Outcome = { response: Response } | { error: unknown };
 
-/** Whether a status is retryable by the status rule, with `x-should-retry` overriding it both ways. */
+/** Auth failures: never retried as such (see {@link isRetryableStatus}); `STATUS_KINDS` gives them `auth-*` kinds. */
+const AUTH_STATUSES: readonly number[] = [401, 403, 407];
+
+/**
+ * Whether a status is retryable by the status rule, with `x-should-retry` overriding it
+ * both ways, as {@link classify} judges it: 401, 403 and 407 never are (an auth failure
+ * is the auth middleware's to resend once after a refresh, or the user's to fix).
+ * `HttpStatusError.retryable` comes from here, and a start gate arms on it.
+ */
 export function isRetryableStatus(
   status: number,
   headers?: HeadersLike,
   statuses: readonly number[] = DEFAULT_RETRYABLE_STATUSES,
 ): boolean {
   const override = headers === undefined ? undefined : shouldRetryHeader(headers);
-  return override ?? statuses.includes(status);
+  return !AUTH_STATUSES.includes(status) && (override ?? statuses.includes(status));
 }
 
 /** Kinds fixed by the status alone; any other failure status is `transient` or `fatal`. */
@@ -117,12 +125,12 @@ function fromStatus(
 ): Classification {
   if (status < 400) return settled('ok', true);
   const override = headers === undefined ? undefined : shouldRetryHeader(headers);
-  const retryable = override ?? statuses.includes(status);
+  // Auth failures are the auth middleware's to resend (401 after a refresh), or the user's.
+  const retryable = isRetryableStatus(status, headers, statuses);
   // The server saying "retry" is the server saying it did not (or may again) execute it.
   const notRun = override === true || REJECTED_BEFORE_EXECUTION.has(status);
   const kind = STATUS_KINDS[status] ?? (retryable ? 'transient' : 'fatal');
-  // Auth failures are the auth middleware's to resend (401 after a refresh), or the user's.
-  return verdict(kind, retryable && !kind.startsWith('auth'), notRun, call, retryAfterMs);
+  return verdict(kind, retryable, notRun, call, retryAfterMs);
 }
 
 /**

@@ -12,6 +12,7 @@ import {
   type SentState,
   TimeoutError,
 } from '../src/errors.ts';
+import { wrapHttpError } from '../src/status.ts';
 
 const URL_ = 'http://127.0.0.1:9/v1/things';
 
@@ -124,6 +125,24 @@ test('a 403 is never retried, even when the server sends x-should-retry: true', 
   const verdict = classify(respond(403, { 'x-should-retry': 'true' }), post());
   assert.equal(verdict.kind, 'auth-user');
   assert.equal(verdict.retryable, false);
+});
+
+test('isRetryableStatus agrees with classify: a 401, 403 or 407 is not retryable even with x-should-retry: true, so neither is the HttpStatusError built from it', () => {
+  const headers = new Headers({ 'x-should-retry': 'true' });
+  for (const status of [401, 403, 407]) {
+    assert.equal(
+      classify(respond(status, { 'x-should-retry': 'true' }), get()).retryable,
+      false,
+      `classify ${status}`,
+    );
+    assert.equal(isRetryableStatus(status, headers), false, `isRetryableStatus ${status}`);
+    assert.equal(isRetryableStatus(status, headers, [401, 403, 407]), false, `listed in statuses: ${status}`);
+    // A retryable HttpStatusError arms a start gate and invites a caller's own requeue.
+    assert.equal(wrapHttpError(status, headers).retryable, false, `wrapHttpError ${status}`);
+  }
+  // The header still overrides the status rule both ways for every other status.
+  assert.equal(isRetryableStatus(400, headers), true);
+  assert.equal(isRetryableStatus(503, new Headers({ 'x-should-retry': 'false' })), false);
 });
 
 test('a 408 on a POST is transient, retryable and safe to resend', () => {
