@@ -138,13 +138,7 @@ export function validate<T>(schema: z.ZodMiniType<T>, value: unknown, where: str
    * instead (see explain).
    */
   const problems = (issues: readonly Issue[], prefix: readonly PropertyKey[]): string[] =>
-    issues.flatMap((issue, index) => {
-      // z.int() reports its own safe-integer range (origin 'int') just before a
-      // schema's tighter bound: "at least -9007199254740991" then "at least 0" for
-      // one value. Only the schema's bound is shown when both are broken.
-      const next = issues[index + 1];
-      if (issue.origin === 'int' && next?.code === issue.code && `${next.path}` === `${issue.path}`)
-        return [];
+    issues.flatMap((issue) => {
       const path = [...prefix, ...issue.path];
       const deepest = (issue.errors ?? []).reduce(
         (best, branch) => (depth(branch) > depth(best) ? branch : best),

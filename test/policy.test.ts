@@ -75,28 +75,6 @@ test('bad config is one TypeError listing every offending path and value', () =>
   );
 });
 
-test("a huge or hugely negative integer option gets one line, with the schema's own bound, not also the safe-integer range", () => {
-  assert.throws(
-    () =>
-      definePolicy({
-        retry: { attempts: 1e20, replayBodyBytes: -1e20 },
-        capture: { bodyBytes: 1e20 },
-        breaker: { consecutiveFailures: 1e20 },
-      }),
-    (error: unknown) => {
-      assert.ok(error instanceof TypeError);
-      assert.deepEqual(error.message.split('\n').slice(1), [
-        '  - definePolicy().retry.attempts: must be at most 100 (got 100000000000000000000)',
-        '  - definePolicy().retry.replayBodyBytes: must be at least 0 (got -100000000000000000000)',
-        // No bound of its own: the safe-integer range is the one that applies.
-        '  - definePolicy().breaker.consecutiveFailures: must be at most 9007199254740991 (got 100000000000000000000)',
-        '  - definePolicy().capture.bodyBytes: must be at most 65536 (got 100000000000000000000)',
-      ]);
-      return true;
-    },
-  );
-});
-
 test('idempotency keys sit inside retry: a keyed POST is retried with the same key', async () => {
   await withServer(sequence({ status: 503 }, { status: 200, body: 'done' }), async (server) => {
     const fetch = definePolicy({ retry: { backoff: fast }, idempotencyKeys: true }).fetch();
