@@ -39,11 +39,11 @@ export const SNAPSHOT: unique symbol = Symbol('breakwater.snapshot');
 export type Snapshotted = Response & { [SNAPSHOT]?: StatusSnapshot };
 
 /**
- * While a failure response's body start is read ({@link readPrefix}), the call's bag
- * holds under this key the time the read ends at the latest (epoch ms). The headers
- * are in, and a timeout covers only the wait for them (DESIGN.md §6): a `timeout()`
- * above waits for the read instead of ending the pass. Else a 429 whose body trickles
- * became a `TimeoutError` ("maybe sent": a POST not resent, a key not paced).
+ * The call's bag holds this key while a failure response's body start is read
+ * ({@link readPrefix}, at most its `waitMs`). The headers are in, and a timeout covers
+ * only the wait for them (DESIGN.md §6): a `timeout()` above whose deadline falls in
+ * the read lets the response through. Else a 429 whose body trickles became a
+ * `TimeoutError` ("maybe sent": a POST not resent, a key not paced).
  */
 export const BODY_READ: unique symbol = Symbol('breakwater.bodyRead');
 
@@ -102,7 +102,7 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
   const timedOut = new Promise<undefined>((resolve) => {
     timer = setTimeout(() => resolve(undefined), waitMs);
   });
-  call.bag.set(BODY_READ, Date.now() + waitMs);
+  call.bag.set(BODY_READ, true);
   try {
     while (size < bytes) {
       next = await Promise.race([reader.read(), timedOut]);
