@@ -407,7 +407,7 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
   const { status, headers } = failure;
   return new HttpStatusError({
     status,
-    statusText: redactText(failure.statusText),
+    statusText: failure.statusText, // redacted by HttpStatusError
     retryable: isRetryableStatus(status, headers),
     retryAfterMs,
     headers,

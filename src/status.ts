@@ -235,8 +235,8 @@ export async function statusError(
   return new HttpStatusError({
     status,
     // Node's and Bun's fetch keep the reason phrase as the server wrote it; a proxy or an old
-    // app server may quote a URL there: redacted as the body is.
-    statusText: redactText(response.statusText),
+    // app server may quote a URL there: HttpStatusError redacts it as it does the body.
+    statusText: response.statusText,
     retryable: isRetryableStatus(status, headers, statuses),
     retryAfterMs: said.retryAfterMs,
     body: said.body,
@@ -302,7 +302,7 @@ export function wrapHttpError(
     ...(snapshot
       ? { ...source, request: requestSummary(source.key, source.method, source.url) }
       : {
-          statusText: source instanceof Response ? redactText(source.statusText) : '',
+          statusText: source instanceof Response ? source.statusText : '',
           retryAfterMs: headers && retryDelay(headers),
         }),
     status,
