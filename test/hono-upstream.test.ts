@@ -53,6 +53,19 @@ function assertNoSecrets(text: string): void {
   assert.ok(!text.includes('127.0.0.1'), `leaked the upstream address: ${text}`);
 }
 
+/** Asserts the upstream saw its connection close within 500 ms of `abortedAt` (gives up after 1 s). */
+async function assertClosedSoon(closed: Promise<number>, abortedAt: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const closedAt = await Promise.race([
+    closed,
+    new Promise<number>((resolve) => {
+      timer = setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1000);
+    }),
+  ]);
+  clearTimeout(timer);
+  assert.ok(closedAt - abortedAt < 500, `the upstream saw the close after ${closedAt - abortedAt} ms`);
+}
+
 test('an upstream 503 with Retry-After: 7 reaches the client as a 503 problem with Retry-After: 7', async () => {
   await withServer(
     always({ status: 503, headers: { 'retry-after': '7' }, body: 'internal queue depth 9000' }),
@@ -186,15 +199,7 @@ for (const withOwnSignal of [false, true]) {
         const abortedAt = Date.now();
         controller.abort();
         await assert.rejects(call);
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const closedAt = await Promise.race([
-          up.closed,
-          new Promise<number>((resolve) => {
-            timer = setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1000);
-          }),
-        ]);
-        clearTimeout(timer);
-        assert.ok(closedAt - abortedAt < 500, `the upstream saw the close after ${closedAt - abortedAt} ms`);
+        await assertClosedSoon(up.closed, abortedAt);
         await handlerDone;
       });
     });
@@ -398,15 +403,7 @@ test('a client that goes away mid-stream aborts the upstream call its streaming 
       await up.received;
       const abortedAt = Date.now();
       controller.abort();
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const closedAt = await Promise.race([
-        up.closed,
-        new Promise<number>((resolve) => {
-          timer = setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1000);
-        }),
-      ]);
-      clearTimeout(timer);
-      assert.ok(closedAt - abortedAt < 500, `the upstream saw the close after ${closedAt - abortedAt} ms`);
+      await assertClosedSoon(up.closed, abortedAt);
       await handlerDone;
     });
   });
