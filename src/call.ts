@@ -49,6 +49,16 @@ export interface Ended {
 /** A call as the chain's end and `timeout()` see it: possibly marked {@link ENDED}. */
 export type MarkedCall = Call & { [ENDED]?: Ended | undefined };
 
+/**
+ * The call's bag holds this key while a failure response's body start is read
+ * (status.ts's `readPrefix`, for `captureStatus()` and `throwOnStatus()`, at most its
+ * `waitMs`). The headers are in, and a timeout covers only the wait for them
+ * (DESIGN.md §6): a `timeout()` above whose deadline falls in the read lets the
+ * response through. Else a 429 whose body trickles became a
+ * `TimeoutError` ("maybe sent": a POST not resent, a key not paced).
+ */
+export const BODY_READ: unique symbol = Symbol('breakwater.bodyRead');
+
 /** The methods RFC 9110 §9.2.2 defines as idempotent. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 

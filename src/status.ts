@@ -14,7 +14,7 @@
  */
 
 import * as z from 'zod/mini';
-import type { Call, Middleware, Next } from './call.ts';
+import { BODY_READ, type Call, type Middleware, type Next } from './call.ts';
 import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
@@ -37,15 +37,6 @@ export const SNAPSHOT: unique symbol = Symbol('breakwater.snapshot');
 
 /** A response `captureStatus()` may have snapshotted. */
 export type Snapshotted = Response & { [SNAPSHOT]?: StatusSnapshot };
-
-/**
- * The call's bag holds this key while a failure response's body start is read
- * ({@link readPrefix}, at most its `waitMs`). The headers are in, and a timeout covers
- * only the wait for them (DESIGN.md §6): a `timeout()` above whose deadline falls in
- * the read lets the response through. Else a 429 whose body trickles became a
- * `TimeoutError` ("maybe sent": a POST not resent, a key not paced).
- */
-export const BODY_READ: unique symbol = Symbol('breakwater.bodyRead');
 
 // The schemas are built in `/* @__PURE__ */` closures (see backoff.ts): a bundle that
 // imports this file without them (breakwater/providers) drops them.

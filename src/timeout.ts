@@ -16,10 +16,9 @@
  */
 
 import * as z from 'zod/mini';
-import { type Call, ENDED, type MarkedCall, type Middleware, type Next } from './call.ts';
+import { BODY_READ, type Call, ENDED, type MarkedCall, type Middleware, type Next } from './call.ts';
 import { requestSummary, TimeoutError } from './errors.ts';
 import { validate } from './options.ts';
-import { BODY_READ } from './status.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
 /** Options for {@link timeout}. */
