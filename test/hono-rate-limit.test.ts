@@ -533,3 +533,64 @@ test('a limit past the largest structured-field Integer is refused: q and r woul
     (e: unknown) => e instanceof TypeError && /rateLimit\(\)\.limit: .*999999999999999/.test(e.message),
   );
 });
+
+/** A memory store that records every key it is asked to count. */
+function recordingStore(): { store: Store; keys: string[] } {
+  const inner = memoryStore();
+  const keys: string[] = [];
+  const store = {
+    ...inner,
+    increment: (key: string, by?: number, ttlMs?: number) => {
+      keys.push(key);
+      return inner.increment(key, by, ttlMs);
+    },
+  } as Store;
+  return { store, keys };
+}
+
+test('a key function returning a 1 MB id (a header the client controls) stores a short fixed-length key, not the megabyte', async () => {
+  const { store, keys } = recordingStore();
+  const { app } = appWith({ limit: 5, windowMs: 60_000, key: (c) => c.req.header('x-api-key'), store });
+  const huge = 'k'.repeat(1024 * 1024);
+  assert.equal(await statusOf(app, { headers: { 'x-api-key': huge } }), 200);
+  assert.equal(await statusOf(app, { headers: { 'x-api-key': `${huge.slice(1)}j` } }), 200);
+  assert.equal(keys.length, 2);
+  // The digest is the same length whatever the id's: the store never holds the id itself.
+  assert.equal(keys[0]?.length, keys[1]?.length);
+  for (const key of keys) assert.ok(key.length < 200, `stored key is ${key.length} characters`);
+  assert.notEqual(keys[0], keys[1]);
+});
+
+test('distinct long ids get separate buckets, even ones differing only in their last character or in a lone surrogate', async () => {
+  const { app } = appWith({ limit: 1, windowMs: 60_000, key: (c) => c.req.header('x-api-key') });
+  const long = 'a'.repeat(10_000);
+  for (const id of [`${long}1`, `${long}2`, `1${long}`]) {
+    assert.equal(await statusOf(app, { headers: { 'x-api-key': id } }), 200, id.slice(0, 3));
+  }
+  const again = await app.request('/', { headers: { 'x-api-key': `${long}2` } });
+  await again.body?.cancel();
+  assert.equal(again.status, 429);
+  // UTF-8 writes every lone surrogate as U+FFFD; two ids that differ only there are still two clients.
+  let id = '\ud800';
+  const lone = appWith({ limit: 1, windowMs: 60_000, key: () => `${long}${id}` }).app;
+  assert.equal(await statusOf(lone), 200);
+  id = '\ud801';
+  assert.equal(await statusOf(lone), 200);
+  assert.equal(await statusOf(lone), 429);
+});
+
+test('a short id is stored as given, readable in the store; an id of digest form is never mistaken for a long id', async () => {
+  const { store, keys } = recordingStore();
+  let id = 'user-42';
+  const { app } = appWith({ limit: 1, windowMs: 60_000, key: () => id, store });
+  assert.equal(await statusOf(app), 200);
+  assert.match(keys[0] ?? '', /:user-42:\d+$/);
+  // A long id stands in the store for its digest; a client that sends that digest's
+  // text as its id is still another client.
+  id = 'x'.repeat(1000);
+  assert.equal(await statusOf(app), 200);
+  id = (keys[1] ?? '').split(':').slice(2, -1).join(':');
+  assert.ok(id.length > 0);
+  assert.equal(await statusOf(app), 200);
+  assert.notEqual(keys[2], keys[1]);
+});

@@ -40,6 +40,19 @@ const STORE_DOWN_RETRY_AFTER_MS = 1000;
  */
 const MAX_IDENTITY_CHARS = 256;
 /**
+ * The longest client id kept in store keys as it is (64 characters: a UUID, a user id,
+ * an API key's id, an IPv6 /64). A longer one, which `key(c)` may read from anything
+ * the client sends (a header, a path, a token), is kept as its SHA-256 digest: else a
+ * client sending megabyte ids would make each store entry a megabyte, in memory or
+ * over the wire to a shared store.
+ */
+const MAX_PLAIN_ID_CHARS = 64;
+/**
+ * What a digest stands behind in store keys. `sha256:` and 64 hex digits are longer than
+ * {@link MAX_PLAIN_ID_CHARS}, so no id kept as it is can spell a digest's text.
+ */
+const DIGEST_PREFIX = 'sha256:';
+/**
  * The largest `limit`: it is sent as `q` and `r`, structured-field Integers, which
  * hold at most 15 digits (RFC 9651 §3.3.1); a parser fails a field with a larger one,
  * and with it every other limiter's member.
@@ -79,6 +92,8 @@ export interface RateLimitOptions {
    * Give this or `trustedHeader`, not both. There is no default: a limiter without
    * one would put every client in one global bucket, and one noisy client would
    * lock out everybody. A function that returns `undefined` or `''` gets a 400.
+   * An id over 64 characters is kept in the store as its SHA-256 digest, so a client
+   * that controls what the id is read from cannot make store entries of any size.
    */
   key?: ((c: Context) => string | undefined | Promise<string | undefined>) | undefined;
   /**
@@ -193,6 +208,18 @@ function clientNetwork(id: string): string {
 }
 
 /**
+ * A long id as it goes into store keys: `sha256:` and the hex SHA-256 of its JSON text.
+ * JSON, not the id as UTF-8: UTF-8 writes every lone surrogate as U+FFFD, so two ids
+ * differing only there would share a bucket; JSON escapes them (ES2019).
+ */
+async function digestId(id: string): Promise<string> {
+  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(JSON.stringify(id)));
+  return (
+    DIGEST_PREFIX + Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, '0')).join('')
+  );
+}
+
+/**
  * A fixed-window rate limiter: each client gets `limit` requests per `windowMs`.
  *
  * - Every response (passed or rejected) carries `RateLimit-Policy: "name";q=limit;w=seconds`
@@ -251,8 +278,8 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
   }
 
   return async function rateLimit(c, next) {
-    const id = await identity(c);
-    if (id === undefined) {
+    const given = await identity(c);
+    if (given === undefined) {
       return problemResponse({
         status: 400,
         title: 'Bad Request',
@@ -260,6 +287,8 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
       });
     }
 
+    // Short ids skip the digest (and its await): the common case stays as fast as before.
+    const id = given.length > MAX_PLAIN_ID_CHARS ? await digestId(given) : given;
     const at = now();
     const windowStart = Math.floor(at / windowMs) * windowMs;
     const resetMs = windowStart + windowMs - at;
