@@ -214,7 +214,13 @@ function resolve(config: PolicyConfig): ResolvedPolicyConfig {
  * ```
  */
 export function definePolicy(config: PolicyConfig = {}): Policy {
-  const valid = deepFreeze(structuredClone(validate(policySchema, config, 'definePolicy()')) as PolicyConfig);
+  // A copy through JSON, not structuredClone: the policy is exactly what its JSON says.
+  // A field given as undefined (optional fields built in code) is dropped as JSON drops
+  // it, so it can no longer override a default the chain derives from another section
+  // (the breaker's maxRetryAfterMs from retry's), and a config and its JSON behave alike.
+  const valid = deepFreeze(
+    JSON.parse(JSON.stringify(validate(policySchema, config, 'definePolicy()'))) as PolicyConfig,
+  );
   const resolved = deepFreeze(resolve(valid));
 
   const { retry: retryConfig, timeout: deadlines } = resolved;

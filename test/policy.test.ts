@@ -222,3 +222,23 @@ test('the policy’s total deadline bounds each attempt and names itself when it
     assert.ok(performance.now() - started < 1000);
   });
 });
+
+test('a breaker option given as undefined is left out, as JSON leaves it out: the breaker still takes retry.maxRetryAfterMs', async () => {
+  await withServer(always({ status: 429, headers: { 'retry-after': '1' } }), async (server) => {
+    // A config built in code passes optional fields as undefined; its own JSON drops them.
+    const config = {
+      retry: { attempts: 1, maxRetryAfterMs: 100 },
+      breaker: { maxRetryAfterMs: undefined },
+      timeout: false,
+    } as const;
+    for (const given of [config, JSON.parse(JSON.stringify(config))]) {
+      const fetch = definePolicy(given).fetch();
+      await (await fetch(server.origin)).body?.cancel();
+      // The key is paced for 1 s, past the 100 ms the user allows: fail fast, do not wait.
+      const started = performance.now();
+      await assert.rejects(fetch(server.origin), CircuitOpenError);
+      assert.ok(performance.now() - started < 500, 'waited out the pause');
+    }
+    assert.equal(server.requests.length, 2);
+  });
+});
