@@ -263,8 +263,13 @@ export function retry(options: RetryOptions = {}): Retry {
         if (known !== undefined) known.tokens = Math.min(budgetTokens, known.tokens + refund);
         return settle(outcome);
       }
+      // A pass that ended (a timeout above, the caller's abort) while its attempt ran: what
+      // comes back now (a late 503 through a fetch that ignores the signal, the aborted
+      // fetch's rejection) goes up as it is, which a timeout above drops. The caller has
+      // its error: no give-up or retry event for a call already reported, and no token
+      // from the server's budget for a retry the caller left.
+      if (verdict.kind === 'cancelled' || signal?.aborted) return settle(outcome);
       const budget = budgetFor(call.key);
-      if (verdict.kind === 'cancelled') return settle(outcome);
       // The budget guards against storms of our own making. A retry the server invited,
       // waited out exactly (and, with a breaker, by every caller of the key at once), is
       // not one. Any other failed attempt takes a token, whether or not it is retried
@@ -297,8 +302,8 @@ export function retry(options: RetryOptions = {}): Retry {
       }
 
       if ('response' in outcome) await outcome.response.body?.cancel().catch(() => {});
-      // A pass that is over gets no retry event either. (Not throwIfAborted(): a custom
-      // fetch may take a polyfill's signal, which lacks it.)
+      // Nor does a pass that ended while the body was cancelled. (Not throwIfAborted(): a
+      // custom fetch may take a polyfill's signal, which lacks it.)
       if (signal?.aborted) throw signal.reason;
       budget.retries++;
       call.emit({

@@ -560,3 +560,56 @@ test('a caller signal from an AbortSignal polyfill (no throwIfAborted) still get
     assert.equal(server.requests.length, 2);
   });
 });
+
+test('a call a timeout above retry() has ended gets no give-up or retry event for its late answer, and takes no budget token', async () => {
+  // The caller has its TimeoutError (or its abort) from the timeout above; what still
+  // reaches retry() later (a 503 through a fetch that ignores the signal, or the aborted
+  // fetch's own rejection) is no failure retry() gave up on or refused to resend: metrics
+  // would count a give-up, with a misleading reason ('deadline', 'not-retryable'), for a
+  // call already reported as a timeout, and the server's budget would pay for it.
+  const untouched = { tokens: 10, retries: 0, giveUps: 0 };
+  for (const { end, method, fetch: base } of [
+    { end: 'deadline', method: 'GET', fetch: deafFetch },
+    { end: 'deadline', method: 'GET', fetch: globalThis.fetch },
+    { end: 'abort', method: 'POST', fetch: deafFetch },
+    { end: 'abort', method: 'GET', fetch: deafFetch },
+  ]) {
+    const controller = new AbortController();
+    const handler = () => {
+      if (end === 'abort') controller.abort(new Error('agent turn cancelled'));
+      return { status: 503, delayMs: 100 };
+    };
+    await withServer(handler, async (server) => {
+      const events: string[] = [];
+      let answered: () => void = () => {};
+      const answer = new Promise<void>((resolve) => {
+        answered = resolve;
+      });
+      const policy = retry({ backoff: fast });
+      const fetch = createFetch({
+        fetch: base,
+        key: 'k',
+        onEvent: (event) => events.push(event.type),
+        use: [
+          timeout({ totalMs: end === 'deadline' ? 30 : 5000 }),
+          policy,
+          async function late(call, next) {
+            try {
+              return await next(call);
+            } finally {
+              answered();
+            }
+          },
+        ],
+      });
+      const init = end === 'abort' ? { method, signal: controller.signal } : { method };
+      await assert.rejects(fetch(`${server.origin}/x`, init));
+      await answer;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      const label = `${end}, ${method}, ${base === deafFetch ? 'a fetch that ignores the signal' : 'fetch'}`;
+      assert.deepEqual(events, ['attempt'], label);
+      assert.deepEqual(policy.stats('k') ?? untouched, untouched, label);
+      assert.equal(server.requests.length, 1, label);
+    });
+  }
+});
