@@ -818,6 +818,33 @@ test('toHttpStatusError reads an error body whose error is a string as the serve
   });
 });
 
+test('toHttpStatusError reads the server’s message from the AI SDK’s responseBody when the provider found none, as the core does', async () => {
+  // The AI SDK's providers read only their own error shape; for any other body their
+  // APICallError's message is the reason phrase ('Not Found'), and the server's words
+  // are only in responseBody.
+  const bodies: Array<[string, () => Response]> = [
+    ['{ error: string }', () => Response.json({ error: "model 'tiny' not found" }, { status: 404 })],
+    ['plain text', () => new Response("model 'tiny' not found", { status: 404 })],
+  ];
+  for (const [shape, answer] of bodies) {
+    const { app } = provider('/v1/chat/completions', [answer]);
+    await withApp(app, async (server) => {
+      const policy = definePolicy({ retry: false });
+      const error = await generateText({
+        model: aiSdkModel(server, policy),
+        prompt: 'hi',
+        maxRetries: 0,
+      }).catch((e: unknown) => e);
+      assert.ok(APICallError.isInstance(error), shape);
+      const converted = toHttpStatusError(error);
+      assert.equal(converted?.status, 404, shape);
+      assert.equal(converted?.serverMessage, "model 'tiny' not found", shape);
+      // What the core reads from the same response, for comparison.
+      assert.equal(policy.stats(server.origin).lastFailure?.serverMessage, "model 'tiny' not found", shape);
+    });
+  }
+});
+
 test('toHttpStatusError keeps the status when a Headers object cannot be read (a subclass or proxy that throws)', () => {
   const trap = () => {
     throw new Error('trap');

@@ -51,6 +51,24 @@ function text(value: unknown): string | undefined {
   return line.length > MAX_MESSAGE_CHARS ? `${line.slice(0, MAX_MESSAGE_CHARS)}…` : line;
 }
 
+/**
+ * The server's message in an AI SDK `responseBody`, read as the core reads an error
+ * body: a JSON body's message, else the text itself. The AI SDK's providers read only
+ * their own error shape, and for any other body (`{ "error": "..." }`, plain text)
+ * their message is the reason phrase. Undefined for a body too long to read whole
+ * (the provider parsed that one: its message stands).
+ */
+function messageOfBody(body: unknown): string | undefined {
+  if (typeof body !== 'string' || body.length > MAX_READ_CHARS) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch {
+    // Not JSON: the message is the text itself.
+  }
+  return errorMessageOf(parsed) ?? body;
+}
+
 /** What `read` returns, or undefined when a getter or proxy trap it meets throws. */
 function safely<T>(read: () => T): T | undefined {
   try {
@@ -86,7 +104,7 @@ function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined
       const body = error.error;
       return (
         text(errorMessageOf({ error: body }) ?? errorMessageOf(body)) ??
-        (aiSdk ? text(error.message) : undefined)
+        (aiSdk ? (text(messageOfBody(error.responseBody)) ?? text(error.message)) : undefined)
       );
     }),
     body: safely(() => {
