@@ -9,7 +9,8 @@
 
 import * as z from 'zod/mini';
 import type { Call } from './call.ts';
-import { BreakwaterError, requestSummary } from './errors.ts';
+import { BreakwaterError, isAbort, requestSummary } from './errors.ts';
+import { normalizeNetworkError } from './network.ts';
 
 /**
  * The most bytes of a failure body an SDK is given (64 KiB). The MCP and A2A SDKs read
@@ -102,7 +103,10 @@ function eventEnd(chunk: Uint8Array, last: number, prior: number): number {
  * a byte count (and, for SSE, a scan back to the chunk's last blank line) as the only
  * cost. Bytes are counted as the SDK gets them, decoded (after any Content-Encoding); a
  * body whose Content-Length (uncompressed) is over the limit fails at its first read,
- * without reading any of it. `Infinity` leaves the response as it is.
+ * without reading any of it. A body that breaks mid-way (the connection reset or closed)
+ * fails with the `NetworkError` the chain gives when fetch itself fails (phase `response`,
+ * sent `maybe`, naming the request), not the runtime's own error; a caller's abort with
+ * its own reason. `Infinity` leaves the response as it is.
  *
  * `ending` (SSE only): the events to close a cut stream with instead of failing it. The
  * cut event then goes on to exactly `maxBytes` (the events its last read ended whole, and
@@ -135,7 +139,17 @@ export function limitedBody(response: Response, maxBytes: number, call: Call, en
         // Of a cut SSE chunk, the events it ended whole: they go on before a failure.
         let whole: Uint8Array | undefined;
         if (size <= maxBytes) {
-          const next = await reader.read();
+          const next = await reader.read().catch((error: unknown) => {
+            // A body that broke mid-way (a reset, a server gone) is a network failure like
+            // any other, in the response phase: the runtime's own error (Node's `terminated`,
+            // Deno's `error reading a body from connection`, Bun's `ECONNRESET`) names no
+            // request. A caller's abort stays its own reason (DESIGN §4).
+            throw (
+              (!isAbort(error, call.signal) &&
+                normalizeNetworkError(error, requestSummary(call.key, call.method, call.url), 'body')) ||
+              error
+            );
+          });
           if (next.done) return controller.close();
           const chunk = next.value;
           if (!sse) size += chunk.length;

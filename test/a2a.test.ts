@@ -21,7 +21,7 @@ import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { FLOOD_BYTES, flood } from './helpers/flood.ts';
 import { answeringPosts, withApp } from './helpers/hono-server.ts';
-import { always, closedPort, withServer } from './helpers/server.ts';
+import { always, closedPort, type Handler, withServer } from './helpers/server.ts';
 
 const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
 
@@ -936,5 +936,64 @@ test('a message stream cut past maxResponseBytes still delivers the events that 
     assert.equal(error.code, 'RESPONSE_TOO_LARGE');
     assert.equal(events.length, 1, 'the task event that ended before the cut');
     assert.match(JSON.stringify(events[0]), /task-42/);
+  });
+});
+
+/**
+ * A streaming agent on a plain node:http server: its card, and every message stream
+ * answered with a working task's event, then `then` (the stream breaks, or stalls).
+ */
+function streamingAgent(then: { reset: 'mid-body' } | { stall: 'mid-body' }): Handler {
+  const task = {
+    jsonrpc: '2.0',
+    id: 1,
+    result: { task: { id: 'task-42', contextId: 'ctx-1', status: { state: 'TASK_STATE_WORKING' } } },
+  };
+  return (req) => {
+    if (req.method !== 'GET') {
+      return {
+        ...then,
+        headers: { 'content-type': 'text/event-stream' },
+        body: `data: ${JSON.stringify(task)}\n\n`,
+      };
+    }
+    const card = cardFor(`http://${req.headers.host}`);
+    const body = JSON.stringify({ ...card, capabilities: { ...card.capabilities, streaming: true } });
+    return { headers: { 'content-type': 'application/json' }, body };
+  };
+}
+
+test('a message stream whose connection breaks after its first event fails with a NetworkError in the response phase, maybe sent, naming the request, not the runtime’s raw error', async () => {
+  await withServer(streamingAgent({ reset: 'mid-body' }), async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: definePolicy({ name: 'echo', retry: false }) });
+    const events: unknown[] = [];
+    const error = await (async () => {
+      for await (const event of client.sendMessageStream(userMessage('hi'))) events.push(event);
+    })().catch((e: unknown) => e);
+    assert.ok(error instanceof NetworkError, String(error));
+    assert.equal(error.phase, 'response');
+    assert.equal(error.sent, 'maybe');
+    // Node and Bun say the peer reset the connection; Deno says only `error reading a body from connection`.
+    assert.match(error.code, /^(?:ECONNRESET|ENETWORK)$/);
+    assert.match(
+      error.message,
+      /^POST http:\/\/127\.0\.0\.1:\d+\/a2a \(server "echo"\) failed: network error/,
+    );
+    assert.equal(events.length, 1, 'the event sent before the break');
+  });
+});
+
+test('a caller’s abort of a message stream mid-way comes back as its own reason, never wrapped', async () => {
+  await withServer(streamingAgent({ stall: 'mid-body' }), async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: definePolicy({ name: 'echo' }) });
+    const controller = new AbortController();
+    // A reason that looks like a network failure: still the caller's, never a NetworkError.
+    const reason = Object.assign(new Error('the user left'), { code: 'ECONNRESET' });
+    const error = await (async () => {
+      for await (const _ of client.sendMessageStream(userMessage('hi'), { signal: controller.signal })) {
+        controller.abort(reason);
+      }
+    })().catch((e: unknown) => e);
+    assert.equal(error, reason);
   });
 });

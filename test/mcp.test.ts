@@ -41,7 +41,7 @@ import { definePolicy, type PolicyConfig } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { FLOOD_BYTES, flood } from './helpers/flood.ts';
 import { answeringPosts, withApp } from './helpers/hono-server.ts';
-import { closedPort } from './helpers/server.ts';
+import { always, closedPort, withServer } from './helpers/server.ts';
 
 const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
 const quickGate = { initialMs: 20, maxMs: 20, jitter: 'none' } as const;
@@ -2164,4 +2164,74 @@ test('maxResponseBytes must be a whole number of bytes above 0, or Infinity', ()
     );
   }
   assert.equal(typeof mcpFetch(definePolicy(), { maxResponseBytes: Infinity }), 'function');
+});
+
+test('an SSE answer whose connection breaks mid-way is reported to the SDK as a NetworkError naming the request, not the runtime’s raw error', async () => {
+  const progress = {
+    jsonrpc: '2.0',
+    method: 'notifications/progress',
+    params: { progressToken: 1, progress: 1 },
+  };
+  await withServer(
+    // The server's connection drops while its answer stream is open.
+    () => ({
+      reset: 'mid-body',
+      headers: { 'content-type': 'text/event-stream' },
+      body: `event: message\ndata: ${JSON.stringify(progress)}\n\n`,
+    }),
+    async ({ origin }) => {
+      const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false }));
+      const transport = new StreamableHTTPClientTransport(new URL(`${origin}/mcp?token=secret`), { fetch });
+      let reported: (error: Error) => void = () => {};
+      const report = new Promise<Error>((resolve) => {
+        reported = resolve;
+      });
+      transport.onerror = reported;
+      await transport.start();
+      try {
+        await transport.send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'a' } } as never);
+        const error = await settledWithin(report, 2000);
+        // The SDK reports a broken stream in a message of its own: `SSE stream disconnected: ${error}`.
+        // Node and Bun say the peer reset the connection; Deno says only `error reading a body from connection`.
+        assert.match(
+          String(error),
+          /^Error: SSE stream disconnected: NetworkError: POST http:\/\/127\.0\.0\.1:\d+\/mcp\?token=\S+ \(server "tools"\) failed: network error (?:ECONNRESET|ENETWORK) during response \(may have reached the server\)$/,
+        );
+        assert.doesNotMatch(String(error), /secret/);
+      } finally {
+        await transport.close();
+      }
+    },
+  );
+});
+
+test('a JSON answer whose connection breaks mid-way fails the request with a NetworkError in the response phase, maybe sent, not the runtime’s raw error', async () => {
+  await withServer(
+    always({
+      reset: 'mid-body',
+      headers: { 'content-type': 'application/json' },
+      body: '{"jsonrpc":"2.0","id":1,',
+    }),
+    async ({ origin }) => {
+      const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false }));
+      const transport = new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch });
+      await transport.start();
+      try {
+        const error = await transport
+          .send({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'a' } } as never)
+          .catch((e: unknown) => e);
+        assert.ok(error instanceof NetworkError, String(error));
+        assert.equal(error.phase, 'response');
+        assert.equal(error.sent, 'maybe');
+        // Node and Bun say the peer reset the connection; Deno says only `error reading a body from connection`.
+        assert.match(error.code, /^(?:ECONNRESET|ENETWORK)$/);
+        assert.match(
+          error.message,
+          /^POST http:\/\/127\.0\.0\.1:\d+\/mcp \(server "tools"\) failed: network error/,
+        );
+      } finally {
+        await transport.close();
+      }
+    },
+  );
 });

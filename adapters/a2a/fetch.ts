@@ -145,7 +145,9 @@ export interface A2AFetchOptions extends PolicyClientOptions {
  * at most 64 KiB of their body, ended at the policy's `capture.bodyWaitMs` (default
  * 1 s) if it stalls: the SDK reads it whole into its error message, with no deadline.
  * Other answers fail past `maxResponseBytes` (default 32 MiB; for SSE, per event) with a
- * `BreakwaterError`, code `RESPONSE_TOO_LARGE`: the SDK reads them whole too.
+ * `BreakwaterError`, code `RESPONSE_TOO_LARGE`: the SDK reads them whole too. An answer
+ * (a message stream above all) whose connection breaks mid-way fails with a
+ * `NetworkError` (phase `response`, sent `maybe`) naming the request.
  *
  * @example
  * ```ts
