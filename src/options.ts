@@ -2,7 +2,8 @@
  * @module
  * Option validation shared by every factory: a bad option is a `TypeError` that
  * names every offending path and the value found there, so a user fixes all of
- * them in one go. Values that look like credentials are described by type only.
+ * them in one go. Values that look like credentials (under a secret-looking name, or
+ * shaped like a token) are described by type only; URLs are redacted.
  */
 
 import * as z from 'zod/mini';
@@ -10,6 +11,7 @@ import type { AuthOptions } from './auth.ts';
 import type { FetchLike } from './call.ts';
 import type { BreakwaterEvent } from './events.ts';
 import type { Policy } from './policy.ts';
+import { redactText } from './redact.ts';
 
 /** Whether a value can be called: the test every function-valued option uses. */
 export const isFunction = (value: unknown): boolean => typeof value === 'function';
@@ -72,6 +74,15 @@ export const clientOptionsShape: {
  */
 const SECRET_NAME = /secret|passw|auth|cookie|cred|api.?key|token$/i;
 
+/**
+ * A word that reads as a key or a token, not a setting: 20 or more characters of a
+ * token's alphabet (`sk-proj-…`, `ghp_…`, a JWT, a refresh token). A token passed in
+ * the wrong place (`auth(token)`, `policy.fetch(token)`, `refresh: refreshToken`)
+ * sits under a name that does not say so; the settings a user gets wrong are short
+ * words and numbers (`"three"`, `"+2000%"`), which stay shown. Linear: no nesting.
+ */
+const TOKEN_WORD = /[\w.~+=-]{20}/;
+
 /** The longest value shown in an error before it is cut. */
 const MAX_SHOWN_CHARS = 60;
 
@@ -87,7 +98,9 @@ export function describeValue(value: unknown, path: readonly PropertyKey[] = [])
   const type = typeof value;
   if (value !== undefined && SECRET_NAME.test(String(path.at(-1)))) return `${article(type)} (not shown)`;
   if (type === 'string') {
-    const text = value as string;
+    // A URL (a base URL given for the base fetch) loses its userinfo and query values.
+    const text = redactText(value as string);
+    if (TOKEN_WORD.test(text)) return `${article(type)} (not shown)`;
     return JSON.stringify(text.length > MAX_SHOWN_CHARS ? `${text.slice(0, MAX_SHOWN_CHARS)}…` : text);
   }
   // Primitives (null included) print as themselves, a bigint with its `n` (`5n` is

@@ -242,3 +242,42 @@ test('a breaker option given as undefined is left out, as JSON leaves it out: th
     assert.equal(server.requests.length, 2);
   });
 });
+
+test('a credential passed in the wrong place is never shown in the option error, whatever the path', () => {
+  const policy = definePolicy({});
+  const token = 'sk-proj-Q3vX9fLm2TzB7wKp4RnYc8HdJ6sA1eGu';
+  const refreshToken = 'rt_1f8c2b7e9a4d4c3b8e6f0a2d5c7b9e1f';
+  const urlSecrets = ['hunter2-pw', 'k-live-123'];
+  const wrong: [string, () => unknown][] = [
+    // base is a fetch, not a token or a base URL
+    ['a token as the base fetch', () => policy.fetch(token as never)],
+    [
+      'a base URL with secrets',
+      () => policy.fetch('https://bot:hunter2-pw@api.example.com/v1?key=k-live-123' as never),
+    ],
+    ['a token as the options', () => policy.fetch(undefined, token as never)],
+    // auth({ token }), not auth(token); refresh is a function that gets a token
+    [
+      'a token as the auth options',
+      () => policy.fetch(undefined, { auth: { token: 'x', refresh: refreshToken } } as never),
+    ],
+    ['a token as the config', () => definePolicy(token as never)],
+    ['a Bearer header value as the config', () => definePolicy(`Bearer ${token}` as never)],
+  ];
+  for (const [label, call] of wrong) {
+    assert.throws(call, (error: unknown) => {
+      assert.ok(error instanceof TypeError, label);
+      for (const secret of [token, refreshToken, ...urlSecrets]) {
+        assert.ok(!error.message.includes(secret.slice(0, 12)), `${label} shows it: ${error.message}`);
+      }
+      assert.match(
+        error.message,
+        /\(got (a string \(not shown\)|"https:\/\/api\.example\.com\/v1\?key=\[redacted\]")\)/,
+        label,
+      );
+      return true;
+    });
+  }
+  // An ordinary wrong value is still quoted, so the user sees what they wrote.
+  assert.throws(() => definePolicy({ retry: { resend: 'sometimes' } } as never), /\(got "sometimes"\)/);
+});
