@@ -305,7 +305,6 @@ export function retry(options: RetryOptions = {}): Retry {
       // Nor does a pass that ended while the body was cancelled. (Not throwIfAborted(): a
       // custom fetch may take a polyfill's signal, which lacks it.)
       if (signal?.aborted) throw signal.reason;
-      budget.retries++;
       call.emit({
         type: 'retry',
         key: call.key,
@@ -316,6 +315,8 @@ export function retry(options: RetryOptions = {}): Retry {
       });
       previousDelay = delay;
       await sleep(delay, signal);
+      // Counted once the wait is over: a caller who leaves during it gets no resend.
+      budget.retries++;
       call.attempt++;
     }
   } as Retry;

@@ -613,3 +613,25 @@ test('a call a timeout above retry() has ended gets no give-up or retry event fo
     });
   }
 });
+
+test('a resend the caller left during its backoff is not counted in stats as one made', async () => {
+  // The 503 came while the call was live: its token is taken (every failed attempt takes
+  // one). The resend never happens: the caller aborts, or a timeout above ends the call,
+  // during the 5 s wait, so `retries` ("resends made") must not count it.
+  for (const end of ['abort', 'deadline']) {
+    await withServer(always({ status: 503 }), async (server) => {
+      const controller = new AbortController();
+      const policy = retry({ backoff: { initialMs: 5000, jitter: 'none' } });
+      const fetch = createFetch({
+        key: 'k',
+        onEvent: (event) => {
+          if (event.type === 'retry' && end === 'abort') controller.abort(new Error('agent turn cancelled'));
+        },
+        use: [timeout({ attemptMs: end === 'deadline' ? 50 : 5000 }), policy],
+      });
+      await assert.rejects(fetch(`${server.origin}/x`, { signal: controller.signal }));
+      assert.equal(server.requests.length, 1, end);
+      assert.deepEqual(policy.stats('k'), { tokens: 9, retries: 0, giveUps: 0 }, end);
+    });
+  }
+});
