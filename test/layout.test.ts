@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, sep } from 'node:path';
 import { test } from 'node:test';
 
 const root = new URL('..', import.meta.url).pathname;
@@ -98,4 +98,59 @@ test('every name an entry point exports is documented in README', () => {
       if (!new RegExp(`\\b${name}\\b`).test(readme)) undocumented.push(`${entry}: ${name}`);
   }
   assert.deepEqual(undocumented, []);
+});
+
+/** `breakwater`, `breakwater/hono`, ...: the names package.json exports. */
+function publicNames(): string[] {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+    name: string;
+    exports: Record<string, unknown>;
+  };
+  return Object.keys(pkg.exports)
+    .filter((k) => k !== './package.json')
+    .map((k) => `${pkg.name}${k.slice(1)}`);
+}
+
+test('examples/ import breakwater by its public names only: no path into src/ or adapters/, no unexported subpath', () => {
+  const names = new Set(publicNames());
+  const offenders: string[] = [];
+  let publicImports = 0;
+  for (const file of sources('examples')) {
+    // Code lines only: a JSDoc or line comment may quote an import.
+    const code = readFileSync(join(root, file), 'utf8')
+      .split('\n')
+      .filter((line) => !/^\s*(?:\*|\/\/|\/\*)/.test(line))
+      .join('\n');
+    const specifiers = [
+      ...code.matchAll(/^(?:import|export)\s[^;]*?\bfrom\s+['"]([^'"]+)['"]/gm),
+      ...code.matchAll(/^import\s+['"]([^'"]+)['"]/gm),
+      ...code.matchAll(/\bimport\(\s*['"]([^'"]+)['"]\s*\)/g),
+    ].map(([, specifier]) => specifier ?? '');
+    for (const specifier of specifiers) {
+      if (specifier.startsWith('.')) {
+        // Another example's file is fine; breakwater's sources are not.
+        const target = join(dirname(file), specifier);
+        if (!target.startsWith(`examples${sep}`)) offenders.push(`${file}: ${specifier}`);
+      } else if (specifier === 'breakwater' || specifier.startsWith('breakwater/')) {
+        if (names.has(specifier)) publicImports++;
+        else offenders.push(`${file}: ${specifier} is not a public name`);
+      }
+    }
+  }
+  assert.deepEqual(offenders, []);
+  assert.ok(publicImports > 0, 'no example imports breakwater: is this test reading the imports?');
+});
+
+test('each public name resolves to the source deno.json exports, in tsconfig.json (tsc, tsx, Bun, esbuild), deno.json and the test import map (Deno)', () => {
+  const read = <T>(path: string): T => JSON.parse(readFileSync(join(root, path), 'utf8')) as T;
+  const deno = read<{ exports: Record<string, string>; imports: Record<string, string> }>('deno.json');
+  const tsconfig = read<{ compilerOptions: { paths?: Record<string, string[]> } }>('tsconfig.json');
+  const testMap = read<{ imports: Record<string, string> }>('test/deno-import-map.json');
+  for (const name of publicNames()) {
+    const source = deno.exports[`.${name.slice('breakwater'.length)}`];
+    assert.ok(source !== undefined, `deno.json exports nothing for ${name}`);
+    assert.deepEqual(tsconfig.compilerOptions.paths?.[name], [source], `tsconfig.json paths: ${name}`);
+    assert.equal(deno.imports[name], source, `deno.json imports: ${name}`);
+    assert.equal(testMap.imports[name], `.${source}`, `test/deno-import-map.json: ${name}`);
+  }
 });

@@ -11,9 +11,7 @@
  * Each run gets a fresh client, so no breaker or pacing state carries over.
  */
 
-// Relative to the .ts sources so `npm run demo` needs no build; an application would
-// write `import { definePolicy } from 'breakwater'`.
-import { type BreakwaterEvent, definePolicy, type FetchLike } from '../../src/index.ts';
+import { type BreakwaterEvent, definePolicy, type FetchLike } from 'breakwater';
 import { SENT_AT_HEADER } from './storm.ts';
 
 /** The naive loop's attempts, the first included: the same as breakwater's retry below. */

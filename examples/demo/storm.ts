@@ -17,13 +17,9 @@
  * believes it sent.
  */
 
-// Examples normally import breakwater by its public name ('breakwater/hono'); this one
-// imports the .ts sources by path so `npm run demo` runs straight after `npm install`,
-// with no build step.
 import { type HttpBindings, type ServerType, serve } from '@hono/node-server';
+import { idempotency, problemResponse } from 'breakwater/hono';
 import { Hono } from 'hono';
-import { idempotency } from '../../adapters/hono/idempotency.ts';
-import { problemResponse } from '../../adapters/hono/problem.ts';
 
 /**
  * Every client sends through the demo's wire layer (`wire()` in clients.ts), which

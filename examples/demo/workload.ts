@@ -7,7 +7,7 @@
  * call whose time has come waits for a free slot, as it would behind a connection pool.
  */
 
-import type { FetchLike } from '../../src/index.ts';
+import type { FetchLike } from 'breakwater';
 import { CALL_HEADER, mulberry32 } from './storm.ts';
 
 /** Share of calls that place an order (the non-idempotent operation). */

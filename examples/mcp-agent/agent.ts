@@ -20,16 +20,10 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 // @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
+import { type BreakwaterEvent, createGate, definePolicy, GateClosedError, HttpStatusError } from 'breakwater';
+import { resilientMcpClient } from 'breakwater/mcp';
 import { Hono } from 'hono';
 import * as z from 'zod';
-import { resilientMcpClient } from '../../adapters/mcp/index.ts';
-import {
-  type BreakwaterEvent,
-  createGate,
-  definePolicy,
-  GateClosedError,
-  HttpStatusError,
-} from '../../src/index.ts';
 
 const TURNS = 12;
 /** The agent's "thinking" between turns (a model call, in a real agent). */

@@ -26,17 +26,10 @@
 
 import type { AddressInfo } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
+import { definePolicy } from 'breakwater';
+import { openaiOptions, providerConfig, readRateLimits, toHttpStatusError } from 'breakwater/providers';
 import { Hono } from 'hono';
 import OpenAI from 'openai';
-// Relative to the .ts sources so the example needs no build; an application imports
-// 'breakwater' and 'breakwater/providers'.
-import {
-  openaiOptions,
-  providerConfig,
-  readRateLimits,
-  toHttpStatusError,
-} from '../../adapters/providers/index.ts';
-import { definePolicy } from '../../src/index.ts';
 
 /** Chat completions per client, and how many are in flight at once (agent workers). */
 const CALLS = 40;

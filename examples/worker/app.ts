@@ -16,9 +16,7 @@
  * - `GET /health` answers 200 without touching the inventory.
  */
 
-import { Hono } from 'hono';
-// The example imports breakwater's sources by path so it runs straight from the
-// repository without a build; an application imports 'breakwater' and 'breakwater/hono'.
+import { definePolicy } from 'breakwater';
 import {
   errorResponses,
   idempotency,
@@ -26,8 +24,8 @@ import {
   rateLimit,
   type UpstreamEnv,
   upstream,
-} from '../../adapters/hono/index.ts';
-import { definePolicy } from '../../src/index.ts';
+} from 'breakwater/hono';
+import { Hono } from 'hono';
 
 /** Orders each client may place per window. */
 export const ORDERS_PER_WINDOW = 3;

@@ -8,8 +8,8 @@
  * ```
  */
 
+import type { UpstreamEnv } from 'breakwater/hono';
 import type { Hono } from 'hono';
-import type { UpstreamEnv } from '../../adapters/hono/index.ts';
 import { createApp } from './app.ts';
 
 // Only what this file uses, so `tsc` (which has no Deno types) checks it too.

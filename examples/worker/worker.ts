@@ -11,8 +11,8 @@
  * --main-fields=module,main --conditions=workerd,worker,browser --outfile=examples/worker/dist/worker.js`
  */
 
+import type { UpstreamEnv } from 'breakwater/hono';
 import type { ExecutionContext, Hono } from 'hono';
-import type { UpstreamEnv } from '../../adapters/hono/index.ts';
 import { createApp } from './app.ts';
 
 /** The worker's bindings (`config.capnp`). */
