@@ -263,12 +263,16 @@ export function retry(options: RetryOptions = {}): Retry {
         if (known !== undefined) known.tokens = Math.min(budgetTokens, known.tokens + refund);
         return settle(outcome);
       }
+      if (verdict.kind === 'cancelled') return settle(outcome);
       // A pass that ended (a timeout above, the caller's abort) while its attempt ran: what
-      // comes back now (a late 503 through a fetch that ignores the signal, the aborted
-      // fetch's rejection) goes up as it is, which a timeout above drops. The caller has
+      // comes back now (a late 503 through a fetch that ignores the signal) is dropped and
+      // the pass's own reason goes up, which a timeout above drops in turn. The caller has
       // its error: no give-up or retry event for a call already reported, and no token
       // from the server's budget for a retry the caller left.
-      if (verdict.kind === 'cancelled' || signal?.aborted) return settle(outcome);
+      if (signal?.aborted) {
+        if ('response' in outcome) await outcome.response.body?.cancel().catch(() => {});
+        throw signal.reason;
+      }
       const budget = budgetFor(call.key);
       // The budget guards against storms of our own making. A retry the server invited,
       // waited out exactly (and, with a breaker, by every caller of the key at once), is

@@ -635,3 +635,22 @@ test('a resend the caller left during its backoff is not counted in stats as one
     });
   }
 });
+
+test('a caller who aborts gets its own abort reason from retry() even when the fetch below ignores the signal', async () => {
+  // No timeout above: retry() is the last layer between the caller and a late 503 that a
+  // deaf fetch returns after the abort. User aborts stay the runtime's own reason (DESIGN
+  // §4), never the answer the caller no longer waits for, and nothing is resent.
+  const controller = new AbortController();
+  const reason = new Error('agent turn cancelled');
+  await withServer(
+    () => {
+      controller.abort(reason);
+      return { status: 503, delayMs: 20 };
+    },
+    async (server) => {
+      const fetch = createFetch({ fetch: deafFetch, key: 'k', use: [retry({ backoff: fast })] });
+      await assert.rejects(fetch(`${server.origin}/x`, { signal: controller.signal }), (error) => error === reason);
+      assert.equal(server.requests.length, 1);
+    },
+  );
+});
