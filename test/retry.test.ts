@@ -649,7 +649,10 @@ test('a caller who aborts gets its own abort reason from retry() even when the f
     },
     async (server) => {
       const fetch = createFetch({ fetch: deafFetch, key: 'k', use: [retry({ backoff: fast })] });
-      await assert.rejects(fetch(`${server.origin}/x`, { signal: controller.signal }), (error) => error === reason);
+      await assert.rejects(
+        fetch(`${server.origin}/x`, { signal: controller.signal }),
+        (error) => error === reason,
+      );
       assert.equal(server.requests.length, 1);
     },
   );
