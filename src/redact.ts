@@ -60,19 +60,24 @@ export function safeHeaders(headers: Headers | undefined): Record<string, string
 /**
  * The secret some APIs take in the path instead of a header, each by its own shape: a
  * Telegram bot token (`/bot123456789:AAH...`, also `/file/bot.../`), a Slack incoming
- * webhook's secret (`/services/T0000/B0000/XXXX`), a Discord webhook token
- * (`/webhooks/<id>/<token>`, also `/api/v10/...`). An agent calling them logs the URL with
- * every failure. Named shapes, not a guess from the characters: ids, UUIDs and slugs stay.
- * What precedes the secret is kept: it names the bot or the webhook.
+ * webhook's secret (`/services/T0000/B0000/XXXX`), a Slack Workflow Builder or webhook
+ * trigger's (`/workflows/T0000/A0000/<id>/XXXX`, `/triggers/T0000/<id>/XXXX`), a Discord
+ * webhook token (`/webhooks/<id>/<token>`, also `/api/v10/...`), a Zapier catch hook's
+ * (`/hooks/catch/<id>/<token>/`), and everything after a Microsoft Teams incoming
+ * webhook's `/IncomingWebhook/` (a connector id, a webhook id, and since 2025 a `/V2...`
+ * signature). An agent calling them logs the URL with every failure. Named shapes, not a
+ * guess from the characters: ids, UUIDs and slugs stay. What precedes the secret is kept:
+ * it names the bot or the webhook.
  */
-const PATH_TOKEN = /(\/(?:bot\d+:|webhooks\/\d+\/|services\/T\w+\/B\w+\/))[^/]+/g;
+const PATH_TOKEN =
+  /(\/(?:bot\d+:|webhooks\/\d+\/|(?:services|workflows)\/T\w+\/[AB]\w+\/(?:\d+\/)?|triggers\/T\w+\/\d+\/|hooks\/catch\/\d+\/))[^/]+|(\/IncomingWebhook\/).+/g;
 
 /**
  * A URL fit to print: no userinfo, no fragment, and every query parameter kept by
  * name with its value replaced (`?api_key=[redacted]`), so a person can still see
  * which parameters were sent; a URL in its path is redacted too, and a name holding
  * `:`, `/`, `@`, `\` or `%` is shown as `[redacted]`. A token some APIs take in the path
- * (Telegram bots, Slack and Discord webhooks: {@link PATH_TOKEN}) is shown as `[redacted]`.
+ * (Telegram bots; Slack, Discord, Teams and Zapier webhooks: {@link PATH_TOKEN}) is shown as `[redacted]`.
  * Unparseable input yields a placeholder, never the input.
  */
 export function redactUrl(url: string | URL): string {
@@ -88,7 +93,7 @@ export function redactUrl(url: string | URL): string {
   // escapes are not read: a URL from redactText was decoded there already, and each path
   // decoded again could hide one more URL behind one more escape (`\u005Cu003A`), a scan
   // of the whole path a level: n^1.5 time. A token in the path goes first.
-  const base = `${parsed.protocol}//${redactText(parsed.host + parsed.pathname.replace(PATH_TOKEN, `$1${REDACTED}`), false)}`;
+  const base = `${parsed.protocol}//${redactText(parsed.host + parsed.pathname.replace(PATH_TOKEN, `$1$2${REDACTED}`), false)}`;
   return parsed.search === '' ? base : `${base}?${redactQuery(parsed.search)}`;
 }
 

@@ -245,6 +245,9 @@ test('redactText takes linear time on hostile input: four times the text, about 
     (chars) => `http://h/${fill('\\', chars)}x`,
     (chars) => `:/${fill('\\', chars)}`,
     (chars) => fill(`:${'\\'.repeat(64)}`, chars),
+    // Paths shaped like the webhook paths whose tokens are hidden.
+    (chars) => `http://h${fill('/workflows/T1/A1', chars)}`,
+    (chars) => `http://h${fill('/IncomingWebhook', chars)}/x`,
   ];
 
   const SMALL = 32 * 1024;
@@ -710,16 +713,41 @@ const SLACK_TOKEN = 'XXXXXXXXXXXXXXXXXXXXXXXX';
 /** A Discord webhook token: 68 characters. */
 const DISCORD_TOKEN = 'kF7x_Qm2-Zr9Lp4aT8wYc1Vb6Nh3Jd0Ks5Ge7Ru2Oi9Pl4Mq-_Xz8Cv1Bn6Aa3Ss0Dd';
 
-/** Paths that hold their API's secret, as Telegram, Slack and Discord shape them. */
+/** A Slack Workflow Builder or webhook-trigger secret: 24 or 32 characters. */
+const SLACK_WORKFLOW_TOKEN = 'Wf7kQ2xZr9Lp4aT8wYc1Vb6N';
+/** A Microsoft Teams incoming webhook's connector id: 32 hex digits. */
+const TEAMS_CONNECTOR = '091d20cd2a594db0b2d7ed2937d7bd6d';
+/** The signature newer Teams webhook URLs end with (2025 format: `/V2...`). */
+const TEAMS_SIGNATURE = 'V2QaKKUiGE6BMqWd-DeObKqCFmiQE5WSekPuAwjhc6ads1';
+/** A Zapier catch hook's secret: 7 characters. */
+const ZAPIER_TOKEN = 'b3xq9zk';
+
+/** Every path secret below: none may be shown. */
+const PATH_TOKENS = [
+  TELEGRAM_TOKEN,
+  SLACK_TOKEN,
+  DISCORD_TOKEN,
+  SLACK_WORKFLOW_TOKEN,
+  TEAMS_CONNECTOR,
+  TEAMS_SIGNATURE,
+  ZAPIER_TOKEN,
+];
+
+/** Paths that hold their API's secret, as Telegram, Slack, Discord, Teams and Zapier shape them. */
 const TOKEN_PATHS = [
   `/bot123456789:${TELEGRAM_TOKEN}/sendMessage`,
   `/file/bot123456789:${TELEGRAM_TOKEN}/photos/file_0.jpg`,
   `/services/T00000000/B00000000/${SLACK_TOKEN}`,
   `/api/webhooks/123456789012345678/${DISCORD_TOKEN}`,
   `/api/v10/webhooks/123456789012345678/${DISCORD_TOKEN}/messages/@original`,
+  `/workflows/T0123ABCD/A0456EFGH/512345678901234567/${SLACK_WORKFLOW_TOKEN}`,
+  `/triggers/T0123ABCD/6123456789012/${SLACK_WORKFLOW_TOKEN}`,
+  `/webhookb2/1e21eb6d-60f4-432f-9428-82cf86ec55a3@b12d4011-2ea0-4377-a99b-35c565546afd/IncomingWebhook/${TEAMS_CONNECTOR}/91f7b1cc-96d0-4612-bedd-8b820c869464/${TEAMS_SIGNATURE}`,
+  `/webhook/1e21eb6d-60f4-432f-9428-82cf86ec55a3@b12d4011-2ea0-4377-a99b-35c565546afd/IncomingWebhook/${TEAMS_CONNECTOR}/91f7b1cc-96d0-4612-bedd-8b820c869464`,
+  `/hooks/catch/1234567/${ZAPIER_TOKEN}/`,
 ];
 
-test('redactUrl hides the token a Telegram bot, Slack webhook or Discord webhook URL holds in its path', () => {
+test('redactUrl hides the token a Telegram bot, Slack, Discord, Teams or Zapier webhook URL holds in its path', () => {
   assert.equal(
     redactUrl(`https://api.telegram.org/bot123456789:${TELEGRAM_TOKEN}/sendMessage?chat_id=42`),
     `https://api.telegram.org/bot123456789:${REDACTED}/sendMessage?chat_id=${REDACTED}`,
@@ -734,12 +762,36 @@ test('redactUrl hides the token a Telegram bot, Slack webhook or Discord webhook
   );
   for (const path of TOKEN_PATHS) {
     const once = redactUrl(`https://h.example${path}`);
-    for (const token of [TELEGRAM_TOKEN, SLACK_TOKEN, DISCORD_TOKEN]) assert.ok(!once.includes(token), once);
+    for (const token of PATH_TOKENS) assert.ok(!once.includes(token), once);
     assert.equal(redactUrl(once), once);
     const text = `upstream failed: {"url":"${JSON.stringify(`https://h.example${path}`).slice(1, -1).replaceAll('/', '\\/')}"}`;
     assert.equal(redactText(text), `upstream failed: {"url":"${once}"}`);
     assert.equal(redactText(redactText(text)), redactText(text));
   }
+});
+
+test('redactUrl hides the secret of a Slack workflow or trigger webhook, a Teams incoming webhook (also its V2 signature) and a Zapier catch hook', () => {
+  assert.equal(
+    redactUrl(
+      `https://hooks.slack.com/workflows/T0123ABCD/A0456EFGH/512345678901234567/${SLACK_WORKFLOW_TOKEN}`,
+    ),
+    `https://hooks.slack.com/workflows/T0123ABCD/A0456EFGH/512345678901234567/${REDACTED}`,
+  );
+  assert.equal(
+    redactUrl(`https://hooks.slack.com/triggers/T0123ABCD/6123456789012/${SLACK_WORKFLOW_TOKEN}`),
+    `https://hooks.slack.com/triggers/T0123ABCD/6123456789012/${REDACTED}`,
+  );
+  // Everything after IncomingWebhook/: the connector id, the webhook id and the V2 signature.
+  assert.equal(
+    redactUrl(
+      `https://acme.webhook.office.com/webhookb2/1e21eb6d-60f4-432f-9428-82cf86ec55a3@b12d4011-2ea0-4377-a99b-35c565546afd/IncomingWebhook/${TEAMS_CONNECTOR}/91f7b1cc-96d0-4612-bedd-8b820c869464/${TEAMS_SIGNATURE}`,
+    ),
+    `https://acme.webhook.office.com/webhookb2/1e21eb6d-60f4-432f-9428-82cf86ec55a3@b12d4011-2ea0-4377-a99b-35c565546afd/IncomingWebhook/${REDACTED}`,
+  );
+  assert.equal(
+    redactUrl(`https://hooks.zapier.com/hooks/catch/1234567/${ZAPIER_TOKEN}/`),
+    `https://hooks.zapier.com/hooks/catch/1234567/${REDACTED}/`,
+  );
 });
 
 test('redactUrl keeps ids, UUIDs, slugs and method names in a path', () => {
@@ -753,12 +805,14 @@ test('redactUrl keeps ids, UUIDs, slugs and method names in a path', () => {
     'https://api.example.com/services/billing/backends/v2',
     'https://api.example.com/webhooks/settings/123456/edit',
     'https://api.example.com/robots/bot1/status',
+    'https://api.example.com/workflows/42/triggers/7/runs',
+    'https://api.example.com/hooks/catch-all/1/settings',
   ]) {
     assert.equal(redactUrl(url), url);
   }
 });
 
-test('a request to a path holding a Telegram, Slack or Discord token shows no token in the error, its JSON, the snapshot or the events', async () => {
+test('a request to a path holding a Telegram, Slack, Discord, Teams or Zapier token shows no token in the error, its JSON, the snapshot or the events', async () => {
   for (const path of TOKEN_PATHS) {
     await withServer(
       () => ({ status: 503, body: 'busy' }),
@@ -775,7 +829,7 @@ test('a request to a path holding a Telegram, Slack or Discord token shows no to
         assert.ok(error instanceof HttpStatusError, String(error));
         assert.match(error.message, /POST http:\/\/127\.0\.0\.1:\d+\/.*\[redacted\]/);
         for (const text of everythingShown(error, capture.last(server.origin), events)) {
-          for (const token of [TELEGRAM_TOKEN, SLACK_TOKEN, DISCORD_TOKEN]) {
+          for (const token of PATH_TOKENS) {
             assert.equal(text.includes(token), false, `token shown in: ${text}`);
           }
         }
@@ -787,7 +841,7 @@ test('a request to a path holding a Telegram, Slack or Discord token shows no to
     const error = await fetch(`http://127.0.0.1:${port}${path}`).catch((thrown: unknown) => thrown);
     assert.ok(error instanceof NetworkError, String(error));
     for (const text of everythingShown(error, undefined, events)) {
-      for (const token of [TELEGRAM_TOKEN, SLACK_TOKEN, DISCORD_TOKEN]) {
+      for (const token of PATH_TOKENS) {
         assert.equal(text.includes(token), false, `token shown in: ${text}`);
       }
     }
