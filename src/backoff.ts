@@ -44,7 +44,7 @@ export type Jitter = 'full' | 'equal' | 'decorrelated' | 'none' | `+${number}%`;
 export interface BackoffOptions {
   /**
    * The delay before the first retry, in ms (the centre of it, with jitter).
-   * Default 500. At least 0 and at most `maxMs`.
+   * Default 500, or `maxMs` when that is smaller. At least 0 and at most `maxMs`.
    */
   initialMs?: number | undefined;
   /**
@@ -198,13 +198,15 @@ type Resolved = { [K in keyof BackoffOptions]-?: Exclude<BackoffOptions[K], unde
 
 /**
  * A user's schedule over the default one (500 ms ×2 to 32 s) with the caller's
- * default jitter, field by field: an undefined field keeps its default, and an
+ * default jitter, field by field: an undefined field keeps its default, an
  * `initialMs` above the default cap raises the cap with it, so `{ initialMs: 60_000 }`
- * alone is valid. Retry's schedule, the breaker's open time and the start gate's
- * window use it.
+ * alone is valid, and a `maxMs` below the default first delay brings that delay down
+ * to it, so `{ maxMs: 100 }` alone is valid too (the resolved schedule passes
+ * `backoffSchema`, which retry, the breaker and the gate check it against). Retry's
+ * schedule, the breaker's open time and the start gate's window use it.
  */
 export function withDefaults(given: BackoffOptions | undefined, jitter: Jitter): Resolved {
-  const initialMs = given?.initialMs ?? DEFAULT_INITIAL_MS;
+  const initialMs = given?.initialMs ?? Math.min(DEFAULT_INITIAL_MS, given?.maxMs ?? Infinity);
   return {
     initialMs,
     factor: given?.factor ?? DEFAULT_FACTOR,

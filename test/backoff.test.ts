@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { type BackoffOptions, backoff, backoffSchema, type Jitter } from '../src/backoff.ts';
+import { type BackoffOptions, backoff, backoffSchema, type Jitter, withDefaults } from '../src/backoff.ts';
+import { circuitBreaker } from '../src/breaker.ts';
+import { createGate } from '../src/gate.ts';
+import { definePolicy } from '../src/policy.ts';
+import { retry } from '../src/retry.ts';
 
 /** A `random` that always returns `value`. */
 const fixed = (value: number) => (): number => value;
@@ -226,4 +230,19 @@ test('backoffSchema accepts JSON config and rejects anything else', () => {
   assert.deepEqual(backoffSchema.parse(config), { initialMs: 200, factor: 3, maxMs: 9000, jitter: '+30%' });
   assert.equal(backoffSchema.safeParse({ initialMs: () => 5 }).success, false);
   assert.equal(backoffSchema.safeParse({ jitter: 'sometimes' }).success, false);
+});
+
+test('a maxMs below the default initialMs brings initialMs down with it: retry(), the breaker, the gate and definePolicy() take { maxMs } alone, as backoff() does', () => {
+  const schedule = { maxMs: 100 };
+  // Each builds backoff(withDefaults(...)): a default initialMs of 500 over a cap of 100
+  // was refused there, naming a backoff() the user never called.
+  assert.doesNotThrow(() => retry({ backoff: schedule }));
+  assert.doesNotThrow(() => circuitBreaker({ open: schedule }));
+  assert.doesNotThrow(() => createGate({ schedule }));
+  const policy = definePolicy({ retry: { backoff: schedule }, breaker: { open: schedule } });
+  assert.equal(policy.resolved.retry.backoff.initialMs, 100);
+  // The resolved schedule passes the schema it came from.
+  assert.equal(backoffSchema.safeParse(policy.resolved.retry.backoff).success, true);
+  assert.deepEqual(withDefaults(schedule, 'none'), { initialMs: 100, factor: 2, maxMs: 100, jitter: 'none' });
+  assert.equal(backoff(schedule, fixed(0.5))(1), 100);
 });
