@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { test } from 'node:test';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { type Context, Hono } from 'hono';
 import { type ProxyHeaders, proxy } from '../adapters/hono/proxy.ts';
 import { definePolicy, type Policy } from '../src/policy.ts';
@@ -410,4 +411,155 @@ test('hop-by-hop headers reach neither side, even when headers copies the incomi
       },
     );
   }
+});
+
+/** The body every encoding test sends, before its content coding. */
+const PLAIN = 'the proxied body, the proxied body, the proxied body';
+/** PLAIN as one zstd frame (the zstd 1.5 CLI's): Node 20's node:zlib has no zstd, so the bytes are written out. */
+const PLAIN_ZSTD = Uint8Array.from(
+  '28b52ffd0458c50000907468652070726f7869656420626f64792c200100ca9961e6d87006'.match(/../g) ?? [],
+  (hex) => Number.parseInt(hex, 16),
+);
+/** A content coding no runtime knows: the body's bytes reversed. */
+const xCustom = (bytes: Uint8Array): Uint8Array => Uint8Array.from(bytes).reverse();
+const plainBytes = new TextEncoder().encode(PLAIN);
+
+/** PLAIN in each Content-Encoding an upstream may send (a list is applied left to right), as plain Uint8Arrays. */
+const ENCODED: Record<string, Uint8Array> = Object.fromEntries(
+  Object.entries({
+    gzip: gzipSync(PLAIN),
+    br: brotliCompressSync(PLAIN),
+    'x-gzip': gzipSync(PLAIN),
+    GZIP: gzipSync(PLAIN),
+    deflate: deflateSync(PLAIN),
+    zstd: PLAIN_ZSTD,
+    'x-custom': xCustom(plainBytes),
+    identity: plainBytes,
+    'gzip, br': brotliCompressSync(gzipSync(PLAIN)),
+    'gzip, identity': gzipSync(PLAIN),
+    'gzip,': gzipSync(PLAIN),
+    'x-custom, gzip': gzipSync(xCustom(plainBytes)),
+  }).map(([coding, bytes]) => [coding, new Uint8Array(bytes)]),
+);
+
+/**
+ * An upstream that ignores Accept-Encoding: it answers `/enc?coding=...` with PLAIN in
+ * that Content-Encoding, its Content-Length the encoded size.
+ */
+function encodingUpstream(req: { url: string }): { headers: Record<string, string>; body: Uint8Array } {
+  const coding = new URL(req.url, 'http://upstream').searchParams.get('coding') ?? '';
+  const body = ENCODED[coding] ?? new Uint8Array();
+  return {
+    headers: {
+      'content-type': 'text/plain',
+      'content-encoding': coding,
+      'content-length': String(body.length),
+    },
+    body,
+  };
+}
+
+/**
+ * GET through node:http, which decodes nothing: the status, headers and the bytes
+ * exactly as the proxy sent them (a fetch() client would decode them first).
+ */
+function rawGet(
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: IncomingHttpHeaders; body: Uint8Array }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(url, { headers }, (res) => {
+      const chunks: Uint8Array[] = [];
+      res.on('data', (chunk: Uint8Array) => chunks.push(chunk));
+      res.on('end', () =>
+        resolve({
+          status: res.statusCode ?? 0,
+          headers: res.headers,
+          body: new Uint8Array(Buffer.concat(chunks)),
+        }),
+      );
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test('whatever Content-Encoding an upstream that ignores Accept-Encoding sends, the client never gets still-encoded bytes without their label', async () => {
+  await withServer(encodingUpstream, async (up) => {
+    const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+    await withApp(proxyApp(up.origin, policy), async (server) => {
+      for (const [coding, encoded] of Object.entries(ENCODED)) {
+        const res = await rawGet(`${server.origin}/api/enc?coding=${encodeURIComponent(coding)}`);
+        if (res.status === 502) {
+          assert.equal(res.headers['content-type'], 'application/problem+json', coding);
+          continue;
+        }
+        assert.equal(res.status, 200, coding);
+        const label = res.headers['content-encoding'];
+        if (label === undefined) {
+          // Decoded by the runtime's fetch: the label is rightly gone.
+          assert.equal(
+            new TextDecoder().decode(res.body),
+            PLAIN,
+            `${coding}: unlabelled bytes are not the plain body`,
+          );
+        } else {
+          // Not decoded: the upstream's bytes under the upstream's label.
+          assert.equal(label, coding);
+          assert.deepEqual(res.body, encoded, coding);
+        }
+      }
+    });
+  });
+});
+
+test('a coding no runtime decodes (x-custom, or any list holding one) passes through with its Content-Encoding and Content-Length', async () => {
+  await withServer(encodingUpstream, async (up) => {
+    const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+    await withApp(proxyApp(up.origin, policy), async (server) => {
+      for (const coding of ['x-custom', 'x-custom, gzip']) {
+        const res = await rawGet(`${server.origin}/api/enc?coding=${encodeURIComponent(coding)}`);
+        assert.equal(res.status, 200, coding);
+        assert.equal(res.headers['content-encoding'], coding);
+        assert.equal(res.headers['content-length'], String(ENCODED[coding]?.length));
+        assert.deepEqual(res.body, ENCODED[coding], coding);
+      }
+    });
+  });
+});
+
+test('the upstream is asked for gzip or br only, what every runtime decodes, whatever the client or headers ask, and those answers reach the client decoded', async () => {
+  await withServer(encodingUpstream, async (up) => {
+    const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+    for (const headers of [undefined, { 'accept-encoding': 'identity' }]) {
+      await withApp(proxyApp(up.origin, policy, { headers }), async (server) => {
+        for (const coding of ['gzip', 'br']) {
+          const res = await rawGet(`${server.origin}/api/enc?coding=${coding}`, {
+            'accept-encoding': 'zstd',
+          });
+          assert.equal(res.status, 200, coding);
+          assert.equal(res.headers['content-encoding'], undefined, coding);
+          assert.equal(new TextDecoder().decode(res.body), PLAIN, coding);
+        }
+      });
+    }
+    assert.equal(up.requests.length, 4);
+    for (const seen of up.requests) assert.equal(seen.headers['accept-encoding'], 'gzip, br');
+  });
+});
+
+test('a coding some runtime decodes and another does not (deflate, x-gzip, zstd, GZIP, a list) was not asked for: a 502 problem on every runtime', async () => {
+  await withServer(encodingUpstream, async (up) => {
+    const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+    await withApp(proxyApp(up.origin, policy), async (server) => {
+      // GZIP: workerd decodes gzip in lower case only.
+      for (const coding of ['deflate', 'x-gzip', 'zstd', 'GZIP', 'gzip, br', 'gzip, identity', 'gzip,']) {
+        const res = await fetch(`${server.origin}/api/enc?coding=${encodeURIComponent(coding)}`);
+        const problem = await problemOf(res);
+        assert.equal(problem.status, 502, coding);
+        assert.match(String(problem.body.detail), /content coding/, coding);
+      }
+    });
+  });
 });

@@ -57,6 +57,33 @@ const HOP_HEADERS = [
   'expect',
 ];
 
+/**
+ * The content codings asked of the upstream, whatever the client or `headers` ask: the
+ * two every runtime's fetch decodes. hono/proxy removes the Content-Encoding of every
+ * response, trusting fetch to have decoded it, but what fetch decodes differs (measured
+ * November 2026, each sending gzip, br, x-gzip, deflate, zstd and lists to a loopback
+ * server): Node 20's undici gzip, x-gzip, deflate, br and lists of these; Deno 2.9 gzip
+ * and br (and nothing when the request says `Accept-Encoding: identity`); Bun 1.4 gzip,
+ * x-gzip, deflate, br and zstd; workerd gzip and br, in lower case only (Node, Deno and
+ * Bun read codings in any case, as RFC 9110 §8.4.1 says). Asked for more, an upstream could
+ * answer in a coding this runtime passes on still encoded, and the client would get
+ * compressed bytes labelled as plain.
+ */
+const ACCEPT_ENCODING = 'gzip, br';
+/**
+ * A response in one of these, alone and in lower case, was decoded by every runtime's
+ * fetch: its label is rightly gone.
+ */
+const DECODED_EVERYWHERE = ['gzip', 'br'];
+/**
+ * Codings, in any case, that some runtime's fetch decodes and another passes on encoded
+ * (see {@link ACCEPT_ENCODING}; a list of them only Node decodes): a response in these
+ * alone may or may not have been decoded here, and neither label could be trusted.
+ */
+const DECODED_SOMEWHERE = ['x-gzip', 'deflate', 'zstd', ...DECODED_EVERYWHERE];
+/** Tokens that name no coding: Bun decodes a list around them, Node and Deno do not. */
+const NO_CODING = ['identity', ''];
+
 /** Where to send a request: a fixed URL, or one built from the request. */
 export type ProxyTarget = string | URL | ((c: Context) => string | URL | Promise<string | URL>);
 
@@ -78,7 +105,8 @@ export interface ProxyOptions {
    * header, `undefined` removes one. Default: the incoming headers are forwarded as
    * they are (minus `Host`, `Expect` and hop-by-hop headers), credentials included; remove
    * them with `{ authorization: undefined, cookie: undefined }` when the upstream
-   * must not see them. `Expect` and hop-by-hop headers are never sent, even when set here.
+   * must not see them. `Expect` and hop-by-hop headers are never sent, even when set here;
+   * `Accept-Encoding` is always `gzip, br`, the codings every runtime's fetch decodes.
    */
   headers?: ProxyHeaders | ((c: Context) => ProxyHeaders) | undefined;
   /**
@@ -146,6 +174,12 @@ const targetSchema = z.custom<ProxyTarget>(
  *   of being forwarded again.
  * - A request body is a stream: retry resends it only if the policy sets
  *   `retry.replayBodyBytes` (GET and other bodiless requests are always replayable).
+ * - The upstream is asked for `Accept-Encoding: gzip, br`, which every runtime's fetch
+ *   decodes, so the client gets the body decoded. An upstream that answers in a coding
+ *   no fetch decodes (`x-custom`) passes it on with its `Content-Encoding` and
+ *   `Content-Length`; one that answers in a coding some runtime decodes and another
+ *   does not (`deflate`, `x-gzip`, `zstd`, `GZIP`, a list) gets a 502 problem: whether its
+ *   bytes were decoded here cannot be told, and either label could be wrong.
  *
  * @example
  * ```ts
@@ -195,8 +229,11 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     const url = typeof target === 'function' ? await target(c) : target;
     const edits = typeof changes === 'function' ? changes(c) : changes;
 
+    /** The upstream's response headers, before hono/proxy removes its Content-Encoding. */
+    let sent: Headers | undefined;
+
     /** hono/proxy built the request (hop-by-hop headers gone); send it on through the policy. */
-    function send(request: Request): Promise<Response> {
+    async function send(request: Request): Promise<Response> {
       const headers = new Headers(request.headers);
       for (const name of DROPPED_REQUEST_HEADERS) headers.delete(name);
       headers.append('via', via as string);
@@ -208,6 +245,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         }
       }
       for (const name of HOP_HEADERS) headers.delete(name);
+      headers.set('accept-encoding', ACCEPT_ENCODING);
       // Plain (input, init) rather than the Request: its headers may be immutable,
       // and breakwater's fast path keeps the init as given.
       const init: RequestInit & { duplex?: 'half' } = {
@@ -223,7 +261,9 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         init.body = request.body;
         init.duplex = 'half';
       }
-      return chained(request.url, init);
+      const response = await chained(request.url, init);
+      sent = response.headers;
+      return response;
     }
 
     try {
@@ -236,6 +276,30 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       // HTTP-date depends on the client's clock), and no longer than the cap, so an
       // upstream cannot send every client away for a day. hono/proxy's headers are mutable.
       const { headers } = response;
+      const coding = sent?.get('content-encoding');
+      // One coding every fetch decodes, in lower case (workerd's test is case-sensitive):
+      // hono/proxy rightly removed its label and length.
+      if (coding != null && !DECODED_EVERYWHERE.includes(coding)) {
+        // Split as undici splits it: lower case, on commas, trimmed.
+        const codings = coding
+          .toLowerCase()
+          .split(',')
+          .map((token) => token.trim())
+          .filter((token) => !NO_CODING.includes(token));
+        if (codings.length > 0 && codings.every((token) => DECODED_SOMEWHERE.includes(token))) {
+          await response.body?.cancel();
+          return problemResponse({
+            status: 502,
+            title: 'Bad Gateway',
+            detail: 'the upstream answered in a content coding this proxy cannot pass on',
+          });
+        }
+        // No fetch decodes a coding it does not know (undici stops at the first): the
+        // bytes are the upstream's, so are their label and length.
+        headers.set('content-encoding', coding);
+        const length = sent?.get('content-length');
+        if (length != null) headers.set('content-length', length);
+      }
       headers.delete('proxy-connection');
       const waitMs =
         headers.has('retry-after') || headers.has('retry-after-ms') ? retryDelay(headers) : undefined;
