@@ -9,7 +9,7 @@
 
 import * as z from 'zod/mini';
 import type { Call } from './call.ts';
-import { BreakwaterError, isAbort, requestSummary } from './errors.ts';
+import { BreakwaterError, requestSummary } from './errors.ts';
 import { normalizeNetworkError } from './network.ts';
 
 /**
@@ -94,6 +94,21 @@ function eventEnd(chunk: Uint8Array, last: number, prior: number): number {
 }
 
 /**
+ * What a read of `call`'s body that rejected with `error` fails with. A body that broke
+ * mid-way (a reset, a server gone) is a network failure like any other, in the response
+ * phase: the runtime's own error (Node's `terminated`, Deno's `error reading a body from
+ * connection`, Bun's `ECONNRESET`) names no request. Once the caller has aborted, its own
+ * reason (DESIGN §4), even when the read failed on a break that came first: Node and Bun
+ * report the break, Deno the abort. Anything else as it is.
+ */
+function broken(error: unknown, call: Call): unknown {
+  const signal = call.callerSignal;
+  return signal?.aborted
+    ? signal.reason
+    : (normalizeNetworkError(error, requestSummary(call.key, call.method, call.url), 'body') ?? error);
+}
+
+/**
  * `response` with its body failed once it passes `maxBytes`: a `BreakwaterError` with
  * code `RESPONSE_TOO_LARGE` naming the request and the limit, which the SDK's read
  * (`response.json()`, its SSE parser) rejects with. The rest is cancelled, so the
@@ -140,15 +155,7 @@ export function limitedBody(response: Response, maxBytes: number, call: Call, en
         let whole: Uint8Array | undefined;
         if (size <= maxBytes) {
           const next = await reader.read().catch((error: unknown) => {
-            // A body that broke mid-way (a reset, a server gone) is a network failure like
-            // any other, in the response phase: the runtime's own error (Node's `terminated`,
-            // Deno's `error reading a body from connection`, Bun's `ECONNRESET`) names no
-            // request. A caller's abort stays its own reason (DESIGN §4).
-            throw (
-              (!isAbort(error, call.signal) &&
-                normalizeNetworkError(error, requestSummary(call.key, call.method, call.url), 'body')) ||
-              error
-            );
+            throw broken(error, call);
           });
           if (next.done) return controller.close();
           const chunk = next.value;

@@ -728,3 +728,26 @@ test('maxResponseBytes must be a whole number of bytes above 0, or Infinity', ()
   }
   assert.equal(typeof a2aFetch(policy, { maxResponseBytes: Infinity }), 'function');
 });
+
+test('a caller who aborts after its answer’s connection broke, before reading on, gets its own reason from the body, not a NetworkError', async () => {
+  await withServer(
+    always({ reset: 'mid-body', headers: { 'content-type': 'application/json' }, body: '{"jsonrpc":"2.0",' }),
+    async ({ origin }) => {
+      const fetch = a2aFetch(definePolicy({ name: 'agent', retry: false, breaker: false }));
+      const controller = new AbortController();
+      const response = await fetch(`${origin}/a2a`, {
+        method: 'POST',
+        body: '{}',
+        signal: controller.signal,
+      });
+      const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+      await reader.read();
+      // The reset lands while the caller is busy with the first chunk; then it aborts. Node
+      // and Bun still fail the next read with the break, Deno with the abort's reason.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      const reason = Object.assign(new Error('the user left'), { code: 'ECONNRESET' });
+      controller.abort(reason);
+      assert.equal(await reader.read().catch((e: unknown) => e), reason);
+    },
+  );
+});
