@@ -19,6 +19,7 @@ import * as z from 'zod/mini';
 import { functionOption, isFunction, validate } from '../../src/options.ts';
 import { type JsonValue, memoryStore, type Store } from '../../src/store.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
+import { sha256Hex } from './digest.ts';
 import { problemResponse } from './problem.ts';
 import { RUN_TO_END } from './upstream.ts';
 
@@ -302,12 +303,6 @@ function parseKey(value: string): string | undefined {
     if (key.length > MAX_KEY_CHARS) return key;
   }
   return undefined;
-}
-
-/** SHA-256 of `parts` joined (strings as UTF-8), as lower-case hex. */
-async function sha256Hex(...parts: BlobPart[]): Promise<string> {
-  const digest = await crypto.subtle.digest('SHA-256', await new Blob(parts).arrayBuffer());
-  return Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, '0')).join('');
 }
 
 /**

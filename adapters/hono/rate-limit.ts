@@ -13,6 +13,7 @@ import * as z from 'zod/mini';
 import { functionOption, isFunction, validate } from '../../src/options.ts';
 import { memoryStore, type Store } from '../../src/store.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
+import { sha256Hex } from './digest.ts';
 import { problemResponse, retryAfterSeconds } from './problem.ts';
 
 /**
@@ -213,10 +214,7 @@ function clientNetwork(id: string): string {
  * differing only there would share a bucket; JSON escapes them (ES2019).
  */
 async function digestId(id: string): Promise<string> {
-  const digest = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(JSON.stringify(id)));
-  return (
-    DIGEST_PREFIX + Array.from(new Uint8Array(digest), (byte) => byte.toString(16).padStart(2, '0')).join('')
-  );
+  return DIGEST_PREFIX + (await sha256Hex(JSON.stringify(id)));
 }
 
 /**
