@@ -8,10 +8,13 @@
  */
 
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import process from 'node:process';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { type RunSummary, reportHtml } from '../examples/demo/report.ts';
 import { CALL_HEADER, type StormScript, startStorm, stormScript } from '../examples/demo/storm.ts';
 import { type ExampleRun, runExample } from './helpers/example.ts';
@@ -196,6 +199,56 @@ test('the demo refuses an --html file it cannot write before running anything, w
     assert.match(run.stderr, /--html: cannot write .*report\.html/);
     assert.match(run.stderr, /--help/);
     assert.equal(run.stdout, '', 'nothing ran');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+/**
+ * Starts the demo with `args`, sends it SIGINT (Ctrl-C) as soon as it writes to stderr
+ * (the first client's progress line, mid-storm), and resolves when it has exited.
+ */
+function interruptedDemo(
+  args: string[],
+): Promise<{ code: number | null; signal: string | null; stderr: string }> {
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  // Under Deno and Bun, process.execPath is their own binary: the demo runs on the `node` on PATH.
+  const node =
+    process.versions.deno === undefined && process.versions.bun === undefined ? process.execPath : 'node';
+  return new Promise((resolve, reject) => {
+    const child = spawn(node, ['--import', 'tsx', join(root, 'examples', 'demo', 'main.ts'), ...args], {
+      cwd: root,
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => {
+      if (stderr === '') child.kill('SIGINT');
+      stderr += chunk;
+    });
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code, signal, stderr }));
+  });
+}
+
+test('a demo interrupted with Ctrl-C (SIGINT) mid-run leaves no --html file behind, and an earlier report untouched', async () => {
+  const dir = await mkdtemp(join(tmpdir(), 'breakwater-demo-'));
+  try {
+    const fresh = join(dir, 'fresh.html');
+    const earlier = join(dir, 'earlier.html');
+    await writeFile(earlier, 'earlier report');
+    // Not --quiet: the first progress line is the cue to interrupt.
+    const interrupted = ['--calls', '120', '--seed', '1', '--storm-ms', '2000', '--storm-only', '--html'];
+    const runs = await Promise.all([
+      interruptedDemo([...interrupted, fresh]),
+      interruptedDemo([...interrupted, earlier]),
+    ]);
+    for (const run of runs) {
+      assert.match(run.stderr, /calls {2}ok/, `interrupted before its first progress line:\n${run.stderr}`);
+      assert.ok(run.signal === 'SIGINT' || run.code === 130, `exit ${run.code} ${run.signal}: ${run.stderr}`);
+    }
+    await assert.rejects(stat(fresh), { code: 'ENOENT' }, 'the interrupted run left a report file behind');
+    assert.equal(await readFile(earlier, 'utf8'), 'earlier report');
   } finally {
     await rm(dir, { recursive: true, force: true });
   }

@@ -12,6 +12,7 @@
  * the upstream resets sockets through node:http.
  */
 
+import { unlinkSync } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 import process from 'node:process';
 import { parseArgs } from 'node:util';
@@ -41,6 +42,8 @@ const PROGRESS_EVERY_MS = 100;
 const STORM_TITLE = 'Act 1: an order API in a storm';
 /** Exit code for a bad command line (as most CLIs: 2 = usage error). */
 const EXIT_USAGE = 2;
+/** Signals that end a run early (Ctrl-C, `kill`): the `--html` file is seen to first. */
+const INTERRUPTS = ['SIGINT', 'SIGTERM'] as const;
 
 const HELP = `breakwater demo, in three acts, each comparing breakwater with what people ship:
   1. the same workload through plain fetch, a naive retry loop and breakwater, against
@@ -197,23 +200,92 @@ function summarize(
   };
 }
 
+/** The `--html` file from before the run until its report is in it. */
+interface ReportFile {
+  /** Replaces the file's content with `html` (a pipe or a terminal takes it as it comes). */
+  write(html: string): Promise<void>;
+  /** Closes the file; removes it if this run created it and wrote no report. */
+  close(): Promise<void>;
+}
+
+/** Opens `path` to append, creating it if need be; says whether it did. */
+async function openOrCreate(path: string): Promise<{ handle: FileHandle; created: boolean }> {
+  try {
+    return { handle: await open(path, 'wx'), created: true };
+  } catch (error) {
+    if ((error as { code?: string }).code !== 'EEXIST') throw error;
+    return { handle: await open(path, 'a'), created: false };
+  }
+}
+
 /**
  * The `--html` file, opened for writing before anything runs: a path that cannot be
  * written (a missing directory, no permission, a directory) is a usage error now,
  * not a crash after a 20 s run. Opened to append, so an earlier report stays whole
- * until this run has one to replace it with.
+ * until this run has one to replace it with. A run that ends before then, by Ctrl-C,
+ * SIGTERM or a crash, leaves no empty file behind (the one this run created is
+ * removed) and an earlier report as it was; a signal that comes while the report is
+ * being written waits for the write, so the file never holds half a page.
  */
-async function openReport(path: string): Promise<FileHandle> {
+async function openReport(path: string): Promise<ReportFile> {
+  let handle: FileHandle;
+  let created: boolean;
   try {
-    return await open(path, 'a');
+    ({ handle, created } = await openOrCreate(path));
   } catch (error) {
     const { code, message } = error as Error & { code?: string };
     throw new UsageError(`--html: cannot write ${path} (${code ?? message})`);
   }
+  let state: 'empty' | 'writing' | 'written' = 'empty';
+  let deferred: string | undefined;
+  const removeIfEmpty = (): void => {
+    if (!created || state !== 'empty') return;
+    try {
+      unlinkSync(path);
+    } catch {
+      // Already gone (someone removed it meanwhile): nothing to tidy.
+    }
+  };
+  const unguard = (): void => {
+    for (const signal of INTERRUPTS) process.off(signal, onSignal);
+  };
+  // Synchronous: the process ends right after, by the same signal, with no listener left.
+  function onSignal(signal: string): void {
+    if (state === 'writing') {
+      deferred = signal;
+      return;
+    }
+    removeIfEmpty();
+    unguard();
+    process.kill(process.pid, signal);
+  }
+  for (const signal of INTERRUPTS) process.on(signal, onSignal);
+  return {
+    async write(html) {
+      // A regular file is replaced whole; a pipe or a terminal (`--html /dev/stdout`)
+      // cannot be truncated (EINVAL) and takes the page as it comes, so a signal need
+      // not wait for it (its reader may never drain it).
+      const regular = (await handle.stat()).isFile();
+      state = regular ? 'writing' : 'written';
+      try {
+        if (regular) await handle.truncate(0);
+        await handle.writeFile(html);
+      } finally {
+        state = 'written';
+        unguard();
+        if (deferred !== undefined) process.kill(process.pid, deferred);
+      }
+    },
+    async close() {
+      unguard();
+      await handle.close();
+      removeIfEmpty();
+    },
+  };
 }
 
 /** Act 1: the workload through each client in turn, against a fresh storm each. */
-async function runStorm(settings: Settings, report: FileHandle | undefined): Promise<RunSummary[]> {
+async function runStorm(settings: Settings, report: ReportFile | undefined): Promise<RunSummary[]> {
   const script = stormScript(settings.seed, settings.stormMs);
   const plan = planWorkload(settings.seed, settings.calls, settings.stormMs);
   const orders = plan.filter((call) => call.method === 'POST').length;
@@ -253,10 +325,7 @@ async function runStorm(settings: Settings, report: FileHandle | undefined): Pro
     `${settings.quiet ? '' : '\n'}${formatTable(runs)}\n\n${formatFailures(runs)}\n\n${formatNotes(settings.concurrency)}\n`,
   );
   if (report !== undefined) {
-    // A regular file is replaced whole; a pipe or a terminal (`--html /dev/stdout`)
-    // cannot be truncated (EINVAL) and takes the page as it comes.
-    if ((await report.stat()).isFile()) await report.truncate(0);
-    await report.writeFile(reportHtml(runs, script, settings));
+    await report.write(reportHtml(runs, script, settings));
     process.stdout.write(`\nHTML report: ${settings.html}\n`);
   }
   return runs;
@@ -294,7 +363,7 @@ async function runActs(quiet: boolean): Promise<string[]> {
 
 async function main(): Promise<void> {
   let settings: Settings | 'help';
-  let report: FileHandle | undefined;
+  let report: ReportFile | undefined;
   try {
     settings = parseSettings(process.argv.slice(2));
     if (settings !== 'help' && settings.html !== undefined) report = await openReport(settings.html);
