@@ -21,7 +21,7 @@ import {
 } from './backoff.ts';
 import type { Call, Middleware, Next } from './call.ts';
 import { type Classification, classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
-import { BreakwaterError, RetryAfterTooLongError, requestSummary } from './errors.ts';
+import { BreakwaterError, RetryAfterTooLongError, requestSummary, type TimeoutError } from './errors.ts';
 import type { GiveUpReason } from './events.ts';
 import { validate } from './options.ts';
 import { sleep } from './sleep.ts';
@@ -287,7 +287,15 @@ export function retry(options: RetryOptions = {}): Retry {
         budget.tokens = Math.max(0, budget.tokens - 1);
       }
       const delay = serverDelay ?? schedule(call.attempt, previousDelay);
-      const why = verdict.retryable ? refusal(call, verdict, budget, delay, invited) : 'not-retryable';
+      // A timeout of scope 'total' (the one classify() calls final: an attempt's is
+      // retryable) is the call's deadline passing, which is what stops this retry: in
+      // definePolicy()'s chain the total deadline has no timer of its own, and the attempt
+      // timeout inside ends the last attempt at it.
+      const why = verdict.retryable
+        ? refusal(call, verdict, budget, delay, invited)
+        : (outcome as { error?: TimeoutError }).error?.scope === 'total'
+          ? 'deadline'
+          : 'not-retryable';
       const reason = describeOutcome(outcome);
       if (why !== undefined) {
         budget.giveUps++;

@@ -5,6 +5,7 @@ import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { HttpStatusError, NetworkError, RetryAfterTooLongError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
+import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { sleep } from '../src/sleep.ts';
 import { throwOnStatus } from '../src/status.ts';
@@ -656,4 +657,41 @@ test('a caller who aborts gets its own abort reason from retry() even when the f
       assert.equal(server.requests.length, 1);
     },
   );
+});
+
+test('a call whose total deadline passes during an attempt of definePolicy()’s chain gives up for the deadline, not as not retryable', async () => {
+  // definePolicy() sets the total deadline without a timer (deadline()): the attempt
+  // timeout inside retry() ends the last attempt at it, with a TimeoutError of scope
+  // 'total'. retry() is the layer that stops there, and what stopped it is the deadline:
+  // the give-up must say so, as it does when a backoff wait would pass the deadline.
+  for (const first of [{ hang: true } as const, { status: 503 }]) {
+    await withServer(sequence(first, { hang: true }), async (server) => {
+      const events: BreakwaterEvent[] = [];
+      const policy = definePolicy({
+        name: 'k',
+        retry: { backoff: fast },
+        timeout: { attemptMs: 1000, totalMs: 100 },
+      });
+      const fetch = policy.fetch(undefined, { onEvent: (event) => events.push(event) });
+      await assert.rejects(fetch(`${server.origin}/x`), (error: unknown) => {
+        assert.ok(error instanceof TimeoutError);
+        assert.equal(error.scope, 'total');
+        return true;
+      });
+      const label = `first answer ${JSON.stringify(first)}`;
+      const giveUps = events.filter((event) => event.type === 'give-up');
+      assert.deepEqual(
+        giveUps.map(({ why, reason }) => ({ why, reason })),
+        [{ why: 'deadline', reason: 'TIMEOUT' }],
+        label,
+      );
+      const retried = 'status' in first ? 1 : 0;
+      assert.deepEqual(
+        policy.stats('k').retry,
+        { tokens: 10 - retried, retries: retried, giveUps: 1 },
+        label,
+      );
+      assert.equal(server.requests.length, 1 + retried, label);
+    });
+  }
 });
