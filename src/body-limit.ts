@@ -239,9 +239,11 @@ function rebuilt(response: Response, body: ReadableStream<Uint8Array>, cut?: boo
  * after now (the policy's `capture.bodyWaitMs`: a body still coming by then is a
  * stalled one, and the SDK would wait for its end with no deadline of its own). It
  * keeps what arrived; the rest is cancelled, so the connection is let go. The timer
- * ends with the body, whichever way (read, cut, broken, cancelled).
+ * ends with the body, whichever way (read, cut, broken, cancelled). A body that breaks
+ * mid-way fails as in {@link limitedBody}: with a `NetworkError` naming `call`'s request
+ * (the A2A SDK throws its read's error as it is), or the caller's abort reason.
  */
-export function cappedFailure(response: Response, waitMs: number): Response {
+export function cappedFailure(response: Response, waitMs: number, call: Call): Response {
   const source = response.body;
   if (!source) return response;
   const reader = source.getReader();
@@ -264,7 +266,7 @@ export function cappedFailure(response: Response, waitMs: number): Response {
     async pull(controller) {
       const next = await reader.read().catch((error: unknown) => {
         stop();
-        throw error;
+        throw broken(error, call);
       });
       // Ended at the deadline while this read waited.
       if (done) return;

@@ -997,3 +997,38 @@ test('a caller’s abort of a message stream mid-way comes back as its own reaso
     assert.equal(error, reason);
   });
 });
+
+test('a failure answer whose body breaks mid-way fails a message stream with a NetworkError naming the request, not the runtime’s raw error', async () => {
+  await withServer(
+    (req) => {
+      if (req.method === 'GET') {
+        const card = cardFor(`http://${req.headers.host}`);
+        const body = JSON.stringify({ ...card, capabilities: { ...card.capabilities, streaming: true } });
+        return { headers: { 'content-type': 'application/json' }, body };
+      }
+      // The SDK reads a failure's whole body into its error; this one breaks after its start.
+      return {
+        reset: 'mid-body',
+        status: 503,
+        headers: { 'content-type': 'application/json' },
+        body: '{"error":',
+      };
+    },
+    async ({ origin }) => {
+      const client = await createA2AClient(origin, { policy: definePolicy({ name: 'echo', retry: false }) });
+      const error = await (async () => {
+        for await (const _ of client.sendMessageStream(userMessage('hi'))) {
+        }
+      })().catch((e: unknown) => e);
+      assert.ok(error instanceof NetworkError, String(error));
+      assert.equal(error.phase, 'response');
+      assert.equal(error.sent, 'maybe');
+      // Node and Bun say the peer reset the connection; Deno says only `error reading a body from connection`.
+      assert.match(error.code, /^(?:ECONNRESET|ENETWORK)$/);
+      assert.match(
+        error.message,
+        /^POST http:\/\/127\.0\.0\.1:\d+\/a2a \(server "echo"\) failed: network error/,
+      );
+    },
+  );
+});

@@ -117,7 +117,9 @@ export function a2aIdempotent(): Middleware {
 export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPONSE_BYTES): Middleware {
   return async function limitBodies(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
-    return response.status >= 400 ? cappedFailure(response, waitMs) : limitedBody(response, maxBytes, call);
+    return response.status >= 400
+      ? cappedFailure(response, waitMs, call)
+      : limitedBody(response, maxBytes, call);
   };
 }
 

@@ -256,7 +256,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
           ids = idsOf(JSON.parse(body));
       } catch {}
       if (failures.push({ said, ids }) > MAX_FAILURES) failures.shift();
-      return cappedFailure(response, waitMs);
+      return cappedFailure(response, waitMs, call);
     }
     return limitedBody(response, maxBytes, call, ending);
   }
