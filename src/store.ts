@@ -112,24 +112,31 @@ function fail(method: string, problem: string, Type: ErrorConstructor = TypeErro
 }
 
 /**
+ * A `JSON.stringify` replacer that throws at a NaN or ±Infinity, at any depth: JSON
+ * would write null in its place (`{ count: NaN }` is a well-typed JsonValue that would
+ * come back `{ count: null }`), so the value is refused rather than changed.
+ */
+function finite(_key: string, inner: unknown): unknown {
+  if (typeof inner === 'number' && !Number.isFinite(inner)) throw inner;
+  return inner;
+}
+
+/**
  * `value` as an entry expiring `ttlMs` after `at` (never without a TTL), or a
  * `TypeError` if JSON would not give the value back unchanged.
  */
 function encode(value: unknown, method: string, ttlMs?: unknown, at = 0): Entry {
   let json: string | undefined;
-  // JSON would turn NaN and ±Infinity into null: refuse rather than change the value.
-  let ok =
-    value === null || typeof value === 'string' || typeof value === 'boolean' || Number.isFinite(value);
-  if (!ok && typeof value === 'object') {
-    try {
-      json = JSON.stringify(value);
-    } catch {
-      // BigInt and cycles: reported below, without the runtime's wording.
-    }
-    ok = typeof json === 'string';
+  try {
+    json = JSON.stringify(value, finite);
+  } catch {
+    // BigInt, cycles and non-finite numbers: reported below, without the runtime's wording.
   }
-  if (!ok) fail(method, `the value must be JSON-serialisable (got ${describeValue(value)})`);
-  return { v: json ?? (value as Entry['v']), j: json !== undefined, exp: expiry(ttlMs, at, method) };
+  // undefined, functions and symbols have no JSON at all.
+  if (json === undefined) fail(method, `the value must be JSON-serialisable (got ${describeValue(value)})`);
+  // A primitive is kept as it is (increment adds to it), an object or array as its text.
+  const text = typeof value === 'object' && value !== null;
+  return { v: text ? json : (value as Entry['v']), j: text, exp: expiry(ttlMs, at, method) };
 }
 
 function checkKey(key: unknown, method: string): void {

@@ -331,3 +331,21 @@ test('any sequence of operations behaves like a plain map with expiry times', as
     { numRuns: 200 },
   );
 });
+
+test('a NaN or Infinity inside an object or array is refused, as at the top: JSON would store null in its place', async () => {
+  const store = memoryStore();
+  // Type-correct values (NaN is a number): a count gone wrong, a ratio divided by zero.
+  const bad: JsonValue[] = [
+    { count: Number.NaN },
+    [1, Number.POSITIVE_INFINITY],
+    { window: { ratio: Number.NEGATIVE_INFINITY } },
+  ];
+  for (const value of bad) {
+    await assert.rejects(store.set('k', value), TypeError);
+    await assert.rejects(store.compareAndSet('k', undefined, value), TypeError);
+  }
+  assert.equal(await store.get('k'), undefined, 'nothing was stored, not { count: null }');
+  await store.set('k', { count: 0 });
+  await assert.rejects(store.compareAndSet('k', { count: Number.NaN }, { count: 1 }), TypeError);
+  assert.deepEqual(await store.get('k'), { count: 0 });
+});
