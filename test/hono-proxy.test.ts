@@ -563,3 +563,38 @@ test('a coding some runtime decodes and another does not (deflate, x-gzip, zstd,
     });
   });
 });
+
+test('an answer with no body (to HEAD, a 204, a 304) gets no 502 whatever its Content-Encoding: it has no bytes to be left encoded', async () => {
+  // The same upstream that ignores Accept-Encoding, answering HEAD, DELETE (204) and a
+  // conditional GET (304) with the label of the body it would send.
+  const bodiless = (req: { method: string; url: string; headers: Record<string, unknown> }) => {
+    const { headers, body } = encodingUpstream(req);
+    if (req.method === 'DELETE')
+      return { status: 204, headers: { 'content-encoding': headers['content-encoding'] ?? '' } };
+    if (req.headers['if-none-match'] === '"v1"') {
+      return {
+        status: 304,
+        headers: { 'content-encoding': headers['content-encoding'] ?? '', etag: '"v1"' },
+      };
+    }
+    return { headers: { ...headers, etag: '"v1"' }, body };
+  };
+  await withServer(bodiless, async (up) => {
+    const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+    await withApp(proxyApp(up.origin, policy), async (server) => {
+      for (const coding of ['deflate', 'x-gzip', 'zstd', 'GZIP', 'gzip, br']) {
+        const url = `${server.origin}/api/enc?coding=${encodeURIComponent(coding)}`;
+        const head = await fetch(url, { method: 'HEAD' });
+        assert.equal(head.status, 200, `HEAD ${coding}`);
+        const deleted = await fetch(url, { method: 'DELETE' });
+        assert.equal(deleted.status, 204, `DELETE ${coding}`);
+        const notModified = await fetch(url, { headers: { 'if-none-match': '"v1"' } });
+        assert.equal(notModified.status, 304, `304 ${coding}`);
+        assert.equal(notModified.headers.get('etag'), '"v1"', coding);
+        // As for gzip: a cache that updates its stored copy's headers from a 304 must
+        // not relabel the decoded body it keeps (RFC 9111 §3.2).
+        assert.equal(notModified.headers.get('content-encoding'), null, coding);
+      }
+    });
+  });
+});

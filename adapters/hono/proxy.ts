@@ -179,7 +179,8 @@ const targetSchema = z.custom<ProxyTarget>(
  *   no fetch decodes (`x-custom`) passes it on with its `Content-Encoding` and
  *   `Content-Length`; one that answers in a coding some runtime decodes and another
  *   does not (`deflate`, `x-gzip`, `zstd`, `GZIP`, a list) gets a 502 problem: whether its
- *   bytes were decoded here cannot be told, and either label could be wrong.
+ *   bytes were decoded here cannot be told, and either label could be wrong. An answer
+ *   with no body (to HEAD, a 204, a 304) has no such bytes: it goes on without the label.
  *
  * @example
  * ```ts
@@ -287,18 +288,24 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
           .map((token) => token.trim())
           .filter((token) => !NO_CODING.includes(token));
         if (codings.length > 0 && codings.every((token) => DECODED_SOMEWHERE.includes(token))) {
-          await response.body?.cancel();
-          return problemResponse({
-            status: 502,
-            title: 'Bad Gateway',
-            detail: 'the upstream answered in a content coding this proxy cannot pass on',
-          });
+          // An answer with no body (to HEAD, a 204, a 304) has no bytes a fetch could have
+          // left encoded: it goes on without the label, as gzip's does (a cache updating
+          // its stored copy's headers from a 304 must not relabel the body it keeps).
+          if (response.body !== null) {
+            await response.body.cancel();
+            return problemResponse({
+              status: 502,
+              title: 'Bad Gateway',
+              detail: 'the upstream answered in a content coding this proxy cannot pass on',
+            });
+          }
+        } else {
+          // No fetch decodes a coding it does not know (undici stops at the first): the
+          // bytes are the upstream's, so are their label and length.
+          headers.set('content-encoding', coding);
+          const length = sent?.get('content-length');
+          if (length != null) headers.set('content-length', length);
         }
-        // No fetch decodes a coding it does not know (undici stops at the first): the
-        // bytes are the upstream's, so are their label and length.
-        headers.set('content-encoding', coding);
-        const length = sent?.get('content-length');
-        if (length != null) headers.set('content-length', length);
       }
       headers.delete('proxy-connection');
       const waitMs =
