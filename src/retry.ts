@@ -270,7 +270,8 @@ export function retry(options: RetryOptions = {}): Retry {
       // its error: no give-up or retry event for a call already reported, and no token
       // from the server's budget for a retry the caller left.
       if (signal?.aborted) {
-        if ('response' in outcome) await outcome.response.body?.cancel().catch(() => {});
+        // Cancelled, not waited for (see below).
+        if ('response' in outcome) outcome.response.body?.cancel().catch(() => {});
         throw signal.reason;
       }
       const budget = budgetFor(call.key);
@@ -313,9 +314,14 @@ export function retry(options: RetryOptions = {}): Retry {
         });
       }
 
-      if ('response' in outcome) await outcome.response.body?.cancel().catch(() => {});
-      // Nor does a pass that ended while the body was cancelled. (Not throwIfAborted(): a
-      // custom fetch may take a polyfill's signal, which lacks it.)
+      // The dropped answer's body is cancelled, so its connection is freed, but not waited
+      // for: a cancel settles only once the body's source has cancelled, which a relayed
+      // stream (a custom fetch, a proxy, a mock) may take long to do, or never, and nobody
+      // reads that answer. A caller's abort must end the call at once.
+      if ('response' in outcome) outcome.response.body?.cancel().catch(() => {});
+      // No retry event for a pass the cancel ended either: the body's source is told at
+      // once, and its cancel may abort. (Not throwIfAborted(): a custom fetch may take a
+      // polyfill's signal, which lacks it.)
       if (signal?.aborted) throw signal.reason;
       call.emit({
         type: 'retry',

@@ -695,3 +695,43 @@ test('a call whose total deadline passes during an attempt of definePolicy()’s
     });
   }
 });
+
+test('a caller’s abort ends retry() at once even when the dropped answer’s body is slow to cancel', async () => {
+  // A body's cancel() settles only when its source's cancel does: a custom fetch that
+  // relays another stream (a proxy, a mock) may take long or never. Nobody reads that
+  // answer, and the caller left: retry() must not wait for the cancel, whether the abort
+  // came while the attempt ran (a fetch that ignores the signal) or during the cancel.
+  for (const when of ['attempt', 'cancel']) {
+    const controller = new AbortController();
+    const reason = new Error('agent turn cancelled');
+    let sends = 0;
+    const relay: FetchLike = async () => {
+      sends++;
+      if (when === 'attempt') controller.abort(reason);
+      const body = new ReadableStream({
+        cancel() {
+          if (when === 'cancel') controller.abort(reason);
+          return new Promise<void>(() => {});
+        },
+      });
+      return new Response(body, { status: 503 });
+    };
+    const fetch = createFetch({
+      fetch: relay,
+      use: [retry({ backoff: { initialMs: 5000, jitter: 'none' } })],
+    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const outcome = await Promise.race([
+      fetch('http://127.0.0.1:9/x', { signal: controller.signal }).then(
+        () => 'a response',
+        (error: unknown) => (error === reason ? 'the caller’s reason' : String(error)),
+      ),
+      new Promise((resolve) => {
+        timer = setTimeout(() => resolve('still waiting after 200 ms'), 200);
+      }),
+    ]);
+    clearTimeout(timer);
+    assert.equal(outcome, 'the caller’s reason', `abort during the ${when}`);
+    assert.equal(sends, 1, `abort during the ${when}`);
+  }
+});
