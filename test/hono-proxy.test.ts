@@ -598,3 +598,21 @@ test('an answer with no body (to HEAD, a 204, a 304) gets no 502 whatever its Co
     });
   });
 });
+
+test('the 502 for a content coding the proxy cannot pass on says x-should-retry: false: the upstream ran the request and answers a resend the same', async () => {
+  await withServer(encodingUpstream, async (up) => {
+    const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+    await withApp(proxyApp(up.origin, policy), async (server) => {
+      const client = definePolicy({
+        name: 'client',
+        retry: { attempts: 3, backoff: { initialMs: 1, maxMs: 5 } },
+      }).fetch();
+      const res = await client(`${server.origin}/api/enc?coding=deflate`);
+      assert.equal(res.status, 502);
+      await res.body?.cancel();
+      // One upstream request: each resend would run it again, for the same 502.
+      assert.equal(up.requests.length, 1);
+      assert.equal(res.headers.get('x-should-retry'), 'false');
+    });
+  });
+});

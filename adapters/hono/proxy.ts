@@ -83,6 +83,12 @@ const DECODED_EVERYWHERE = ['gzip', 'br'];
 const DECODED_SOMEWHERE = ['x-gzip', 'deflate', 'zstd', ...DECODED_EVERYWHERE];
 /** Tokens that name no coding: Bun decodes a list around them, Node and Deno do not. */
 const NO_CODING = ['identity', ''];
+/**
+ * What the 502 for a coding it cannot pass on tells a client: do not resend. The upstream
+ * ran the request and would answer a resend in the same coding, and 502 is retryable to
+ * breakwater's retry() and most SDKs: each resend would run it upstream again for nothing.
+ */
+const NOT_RETRYABLE = { 'x-should-retry': 'false' };
 
 /** Where to send a request: a fixed URL, or one built from the request. */
 export type ProxyTarget = string | URL | ((c: Context) => string | URL | Promise<string | URL>);
@@ -179,8 +185,10 @@ const targetSchema = z.custom<ProxyTarget>(
  *   no fetch decodes (`x-custom`) passes it on with its `Content-Encoding` and
  *   `Content-Length`; one that answers in a coding some runtime decodes and another
  *   does not (`deflate`, `x-gzip`, `zstd`, `GZIP`, a list) gets a 502 problem: whether its
- *   bytes were decoded here cannot be told, and either label could be wrong. An answer
- *   with no body (to HEAD, a 204, a 304) has no such bytes: it goes on without the label.
+ *   bytes were decoded here cannot be told, and either label could be wrong. It says
+ *   `x-should-retry: false`: a resend would run it upstream again, for the same answer.
+ *   An answer with no body (to HEAD, a 204, a 304) has no such bytes: it goes on without
+ *   the label.
  *
  * @example
  * ```ts
@@ -293,11 +301,15 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
           // its stored copy's headers from a 304 must not relabel the body it keeps).
           if (response.body !== null) {
             await response.body.cancel();
-            return problemResponse({
-              status: 502,
-              title: 'Bad Gateway',
-              detail: 'the upstream answered in a content coding this proxy cannot pass on',
-            });
+            return problemResponse(
+              {
+                status: 502,
+                title: 'Bad Gateway',
+                detail: 'the upstream answered in a content coding this proxy cannot pass on',
+              },
+              undefined,
+              NOT_RETRYABLE,
+            );
           }
         } else {
           // No fetch decodes a coding it does not know (undici stops at the first): the
