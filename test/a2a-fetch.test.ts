@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
+import { gzipSync } from 'node:zlib';
 import { Hono } from 'hono';
 import { AgentCardError, a2aFetch, a2aIdempotent, resolveAgentCard } from '../adapters/a2a/index.ts';
 import type { FetchLike } from '../src/call.ts';
@@ -750,4 +751,32 @@ test('a caller who aborts after its answer’s connection broke, before reading 
       assert.equal(await reader.read().catch((e: unknown) => e), reason);
     },
   );
+});
+
+test('a body read that fails for another reason than the network (a corrupt gzip answer, a success or a failure) shows no query secret in its error', async () => {
+  // Bun's error quotes the request URL whole: `ZlibError fetching "http://...?token=..."`.
+  const gzip = gzipSync('{"jsonrpc":"2.0","result":{}}'.repeat(100));
+  const corrupt = new Uint8Array([
+    ...gzip.subarray(0, 30),
+    ...new TextEncoder().encode('not gzip at all, not at all'),
+  ]);
+  for (const status of [200, 503]) {
+    await withServer(
+      always({
+        status,
+        headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+        body: corrupt,
+      }),
+      async ({ origin }) => {
+        const fetch = a2aFetch(definePolicy({ name: 'agent', retry: false, breaker: false }));
+        const response = await fetch(`${origin}/a2a?token=s3cret`, { method: 'POST', body: '{}' });
+        const error = await response.text().then(
+          () => assert.fail(`status ${status}: the corrupt body read whole`),
+          (e: unknown) => e,
+        );
+        assert.ok(error instanceof Error, String(error));
+        assert.doesNotMatch(String(error), /s3cret/, `status ${status}`);
+      },
+    );
+  }
 });
