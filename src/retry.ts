@@ -302,8 +302,9 @@ export function retry(options: RetryOptions = {}): Retry {
         budget.giveUps++;
         call.emit({ type: 'give-up', key: call.key, attempt: call.attempt, why, reason });
         if (why !== 'retry-after-too-long') return settle(outcome);
-        // The response's body is cancelled by statusError().
-        throw new RetryAfterTooLongError({
+        // The response's body is cancelled by statusError(), after it read the body's start
+        // (up to a second) for the message.
+        const tooLong = new RetryAfterTooLongError({
           retryAfterMs: delay,
           limitMs: Math.min(maxRetryAfterMs, call.remainingMs()),
           cause:
@@ -312,6 +313,10 @@ export function retry(options: RetryOptions = {}): Retry {
               : outcome.error,
           request: requestSummary(call.key, call.method, call.href),
         });
+        // A caller who left during that read waits for no rate-limit error: user aborts stay
+        // their own reason (DESIGN §4), as during a backoff wait.
+        if (signal?.aborted) throw signal.reason;
+        throw tooLong;
       }
 
       // The dropped answer's body is cancelled, so its connection is freed, but not waited

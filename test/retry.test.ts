@@ -735,3 +735,31 @@ test('a caller’s abort ends retry() at once even when the dropped answer’s b
     assert.equal(sends, 1, `abort during the ${when}`);
   }
 });
+
+test('a caller who aborts while retry() reads the body of an answer whose Retry-After is too long gets its own reason, not RetryAfterTooLongError', async () => {
+  // retry() gave up on a live call (the event and giveUps stand), then reads the body
+  // start for the error's message, up to a second. A caller who aborts during that read
+  // is no longer waiting for a rate-limit error: user aborts stay their own reason
+  // (DESIGN §4), as they do during a backoff wait.
+  const controller = new AbortController();
+  const reason = new Error('agent turn cancelled');
+  await withServer(
+    always({ stall: 'mid-body', status: 503, headers: { 'retry-after': '3600' }, body: 'maint' }),
+    async (server) => {
+      const policy = retry({ backoff: fast });
+      const fetch = createFetch({
+        key: 'k',
+        onEvent: (event) => {
+          if (event.type === 'give-up') controller.abort(reason);
+        },
+        use: [policy],
+      });
+      await assert.rejects(
+        fetch(`${server.origin}/x`, { signal: controller.signal }),
+        (error) => error === reason,
+      );
+      assert.equal(server.requests.length, 1);
+      assert.deepEqual(policy.stats('k'), { tokens: 10, retries: 0, giveUps: 1 });
+    },
+  );
+});
