@@ -281,3 +281,14 @@ test('a credential passed in the wrong place is never shown in the option error,
   // An ordinary wrong value is still quoted, so the user sees what they wrote.
   assert.throws(() => definePolicy({ retry: { resend: 'sometimes' } } as never), /\(got "sometimes"\)/);
 });
+
+test('a huge wrong string value is described at once: only its start is read', () => {
+  // 10 MB of URLs, each redacted, took seconds when the whole value was redacted to show 60 characters.
+  const huge = 'https://h/?a=b '.repeat(700_000);
+  const started = performance.now();
+  assert.throws(
+    () => definePolicy({ retry: { resend: huge } } as never),
+    /retry\.resend: .*\(got "https:\/\/h\/\?a=\[redacted\]/,
+  );
+  assert.ok(performance.now() - started < 1000, `${Math.round(performance.now() - started)} ms`);
+});
