@@ -10,8 +10,7 @@
 import * as z from 'zod/mini';
 import type { Call } from './call.ts';
 import { BreakwaterError, requestSummary } from './errors.ts';
-import { normalizeNetworkError } from './network.ts';
-import { redactText } from './redact.ts';
+import { fetchFailure } from './network.ts';
 
 /**
  * The most bytes of a failure body an SDK is given (64 KiB). The MCP and A2A SDKs read
@@ -100,17 +99,13 @@ function eventEnd(chunk: Uint8Array, last: number, prior: number): number {
  * phase: the runtime's own error (Node's `terminated`, Deno's `error reading a body from
  * connection`, Bun's `ECONNRESET`) names no request. Once the caller has aborted, its own
  * reason (DESIGN §4), even when the read failed on a break that came first: Node and Bun
- * report the break, Deno the abort. Anything else as it is, but a `TypeError` with its URLs
- * redacted, as the chain does for fetch's own errors: Bun's (a corrupt gzip body's
- * `ZlibError fetching "<url>"`) quote the request URL, query values and all.
+ * report the break, Deno the abort. Anything else as the chain passes fetch's own errors
+ * on (`fetchFailure()`: with the URLs its message quotes redacted).
  */
 function broken(error: unknown, call: Call): unknown {
   const signal = call.callerSignal;
   if (signal?.aborted) return signal.reason;
-  const network = normalizeNetworkError(error, requestSummary(call.key, call.method, call.url), 'body');
-  if (network || !(error instanceof TypeError)) return network ?? error;
-  const message = redactText(`${error.message}`);
-  return message === error.message ? error : new TypeError(message);
+  return fetchFailure(error, requestSummary(call.key, call.method, call.url), 'body');
 }
 
 /**

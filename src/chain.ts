@@ -24,7 +24,7 @@ import {
 } from './call.ts';
 import { BreakwaterError, isAbort, type RequestSummary, requestSummary } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
-import { normalizeNetworkError } from './network.ts';
+import { fetchFailure } from './network.ts';
 import { functionOption, keyOptionSchema, onEventSchema, validate } from './options.ts';
 import { redactText, redactUrl } from './redact.ts';
 
@@ -50,24 +50,6 @@ const optionsSchema = z.strictObject({
 
 /** Errors the real fetch threw: middleware rethrowing them pass them on unchanged. */
 const passedThrough = new WeakSet<object>();
-
-/**
- * A runtime's own refusal (Node's "Request cannot be constructed from a URL that
- * includes credentials: http://user:PASSWORD@...") can quote the URL with its
- * userinfo and query values: such an error is re-thrown with the URL redacted.
- */
-function withoutSecrets(error: unknown): unknown {
-  // breakwater's own errors (from a breakwater fetch passed as `fetch`) are redacted already.
-  if (
-    !(error instanceof Error) ||
-    error instanceof BreakwaterError ||
-    redactText(error.message) === error.message
-  )
-    return error;
-  const safe = new TypeError(redactText(error.message));
-  safe.name = error.name;
-  return safe;
-}
 
 /** The key, method and redacted URL an error about this call names. */
 function summary(call: Call): RequestSummary {
@@ -116,7 +98,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       return await (call.init === undefined ? real(call.input) : real(call.input, call.init));
     } catch (error) {
       if (isAbort(error, call.signal)) throw error;
-      const typed = normalizeNetworkError(error, summary(call)) ?? withoutSecrets(error);
+      const typed = fetchFailure(error, summary(call));
       // Only objects can be remembered (a thrown primitive is wrapped by the middleware above).
       if (Object(typed) === typed) passedThrough.add(typed as object);
       throw typed;

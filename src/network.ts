@@ -25,7 +25,8 @@
  * programming errors such as an invalid URL, non-Error throwables).
  */
 
-import { NetworkError, type RequestSummary, type SentState } from './errors.ts';
+import { BreakwaterError, NetworkError, type RequestSummary, type SentState } from './errors.ts';
+import { redactText } from './redact.ts';
 
 /**
  * The normalised codes a {@link NetworkError} from {@link normalizeNetworkError} carries.
@@ -346,4 +347,27 @@ export function normalizeNetworkError(
     cause: error,
     request,
   });
+}
+
+/**
+ * What a failure of `fetch()` (or of reading its body: `stage`) goes up the chain as: the
+ * {@link NetworkError} it normalises to, or else the error itself, re-made with its
+ * message's URLs redacted when it quotes one. A runtime's own refusal (Node's "Request
+ * cannot be constructed from a URL that includes credentials: http://user:PASSWORD@...",
+ * Bun's `ZlibError fetching "<url>"` for a corrupt gzip body) can quote the URL with its
+ * userinfo and query values. The caller checks its own abort first.
+ */
+export function fetchFailure(error: unknown, request: RequestSummary, stage?: FetchStage): unknown {
+  const network = normalizeNetworkError(error, request, stage);
+  // breakwater's own errors (from a breakwater fetch passed as `fetch`) are redacted already.
+  if (
+    network !== undefined ||
+    !(error instanceof Error) ||
+    error instanceof BreakwaterError ||
+    redactText(error.message) === error.message
+  )
+    return network ?? error;
+  const safe = new TypeError(redactText(error.message));
+  safe.name = error.name;
+  return safe;
 }
