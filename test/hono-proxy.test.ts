@@ -616,3 +616,29 @@ test('the 502 for a content coding the proxy cannot pass on says x-should-retry:
     });
   });
 });
+
+test('the 502 for an upstream answer to retry (a 503, a 429) in such a coding does not forbid a resend: that answer did not run the request', async () => {
+  await withServer(
+    (req) => {
+      const status = Number(new URL(req.url, 'http://upstream').searchParams.get('status'));
+      return { ...encodingUpstream(req), status };
+    },
+    async (up) => {
+      const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+      await withApp(proxyApp(up.origin, policy), async (server) => {
+        for (const status of [503, 429]) {
+          const res = await fetch(`${server.origin}/api/enc?coding=deflate&status=${status}`);
+          assert.equal(res.status, 502, String(status));
+          assert.equal(res.headers.get('x-should-retry'), null, String(status));
+          await res.body?.cancel();
+        }
+        // The same coding on an answer a resend would only repeat still forbids one.
+        for (const status of [200, 404]) {
+          const res = await fetch(`${server.origin}/api/enc?coding=deflate&status=${status}`);
+          assert.equal(res.headers.get('x-should-retry'), 'false', String(status));
+          await res.body?.cancel();
+        }
+      });
+    },
+  );
+});

@@ -13,6 +13,7 @@ import { proxy as honoProxy } from 'hono/proxy';
 import * as z from 'zod/mini';
 import type { AuthOptions } from '../../src/auth.ts';
 import type { FetchLike, KeyOption } from '../../src/call.ts';
+import { isRetryableStatus } from '../../src/classify.ts';
 import { BreakwaterError, isAbort } from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
 import {
@@ -84,9 +85,11 @@ const DECODED_SOMEWHERE = ['x-gzip', 'deflate', 'zstd', ...DECODED_EVERYWHERE];
 /** Tokens that name no coding: Bun decodes a list around them, Node and Deno do not. */
 const NO_CODING = ['identity', ''];
 /**
- * What the 502 for a coding it cannot pass on tells a client: do not resend. The upstream
- * ran the request and would answer a resend in the same coding, and 502 is retryable to
- * breakwater's retry() and most SDKs: each resend would run it upstream again for nothing.
+ * What the 502 for a coding it cannot pass on tells a client when the upstream's answer
+ * was not one to retry (a 200, a 404): do not resend. The upstream ran the request and
+ * would answer a resend in the same coding, and 502 is retryable to breakwater's retry()
+ * and most SDKs: each resend would run it upstream again for nothing. An answer to retry
+ * (a 503, a 429) did not run it, and gets no such word.
  */
 const NOT_RETRYABLE = { 'x-should-retry': 'false' };
 
@@ -185,8 +188,9 @@ const targetSchema = z.custom<ProxyTarget>(
  *   no fetch decodes (`x-custom`) passes it on with its `Content-Encoding` and
  *   `Content-Length`; one that answers in a coding some runtime decodes and another
  *   does not (`deflate`, `x-gzip`, `zstd`, `GZIP`, a list) gets a 502 problem: whether its
- *   bytes were decoded here cannot be told, and either label could be wrong. It says
- *   `x-should-retry: false`: a resend would run it upstream again, for the same answer.
+ *   bytes were decoded here cannot be told, and either label could be wrong. Unless the
+ *   upstream's answer was one to retry (a 503), it says `x-should-retry: false`: a resend
+ *   would run it upstream again, for the same answer.
  *   An answer with no body (to HEAD, a 204, a 304) has no such bytes: it goes on without
  *   the label.
  *
@@ -216,7 +220,8 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     onEvent: valid.onEvent,
     auth: valid.auth,
   } as PolicyFetchOptions);
-  const capMs = valid.maxRetryAfterMs ?? valid.policy.resolved.retry.maxRetryAfterMs;
+  const { maxRetryAfterMs, statuses } = valid.policy.resolved.retry;
+  const capMs = valid.maxRetryAfterMs ?? maxRetryAfterMs;
   const respond = errorResponses({ policy: valid.policy, maxRetryAfterMs: capMs });
   const changes = valid.headers;
   const strict = valid.strictConnectionProcessing ?? false;
@@ -308,7 +313,8 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
                 detail: 'the upstream answered in a content coding this proxy cannot pass on',
               },
               undefined,
-              NOT_RETRYABLE,
+              // By the rule this policy's own retries judged the answer with.
+              isRetryableStatus(response.status, sent, statuses) ? undefined : NOT_RETRYABLE,
             );
           }
         } else {
