@@ -161,8 +161,13 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
       }),
       // A tee branch's cancel settles only once both are cancelled: pipeTo must not
       // wait for it, or a body over the cap would wait for its own sending.
-      // (An undefined signal is an absent one, as for any WebIDL dictionary member.)
-      { signal: call.signal as AbortSignal, preventCancel: true },
+      // Only a real AbortSignal (an undefined one is absent, as for any WebIDL dictionary
+      // member): Deno and Bun reject a polyfill's (node-fetch's abort-controller), which
+      // failed the call before a byte was sent. Its abort then ends the send, not this read.
+      {
+        signal: (call.signal instanceof AbortSignal ? call.signal : undefined) as AbortSignal,
+        preventCancel: true,
+      },
     );
     // A Blob is replayable, like the body it holds.
     call.init = { ...call.init, body: new Blob(chunks) };

@@ -763,3 +763,27 @@ test('a caller who aborts while retry() reads the body of an answer whose Retry-
     },
   );
 });
+
+test('a caller signal from an AbortSignal polyfill does not break buffering a stream body for replay', async () => {
+  // pipeTo() takes only a real AbortSignal: Deno and Bun reject anything else (Node lets
+  // it through), so a polyfill's signal (node-fetch's abort-controller) failed every call
+  // with a stream body under replayBodyBytes before a byte was sent.
+  const polyfilled = Object.assign(new EventTarget(), { aborted: false, reason: undefined });
+  await withServer(sequence({ status: 503 }, {}), async (server) => {
+    const fetch = createFetch({ fetch: deafFetch, use: [retry({ backoff: fast, replayBodyBytes: 1024 })] });
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('part-1'));
+        controller.close();
+      },
+    });
+    const init = { method: 'PUT', body, duplex: 'half', signal: polyfilled as unknown as AbortSignal };
+    const response = await fetch(`${server.origin}/x`, init as RequestInit);
+    assert.equal(response.status, 200);
+    await response.text();
+    assert.deepEqual(
+      server.requests.map((request) => request.text),
+      ['part-1', 'part-1'],
+    );
+  });
+});
