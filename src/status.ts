@@ -221,7 +221,8 @@ export async function statusError(
   statuses?: readonly number[],
 ): Promise<HttpStatusError> {
   const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(call, response));
-  await response.body?.cancel().catch(() => {});
+  // Started, not waited for: a relayed body's cancel may settle late or never (as in retry()).
+  response.body?.cancel().catch(() => {});
   const { status, headers } = response;
   return new HttpStatusError({
     status,

@@ -548,3 +548,37 @@ test('throwOnStatus() below timeout({ attemptMs }) throws the HttpStatusError of
     },
   );
 });
+
+test('throwOnStatus() throws at once even when the failure body is slow to cancel (a relayed stream)', async () => {
+  // A custom fetch that relays the body (a proxy, a recording wrapper) may have a cancel
+  // that settles late or never: the error must not wait on it, only start it.
+  let cancelled = false;
+  const relay: typeof fetch = async () =>
+    new Response(
+      new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(new TextEncoder().encode('x'.repeat(4096)));
+        },
+        cancel() {
+          cancelled = true;
+          return new Promise<void>(() => {});
+        },
+      }),
+      { status: 503, headers: { 'retry-after': '7' } },
+    );
+  const fetch = createFetch({ fetch: relay, use: [throwOnStatus()] });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const outcome = await Promise.race([
+    fetch('http://127.0.0.1:9/x').then(
+      () => 'resolved',
+      (error) => error,
+    ),
+    new Promise((resolve) => {
+      timer = setTimeout(() => resolve('still waiting after 300 ms'), 300);
+    }),
+  ]);
+  clearTimeout(timer);
+  assert.ok(outcome instanceof HttpStatusError, String(outcome));
+  assert.equal(outcome.retryAfterMs, 7000);
+  assert.equal(cancelled, true);
+});
