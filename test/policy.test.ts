@@ -292,3 +292,25 @@ test('a huge wrong string value is described at once: only its start is read', (
   );
   assert.ok(performance.now() - started < 1000, `${Math.round(performance.now() - started)} ms`);
 });
+
+test('a long wrong value that reads as words is still shown: a misspelt option name or setting, a host name', () => {
+  // Only a run that reads as a key (digits, symbols or capitals in a row among its
+  // letters) is hidden; without the name of an unknown option the user cannot find it.
+  assert.throws(
+    () => definePolicy({ retry: { maxRetryAfterMilliseconds: 5_000 } } as never),
+    /definePolicy\(\)\.retry: unknown option "maxRetryAfterMilliseconds"/,
+  );
+  assert.throws(
+    () => definePolicy({ retry: { resend: 'safe-for-idempotent-requests' } } as never),
+    /retry\.resend: .*\(got "safe-for-idempotent-requests"\)/,
+  );
+  assert.throws(
+    () => definePolicy({ timeout: { attemptMs: 'https://generativelanguage.googleapis.com/v1' } } as never),
+    /timeout\.attemptMs: .*\(got "https:\/\/generativelanguage\.googleapis\.com\/v1"\)/,
+  );
+  // A token spelt with separators is still hidden whole.
+  assert.throws(
+    () => definePolicy({ retry: { resend: 'sk-ant-api03-Q3vXfLm-TzBwKpRnYc' } } as never),
+    /retry\.resend: .*\(got a string \(not shown\)\)/,
+  );
+});
