@@ -118,12 +118,19 @@ async function obtain(get: () => string | Promise<string>, name: string): Promis
   return value;
 }
 
-/** A request body that can be sent a second time (DESIGN.md §2): anything but a stream. */
+/**
+ * A request body that can be sent a second time (DESIGN.md §2): anything but a stream.
+ * An async iterable (a generator, a Node `Readable`) is one too: Node, Deno and Bun's
+ * fetch all take it as a body and read it once, so a resend went out empty.
+ */
 function replayable(call: Call): boolean {
   // `call.body` is init's body, else the Request's; with `body: undefined` in init the
   // Request's body is still what is sent.
-  const body = call.body ?? (call.input as Partial<Request>).body;
-  return typeof (body as ReadableStream | null | undefined)?.getReader !== 'function';
+  const body = (call.body ?? (call.input as Partial<Request>).body) as
+    | { getReader?: unknown; [Symbol.asyncIterator]?: unknown }
+    | null
+    | undefined;
+  return typeof body?.getReader !== 'function' && typeof body?.[Symbol.asyncIterator] !== 'function';
 }
 
 /** A `refresh()` in flight, shared by every caller that meets a 401 meanwhile. */
@@ -211,8 +218,8 @@ type Stamp = [token: string, generation: number];
  *   (after the refresh in flight, if one is: the current token has expired too).
  * - The resend bumps `call.attempt`, and the 401's body is cancelled first so its
  *   connection is freed.
- * - A request whose body is a stream (or a `Request` with a body) cannot be sent
- *   again: its 401 is returned as is.
+ * - A request whose body is a stream, an async iterable (or a `Request` with a body)
+ *   cannot be sent again: its 401 is returned as is.
  * - If `refresh()` throws or returns an invalid token, the call rejects with a
  *   `BreakwaterError` with code `AUTH_REFRESH_FAILED` (its `cause` is refresh's
  *   error), and an `auth-refresh` event with `outcome: 'failed'` is emitted; every

@@ -319,6 +319,27 @@ test('a Request with a body cannot be sent again either: its 401 is returned as 
   });
 });
 
+test('an async iterable body (a generator, a Node Readable) cannot be sent again: its 401 is returned as is', async () => {
+  // Node, Deno and Bun's fetch all take one (with duplex: 'half'), and read it once: a
+  // resend of the spent iterable went out with an empty body, a POST with its data lost.
+  await withServer(always({ status: 401, body: 'expired' }), async (server) => {
+    const { refresh, calls } = countingRefresh();
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh })] });
+    async function* chunks(): AsyncGenerator<Uint8Array> {
+      yield new TextEncoder().encode('streamed');
+    }
+    const init = { method: 'POST', body: chunks(), duplex: 'half' };
+    const res = await fetch(server.origin, init as unknown as RequestInit);
+    assert.equal(res.status, 401);
+    assert.equal(await res.text(), 'expired');
+    assert.deepEqual(
+      server.requests.map((r) => r.text),
+      ['streamed'],
+    );
+    assert.equal(calls(), 0);
+  });
+});
+
 test('a caller who aborts while a refresh runs gets their own abort reason at once', async () => {
   await withServer(acceptsNew, async (server) => {
     const controller = new AbortController();
