@@ -532,7 +532,8 @@ test('a coding no runtime decodes (x-custom, or any list holding one) passes thr
 test('the upstream is asked for gzip or br only, what every runtime decodes, whatever the client or headers ask, and those answers reach the client decoded', async () => {
   await withServer(encodingUpstream, async (up) => {
     const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
-    for (const headers of [undefined, { 'accept-encoding': 'identity' }]) {
+    // identity alone is the one value headers may forward (see the tests below); any other is overridden.
+    for (const headers of [undefined, { 'accept-encoding': 'deflate, zstd' }]) {
       await withApp(proxyApp(up.origin, policy, { headers }), async (server) => {
         for (const coding of ['gzip', 'br']) {
           const res = await rawGet(`${server.origin}/api/enc?coding=${coding}`, {
@@ -641,4 +642,113 @@ test('the 502 for an upstream answer to retry (a 503, a 429) in such a coding do
       });
     },
   );
+});
+
+/**
+ * An upstream that honours Accept-Encoding at `/neg` (gzip when the request accepts it,
+ * else the plain body) and ignores it elsewhere, as {@link encodingUpstream} does (a
+ * `status` query sets the status).
+ */
+function negotiatingUpstream(req: {
+  method: string;
+  url: string;
+  headers: Record<string, string | string[] | undefined>;
+}): { status: number; headers: Record<string, string>; body?: Uint8Array } {
+  const url = new URL(req.url, 'http://upstream');
+  const status = Number(url.searchParams.get('status') ?? 200);
+  if (url.pathname !== '/neg') return { ...encodingUpstream(req), status };
+  const gzip = String(req.headers['accept-encoding']).includes('gzip');
+  const body = gzip ? new Uint8Array(gzipSync(PLAIN)) : plainBytes;
+  return {
+    status,
+    headers: {
+      'content-type': 'text/plain',
+      ...(gzip ? { 'content-encoding': 'gzip' } : {}),
+      'content-length': String(body.length),
+    },
+    body,
+  };
+}
+
+/** Every form of the opt-out: a record in any case and spacing, or a function. */
+const IDENTITY_HEADERS: Parameters<typeof proxy>[1]['headers'][] = [
+  { 'accept-encoding': 'identity' },
+  { 'Accept-Encoding': ' IDENTITY ' },
+  () => ({ 'accept-encoding': 'Identity' }),
+];
+
+test('headers setting Accept-Encoding: identity (any case, any spacing, record or function) is forwarded as identity, and the plain answer reaches the client as sent', async () => {
+  await withServer(negotiatingUpstream, async (up) => {
+    const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+    for (const headers of IDENTITY_HEADERS) {
+      await withApp(proxyApp(up.origin, policy, { headers }), async (server) => {
+        // The client's own Accept-Encoding counts for nothing, as before.
+        const res = await rawGet(`${server.origin}/api/neg`, { 'accept-encoding': 'gzip' });
+        assert.equal(res.status, 200);
+        assert.equal(res.headers['content-encoding'], undefined);
+        assert.equal(res.headers['content-length'], String(plainBytes.length));
+        assert.equal(new TextDecoder().decode(res.body), PLAIN);
+      });
+    }
+    assert.equal(up.requests.length, IDENTITY_HEADERS.length);
+    for (const seen of up.requests) assert.equal(seen.headers['accept-encoding'], 'identity');
+  });
+});
+
+test('an answer coded anyway to Accept-Encoding: identity (gzip, br, deflate) gets the 502 problem, x-should-retry as for any coding the proxy cannot pass on; x-custom and bodiless answers pass as usual', async () => {
+  await withServer(negotiatingUpstream, async (up) => {
+    const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+    for (const headers of IDENTITY_HEADERS) {
+      await withApp(proxyApp(up.origin, policy, { headers }), async (server) => {
+        // Deno's fetch leaves gzip and br encoded when the request said identity, Node's
+        // and Bun's decode them: which the proxy got cannot be told.
+        for (const coding of ['gzip', 'br', 'deflate', 'gzip, br']) {
+          const url = `${server.origin}/api/enc?coding=${encodeURIComponent(coding)}`;
+          const res = await rawGet(url);
+          assert.equal(res.status, 502, coding);
+          assert.equal(res.headers['content-type'], 'application/problem+json', coding);
+          assert.match(new TextDecoder().decode(res.body), /content coding/, coding);
+          assert.equal(res.headers['x-should-retry'], 'false', coding);
+          // An upstream 503 did not run the request: no word against a resend.
+          const busy = await rawGet(`${url}&status=503`);
+          assert.equal(busy.status, 502, `503 ${coding}`);
+          assert.equal(busy.headers['x-should-retry'], undefined, `503 ${coding}`);
+          // No body, no bytes in question.
+          const head = await fetch(url, { method: 'HEAD' });
+          assert.equal(head.status, 200, `HEAD ${coding}`);
+          assert.equal(head.headers.get('content-encoding'), null, `HEAD ${coding}`);
+        }
+        // No runtime decodes these: the upstream's bytes under the upstream's label.
+        for (const coding of ['x-custom', 'identity']) {
+          const res = await rawGet(`${server.origin}/api/enc?coding=${coding}`);
+          assert.equal(res.status, 200, coding);
+          assert.equal(res.headers['content-encoding'], coding);
+          assert.equal(res.headers['content-length'], String(ENCODED[coding]?.length));
+          assert.deepEqual(res.body, ENCODED[coding], coding);
+        }
+      });
+    }
+  });
+});
+
+test('any other Accept-Encoding headers sets (weighted or listed identity, deflate, br alone, empty) is still overridden to gzip, br, and the gzip answer reaches the client decoded', async () => {
+  const values = ['identity;q=1', 'identity, gzip;q=0', 'gzip, identity', 'deflate', 'br', '', 'identityx'];
+  await withServer(negotiatingUpstream, async (up) => {
+    const policy = definePolicy({ name: 'files', retry: { attempts: 1 } });
+    for (const value of values) {
+      await withApp(
+        proxyApp(up.origin, policy, { headers: { 'accept-encoding': value } }),
+        async (server) => {
+          const res = await rawGet(`${server.origin}/api/neg`);
+          assert.equal(res.status, 200, value);
+          assert.equal(res.headers['content-encoding'], undefined, value);
+          assert.equal(new TextDecoder().decode(res.body), PLAIN, value);
+        },
+      );
+    }
+    assert.deepEqual(
+      up.requests.map((seen) => seen.headers['accept-encoding']),
+      values.map(() => 'gzip, br'),
+    );
+  });
 });

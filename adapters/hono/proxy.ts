@@ -59,21 +59,31 @@ const HOP_HEADERS = [
 ];
 
 /**
- * The content codings asked of the upstream, whatever the client or `headers` ask: the
- * two every runtime's fetch decodes. hono/proxy removes the Content-Encoding of every
- * response, trusting fetch to have decoded it, but what fetch decodes differs (measured
- * November 2026, each sending gzip, br, x-gzip, deflate, zstd and lists to a loopback
- * server): Node 20's undici gzip, x-gzip, deflate, br and lists of these; Deno 2.9 gzip
- * and br (and nothing when the request says `Accept-Encoding: identity`); Bun 1.4 gzip,
- * x-gzip, deflate, br and zstd; workerd gzip and br, in lower case only (Node, Deno and
- * Bun read codings in any case, as RFC 9110 §8.4.1 says). Asked for more, an upstream could
- * answer in a coding this runtime passes on still encoded, and the client would get
- * compressed bytes labelled as plain.
+ * The content codings asked of the upstream, whatever the client or `headers` ask (but
+ * {@link IDENTITY}): the two every runtime's fetch decodes. hono/proxy removes the
+ * Content-Encoding of every response, trusting fetch to have decoded it, but what fetch
+ * decodes differs (measured November 2026, each sending gzip, br, x-gzip, deflate, zstd
+ * and lists to a loopback server): Node 20's undici gzip, x-gzip, deflate, br and lists
+ * of these; Deno 2.9 gzip and br (and nothing when the request says `Accept-Encoding:
+ * identity`); Bun 1.4 gzip, x-gzip, deflate, br and zstd; workerd gzip and br, in lower
+ * case only (Node, Deno and Bun read codings in any case, as RFC 9110 §8.4.1 says). Asked
+ * for more, an upstream could answer in a coding this runtime passes on still encoded,
+ * and the client would get compressed bytes labelled as plain.
  */
 const ACCEPT_ENCODING = 'gzip, br';
 /**
- * A response in one of these, alone and in lower case, was decoded by every runtime's
- * fetch: its label is rightly gone.
+ * The one `Accept-Encoding` that `headers` may forward, alone and in any case: the opt-out
+ * of compression (a compressed 206 answer to a range request; an upstream compressor that
+ * buffers an event stream). Its answer is plain on every runtime; one coded anyway is
+ * judged as any coding some runtime decodes and another does not, gzip and br included:
+ * Deno's fetch leaves them encoded when the request said identity, Node's and Bun's decode
+ * them. Any other value is overridden: a weight or a list is not parsed (`identity;q=1`),
+ * and a coding it names could be one only some runtimes decode.
+ */
+const IDENTITY = 'identity';
+/**
+ * A response in one of these, alone and in lower case, to a request for
+ * {@link ACCEPT_ENCODING} was decoded by every runtime's fetch: its label is rightly gone.
  */
 const DECODED_EVERYWHERE = ['gzip', 'br'];
 /**
@@ -115,7 +125,9 @@ export interface ProxyOptions {
    * they are (minus `Host`, `Expect` and hop-by-hop headers), credentials included; remove
    * them with `{ authorization: undefined, cookie: undefined }` when the upstream
    * must not see them. `Expect` and hop-by-hop headers are never sent, even when set here;
-   * `Accept-Encoding` is always `gzip, br`, the codings every runtime's fetch decodes.
+   * `Accept-Encoding` is always `gzip, br`, the codings every runtime's fetch decodes,
+   * unless set here to exactly `identity` (any case): then it is `identity`, and an answer
+   * coded anyway gets the 502 problem below. Any other value here is overridden.
    */
   headers?: ProxyHeaders | ((c: Context) => ProxyHeaders) | undefined;
   /**
@@ -193,6 +205,11 @@ const targetSchema = z.custom<ProxyTarget>(
  *   would run it upstream again, for the same answer.
  *   An answer with no body (to HEAD, a 204, a 304) has no such bytes: it goes on without
  *   the label.
+ * - `headers` setting `Accept-Encoding` to exactly `identity` (any case) is the one
+ *   opt-out: the upstream is asked for `identity`, and a plain answer passes as sent (a
+ *   range request's 206, an event stream no upstream compressor buffers). An answer coded
+ *   anyway gets the same 502, gzip and br included: Deno's fetch leaves them encoded then,
+ *   Node's and Bun's decode them. Any other value (`identity;q=1`, a list) is overridden.
  *
  * @example
  * ```ts
@@ -245,6 +262,8 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
 
     /** The upstream's response headers, before hono/proxy removes its Content-Encoding. */
     let sent: Headers | undefined;
+    /** What the upstream was asked for: {@link ACCEPT_ENCODING}, or {@link IDENTITY} when `headers` set it. */
+    let accepted = ACCEPT_ENCODING;
 
     /** hono/proxy built the request (hop-by-hop headers gone); send it on through the policy. */
     async function send(request: Request): Promise<Response> {
@@ -259,7 +278,10 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         }
       }
       for (const name of HOP_HEADERS) headers.delete(name);
-      headers.set('accept-encoding', ACCEPT_ENCODING);
+      // hono/proxy removed the client's Accept-Encoding: any value here is `headers`' own
+      // (Headers trims it).
+      if (headers.get('accept-encoding')?.toLowerCase() === IDENTITY) accepted = IDENTITY;
+      headers.set('accept-encoding', accepted);
       // Plain (input, init) rather than the Request: its headers may be immutable,
       // and breakwater's fast path keeps the init as given.
       const init: RequestInit & { duplex?: 'half' } = {
@@ -291,9 +313,9 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       // upstream cannot send every client away for a day. hono/proxy's headers are mutable.
       const { headers } = response;
       const coding = sent?.get('content-encoding');
-      // One coding every fetch decodes, in lower case (workerd's test is case-sensitive):
-      // hono/proxy rightly removed its label and length.
-      if (coding != null && !DECODED_EVERYWHERE.includes(coding)) {
+      // One coding every fetch decodes, in lower case (workerd's test is case-sensitive),
+      // unless the request said identity: hono/proxy rightly removed its label and length.
+      if (coding != null && (accepted === IDENTITY || !DECODED_EVERYWHERE.includes(coding))) {
         // Split as undici splits it: lower case, on commas, trimmed.
         const codings = coding
           .toLowerCase()
