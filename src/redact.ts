@@ -115,13 +115,19 @@ function redactQuery(search: string): string {
 
 /**
  * A URL without scheme and host that a server quotes back (`agent down at
- * /a2a?api_key=...`, `GET /v1/items?token=... failed`): a `/` (or `\/`, JSON-escaped)
- * at the start of a word (after whitespace, a quote, `(`, `<`, `>` or `=`), a path, and a
- * query holding a `=`. Prose with a `/` and a `?` but no `=` after it stays as it is. Linear
- * time: a word starts only after a character that ends the word before it (`=` ends a
- * path, and a query holding one matches), so a failed match reads no word twice.
+ * /a2a?api_key=...`, `GET /v1/items?token=... failed`, `failed:/a2a?...`): a `/` (or `\/`,
+ * JSON-escaped) at the start of a word (after whitespace, a quote, `(`, `<`, `>`, `=`, or a
+ * `:` not starting a `://`), a path, and a query holding a `=`; punctuation that ends a
+ * sentence after it (`, then retry`) is kept out of it, as after an absolute URL (`]` and
+ * `}` are not: a redacted value ends in one). Prose with a `/` and a `?` but no `=` after
+ * it stays as it is. Linear time: a word starts only after a character that ends the word
+ * before it (`=` ends a path and the first name, and a query holding one matches; a `:/`
+ * ends a path or a name, and any other `:` reads on: `gemini:generateContent`), so a failed
+ * match reads no word twice. Only a `:` is looked past, not every character: on
+ * JavaScriptCore (Bun) a lookahead at every character took a second for 2 MB.
  */
-const RELATIVE_URL = /((?:^|[\s"'(<>=])\\?\/[^\s"'()<>=?]*\?)([^\s"'()<>]*=[^\s"'()<>]*)/g;
+const RELATIVE_URL =
+  /((?:^|[\s"'(<>=]|:(?!\/\/))\\?\/[^\s"'()<>=?:]*(?::(?!\\?\/)[^\s"'()<>=?:]*)*\?)([^\s"'()<>=:]*(?::(?!\\?\/)[^\s"'()<>=:]*)*=(?:[^\s"'()<>]*[^\s"'()<>,.;:?`])?)/g;
 
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[a-z\d+.-]$/i;

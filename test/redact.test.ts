@@ -1139,6 +1139,58 @@ test('redactText hides the query values of a relative URL, keeping its path and 
   assert.equal(redactText('/x?a%3Ab=1'), `/x?${REDACTED}=${REDACTED}`);
 });
 
+test('redactText hides the query values of a relative URL right after a colon', () => {
+  // `fmt.Errorf("failed:%s", path)` and the like: no space between the colon and the path.
+  assert.equal(redactText('failed:/a2a?api_key=sk-live-7'), `failed:/a2a?api_key=${REDACTED}`);
+  assert.equal(
+    redactText('{"error":"upstream failed:/v1/items?token=tk-rel-8&x=1"}'),
+    `{"error":"upstream failed:/v1/items?token=${REDACTED}&x=${REDACTED}"}`,
+  );
+  assert.equal(
+    redactText(String.raw`{"e":"at:\/a2a?key=k-9"}`),
+    String.raw`{"e":"at:\/a2a?key=${REDACTED}"}`,
+  );
+  // A colon inside the path (a Google method name) still belongs to it.
+  assert.equal(
+    redactText('failed:/v1beta/models/gemini-pro:generateContent?key=AIza-rel-10'),
+    `failed:/v1beta/models/gemini-pro:generateContent?key=${REDACTED}`,
+  );
+});
+
+test('redactText keeps the punctuation that follows a relative URL, as it does after an absolute one', () => {
+  for (const mark of [',', '.', ';', ':', '?', '`']) {
+    assert.equal(
+      redactText(`see /a2a?api_key=sk-live-11${mark} then retry`),
+      `see /a2a?api_key=${REDACTED}${mark} then retry`,
+    );
+    assert.equal(
+      redactText(`see https://h.example/a2a?api_key=sk-live-11${mark} then retry`),
+      `see https://h.example/a2a?api_key=${REDACTED}${mark} then retry`,
+    );
+  }
+  assert.equal(redactText('see /a2a?a=1&b=2., then'), `see /a2a?a=${REDACTED}&b=${REDACTED}., then`);
+  // Brackets a value was redacted into stay: redacting again changes nothing.
+  assert.equal(redactText(`see /a2a?a=${REDACTED}.`), `see /a2a?a=${REDACTED}.`);
+});
+
+test('a relative URL after a colon or before punctuation never shows its query values, and redacting twice equals once', () => {
+  fc.assert(
+    fc.property(
+      fc.constantFrom('failed:', 'at ', '("', 'x=', ''),
+      fc.constantFrom('/a2a', '/', '/v1/m:gen', '\\/v1\\/x'),
+      urlSecret,
+      fc.string({ unit: fc.constantFrom(',', '.', ';', ':', '?', '`', '/', ':/', ' ', 'a', ')', '"') }),
+      (before, path, secret, after) => {
+        const text = `${before}${path}?k=${secret}${after}`;
+        const once = redactText(text);
+        assert.equal(shows(once, secret), false, once);
+        assert.equal(redactText(once), once);
+      },
+    ),
+    { numRuns: 1_000 },
+  );
+});
+
 test('redactText leaves prose with a slash and a question mark but no query value as it is', () => {
   for (const prose of [
     'Is the path /usr/bin? Check it.',
@@ -1195,6 +1247,16 @@ test('redactText takes linear time on 2 MB of hostile relative-URL text', () => 
     (chars) => `/?${fill('a', chars)}`,
     (chars) => fill(' /?', chars),
     (chars) => fill('"/x?', chars),
+  ]);
+});
+
+test('redactText takes linear time on 2 MB of relative-URL text full of colons or closing punctuation', () => {
+  assertLinear([
+    // A `:/` starts a relative URL and ends the path and names before it; a value's
+    // closing punctuation is given back to the text.
+    (chars) => fill(':/', chars),
+    (chars) => fill('/?a:/', chars),
+    (chars) => `/?a=b${fill(',', chars)}`,
   ]);
 });
 
