@@ -363,7 +363,10 @@ export function auth(options: AuthOptions): Middleware {
     if (response.status !== 401 || refresh === undefined || !replayable(call)) return response;
 
     // This 401 is dropped either way now: free its connection before waiting on a refresh.
-    await response.body?.cancel().catch(() => {});
+    // Not awaited: a cancel settles only once the body's source has cancelled, which a
+    // relayed stream (a custom fetch, a proxy, a mock) may take long to do, or never, and
+    // nobody reads this answer; waiting held up the refresh and the caller's abort.
+    response.body?.cancel().catch(() => {});
     // A pass that is over is neither refreshed for nor resent: a timeout above ended it
     // (its deadline, the caller's abort) and put its outer signal back on the call while
     // this 401 came late (a fetch that ignores the signal), or a retry above has started

@@ -340,6 +340,43 @@ test('an async iterable body (a generator, a Node Readable) cannot be sent again
   });
 });
 
+test('a 401 whose body is slow to cancel holds up neither the refresh and resend nor the caller’s abort', async () => {
+  // A body's cancel() settles only when its source's cancel does: a custom fetch that
+  // relays another stream (a proxy, a mock) may take long or never. Nobody reads that
+  // 401: the call must go on (or end, for a caller who left) without waiting for it.
+  for (const abort of [false, true]) {
+    const controller = new AbortController();
+    const reason = new Error('agent turn cancelled');
+    const sent: (string | null)[] = [];
+    const relay = async (_input: unknown, init?: RequestInit): Promise<Response> => {
+      const authorization = new Headers(init?.headers).get('authorization');
+      sent.push(authorization);
+      if (authorization === `Bearer ${NEW}`) return new Response('ok');
+      const body = new ReadableStream({
+        cancel() {
+          if (abort) controller.abort(reason);
+          return new Promise<void>(() => {});
+        },
+      });
+      return new Response(body, { status: 401 });
+    };
+    const fetch = createFetch({ fetch: relay, use: [auth({ token: OLD, refresh: async () => NEW })] });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const outcome = await Promise.race([
+      fetch('http://127.0.0.1:9/x', { signal: controller.signal }).then(
+        (res) => `HTTP ${res.status}`,
+        (error: unknown) => (error === reason ? 'the caller’s reason' : String(error)),
+      ),
+      new Promise((resolve) => {
+        timer = setTimeout(() => resolve('still waiting after 200 ms'), 200);
+      }),
+    ]);
+    clearTimeout(timer);
+    assert.equal(outcome, abort ? 'the caller’s reason' : 'HTTP 200', `abort: ${abort}`);
+    assert.deepEqual(sent, abort ? [`Bearer ${OLD}`] : [`Bearer ${OLD}`, `Bearer ${NEW}`]);
+  }
+});
+
 test('a caller who aborts while a refresh runs gets their own abort reason at once', async () => {
   await withServer(acceptsNew, async (server) => {
     const controller = new AbortController();
