@@ -231,16 +231,20 @@ export function createGate(options?: GateOptions): Gate {
   }
 
   function arm(error: unknown): void {
+    // The server's delay, as a number. One that is none (a NaN or text from a garbage
+    // header, an object: HttpStatusError is public) counts as no delay: a NaN window
+    // would compare false with every time, and the gate would refuse nothing. So does
+    // one that throws when read (a getter, a BigInt): fn's own error must come back, as
+    // in arms(), and no failure be counted without its window.
+    let serverMs = 0;
+    try {
+      if (error instanceof HttpStatusError || error instanceof RetryAfterTooLongError)
+        serverMs = +(error.retryAfterMs as number) || 0;
+    } catch {}
     lastDelayMs = schedule(++failures, lastDelayMs);
-    const serverMs =
-      error instanceof HttpStatusError || error instanceof RetryAfterTooLongError
-        ? error.retryAfterMs
-        : undefined;
     // The server's delay may lengthen the window, never shorten it, and only up to the
-    // cap: a Retry-After of a day must not silence the client for a day. A NaN (an
-    // HttpStatusError built from a garbage header) counts as no delay: a NaN window
-    // would compare false with every time, and the gate would refuse nothing.
-    const windowMs = Math.max(lastDelayMs, Math.min(serverMs || 0, maxRetryAfterMs));
+    // cap: a Retry-After of a day must not silence the client for a day.
+    const windowMs = Math.max(lastDelayMs, Math.min(serverMs, maxRetryAfterMs));
     const time = now();
     // After a step back the old window's end is that far ahead: cut it to its length
     // first, or it outlasts this window and its distance becomes the window's length.

@@ -609,3 +609,29 @@ test("a listener told 'armed' by a failed probe finds no probe in flight", async
   await assert.rejects(attempt(refused()), NetworkError);
   assert.deepEqual(seen, [false, false]);
 });
+
+test('a retryAfterMs that throws when read or is no number counts as no delay: the caller gets its own error back, the gate arms for the step', async () => {
+  // As a NaN does. HttpStatusError is public: a JS caller may build one with a getter,
+  // the Retry-After header's text (an HTTP-date) or a BigInt. The gate must neither
+  // replace fn's error with its own TypeError or the getter's, nor set a window of NaN
+  // (refusing nothing) or count a failure without its window.
+  const throwing = unavailable();
+  Object.defineProperty(throwing, 'retryAfterMs', {
+    get(): number {
+      throw new Error('getter');
+    },
+  });
+  const garbage: unknown[] = ['soon', 'Wed, 21 Oct 2015 07:28:00 GMT', {}, 10n];
+  const errors = [throwing, ...garbage.map((value) => unavailable(value as number))];
+  for (const [index, error] of errors.entries()) {
+    const { gate, attempt, calls } = fixture();
+    await assert.rejects(attempt(error), (e) => e === error, `case ${index}`);
+    const state = gate.state();
+    assert.equal(state.armed, true, `case ${index}`);
+    assert.equal(state.failures, 1, `case ${index}`);
+    assert.equal(state.retryAt?.getTime(), START + 500, `case ${index}`);
+    assert.equal(state.cause, error, `case ${index}`);
+    await assert.rejects(attempt(), GateClosedError, `case ${index}`);
+    assert.equal(calls(), 1, `case ${index}`);
+  }
+});
