@@ -76,21 +76,23 @@ const SECRET_NAME = /secret|passw|auth|cookie|cred|api.?key|token$/i;
 
 /**
  * A run of 20 or more characters of a token's alphabet (`sk-proj-…`, `ghp_…`, a JWT, a
- * refresh token). A token passed in the wrong place (`auth(token)`, `policy.fetch(token)`,
- * `refresh: refreshToken`) sits under a name that does not say so; the settings a user
- * gets wrong are short words and numbers (`"three"`, `"+2000%"`), which stay shown.
+ * refresh token, base64 with its `+/=`, a percent-encoded one: without `/` and `%`,
+ * AWS's example secret key and a SAS signature fall apart into runs under 20). A token
+ * passed in the wrong place (`auth(token)`, `policy.fetch(token)`, `refresh:
+ * refreshToken`) sits under a name that does not say so; the settings a user gets wrong
+ * are short words and numbers (`"three"`, `"+2000%"`), which stay shown.
  */
-const TOKEN_RUN = /[\w.~+=-]{20}/;
+const TOKEN_RUN = /[\w.~+/=%-]{20,}/g;
 
 /**
  * What random characters have and words do not: two capitals in a row, or a digit or
- * symbol within 3 characters between separators (`-`, `.`, `_`, `~`; `v1` and `-3-` are
- * too short to count). A text with a {@link TOKEN_RUN} is hidden only if it also has
- * one of these: a misspelt option name (`maxRetryAfterMilliseconds`), a setting
- * (`safe-for-idempotent-requests`) or a host name stays shown, since an "unknown
- * option" the user cannot read cannot be found. Linear: bounded, no nesting.
+ * symbol within 4 characters between separators (`-`, `.`, `_`, `~`, `/`; `v1`, `-3-`
+ * and `a2a` are too short to count). A {@link TOKEN_RUN} makes a text hidden only if it
+ * also has one of these: a misspelt option name (`maxRetryAfterMilliseconds`), a
+ * setting (`safe-for-idempotent-requests`) or a host name stays shown, since an
+ * "unknown option" the user cannot read cannot be found. Linear: bounded, no nesting.
  */
-const RANDOM_CHARS = /[A-Z]{2}|(?=[\dA-Za-z+=]{3})[\dA-Za-z+=]{0,2}[\d+=]/;
+const RANDOM_CHARS = /[A-Z]{2}|(?=[\dA-Za-z+=%]{4})[\dA-Za-z+=%]{0,3}[\d+=%]/;
 
 /** The longest value shown in an error before it is cut. */
 const MAX_SHOWN_CHARS = 60;
@@ -116,7 +118,7 @@ export function describeValue(value: unknown, path: readonly PropertyKey[] = [])
     // A URL (a base URL given for the base fetch) loses its userinfo and query values.
     // Only the start is read: redacting is linear, but 10 MB of URLs took seconds.
     const text = redactText((value as string).slice(0, MAX_READ_CHARS));
-    if (TOKEN_RUN.test(text) && RANDOM_CHARS.test(text)) return `${article(type)} (not shown)`;
+    if (text.match(TOKEN_RUN)?.some((run) => RANDOM_CHARS.test(run))) return `${article(type)} (not shown)`;
     return JSON.stringify(text.length > MAX_SHOWN_CHARS ? `${text.slice(0, MAX_SHOWN_CHARS)}…` : text);
   }
   // Primitives (null included) print as themselves, a bigint with its `n` (`5n` is

@@ -314,3 +314,25 @@ test('a long wrong value that reads as words is still shown: a misspelt option n
     /retry\.resend: .*\(got a string \(not shown\)\)/,
   );
 });
+
+test('a base64 or percent-encoded secret is never shown in the option error: its / and %XX do not cut it into short words', () => {
+  const secrets = [
+    // AWS's documented example secret access key: base64 with '/', no run of 20 without it.
+    'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY',
+    // An Azure SAS token: its signature percent-encoded.
+    'sv=2022-11-02&sp=r&sig=XqF3a%2BQp7Lz%2F9Kd4w%2BTm1Rn8%3D',
+  ];
+  for (const secret of secrets) {
+    assert.throws(
+      () => definePolicy(secret as never),
+      (error: unknown) => error instanceof TypeError && /\(got a string \(not shown\)\)$/.test(error.message),
+      secret,
+    );
+    assert.throws(() => definePolicy({}).fetch(secret as never), /\(got a string \(not shown\)\)$/, secret);
+  }
+  // A URL with a path is still shown, redacted: its pieces read as words.
+  assert.throws(
+    () => definePolicy({ timeout: { attemptMs: 'https://api.openai.com/v1/chat/completions' } } as never),
+    /\(got "https:\/\/api\.openai\.com\/v1\/chat\/completions"\)/,
+  );
+});
