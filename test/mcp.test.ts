@@ -1254,6 +1254,31 @@ test('resilientMcpClient: a new session after a 404 forgets the tool hints the l
   });
 });
 
+test('resilientMcpClient: close() while a connect is closing the lost session opens no new one: that connect rejects with an AbortError, nothing is sent', async () => {
+  const app = sessionApp();
+  await withApp(app, async (server) => {
+    const mcp = resilient(server.origin);
+    try {
+      const client = await mcp.connect();
+      await app.forget();
+      await assert.rejects(client.callTool({ name: 'echo', arguments: {} }), HttpStatusError);
+      // connect() first closes the client on the lost session; close() comes meanwhile.
+      const connecting = mcp.connect();
+      await mcp.close();
+      await assert.rejects(connecting, (error: unknown) => (error as Error).name === 'AbortError');
+      assert.equal(app.initializes(), 1, 'a session was initialized after close()');
+      assert.equal(mcp.client.transport, undefined, 'the client is connected after close()');
+      assert.equal(mcp.gate.state().failures, 0, 'a close is not a start failure');
+      // The next connect() starts a new session, as after any close().
+      await mcp.connect();
+      assert.equal(app.initializes(), 2);
+    } finally {
+      await mcp.close();
+      await app.forget();
+    }
+  });
+});
+
 test('toError() gives each of two 503s its own Retry-After and message, told apart by the body the SDK quotes', async () => {
   const faults: Faults = (what) => {
     if (what === 'tools/call:add') {

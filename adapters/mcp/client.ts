@@ -190,6 +190,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   const gate = given ?? createGate({ key: name ?? DEFAULT_KEY });
   let current: T | undefined;
   let connecting: Promise<C> | undefined;
+  /** How many times `close()` was called: a connect under way when it came opens no session. */
+  let closes = 0;
 
   /** Routes the transport's failures through `toError()` and its `tools/list` answers to `learn()`. */
   function wire(transport: Wired): void {
@@ -249,10 +251,14 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
 
   /** One connect; `live()` says false once it was given up, so a late success is not taken. */
   async function open(live: () => boolean): Promise<C> {
+    const closed = closes;
     // A client still on a lost session: closed first (the SDK connects one transport at a time).
     if (client.transport !== undefined) await client.close();
     // Given up while closing: a later connect owns the client now.
     if (!live()) return client;
+    // close() came meanwhile, with no transport to close: its caller wants no session, and
+    // nothing would end the one opened now. (Later, the SDK fails the connect itself.)
+    if (closes !== closed) throw new DOMException('resilientMcpClient closed during connect()', 'AbortError');
     const transport = build(fetch);
     wire(transport as unknown as Wired);
     try {
@@ -296,6 +302,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
       return connecting;
     },
     async close(): Promise<void> {
+      closes++;
       current = undefined;
       await client.close();
     },
