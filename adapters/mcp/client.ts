@@ -108,7 +108,8 @@ export interface ResilientMcpClient<C extends McpClientLike, T extends McpTransp
    * Resolves with the connected client: at once when already connected, else after
    * one connect through the gate (concurrent callers share it). Rejects with
    * `GateClosedError` (nothing sent) while the gate is armed, with `TimeoutError` when
-   * the connect took longer than `connectTimeoutMs`, or with the connect's failure as a
+   * the connect took longer than `connectTimeoutMs`, with an `AbortError` when `close()`
+   * was called before it opened its session, or with the connect's failure as a
    * breakwater error (`HttpStatusError`, `NetworkError`, ...).
    */
   connect(): Promise<C>;
