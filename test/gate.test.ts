@@ -635,3 +635,32 @@ test('a retryAfterMs that throws when read or is no number counts as no delay: t
     assert.equal(calls(), 1, `case ${index}`);
   }
 });
+
+test('a gate armed by an error whose message cannot be read still refuses with GateClosedError carrying it', async () => {
+  // isCrashLoop may accept any error: one whose message is a getter that throws, or not
+  // text at all. GateClosedError's message quotes the cause's; a refused run got the
+  // getter's error or a TypeError instead, which the caller's `instanceof
+  // GateClosedError` check (README's example) passed on as a crash.
+  const throwing = new Error('crashed');
+  Object.defineProperty(throwing, 'message', {
+    get(): string {
+      throw new Error('getter');
+    },
+  });
+  const failures = [
+    throwing,
+    Object.assign(new Error(), { message: 42 }),
+    Object.assign(new Error(), { message: undefined }),
+  ];
+  for (const [index, failure] of failures.entries()) {
+    const { gate, attempt, calls } = fixture({ isCrashLoop: () => true });
+    await assert.rejects(attempt(failure), (e) => e === failure, `case ${index}`);
+    const refused = await attempt().catch((e: unknown) => e);
+    assert.ok(refused instanceof GateClosedError, `case ${index}: ${refused}`);
+    assert.equal(refused.cause, failure, `case ${index}`);
+    assert.equal(refused.retryAt.getTime(), START + 500, `case ${index}`);
+    assert.equal(refused.key, 'mcp:github', `case ${index}`);
+    assert.equal(calls(), 1, `case ${index}`);
+    assert.equal(gate.state().armed, true, `case ${index}`);
+  }
+});
