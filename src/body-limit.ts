@@ -8,7 +8,7 @@
  */
 
 import * as z from 'zod/mini';
-import type { Call } from './call.ts';
+import { abortReason, type Call } from './call.ts';
 import { BreakwaterError, requestSummary } from './errors.ts';
 import { fetchFailure } from './network.ts';
 
@@ -104,7 +104,7 @@ function eventEnd(chunk: Uint8Array, last: number, prior: number): number {
  */
 function broken(error: unknown, call: Call): unknown {
   const signal = call.callerSignal;
-  if (signal?.aborted) return signal.reason;
+  if (signal?.aborted) return abortReason(signal);
   return fetchFailure(error, requestSummary(call.key, call.method, call.url), 'body');
 }
 

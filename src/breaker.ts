@@ -32,7 +32,15 @@ import {
   type Jitter,
   withDefaults,
 } from './backoff.ts';
-import { type Call, ENDED, type Ended, type MarkedCall, type Middleware, type Next } from './call.ts';
+import {
+  abortReason,
+  type Call,
+  ENDED,
+  type Ended,
+  type MarkedCall,
+  type Middleware,
+  type Next,
+} from './call.ts';
 import { isRetryableStatus } from './classify.ts';
 import {
   CircuitOpenError,
@@ -366,8 +374,9 @@ function wakePaceWaiters(c: Circuit): void {
 
 /**
  * Waits for the pace probe's outcome: resolves `true` when woken, `false` when `ms`
- * pass first, and rejects with `signal.reason` on abort (at once if already aborted).
- * The timer and the listener are removed either way, and the waiter leaves the list.
+ * pass first, and rejects with the signal's reason ({@link abortReason}) on abort (at
+ * once if already aborted). The timer and the listener are removed either way, and the
+ * waiter leaves the list.
  */
 function waitForPaceProbe(c: Circuit, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
   return new Promise<boolean>((resolve, reject) => {
@@ -378,7 +387,7 @@ function waitForPaceProbe(c: Circuit, ms: number, signal: AbortSignal | undefine
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
       waiters.delete(wake);
-      if (woken === undefined) reject(signal?.reason);
+      if (woken === undefined) reject(abortReason(signal));
       else resolve(woken);
     };
     const wake = (): void => settle(true);
@@ -846,7 +855,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // After every wait, look the key up again: a key reset (or forgotten) meanwhile comes
     // back closed and unpaused, and goes.
     for (let c = first; ; c = lookup(call.key)) {
-      if (signal?.aborted) throw signal.reason;
+      if (signal?.aborted) throw abortReason(signal);
       const t = rebase(c);
       if (c.state === 'open' && t < c.retryAtMs) {
         throw fastFail(call, `after ${c.openReason}`, c.cause, c.retryAtMs);

@@ -59,6 +59,21 @@ export type MarkedCall = Call & { [ENDED]?: Ended | undefined };
  */
 export const BODY_READ: unique symbol = Symbol('breakwater.bodyRead');
 
+/**
+ * What a call that `signal` aborted rejects with: the caller's own reason (DESIGN §4),
+ * or, for a signal that has none (node-fetch v2's `abort-controller` and older
+ * polyfills have `aborted` and an `abort` event only), the runtime's own `AbortError`
+ * for a reason-less abort, the one its fetch gives (Node: "This operation was aborted";
+ * Deno and Bun word it their way), and the one a `timeout()` pass following such a
+ * signal already got. The bare `reason` rejected such a caller's call with `undefined`:
+ * no name, no message, and `catch (e) { e.name }` threw. Read only once the signal has
+ * aborted: the happy path pays nothing. (`AbortSignal.abort()` rather than a
+ * `DOMException` of our own: the runtime's wording, in about 15 B less gzip.)
+ */
+export function abortReason(signal: AbortSignal | undefined): unknown {
+  return signal?.reason ?? AbortSignal.abort().reason;
+}
+
 /** The methods RFC 9110 §9.2.2 defines as idempotent. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 

@@ -14,6 +14,7 @@
 import * as z from 'zod/mini';
 import {
   ATTACH,
+  abortReason,
   Call,
   ENDED,
   type FetchLike,
@@ -77,11 +78,12 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     // pass at the deadline (the mark), or the caller aborted. Below that timeout, a
     // retry or auth() still running on a late 503 or 401 (a fetch that ignores the
     // signal) would otherwise reach the server for a caller who already has its error.
-    // An aborted signal is refused as fetch itself refuses it: with its own reason.
+    // An aborted signal is refused as fetch itself refuses it: with its own reason (or,
+    // for a polyfill's signal that has none, fetch's AbortError).
     const ended = (call as MarkedCall)[ENDED];
     if (ended) throw ended.error;
     const signal = call.callerSignal;
-    if (signal?.aborted) throw signal.reason;
+    if (signal?.aborted) throw abortReason(signal);
     if (onEvent !== undefined) {
       call.emit({
         type: 'attempt',

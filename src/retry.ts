@@ -19,7 +19,7 @@ import {
   type Jitter,
   withDefaults,
 } from './backoff.ts';
-import type { Call, Middleware, Next } from './call.ts';
+import { abortReason, type Call, type Middleware, type Next } from './call.ts';
 import { type Classification, classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
 import { BreakwaterError, RetryAfterTooLongError, requestSummary, type TimeoutError } from './errors.ts';
 import type { GiveUpReason } from './events.ts';
@@ -277,7 +277,7 @@ export function retry(options: RetryOptions = {}): Retry {
       if (signal?.aborted) {
         // Cancelled, not waited for (see below).
         if ('response' in outcome) outcome.response.body?.cancel().catch(() => {});
-        throw signal.reason;
+        throw abortReason(signal);
       }
       const budget = budgetFor(call.key);
       // The budget guards against storms of our own making. A retry the server invited,
@@ -320,7 +320,7 @@ export function retry(options: RetryOptions = {}): Retry {
         });
         // A caller who left during that read waits for no rate-limit error: user aborts stay
         // their own reason (DESIGN §4), as during a backoff wait.
-        if (signal?.aborted) throw signal.reason;
+        if (signal?.aborted) throw abortReason(signal);
         throw tooLong;
       }
 
@@ -332,7 +332,7 @@ export function retry(options: RetryOptions = {}): Retry {
       // No retry event for a pass the cancel ended either: the body's source is told at
       // once, and its cancel may abort. (Not throwIfAborted(): a custom fetch may take a
       // polyfill's signal, which lacks it.)
-      if (signal?.aborted) throw signal.reason;
+      if (signal?.aborted) throw abortReason(signal);
       call.emit({
         type: 'retry',
         key: call.key,

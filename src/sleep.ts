@@ -5,13 +5,15 @@
  * removed either way, so nothing is left behind to keep a process alive.
  */
 
-/** Waits `ms`, or rejects at once with `signal.reason` when the signal aborts. */
+import { abortReason } from './call.ts';
+
+/** Waits `ms`, or rejects at once with the signal's reason (see {@link abortReason}) when it aborts. */
 export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  if (signal?.aborted) return Promise.reject(signal.reason);
+  if (signal?.aborted) return Promise.reject(abortReason(signal));
   return new Promise<void>((resolve, reject) => {
     const onAbort = (): void => {
       clearTimeout(timer);
-      reject(signal?.reason);
+      reject(abortReason(signal));
     };
     const timer = setTimeout(() => {
       signal?.removeEventListener('abort', onAbort);

@@ -16,7 +16,15 @@
  */
 
 import * as z from 'zod/mini';
-import { BODY_READ, type Call, ENDED, type MarkedCall, type Middleware, type Next } from './call.ts';
+import {
+  abortReason,
+  BODY_READ,
+  type Call,
+  ENDED,
+  type MarkedCall,
+  type Middleware,
+  type Next,
+} from './call.ts';
 import { requestSummary, TimeoutError } from './errors.ts';
 import { validate } from './options.ts';
 import { MAX_DELAY_MS } from './timing.ts';
@@ -165,7 +173,7 @@ export function timeout(options: TimeoutOptions): Middleware {
     const scope = attemptLimit < remaining ? 'attempt' : 'total';
     const ms = scope === 'attempt' ? attemptLimit : (call.totalMs ?? remaining);
     const outer = call.signal;
-    if (outer?.aborted) throw outer.reason;
+    if (outer?.aborted) throw abortReason(outer);
     // A pass of this timeout that ended at its deadline left a mark: a layer above (a
     // retry) now starts a new pass, which lifts it. Another timeout's mark is an outer
     // deadline: this pass runs for a call that is over (a retry between the two, still

@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { Call } from '../src/call.ts';
+import { Call, type FetchLike } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { retry } from '../src/retry.ts';
+import { sequence, withServer } from './helpers/server.ts';
 
 // What a Call reads from (input, init) is what fetch itself would send: the init's
 // member, else the Request input's. These cases are the edges of that rule.
@@ -308,4 +309,67 @@ test('a key function is not handed a URL the parser rejects: the key names no se
     String((error as { input?: unknown }).input),
   ];
   for (const text of shown) assert.equal(text.includes('s3cret'), false, text);
+});
+
+/**
+ * A signal of the shape node-fetch v2's `abort-controller` package (and older
+ * polyfills) hands out: `aborted` and an `abort` event, but no `reason`.
+ */
+function polyfillSignal(): { signal: AbortSignal; abort: () => void } {
+  const target = Object.assign(new EventTarget(), { aborted: false, reason: undefined });
+  const abort = (): void => {
+    target.aborted = true;
+    target.dispatchEvent(new Event('abort'));
+  };
+  return { signal: target as unknown as AbortSignal, abort };
+}
+
+/**
+ * A fetch that takes such a signal, as node-fetch v2 does: Deno's and Bun's own fetch
+ * reject any signal that is not a real AbortSignal, so it follows the polyfill's
+ * abort event with a real controller.
+ */
+const polyfillFetch: FetchLike = (input, init) => {
+  const { signal: given, ...rest } = init ?? {};
+  const controller = new AbortController();
+  given?.addEventListener('abort', () => controller.abort(), { once: true });
+  return globalThis.fetch(input, { ...rest, signal: controller.signal });
+};
+
+test('a polyfill signal without reason, aborted during a backoff wait, rejects the call with an AbortError, not undefined', async () => {
+  const { signal, abort } = polyfillSignal();
+  await withServer(sequence({ status: 503 }, {}), async (server) => {
+    const fetch = createFetch({
+      fetch: polyfillFetch,
+      use: [retry({ backoff: { initialMs: 10_000, jitter: 'none' } })],
+      // The abort lands while retry() waits out its 10 s backoff.
+      onEvent: (event) => {
+        if (event.type === 'retry') setTimeout(abort, 10);
+      },
+    });
+    const started = performance.now();
+    const error = await fetch(`${server.origin}/x`, { signal }).then(
+      () => assert.fail('the call resolved'),
+      (thrown: unknown) => thrown,
+    );
+    assert.ok(error instanceof Error, `rejected with ${String(error)}`);
+    assert.equal(error.name, 'AbortError');
+    assert.ok(performance.now() - started < 5_000, 'ended by the abort, not the backoff');
+    assert.equal(server.requests.length, 1, 'no resend after the abort');
+  });
+});
+
+test('a polyfill signal without reason, aborted before the call, is refused with an AbortError, not undefined', async () => {
+  const { signal, abort } = polyfillSignal();
+  abort();
+  await withServer(sequence({}), async (server) => {
+    const fetch = createFetch({ fetch: polyfillFetch, use: [retry()] });
+    const error = await fetch(`${server.origin}/x`, { signal }).then(
+      () => assert.fail('the call resolved'),
+      (thrown: unknown) => thrown,
+    );
+    assert.ok(error instanceof Error, `rejected with ${String(error)}`);
+    assert.equal(error.name, 'AbortError');
+    assert.equal(server.requests.length, 0, 'nothing sent');
+  });
 });
