@@ -112,12 +112,21 @@ function fail(method: string, problem: string, Type: ErrorConstructor = TypeErro
 }
 
 /**
- * A `JSON.stringify` replacer that throws at a NaN or ±Infinity, at any depth: JSON
- * would write null in its place (`{ count: NaN }` is a well-typed JsonValue that would
- * come back `{ count: null }`), so the value is refused rather than changed.
+ * A `JSON.stringify` replacer that throws wherever JSON would write null in a value's
+ * place, at any depth, so the value is refused rather than changed: a NaN or ±Infinity
+ * (`{ count: NaN }` is a well-typed JsonValue that would come back `{ count: null }`),
+ * and in an array (whose length JSON keeps) a hole, undefined, a function or a symbol.
+ * In an object, JSON leaves such a field out, which reads the same for undefined.
  */
-function finite(_key: string, inner: unknown): unknown {
-  if (typeof inner === 'number' && !Number.isFinite(inner)) throw inner;
+function unchanged(this: unknown, _key: string, inner: unknown): unknown {
+  if (
+    typeof inner === 'number'
+      ? !Number.isFinite(inner)
+      : Array.isArray(this) &&
+        (inner === undefined || typeof inner === 'function' || typeof inner === 'symbol')
+  ) {
+    throw inner;
+  }
   return inner;
 }
 
@@ -128,9 +137,9 @@ function finite(_key: string, inner: unknown): unknown {
 function encode(value: unknown, method: string, ttlMs?: unknown, at = 0): Entry {
   let json: string | undefined;
   try {
-    json = JSON.stringify(value, finite);
+    json = JSON.stringify(value, unchanged);
   } catch {
-    // BigInt, cycles and non-finite numbers: reported below, without the runtime's wording.
+    // BigInt, cycles and what unchanged() refuses: reported below, without the runtime's wording.
   }
   // undefined, functions and symbols have no JSON at all.
   if (json === undefined) fail(method, `the value must be JSON-serialisable (got ${describeValue(value)})`);

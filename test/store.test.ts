@@ -349,3 +349,19 @@ test('a NaN or Infinity inside an object or array is refused, as at the top: JSO
   await assert.rejects(store.compareAndSet('k', { count: Number.NaN }, { count: 1 }), TypeError);
   assert.deepEqual(await store.get('k'), { count: 0 });
 });
+
+test('an array element JSON would write as null (a hole, undefined, a function, a symbol) is refused, as at the top', async () => {
+  const store = memoryStore();
+  // JSON keeps an array's length, so each of these would come back as null in its place.
+  const holey: unknown[] = [1];
+  holey[2] = 3;
+  const bad = [holey, [1, undefined], { list: [() => 1] }, [Symbol('s')]] as unknown as JsonValue[];
+  for (const value of bad) {
+    await assert.rejects(store.set('k', value), /store\.set\(\): the value must be JSON-serialisable/);
+    await assert.rejects(store.compareAndSet('k', undefined, value), TypeError);
+  }
+  assert.equal(await store.get('k'), undefined, 'nothing was stored, not [1, null, 3]');
+  // An object's undefined field is left out, as JSON leaves it out: nothing reads differently.
+  await store.set('k', { a: 1, b: undefined } as unknown as JsonValue);
+  assert.deepEqual(await store.get('k'), { a: 1 });
+});
