@@ -191,8 +191,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   const gate = given ?? createGate({ key: name ?? DEFAULT_KEY });
   let current: T | undefined;
   let connecting: Promise<C> | undefined;
-  /** How many times `close()` was called: a connect under way when it came opens no session. */
-  let closes = 0;
+  /** Gives up the connect in flight (see {@link bounded}): `close()` ends it with an AbortError. */
+  let giveUp: ((error: unknown) => void) | undefined;
 
   /** Routes the transport's failures through `toError()` and its `tools/list` answers to `learn()`. */
   function wire(transport: Wired): void {
@@ -252,14 +252,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
 
   /** One connect; `live()` says false once it was given up, so a late success is not taken. */
   async function open(live: () => boolean): Promise<C> {
-    const closed = closes;
     // A client still on a lost session: closed first (the SDK connects one transport at a time).
     if (client.transport !== undefined) await client.close();
-    // Given up while closing: a later connect owns the client now.
+    // Given up while closing (timed out, or close() came with no transport to close): no
+    // session is opened, since nothing would end it; a later connect owns the client now.
     if (!live()) return client;
-    // close() came meanwhile, with no transport to close: its caller wants no session, and
-    // nothing would end the one opened now. (Later, the SDK fails the connect itself.)
-    if (closes !== closed) throw new DOMException('resilientMcpClient closed during connect()', 'AbortError');
     const transport = build(fetch);
     wire(transport as unknown as Wired);
     try {
@@ -271,13 +268,22 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     return client;
   }
 
-  /** {@link open}, given up after `timeoutMs`: it rejects with `TimeoutError` and the client is closed. */
+  /**
+   * {@link open}, given up after `timeoutMs` (it rejects with `TimeoutError` and the client
+   * is closed) or by `close()` through {@link giveUp}.
+   */
   function bounded(): Promise<C> {
     return new Promise<C>((resolve, reject) => {
       let live = true;
-      const timer = setTimeout(() => {
+      // Also clears the timer: once given up, this connect must not close a later one's session.
+      const end = (error: unknown): void => {
         live = false;
-        reject(new TimeoutError({ scope: 'total', ms: timeoutMs }));
+        clearTimeout(timer);
+        reject(error);
+      };
+      giveUp = end;
+      const timer = setTimeout(() => {
+        end(new TimeoutError({ scope: 'total', ms: timeoutMs }));
         // Closing the client closes its transport: the stream or socket the connect waits
         // on is let go, and the SDK fails the pending initialize (ignored: already rejected).
         client.close().catch(() => {});
@@ -303,9 +309,13 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
       return connecting;
     },
     async close(): Promise<void> {
-      closes++;
+      const pending = connecting;
+      // A connect in flight gives up: it rejects at once and opens no session.
+      giveUp?.(new DOMException('resilientMcpClient closed during connect()', 'AbortError'));
       current = undefined;
       await client.close();
+      // Settled, so a connect() after close() starts a new session instead of joining it.
+      await pending?.catch(() => {});
     },
   };
 }
