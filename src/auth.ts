@@ -22,7 +22,7 @@
  */
 
 import * as z from 'zod/mini';
-import type { Call, Middleware, Next } from './call.ts';
+import { abortReason, type Call, hasOneShotBody, type Middleware, type Next } from './call.ts';
 import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
 import { functionOption, isFunction, validate } from './options.ts';
 import { MAX_DELAY_MS } from './timing.ts';
@@ -118,21 +118,6 @@ async function obtain(get: () => string | Promise<string>, name: string): Promis
   return value;
 }
 
-/**
- * A request body that can be sent a second time (DESIGN.md §2): anything but a stream.
- * An async iterable (a generator, a Node `Readable`) is one too: Node, Deno and Bun's
- * fetch all take it as a body and read it once, so a resend went out empty.
- */
-function replayable(call: Call): boolean {
-  // `call.body` is init's body, else the Request's; with `body: undefined` in init the
-  // Request's body is still what is sent.
-  const body = (call.body ?? (call.input as Partial<Request>).body) as
-    | { getReader?: unknown; [Symbol.asyncIterator]?: unknown }
-    | null
-    | undefined;
-  return typeof body?.getReader !== 'function' && typeof body?.[Symbol.asyncIterator] !== 'function';
-}
-
 /** A `refresh()` in flight, shared by every caller that meets a 401 meanwhile. */
 interface Flight {
   /** Settles when the refresh does (its token, if taken, is in place by then). */
@@ -176,7 +161,7 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, 
       if (ok) resolve(value as T);
       else reject(value);
     };
-    const onAbort = (): void => end(signal?.reason);
+    const onAbort = (): void => end(abortReason(signal));
     const timer =
       wait < Infinity
         ? setTimeout(
@@ -360,7 +345,7 @@ export function auth(options: AuthOptions): Middleware {
     const [token, sentGeneration] = await currentToken(call);
     call.setHeader(header, format(token));
     const response = await next(call);
-    if (response.status !== 401 || refresh === undefined || !replayable(call)) return response;
+    if (response.status !== 401 || refresh === undefined || hasOneShotBody(call)) return response;
 
     // This 401 is dropped either way now: free its connection before waiting on a refresh.
     // Not awaited: a cancel settles only once the body's source has cancelled, which a
@@ -372,7 +357,7 @@ export function auth(options: AuthOptions): Middleware {
     // this 401 came late (a fetch that ignores the signal), or a retry above has started
     // the next attempt. A refresh for nobody hits the token endpoint and, with rotating
     // refresh tokens, spends one.
-    if (signal?.aborted) throw signal.reason;
+    if (signal?.aborted) throw abortReason(signal);
     // Only a 401 for the newest token says that token is bad; for an older one, another
     // caller has refreshed already and the request just goes again with the new token,
     // once a refresh still running (the newer token expired too) has produced its own.

@@ -74,6 +74,16 @@ export function abortReason(signal: AbortSignal | undefined): unknown {
   return signal?.reason ?? AbortSignal.abort().reason;
 }
 
+/**
+ * Whether `call`'s body can be read only once, so a resend would go out empty: a stream
+ * (init's, or a `Request`'s) or an async iterable (an async generator, a Node `Readable`:
+ * Node's, Deno's and Bun's fetch take one, with `duplex: 'half'`, and read it once).
+ */
+export function hasOneShotBody(call: Call): boolean {
+  const body = call.body as { getReader?: unknown; [Symbol.asyncIterator]?: unknown } | null | undefined;
+  return typeof body?.getReader === 'function' || typeof body?.[Symbol.asyncIterator] === 'function';
+}
+
 /** The methods RFC 9110 §9.2.2 defines as idempotent. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 
@@ -181,9 +191,7 @@ export class Call {
    * What fetch itself would use for `field`: the init's, else the `Request` input's.
    * As in WebIDL, an init member set to `undefined` counts as absent.
    */
-  #field<K extends 'method' | 'headers' | 'body' | 'signal'>(
-    field: K,
-  ): RequestInit[K] | Request[K] | undefined {
+  #field<K extends 'method' | 'headers' | 'signal'>(field: K): RequestInit[K] | Request[K] | undefined {
     const value = this.init?.[field];
     return value !== undefined ? value : this.input instanceof Request ? this.input[field] : undefined;
   }
@@ -284,9 +292,13 @@ export class Call {
     else init.signal = signal;
   }
 
-  /** The request body as given (init's, else the `Request`'s stream), if any. */
+  /**
+   * The request body as given (init's, else the `Request`'s stream), if any. An init
+   * body of `null` counts as absent too: fetch then sends the `Request`'s (Fetch
+   * standard, the Request constructor's "inputOrInitBody").
+   */
   get body(): BodyInit | null | undefined {
-    return this.#field('body');
+    return this.init?.body ?? (this.input instanceof Request ? this.input.body : undefined);
   }
 
   /** One request header (case-insensitive), without building a `Headers` object. */

@@ -19,7 +19,7 @@ import {
   type Jitter,
   withDefaults,
 } from './backoff.ts';
-import { abortReason, type Call, type Middleware, type Next } from './call.ts';
+import { abortReason, type Call, hasOneShotBody, type Middleware, type Next } from './call.ts';
 import { type Classification, classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
 import { BreakwaterError, RetryAfterTooLongError, requestSummary, type TimeoutError } from './errors.ts';
 import type { GiveUpReason } from './events.ts';
@@ -235,7 +235,7 @@ export function retry(options: RetryOptions = {}): Retry {
     // 'never': only what the server provably did not run, idempotent or not.
     if (resend !== 'always' && !(resend === 'safe' ? verdict.safeToResend : verdict.notRun))
       return 'unsafe-to-resend';
-    if (call.body instanceof ReadableStream) return 'body-not-replayable';
+    if (hasOneShotBody(call)) return 'body-not-replayable';
     if (budgetTokens > 0 && !invited && budget.tokens <= budgetTokens / 2) return 'budget';
     // No pointless sleep: a wait past the cap or the deadline fails at once.
     if (serverDelay !== undefined && (serverDelay > maxRetryAfterMs || serverDelay > remaining))

@@ -789,3 +789,30 @@ test('a caller signal from an AbortSignal polyfill does not break buffering a st
     );
   });
 });
+
+test('an async iterable body (a generator, a Node Readable) is never resent: a keyed POST answered 503 gives up as body-not-replayable', async () => {
+  // Node, Deno and Bun's fetch take one (with duplex: 'half') and read it once: a resend
+  // of the spent iterable went out empty, and with an Idempotency-Key the server took the
+  // empty POST as the real one.
+  await withServer(sequence({ status: 503 }, { status: 200, body: 'ok' }), async (server) => {
+    const why: string[] = [];
+    const fetch = createFetch({
+      onEvent: (event) => {
+        if (event.type === 'give-up') why.push(event.why);
+      },
+      use: [retry({ backoff: fast })],
+    });
+    async function* chunks(): AsyncGenerator<Uint8Array> {
+      yield new TextEncoder().encode('order #1');
+    }
+    const init = { method: 'POST', headers: { 'idempotency-key': '"k1"' }, body: chunks(), duplex: 'half' };
+    const res = await fetch(server.origin, init as unknown as RequestInit);
+    assert.equal(res.status, 503);
+    await res.body?.cancel();
+    assert.deepEqual(
+      server.requests.map((r) => r.text),
+      ['order #1'],
+    );
+    assert.deepEqual(why, ['body-not-replayable']);
+  });
+});
