@@ -73,9 +73,23 @@ export class BreakwaterError extends Error {
     for (const [field, value] of Object.entries(this)) {
       if (value !== undefined) out[field] = value instanceof Date ? value.toISOString() : value;
     }
-    if (this.cause instanceof Error)
-      out.cause = { name: this.cause.name, message: redactText(this.cause.message) };
+    if (this.cause instanceof Error) out.cause = { name: this.cause.name, message: causeMessage(this.cause) };
     return out;
+  }
+}
+
+/**
+ * An error's message, redacted, for quoting in another: `''` for one that does not read
+ * as text. Any error may reach a gate or a `cause` (`isCrashLoop` accepts what it likes),
+ * and a message that is a number or a getter that throws must not turn the error that
+ * quotes it into a `TypeError`.
+ */
+function causeMessage(cause: Error): string {
+  try {
+    const message = cause.message;
+    return typeof message === 'string' ? redactText(message) : '';
+  } catch {
+    return '';
   }
 }
 
@@ -229,7 +243,7 @@ export class GateClosedError extends BreakwaterError {
 
   constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; now?: number }) {
     super(
-      `start gate "${init.key}" is closed${init.cause instanceof Error ? ` after: ${redactText(init.cause.message)}` : ''}${until(init.retryAt, init.now)}`,
+      `start gate "${init.key}" is closed${init.cause instanceof Error ? ` after: ${causeMessage(init.cause)}` : ''}${until(init.retryAt, init.now)}`,
       'GATE_CLOSED',
       init,
     );

@@ -293,18 +293,7 @@ export function createGate(options?: GateOptions): Gate {
         if (time < retryAtMs || (probe && time < probeUntilMs)) {
           const at = Math.max(time, retryAtMs);
           emit('refused', at);
-          const init = { key, retryAt: new Date(at), now: time };
-          let closed: GateClosedError;
-          try {
-            closed = new GateClosedError({ ...init, cause });
-          } catch {
-            // The message quotes the cause's, and isCrashLoop may accept an error whose
-            // message is no text or throws when read: the caller must still get a
-            // GateClosedError (its `instanceof` check), the cause still on it, unquoted.
-            closed = new GateClosedError(init);
-            closed.cause = cause;
-          }
-          throw closed;
+          throw new GateClosedError({ key, retryAt: new Date(at), cause, now: time });
         }
         probe = mine = Symbol();
         // The breaker's probe lease: a connect that never returns (no timeout inside `fn`)

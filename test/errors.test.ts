@@ -497,3 +497,20 @@ test('a hand-built HttpStatusError shows no secret of a URL in its statusText, i
     'Service Unavailable',
   );
 });
+
+test('toJSON() of an error whose cause has a message that is no text, or throws when read, still serialises', () => {
+  // Any error may become a cause (a gate's isCrashLoop accepts what it likes): a message
+  // of 42 or a throwing getter must not make JSON.stringify (a logger) throw.
+  for (const cause of [
+    Object.assign(new Error('x'), { message: 42 }),
+    Object.defineProperty(new Error('x'), 'message', {
+      get() {
+        throw new Error('no message here');
+      },
+    }),
+  ]) {
+    const error = new BreakwaterError('it failed', 'X', { cause });
+    const json = JSON.parse(JSON.stringify(error));
+    assert.deepEqual(json.cause, { name: 'Error', message: '' });
+  }
+});
