@@ -94,6 +94,13 @@ const TOKEN_RUN = /[\w.~+/=%-]{20,}/g;
  */
 const RANDOM_CHARS = /[A-Z]{2}|(?=[\dA-Za-z+=%]{4})[\dA-Za-z+=%]{0,3}[\d+=%]/;
 
+/**
+ * An Authorization value (`Bearer …`, `Basic …`, given as `auth('Bearer …')` for
+ * `auth({ token })`): its credential may be too short for a {@link TOKEN_RUN} (a dev
+ * key, Basic's base64 `user:pass`), and the scheme says what it is.
+ */
+const AUTH_SCHEME = /\b(?:bearer|basic) +\S/i;
+
 /** The longest value shown in an error before it is cut. */
 const MAX_SHOWN_CHARS = 60;
 
@@ -118,7 +125,8 @@ export function describeValue(value: unknown, path: readonly PropertyKey[] = [])
     // A URL (a base URL given for the base fetch) loses its userinfo and query values.
     // Only the start is read: redacting is linear, but 10 MB of URLs took seconds.
     const text = redactText((value as string).slice(0, MAX_READ_CHARS));
-    if (text.match(TOKEN_RUN)?.some((run) => RANDOM_CHARS.test(run))) return `${article(type)} (not shown)`;
+    if (AUTH_SCHEME.test(text) || text.match(TOKEN_RUN)?.some((run) => RANDOM_CHARS.test(run)))
+      return `${article(type)} (not shown)`;
     return JSON.stringify(text.length > MAX_SHOWN_CHARS ? `${text.slice(0, MAX_SHOWN_CHARS)}…` : text);
   }
   // Primitives (null included) print as themselves, a bigint with its `n` (`5n` is

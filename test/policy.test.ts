@@ -336,3 +336,14 @@ test('a base64 or percent-encoded secret is never shown in the option error: its
     /\(got "https:\/\/api\.openai\.com\/v1\/chat\/completions"\)/,
   );
 });
+
+test('an Authorization value (Bearer or Basic) passed in the wrong place is never shown, however short its credential', () => {
+  // auth('Bearer …') for auth({ token }): a short dev key or Basic user:pass is no run of 20.
+  for (const value of ['Bearer dev-key-1234', 'Basic dXNlcjpwYXNz', 'bearer abcdefghijklmnopqrstuvwxyz']) {
+    assert.throws(() => definePolicy(value as never), /\(got a string \(not shown\)\)$/, value);
+    assert.throws(
+      () => definePolicy({}).fetch(undefined, { auth: value } as never),
+      /\(got a string \(not shown\)\)/,
+    );
+  }
+});
