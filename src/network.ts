@@ -22,7 +22,8 @@
  * User aborts are never network errors: an `AbortError` (or a `TimeoutError` from
  * `AbortSignal.timeout()`) anywhere in the chain yields `undefined`, and so does any
  * value that does not look like a network failure (a caller's own abort reason,
- * programming errors such as an invalid URL, non-Error throwables).
+ * programming errors such as an invalid URL, a body whose content coding is corrupt,
+ * non-Error throwables).
  */
 
 import { BreakwaterError, NetworkError, type RequestSummary, type SentState } from './errors.ts';
@@ -201,6 +202,20 @@ const WORKERD_LOST = /^network connection lost/;
 const LOCAL_REFUSAL =
   /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url/;
 
+/**
+ * Error `code`s of a response body that failed to decode: a corrupt (or cut-short) gzip,
+ * deflate, br or zstd stream in an answer that arrived whole. The server's bytes are wrong,
+ * not the network, and a resend gets the same bytes: no network failure (a breaker would
+ * count it against the server's health, retry would resend). Node's zlib (`Z_DATA_ERROR`,
+ * `Z_BUF_ERROR`), brotli (`ERR__ERROR_FORMAT_PADDING_2`: `ERR_` and the decoder's
+ * `_ERROR_*` name) and zstd (`ZSTD_error_*`) codes, under undici's `terminated`. A stream
+ * cut short by the connection closing still reads as that break (undici reports
+ * `UND_ERR_SOCKET`, not zlib). Bun's `ZlibError` / `BrotliDecompressionError` codes and
+ * Deno's `deflate decompression error` / `brotli error` messages are not network failures
+ * here anyway: no row of {@link FAILURES} or {@link FETCH_FAILURE} names them.
+ */
+const DECODING_CODE = /^(?:Z|ERR_|ZSTD)_/;
+
 /** Reads a property without letting a throwing getter or Proxy escape. */
 function read(value: unknown, key: string): unknown {
   // Only ever called with the objects of a chain: no type check needed.
@@ -278,7 +293,8 @@ export function normalizeNetworkError(
     return undefined;
   }
   // A user abort or a signal timeout anywhere: the caller's business, never a network
-  // failure. (An empty chain, a value that is not an object, is no network failure.)
+  // failure; nor a body that failed to decode (see DECODING_CODE). (An empty chain, a
+  // value that is not an object, is no network failure.)
   const byCode: Verdict[] = [];
   // The messages without their URLs (see below), and whether any error is one of
   // those `fetch` throws for network failures (see FETCH_FAILURE and WORKERD_LOST).
@@ -287,7 +303,8 @@ export function normalizeNetworkError(
   for (const link of chain) {
     const name = readString(link, 'name');
     const code = readString(link, 'code');
-    if (name === 'AbortError' || name === 'TimeoutError' || code === 'ABORT_ERR') return undefined;
+    if (name === 'AbortError' || name === 'TimeoutError' || code === 'ABORT_ERR' || DECODING_CODE.test(code))
+      return undefined;
     const message = readString(link, 'message').toLowerCase();
     fetchFailure ||=
       (name === 'TypeError' && FETCH_FAILURE.test(message)) ||

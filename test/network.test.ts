@@ -2,6 +2,10 @@ import assert from 'node:assert/strict';
 import { connect, createServer as createTcpServer, type Server, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { createServer as createTlsServer } from 'node:tls';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
+import { limitedBody } from '../src/body-limit.ts';
+import type { Middleware } from '../src/call.ts';
+import { createFetch } from '../src/chain.ts';
 import { NetworkError, requestSummary } from '../src/errors.ts';
 import { normalizeNetworkError } from '../src/network.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
@@ -315,6 +319,84 @@ test('an untrusted certificate is a TLS failure during connect, not sent', async
   });
 });
 
+/** A body of varied JSON: each of its encodings is long enough (kilobytes) to corrupt mid-way. */
+const PLAIN_BODY = Array.from({ length: 2_000 }, (_, i) => `{"id":${i},"result":${i * i}}`).join('\n');
+
+/** A middleware that reads bodies through `limitedBody()`, as the MCP and A2A adapters do. */
+const throughLimit: Middleware = async (call, next) => limitedBody(await next(call), 1_000_000, call);
+
+test('a corrupt gzip, deflate or br body on an intact connection is no network failure: the error passes on, its URLs redacted', async () => {
+  // Node says `terminated` with a zlib cause (Z_DATA_ERROR; brotli's ERR__ERROR_FORMAT_*),
+  // Deno `deflate decompression error: ...` / `brotli error` / `unexpected end of file`,
+  // Bun `ZlibError fetching "<url>"` (code ZlibError, BrotliDecompressionError). The
+  // server answered in full and the connection is fine: a breaker must not count it as
+  // a network failure, nor retry() resend on it.
+  const garbage = new TextEncoder().encode('not compressed at all, not at all');
+  const corrupt = (encoded: Uint8Array): Uint8Array =>
+    new Uint8Array([...encoded.subarray(0, 30), ...garbage]);
+  const gzip = gzipSync(PLAIN_BODY);
+  // A valid stream cut short, the connection intact: its bytes are wrong, not the network.
+  const truncated = gzip.subarray(0, gzip.length / 2);
+  const cases: [coding: string, body: Uint8Array][] = [
+    ['gzip', corrupt(gzip)],
+    ['deflate', corrupt(deflateSync(PLAIN_BODY))],
+    ['br', corrupt(brotliCompressSync(PLAIN_BODY))],
+    ['gzip', truncated],
+  ];
+  for (const [coding, body] of cases) {
+    await withServer(always({ headers: { 'content-encoding': coding }, body }), async ({ origin }) => {
+      const url = `${origin}/v1/things?token=s3cret`;
+      const what = `${coding}, ${body.length} bytes`;
+      const plain = await createFetch({ use: [] })(url);
+      const raw = await plain.text().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      if (raw === undefined) {
+        // Node's fetch reads what arrived of a cut-short stream without complaint; Deno's
+        // decodes no deflate and hands its bytes on as they came.
+        assert.ok(
+          (runtime === 'node' && body === truncated) || (runtime === 'deno' && coding === 'deflate'),
+          `${what}: read without an error`,
+        );
+        return;
+      }
+      assert.equal(normalizeNetworkError(raw, requestSummary('local', 'GET', url), 'body'), undefined, what);
+      const limited = await createFetch({ use: [throughLimit] })(url);
+      const error = await rejection(() => limited.text());
+      assert.ok(error instanceof Error && !(error instanceof NetworkError), `${what}: ${String(error)}`);
+      assert.equal(error.name, (raw as Error).name, what);
+      assert.doesNotMatch(error.message, /s3cret/, what);
+    });
+  }
+});
+
+test('a gzip body cut short by the connection closing is a network failure: response phase, maybe sent', async () => {
+  const gzip = gzipSync(PLAIN_BODY);
+  const sockets = new Set<Socket>();
+  const server = createTcpServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+    socket.once('data', () => {
+      socket.write(`HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: ${gzip.length}\r\n\r\n`);
+      // Half the stream, then the connection ends: the rest never comes.
+      socket.end(gzip.subarray(0, gzip.length / 2));
+    });
+  });
+  const port = await listen(server);
+  try {
+    const response = await createFetch({ use: [throughLimit] })(`http://127.0.0.1:${port}/`);
+    const error = await rejection(() => response.text());
+    // Node: `terminated` (UND_ERR_SOCKET or a Content-Length mismatch); Deno: `error
+    // reading a body from connection`; Bun: ECONNRESET.
+    assert.ok(error instanceof NetworkError, String(error));
+    assert.deepEqual({ phase: error.phase, sent: error.sent }, { phase: 'response', sent: 'maybe' });
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
 // Constructed errors: shapes that cannot be provoked on loopback here (other
 // runtimes, other platforms, failures that need a remote network).
 
@@ -538,6 +620,16 @@ test('constructed: programming errors and other failures are not network errors'
   );
   assert.equal(normalizeNetworkError(new Error('caller gave up')), undefined);
   assert.equal(normalizeNetworkError(new Error('Failed to fetch')), undefined);
+});
+
+test('constructed: a zstd body that fails to decode (Node 23.8+ fetch) is not a network error, wherever it sits in the chain', () => {
+  const zstd = systemError('Corrupted block detected', { code: 'ZSTD_error_corruption_detected' });
+  const terminated = new TypeError('terminated', { cause: zstd });
+  assert.equal(normalizeNetworkError(terminated, undefined, 'body'), undefined);
+  assert.equal(
+    normalizeNetworkError(new Error('SDK read failed', { cause: terminated }), undefined, 'body'),
+    undefined,
+  );
 });
 
 test("constructed: fetch's own refusals (blocked port, unsupported scheme) are not network errors", () => {
