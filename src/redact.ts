@@ -129,6 +129,48 @@ function redactQuery(search: string): string {
 const RELATIVE_URL =
   /((?:^|[\s"'(<>=]|:(?!\/\/))\\?\/[^\s"'()<>=?:]*(?::(?!\\?\/)[^\s"'()<>=?:]*)*\?)([^\s"'()<>=:]*(?::(?!\\?\/)[^\s"'()<>=:]*)*=(?:[^\s"'()<>]*[^\s"'()<>,.;:?`])?)/g;
 
+/**
+ * A percent-encoded relative URL, or a path holding an encoded query, as a server quotes it
+ * (`redirect_uri=%2Fcb%3Ftoken%3D...`; `/cb%3Ftoken%3D...` from Python's `quote()`;
+ * `%2Fcb%3Ftoken=...&x=1` from Go's `url.PathEscape`; `https://h:5432/x%3Ftoken%3D...`
+ * from `quote(url, safe=':/')`): from a `/` or an encoded one, what an encoded URL is made
+ * of and `=`, `&`, `:` and `@`, closing punctuation (`.`, `'`, `)`, `:`) left to the text.
+ * Only a path segment holding a `%` starts one (it need not start at the path's first
+ * `/`), and once it has its `%` it always matches, so no text is read twice: linear time.
+ * {@link redactEncodedQuery} hides the values of those holding an encoded `?`.
+ */
+const ENCODED_PATH = /(?:\/|%(?:25){0,3}2F)[\w.!~*'()+=&:@-]*%(?:[\w.!~*'()%+/=&:@-]*[\w!~*(%+/=&@-])?/gi;
+
+/**
+ * `run` ({@link ENCODED_PATH}) without its fragment and with each query value shown as
+ * `[redacted]`: the query starts at the first encoded `?`, its parameters are split at `&`
+ * and their names at `=`, each as it is or encoded up to four times (an encoder may leave
+ * them as they are, or encode them once more than the `/`); a name holding an escape, or a
+ * parameter with no `=`, is `[redacted]` too. An empty value stays empty: so does the `=`
+ * before a `[redacted]` shown, which ends the run when it is redacted again.
+ */
+function redactEncodedQuery(run: string): string {
+  const [rest] = run.split(/%(?:25){0,3}23/i, 1) as [string];
+  const query = /%(?:25){0,3}3F/i.exec(rest);
+  if (!query) return rest;
+  const start = query.index + query[0].length;
+  return (
+    rest.slice(0, start) +
+    rest
+      .slice(start)
+      .split(/(&|%(?:25){0,3}26)/i)
+      .map((part, i) => {
+        const equals = /=|%(?:25){0,3}3D/i.exec(part);
+        if (i % 2) return part;
+        if (!equals) return part && REDACTED;
+        const name = part.slice(0, equals.index);
+        const end = equals.index + equals[0].length;
+        return (/^[\w.~-]*$/.test(name) ? name : REDACTED) + equals[0] + (part.length > end ? REDACTED : '');
+      })
+      .join('')
+  );
+}
+
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[a-z\d+.-]$/i;
 
@@ -172,57 +214,32 @@ function indexOrEnd(upper: string, delimiter: string, from?: number): number {
 
 /**
  * The percent-encoded URL `run` (after its `%3A%2F%2F`) without its secrets, still
- * encoded: no userinfo (up to the last `%40` before the first `%2F`, `%3F` or `%23`), no
- * fragment, and each query value (`%3D` up to `%26`) shown as `[redacted]`; a name
- * holding an escape, or a parameter with no `%3D`, likewise. It is not decoded and parsed:
- * a parse would read the URLs encoded once more in its path, level after level (n^1.5).
- * An empty value stays empty: so does the `%3D` before a `[redacted]` shown, which ends
- * the run when it is redacted again.
+ * encoded: no userinfo (up to the last `%40` before the first `%2F`, `%3F` or `%23`), and
+ * the rest as {@link redactEncodedQuery} shows it. It is not decoded and parsed: a parse
+ * would read the URLs encoded once more in its path, level after level (n^1.5).
  *
  * `percent` is what its escapes start with: `%`, or `%25` in a URL encoded twice
- * (`%252F`), and so on. A delimiter counts only at that depth: one encoded once more is
- * part of a name, a password or a path (`p%252Fss` in `%3A%2F%2Fu%3Ap%252Fss%40h`, a
- * password holding a `/`). A `%` only ever starts an escape, so a plain search for
+ * (`%252F`), and so on. The authority's delimiters count only at that depth: one encoded
+ * once more is part of a name or a password (`p%252Fss` in `%3A%2F%2Fu%3Ap%252Fss%40h`,
+ * a password holding a `/`). A `%` only ever starts an escape, so a plain search for
  * `%252F` finds no `%25252F`.
  */
 function redactEncoded(run: string, percent: string): string {
   const upper = run.toUpperCase();
   const length = percent.length + 2;
-  // The authority ends at the first `/`, `?` or `#`; the host starts after its last `@`.
-  const authorityEnd = Math.min(
-    indexOrEnd(upper, `${percent}2F`),
-    indexOrEnd(upper, `${percent}3F`),
-    indexOrEnd(upper, `${percent}23`),
+  // The host starts after the last `@` before the first `/`, `?` or `#`.
+  const at = upper.lastIndexOf(
+    `${percent}40`,
+    Math.min(
+      indexOrEnd(upper, `${percent}2F`),
+      indexOrEnd(upper, `${percent}3F`),
+      indexOrEnd(upper, `${percent}23`),
+    ) - length,
   );
-  const at = upper.lastIndexOf(`${percent}40`, authorityEnd - length);
-  const rest = run.slice(authorityEnd, indexOrEnd(upper, `${percent}23`, authorityEnd));
-  const query = rest.toUpperCase().indexOf(`${percent}3F`) + length;
-  return (
-    // A URL encoded once more in the host or path (`%2Fhttps%253A%252F%252Fu%253Apw%2540h`)
-    // is one of its own: a level deeper each time, four at most.
-    redactText(
-      run.slice(at < 0 ? 0 : at + length, authorityEnd) +
-        (query < length ? rest : rest.slice(0, query - length)),
-      false,
-    ) +
-    (query < length
-      ? ''
-      : rest.slice(query - length, query) +
-        rest
-          .slice(query)
-          .split(`${percent}26`)
-          .map((part) => {
-            const equals = part.toUpperCase().indexOf(`${percent}3D`) + length;
-            if (equals < length) return part && REDACTED;
-            const name = part.slice(0, equals - length);
-            return (
-              (/^[\w.~-]*$/.test(name) ? name : REDACTED) +
-              part.slice(equals - length, equals) +
-              (part.length > equals ? REDACTED : '')
-            );
-          })
-          .join(`${percent}26`))
-  );
+  // A URL encoded once more in the host or path (`%2Fhttps%253A%252F%252Fu%253Apw%2540h`)
+  // is one of its own: a level deeper each time, four at most. The query's values are
+  // hidden first, so it finds none there.
+  return redactText(redactEncodedQuery(run.slice(at < 0 ? 0 : at + length)), false);
 }
 
 /**
@@ -433,8 +450,7 @@ export function redactText(text: string, escapes = true): string {
     separator = findSeparator(text, end);
   }
   // Relative URLs last: those in an absolute URL's query are redacted with it already.
-  return (out + text.slice(done)).replace(
-    RELATIVE_URL,
-    (_, head: string, query: string) => head + redactQuery(query),
-  );
+  return (out + text.slice(done))
+    .replace(RELATIVE_URL, (_, head: string, query: string) => head + redactQuery(query))
+    .replace(ENCODED_PATH, redactEncodedQuery);
 }
