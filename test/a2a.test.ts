@@ -302,6 +302,55 @@ test('a card whose declared length is over the cap fails before its body is read
   });
 });
 
+/**
+ * A fetch that relays each answer through a stream of its own (as a proxy or a mock
+ * does), whose cancel never settles: its source never confirms it stopped.
+ */
+const relayingSlowCancel: FetchLike = async (input, init) => {
+  const response = await globalThis.fetch(input, init);
+  const reader = response.body?.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const next = await reader?.read();
+      if (!next || next.done) controller.close();
+      else controller.enqueue(next.value);
+    },
+    cancel() {
+      reader?.cancel().catch(() => {});
+      return new Promise<void>(() => {});
+    },
+  });
+  return new Response(body, { status: response.status, headers: response.headers });
+};
+
+test('a card whose declared length is over the cap fails at once even when its relayed body is slow to cancel, with or without a policy', async () => {
+  const app = agentApp(
+    newSeen(),
+    [],
+    () =>
+      new Response(' '.repeat(4096), {
+        headers: { 'content-type': 'application/json', 'content-length': '4096' },
+      }),
+  );
+  await withApp(app, async ({ origin }) => {
+    for (const policy of [quickPolicy(), undefined]) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const hung = new Promise((resolve) => {
+        timer = setTimeout(() => resolve('still waiting after 1000 ms'), 1000);
+      });
+      const outcome = await Promise.race([
+        resolveAgentCard(origin, { policy, fetch: relayingSlowCancel, maxBytes: 1024 }).catch(
+          (e: unknown) => e,
+        ),
+        hung,
+      ]);
+      clearTimeout(timer);
+      assert.ok(outcome instanceof AgentCardError, `${policy ? 'policy' : 'no policy'}: ${String(outcome)}`);
+      assert.equal(outcome.code, 'AGENT_CARD_TOO_LARGE');
+    }
+  });
+});
+
 test('the SDK client sends a message through the policy and gets the agent reply', async () => {
   const seen = newSeen();
   await withApp(agentApp(seen), async ({ origin }) => {

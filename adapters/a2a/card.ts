@@ -342,7 +342,9 @@ async function readCapped(
   const declared = Number(response.headers.get('content-length') ?? Number.NaN);
   const body = response.body;
   if (declared > maxBytes || body === null) {
-    await body?.cancel().catch(() => {});
+    // Started, not waited for: a relayed body's cancel may settle late or never (as in
+    // statusError() and retry()), and under a policy no deadline would end the wait.
+    body?.cancel().catch(() => {});
     if (body === null) return new Uint8Array();
     throw tooLarge();
   }
