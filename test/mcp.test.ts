@@ -1101,6 +1101,58 @@ test('resilientMcpClient: after notifications/tools/list_changed a tool learned 
   );
 });
 
+test('resilientMcpClient: a call to a tool learned read-only that fails after notifications/tools/list_changed arrived is not resent', async () => {
+  const retool = { name: 'retool', annotations: { destructiveHint: true } };
+  const { seen, catalog } = catalogTest(10, [LOOKUP, retool]);
+  // Calling retool turns lookup destructive, and the server says its tools changed.
+  const change: CatalogChange = {
+    tool: 'retool',
+    tools: [{ name: 'lookup', annotations: { destructiveHint: true } }, retool],
+  };
+  const lookupFails: Faults = (what, nth) =>
+    what === 'tools/call:lookup' && nth === 1 ? { status: 503, after: true } : undefined;
+  const inner = mcpApp(seen, lookupFails, () => catalogServer(seen, catalog, change), { sse: true });
+  let arrived!: () => void;
+  const lookupArrived = new Promise<void>((resolve) => {
+    arrived = resolve;
+  });
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  // The first lookup call waits at the server's door until released: it runs, and fails
+  // 503, after the server changed its tools and the client heard so.
+  let holding = true;
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      if (holding && text.includes('"name":"lookup"')) {
+        holding = false;
+        arrived();
+        await held;
+      }
+      return inner.fetch(request);
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin);
+    try {
+      const client = await mcp.connect();
+      await client.listTools();
+      const call = client.callTool({ name: 'lookup', arguments: {} }).catch((caught: unknown) => caught);
+      await lookupArrived;
+      await client.callTool({ name: 'retool', arguments: {} });
+      release();
+      const error = await call;
+      assert.equal(seen.runs.lookup, 1, 'lookup ran twice: resent after the server said its tools changed');
+      assert.ok(error instanceof HttpStatusError && error.status === 503);
+    } finally {
+      release();
+      await mcp.close();
+    }
+  });
+});
+
 test('resilientMcpClient: a tools/list answer arriving after notifications/tools/list_changed teaches nothing', async () => {
   const got: { body: string; key: string | null }[] = [];
   await withApp(recordingApp(got), async (app) => {

@@ -172,6 +172,8 @@ export function mcpResend(options?: McpResendOptions): McpResend {
   const learned = new Set<string>();
   /** The `nextCursor` of the current listing's latest page: the only cursor whose page may add. */
   let next: string | undefined;
+  /** Calls this middleware marked that retry still holds: `learn()` unmarks those it made unsafe. */
+  const inFlight = new Set<Call>();
 
   /** Called only inside isSafe()'s try: a predicate that throws vouches for nothing. */
   function safeTool(name: unknown): boolean {
@@ -214,8 +216,11 @@ export function mcpResend(options?: McpResendOptions): McpResend {
   }
 
   const middleware = function mcpResend(call: Call, next: Next): Promise<Response> {
-    if (isSafe(call)) call.idempotent = true;
-    return next(call);
+    // Marked already (by its caller): nothing to add, and nothing of ours to take back.
+    if (call.idempotent || !isSafe(call)) return next(call);
+    call.idempotent = true;
+    inFlight.add(call);
+    return next(call).finally(() => inFlight.delete(call));
   } as McpResend;
   middleware.isSafe = isSafe;
   middleware.learn = (list, cursor) => {
@@ -241,6 +246,10 @@ export function mcpResend(options?: McpResendOptions): McpResend {
         learned.delete(name);
       }
     }
+    // A hint forgotten while a call runs (tools/list_changed, a listing without the tool):
+    // retry judges that call's failure unmarked, so a tool the server has just made
+    // destructive is not resent. One learned again meanwhile stays unmarked.
+    for (const call of inFlight) if (!isSafe(call)) call.idempotent = false;
   };
   return middleware;
 }
