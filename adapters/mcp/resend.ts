@@ -101,7 +101,8 @@ export interface McpResend extends Middleware {
    * previous page's `nextCursor` gave adds to that listing; any other page (stale, out
    * of order, an unknown cursor) only forgets: each tool it names stops being resent.
    * A bare array of tools (`result.tools`) is a page without a `nextCursor`. Tools you
-   * list in `tools` are never forgotten. Ignored with `hints: false`.
+   * list in `tools` are never forgotten. Ignored with `hints: false`. A call of a tool
+   * forgotten while it runs is no longer resent after its next failure.
    *
    * When the server sends `notifications/tools/list_changed`, call `learn({ tools: [] })`
    * (an empty first page: every learned hint is forgotten, `tools` stay) or list again:
