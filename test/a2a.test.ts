@@ -917,6 +917,39 @@ test('an A2A 0.3 REST agent’s 503 with a {code, message} body comes back as Ht
   }
 });
 
+test('createA2AClient refuses an A2A 0.3 card the SDK cannot translate (no defaultInputModes, a skill without tags, an unknown security scheme type, extensions not a list) with AgentCardError, not the SDK’s RequestMalformedError or TypeError', async () => {
+  const legacy = (origin: string) => ({
+    name: 'legacy-agent',
+    version: '1.0.0',
+    protocolVersion: '0.3.0',
+    url: `${origin}/a2a`,
+    preferredTransport: 'JSONRPC',
+    capabilities: {},
+    skills: [{ id: 'echo', name: 'Echo', tags: [] }],
+    defaultInputModes: ['text/plain'],
+    defaultOutputModes: ['text/plain'],
+  });
+  const breaks: [string, (card: ReturnType<typeof legacy>) => object][] = [
+    ['defaultInputModes', ({ defaultInputModes: _, ...card }) => card],
+    ['skill.tags', (card) => ({ ...card, skills: [{ id: 'echo', name: 'Echo' }] })],
+    ['security scheme', (card) => ({ ...card, securitySchemes: { key: { type: 'bogus' } } })],
+    // The SDK's own TypeError: `compat.extensions.map is not a function`.
+    ['capabilities.extensions', (card) => ({ ...card, capabilities: { extensions: 'all' } })],
+  ];
+  for (const [what, broken] of breaks) {
+    const app = agentApp(newSeen(), [], (c) => Response.json(broken(legacy(new URL(c.req.url).origin))));
+    await withApp(app, async ({ origin }) => {
+      // resolveAgentCard checks what both versions require, and takes these cards.
+      assert.equal((await resolveAgentCard(origin)).name, 'legacy-agent');
+      const error = await createA2AClient(origin, { policy: quickPolicy() }).catch((e: unknown) => e);
+      assert.ok(error instanceof AgentCardError, `${what}: ${String(error)}`);
+      assert.equal(error.code, 'AGENT_CARD_INVALID');
+      assert.match(error.message, new RegExp(`^agent card at ${origin}/\\.well-known/agent-card\\.json `));
+      assert.equal(error.issues.length, 1);
+    });
+  }
+});
+
 test('an A2A 0.3 REST agent’s typed error (TaskNotFound, 404) still passes through as the SDK’s error', async () => {
   await withApp(legacyRestAgent(404, { code: -32001, message: 'Task not found' }), async (app) => {
     const client = await createA2AClient(app.origin, {

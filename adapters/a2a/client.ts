@@ -20,12 +20,12 @@ import * as z from 'zod/mini';
 import { maxResponseBytesSchema } from '../../src/body-limit.ts';
 import type { Call, FetchLike, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS, type StatusSnapshot } from '../../src/capture.ts';
-import { BreakwaterError, isAbort, oneLine } from '../../src/errors.ts';
+import { BreakwaterError, isAbort, oneLine, requestSummary } from '../../src/errors.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
 import { SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
-import { resolveAgentCard, signalOption } from './card.ts';
+import { AGENT_CARD_PATH, AgentCardError, resolveAgentCard, signalOption } from './card.ts';
 import { type A2AFetchOptions, a2aIdempotent, limitBodies } from './fetch.ts';
 
 /**
@@ -45,6 +45,15 @@ const SDK_STATUS =
  * concurrent calls failing together, and bounded however long the client lives.
  */
 const MAX_FAILURES = 32;
+
+/**
+ * How much of the SDK's complaint about a card its issue shows (200 characters): it may
+ * quote the card. Its first 1,000 are redacted first, so a URL cut at the end still has
+ * its userinfo and query values hidden, and a huge quote costs no long redaction pass.
+ */
+const MAX_CARD_PROBLEM_CHARS = 200;
+/** How much of that complaint is read and redacted before it is cut (1,000 characters). */
+const MAX_CARD_PROBLEM_READ_CHARS = 1000;
 
 /** Options for {@link createA2AClient}. */
 export interface CreateA2AClientOptions {
@@ -263,12 +272,30 @@ export async function createA2AClient(
   );
   const sdk = await import('@a2a-js/sdk/client');
   const legacyCompat = { enabled: true };
+  const cardResolver = new sdk.DefaultAgentCardResolver({ fetchImpl, legacyCompat });
+  try {
+    // The SDK translates an A2A 0.3 card to 1.0 before use, and needs more of it than
+    // both versions require (defaultInputModes, each skill's tags, a known security scheme
+    // type, lists where lists belong): its RequestMalformedError (or TypeError) would blame
+    // a request for what is a card the agent served, so it is an AgentCardError here.
+    cardResolver.normalizeAgentCard(card);
+  } catch (error) {
+    const href = new URL(valid.path ?? AGENT_CARD_PATH, cardUrl).href;
+    // The SDK's own errors, with string messages.
+    const said = redactText(oneLine(`${(error as Error).message}`.slice(0, MAX_CARD_PROBLEM_READ_CHARS)));
+    throw new AgentCardError(
+      'AGENT_CARD_INVALID',
+      'is not a usable agent card',
+      requestSummary(valid.policy?.resolved.name ?? new URL(href).origin, 'GET', href),
+      [`card: the SDK cannot translate it: ${said.slice(0, MAX_CARD_PROBLEM_CHARS)}`],
+    );
+  }
   const factory = new sdk.ClientFactory({
     transports: [
       new sdk.JsonRpcTransportFactory({ fetchImpl, legacyCompat }),
       new sdk.RestTransportFactory({ fetchImpl, legacyCompat }),
     ],
-    cardResolver: new sdk.DefaultAgentCardResolver({ fetchImpl, legacyCompat }),
+    cardResolver,
     clientConfig: valid.clientConfig,
     preferredTransports: valid.preferredTransports,
   } as ConstructorParameters<typeof sdk.ClientFactory>[0]);
