@@ -39,7 +39,8 @@ export interface TimeoutOptions {
   /**
    * The longest wait for the final response headers of the whole call, retries and
    * their waits included, in ms. Put `timeout({ totalMs })` outside `retry()`; retry
-   * and pacing read the deadline and never start a wait it cannot cover.
+   * and pacing read the deadline and never start a wait it cannot cover. Under
+   * another total deadline (an outer `timeout()`, `definePolicy()`'s), the nearer one wins.
    */
   totalMs?: number;
 }
@@ -113,9 +114,14 @@ function follow(outer: Followed, controller: Pass): void {
   set.add(new WeakRef(controller));
 }
 
-/** Sets the call's total deadline, unless an outer timeout or deadline already did: the first one set wins. */
+/**
+ * Sets the call's total deadline, unless one already set (an outer timeout or deadline,
+ * or this one on an earlier pass) comes first: the nearest deadline wins, as nested
+ * deadlines do elsewhere (Go's context). "First set wins" let an outer `totalMs` of
+ * 120 s silently void an inner one of 5 s.
+ */
 function startDeadline(call: Call, totalMs: number, now: number): void {
-  if (call.deadline === undefined) {
+  if (call.deadline === undefined || now + totalMs < call.deadline) {
     call.deadline = now + totalMs;
     call.totalMs = totalMs;
   }

@@ -142,6 +142,27 @@ test('a total deadline hit while waiting for headers is a TimeoutError with scop
   });
 });
 
+test('nested total deadlines: the nearer one ends the call, whichever timeout is outside', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    for (const use of [
+      [timeout({ totalMs: 5_000 }), timeout({ totalMs: 50 })],
+      [timeout({ totalMs: 50 }), timeout({ totalMs: 5_000 })],
+      [timeout({ totalMs: 5_000 }), retry(), timeout({ totalMs: 50, attemptMs: 1_000 })],
+    ]) {
+      const fetch = createFetch({ use });
+      const started = performance.now();
+      await assert.rejects(fetch(server.origin), (error: unknown) => {
+        assert.ok(error instanceof TimeoutError, String(error));
+        assert.equal(error.scope, 'total');
+        assert.equal(error.ms, 50);
+        return true;
+      });
+      const elapsed = performance.now() - started;
+      assert.ok(elapsed < 1_000, `took ${elapsed} ms`);
+    }
+  });
+});
+
 test('an attempt timeout inside retry is retried for an idempotent call', async () => {
   await withServer(
     (_req, index) => (index === 0 ? { hang: true } : { status: 200, body: 'second' }),
