@@ -196,6 +196,32 @@ test('a binary response body and a 204 are replayed byte for byte', async () => 
   assert.equal(empty.body, null);
 });
 
+test('a replay has the content-type of the first response, even none: a bodiless 202, bytes without a type', async () => {
+  const app = new Hono();
+  app.use('*', idempotency());
+  app.post('/jobs', (c) => c.body(null, 202, { location: '/jobs/1' }));
+  app.post('/bytes', () => new Response(new TextEncoder().encode('hello')));
+  for (const path of ['/jobs', '/bytes']) {
+    const first = await app.request(path, post('{}'));
+    const firstBody = await first.text();
+    const again = await app.request(path, post('{}'));
+    assert.equal(again.headers.get(REPLAYED_HEADER), 'true', path);
+    assert.equal(again.headers.get('content-type'), first.headers.get('content-type'), path);
+    assert.equal(await again.text(), firstBody, path);
+  }
+  // Over a real server too: the 202 without a body is replayed without a type.
+  await withApp(app, async (server) => {
+    const send = (): Promise<Response> => fetch(`${server.origin}/jobs`, post('{}', '"over-the-wire"'));
+    const first = await send();
+    await first.arrayBuffer();
+    const again = await send();
+    await again.arrayBuffer();
+    assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+    assert.equal(again.headers.get('location'), '/jobs/1');
+    assert.equal(again.headers.get('content-type'), first.headers.get('content-type'));
+  });
+});
+
 test('a repeat while the first is still running gets 409 with Retry-After: 1 and x-should-retry: true', async () => {
   const release = gate();
   const entered = gate();

@@ -399,11 +399,15 @@ function replay(record: DoneRecord): Response {
   // Resending the same key gets this same answer until the record expires, so a
   // client that would retry a replayed 500 or 503 should not: it would only burn attempts.
   headers.set(SHOULD_RETRY, 'false');
-  const body = NULL_BODY_STATUSES.has(record.status)
-    ? null
-    : record.encoding === 'utf8'
-      ? record.body
-      : fromBase64(record.body);
+  // No type the first answer lacked: an empty record replays no body (a body gets a
+  // text/plain default from @hono/node-server), and text goes as bytes (a string body
+  // gets Response's `text/plain;charset=UTF-8`), so a bodiless 202 stays untyped.
+  const body =
+    NULL_BODY_STATUSES.has(record.status) || record.body === ''
+      ? null
+      : record.encoding === 'utf8'
+        ? new TextEncoder().encode(record.body)
+        : fromBase64(record.body);
   return new Response(body, { status: record.status, headers });
 }
 
