@@ -820,12 +820,23 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
 
   // -- admission ------------------------------------------------------------------
 
-  /** The error for a call that fails fast; `retryAtMs` defaults to now (try again once a probe settles). */
-  function fastFail(call: Call, reason: string, cause: unknown, retryAtMs?: number): CircuitOpenError {
+  /**
+   * The error for a call that fails fast; `retryAtMs` defaults to now (try again once a
+   * probe settles). Never before the key's pause ends: until then nothing goes, so an
+   * open time that ends sooner (500s to calls in flight beside a 429's long wait) is not
+   * when to come back.
+   */
+  function fastFail(
+    c: Circuit,
+    call: Call,
+    reason: string,
+    cause: unknown,
+    retryAtMs?: number,
+  ): CircuitOpenError {
     const t = now();
     return new CircuitOpenError({
       key: call.key,
-      retryAt: new Date(retryAtMs ?? t),
+      retryAt: new Date(Math.max(retryAtMs ?? t, c.pausedUntilMs)),
       reason,
       cause,
       now: t,
@@ -858,11 +869,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       if (signal?.aborted) throw abortReason(signal);
       const t = rebase(c);
       if (c.state === 'open' && t < c.retryAtMs) {
-        throw fastFail(call, `after ${c.openReason}`, c.cause, c.retryAtMs);
+        throw fastFail(c, call, `after ${c.openReason}`, c.cause, c.retryAtMs);
       }
       // Half-open, a probe holds the slot until it settles or its lease ends (retryAtMs).
       if (c.state === 'half-open' && c.probe && t < c.retryAtMs) {
-        throw fastFail(call, `while its probe is in flight, after ${c.openReason}`, c.cause);
+        throw fastFail(c, call, `while its probe is in flight, after ${c.openReason}`, c.cause);
       }
       const pausedUntilMs = c.pausedUntilMs;
       if (pausedUntilMs && pausedUntilMs > t && c.allowance > 0) {
@@ -873,7 +884,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         if (leftMs > 0 && t !== sleptAt) {
           if (!c.waitable || leftMs >= call.remainingMs()) {
             const reason = c.waitable ? `${c.pauseReason}, past this call's deadline` : c.pauseReason;
-            throw fastFail(call, reason, c.pauseCause, pausedUntilMs);
+            throw fastFail(c, call, reason, c.pauseCause, pausedUntilMs);
           }
           paced(c, call, 'wait', leftMs);
           sleptAt = t;
@@ -910,7 +921,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
           const later = now();
           if (later >= c.paceProbeUntilMs || (byLease && later !== t)) continue;
           const limit = byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`;
-          throw fastFail(call, `${c.pauseReason}; its pace probe is still in flight ${limit}`, c.pauseCause);
+          throw fastFail(
+            c,
+            call,
+            `${c.pauseReason}; its pace probe is still in flight ${limit}`,
+            c.pauseCause,
+          );
         }
       }
       if (c.state !== 'closed') {

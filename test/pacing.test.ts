@@ -804,3 +804,27 @@ test('a call a hand-written resender brings back after a timeout above ended its
     },
   );
 });
+
+test('an open circuit on a paused key fails fast with retryAt at the end of the pause, not at the earlier end of its open time', async () => {
+  // An overloaded server answers a 429 (wait 2 s) and, to calls already in flight, 500s
+  // that open the circuit for 100 ms: nothing goes before the pause ends.
+  const handler: Handler = (req) => (req.url === '/limit' ? tooMany(2000) : { status: 500, delayMs: 100 });
+  await withServer(handler, async (server) => {
+    const breaker = circuitBreaker({ consecutiveFailures: 2, open: OPEN });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    const failing = [send(fetch, `${server.origin}/a`), send(fetch, `${server.origin}/b`)];
+    await delay(20);
+    assert.equal(await send(fetch, `${server.origin}/limit`), 429);
+    assert.deepEqual(await Promise.all(failing), [500, 500]);
+    const stats = breaker.stats('model');
+    assert.equal(stats?.state, 'open');
+    const pausedUntil = stats?.pausedUntil?.getTime() ?? 0;
+    assert.ok(pausedUntil > (stats?.retryAt?.getTime() ?? 0), 'the pause outlasts the open time');
+    await assert.rejects(fetch(server.origin), (e: unknown) => {
+      assert.ok(e instanceof CircuitOpenError);
+      assert.equal(e.retryAt.getTime(), pausedUntil, 'no call may go before the pause ends');
+      return true;
+    });
+    assert.equal(server.requests.length, 3);
+  });
+});
