@@ -1331,6 +1331,42 @@ test('resilientMcpClient: close() while a connect is closing the lost session op
   });
 });
 
+test('resilientMcpClient: close() before a gate that runs connects later has run one opens no session: that connect rejects with an AbortError', async () => {
+  let connects = 0;
+  const client = {
+    transport: undefined as unknown,
+    async connect(transport: never) {
+      connects++;
+      this.transport = transport;
+    },
+    async close() {
+      this.transport = undefined;
+    },
+  };
+  const inner = createGate();
+  // A gate that asks something first (a shared store, say) before it runs the connect.
+  const gate = {
+    ...inner,
+    async run<T>(fn: () => Promise<T>): Promise<T> {
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      return inner.run(fn);
+    },
+  };
+  const mcp = resilientMcpClient({
+    client,
+    transport: () => ({ async send() {} }),
+    policy: definePolicy({ breaker: false }),
+    gate,
+  });
+  const connecting = mcp.connect();
+  await mcp.close();
+  await assert.rejects(connecting, (error: unknown) => (error as Error).name === 'AbortError');
+  assert.equal(connects, 0, 'the client connected after close()');
+  assert.equal(client.transport, undefined);
+  await mcp.connect();
+  assert.equal(connects, 1, 'a connect() after close() connects');
+});
+
 test('toError() gives each of two 503s its own Retry-After and message, told apart by the body the SDK quotes', async () => {
   const faults: Faults = (what) => {
     if (what === 'tools/call:add') {

@@ -193,6 +193,16 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   let connecting: Promise<C> | undefined;
   /** Gives up the connect in flight (see {@link bounded}): `close()` ends it with an AbortError. */
   let giveUp: ((error: unknown) => void) | undefined;
+  /**
+   * Set by `close()` until a new connect starts: a connect whose gate runs it only after
+   * `close()` (a gate that awaits something first) finds it and opens no session.
+   */
+  let closed = false;
+
+  /** What a connect that `close()` came before rejects with. */
+  function closedError(): DOMException {
+    return new DOMException('resilientMcpClient closed during connect()', 'AbortError');
+  }
 
   /** Routes the transport's failures through `toError()` and its `tools/list` answers to `learn()`. */
   function wire(transport: Wired): void {
@@ -273,6 +283,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
    * is closed) or by `close()` through {@link giveUp}.
    */
   function bounded(): Promise<C> {
+    if (closed) return Promise.reject(closedError());
     return new Promise<C>((resolve, reject) => {
       let live = true;
       // Also clears the timer: once given up, this connect must not close a later one's session.
@@ -303,15 +314,19 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     },
     connect(): Promise<C> {
       if (current !== undefined && client.transport === current) return Promise.resolve(client);
-      connecting ??= gate.run(bounded).finally(() => {
-        connecting = undefined;
-      });
+      if (connecting === undefined) {
+        closed = false;
+        connecting = gate.run(bounded).finally(() => {
+          connecting = undefined;
+        });
+      }
       return connecting;
     },
     async close(): Promise<void> {
       const pending = connecting;
+      closed = true;
       // A connect in flight gives up: it rejects at once and opens no session.
-      giveUp?.(new DOMException('resilientMcpClient closed during connect()', 'AbortError'));
+      giveUp?.(closedError());
       current = undefined;
       await client.close();
       // Settled, so a connect() after close() starts a new session instead of joining it.
