@@ -113,7 +113,10 @@ export interface ResilientMcpClient<C extends McpClientLike, T extends McpTransp
    * breakwater error (`HttpStatusError`, `NetworkError`, ...).
    */
   connect(): Promise<C>;
-  /** Closes the client (and its transport). The next `connect()` starts a new session. */
+  /**
+   * Closes the client (and its transport). A connect in flight rejects with an
+   * `AbortError` and opens no session; the next `connect()` starts a new session.
+   */
   close(): Promise<void>;
 }
 
