@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import { Hono } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { streamSSE } from 'hono/streaming';
+import { idempotency } from '../adapters/hono/idempotency.ts';
 import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/upstream.ts';
 import {
   CircuitOpenError,
@@ -13,6 +14,7 @@ import {
   TimeoutError,
 } from '../src/errors.ts';
 import { definePolicy, type Policy } from '../src/policy.ts';
+import { memoryStore, type Store } from '../src/store.ts';
 import { retryDelay } from '../src/timing.ts';
 import { hangingUpstream, withApp } from './helpers/hono-server.ts';
 import { always, closedPort, sequence, withServer } from './helpers/server.ts';
@@ -408,4 +410,67 @@ test('a client that goes away mid-stream aborts the upstream call its streaming 
     });
   });
   assert.equal((outcome.error as { name?: string } | undefined)?.name, 'AbortError');
+});
+
+test('a keyed request under idempotency() runs its upstream calls to the end even when upstream() is registered before idempotency()', async () => {
+  // A global upstream() first and idempotency() on a route after it is the usual Hono
+  // order; the retry is coming for the answer whichever order the two were registered in.
+  let reserved = 0;
+  let started: () => void = () => {};
+  const reserving = new Promise<void>((resolve) => {
+    started = resolve;
+  });
+  const inventory = new Hono();
+  inventory.post('/reserve', async (c) => {
+    started();
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    reserved++;
+    return c.json({ reservation: `r-${reserved}` }, 201);
+  });
+  const inner = memoryStore();
+  let recorded: () => void = () => {};
+  const settled = new Promise<void>((resolve) => {
+    recorded = resolve;
+  });
+  const store: Store = {
+    get: (key) => inner.get(key),
+    set: (key, value, ttlMs) => inner.set(key, value, ttlMs),
+    increment: (key, by, ttlMs) => inner.increment(key, by, ttlMs),
+    delete: (key) => inner.delete(key),
+    async compareAndSet(key, expected, next, ttlMs) {
+      const swapped = await inner.compareAndSet(key, expected, next, ttlMs);
+      if (swapped && (next as { state?: unknown }).state !== 'running') recorded();
+      return swapped;
+    },
+  };
+  await withApp(inventory, async (up) => {
+    const app = new Hono<UpstreamEnv>();
+    app.use('*', upstream(definePolicy({ name: 'inventory', retry: { attempts: 1 } })));
+    app.use('/orders', idempotency({ store }));
+    app.post('/orders', async (c) => {
+      const res = await c.var.fetch(`${up.origin}/reserve`, { method: 'POST', body: '{}' });
+      return c.json(await res.json(), 201);
+    });
+    app.onError(errorResponses());
+    await withApp(app, async (server) => {
+      const send = (signal: AbortSignal | null): Promise<Response> =>
+        fetch(`${server.origin}/orders`, {
+          method: 'POST',
+          body: '{"sku":"tea"}',
+          headers: { 'idempotency-key': '"order-1"' },
+          signal,
+        });
+      const leave = new AbortController();
+      const first = send(leave.signal);
+      await reserving;
+      leave.abort();
+      await assert.rejects(first);
+      await settled;
+      const again = await send(null);
+      assert.equal(again.status, 201);
+      assert.equal(again.headers.get('idempotent-replayed'), 'true');
+      assert.deepEqual(await again.json(), { reservation: 'r-1' });
+    });
+  });
+  assert.equal(reserved, 1);
 });

@@ -179,7 +179,8 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
     failing === undefined ? throwing === true && status >= 400 : failing.has(status);
 
   return async function upstream(c, next) {
-    const incoming = RUN_TO_END.has(c.req.raw) ? new AbortController().signal : c.req.raw.signal;
+    const raw = c.req.raw;
+    const incoming = raw.signal;
     /** Per-call controllers following the incoming signal (only calls with a signal of their own). */
     const followers = new Set<AbortController>();
     /** Unlinks of the calls that settled while the request ran: their bodies may stream until it ends. */
@@ -216,7 +217,13 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
 
     const fetch: FetchLike = async function upstreamFetch(input, init) {
       const own = ownSignal(input, init);
-      const [signal, unlink] = own === undefined || own === incoming ? [incoming] : follow(own);
+      // Asked at each call, not on entry: an idempotency() registered after this
+      // middleware (a global upstream(), a keyed route) marks the request only later.
+      const [signal, unlink] = RUN_TO_END.has(raw)
+        ? [own ?? null]
+        : own === undefined || own === incoming
+          ? [incoming]
+          : follow(own);
       const callInit: RequestInit = { ...init, signal };
       let response: Response;
       try {
