@@ -475,11 +475,25 @@ export function readHeader(headers: HeadersLike, name: string): string | undefin
  * trimmed, not `String#trim`'s Unicode spaces. Linear: the match starts at the first
  * non-whitespace character, runs to the end and backs up only over the trailing
  * whitespace.
+ *
+ * Copies of one value read as that value. A field sent on several lines reaches us
+ * joined with `", "` (RFC 9110 §5.3): a proxy that adds its own `Retry-After: 30` to the
+ * origin's gives `30, 30`, which read as no wait, so retry resent into the window the
+ * server asked us to keep quiet. RFC 9110 §8.6 lets a recipient read a `Content-Length`
+ * repeated with one value the same way; differing copies (`1, 2`) stay unreadable.
+ * `v + ", "` is then copies of `x + ", "`: its shortest repeating unit, found among the
+ * divisors of its length (a value without copies is its own unit). Not `indexOf` of
+ * the text in itself doubled: that search ran over a millisecond on 4 KB of `, , ,`
+ * with one flaw, as a regex with a backreference would; this is at most a few dozen
+ * comparisons of the whole text (no length up to 4098 has more divisors).
  */
 function boundedHeader(value: string | undefined): string | undefined {
-  return value === undefined || value.length > MAX_HEADER_CHARS
-    ? undefined
-    : (/[^\t\n\r ](?:[\s\S]*[^\t\n\r ])?/.exec(value)?.[0] ?? '');
+  if (value === undefined || value.length > MAX_HEADER_CHARS) return undefined;
+  const lines = `${/[^\t\n\r ](?:[\s\S]*[^\t\n\r ])?/.exec(value)?.[0] ?? ''}, `;
+  const size = lines.length;
+  let unit = 0;
+  while (++unit < size && (size % unit || lines.slice(0, unit).repeat(size / unit) !== lines));
+  return lines.slice(0, unit - 2);
 }
 
 /** The lookup behind {@link readHeader}: the value as held (any length, untrimmed), or `undefined`. */

@@ -405,6 +405,34 @@ test('plain object array values are joined like repeated field lines', () => {
   assert.equal(delay({ 'retry-after': ['1', '2'] }), undefined);
 });
 
+test('a timing field repeated with one value (a proxy adding its own copy) reads as that value; differing copies do not', async () => {
+  // Real field lines on a real socket: each runtime's fetch joins them with ", ".
+  const lines: Array<[Record<string, string[]>, number | undefined]> = [
+    [{ 'retry-after': ['2', '2'] }, 2_000],
+    [{ 'retry-after': ['2', '2', '2'] }, 2_000],
+    [{ 'retry-after': ['Sun, 29 Nov 2026 17:00:30 GMT', 'Sun, 29 Nov 2026 17:00:30 GMT'] }, 30_000],
+    [{ 'retry-after-ms': ['150', '150'] }, 150],
+    [{ 'x-ratelimit-reset': ['7', '7'], 'x-ratelimit-remaining': ['0', '0'] }, 7_000],
+    [{ 'x-ratelimit-reset-requests': ['1s', '1s'], 'x-ratelimit-remaining-requests': ['0', '0'] }, 1_000],
+    [{ 'retry-after': ['1', '2'] }, undefined],
+  ];
+  for (const [headers, expected] of lines) {
+    await withServer(always({ status: 503, headers }), async (server) => {
+      const res = await fetch(server.origin);
+      await res.body?.cancel();
+      assert.equal(retryDelay(res.headers, NOW), expected, JSON.stringify(headers));
+    });
+  }
+  await withServer(
+    always({ status: 503, headers: { 'x-should-retry': ['false', 'false'] } }),
+    async (server) => {
+      const res = await fetch(server.origin);
+      await res.body?.cancel();
+      assert.equal(shouldRetryHeader(res.headers), false);
+    },
+  );
+});
+
 test('an iterable of name-value pairs is read', () => {
   assert.equal(delay(new Map([['Retry-After', '8']])), 8_000);
   assert.equal(delay([['retry-after', '8']]), 8_000);
