@@ -626,6 +626,48 @@ test('a card fetched over https may not send the client to plain http, while one
   });
 });
 
+test('a card whose endpoint holds a user name or password is refused as AGENT_CARD_INVALID, never showing it, and createA2AClient sends nothing there', async () => {
+  let posts = 0;
+  const app = new Hono();
+  app.get('/.well-known/agent-card.json', (c) => {
+    const { host } = new URL(c.req.url);
+    const { supportedInterfaces: _, ...card } = cardFor('http://unused.invalid');
+    return c.json({
+      ...card,
+      ...endpoints(
+        `http://agent:SECRET-1@${host}/a2a`,
+        `http://agent:SECRET-2@${host}/a2a`,
+        `http://:SECRET-3@${host}/rest`,
+      ),
+    });
+  });
+  app.post('*', (c) => {
+    posts++;
+    return c.json({ error: 'no' }, 503);
+  });
+  await withApp(app, async ({ origin }) => {
+    const error = await resolveAgentCard(origin).catch((e: unknown) => e);
+    assert.ok(error instanceof AgentCardError, error instanceof Error ? String(error) : 'the card was taken');
+    assert.equal(error.code, 'AGENT_CARD_INVALID');
+    const refused = 'must not hold a user name or password (got a string, not shown)';
+    assert.deepEqual([...error.issues].sort(), [
+      `card.supportedInterfaces.0.url: ${refused}`,
+      `card.supportedInterfaces.1.url: ${refused}`,
+      `card.url: ${refused}`,
+    ]);
+    assert.doesNotMatch(`${error.message} ${JSON.stringify(error)}`, /SECRET/);
+    // Node's fetch refuses such a URL, quoting it whole; Deno's and Bun's send its Basic credentials.
+    for (const policy of [undefined, quickPolicy()]) {
+      const refusal = await createA2AClient(origin, { policy }).then(
+        (client) => client.getTask({ id: 'task-1' } as never),
+        (e: unknown) => e,
+      );
+      assert.ok(refusal instanceof AgentCardError, shown(refusal));
+    }
+    assert.equal(posts, 0);
+  });
+});
+
 test('createA2AClient refuses a card that points the SDK at a data: URL, before any request goes there', async () => {
   const app = cardWith({ url: 'data:application/json,{"jsonrpc":"2.0","id":1,"result":{}}' });
   const fetched: string[] = [];

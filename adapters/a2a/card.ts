@@ -154,19 +154,24 @@ const texts = z.optional(z.array(text));
  * https may not name a plain http: endpoint either: that card arrived authenticated and
  * private, and would send messages and bearer tokens across the network in clear (the
  * A2A spec requires HTTPS in production). A card fetched over http may name either:
- * the caller chose plain http already (a local or test agent).
+ * the caller chose plain http already (a local or test agent). Nor may it hold a user
+ * name or password: A2A credentials come from the card's security schemes, Node's fetch
+ * refuses such a URL (quoting it, password and all, in its TypeError) while Deno's and
+ * Bun's send it as Basic credentials, and runtimes' errors would show it.
  */
 function endpoint(secure: boolean) {
   // A value that starts with the scheme's letters parses to that scheme; the URL parser's
   // clean-ups (case, stripped tabs, leading control characters) only make this refuse more.
-  return z
-    .url({ message: 'must be an absolute URL', abort: true })
-    .check(
-      z.refine(
-        (value: string) => (secure ? /^https:/i : /^https?:/i).test(value),
-        `must be an ${secure ? 'https: URL, as the card was fetched over https' : 'http: or https: URL'}`,
-      ),
-    );
+  return z.url({ message: 'must be an absolute URL', abort: true }).check(
+    z.refine((value: string) => (secure ? /^https:/i : /^https?:/i).test(value), {
+      message: `must be an ${secure ? 'https: URL, as the card was fetched over https' : 'http: or https: URL'}`,
+      abort: true,
+    }),
+    z.refine((value: string) => {
+      const url = new URL(value);
+      return !url.username && !url.password;
+    }, 'must not hold a user name or password'),
+  );
 }
 
 /**
