@@ -56,7 +56,6 @@ import { functionOption, validate } from './options.ts';
 import { redactText } from './redact.ts';
 // The longest wait, in ms, a server may impose on its word alone, by default: the same as retry()'s.
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
-import { sleep } from './sleep.ts';
 import { MAX_DELAY_MS, quotaLeft, retryDelay } from './timing.ts';
 
 /** Consecutive failures that open a circuit, by default: a blip is not an outage. */
@@ -306,8 +305,9 @@ interface Circuit {
    */
   allowance: number;
   /**
-   * Wakers of the calls waiting for the pace probe's outcome, in arrival order; each
-   * makes its call look at the key again. Undefined until the first waiter.
+   * Wakers of the calls waiting on the key (a pause out, or the pace probe's outcome),
+   * in arrival order; each makes its call look at the key again. Undefined until the
+   * first waiter.
    */
   waiters: Set<() => void> | undefined;
 }
@@ -362,10 +362,12 @@ function clearWindow(c: Circuit): void {
 }
 
 /**
- * Wakes every call waiting for the pace probe's outcome (each one looks at the key
- * again: it goes, waits for a new pause or probe, or fails fast), and drops the list.
+ * Wakes every call waiting on the key, a pause out or for the pace probe's outcome
+ * (each one looks at the key again: it goes, waits for a new pause or probe, or fails
+ * fast), and drops the list. Called when what they wait for may have changed: a new
+ * pause, the circuit opening, the probe settling, the key reset or forgotten.
  */
-function wakePaceWaiters(c: Circuit): void {
+function wakeWaiters(c: Circuit): void {
   const waiters = c.waiters;
   if (!waiters) return;
   c.waiters = undefined;
@@ -373,12 +375,12 @@ function wakePaceWaiters(c: Circuit): void {
 }
 
 /**
- * Waits for the pace probe's outcome: resolves `true` when woken, `false` when `ms`
- * pass first, and rejects with the signal's reason ({@link abortReason}) on abort (at
+ * Waits on the key (a pause out, or the pace probe's outcome): resolves `true` when
+ * woken ({@link wakeWaiters}), `false` when `ms` pass first, and rejects with the signal's reason ({@link abortReason}) on abort (at
  * once if already aborted). The timer and the listener are removed either way, and the
  * waiter leaves the list.
  */
-function waitForPaceProbe(c: Circuit, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+function waitOn(c: Circuit, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
   return new Promise<boolean>((resolve, reject) => {
     c.waiters ??= new Set();
     const waiters = c.waiters;
@@ -450,7 +452,9 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  * - **Pacing**: a 429 or 503 naming a delay (`Retry-After` and friends), or a 429 naming
  *   none (then the next step of `open`), pauses the whole key. A later call waits the
  *   pause out (abortably) when `maxRetryAfterMs` and its remaining deadline cover it,
- *   else fails fast with `CircuitOpenError` (`retryAt` = the pause's end). A server
+ *   else fails fast with `CircuitOpenError` (`retryAt` = the pause's end). A call
+ *   waiting looks again at once when the key is reset, the circuit opens or a response
+ *   stretches the pause (past what it may wait: it fails fast then). A server
  *   delay above `maxRetryAfterMs` pauses the key for `maxRetryAfterMs` only, and calls
  *   fail fast meanwhile (waiting would only meet another 429). A 503 with a delay both
  *   pauses the key and counts as a failure. Any answer that is not a failure (a 200
@@ -560,7 +564,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   function forget(c: Circuit): void {
     unlink(c);
     circuits.delete(c.key);
-    wakePaceWaiters(c);
+    wakeWaiters(c);
   }
 
   // -- the sliding window ---------------------------------------------------------
@@ -699,8 +703,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.openReason = reason += ` (last: ${failureLabel(failure)})`;
     c.cause = causeOf(call, failure, serverDelayMs);
     become(c, call, 'open', reason, retryAt);
-    // Calls waiting for a pace probe fail fast now, as every caller of an open circuit does.
-    wakePaceWaiters(c);
+    // Calls waiting on the key (a pause, a pace probe) fail fast now, as every caller of an open circuit does.
+    wakeWaiters(c);
   }
 
   /**
@@ -737,7 +741,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // A success that used up the quota failed nothing: there is no error to show as the cause.
     c.pauseCause = answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined);
     paced(c, call, 'start', delayMs);
-    wakePaceWaiters(c);
+    wakeWaiters(c);
   }
 
   /**
@@ -815,7 +819,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (c.paceProbe !== call) return;
     c.paceProbe = undefined;
     if (answered) c.pausedUntilMs = 0;
-    wakePaceWaiters(c);
+    wakeWaiters(c);
   }
 
   // -- admission ------------------------------------------------------------------
@@ -887,11 +891,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             throw fastFail(c, call, reason, c.pauseCause, pausedUntilMs);
           }
           paced(c, call, 'wait', leftMs);
-          sleptAt = t;
           probeWaitEndsAt = undefined;
-          await sleep(leftMs, signal);
-          // Timers may fire a little early against the wall clock, and another
-          // response may have stretched the pause meanwhile: look again.
+          // Woken before the pause's end, not by a timer: the key was reset, the circuit
+          // opened, or a response stretched the pause, perhaps past what this call may
+          // wait. Look again at once, not at the end of a pause that may be gone.
+          // Timers may fire a little early against the wall clock: look again then too.
+          sleptAt = (await waitOn(c, leftMs, signal)) ? undefined : t;
           continue;
         }
         // The pause is over, but the server may still be overloaded: releasing every
@@ -914,7 +919,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
           const leaseMs = c.paceProbeUntilMs - t;
           const byLease = leaseMs < waitMs;
           // Woken: released (the key goes), a new pause (wait it out), or the probe failed (be the next).
-          if (waitMs > 0 && (await waitForPaceProbe(c, byLease ? leaseMs : waitMs, signal))) continue;
+          if (waitMs > 0 && (await waitOn(c, byLease ? leaseMs : waitMs, signal))) continue;
           // The probe's lease ran out: this call may be the next probe. A timer may fire a
           // little early against the wall clock: after a wait until the lease's end, look
           // again unless the clock did not move at all (a test's).
@@ -1033,7 +1038,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     };
   };
   breaker.reset = (key?: string): void => {
-    // Calls waiting for a pace probe look again (once this returns), and find the key fresh.
+    // Calls waiting on the key (a pause, a pace probe) look again (once this returns), and find it fresh.
     for (const c of key === undefined ? [...circuits.values()] : [circuits.get(key)]) if (c) forget(c);
   };
   breaker.size = (): number => circuits.size;

@@ -828,3 +828,40 @@ test('an open circuit on a paused key fails fast with retryAt at the end of the 
     assert.equal(server.requests.length, 3);
   });
 });
+
+test('reset(key) while a call waits out a pause lets that call go at once', async () => {
+  await withServer(sequence(tooMany(5000), { status: 200 }), async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 429);
+    const waiting = send(fetch, server.origin);
+    await delay(50);
+    const started = Date.now();
+    breaker.reset('model');
+    assert.equal(await waiting, 200);
+    assert.ok(Date.now() - started < 1000, `went ${Date.now() - started} ms after the reset`);
+  });
+});
+
+test('a call waiting out a pause fails fast as soon as a response stretches it past what the call may wait', async () => {
+  // A call already in flight answers later with a wait longer than maxRetryAfterMs.
+  const handler: Handler = (req) =>
+    req.url === '/slow' ? { ...tooMany(3_600_000), delayMs: 100 } : tooMany(2000);
+  await withServer(handler, async (server) => {
+    const breaker = circuitBreaker({ open: OPEN, maxRetryAfterMs: 10_000 });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    const slow = send(fetch, `${server.origin}/slow`);
+    await delay(20);
+    assert.equal(await send(fetch, server.origin), 429);
+    const waiting = fetch(server.origin);
+    assert.equal(await slow, 429);
+    const started = Date.now();
+    await assert.rejects(waiting, (e: unknown) => {
+      assert.ok(e instanceof CircuitOpenError);
+      assert.match(e.message, /3600000 ms is longer than the 10000 ms allowed/);
+      return true;
+    });
+    assert.ok(Date.now() - started < 1000, `failed ${Date.now() - started} ms after the stretch`);
+    assert.equal(server.requests.length, 2);
+  });
+});
