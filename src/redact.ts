@@ -93,7 +93,11 @@ export function redactUrl(url: string | URL): string {
   // escapes are not read: a URL from redactText was decoded there already, and each path
   // decoded again could hide one more URL behind one more escape (`\u005Cu003A`), a scan
   // of the whole path a level: n^1.5 time. A token in the path goes first.
-  const base = `${parsed.protocol}//${redactText(parsed.host + parsed.pathname.replace(PATH_TOKEN, `$1$2${REDACTED}`), false)}`;
+  // A userinfo `@` percent-encoded (`quote(url, safe=':/')`) is part of the host of a URL
+  // whose scheme is not a web one (`postgres://user%40db/`); no host holds one. One after
+  // an encoded `?` or `#` is in a query value (`h%3Fe%3Da%40b%26t%3D...`), and one in a URL
+  // encoded in the host is gone already.
+  const base = `${parsed.protocol}//${redactText(parsed.host + parsed.pathname.replace(PATH_TOKEN, `$1$2${REDACTED}`), false).replace(/^[^%/]*(?:%(?!3F|23)[^%/]*)*%40/i, '')}`;
   return parsed.search === '' ? base : `${base}?${redactQuery(parsed.search)}`;
 }
 
@@ -182,13 +186,15 @@ const SCHEME_CHAR = /^[a-z\d+.-]$/i;
  * `\\u003A` are not part of the scheme); or percent-encoded, `%3A%2F%2F` in any case (a
  * `redirect_uri` or callback a server quotes back) or `%3A//` (Python's `quote()` leaves
  * `/`), up to four times (`%253A%252F%252F`: `%` is `%25`; a callback in a redirect in a
- * redirect), redacted by {@link redactEncoded}. Deeper is not seen in practice, and a
+ * redirect), each escape to its own depth (`quote(quote(url, safe=':/'))` gives
+ * `%3A//`, `url.QueryEscape(url.PathEscape(url))` in Go `%3A%252F%252F`), its `:` also as
+ * it is (`:%2F%2F`, Go's `url.PathEscape`), redacted by {@link redactEncoded}. Deeper is not seen in practice, and a
  * bounded depth keeps the escapes searched for short: a search for a long one in a
  * periodic text (`%252525...`) is quadratic. Linear search: a run of backslashes is read
  * only after a `:` or `\u003A`.
  */
 export const SCHEME_SEPARATOR: RegExp =
-  /(?::|\\u003[Aa])(?:\\*\/|\\+u002[Ff]){2}|%(?:25){0,3}3[Aa](?:%(?:25){0,3}2[Ff]|\/){2}/g;
+  /(?::|\\u003[Aa])(?:\\*\/|\\+u002[Ff]){2}|(?::|%(?:25){0,3}3[Aa])(?:%(?:25){0,3}2[Ff]|\/){2}/g;
 
 /**
  * What a percent-encoded URL is made of: what `encodeURIComponent` leaves as it is, `%`,
@@ -214,32 +220,42 @@ function indexOrEnd(upper: string, delimiter: string, from?: number): number {
 
 /**
  * The percent-encoded URL `run` (after its `%3A%2F%2F`) without its secrets, still
- * encoded: no userinfo (up to the last `%40` before the first `%2F`, `%3F` or `%23`), and
- * the rest as {@link redactEncodedQuery} shows it. It is not decoded and parsed: a parse
+ * encoded: no userinfo (up to the last `@`, `%40` or encoded once more up to three times,
+ * before the first `%2F`, `%3F` or `%23`), and the rest as {@link redactEncodedQuery}
+ * shows it. It is not decoded and parsed: a parse
  * would read the URLs encoded once more in its path, level after level (n^1.5).
  *
  * `percent` is what its escapes start with: `%`, or `%25` in a URL encoded twice
- * (`%252F`), and so on. The authority's delimiters count only at that depth: one encoded
- * once more is part of a name or a password (`p%252Fss` in `%3A%2F%2Fu%3Ap%252Fss%40h`,
- * a password holding a `/`). A `%` only ever starts an escape, so a plain search for
+ * (`%252F`), and so on. The `/`, `?` and `#` that end the authority count only at that
+ * depth: one encoded once more is part of a name or a password (`p%252Fss` in
+ * `%3A%2F%2Fu%3Ap%252Fss%40h`, a password holding a `/`); an `@` at any depth before
+ * them ends the userinfo (no host holds one), and the whole URL is `[redacted]` when a `?`
+ * or `#` at any depth comes before it. A `%` only ever starts an escape, so a plain search for
  * `%252F` finds no `%25252F`.
  */
 function redactEncoded(run: string, percent: string): string {
   const upper = run.toUpperCase();
-  const length = percent.length + 2;
-  // The host starts after the last `@` before the first `/`, `?` or `#`.
-  const at = upper.lastIndexOf(
-    `${percent}40`,
-    Math.min(
-      indexOrEnd(upper, `${percent}2F`),
-      indexOrEnd(upper, `${percent}3F`),
-      indexOrEnd(upper, `${percent}23`),
-    ) - length,
+  // The host starts after the last `@`, at any depth (`quote(quote(url, safe=':/'))`
+  // encodes it once more than the `:`), before the first `/`, `?` or `#` at the URL's own.
+  const at = /^[\s\S]*%(?:25){0,3}40/i.exec(
+    run.slice(
+      0,
+      Math.min(
+        indexOrEnd(upper, `${percent}2F`),
+        indexOrEnd(upper, `${percent}3F`),
+        indexOrEnd(upper, `${percent}23`),
+      ),
+    ),
   );
-  // A URL encoded once more in the host or path (`%2Fhttps%253A%252F%252Fu%253Apw%2540h`)
-  // is one of its own: a level deeper each time, four at most. The query's values are
-  // hidden first, so it finds none there.
-  return redactText(redactEncodedQuery(run.slice(at < 0 ? 0 : at + length)), false);
+  const userinfo = at ? at[0] : '';
+  // A `?` or `#` before that `@`, at any depth, may have opened a query whose value holds
+  // the `@` (`h%253Fe%253Da%2540b%2526t%253D...`): what follows it cannot be told apart
+  // from a value. A URL encoded once more in the host or path
+  // (`%2Fhttps%253A%252F%252Fu%253Apw%2540h`) is one of its own: a level deeper each time,
+  // four at most. The query's values are hidden first, so it finds none there.
+  return /%(?:25){0,3}(?:3F|23)/i.test(userinfo)
+    ? REDACTED
+    : redactText(redactEncodedQuery(run.slice(userinfo.length)), false);
 }
 
 /**
@@ -330,16 +346,17 @@ export function redactText(text: string, escapes = true): string {
   let separator = findSeparator(text, 0);
   while (separator) {
     const from = separator.index + separator[0].length;
-    if (separator[0].charAt(0) === '%') {
+    if (separator[0].includes('%')) {
       // A percent-encoded URL: shown still encoded, without its secrets. It runs to the
       // first character no encoded URL holds, or to a URL encoded in its path (one of its
       // own; in the query it is a value, redacted anyway), trimmed of closing punctuation.
       // Its authority and path are read no further than the next URL: a run of encoded
       // URLs is read once, not once per URL.
-      // Its escapes start with `%`, or `%25` when it was encoded twice (`%253A`), and so on;
-      // `%3A//` (Python's `quote()`) may leave its other delimiters as they are too.
-      const percent = separator[0].slice(0, separator[0].search(/3A/i));
-      const quoted = separator[0].endsWith('/');
+      // Its escapes start with `%`, or `%25` when it was encoded twice (`%253A`), and so on
+      // (the first escape of its separator tells); `%3A//` (Python's `quote()`) and `:%2F%2F`
+      // (Go's `url.PathEscape`) may leave its other delimiters as they are too.
+      const percent = (separator[0].match(/%(?:25)*/) as RegExpMatchArray)[0];
+      const quoted = /[:/]/.test(separator[0]);
       // A URL encoded once more (`%253A%252F%252F` after a `%3A%2F%2F`) is part of this one:
       // its path, its password (`u%3Ap%253A%252F%252Fss%40h`) or a query value; the query
       // that follows it is this URL's.

@@ -666,6 +666,108 @@ test('redactText takes linear time on 2 MB of hostile twice-encoded text', () =>
   ]);
 });
 
+test('redactText hides the userinfo and query values of a URL whose delimiters are encoded to different depths', () => {
+  // Python's quote(quote(url, safe=':/')): ':' and '/' encoded once or not at all, '@', '?',
+  // '=' and '&' twice; with safe=':/?=&' only the '@' twice.
+  assert.equal(
+    redactText('dsn https%3A//admin%3Apw-31%2540db.internal/x%253Ftoken%253Dtk-31%2526m%253D1 down'),
+    `dsn https%3A//db.internal%2Fx%253Ftoken%253D${REDACTED}%2526m%253D${REDACTED} down`,
+  );
+  assert.equal(
+    redactText('dsn https%3A//admin%3Apw-32%2540db.internal/x%3Ftoken%3Dtk-32 down'),
+    `dsn https%3A//db.internal%2Fx%3Ftoken%3D${REDACTED} down`,
+  );
+  // quote(url, safe=':/') alone: a web URL's host refuses the '%40', another scheme's takes it.
+  assert.equal(
+    redactText('dsn postgres://tk-38%40db.internal/app down'),
+    'dsn postgres://db.internal/app down',
+  );
+  // A URL's '://' encoded to two depths, its '@' to the shallower one or the deeper one
+  // (Go's url.QueryEscape(url.PathEscape(url)), and the reverse).
+  assert.equal(
+    redactText('see https%3A%252F%252Fadmin%3Apw-33%40db.internal%252Fx%253Ftoken%3Dtk-33'),
+    `see https%3A%252F%252Fdb.internal%252Fx%253Ftoken%3D${REDACTED}`,
+  );
+  assert.equal(redactText('see https%253A%2F%2Fadmin%253Apw-34%40db%2Fx'), 'see https%253A%2F%2Fdb%2Fx');
+});
+
+test('redactText redacts a URL spelled by Go’s url.PathEscape: its ":", "@", "=" and "&" left as they are, its "/" and "?" encoded', () => {
+  assert.equal(
+    redactText('callback https:%2F%2Fadmin:pw-35@db.internal%2Fx%3Ftoken=tk-35&m=1 failed'),
+    `callback https:%2F%2Fdb.internal%2Fx%3Ftoken%3D${REDACTED}%26m%3D${REDACTED} failed`,
+  );
+  // Twice, and with no path.
+  assert.equal(
+    redactText('{"next":"https:%252F%252Fadmin:pw-36@db.internal%252Fx%253Ftoken=tk-36"}'),
+    `{"next":"https:%252F%252Fdb.internal%252Fx%253Ftoken%253D${REDACTED}"}`,
+  );
+  assert.equal(
+    redactText('at https:%2F%2Fadmin:pw-37@db.internal%3Ftoken=tk-37.'),
+    `at https:%2F%2Fdb.internal%3Ftoken%3D${REDACTED}.`,
+  );
+});
+
+/** Python's urllib.parse.quote: letters, digits, `_.-~` and `safe` left as they are. */
+const pyQuote = (text: string, safe = '/') =>
+  text.replace(/[^\w.~-]/g, (c) =>
+    safe.includes(c) ? c : `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`,
+  );
+
+/** Go's url.PathEscape: a path segment's escaping, which leaves `$&+,:;=@` as they are. */
+const goPathEscape = (text: string) =>
+  text.replace(/[^\w.~$&+,:;=@-]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`);
+
+test('redactText never shows a secret of a URL spelled with its delimiters at mixed depths, and changes nothing in what it redacted', () => {
+  const url = fc
+    .tuple(
+      fc.constantFrom('http', 'https'),
+      fc.constantFrom('', `u:${MARK}pw@`, `${MARK}u@`),
+      fc.constantFrom('h.example', 'h.example:8080'),
+      fc.constantFrom('', '/', '/p', '/a.b/c'),
+      fc.constantFrom('', '?k=v', `?token=${MARK}tk&a=1`, `?a=1&b=${MARK}v`),
+      fc.constantFrom('', `#${MARK}f`),
+      fc.constantFrom(
+        (text: string) => pyQuote(pyQuote(text, ':/')),
+        (text: string) => pyQuote(pyQuote(text, ':/?=&')),
+        (text: string) => pyQuote(text, ':/'),
+        goPathEscape,
+        (text: string) => goPathEscape(goPathEscape(text)),
+        (text: string) => encodeURIComponent(goPathEscape(text)),
+      ),
+    )
+    .map(([scheme, userinfo, host, path, query, fragment, spell]) =>
+      spell(`${scheme}://${userinfo}${host}${path}${query}${fragment}`),
+    );
+  fc.assert(
+    fc.property(url, aroundUrl, (spelled, [open, close]) => {
+      const once = redactText(`${open}${spelled}${close}`);
+      assert.equal(once.includes(MARK), false, once);
+      assert.equal(redactText(once), once);
+    }),
+    { numRuns: 1_000 },
+  );
+});
+
+test('redactText takes linear time on 2 MB of hostile text spelled as Go’s url.PathEscape or at mixed depths', () => {
+  assertLinear([
+    (chars) => `https:%2F%2F${fill('@', chars)}`,
+    (chars) => `https%3A//${fill('%2540', chars)}`,
+  ]);
+});
+
+test('redactText takes linear time on many short URLs spelled as Go’s url.PathEscape and on a long host of another scheme', () => {
+  // A URL read per separator, a 2 MB URL parse: 128 KiB is enough to tell.
+  assertLinear(
+    [
+      (chars) => fill(':%2F%2F', chars),
+      (chars) => fill('https:%2F%2Fu:p@h%2F', chars),
+      (chars) => `postgres://${fill('%41', chars)}`,
+      (chars) => `postgres://${fill('%40', chars)}%3F`,
+    ],
+    32 * 1024,
+  );
+});
+
 test('redactText takes linear time on 2 MB of hostile quote()d text', () => {
   assertLinear([(chars) => fill('https%3A//u%40h/', chars), (chars) => `https%3A//${fill('@/', chars)}`]);
 });
