@@ -286,8 +286,9 @@ test('an endless card body throws AGENT_CARD_TOO_LARGE after about 1 MiB, not af
   });
 });
 
-test('a card whose declared length is over the cap fails before its body is read', async () => {
-  const app = agentApp(
+/** An agent whose card declares 4,096 bytes (and sends them): over a 1,024-byte cap. */
+function declaredTooLarge(): ReturnType<typeof agentApp> {
+  return agentApp(
     newSeen(),
     [],
     () =>
@@ -295,7 +296,10 @@ test('a card whose declared length is over the cap fails before its body is read
         headers: { 'content-type': 'application/json', 'content-length': '4096' },
       }),
   );
-  await withApp(app, async ({ origin }) => {
+}
+
+test('a card whose declared length is over the cap fails before its body is read', async () => {
+  await withApp(declaredTooLarge(), async ({ origin }) => {
     const error = await resolveAgentCard(origin, { maxBytes: 1024 }).catch((e: unknown) => e);
     assert.ok(error instanceof AgentCardError, String(error));
     assert.equal(error.code, 'AGENT_CARD_TOO_LARGE');
@@ -325,15 +329,7 @@ const relayingSlowCancel: FetchLike = async (input, init) => {
 };
 
 test('a card whose declared length is over the cap fails at once even when its relayed body is slow to cancel, with or without a policy', async () => {
-  const app = agentApp(
-    newSeen(),
-    [],
-    () =>
-      new Response(' '.repeat(4096), {
-        headers: { 'content-type': 'application/json', 'content-length': '4096' },
-      }),
-  );
-  await withApp(app, async ({ origin }) => {
+  await withApp(declaredTooLarge(), async ({ origin }) => {
     for (const policy of [quickPolicy(), undefined]) {
       let timer: ReturnType<typeof setTimeout> | undefined;
       const hung = new Promise((resolve) => {
