@@ -87,6 +87,38 @@ test('an already aborted caller signal rejects before anything is sent', async (
   });
 });
 
+test('a pass that starts past the total deadline sends nothing: TimeoutError (scope total) at once', async () => {
+  await withServer(always({}), async (server) => {
+    let sent = 0;
+    const fetch = createFetch({
+      fetch: (input, init) => {
+        sent++;
+        return globalThis.fetch(input, init);
+      },
+      use: [
+        timeout({ totalMs: 30 }),
+        // The event loop blocked past the deadline (a long synchronous task, a GC pause)
+        // between the outer timeout and the attempt: its timer could not fire yet.
+        (call, next) => {
+          const until = Date.now() + 60;
+          while (Date.now() < until);
+          return next(call);
+        },
+        timeout({ attemptMs: 1_000 }),
+      ],
+    });
+    await assert.rejects(fetch(server.origin, { method: 'POST', body: 'order' }), (error: unknown) => {
+      assert.ok(error instanceof TimeoutError, String(error));
+      assert.equal(error.scope, 'total');
+      assert.equal(error.ms, 30);
+      return true;
+    });
+    assert.equal(sent, 0);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(server.requests.length, 0);
+  });
+});
+
 test('one long-lived caller signal gets one listener, however many calls share it', async () => {
   await withServer(always({ body: 'ok' }), async (server) => {
     const controller = new AbortController();
