@@ -474,3 +474,66 @@ test('a keyed request under idempotency() runs its upstream calls to the end eve
   });
   assert.equal(reserved, 1);
 });
+
+test('a client that goes away mid-stream stops the upstream body its streaming handler is relaying, for a call with its own signal too', async () => {
+  // The call's answer arrives while the stream runs; its body is read on after that,
+  // and Hono's stream writes go nowhere once the client has left.
+  let closed: (at: number) => void = () => {};
+  const upstreamClosed = new Promise<number>((resolve) => {
+    closed = resolve;
+  });
+  const tokens = new Hono();
+  tokens.get('/tokens', () => {
+    const encoder = new TextEncoder();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        return new Promise<void>((resolve) => {
+          timer = setTimeout(() => {
+            controller.enqueue(encoder.encode('token '));
+            resolve();
+          }, 20);
+        });
+      },
+      cancel() {
+        clearTimeout(timer);
+        closed(Date.now());
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'text/plain' } });
+  });
+  let relayed: () => void = () => {};
+  const handlerDone = new Promise<void>((resolve) => {
+    relayed = resolve;
+  });
+  await withApp(tokens, async (up) => {
+    const app = new Hono<UpstreamEnv>();
+    app.use(upstream(definePolicy({ name: 'model', retry: { attempts: 1 } })));
+    app.get('/events', (c) =>
+      streamSSE(c, async (stream) => {
+        const own = new AbortController();
+        try {
+          const res = await c.var.fetch(`${up.origin}/tokens`, { signal: own.signal });
+          const decoder = new TextDecoder();
+          const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+          for (let read = await reader.read(); !read.done; read = await reader.read()) {
+            await stream.writeSSE({ data: decoder.decode(read.value) });
+          }
+        } catch {
+          // The abort that ends the relay.
+        } finally {
+          relayed();
+        }
+      }),
+    );
+    await withApp(app, async (server) => {
+      const controller = new AbortController();
+      const res = await fetch(`${server.origin}/events`, { signal: controller.signal });
+      await res.body?.getReader().read();
+      const abortedAt = Date.now();
+      controller.abort();
+      await assertClosedSoon(upstreamClosed, abortedAt);
+      await handlerDone;
+    });
+  });
+});

@@ -181,7 +181,10 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
   return async function upstream(c, next) {
     const raw = c.req.raw;
     const incoming = raw.signal;
-    /** Per-call controllers following the incoming signal (only calls with a signal of their own). */
+    /**
+     * Per-call controllers following the incoming signal (only calls with a signal of
+     * their own), kept as long as the request: one small object per such call.
+     */
     const followers = new Set<AbortController>();
     /** Unlinks of the calls that settled while the request ran: their bodies may stream until it ends. */
     const settled: (() => void)[] = [];
@@ -208,10 +211,10 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
       if (incoming.aborted) controller.abort(incoming.reason);
       return [
         controller.signal,
-        () => {
-          followers.delete(controller);
-          own.removeEventListener('abort', relay);
-        },
+        // Only the listener on `own` goes; the controller keeps following the client,
+        // since the call's body may still stream (a model's tokens relayed to an SSE
+        // stream, whose writes go nowhere once the client left): it must stop then too.
+        () => own.removeEventListener('abort', relay),
       ];
     }
 
