@@ -560,10 +560,17 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     return c;
   }
 
-  /** Drops a key; calls waiting on it look again, and find it fresh. */
+  /**
+   * Drops a key; calls waiting on it look again, and find it fresh. Calls still in
+   * flight on it were sent before it was forgotten: their outcomes count for nothing
+   * and report nothing (no `breaker` or `paced` event for a circuit nobody uses any
+   * more, while the key's new circuit is closed and unpaused). NaN is an epoch no call
+   * holds, so `succeed()` and `fail()` drop them; `pace()` checks the registry.
+   */
   function forget(c: Circuit): void {
     unlink(c);
     circuits.delete(c.key);
+    c.epoch = Number.NaN;
     wakeWaiters(c);
   }
 
@@ -722,6 +729,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     fromServer: boolean,
     quota?: number,
   ): void {
+    // A forgotten key's answers pause nothing (see forget()).
+    if (circuits.get(c.key) !== c) return;
     const delayMs = fromServer ? Math.min(askedMs, maxRetryAfterMs) : askedMs;
     const t = rebase(c);
     const until = t + delayMs;

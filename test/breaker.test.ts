@@ -515,6 +515,29 @@ test('reset(key) forgets one key, reset() every key, and stats() is undefined fo
   assert.equal(breaker.stats('http://never.test'), undefined);
 });
 
+test('outcomes of calls sent before reset(key) neither open the forgotten circuit nor pause the key: no event, and the next call goes', async () => {
+  const handler = (req: { url: string }) =>
+    req.url === '/ok'
+      ? { status: 200 }
+      : req.url === '/limit'
+        ? { status: 429, headers: { 'retry-after': '5' }, delayMs: 100 }
+        : { status: 503, delayMs: 100 };
+  await withServer(handler, async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const { breaker } = clocked({ consecutiveFailures: 2 });
+    const fetch = createFetch({ use: [breaker], key: 'api', onEvent: (e) => events.push(e) });
+    const inFlight = ['/a', '/b', '/limit'].map((path) => send(fetch, `${server.origin}${path}`));
+    await arrived(server, 3);
+    breaker.reset('api');
+    assert.deepEqual(await Promise.all(inFlight), [503, 503, 429]);
+    const told = events.filter((e) => e.type === 'breaker' || e.type === 'paced');
+    assert.deepEqual(told, [], 'no event for a circuit nobody uses any more');
+    assert.equal(breaker.stats('api'), undefined);
+    assert.equal(await send(fetch, `${server.origin}/ok`), 200, 'the key is neither open nor paused');
+    assert.equal(breaker.stats('api')?.state, 'closed');
+  });
+});
+
 test('the happy path hands the caller’s own input and init to fetch, and builds no Request', async () => {
   const seen: unknown[][] = [];
   const stub: FetchLike = async (...args) => {
