@@ -154,22 +154,22 @@ const ENCODED_PATH = /(?:\/|%(?:25){0,3}2F)[\w.!~*'()+=&:@-]*%(?:[\w.!~*'()%+/=&
  * before a `[redacted]` shown, which ends the run when it is redacted again.
  */
 function redactEncodedQuery(run: string): string {
-  const [rest] = run.split(/%(?:25){0,3}23/i, 1) as [string];
-  const query = /%(?:25){0,3}3F/i.exec(rest);
-  if (!query) return rest;
-  const start = query.index + query[0].length;
+  const [path, mark = '', ...query] = (run.split(/%(?:25){0,3}23/i, 1)[0] as string).split(
+    /(%(?:25){0,3}3F)/i,
+  );
   return (
-    rest.slice(0, start) +
-    rest
-      .slice(start)
+    path +
+    mark +
+    query
+      .join('')
       .split(/(&|%(?:25){0,3}26)/i)
       .map((part, i) => {
-        const equals = /=|%(?:25){0,3}3D/i.exec(part);
-        if (i % 2) return part;
-        if (!equals) return part && REDACTED;
-        const name = part.slice(0, equals.index);
-        const end = equals.index + equals[0].length;
-        return (/^[\w.~-]*$/.test(name) ? name : REDACTED) + equals[0] + (part.length > end ? REDACTED : '');
+        const [name = '', equals, ...value] = part.split(/(=|%(?:25){0,3}3D)/i);
+        return i % 2
+          ? part
+          : equals
+            ? (/^[\w.~-]*$/.test(name) ? name : REDACTED) + equals + (value.join('') && REDACTED)
+            : part && REDACTED;
       })
       .join('')
   );
@@ -210,15 +210,6 @@ const ENCODED_RUN = /[\w.!~*'()%+-]*/y;
 const QUOTED_RUN = /[\w.!~*'()%+/?#=&:@-]*/y;
 
 /**
- * Where `delimiter` (an escape, upper case) first is in `upper` (a text in upper case)
- * at or after `from`, or the text's length when it is not there.
- */
-function indexOrEnd(upper: string, delimiter: string, from?: number): number {
-  const found = upper.indexOf(delimiter, from);
-  return found < 0 ? upper.length : found;
-}
-
-/**
  * The percent-encoded URL `run` (after its `%3A%2F%2F`) without its secrets, still
  * encoded: no userinfo (up to the last `@`, `%40` or encoded once more up to three times,
  * before the first `%2F`, `%3F` or `%23`), and the rest as {@link redactEncodedQuery}
@@ -234,20 +225,10 @@ function indexOrEnd(upper: string, delimiter: string, from?: number): number {
  * `%252F` finds no `%25252F`.
  */
 function redactEncoded(run: string, percent: string): string {
-  const upper = run.toUpperCase();
   // The host starts after the last `@`, at any depth (`quote(quote(url, safe=':/'))`
   // encodes it once more than the `:`), before the first `/`, `?` or `#` at the URL's own.
-  const at = /^[\s\S]*%(?:25){0,3}40/i.exec(
-    run.slice(
-      0,
-      Math.min(
-        indexOrEnd(upper, `${percent}2F`),
-        indexOrEnd(upper, `${percent}3F`),
-        indexOrEnd(upper, `${percent}23`),
-      ),
-    ),
-  );
-  const userinfo = at ? at[0] : '';
+  const [userinfo = ''] =
+    /^[\s\S]*%(?:25){0,3}40/i.exec(run.split(RegExp(`${percent}(?:2F|3F|23)`, 'i'), 1)[0] as string) ?? [];
   // A `?` or `#` before that `@`, at any depth, may have opened a query whose value holds
   // the `@` (`h%253Fe%253Da%2540b%2526t%253D...`): what follows it cannot be told apart
   // from a value. A URL encoded once more in the host or path
@@ -366,14 +347,9 @@ export function redactText(text: string, escapes = true): string {
         following = findSeparator(text, following.index + following[0].length);
       }
       const head = text.slice(from, following?.index);
-      const upper = head.toUpperCase();
+      // Up to its query or fragment, or the first character no such URL holds.
       let end =
-        from +
-        Math.min(
-          head.search(quoted ? /[^\w.!~*'()%+/=&:@-]|$/ : /[^\w.!~*'()%+-]|$/),
-          indexOrEnd(upper, `${percent}23`),
-          indexOrEnd(upper, `${percent}3F`),
-        );
+        from + head.search(RegExp(`${percent}(?:23|3F)|[^\\w.!~*'()%+${quoted ? '/=&:@' : ''}-]|$`, 'i'));
       if (end < from + head.length) {
         // At the query or fragment (or at a character that ends the URL: read as empty).
         const run = quoted ? QUOTED_RUN : ENCODED_RUN;
