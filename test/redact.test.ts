@@ -8,6 +8,11 @@ import type { BreakwaterEvent } from '../src/events.ts';
 import { isSafeHeader, REDACTED, redactText, redactUrl, SECRET_HEADERS, safeHeaders } from '../src/redact.ts';
 import { throwOnStatus, wrapHttpError } from '../src/status.ts';
 import { closedPort, withServer } from './helpers/server.ts';
+import { allowSlowTests } from './helpers/slow-tests.ts';
+
+// The linear-time tests read megabytes of hostile text: linear, but past Bun's 5 s per-test
+// limit on a loaded machine (the 2 MB quote()d one under load 8-11).
+await allowSlowTests();
 
 const UNPARSEABLE = '(unparseable URL)';
 
