@@ -596,8 +596,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         ring[slotOf(head)] = c.failed;
         ring[slotOf(head) + 1] = c.total;
       }
-      for (let i = head + 1; i <= index; i++) {
-        const slot = slotOf(i);
+      // Counted down from the gap, not up through the indexes: past 2^53 (buckets of a
+      // nanosecond or less on an epoch clock with fractions) `i + 1` rounds back to `i`,
+      // and a loop up to `index` never ended. The gap is 1 to 9 here.
+      for (let n = index - head; n > 0; n--) {
+        const slot = slotOf(head + n);
         c.failed -= ring[slot] as number;
         c.total -= ring[slot + 1] as number;
         ring[slot] = ring[slot + 1] = 0;

@@ -756,6 +756,24 @@ test('a clock stepping back by more than the window starts the window over', asy
   assert.equal(stats?.state, 'closed', '1 call is below the minimum throughput');
 });
 
+test('a window of a microsecond on a sub-millisecond clock counts calls instead of hanging the process', async () => {
+  // windowMs 0.001 makes 0.1 ns buckets: on an epoch clock their indexes pass 2^53,
+  // where index + 1 rounds back to index. A clock with fractions (performance-based) steps them by 2.
+  await withServer(always({ status: 500 }), async (server) => {
+    let t = START;
+    const breaker = circuitBreaker({
+      consecutiveFailures: 100,
+      windowMs: 0.001,
+      now: () => (t += 0.0002),
+    });
+    const fetch = createFetch({ use: [breaker], key: 'api' });
+    for (let i = 0; i < 5; i++) assert.equal(await send(fetch, server.origin), 500);
+    const stats = breaker.stats('api');
+    assert.equal(stats?.consecutiveFailures, 5);
+    assert.ok((stats?.windowTotal ?? -1) >= 0);
+  });
+});
+
 test('a clock stepping back a little keeps counting in the newest bucket', async () => {
   const { clock, breaker } = clocked({ consecutiveFailures: 100, minimumThroughput: 10, windowMs: 1000 });
   const fetch = createFetch({
