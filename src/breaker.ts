@@ -376,9 +376,9 @@ function wakeWaiters(c: Circuit): void {
 
 /**
  * Waits on the key (a pause out, or the pace probe's outcome): resolves `true` when
- * woken ({@link wakeWaiters}), `false` when `ms` pass first, and rejects with the signal's reason ({@link abortReason}) on abort (at
- * once if already aborted). The timer and the listener are removed either way, and the
- * waiter leaves the list.
+ * woken ({@link wakeWaiters}), `false` when `ms` pass first, and rejects with the
+ * signal's reason ({@link abortReason}) on abort (at once if already aborted). The timer
+ * and the listener are removed either way, and the waiter leaves the list.
  */
 function waitOn(c: Circuit, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
   return new Promise<boolean>((resolve, reject) => {
@@ -713,7 +713,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.openReason = reason += ` (last: ${failureLabel(failure)})`;
     c.cause = causeOf(call, failure, serverDelayMs);
     become(c, call, 'open', reason, retryAt);
-    // Calls waiting on the key (a pause, a pace probe) fail fast now, as every caller of an open circuit does.
+    // Calls waiting on the key (a pause, a pace probe) fail fast now, as every caller of
+    // an open circuit does.
     wakeWaiters(c);
   }
 
@@ -1050,7 +1051,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     };
   };
   breaker.reset = (key?: string): void => {
-    // Calls waiting on the key (a pause, a pace probe) look again (once this returns), and find it fresh.
+    // Calls waiting on the key (a pause, a pace probe) look again (once this returns),
+    // and find it fresh.
     for (const c of key === undefined ? [...circuits.values()] : [circuits.get(key)]) if (c) forget(c);
   };
   breaker.size = (): number => circuits.size;
