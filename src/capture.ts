@@ -44,9 +44,17 @@ export interface StatusSnapshot {
   readonly statusText: string;
   /** The server's requested wait (see `retryDelay`), or undefined. */
   readonly retryAfterMs: number | undefined;
-  /** The start of the body, decoded and collapsed to one line (at most `bodyBytes` bytes read). */
+  /**
+   * The start of the body, decoded and collapsed to one line (at most `bodyBytes` bytes
+   * read). Redacted: URLs as in `url`, and the credentials the call sent (its
+   * `Authorization`, `Proxy-Authorization`, `x-api-key`, `api-key` values and cookie
+   * values, of 8 characters or more) wherever the server quoted them, as `[redacted]`.
+   */
   readonly body: string;
-  /** The error message from a JSON error body, else the body cut to 400 characters; undefined when empty. */
+  /**
+   * The error message from a JSON error body, else the body cut to 400 characters;
+   * undefined when empty. Redacted as `body` is.
+   */
   readonly serverMessage: string | undefined;
   /** Allowlisted headers only: timing, rate limits, request ids, content type. */
   readonly headers: Readonly<Record<string, string>>;

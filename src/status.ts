@@ -28,6 +28,20 @@ export const DEFAULT_BODY_BYTES = 2048;
 export const DEFAULT_BODY_WAIT_MS = 1000;
 /** `serverMessage` fallback (a non-JSON body) is cut to this many characters. */
 const MAX_MESSAGE_CHARS = 400;
+/**
+ * Request headers whose values are credentials, hidden where a failure body quotes them
+ * back: RFC 9110's `Authorization` and `Proxy-Authorization`, Anthropic's `x-api-key`,
+ * Azure OpenAI's `api-key`. Each `Cookie` value is hidden too.
+ */
+const CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'x-api-key', 'api-key'];
+/**
+ * Credential values shorter than this are not hidden: a test key `abc` or a cookie `1`
+ * would blank every `abc` and `1` in the body. It is also the shortest start of a
+ * credential hidden where the body snippet ends inside one.
+ */
+const MIN_CREDENTIAL_CHARS = 8;
+/** What a hidden credential reads as (as a redacted URL part does). */
+const HIDDEN = '[redacted]';
 
 /**
  * Where `captureStatus()` leaves its snapshot on the response it took it of, so
@@ -141,6 +155,40 @@ function withoutCutUrl(text: string): string {
   return cut ? `${text.slice(0, start + cut.index)}…` : text;
 }
 
+/**
+ * `text` without the credentials `call` sent, each exact occurrence shown as
+ * {@link HIDDEN}: each value of {@link CREDENTIAL_HEADERS}, whole and then after its
+ * scheme (the token of `Bearer <token>`), and each cookie value, as written and with `/`
+ * JSON-escaped as `\/` (PHP's `json_encode`). A credential's start of at least
+ * {@link MIN_CREDENTIAL_CHARS} characters that ends the text goes too: the body snippet
+ * is cut at `bodyBytes`, maybe inside a token. Run only for a failure response, on the
+ * text as the server wrote it (before parsing, redaction and `oneLine()`); `[redacted]`
+ * keeps a JSON string valid.
+ */
+function hideSent(call: Call, text: string): string {
+  const sent: string[] = [];
+  for (const name of CREDENTIAL_HEADERS) {
+    const value = call.header(name)?.trim() ?? '';
+    sent.push(value, value.slice(value.indexOf(' ') + 1).trim());
+  }
+  // Headers joins repeated fields with ', ': a cookie value holds neither ',' nor ';' (RFC 6265 §4.1.1).
+  for (const pair of call.header('cookie')?.split(/[;,]/) ?? [])
+    sent.push(pair.slice(pair.indexOf('=') + 1).trim());
+  for (const value of sent) {
+    for (const credential of value.length < MIN_CREDENTIAL_CHARS
+      ? []
+      : [value, value.replaceAll('/', '\\/')]) {
+      text = text.replaceAll(credential, HIDDEN);
+      // A full occurrence is gone: only a shorter start may end the text.
+      const head = credential.slice(0, MIN_CREDENTIAL_CHARS);
+      let at = text.indexOf(head, text.length - credential.length + 1);
+      while (at >= 0 && !credential.startsWith(text.slice(at))) at = text.indexOf(head, at + 1);
+      if (at >= 0) text = text.slice(0, at) + HIDDEN;
+    }
+  }
+  return text;
+}
+
 /** What a failure response said, as `captureStatus()` snapshots it and `statusError()` reports it. */
 export type Said = Pick<StatusSnapshot, 'retryAfterMs' | 'body' | 'serverMessage'>;
 
@@ -157,7 +205,9 @@ export async function readSaid(
   now: number = Date.now(),
 ): Promise<Said> {
   const retryAfterMs = retryDelay(response.headers, now);
-  const text = await readPrefix(call, response, bodyBytes, bodyWaitMs);
+  // Servers quote the credential back ("invalid token Bearer eyJ…", "Incorrect API key
+  // provided: sk-…"): hidden here, where the call that sent it is known (DESIGN.md §4).
+  const text = hideSent(call, await readPrefix(call, response, bodyBytes, bodyWaitMs));
   // Servers quote the request URL back: a snapshot is redacted like an error. The JSON
   // is read first, from the text as sent: redaction rewrites escaped URLs
   // (`https:\/\/...`) and query values, and the message is what the server wrote.
@@ -167,7 +217,8 @@ export async function readSaid(
   } catch {
     // Not JSON: the message is the text itself.
   }
-  const message = oneLine(redactText(errorMessageOf(parsed) ?? text));
+  // The message once more: JSON may spell a credential with any `\u` escape.
+  const message = oneLine(redactText(hideSent(call, errorMessageOf(parsed) ?? text)));
   return {
     retryAfterMs,
     body: oneLine(redactText(text)),

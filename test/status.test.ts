@@ -5,8 +5,9 @@ import { test } from 'node:test';
 import { circuitBreaker } from '../src/breaker.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
-import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
+import { CircuitOpenError, HttpStatusError, RetryAfterTooLongError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
+import { definePolicy } from '../src/policy.ts';
 import { throwOnStatus, wrapHttpError } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
 import { always, type Behaviour, withServer } from './helpers/server.ts';
@@ -581,4 +582,129 @@ test('throwOnStatus() throws at once even when the failure body is slow to cance
   assert.ok(outcome instanceof HttpStatusError, String(outcome));
   assert.equal(outcome.retryAfterMs, 7000);
   assert.equal(cancelled, true);
+});
+
+// --- credentials a server quotes back ---
+
+/** Credentials a call sends: a token holding '/' (escaped '\/' by some JSON encoders), an API key, a cookie. */
+const TOKEN = 'eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhZ2VudCJ9.s1gn/atur3+xQ';
+const API_KEY = 'sk-ant-api03-Qw3rTy/uIoP-asdfgh';
+const AZURE_KEY = 'az0123456789abcdef';
+const PROXY_CREDENTIAL = 'dXNlcjpwcm94eXBhc3N3b3Jk';
+const SESSION = 'sess-9f8e7d6c5b4a3210';
+const CREDENTIALS = [TOKEN, API_KEY, AZURE_KEY, PROXY_CREDENTIAL, SESSION];
+const SENT_HEADERS = {
+  authorization: `Bearer ${TOKEN}`,
+  'x-api-key': API_KEY,
+  'api-key': AZURE_KEY,
+  'proxy-authorization': `Basic ${PROXY_CREDENTIAL}`,
+  cookie: `theme=dark; session=${SESSION}`,
+};
+
+/**
+ * A server that quotes the request's credentials back: `/plain` in a 401 text body, `/json` in
+ * an OpenAI-style 429 JSON body with '/' escaped as '\/' (PHP's json_encode), `/anthropic` in an
+ * Anthropic-style 401, `/cut` at the end of a 401 body cut at 2048 bytes inside the token.
+ */
+const echoCredentials: Parameters<typeof withServer>[0] = (req) => {
+  const h = (name: string): string => String(req.headers[name] ?? '');
+  const quoted = `${h('authorization')} ${h('x-api-key')} ${h('api-key')} ${h('proxy-authorization')} ${h('cookie')}`;
+  const json = (status: number, body: unknown): Behaviour => ({
+    status,
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body).replaceAll('/', '\\/'),
+  });
+  if (req.url === '/json') {
+    return json(429, {
+      error: { message: `Incorrect API key provided: ${quoted}`, type: 'invalid_request_error' },
+    });
+  }
+  if (req.url === '/anthropic') {
+    return json(401, {
+      type: 'error',
+      error: { type: 'authentication_error', message: `key ${quoted} is revoked` },
+    });
+  }
+  const cut = req.url === '/cut' ? 'x'.repeat(2048 - 'invalid token Bearer '.length - 20) : '';
+  return { status: 401, headers: { 'content-type': 'text/plain' }, body: `${cut}invalid token ${quoted}` };
+};
+
+/** Fails unless no credential, nor the first 8 characters of one (a body cut inside it), is in `shown`. */
+function assertNoCredential(shown: readonly unknown[]): void {
+  for (const value of shown) {
+    const text = typeof value === 'string' ? value : JSON.stringify(value);
+    for (const credential of CREDENTIALS) {
+      for (const form of [credential, credential.replaceAll('/', '\\/'), credential.slice(0, 8)]) {
+        assert.ok(!text?.includes(form), `${credential.slice(0, 8)}… shown in ${text}`);
+      }
+    }
+  }
+}
+
+test('a failure body quoting the credentials the call sent (Authorization, x-api-key, api-key, Proxy-Authorization, cookies) shows none of them in the error, the snapshot or the captured event', async () => {
+  await withServer(echoCredentials, async (server) => {
+    for (const path of ['/plain', '/json', '/anthropic', '/cut']) {
+      const capture = captureStatus();
+      const events: BreakwaterEvent[] = [];
+      const captured = createFetch({ onEvent: (e) => events.push(e), use: [throwOnStatus(), capture] });
+      const alone = createFetch({ use: [throwOnStatus()] });
+      for (const fetch of [captured, alone]) {
+        const error = await fetch(`${server.origin}${path}`, { headers: SENT_HEADERS }).catch(
+          (e: unknown) => e,
+        );
+        assert.ok(error instanceof HttpStatusError, String(error));
+        assert.match(error.body, /\[redacted\]/, `${path}: ${error.body}`);
+        assertNoCredential([error.message, error.body, error.serverMessage, error]);
+      }
+      const snapshot = capture.last(server.origin);
+      assert.ok(snapshot);
+      assertNoCredential([snapshot, events]);
+      if (path === '/json') {
+        assert.match(snapshot.serverMessage ?? '', /^Incorrect API key provided: \[redacted\] \[redacted\]/);
+      }
+    }
+  });
+});
+
+test('definePolicy().fetch(url, { auth }) hides the token its auth stamped when the server quotes it back, in the 401, in a RetryAfterTooLongError and in the policy’s last failure', async () => {
+  await withServer(echoCredentials, async (server) => {
+    const policy = definePolicy({ retry: { attempts: 2 } });
+    const events: BreakwaterEvent[] = [];
+    const bearer = policy.fetch(undefined, {
+      auth: { token: TOKEN },
+      onEvent: (e) => events.push(e),
+      use: [throwOnStatus()],
+    });
+    const anthropic = policy.fetch(undefined, {
+      auth: { token: API_KEY, header: 'x-api-key', scheme: '' },
+      onEvent: (e) => events.push(e),
+      use: [throwOnStatus()],
+    });
+    for (const fetch of [bearer, anthropic]) {
+      const unauthorized = await fetch(`${server.origin}/plain`).catch((e: unknown) => e);
+      assert.ok(unauthorized instanceof HttpStatusError, String(unauthorized));
+      assert.equal(unauthorized.status, 401);
+      assertNoCredential([unauthorized.message, unauthorized.body, unauthorized.serverMessage, unauthorized]);
+      assertNoCredential([policy.stats(server.origin).lastFailure]);
+    }
+  });
+  // A 429 asking for an hour: retry gives up with the server's answer as the cause.
+  await withServer(
+    (req) => ({
+      status: 429,
+      headers: { 'retry-after': '3600', 'content-type': 'application/json' },
+      body: JSON.stringify({ error: { message: `Rate limit reached for ${req.headers.authorization}` } }),
+    }),
+    async (server) => {
+      const policy = definePolicy({ retry: { attempts: 2 } });
+      const events: BreakwaterEvent[] = [];
+      const fetch = policy.fetch(undefined, { auth: { token: TOKEN }, onEvent: (e) => events.push(e) });
+      const error = await fetch(server.origin).catch((e: unknown) => e);
+      assert.ok(error instanceof RetryAfterTooLongError, String(error));
+      const cause = error.cause as HttpStatusError;
+      assert.equal(cause.serverMessage, 'Rate limit reached for [redacted]');
+      assertNoCredential([error.message, error, cause.message, cause.body, cause, events]);
+      assertNoCredential([policy.stats(server.origin).lastFailure]);
+    },
+  );
 });
