@@ -22,7 +22,14 @@
  */
 
 import * as z from 'zod/mini';
-import { abortReason, type Call, hasOneShotBody, type Middleware, type Next } from './call.ts';
+import {
+  abortReason,
+  type Call,
+  CREDENTIAL_HEADER,
+  hasOneShotBody,
+  type Middleware,
+  type Next,
+} from './call.ts';
 import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
 import { functionOption, isFunction, validate } from './options.ts';
 import { MAX_DELAY_MS } from './timing.ts';
@@ -343,6 +350,8 @@ export function auth(options: AuthOptions): Middleware {
     // The signal of the pass this runs in, read once: see the check after a 401 below.
     const signal = call.signal;
     const [token, sentGeneration] = await currentToken(call);
+    // A header of another name is no known credential: say so for the failure body's redaction.
+    if (header !== DEFAULT_AUTH_HEADER) call.bag.set(CREDENTIAL_HEADER, header);
     call.setHeader(header, format(token));
     const response = await next(call);
     if (response.status !== 401 || refresh === undefined || hasOneShotBody(call)) return response;

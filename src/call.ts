@@ -60,6 +60,13 @@ export type MarkedCall = Call & { [ENDED]?: Ended | undefined };
 export const BODY_READ: unique symbol = Symbol('breakwater.bodyRead');
 
 /**
+ * The call's bag holds, under this key, the name of a header `auth()` stamps its token
+ * in when that is not `Authorization` (`x-goog-api-key`, say), so a failure body that
+ * quotes the token back is redacted as for the well-known credential headers.
+ */
+export const CREDENTIAL_HEADER: unique symbol = Symbol('breakwater.credentialHeader');
+
+/**
  * What a call that `signal` aborted rejects with: the caller's own reason (DESIGN §4),
  * or, for a signal that has none (node-fetch v2's `abort-controller` and older
  * polyfills have `aborted` and an `abort` event only), the runtime's own `AbortError`

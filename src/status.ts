@@ -14,7 +14,7 @@
  */
 
 import * as z from 'zod/mini';
-import { BODY_READ, type Call, type Middleware, type Next } from './call.ts';
+import { BODY_READ, type Call, CREDENTIAL_HEADER, type Middleware, type Next } from './call.ts';
 import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
@@ -157,7 +157,8 @@ function withoutCutUrl(text: string): string {
 
 /**
  * `text` without the credentials `call` sent, each exact occurrence shown as
- * {@link HIDDEN}: each value of {@link CREDENTIAL_HEADERS}, whole and then after its
+ * {@link HIDDEN}: each value of {@link CREDENTIAL_HEADERS} (and of the header `auth()`
+ * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its
  * scheme (the token of `Bearer <token>`), and each cookie value, as written and with `/`
  * JSON-escaped as `\/` (PHP's `json_encode`). A credential's start of at least
  * {@link MIN_CREDENTIAL_CHARS} characters that ends the text goes too: the body snippet
@@ -167,7 +168,8 @@ function withoutCutUrl(text: string): string {
  */
 function hideSent(call: Call, text: string): string {
   const sent: string[] = [];
-  for (const name of CREDENTIAL_HEADERS) {
+  const named = call.bag.get(CREDENTIAL_HEADER) as string | undefined;
+  for (const name of named === undefined ? CREDENTIAL_HEADERS : [...CREDENTIAL_HEADERS, named]) {
     const value = call.header(name)?.trim() ?? '';
     sent.push(value, value.slice(value.indexOf(' ') + 1).trim());
   }

@@ -708,3 +708,24 @@ test('definePolicy().fetch(url, { auth }) hides the token its auth stamped when 
     },
   );
 });
+
+test('a token auth() stamps in a header of another name (x-goog-api-key) is hidden too when the server quotes it back', async () => {
+  await withServer(
+    (req) => ({
+      status: 400,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ error: { message: `API key not valid: ${req.headers['x-goog-api-key']}` } }),
+    }),
+    async (server) => {
+      const policy = definePolicy({ retry: false });
+      const fetch = policy.fetch(undefined, {
+        auth: { token: API_KEY, header: 'x-goog-api-key', scheme: '' },
+        use: [throwOnStatus()],
+      });
+      const error = await fetch(server.origin).catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.serverMessage, 'API key not valid: [redacted]');
+      assertNoCredential([error.message, error.body, error, policy.stats(server.origin).lastFailure]);
+    },
+  );
+});
