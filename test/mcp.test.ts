@@ -1332,6 +1332,51 @@ test('resilientMcpClient: close() while a connect is closing the lost session op
   });
 });
 
+test('resilientMcpClient: a connect() right after close() ended a connect mid-initialize is not closed by the ended one: it connects', async () => {
+  const app = sessionApp();
+  let arrived!: () => void;
+  const initializedArrived = new Promise<void>((resolve) => {
+    arrived = resolve;
+  });
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  // The first connect's notifications/initialized waits at the server's door: close()
+  // comes while the SDK's connect still awaits it.
+  let holding = true;
+  const door = {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      if (holding && text.includes('"notifications/initialized"')) {
+        holding = false;
+        arrived();
+        await held;
+      }
+      return app.fetch(request);
+    },
+  };
+  await withApp(door, async (server) => {
+    const mcp = resilient(server.origin);
+    try {
+      const connecting = mcp.connect();
+      await initializedArrived;
+      await mcp.close();
+      await assert.rejects(connecting, (error: unknown) => (error as Error).name === 'AbortError');
+      const client = await mcp.connect();
+      // The ended connect's SDK cleanup (its initialized send failing) must not close this one.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      assert.ok(mcp.transport, 'the connect after close() was closed by the one close() ended');
+      const result = await client.callTool({ name: 'echo', arguments: {} });
+      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
+    } finally {
+      release();
+      await mcp.close();
+      await app.forget();
+    }
+  });
+});
+
 test('resilientMcpClient: close() before a gate that runs connects later has run one opens no session: that connect rejects with an AbortError', async () => {
   let connects = 0;
   const client = {

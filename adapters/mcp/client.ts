@@ -201,6 +201,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
    * `close()` (a gate that awaits something first) finds it and opens no session.
    */
   let closed = false;
+  /**
+   * Resolves once the SDK's `connect()` of the latest connect has settled, if it got as far
+   * as sending (see {@link open}); else at once.
+   */
+  let unwound: () => Promise<unknown> | undefined = () => undefined;
 
   /** What a connect that `close()` came before rejects with. */
   function closedError(): DOMException {
@@ -208,7 +213,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   }
 
   /** Routes the transport's failures through `toError()` and its `tools/list` answers to `learn()`. */
-  function wire(transport: Wired): void {
+  function wire(transport: Wired, sent: () => void): void {
     // A new session may list other tools (a restarted server, a new version): what the
     // last one taught no longer holds, and its server will send no list_changed for it.
     fetch.learn([]);
@@ -228,6 +233,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         if (pending.size >= MAX_PENDING_LISTS) pending.delete(pending.keys().next().value);
         pending.set(id, params?.cursor);
       }
+      sent();
       try {
         return await send(message, sendOptions);
       } catch (error) {
@@ -265,15 +271,26 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
 
   /** One connect; `live()` says false once it was given up, so a late success is not taken. */
   async function open(live: () => boolean): Promise<C> {
+    // A connect given up (close(), its timeout) may still be in the SDK's connect, which
+    // fails once the client is closed and then closes the client itself (the SDK's
+    // Client.connect does), whatever transport the client holds by then: this one's.
+    await unwound();
     // A client still on a lost session: closed first (the SDK connects one transport at a time).
     if (client.transport !== undefined) await client.close();
     // Given up while closing (timed out, or close() came with no transport to close): no
     // session is opened, since nothing would end it; a later connect owns the client now.
     if (!live()) return client;
     const transport = build(fetch);
-    wire(transport as unknown as Wired);
+    let sending = false;
+    wire(transport as unknown as Wired, () => {
+      sending = true;
+    });
+    const connected = client.connect(transport as never);
+    // Waited for only once it has sent: before, it is in the transport's start, which may
+    // never end (an SSE endpoint that never comes), and a start that fails closes nothing.
+    unwound = () => (sending ? connected.catch(() => {}) : undefined);
     try {
-      await client.connect(transport as never);
+      await connected;
     } catch (error) {
       throw fetch.toError(error);
     }
