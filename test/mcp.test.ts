@@ -723,6 +723,37 @@ test('mcpResend() marks read-only calls in a createFetch() chain, and a callerâ€
   );
 });
 
+test('mcpResend() inside retry(): a tool forgotten after a resend was decided is not resent again after the next failure', async () => {
+  const seen = counts();
+  const lookupFails: Faults = (what) =>
+    what === 'tools/call:lookup' ? { status: 503, after: true } : undefined;
+  await withApp(mcpApp(seen, lookupFails), async (app) => {
+    const resend = mcpResend();
+    resend.learn([LOOKUP]);
+    // Each attempt passes mcpResend(); the server turns lookup destructive (list_changed)
+    // while retry waits to resend the first attempt.
+    const fetch = createFetch({
+      use: [retry({ attempts: 3, backoff: fast }), resend],
+      onEvent: (event) => {
+        if (event.type === 'retry') resend.learn({ tools: [] });
+      },
+    });
+    const response = await fetch(`${app.origin}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: 'lookup', arguments: {} },
+      }),
+    });
+    await response.body?.cancel();
+    assert.equal(response.status, 503);
+  });
+  assert.equal(seen.runs.lookup, 2, 'lookup ran a third time: resent on the mark of its first attempt');
+});
+
 test('an SSE response slower than the attempt timeout is not cut', async () => {
   // The deadlines: room for the wait for headers on a loaded machine (load 11 on 2 cores).
   const attemptMs = 200;

@@ -175,6 +175,11 @@ export function mcpResend(options?: McpResendOptions): McpResend {
   let next: string | undefined;
   /** Calls this middleware marked that retry still holds: `learn()` unmarks those it made unsafe. */
   const inFlight = new Set<Call>();
+  /**
+   * Calls this middleware ever marked (held weakly): inside `retry()` each attempt passes
+   * here again, and the mark is judged again then, not taken for the caller's own.
+   */
+  const ours = new WeakSet<Call>();
 
   /** Called only inside isSafe()'s try: a predicate that throws vouches for nothing. */
   function safeTool(name: unknown): boolean {
@@ -217,9 +222,13 @@ export function mcpResend(options?: McpResendOptions): McpResend {
   }
 
   const middleware = function mcpResend(call: Call, next: Next): Promise<Response> {
-    // Marked already (by its caller): nothing to add, and nothing of ours to take back.
-    if (call.idempotent || !isSafe(call)) return next(call);
-    call.idempotent = true;
+    // Marked already by its caller: nothing to add, and nothing of ours to take back.
+    if (call.idempotent && !ours.has(call)) return next(call);
+    // Judged at every pass: a tool forgotten since an earlier attempt's mark (a resend
+    // retry decided on it) does not let this attempt's failure be resent too.
+    call.idempotent = isSafe(call);
+    if (!call.idempotent) return next(call);
+    ours.add(call);
     inFlight.add(call);
     return next(call).finally(() => inFlight.delete(call));
   } as McpResend;
