@@ -108,11 +108,13 @@ export function redactUrl(url: string | URL): string {
 function redactQuery(search: string): string {
   // A "name" holding a URL (`?https://u:pw@h/`, a redirect target with no `=`) would show
   // its userinfo: parameter names hold no `:`, `/` or `@`, nor `\` or `%` (one escaped in
-  // JSON in JSON, `\\u003A`, or percent-encoded twice, `%253A`, is read once).
+  // JSON in JSON, `\\u003A`, or percent-encoded twice, `%253A`, is read once), nor `=`:
+  // one is decoded from a `%3D` (`?token%3D...`, Python's `quote(path, safe='/?')`), and
+  // what follows it is a value.
   return [...new URLSearchParams(search).keys()]
     .map(
       (name) =>
-        `${name === REDACTED || /[:/@\\%]/.test(name) ? REDACTED : encodeURIComponent(name)}=${REDACTED}`,
+        `${name === REDACTED || /[:/@\\%=]/.test(name) ? REDACTED : encodeURIComponent(name)}=${REDACTED}`,
     )
     .join('&');
 }
@@ -137,42 +139,53 @@ const RELATIVE_URL =
  * A percent-encoded relative URL, or a path holding an encoded query, as a server quotes it
  * (`redirect_uri=%2Fcb%3Ftoken%3D...`; `/cb%3Ftoken%3D...` from Python's `quote()`;
  * `%2Fcb%3Ftoken=...&x=1` from Go's `url.PathEscape`; `https://h:5432/x%3Ftoken%3D...`
- * from `quote(url, safe=':/')`): from a `/` or an encoded one, what an encoded URL is made
- * of and `=`, `&`, `:` and `@`, closing punctuation (`.`, `'`, `)`, `:`) left to the text.
+ * from `quote(url, safe=':/')`; `/cb?token%3D...` from `quote(path, safe='/?')`): from a `/`
+ * or an encoded one, what an encoded URL is made of and `=`, `&`, `:`, `@` and `?`, closing
+ * punctuation (`.`, `'`, `)`, `:`, `?`) left to the text.
  * Only a path segment holding a `%` starts one (it need not start at the path's first
  * `/`), and once it has its `%` it always matches, so no text is read twice: linear time.
- * {@link redactEncodedQuery} hides the values of those holding an encoded `?`.
+ * {@link redactEncodedQuery} hides the values of those holding an encoded `?`, or a `?` as it
+ * is before an encoded `=`.
  */
-const ENCODED_PATH = /(?:\/|%(?:25){0,3}2F)[\w.!~*'()+=&:@-]*%(?:[\w.!~*'()%+/=&:@-]*[\w!~*(%+/=&@-])?/gi;
+const ENCODED_PATH = /(?:\/|%(?:25){0,3}2F)[\w.!~*'()+=&:@?-]*%(?:[\w.!~*'()%+/=&:@?-]*[\w!~*(%+/=&@-])?/gi;
 
 /**
  * `run` ({@link ENCODED_PATH}) without its fragment and with each query value shown as
- * `[redacted]`: the query starts at the first encoded `?`, its parameters are split at `&`
- * and their names at `=`, each as it is or encoded up to four times (an encoder may leave
- * them as they are, or encode them once more than the `/`); a name holding an escape, or a
- * parameter with no `=`, is `[redacted]` too. An empty value stays empty: so does the `=`
+ * `[redacted]`: the query starts at the first encoded `?` (or one as it is, when an encoded
+ * `=` follows it: `quote(path, safe='/?')`), its parameters are split at `&` and their
+ * names at `=`, each as it is or encoded up to four times (an encoder may leave them as they
+ * are, or encode them once more than the `/`); a name holding an escape, or a parameter
+ * with no `=`, is `[redacted]` too. Prose with a `?` and no encoded `=` after it
+ * (`/usr/bin? 100%`) stays as it is. An empty value stays empty: so does the `=`
  * before a `[redacted]` shown, which ends the run when it is redacted again.
  */
 function redactEncodedQuery(run: string): string {
-  const [path, mark = '', ...query] = (run.split(/%(?:25){0,3}23/i, 1)[0] as string).split(
-    /(%(?:25){0,3}3F)/i,
-  );
-  return (
-    path +
-    mark +
-    query
-      .join('')
-      .split(/(&|%(?:25){0,3}26)/i)
-      .map((part, i) => {
-        const [name = '', equals, ...value] = part.split(/(=|%(?:25){0,3}3D)/i);
-        return i % 2
-          ? part
-          : equals
-            ? (/^[\w.~-]*$/.test(name) ? name : REDACTED) + equals + (value.join('') && REDACTED)
-            : part && REDACTED;
-      })
-      .join('')
-  );
+  const head = run.split(/%(?:25){0,3}23/i, 1)[0] as string;
+  const [path = '', mark = '', ...query] = head.split(/(%(?:25){0,3}3F|\?)/i);
+  // A `?` as it is starts the query only before any encoded `?` and with an encoded `=`
+  // after it (in the fragment too: what a second pass would find once it is dropped); any
+  // other before the fragment ends the run (`/usr/bin?`, `/what%3F?`), as if the run were
+  // read up to it, and what follows it may hold a run of its own. Each piece holds no `?`,
+  // so it comes back here once: no text is read twice.
+  return head.includes('?') && (mark !== '?' || !/%(?:25){0,3}3D/i.test(run.slice(path.length)))
+    ? run
+        .split('?')
+        .map((piece) => piece.replace(ENCODED_PATH, redactEncodedQuery))
+        .join('?')
+    : path +
+        mark +
+        query
+          .join('')
+          .split(/(&|%(?:25){0,3}26)/i)
+          .map((part, i) => {
+            const [name = '', equals, ...value] = part.split(/(=|%(?:25){0,3}3D)/i);
+            return i % 2
+              ? part
+              : equals
+                ? (/^[\w.~-]*$/.test(name) ? name : REDACTED) + equals + (value.join('') && REDACTED)
+                : part && REDACTED;
+          })
+          .join('');
 }
 
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
@@ -442,8 +455,10 @@ export function redactText(text: string, escapes = true): string {
     done = end;
     separator = findSeparator(text, end);
   }
-  // Relative URLs last: those in an absolute URL's query are redacted with it already.
+  // Relative URLs last: those in an absolute URL's query are redacted with it already. The
+  // encoded ones first: a name they show as `[redacted]` may have held what ends a
+  // RELATIVE_URL (`/?'%3D...=`), which a second pass would read on through.
   return (out + text.slice(done))
-    .replace(RELATIVE_URL, (_, head: string, query: string) => head + redactQuery(query))
-    .replace(ENCODED_PATH, redactEncodedQuery);
+    .replace(ENCODED_PATH, redactEncodedQuery)
+    .replace(RELATIVE_URL, (_, head: string, query: string) => head + redactQuery(query));
 }

@@ -1442,6 +1442,76 @@ test('redactText takes linear time on many short encoded relative URLs and on we
   );
 });
 
+test('redactText hides the query values of a URL whose "?" is left as it is and whose "=" and "&" are encoded', () => {
+  // Python's quote(path_with_query, safe='/?'): the '?' as it is, '=' and '&' encoded.
+  assert.equal(
+    redactText('invalid redirect_uri /cb?token%3Dtk-40%26x%3D1'),
+    `invalid redirect_uri /cb?token%3D${REDACTED}%26x%3D${REDACTED}`,
+  );
+  assert.equal(redactText('{"next":"/cb?token%253Dtk-41"}'), `{"next":"/cb?token%253D${REDACTED}"}`);
+  assert.equal(redactText('see /cb?a=1&token%3Dtk-42.'), `see /cb?a=${REDACTED}&${REDACTED}=${REDACTED}.`);
+  // In an absolute URL the parser reads 'token=tk-43' as a parameter's name.
+  assert.equal(
+    redactText('at https://h.example/cb?token%3Dtk-43'),
+    `at https://h.example/cb?${REDACTED}=${REDACTED}`,
+  );
+  assert.equal(
+    redactUrl('https://h.example/cb?token%3Dtk-44'),
+    `https://h.example/cb?${REDACTED}=${REDACTED}`,
+  );
+});
+
+test('redactText leaves text with a "?" but no encoded "=" after it as it is', () => {
+  for (const prose of [
+    'Is the path /usr/bin? 100% sure.',
+    'and/or? 50%',
+    'GET /x?y%20z failed',
+    'see /wiki/What?%E2%9C%93 and /a?b%26c',
+    '/a%2Fb?c',
+    '/?%',
+  ]) {
+    assert.equal(redactText(prose), prose);
+  }
+});
+
+test('a URL whose "?" is left as it is and whose "=" and "&" are encoded never shows its query values, and redacting twice equals once', () => {
+  fc.assert(
+    fc.property(
+      fc.constantFrom('redirect_uri=', '"', ' ', '', 'failed:', 'https://h.example', 'http://h.example:8080'),
+      fc.constantFrom('/cb', '/', '/a/b', '/a.b', '/a%2Fb'),
+      fc.constantFrom(
+        (query: string) => pyQuote(query, '/?'),
+        (query: string) => pyQuote(pyQuote(query, '/?'), '/?'),
+        (query: string) => pyQuote(query, '/?&'),
+      ),
+      urlSecret,
+      fc.constantFrom('', '.', '"', "'", ')', ', then', '&', ' x=1'),
+      (before, path, spell, secret, after) => {
+        const text = `${before}${path}${spell(`?a=1&token=${secret}#${secret}`)}${after}`;
+        const once = redactText(text);
+        assert.equal(once.includes(secret), false, once);
+        assert.equal(redactText(once), once);
+      },
+    ),
+    { numRuns: 1_000 },
+  );
+});
+
+test('redactText takes linear time on 2 MB of hostile text with "?" as it is and encoded "=" or "&"', () => {
+  assertLinear([
+    (chars) => fill('/?%3D', chars),
+    (chars) => fill('/a?%', chars),
+    (chars) => `/${fill('?', chars)}%3D`,
+    (chars) => `/x?${fill('?%26', chars)}`,
+    (chars) => `/x%3F${fill('?a%3D', chars)}`,
+    (chars) => fill('/?a ', chars),
+    // Prose '?'s, each ending a run read again after it; then one query of them all.
+    (chars) => fill('/%?', chars),
+    (chars) => `${fill('/%?', chars)}%3D`,
+    (chars) => fill('/%%23?', chars),
+  ]);
+});
+
 test('a percent-encoded relative URL in an error body never shows its query values', async () => {
   const { error, shown } = await failWithBody(
     '{"error":"invalid_request","error_description":"bad redirect_uri=%2Fcb%3Ftoken%3Dtk-rel-12"}',
