@@ -1408,6 +1408,29 @@ test('resilientMcpClient: a connect() right after close() ended a connect mid-in
   });
 });
 
+test('resilientMcpClient: a connect() called while close() is still closing starts a new session instead of joining the connect close() ended', async () => {
+  const app = sessionApp();
+  await withApp(app, async (server) => {
+    const mcp = resilient(server.origin);
+    try {
+      const ended = mcp.connect();
+      const closing = mcp.close();
+      // Called after close(), not after it resolved: the next connect() all the same.
+      const again = mcp.connect();
+      await assert.rejects(ended, (error: unknown) => (error as Error).name === 'AbortError');
+      await closing;
+      const client = await again;
+      assert.ok(mcp.transport, 'connected on a new session');
+      const result = await client.callTool({ name: 'echo', arguments: {} });
+      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
+      assert.equal(app.initializes(), 1, 'the connect close() ended sent its initialize');
+    } finally {
+      await mcp.close();
+      await app.forget();
+    }
+  });
+});
+
 test('resilientMcpClient: close() before a gate that runs connects later has run one opens no session: that connect rejects with an AbortError', async () => {
   let connects = 0;
   const client = {

@@ -115,7 +115,8 @@ export interface ResilientMcpClient<C extends McpClientLike, T extends McpTransp
   connect(): Promise<C>;
   /**
    * Closes the client (and its transport). A connect in flight rejects with an
-   * `AbortError` and opens no session; the next `connect()` starts a new session.
+   * `AbortError` and opens no session; the next `connect()`, even one called before this
+   * resolves, starts a new session.
    */
   close(): Promise<void>;
 }
@@ -197,10 +198,10 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   /** Gives up the connect in flight (see {@link bounded}): `close()` ends it with an AbortError. */
   let giveUp: ((error: unknown) => void) | undefined;
   /**
-   * Set by `close()` until a new connect starts: a connect whose gate runs it only after
-   * `close()` (a gate that awaits something first) finds it and opens no session.
+   * How many times `close()` was called: a connect started before the latest one (its
+   * gate may run it only later: a gate that awaits something first) opens no session.
    */
-  let closed = false;
+  let closes = 0;
   /**
    * Resolves once the SDK's `connect()` of the latest connect has settled, if it got as far
    * as sending (see {@link open}); else at once.
@@ -300,10 +301,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
 
   /**
    * {@link open}, given up after `timeoutMs` (it rejects with `TimeoutError` and the client
-   * is closed) or by `close()` through {@link giveUp}.
+   * is closed) or by `close()` through {@link giveUp}; `started`: {@link closes} when its
+   * `connect()` came.
    */
-  function bounded(): Promise<C> {
-    if (closed) return Promise.reject(closedError());
+  function bounded(started: number): Promise<C> {
+    if (started !== closes) return Promise.reject(closedError());
     return new Promise<C>((resolve, reject) => {
       let live = true;
       // Also clears the timer: once given up, this connect must not close a later one's session.
@@ -335,21 +337,28 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     connect(): Promise<C> {
       if (current !== undefined && client.transport === current) return Promise.resolve(client);
       if (connecting === undefined) {
-        closed = false;
-        connecting = gate.run(bounded).finally(() => {
-          connecting = undefined;
-        });
+        const started = closes;
+        const run: Promise<C> = gate
+          .run(() => bounded(started))
+          .finally(() => {
+            // Not a later connect's: close() lets go of the one it ends at once.
+            if (connecting === run) connecting = undefined;
+          });
+        connecting = run;
       }
       return connecting;
     },
     async close(): Promise<void> {
       const pending = connecting;
-      closed = true;
+      closes++;
+      // A connect() from now on, even before this resolves, starts a new session
+      // instead of joining the one ended here.
+      connecting = undefined;
       // A connect in flight gives up: it rejects at once and opens no session.
       giveUp?.(closedError());
       current = undefined;
       await client.close();
-      // Settled, so a connect() after close() starts a new session instead of joining it.
+      // Resolves once the connect it ended has settled (one its gate had not run yet too).
       await pending?.catch(() => {});
     },
   };
