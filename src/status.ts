@@ -176,17 +176,19 @@ function hideSent(call: Call, text: string): string {
   // Headers joins repeated fields with ', ': a cookie value holds neither ',' nor ';' (RFC 6265 §4.1.1).
   for (const pair of call.header('cookie')?.split(/[;,]/) ?? [])
     sent.push(pair.slice(pair.indexOf('=') + 1).trim());
-  for (const value of sent) {
-    for (const credential of value.length < MIN_CREDENTIAL_CHARS
-      ? []
-      : [value, value.replaceAll('/', '\\/')]) {
-      text = text.replaceAll(credential, HIDDEN);
-      // A full occurrence is gone: only a shorter start may end the text.
-      const head = credential.slice(0, MIN_CREDENTIAL_CHARS);
-      let at = text.indexOf(head, text.length - credential.length + 1);
-      while (at >= 0 && !credential.startsWith(text.slice(at))) at = text.indexOf(head, at + 1);
-      if (at >= 0) text = text.slice(0, at) + HIDDEN;
-    }
+  const credentials = sent
+    .filter((value) => value.length >= MIN_CREDENTIAL_CHARS)
+    .flatMap((value) => [value, value.replaceAll('/', '\\/')]);
+  // Longest first: a credential that holds a shorter one (a signed session cookie
+  // `<id>.<signature>`, the id sent as a token too) would show its rest around the
+  // shorter one's [redacted].
+  for (const credential of credentials.sort((a, b) => b.length - a.length)) {
+    text = text.replaceAll(credential, HIDDEN);
+    // A full occurrence is gone: only a shorter start may end the text.
+    const head = credential.slice(0, MIN_CREDENTIAL_CHARS);
+    let at = text.indexOf(head, text.length - credential.length + 1);
+    while (at >= 0 && !credential.startsWith(text.slice(at))) at = text.indexOf(head, at + 1);
+    if (at >= 0) text = text.slice(0, at) + HIDDEN;
   }
   return text;
 }

@@ -729,3 +729,22 @@ test('a token auth() stamps in a header of another name (x-goog-api-key) is hidd
     },
   );
 });
+
+test('a credential that holds a shorter one the call also sent is hidden whole, not around the shorter one', async () => {
+  // An API that takes the session id as a bearer token, and the signed session cookie
+  // (express-session's '<id>.<signature>') that holds it.
+  const id = 'sess-12345678';
+  const signed = `${id}.s1gnatur3XYZ`;
+  await withServer(
+    (req) => ({ status: 401, body: `invalid session ${String(req.headers.cookie).split('=')[1]}` }),
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      const error = await fetch(server.origin, {
+        headers: { authorization: `Bearer ${id}`, cookie: `session=${signed}` },
+      }).catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.serverMessage, 'invalid session [redacted]');
+      assert.ok(!JSON.stringify(error).includes('s1gnatur3'), JSON.stringify(error));
+    },
+  );
+});
