@@ -174,8 +174,9 @@ function hideSent(call: Call, text: string): string {
     sent.push(value, value.slice(value.indexOf(' ') + 1).trim());
   }
   // Headers joins repeated fields with ', ': a cookie value holds neither ',' nor ';' (RFC 6265 §4.1.1).
+  // A quoted value (`sid="…"`) is hidden without its quotes: servers read it, and quote it back, so.
   for (const pair of call.header('cookie')?.split(/[;,]/) ?? [])
-    sent.push(pair.slice(pair.indexOf('=') + 1).trim());
+    sent.push(pair.slice(pair.indexOf('=') + 1).replace(/^[\s"]+|[\s"]+$/g, ''));
   const credentials = sent
     .filter((value) => value.length >= MIN_CREDENTIAL_CHARS)
     .flatMap((value) => [value, value.replaceAll('/', '\\/')]);

@@ -748,3 +748,21 @@ test('a credential that holds a shorter one the call also sent is hidden whole, 
     },
   );
 });
+
+test('a quoted cookie value (sid="…") is hidden where the server quotes it back without the quotes', async () => {
+  // RFC 6265 §4.1.1 lets a cookie value be quoted; servers (Python's http.cookies,
+  // Go's net/http) read it without the quotes, and quote it back so.
+  const sid = 'abcdefgh12345678';
+  await withServer(
+    (req) => ({ status: 401, body: `session ${String(req.headers.cookie).split('"')[1]} expired` }),
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      const error = await fetch(server.origin, { headers: { cookie: `theme=dark; sid="${sid}"` } }).catch(
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.serverMessage, 'session [redacted] expired');
+      assert.ok(!JSON.stringify(error).includes(sid), JSON.stringify(error));
+    },
+  );
+});
