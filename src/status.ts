@@ -171,7 +171,8 @@ function hideSent(call: Call, text: string): string {
   const named = call.bag.get(CREDENTIAL_HEADER) as string | undefined;
   for (const name of named === undefined ? CREDENTIAL_HEADERS : [...CREDENTIAL_HEADERS, named]) {
     const value = call.header(name)?.trim() ?? '';
-    sent.push(value, value.slice(value.indexOf(' ') + 1).trim());
+    // After the scheme: at any whitespace, a tab too, as servers split it (Go's strings.Fields).
+    sent.push(value, value.replace(/^\S+\s+/, ''));
   }
   // Headers joins repeated fields with ', ': a cookie value holds neither ',' nor ';' (RFC 6265 §4.1.1).
   // A quoted value (`sid="…"`) is hidden without its quotes: servers read it, and quote it back, so.

@@ -766,3 +766,19 @@ test('a quoted cookie value (sid="…") is hidden where the server quotes it bac
     },
   );
 });
+
+test('a token after its scheme and a tab (Authorization: Bearer<TAB>…) is hidden where the server quotes the token alone', async () => {
+  // Servers split the scheme off at any whitespace (Go's strings.Fields, a split on /\s+/).
+  await withServer(
+    (req) => ({ status: 401, body: `invalid token ${String(req.headers.authorization).split(/\s+/)[1]}` }),
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      const error = await fetch(server.origin, { headers: { authorization: `Bearer\t${TOKEN}` } }).catch(
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.serverMessage, 'invalid token [redacted]');
+      assertNoCredential([error.message, error.body, error]);
+    },
+  );
+});
