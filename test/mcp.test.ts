@@ -1431,6 +1431,29 @@ test('resilientMcpClient: a connect() called while close() is still closing star
   });
 });
 
+test('resilientMcpClient: a connect() called while close() ends the gate’s probe is not refused as a probe in flight: it connects', async () => {
+  const seen = counts();
+  await withApp(mcpApp(seen, failFirst('initialize', { status: 503 })), async (app) => {
+    const mcp = resilient(app.origin, [], { retry: { attempts: 1 } });
+    try {
+      await assert.rejects(mcp.connect(), HttpStatusError);
+      await until(mcp.gate.state().retryAt);
+      // The gate lets one probe through after its window: close() ends it.
+      const probe = mcp.connect();
+      const closing = mcp.close();
+      const again = mcp.connect();
+      await assert.rejects(probe, (error: unknown) => (error as Error).name === 'AbortError');
+      await closing;
+      const client = await again;
+      assert.ok(mcp.transport, 'connected');
+      assert.equal(client.getServerVersion()?.name, 'tools');
+      assert.equal(mcp.gate.state().failures, 0);
+    } finally {
+      await mcp.close();
+    }
+  });
+});
+
 test('resilientMcpClient: close() before a gate that runs connects later has run one opens no session: that connect rejects with an AbortError', async () => {
   let connects = 0;
   const client = {

@@ -202,6 +202,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
    * gate may run it only later: a gate that awaits something first) opens no session.
    */
   let closes = 0;
+  /** The connect the latest `close()` ended, which the gate may still hold as its probe. */
+  let ended: Promise<C> | undefined;
   /**
    * Resolves once the SDK's `connect()` of the latest connect has settled, if it got as far
    * as sending (see {@link open}); else at once.
@@ -338,18 +340,20 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
       if (current !== undefined && client.transport === current) return Promise.resolve(client);
       if (connecting === undefined) {
         const started = closes;
-        const run: Promise<C> = gate
-          .run(() => bounded(started))
-          .finally(() => {
-            // Not a later connect's: close() lets go of the one it ends at once.
-            if (connecting === run) connecting = undefined;
-          });
+        const go = (): Promise<C> => gate.run(() => bounded(started));
+        // Through the gate once the connect close() ended has settled: till then the gate
+        // may count that one as its probe in flight, and refuse this one with GateClosedError.
+        const run: Promise<C> = (ended ? ended.then(go, go) : go()).finally(() => {
+          // Not a later connect's: close() lets go of the one it ends at once.
+          if (connecting === run) connecting = undefined;
+        });
         connecting = run;
       }
       return connecting;
     },
     async close(): Promise<void> {
       const pending = connecting;
+      ended = pending ?? ended;
       closes++;
       // A connect() from now on, even before this resolves, starts a new session
       // instead of joining the one ended here.
