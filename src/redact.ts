@@ -151,8 +151,8 @@ const ENCODED_PATH = /(?:\/|%(?:25){0,3}2F)[\w.!~*'()+=&:@?-]*%(?:[\w.!~*'()%+/=
 
 /**
  * `run` ({@link ENCODED_PATH}) without its fragment and with each query value shown as
- * `[redacted]`: the query starts at the first encoded `?` (or one as it is, when an encoded
- * `=` follows it: `quote(path, safe='/?')`), its parameters are split at `&` and their
+ * `[redacted]`: the query starts at the first `?`, encoded or, when an encoded `=` follows
+ * it, as it is (`quote(path, safe='/?')`), its parameters are split at `&` and their
  * names at `=`, each as it is or encoded up to four times (an encoder may leave them as they
  * are, or encode them once more than the `/`); a name holding an escape, or a parameter
  * with no `=`, is `[redacted]` too. Prose with a `?` and no encoded `=` after it
@@ -162,12 +162,11 @@ const ENCODED_PATH = /(?:\/|%(?:25){0,3}2F)[\w.!~*'()+=&:@?-]*%(?:[\w.!~*'()%+/=
 function redactEncodedQuery(run: string): string {
   const head = run.split(/%(?:25){0,3}23/i, 1)[0] as string;
   const [path = '', mark = '', ...query] = head.split(/(%(?:25){0,3}3F|\?)/i);
-  // A `?` as it is starts the query only before any encoded `?` and with an encoded `=`
-  // after it (in the fragment too: what a second pass would find once it is dropped); any
-  // other before the fragment ends the run (`/usr/bin?`, `/what%3F?`), as if the run were
-  // read up to it, and what follows it may hold a run of its own. Each piece holds no `?`,
-  // so it comes back here once: no text is read twice.
-  return head.includes('?') && (mark !== '?' || !/%(?:25){0,3}3D/i.test(run.slice(path.length)))
+  // A `?` as it is with no encoded `=` after it (in the fragment either: what a second pass
+  // would find once it is dropped) ends the run (`/usr/bin?`, `https://h/x%3F?k=[redacted]`
+  // redacted already), as if the run were read up to it, and what follows it may hold a run
+  // of its own. Each piece holds no `?`, so it comes back here once: no text is read twice.
+  return head.includes('?') && !/%(?:25){0,3}3D/i.test(run.slice(head.indexOf('?')))
     ? run
         .split('?')
         .map((piece) => piece.replace(ENCODED_PATH, redactEncodedQuery))

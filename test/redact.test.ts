@@ -1461,6 +1461,15 @@ test('redactText hides the query values of a URL whose "?" is left as it is and 
   );
 });
 
+test('redactText hides the query values after a "?" left as it is that follows an encoded "?"', () => {
+  // A path holding an encoded '?' (encoded before), then quote(path, safe='/?').
+  assert.equal(redactText('see /what%3F?token%3Dtk-46'), `see /what%3F${REDACTED}%3D${REDACTED}`);
+  assert.equal(
+    redactText('"%2Fa%253Fb?x%3D1%26token%3Dtk-47"'),
+    `"%2Fa%253F${REDACTED}%3D${REDACTED}%26token%3D${REDACTED}"`,
+  );
+});
+
 test('redactText leaves text with a "?" but no encoded "=" after it as it is', () => {
   for (const prose of [
     'Is the path /usr/bin? 100% sure.',
