@@ -156,15 +156,16 @@ function withoutCutUrl(text: string): string {
 }
 
 /**
- * `text` without the credentials `call` sent, each exact occurrence shown as
+ * `text` without the credentials `call` sent, each run of hidden characters shown as
  * {@link HIDDEN}: each value of {@link CREDENTIAL_HEADERS} (and of the header `auth()`
- * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its
- * scheme (the token of `Bearer <token>`), and each cookie value, as written and with `/`
- * JSON-escaped as `\/` (PHP's `json_encode`). A credential's start of at least
- * {@link MIN_CREDENTIAL_CHARS} characters that ends the text goes too: the body snippet
- * is cut at `bodyBytes`, maybe inside a token. Run only for a failure response, on the
- * text as the server wrote it (before parsing, redaction and `oneLine()`); `[redacted]`
- * keeps a JSON string valid.
+ * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its scheme (the
+ * token of `Bearer <token>`), and each cookie value. Looked for in the text with JSON's
+ * escapes read, so a credential is found as written or with any character escaped
+ * (`\/` from PHP's `json_encode`, `\u002B` from .NET's `System.Text.Json`), and hidden
+ * as the server wrote it. A credential's start of at least {@link MIN_CREDENTIAL_CHARS}
+ * characters that ends the text goes too: the body snippet is cut at `bodyBytes`, maybe
+ * inside a token. Run only for a failure response, on the text as the server wrote it
+ * (before parsing, redaction and `oneLine()`); `[redacted]` keeps a JSON string valid.
  */
 function hideSent(call: Call, text: string): string {
   const sent: string[] = [];
@@ -178,21 +179,26 @@ function hideSent(call: Call, text: string): string {
   // A quoted value (`sid="…"`) is hidden without its quotes: servers read it, and quote it back, so.
   for (const pair of call.header('cookie')?.split(/[;,]/) ?? [])
     sent.push(pair.slice(pair.indexOf('=') + 1).replace(/^[\s"]+|[\s"]+$/g, ''));
-  const credentials = sent
-    .filter((value) => value.length >= MIN_CREDENTIAL_CHARS)
-    .flatMap((value) => [value, value.replaceAll('/', '\\/')]);
-  // Longest first: a credential that holds a shorter one (a signed session cookie
-  // `<id>.<signature>`, the id sent as a token too) would show its rest around the
-  // shorter one's [redacted].
-  for (const credential of credentials.sort((a, b) => b.length - a.length)) {
-    text = text.replaceAll(credential, HIDDEN);
-    // A full occurrence is gone: only a shorter start may end the text.
+  // The text in pieces, each one character as read: a `\uXXXX` or `\x` escape, or a
+  // character as it is (a cut escape, `\u00`, reads as itself).
+  const pieces = [...text.matchAll(/\\u([\da-f]{4})|\\?[\s\S]/gi)];
+  const read = pieces
+    .map(([written, hex]) => (hex ? String.fromCharCode(Number(`0x${hex}`)) : written.at(-1)))
+    .join('');
+  // Characters are marked rather than replaced, so a credential that holds another (a
+  // signed cookie `<id>.<signature>`, the id sent as a token too) is hidden whole.
+  const hidden = pieces.map(() => false);
+  for (const credential of sent) {
+    if (credential.length < MIN_CREDENTIAL_CHARS) continue;
+    for (let at = read.indexOf(credential); at >= 0; at = read.indexOf(credential, at + credential.length))
+      hidden.fill(true, at, at + credential.length);
+    // Only a start shorter than the credential may end the text: a full one is found above.
     const head = credential.slice(0, MIN_CREDENTIAL_CHARS);
-    let at = text.indexOf(head, text.length - credential.length + 1);
-    while (at >= 0 && !credential.startsWith(text.slice(at))) at = text.indexOf(head, at + 1);
-    if (at >= 0) text = text.slice(0, at) + HIDDEN;
+    let at = read.indexOf(head, read.length - credential.length + 1);
+    while (at >= 0 && !credential.startsWith(read.slice(at))) at = read.indexOf(head, at + 1);
+    if (at >= 0) hidden.fill(true, at);
   }
-  return text;
+  return pieces.map(([written], i) => (hidden[i] ? (hidden[i - 1] ? '' : HIDDEN) : written)).join('');
 }
 
 /** What a failure response said, as `captureStatus()` snapshots it and `statusError()` reports it. */

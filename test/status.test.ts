@@ -782,3 +782,27 @@ test('a token after its scheme and a tab (Authorization: Bearer<TAB>…) is hidd
     },
   );
 });
+
+test('a credential quoted back in a JSON body with a \\u escape (.NET escapes + as \\u002B) is hidden in the body too, not only in serverMessage', async () => {
+  await withServer(
+    (req) => ({
+      status: 401,
+      headers: { 'content-type': 'application/json' },
+      // System.Text.Json's default encoder escapes '+' (and <, >, &, ', ") as \u002B.
+      body: JSON.stringify({ error: { message: `invalid token ${req.headers.authorization}` } }).replaceAll(
+        '+',
+        '\\u002B',
+      ),
+    }),
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      const error = await fetch(server.origin, { headers: { authorization: `Bearer ${TOKEN}` } }).catch(
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.serverMessage, 'invalid token [redacted]');
+      assert.equal(error.body, '{"error":{"message":"invalid token [redacted]"}}');
+      assertNoCredential([error.message, error]);
+    },
+  );
+});
