@@ -754,6 +754,47 @@ test('mcpResend() inside retry(): a tool forgotten after a resend was decided is
   assert.equal(seen.runs.lookup, 2, 'lookup ran a third time: resent on the mark of its first attempt');
 });
 
+test('learn() does not read the bodies of the calls in flight again: its time does not grow with their size', async () => {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let arrived = 0;
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      await request.text();
+      arrived++;
+      await held;
+      return new Response('{}', { headers: { 'content-type': 'application/json' } });
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const resend = mcpResend();
+    resend.learn([LOOKUP]);
+    const fetch = createFetch({ use: [resend] });
+    // Twenty read-only calls near the largest body judged, held at the server's door.
+    const doc = 'x'.repeat(250_000);
+    const body = JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'lookup', arguments: { doc } },
+    });
+    const calls = Array.from({ length: 20 }, () => fetch(`${origin}/mcp`, { method: 'POST', body }));
+    try {
+      while (arrived < calls.length) await new Promise((resolve) => setTimeout(resolve, 5));
+      // A server may send notifications/tools/list_changed as often as it likes.
+      const started = performance.now();
+      for (let i = 0; i < 200; i++) resend.learn([LOOKUP]);
+      const ms = performance.now() - started;
+      assert.ok(ms < 80, `200 learn() calls with 20 calls of 250 KB in flight took ${Math.round(ms)} ms`);
+    } finally {
+      release();
+      for (const response of await Promise.all(calls)) await response.body?.cancel();
+    }
+  });
+});
+
 test('an SSE response slower than the attempt timeout is not cut', async () => {
   // The deadlines: room for the wait for headers on a loaded machine (load 11 on 2 cores).
   const attemptMs = 200;

@@ -173,11 +173,15 @@ export function mcpResend(options?: McpResendOptions): McpResend {
   const learned = new Set<string>();
   /** The `nextCursor` of the current listing's latest page: the only cursor whose page may add. */
   let next: string | undefined;
-  /** Calls this middleware marked that retry still holds: `learn()` unmarks those it made unsafe. */
-  const inFlight = new Set<Call>();
   /**
-   * Calls this middleware ever marked (held weakly): inside `retry()` each attempt passes
-   * here again, and the mark is judged again then, not taken for the caller's own.
+   * Calls this middleware marked on tools that retry still holds, with those tools' names:
+   * `learn()` unmarks those it made unsafe, without reading their bodies again (a server
+   * may send list_changed at will, and bodies run to `maxBodyChars`).
+   */
+  const inFlight = new Map<Call, unknown[]>();
+  /**
+   * Calls this middleware marked on tools (held weakly): inside `retry()` each attempt
+   * passes here again, and the mark is judged again then, not taken for the caller's own.
    */
   const ours = new WeakSet<Call>();
 
@@ -192,33 +196,53 @@ export function mcpResend(options?: McpResendOptions): McpResend {
   /**
    * A JSON-RPC 2.0 request or notification with a safe method. Names match exactly
    * (JSON-RPC method names are case-sensitive): `Tools/List` or ` ping` is unknown,
-   * so unsafe. A message without a method (a response to the server) is not safe.
+   * so unsafe. A message without a method (a response to the server) is not safe. The
+   * name of a tool it calls goes to `names`.
    */
-  function safeMessage(message: unknown): boolean {
+  function safeMessage(message: unknown, names: unknown[]): boolean {
     const method = own(message, 'method');
-    return (
-      own(message, 'jsonrpc') === '2.0' &&
-      typeof method === 'string' &&
-      (SAFE_METHODS.has(method) || (method === 'tools/call' && safeTool(own(own(message, 'params'), 'name'))))
-    );
+    if (own(message, 'jsonrpc') !== '2.0' || typeof method !== 'string') return false;
+    if (SAFE_METHODS.has(method)) return true;
+    const name = own(own(message, 'params'), 'name');
+    names.push(name);
+    return method === 'tools/call' && safeTool(name);
   }
 
-  function isSafe(call: Call): boolean {
+  /** Whether the tools of a call are all still safe; a predicate that throws vouches for nothing. */
+  function safeTools(names: unknown[]): boolean {
+    try {
+      return names.every(safeTool);
+    } catch {
+      return false;
+    }
+  }
+
+  /** The names of the tools a safe call calls (none for safe methods alone); undefined when it is not safe. */
+  function judge(call: Call): unknown[] | undefined {
     try {
       const body = call.body;
-      if (call.method !== 'POST' || typeof body !== 'string' || body.length > maxBodyChars) return false;
+      if (call.method !== 'POST' || typeof body !== 'string' || body.length > maxBodyChars) return undefined;
       const parsed: unknown = JSON.parse(body);
       const messages = Array.isArray(parsed) ? parsed : [parsed];
       // Only a body exactly as JSON.stringify() writes it (as the SDK sends) is judged. A
       // key given twice ({"method":"ping","method":"tools/call"}) reads as its last value
       // here but as its first on some servers; re-serialising drops one copy, so it differs.
       // A batch is as safe as its least safe message; an empty batch is not a request.
-      return JSON.stringify(parsed) === body && messages.length > 0 && messages.every(safeMessage);
+      const names: unknown[] = [];
+      return JSON.stringify(parsed) === body &&
+        messages.length > 0 &&
+        messages.every((message) => safeMessage(message, names))
+        ? names
+        : undefined;
     } catch {
       // Not JSON, or a getter on the caller's init that throws: not marked, and the
       // fetch underneath reports the init's problem itself.
-      return false;
+      return undefined;
     }
+  }
+
+  function isSafe(call: Call): boolean {
+    return judge(call) !== undefined;
   }
 
   const middleware = function mcpResend(call: Call, next: Next): Promise<Response> {
@@ -226,10 +250,12 @@ export function mcpResend(options?: McpResendOptions): McpResend {
     if (call.idempotent && !ours.has(call)) return next(call);
     // Judged at every pass: a tool forgotten since an earlier attempt's mark (a resend
     // retry decided on it) does not let this attempt's failure be resent too.
-    call.idempotent = isSafe(call);
-    if (!call.idempotent) return next(call);
+    const names = judge(call);
+    call.idempotent = names !== undefined;
+    // Safe by its methods alone: nothing learn() forgets can change that.
+    if (names === undefined || names.length === 0) return next(call);
     ours.add(call);
-    inFlight.add(call);
+    inFlight.set(call, names);
     return next(call).finally(() => inFlight.delete(call));
   } as McpResend;
   middleware.isSafe = isSafe;
@@ -259,7 +285,7 @@ export function mcpResend(options?: McpResendOptions): McpResend {
     // A hint forgotten while a call runs (tools/list_changed, a listing without the tool):
     // retry judges that call's failure unmarked, so a tool the server has just made
     // destructive is not resent. One learned again meanwhile stays unmarked.
-    for (const call of inFlight) if (!isSafe(call)) call.idempotent = false;
+    for (const [call, names] of inFlight) if (!safeTools(names)) call.idempotent = false;
   };
   return middleware;
 }
