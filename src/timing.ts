@@ -472,32 +472,48 @@ export function readHeader(headers: HeadersLike, name: string): string | undefin
 /**
  * A raw header value as {@link readHeader} returns it: `undefined` over
  * {@link MAX_HEADER_CHARS}, else with fetch's HTTP whitespace (HTAB, LF, CR, SP)
- * trimmed, not `String#trim`'s Unicode spaces. Linear: the match starts at the first
- * non-whitespace character, runs to the end and backs up only over the trailing
- * whitespace.
+ * trimmed ({@link trimHttp}), not `String#trim`'s Unicode spaces.
  *
  * Copies of one value read as that value. A field sent on several lines reaches us
- * joined with `", "` (RFC 9110 §5.3): a proxy that adds its own `Retry-After: 30` to the
+ * joined with a comma (RFC 9110 §5.3): a proxy that adds its own `Retry-After: 30` to the
  * origin's gives `30, 30`, which read as no wait, so retry resent into the window the
  * server asked us to keep quiet. RFC 9110 §8.6 lets a recipient read a `Content-Length`
  * repeated with one value the same way; differing copies (`1, 2`) stay unreadable.
- * `v + ", "` is then copies of `x + ", "`: its shortest repeating unit, found among the
- * divisors of its length (a value without copies is its own unit). Not `indexOf` of
- * the text in itself doubled: that search ran over a millisecond on 4 KB of `, , ,`
- * with one flaw, as a regex with a backreference would; this is at most a few dozen
- * comparisons of the whole text (no length up to 4098 has more divisors).
+ * The comma may have optional whitespace either side (§5.3, §5.6.1): fetch writes `", "`,
+ * an intermediary that combines lines itself may write `30,30` or `30 , 30`. So the
+ * value is cut at its commas, each piece trimmed, and the shortest run of pieces that
+ * repeats to the end is the unit (an HTTP-date, which holds a comma, is two pieces);
+ * the first copy is returned as sent. Linear: one pass over the pieces, at most twice
+ * as many comparisons as pieces (about 0.1 ms a read on 4 KB of `a, a, ..., b`, Node 20).
+ * Values without a comma never get here.
  */
 function boundedHeader(value: string | undefined): string | undefined {
   if (value === undefined || value.length > MAX_HEADER_CHARS) return undefined;
-  const trimmed = /[^\t\n\r ](?:[\s\S]*[^\t\n\r ])?/.exec(value)?.[0] ?? '';
-  // Most values (numbers, durations, ids) hold no ", ": one native scan, about 0.6 µs
+  const trimmed = trimHttp(value);
+  // Most values (numbers, durations, ids) hold no comma: one native scan, about 0.6 µs
   // less a read than the search below (Node 20).
-  if (!trimmed.includes(', ')) return trimmed;
-  const lines = `${trimmed}, `;
-  const size = lines.length;
-  let unit = 0;
-  while (++unit < size && (size % unit || lines.slice(0, unit).repeat(size / unit) !== lines));
-  return lines.slice(0, unit - 2);
+  if (!trimmed.includes(',')) return trimmed;
+  const sent = trimmed.split(',');
+  const pieces = sent.map(trimHttp);
+  const count = pieces.length;
+  // Knuth-Morris-Pratt's border table over the pieces: the longest run that both starts
+  // and ends them, so count - border is the shortest period.
+  const border = [0];
+  for (let at = 1, k = 0; at < count; border[at++] = k) {
+    while (k > 0 && pieces[at] !== pieces[k]) k = border[k - 1] as number;
+    if (pieces[at] === pieces[k]) k++;
+  }
+  const unit = count - (border[count - 1] as number);
+  return count % unit ? trimmed : trimHttp(sent.slice(0, unit).join(','));
+}
+
+/**
+ * `value` without fetch's HTTP whitespace (HTAB, LF, CR, SP) at either end. Linear: the
+ * match starts at the first non-whitespace character, runs to the end and backs up only
+ * over the trailing whitespace.
+ */
+function trimHttp(value: string): string {
+  return /[^\t\n\r ](?:[\s\S]*[^\t\n\r ])?/.exec(value)?.[0] ?? '';
 }
 
 /** The lookup behind {@link readHeader}: the value as held (any length, untrimmed), or `undefined`. */

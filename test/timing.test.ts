@@ -433,6 +433,33 @@ test('a timing field repeated with one value (a proxy adding its own copy) reads
   );
 });
 
+test('copies of one value joined by a bare comma or with spaces around it (RFC 9110 §5.3 OWS) read as that value', async () => {
+  // One field line as a combining intermediary may send it: a comma and optional
+  // whitespace (OWS) between the copies, not always fetch's own ", ".
+  const date = 'Sun, 29 Nov 2026 17:00:30 GMT';
+  const lines: Array<[Record<string, string>, number | undefined]> = [
+    [{ 'retry-after': '2,2' }, 2_000],
+    [{ 'retry-after': '2 , 2' }, 2_000],
+    [{ 'retry-after': '2,\t2 ,2' }, 2_000],
+    [{ 'retry-after': `${date},${date}` }, 30_000],
+    [{ 'retry-after': `${date} ,  ${date}` }, 30_000],
+    [{ 'retry-after-ms': '150,150' }, 150],
+    [{ 'x-ratelimit-reset-requests': '1s,1s', 'x-ratelimit-remaining-requests': '0,0' }, 1_000],
+    [{ 'retry-after': '1,2' }, undefined],
+    [{ 'retry-after': `${date},Sun, 29 Nov 2026 17:00:31 GMT` }, undefined],
+  ];
+  for (const [headers, expected] of lines) {
+    await withServer(always({ status: 503, headers }), async (server) => {
+      const res = await fetch(server.origin);
+      await res.body?.cancel();
+      assert.equal(retryDelay(res.headers, NOW), expected, JSON.stringify(headers));
+    });
+  }
+  // A plain object may hold the value as given, spaces and all.
+  assert.equal(delay({ 'retry-after': ' 2 , 2 ' }), 2_000);
+  assert.equal(shouldRetryHeader({ 'x-should-retry': 'false,false' }), false);
+});
+
 test('an iterable of name-value pairs is read', () => {
   assert.equal(delay(new Map([['Retry-After', '8']])), 8_000);
   assert.equal(delay([['retry-after', '8']]), 8_000);
