@@ -37,7 +37,7 @@ export const SECRET_HEADERS: readonly string[] = [
  * Anchored alternatives of literals, no nested quantifiers: linear time on any name.
  */
 const SAFE_HEADER =
-  /^(?:x-|anthropic-)ratelimit-|^(?:content-(?:type|length)|date|retry-after(?:-ms)?|x-should-retry|ratelimit(?:-policy|-limit|-remaining|-reset)?|x-rate-limit-(?:limit|remaining|reset)|(?:x-)?request-id|x-amzn-requestid|cf-ray|www-authenticate)$/;
+  /^(?:x-|anthropic-)ratelimit-|^(?:content-(?:type|length)|date|retry-after(?:-ms)?|x-should-retry|(?:x-rate-limit|ratelimit)-(?:limit|remaining|reset)|ratelimit(?:-policy)?|(?:x-)?request-id|x-amzn-requestid|cf-ray|www-authenticate)$/;
 
 /** The longest header value kept; longer ones are cut, so a hostile header cannot bloat an error. */
 const MAX_HEADER_VALUE_CHARS = 256;
@@ -50,8 +50,7 @@ export function isSafeHeader(name: string): boolean {
 /** The allowlisted subset of `headers`, names lower-cased, values cut to a bounded length. */
 export function safeHeaders(headers: Headers | undefined): Record<string, string> {
   const out: Record<string, string> = {};
-  if (!headers) return out;
-  for (const [name, value] of headers) {
+  for (const [name, value] of headers || []) {
     if (isSafeHeader(name)) out[name] = value.slice(0, MAX_HEADER_VALUE_CHARS);
   }
   return out;
@@ -167,10 +166,7 @@ function redactEncodedQuery(run: string): string {
   // redacted already), as if the run were read up to it, and what follows it may hold a run
   // of its own. Each piece holds no `?`, so it comes back here once: no text is read twice.
   return head.includes('?') && !/%(?:25){0,3}3D/i.test(run.slice(head.indexOf('?')))
-    ? run
-        .split('?')
-        .map((piece) => piece.replace(ENCODED_PATH, redactEncodedQuery))
-        .join('?')
+    ? run.replace(/[^?]+/g, (piece) => piece.replace(ENCODED_PATH, redactEncodedQuery))
     : path +
         mark +
         query
@@ -303,13 +299,16 @@ function decodeEscape(sequence: string): string {
  * the backslashes that escape a `\u003A` once more (`https\\u003A`, JSON in JSON).
  */
 function schemeStart(text: string, i: number, floor: number): number {
-  if (text.charAt(i) === '\\') while (i > floor && text.charAt(i - 1) === '\\') i--;
+  if (text[i] === '\\') while (i > floor && text[i - 1] === '\\') i--;
   while (i > floor && SCHEME_CHAR.test(text.charAt(i - 1))) i--;
   return i;
 }
 
-/** The next `://` (or JSON-escaped `:\/\/`) in `text` at or after `from`. */
-function findSeparator(text: string, from: number): RegExpExecArray | null {
+/**
+ * The next `://` (or JSON-escaped `:\/\/`) in `text` at or after `from`: by default right
+ * after the separator found last (none is empty), in the same text.
+ */
+function findSeparator(text: string, from = SCHEME_SEPARATOR.lastIndex): RegExpExecArray | null {
   SCHEME_SEPARATOR.lastIndex = from;
   return SCHEME_SEPARATOR.exec(text);
 }
@@ -356,7 +355,7 @@ export function redactText(text: string, escapes = true): string {
       const first = findSeparator(text, from);
       let following = first;
       while (following?.[0].startsWith(`${percent}25`)) {
-        following = findSeparator(text, following.index + following[0].length);
+        following = findSeparator(text);
       }
       const head = text.slice(from, following?.index);
       // Up to its query or fragment, or the first character no such URL holds.
@@ -374,7 +373,7 @@ export function redactText(text: string, escapes = true): string {
         // may hold what no quote()d URL holds (`?next=https://u:pw@[::1]/?k=v,w`): `quote()`
         // encodes every `:` after its own. The separators walked here are behind the next scan.
         for (let s = first; s && s.index < end; s = findSeparator(text, s.index + s[0].length)) {
-          if (s.index + s[0].length > end || s[0].charAt(0) !== '%') end = s.index;
+          if (s.index + s[0].length > end || s[0][0] !== '%') end = s.index;
         }
       }
       while (end > from && URL_TRAILER.includes(text.charAt(end - 1))) end--;
@@ -398,8 +397,8 @@ export function redactText(text: string, escapes = true): string {
     // The next URL that ends this one in its path: one encoded there is part of the path,
     // which redactUrl redacts.
     let following = findSeparator(text, from);
-    while (following && following[0].charAt(0) === '%') {
-      following = findSeparator(text, following.index + following[0].length);
+    while (following && following[0][0] === '%') {
+      following = findSeparator(text);
     }
     const next = following ? schemeStart(text, following.index, from) : text.length;
     // The character before the scheme: a quote that opened the URL.
