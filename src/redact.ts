@@ -139,14 +139,16 @@ const RELATIVE_URL =
  * (`redirect_uri=%2Fcb%3Ftoken%3D...`; `/cb%3Ftoken%3D...` from Python's `quote()`;
  * `%2Fcb%3Ftoken=...&x=1` from Go's `url.PathEscape`; `https://h:5432/x%3Ftoken%3D...`
  * from `quote(url, safe=':/')`; `/cb?token%3D...` from `quote(path, safe='/?')`): from a `/`
- * or an encoded one, what an encoded URL is made of and `=`, `&`, `:`, `@` and `?`, closing
+ * or an encoded one, what an encoded URL is made of and `=`, `&`, `:`, `@`, `?` and `$` (Go's
+ * `url.PathEscape` leaves it: `%2Fcb%3Ftoken=a$b`), closing
  * punctuation (`.`, `'`, `)`, `:`, `?`) left to the text.
  * Only a path segment holding a `%` starts one (it need not start at the path's first
  * `/`), and once it has its `%` it always matches, so no text is read twice: linear time.
  * {@link redactEncodedQuery} hides the values of those holding an encoded `?`, or a `?` as it
  * is before an encoded `=`.
  */
-const ENCODED_PATH = /(?:\/|%(?:25){0,3}2F)[\w.!~*'()+=&:@?-]*%(?:[\w.!~*'()%+/=&:@?-]*[\w!~*(%+/=&@-])?/gi;
+const ENCODED_PATH =
+  /(?:\/|%(?:25){0,3}2F)[\w.!~*'()+=&:@?$-]*%(?:[\w.!~*'()%+/=&:@?$-]*[\w!~*(%+/=&@$-])?/gi;
 
 /**
  * `run` ({@link ENCODED_PATH}) without its fragment and with each query value shown as
@@ -213,9 +215,9 @@ const ENCODED_RUN = /[\w.!~*'()%+-]*/y;
 /**
  * What a percent-encoded URL whose `//` was left as it is (Python's `quote()`) is made of:
  * also the rest of a URL's delimiters, which such an encoder may leave as they are too
- * (`quote(url, safe='/?=&')`).
+ * (`quote(url, safe='/?=&')`; Go's `url.PathEscape` leaves `$` in a password too).
  */
-const QUOTED_RUN = /[\w.!~*'()%+/?#=&:@-]*/y;
+const QUOTED_RUN = /[\w.!~*'()%+/?#=&:@$-]*/y;
 
 /**
  * The percent-encoded URL `run` (after its `%3A%2F%2F`) without its secrets, still
@@ -360,7 +362,7 @@ export function redactText(text: string, escapes = true): string {
       const head = text.slice(from, following?.index);
       // Up to its query or fragment, or the first character no such URL holds.
       let end =
-        from + head.search(RegExp(`${percent}(?:23|3F)|[^\\w.!~*'()%+${quoted ? '/=&:@' : ''}-]|$`, 'i'));
+        from + head.search(RegExp(`${percent}(?:23|3F)|[^\\w.!~*'()%+${quoted ? '/=&:@$' : ''}-]|$`, 'i'));
       if (end < from + head.length) {
         // At the query or fragment (or at a character that ends the URL: read as empty).
         const run = quoted ? QUOTED_RUN : ENCODED_RUN;

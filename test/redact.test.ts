@@ -1563,3 +1563,19 @@ test('wrapHttpError() shows none of the query values of a relative URL a server 
   }
   assert.equal(error.serverMessage, `agent down at /a2a?api_key=${REDACTED}&x=${REDACTED}`);
 });
+
+test('redactText hides a password or query value holding a "$" in a URL spelled by Go’s url.PathEscape (it leaves "$" as it is)', () => {
+  fc.assert(
+    fc.property(
+      fc.constantFrom('https://admin:p$ss-', 'https://h/x?token=tk$', '/cb?a=1&token=tk$', '/cb?token=$tk'),
+      fc.constantFrom('', '$', 'a$b'),
+      aroundUrl,
+      (url, tail, [open, close]) => {
+        const once = redactText(`${open}${goPathEscape(`${url}${MARK}${tail}@h/`)}${close}`);
+        assert.equal(once.includes(MARK), false, once);
+        assert.equal(redactText(once), once);
+      },
+    ),
+    { numRuns: 300 },
+  );
+});
