@@ -140,7 +140,8 @@ const RELATIVE_URL =
  * `%2Fcb%3Ftoken=...&x=1` from Go's `url.PathEscape`; `https://h:5432/x%3Ftoken%3D...`
  * from `quote(url, safe=':/')`; `/cb?token%3D...` from `quote(path, safe='/?')`): from a `/`
  * or an encoded one, what an encoded URL is made of and `=`, `&`, `:`, `@`, `?` and `$` (Go's
- * `url.PathEscape` leaves it: `%2Fcb%3Ftoken=a$b`), closing
+ * `url.PathEscape` leaves it: `%2Fcb%3Ftoken=a$b`) and `\u0026` (Go's `encoding/json`
+ * writes a `&` so; its `\` would end the run and show what follows), closing
  * punctuation (`.`, `'`, `)`, `:`, `?`) left to the text.
  * Only a path segment holding a `%` starts one (it need not start at the path's first
  * `/`), and once it has its `%` it always matches, so no text is read twice: linear time.
@@ -148,7 +149,7 @@ const RELATIVE_URL =
  * is before an encoded `=`.
  */
 const ENCODED_PATH =
-  /(?:\/|%(?:25){0,3}2F)[\w.!~*'()+=&:@?$-]*%(?:[\w.!~*'()%+/=&:@?$-]*[\w!~*(%+/=&@$-])?/gi;
+  /(?:\/|%(?:25){0,3}2F)(?:[\w.!~*'()+=&:@?$-]|\\u0026)*%(?:(?:[\w.!~*'()%+/=&:@?$-]|\\u0026)*[\w!~*(%+/=&@$-])?/gi;
 
 /**
  * `run` ({@link ENCODED_PATH}) without its fragment and with each query value shown as
@@ -215,9 +216,10 @@ const ENCODED_RUN = /[\w.!~*'()%+-]*/y;
 /**
  * What a percent-encoded URL whose `//` was left as it is (Python's `quote()`) is made of:
  * also the rest of a URL's delimiters, which such an encoder may leave as they are too
- * (`quote(url, safe='/?=&')`; Go's `url.PathEscape` leaves `$` in a password too).
+ * (`quote(url, safe='/?=&')`; Go's `url.PathEscape` leaves `$` in a password too), and `\u0026`, a `&` as Go's
+ * `encoding/json` writes it (the end search in {@link redactText} reads it on too).
  */
-const QUOTED_RUN = /[\w.!~*'()%+/?#=&:@$-]*/y;
+const QUOTED_RUN = /(?:[\w.!~*'()%+/?#=&:@$-]|\\u0026)*/y;
 
 /**
  * The percent-encoded URL `run` (after its `%3A%2F%2F`) without its secrets, still
@@ -362,7 +364,10 @@ export function redactText(text: string, escapes = true): string {
       const head = text.slice(from, following?.index);
       // Up to its query or fragment, or the first character no such URL holds.
       let end =
-        from + head.search(RegExp(`${percent}(?:23|3F)|[^\\w.!~*'()%+${quoted ? '/=&:@$' : ''}-]|$`, 'i'));
+        from +
+        head.search(
+          RegExp(`${percent}(?:23|3F)|(?!\\\\u0026)[^\\w.!~*'()%+${quoted ? '/=&:@$' : ''}-]|$`, 'i'),
+        );
       if (end < from + head.length) {
         // At the query or fragment (or at a character that ends the URL: read as empty).
         const run = quoted ? QUOTED_RUN : ENCODED_RUN;

@@ -1579,3 +1579,24 @@ test('redactText hides a password or query value holding a "$" in a URL spelled 
     { numRuns: 300 },
   );
 });
+
+test('redactText hides the query values and password after a "&" Go’s encoding/json wrote as \\u0026 in a URL whose "&" was left as it is', () => {
+  fc.assert(
+    fc.property(
+      fc.constantFrom(
+        goPathEscape(`https://admin:p&ss-${MARK}@h/x`),
+        goPathEscape(`https://h/x?a=1&token=${MARK}`),
+        goPathEscape(`/cb?a=1&token=${MARK}`),
+        pyQuote(`/cb?a=1&token=${MARK}`, '/?&'),
+        pyQuote(`https://h/cb?a=1&token=${MARK}`, ':/?=&'),
+      ),
+      fc.constantFrom('invalid redirect ', 'failed:', 'redirect_uri='),
+      (url, before) => {
+        // Go's json.Marshal escapes '&', '<' and '>' as \u0026, \u003c and \u003e.
+        const once = redactText(JSON.stringify({ error: `${before}${url}` }).replaceAll('&', '\\u0026'));
+        assert.equal(once.includes(MARK), false, once);
+        assert.equal(redactText(once), once);
+      },
+    ),
+  );
+});
