@@ -209,9 +209,10 @@ export const SCHEME_SEPARATOR: RegExp =
 
 /**
  * What a percent-encoded URL is made of: what `encodeURIComponent` leaves as it is, `%`,
- * and `+` (a space in a form); any other character ends it.
+ * `+` (a space in a form), and `\u0026` as the end search in {@link redactText} reads it on:
+ * what follows a fragment is read as the URL is read again; any other character ends it.
  */
-const ENCODED_RUN = /[\w.!~*'()%+-]*/y;
+const ENCODED_RUN = /(?:[\w.!~*'()%+-]|\\u0026)*/y;
 
 /**
  * What a percent-encoded URL whose `//` was left as it is (Python's `quote()`) is made of:

@@ -1600,3 +1600,10 @@ test('redactText hides the query values and password after a "&" Go’s encoding
     ),
   );
 });
+
+test('redactText is idempotent on a percent-encoded URL whose fragment is followed by a \\u0026 (Go’s encoding/json)', () => {
+  for (const text of ['{"error":"see https%3A%2F%2Fh%23f\\u0026a%40b"}', 'https%3A%2F%2F%3d%23\\u0026%40']) {
+    const once = redactText(text);
+    assert.equal(redactText(once), once);
+  }
+});
