@@ -1174,6 +1174,37 @@ test('resilientMcpClient: after notifications/tools/list_changed a tool learned 
   );
 });
 
+/**
+ * `inner` with the first POST whose body holds `marker` held at the server's door:
+ * `arrival` settles when it comes, and it goes on to `inner` once `release()` is called.
+ */
+function holdFirst(
+  inner: { fetch(request: Request): Promise<Response> },
+  marker: string,
+): { app: { fetch(request: Request): Promise<Response> }; arrival: Promise<void>; release: () => void } {
+  let arrived!: () => void;
+  const arrival = new Promise<void>((resolve) => {
+    arrived = resolve;
+  });
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let holding = true;
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      if (holding && text.includes(marker)) {
+        holding = false;
+        arrived();
+        await held;
+      }
+      return inner.fetch(request);
+    },
+  };
+  return { app, arrival, release };
+}
+
 test('resilientMcpClient: a call to a tool learned read-only that fails after notifications/tools/list_changed arrived is not resent', async () => {
   const retool = { name: 'retool', annotations: { destructiveHint: true } };
   const { seen, catalog } = catalogTest(10, [LOOKUP, retool]);
@@ -1185,28 +1216,9 @@ test('resilientMcpClient: a call to a tool learned read-only that fails after no
   const lookupFails: Faults = (what, nth) =>
     what === 'tools/call:lookup' && nth === 1 ? { status: 503, after: true } : undefined;
   const inner = mcpApp(seen, lookupFails, () => catalogServer(seen, catalog, change), { sse: true });
-  let arrived!: () => void;
-  const lookupArrived = new Promise<void>((resolve) => {
-    arrived = resolve;
-  });
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => {
-    release = resolve;
-  });
   // The first lookup call waits at the server's door until released: it runs, and fails
   // 503, after the server changed its tools and the client heard so.
-  let holding = true;
-  const app = {
-    async fetch(request: Request): Promise<Response> {
-      const text = request.method === 'POST' ? await request.clone().text() : '';
-      if (holding && text.includes('"name":"lookup"')) {
-        holding = false;
-        arrived();
-        await held;
-      }
-      return inner.fetch(request);
-    },
-  };
+  const { app, arrival: lookupArrived, release } = holdFirst(inner, '"name":"lookup"');
   await withApp(app, async ({ origin }) => {
     const mcp = resilient(origin);
     try {
@@ -1406,28 +1418,9 @@ test('resilientMcpClient: close() while a connect is closing the lost session op
 
 test('resilientMcpClient: a connect() right after close() ended a connect mid-initialize is not closed by the ended one: it connects', async () => {
   const app = sessionApp();
-  let arrived!: () => void;
-  const initializedArrived = new Promise<void>((resolve) => {
-    arrived = resolve;
-  });
-  let release!: () => void;
-  const held = new Promise<void>((resolve) => {
-    release = resolve;
-  });
   // The first connect's notifications/initialized waits at the server's door: close()
   // comes while the SDK's connect still awaits it.
-  let holding = true;
-  const door = {
-    async fetch(request: Request): Promise<Response> {
-      const text = request.method === 'POST' ? await request.clone().text() : '';
-      if (holding && text.includes('"notifications/initialized"')) {
-        holding = false;
-        arrived();
-        await held;
-      }
-      return app.fetch(request);
-    },
-  };
+  const { app: door, arrival: initializedArrived, release } = holdFirst(app, '"notifications/initialized"');
   await withApp(door, async (server) => {
     const mcp = resilient(server.origin);
     try {
