@@ -16,7 +16,7 @@ import {
 import { definePolicy, type Policy } from '../src/policy.ts';
 import { memoryStore, type Store } from '../src/store.ts';
 import { retryDelay } from '../src/timing.ts';
-import { hangingUpstream, withApp } from './helpers/hono-server.ts';
+import { assertClosedSoon, hangingUpstream, withApp } from './helpers/hono-server.ts';
 import { always, closedPort, sequence, withServer } from './helpers/server.ts';
 
 /** A query string and header no response may ever show. */
@@ -53,19 +53,6 @@ function assertNoSecrets(text: string): void {
   assert.ok(!text.includes('SECRET'), `leaked the query: ${text}`);
   assert.ok(!text.includes('api_key'), `leaked the query: ${text}`);
   assert.ok(!text.includes('127.0.0.1'), `leaked the upstream address: ${text}`);
-}
-
-/** Asserts the upstream saw its connection close within 500 ms of `abortedAt` (gives up after 1 s). */
-async function assertClosedSoon(closed: Promise<number>, abortedAt: number): Promise<void> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const closedAt = await Promise.race([
-    closed,
-    new Promise<number>((resolve) => {
-      timer = setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1000);
-    }),
-  ]);
-  clearTimeout(timer);
-  assert.ok(closedAt - abortedAt < 500, `the upstream saw the close after ${closedAt - abortedAt} ms`);
 }
 
 test('an upstream 503 with Retry-After: 7 reaches the client as a 503 problem with Retry-After: 7', async () => {

@@ -5,6 +5,7 @@
  * and always closes it.
  */
 
+import assert from 'node:assert/strict';
 import type { AddressInfo } from 'node:net';
 import { type ServerType, serve } from '@hono/node-server';
 import { Hono } from 'hono';
@@ -98,4 +99,17 @@ export function answeringPosts(inner: FetchApp, marker: string, answer: () => Re
       return text.includes(marker) ? answer() : inner.fetch(request);
     },
   };
+}
+
+/** Asserts the upstream saw its connection close within 500 ms of `abortedAt` (gives up after 1 s). */
+export async function assertClosedSoon(closed: Promise<number>, abortedAt: number): Promise<void> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const closedAt = await Promise.race([
+    closed,
+    new Promise<number>((resolve) => {
+      timer = setTimeout(() => resolve(Number.POSITIVE_INFINITY), 1000);
+    }),
+  ]);
+  clearTimeout(timer);
+  assert.ok(closedAt - abortedAt < 500, `the upstream saw the close after ${closedAt - abortedAt} ms`);
 }
