@@ -350,8 +350,14 @@ export function auth(options: AuthOptions): Middleware {
     // The signal of the pass this runs in, read once: see the check after a 401 below.
     const signal = call.signal;
     const [token, sentGeneration] = await currentToken(call);
-    // A header of another name is no known credential: say so for the failure body's redaction.
-    if (header !== DEFAULT_AUTH_HEADER) call.bag.set(CREDENTIAL_HEADER, header);
+    // A header of another name is no known credential: say so for the failure body's
+    // redaction. Added to the names already there, not in their place: two auth() in one
+    // chain (a gateway's key and the API's) each name theirs, and one call sends both.
+    if (header !== DEFAULT_AUTH_HEADER) {
+      const named = call.bag.get(CREDENTIAL_HEADER) as Set<string> | undefined;
+      if (named) named.add(header);
+      else call.bag.set(CREDENTIAL_HEADER, new Set([header]));
+    }
     call.setHeader(header, format(token));
     const response = await next(call);
     if (response.status !== 401 || refresh === undefined || hasOneShotBody(call)) return response;

@@ -60,9 +60,10 @@ export type MarkedCall = Call & { [ENDED]?: Ended | undefined };
 export const BODY_READ: unique symbol = Symbol('breakwater.bodyRead');
 
 /**
- * The call's bag holds, under this key, the name of a header `auth()` stamps its token
- * in when that is not `Authorization` (`x-goog-api-key`, say), so a failure body that
- * quotes the token back is redacted as for the well-known credential headers.
+ * The call's bag holds, under this key, the names (a `Set`) of the headers `auth()`
+ * stamps its token in when that is not `Authorization` (`x-goog-api-key`, say), one
+ * per such `auth()` in the chain, so a failure body that quotes a token back is
+ * redacted as for the well-known credential headers.
  */
 export const CREDENTIAL_HEADER: unique symbol = Symbol('breakwater.credentialHeader');
 

@@ -157,7 +157,7 @@ function withoutCutUrl(text: string): string {
 
 /**
  * `text` without the credentials `call` sent, each run of hidden characters shown as
- * {@link HIDDEN}: each value of {@link CREDENTIAL_HEADERS} (and of the header `auth()`
+ * {@link HIDDEN}: each value of {@link CREDENTIAL_HEADERS} (and of the headers `auth()`
  * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its scheme (the
  * token of `Bearer <token>`), and each cookie value. Looked for in the text with JSON's
  * escapes read, so a credential is found as written or with any character escaped
@@ -169,8 +169,8 @@ function withoutCutUrl(text: string): string {
  */
 function hideSent(call: Call, text: string): string {
   const sent: string[] = [];
-  const named = call.bag.get(CREDENTIAL_HEADER) as string | undefined;
-  for (const name of named === undefined ? CREDENTIAL_HEADERS : [...CREDENTIAL_HEADERS, named]) {
+  const named = call.bag.get(CREDENTIAL_HEADER) as Set<string> | undefined;
+  for (const name of [...CREDENTIAL_HEADERS, ...(named ?? [])]) {
     const value = call.header(name)?.trim() ?? '';
     // After the scheme: at any whitespace, a tab too, as servers split it (Go's strings.Fields).
     sent.push(value, value.replace(/^\S+\s+/, ''));

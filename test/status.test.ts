@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
+import { auth } from '../src/auth.ts';
 import { circuitBreaker } from '../src/breaker.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
@@ -726,6 +727,31 @@ test('a token auth() stamps in a header of another name (x-goog-api-key) is hidd
       assert.ok(error instanceof HttpStatusError, String(error));
       assert.equal(error.serverMessage, 'API key not valid: [redacted]');
       assertNoCredential([error.message, error.body, error, policy.stats(server.origin).lastFailure]);
+    },
+  );
+});
+
+test('the tokens of two auth() in one chain, each in a header of another name, are both hidden when the server quotes them back', async () => {
+  // A gateway's key outside, the API's key inside: one call sends both.
+  const gatewayKey = 'gw-key-9f8e7d6c5b4a3210';
+  const apiKey = 'api-key-0123456789abcdef';
+  await withServer(
+    (req) => ({
+      status: 400,
+      body: `gateway ${req.headers['x-gateway-key']} api ${req.headers['x-goog-api-key']}`,
+    }),
+    async (server) => {
+      const fetch = createFetch({
+        use: [
+          throwOnStatus(),
+          auth({ token: gatewayKey, header: 'x-gateway-key', scheme: '' }),
+          auth({ token: apiKey, header: 'x-goog-api-key', scheme: '' }),
+        ],
+      });
+      const error = await fetch(server.origin).catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.serverMessage, 'gateway [redacted] api [redacted]');
+      assert.ok(!JSON.stringify(error).includes(gatewayKey), JSON.stringify(error));
     },
   );
 });
