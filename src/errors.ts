@@ -73,20 +73,21 @@ export class BreakwaterError extends Error {
     for (const [field, value] of Object.entries(this)) {
       if (value !== undefined) out[field] = value instanceof Date ? value.toISOString() : value;
     }
-    if (this.cause instanceof Error) out.cause = { name: this.cause.name, message: causeMessage(this.cause) };
+    if (this.cause instanceof Error)
+      out.cause = { name: causeMessage(this.cause, 'name'), message: causeMessage(this.cause) };
     return out;
   }
 }
 
 /**
- * An error's message, redacted, for quoting in another: `''` for one that does not read
- * as text. Any error may reach a gate or a `cause` (`isCrashLoop` accepts what it likes),
- * and a message that is a number or a getter that throws must not turn the error that
- * quotes it into a `TypeError`.
+ * An error's message (or its `name`), redacted, for quoting in another: `''` for one that
+ * does not read as text. Any error may reach a gate or a `cause` (`isCrashLoop` accepts
+ * what it likes), and a message that is a number, a getter that throws, or a `Proxy`
+ * whose every read throws must not turn the error that quotes it into a `TypeError`.
  */
-function causeMessage(cause: Error): string {
+function causeMessage(cause: Error, field: 'message' | 'name' = 'message'): string {
   try {
-    const message = cause.message;
+    const message = cause[field];
     return typeof message === 'string' ? redactText(message) : '';
   } catch {
     return '';

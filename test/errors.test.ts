@@ -514,3 +514,29 @@ test('toJSON() of an error whose cause has a message that is no text, or throws 
     assert.deepEqual(json.cause, { name: 'Error', message: '' });
   }
 });
+
+test('toJSON() of an error whose cause is a Proxy that throws on every read, or whose name is no text, still serialises', () => {
+  // A cause from another library may be a Proxy (a mock, an observable wrapper) whose
+  // reads throw, or carry a name that is not a string: the name is read as the message is.
+  const throwing = new Proxy(new Error('x'), {
+    get() {
+      throw new Error('no reads here');
+    },
+  });
+  const badName = Object.defineProperty(new Error('x'), 'name', {
+    get() {
+      throw new Error('no name here');
+    },
+  });
+  const objectName = Object.assign(new Error('x'), {
+    name: {
+      toJSON() {
+        throw new Error('no JSON here');
+      },
+    },
+  });
+  for (const cause of [throwing, badName, objectName]) {
+    const json = JSON.parse(JSON.stringify(new BreakwaterError('it failed', 'X', { cause })));
+    assert.deepEqual(json.cause, { name: '', message: cause === throwing ? '' : 'x' });
+  }
+});
