@@ -155,19 +155,33 @@ test('an upstream on a closed port gives a 502 problem', async () => {
   });
 });
 
+/**
+ * A Hono app with `upstream()` on an `agent` policy (one attempt, so an abort is not
+ * retried), and `handlerDone`, which its handler settles (`settled()`) when it ends.
+ */
+function agentBehindUpstream(): {
+  policy: Policy;
+  app: Hono<UpstreamEnv>;
+  settled: () => void;
+  handlerDone: Promise<void>;
+} {
+  const policy = definePolicy({ name: 'agent', retry: { attempts: 1 } });
+  const app = new Hono<UpstreamEnv>();
+  app.use(upstream(policy));
+  let settled: () => void = () => {};
+  const handlerDone = new Promise<void>((resolve) => {
+    settled = resolve;
+  });
+  return { policy, app, settled, handlerDone };
+}
+
 for (const withOwnSignal of [false, true]) {
   const how = withOwnSignal ? 'a call with its own signal' : 'a call without a signal';
   test(`a client that goes away aborts the upstream call (${how})`, async () => {
     const up = hangingUpstream();
     const outcome: { error?: unknown } = {};
     await withApp(up.app, async (upServer) => {
-      const policy = definePolicy({ name: 'agent', retry: { attempts: 1 } });
-      const app = new Hono<UpstreamEnv>();
-      app.use(upstream(policy));
-      let settled: () => void = () => {};
-      const handlerDone = new Promise<void>((resolve) => {
-        settled = resolve;
-      });
+      const { policy, app, settled, handlerDone } = agentBehindUpstream();
       app.get('/call', async (c) => {
         try {
           const own = new AbortController();
@@ -364,13 +378,7 @@ test('a client that goes away mid-stream aborts the upstream call its streaming 
   const up = hangingUpstream();
   const outcome: { error?: unknown } = {};
   await withApp(up.app, async (upServer) => {
-    const policy = definePolicy({ name: 'agent', retry: { attempts: 1 } });
-    const app = new Hono<UpstreamEnv>();
-    app.use(upstream(policy));
-    let settled: () => void = () => {};
-    const handlerDone = new Promise<void>((resolve) => {
-      settled = resolve;
-    });
+    const { app, settled, handlerDone } = agentBehindUpstream();
     app.get('/events', (c) =>
       streamSSE(c, async (stream) => {
         await stream.writeSSE({ data: 'working' });
