@@ -440,7 +440,9 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  * - **While open**, calls fail fast with `CircuitOpenError` (nothing is sent): its
  *   `retryAt` says when the next probe may go, its `cause` is the failure that opened it.
  * - **Half-open**: after the open time exactly one call goes through as a probe, however
- *   many arrive together; the others fail fast. Its success closes the circuit and
+ *   many arrive together; the others fail fast, with a `retryAt` one open step on (the
+ *   step the circuit just served), or as far on as the probe has been in flight if that
+ *   is longer, and never past the end of the probe's lease. Its success closes the circuit and
  *   resets every count; its failure opens it again for the next (longer) step. A probe
  *   that ends in neither (a user abort) frees the slot for the next caller. A probe
  *   that has not settled after 60 s (`PROBE_LEASE_MS`) gives up its slot: the next call
@@ -889,8 +891,21 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         throw fastFail(c, call, `after ${c.openReason}`, c.cause, c.retryAtMs);
       }
       // Half-open, a probe holds the slot until it settles or its lease ends (retryAtMs).
+      // When to come back: its settling time is unknown, and a retryAt of now had a
+      // client that sleeps until it spin, refused at once, for up to the lease. So: one
+      // open step on (the quiet the schedule just gave the server; Polly's RetryAfter
+      // counts a break duration from the probe too), or as long again as the probe has
+      // been in flight, if longer (a client waking at each retryAt backs off
+      // exponentially against a hung probe), and never past the lease's end, when the
+      // next call probes anyway.
       if (c.state === 'half-open' && c.probe && t < c.retryAtMs) {
-        throw fastFail(c, call, `while its probe is in flight, after ${c.openReason}`, c.cause);
+        throw fastFail(
+          c,
+          call,
+          `while its probe is in flight, after ${c.openReason}`,
+          c.cause,
+          Math.min(c.retryAtMs, t + Math.max(c.lastOpenMs as number, t + PROBE_LEASE_MS - c.retryAtMs)),
+        );
       }
       const pausedUntilMs = c.pausedUntilMs;
       if (pausedUntilMs && pausedUntilMs > t && c.allowance > 0) {

@@ -619,6 +619,35 @@ test('a half-open probe that never settles gives up its slot after the probe lea
   assert.equal(await hung, 200);
 });
 
+test('callers refused while the half-open probe is in flight get a retryAt one open step on, later the longer it hangs, never past its lease', async () => {
+  // A client that sleeps until retryAt must not spin: a retryAt of now refused it again at once.
+  const stub = scripted((i) => (i === 0 ? 503 : i === 1 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  const fetch = createFetch({ fetch: stub.fetch, use: [breaker], key: 'api' });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t += 100;
+  const probeAt = clock.t;
+  const hung = outcome(fetch, URL_A);
+  await tick();
+  const retryAt = () =>
+    fetch(URL_A).then(
+      () => assert.fail('refused'),
+      (e: unknown) => {
+        assert.ok(e instanceof CircuitOpenError);
+        return e.retryAt.getTime();
+      },
+    );
+  assert.equal(await retryAt(), clock.t + 100, 'at first: the open step just served (100 ms)');
+  clock.t += 1_000;
+  assert.equal(await retryAt(), clock.t + 1_000, 'after 1 s in flight: as long again');
+  clock.t = probeAt + LEASE_MS - 10;
+  assert.equal(await retryAt(), probeAt + LEASE_MS, 'never past the lease, when the next call probes');
+  clock.t = probeAt + LEASE_MS;
+  assert.equal(await outcome(fetch, URL_A), 200, 'the next call probes at the lease end');
+  stub.release(1, 200);
+  assert.equal(await hung, 200);
+});
+
 /**
  * A circuit opened by one 503 whose probe (call 1) hangs past its lease, so that a
  * second probe (call 2) goes: both held until the test releases them.
