@@ -185,6 +185,32 @@ test('a trusted header holding IPv6 addresses is keyed by their /64: a client ca
   }
 });
 
+test('a trusted header that also carries the client port (Azure Application Gateway: 203.0.113.7:50912) is keyed without it: a new connection is no fresh bucket', async () => {
+  // The port is the client's source port, new on every connection: keyed with it, a
+  // client would get a fresh bucket per connection.
+  const { app } = appWith({ limit: 1, windowMs: 60_000, trustedHeader: 'x-forwarded-for' });
+  await withApp(app, async (server) => {
+    const status = async (value: string): Promise<number> => {
+      const res = await fetch(server.origin, { headers: { 'x-forwarded-for': value } });
+      await res.body?.cancel();
+      return res.status;
+    };
+    assert.equal(await status('203.0.113.7:50912'), 200);
+    for (const again of ['203.0.113.7:50913', '203.0.113.7', '203.0.113.7:1, 10.0.0.1']) {
+      assert.equal(await status(again), 429, again);
+    }
+    // IPv6 with a port is bracketed; it counts by its /64 as without one.
+    assert.equal(await status('[2001:db8:1:2::1]:50912'), 200);
+    for (const again of ['[2001:db8:1:2::9]:50913', '[2001:db8:1:2::1]', '2001:db8:1:2::7']) {
+      assert.equal(await status(again), 429, again);
+    }
+    // Unbracketed IPv6 and IPv4-mapped addresses keep every group: no port is read off them.
+    for (const other of ['::2', '::3', '::ffff:192.0.2.1', '::ffff:192.0.2.2', '203.0.113.8:50912']) {
+      assert.equal(await status(other), 200, other);
+    }
+  });
+});
+
 test('a key function names the client', async () => {
   const { app } = appWith({ limit: 1, windowMs: 60_000, key: (c) => c.req.header('x-user') });
   assert.equal(await statusOf(app, { headers: { 'x-user': 'ada' } }), 200);

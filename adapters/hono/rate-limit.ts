@@ -67,6 +67,13 @@ const MAX_LIMIT = 999_999_999_999_999;
 const IPV6_NETWORK_GROUPS = 4;
 /** IPv6 networks whose addresses carry an IPv4 client (or none): each counts on its own. */
 const EMBEDS_IPV4 = /^(0:0:0:0$|64:ff9b:)/;
+/**
+ * An address with the client's port after it, as some edges write it (Azure Application
+ * Gateway's `X-Forwarded-For: 203.0.113.7:50912`, `[2001:db8::1]:50912`): the port is new
+ * on every connection, so keyed with it a client would get a fresh bucket per connection.
+ * Unbracketed IPv6 has two colons or more, so only IPv4 and bracketed text match.
+ */
+const WITH_PORT = /^\[([^\]]*)\](?::\d+)?$|^([\d.]+):\d+$/;
 /** The window is advertised in whole seconds (`w`, `t` and `Retry-After` are integers). */
 const MS_PER_SECOND = 1000;
 
@@ -105,6 +112,8 @@ export interface RateLimitOptions {
    * client says, and a client could then pick a fresh bucket per request.
    * An IPv6 address counts by its /64 (the least any subscriber is given), so a client
    * cannot take a fresh bucket per address of its own network; IPv4 counts per address.
+   * A port after the address (`203.0.113.7:50912`, `[2001:db8::1]:50912`, as Azure
+   * Application Gateway sends) is left out: it is new on every connection.
    * A request without it (or with an empty one, or one over 256 characters) gets a
    * 400 problem ("no usable client identity header") rather than sharing a bucket
    * with every other such request.
@@ -271,7 +280,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     }
     const value = c.req.raw.headers.get(header as string);
     if (value === null) return undefined;
-    const id = firstEntry(value);
+    const id = firstEntry(value).replace(WITH_PORT, '$1$2');
     return id === '' || id.length > MAX_IDENTITY_CHARS ? undefined : clientNetwork(id);
   }
 
