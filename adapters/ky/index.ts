@@ -49,7 +49,8 @@ export interface KyPolicyOptions extends PolicyClientOptions {
    * breakwater, so existing `isHTTPError()` checks and `beforeError` hooks keep
    * working. `'breakwater'`: it throws breakwater's `HttpStatusError` instead, with
    * `status`, `retryAfterMs`, `serverMessage`, the start of the body, safe headers and
-   * a redacted URL; the response body is then cancelled (read only up to 2 KiB).
+   * a redacted URL; the response body is then cancelled (read only up to 2 KiB). It
+   * has no `cause`: ky's `HTTPError` holds the request's headers, query and body.
    * Either way ky's `throwHttpErrors` decides whether a status throws at all.
    */
   errors?: KyErrorForm | undefined;
@@ -162,8 +163,11 @@ export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
       const { request, response } = error as Partial<HTTPError>;
       // Anything else an earlier hook put in its place passes through unchanged.
       if (!(request instanceof Request && response instanceof Response)) return error as never;
-      // Retryable by the statuses the policy retries, as its own give-up error says.
-      return statusError(new Call(request, undefined, key, undefined), response, error, retry.statuses);
+      // Retryable by the statuses the policy retries, as its own give-up error says. No
+      // cause: ky's HTTPError holds the Request and options as sent (Authorization, the
+      // query, the body) and a message with the raw URL, which util.inspect or a logger
+      // walking `cause` would print. What it says of the response is on this error.
+      return statusError(new Call(request, undefined, key, undefined), response, undefined, retry.statuses);
     };
     // ky types beforeError as returning HTTPError; it throws whatever the hooks return.
     hooks.beforeError = [toHttpStatusError as unknown as BeforeErrorHook];
