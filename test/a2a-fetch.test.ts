@@ -780,3 +780,40 @@ test('a body read that fails for another reason than the network (a corrupt gzip
     );
   }
 });
+
+test('a 503 whose body breaks mid-read rejects text() with HttpStatusError (status, Retry-After, the NetworkError as cause), and a caller’s abort there with its own reason', async () => {
+  const broken = {
+    reset: 'mid-body',
+    status: 503,
+    headers: { 'retry-after': '7' },
+    body: '{"error":',
+  } as const;
+  const stalled = {
+    stall: 'mid-body',
+    status: 503,
+    headers: { 'retry-after': '7' },
+    body: '{"error":',
+  } as const;
+  await withServer(
+    (_, index) => (index === 0 ? broken : stalled),
+    async ({ origin }) => {
+      const fetch = a2aFetch(definePolicy({ name: 'agent', retry: false, breaker: false }));
+      const response = await fetch(`${origin}/a2a`, { method: 'POST', body: '{}' });
+      const error = await response.text().catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.status, 503);
+      assert.equal(error.retryAfterMs, 7000);
+      assert.ok(error.cause instanceof NetworkError, String(error.cause));
+      const controller = new AbortController();
+      const stalling = await fetch(`${origin}/a2a`, {
+        method: 'POST',
+        body: '{}',
+        signal: controller.signal,
+      });
+      const reading = stalling.text().catch((e: unknown) => e);
+      const reason = new Error('the user left');
+      controller.abort(reason);
+      assert.equal(await reading, reason);
+    },
+  );
+});

@@ -1111,29 +1111,52 @@ test('a caller’s abort of a message stream mid-way comes back as its own reaso
   });
 });
 
-test('a failure answer whose body breaks mid-way fails a message stream with a NetworkError naming the request, not the runtime’s raw error', async () => {
-  await withServer(
-    (req) => {
-      if (req.method === 'GET') {
-        const card = cardFor(`http://${req.headers.host}`);
-        const body = JSON.stringify({ ...card, capabilities: { ...card.capabilities, streaming: true } });
-        return { headers: { 'content-type': 'application/json' }, body };
-      }
-      // The SDK reads a failure's whole body into its error; this one breaks after its start.
-      return {
-        reset: 'mid-body',
-        status: 503,
-        headers: { 'content-type': 'application/json' },
-        body: '{"error":',
-      };
-    },
-    async ({ origin }) => {
-      const client = await createA2AClient(origin, { policy: definePolicy({ name: 'echo', retry: false }) });
-      const error = await (async () => {
-        for await (const _ of client.sendMessageStream(userMessage('hi'))) {
+test('a 429 or 503 with Retry-After whose body (JSON or an event stream) breaks mid-read fails a message stream or a resubscribe (A2A 1.0 and 0.3) with HttpStatusError keeping its status and wait, the NetworkError naming the request as its cause', async () => {
+  const cases = [
+    { status: 503, type: 'application/json', body: '{"error":', legacy: false, resubscribe: false },
+    { status: 429, type: 'text/event-stream', body: 'data: {"jsonrpc":', legacy: false, resubscribe: true },
+    { status: 503, type: 'application/json', body: '{"error":', legacy: true, resubscribe: false },
+    { status: 429, type: 'text/event-stream', body: 'event: err', legacy: true, resubscribe: true },
+    // No HTTP failure: the read's error as it is.
+    { status: 600, type: 'application/json', body: '{"error":', legacy: false, resubscribe: false },
+  ];
+  for (const { status, type, body, legacy, resubscribe } of cases) {
+    const what = `${status} ${type}${legacy ? ' (A2A 0.3)' : ''}${resubscribe ? ' resubscribe' : ''}`;
+    await withServer(
+      (req) => {
+        if (req.method === 'GET') {
+          const origin = `http://${req.headers.host}`;
+          const card = legacy
+            ? {
+                ...cardFor(origin),
+                supportedInterfaces: undefined,
+                protocolVersion: '0.3.0',
+                url: `${origin}/a2a`,
+              }
+            : cardFor(origin);
+          const json = JSON.stringify({ ...card, capabilities: { ...card.capabilities, streaming: true } });
+          return { headers: { 'content-type': 'application/json' }, body: json };
         }
-      })().catch((e: unknown) => e);
-      assertBrokenAnswer(error, '/a2a', 'echo');
-    },
-  );
+        // The SDK reads a failure's whole body into its error; this one breaks after its start.
+        return { reset: 'mid-body', status, headers: { 'content-type': type, 'retry-after': '7' }, body };
+      },
+      async ({ origin }) => {
+        const client = await createA2AClient(origin, {
+          policy: definePolicy({ name: 'echo', retry: false }),
+        });
+        const stream = resubscribe
+          ? client.resubscribeTask({ id: 'task-42' } as never)
+          : client.sendMessageStream(userMessage('hi'));
+        const error = await (async () => {
+          for await (const _ of stream) {
+          }
+        })().catch((e: unknown) => e);
+        if (status > 599) return assertBrokenAnswer(error, '/a2a', 'echo');
+        assert.ok(error instanceof HttpStatusError, `${what}: ${String(error)}`);
+        assert.equal(error.status, status, what);
+        assert.equal(error.retryAfterMs, 7000, what);
+        assertBrokenAnswer(error.cause, '/a2a', 'echo');
+      },
+    );
+  }
 });

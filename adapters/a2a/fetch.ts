@@ -19,6 +19,7 @@ import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
+import { SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
 
 /**
  * JSON-RPC methods that only read: A2A 1.0 names (`@a2a-js/sdk` 1.x `JsonRpcTransport`)
@@ -113,13 +114,31 @@ export function a2aIdempotent(): Middleware {
  * Middleware that hands a failure response (status >= 400) on with its body ended
  * after `MAX_FAILURE_BODY_BYTES` or `waitMs` (`cappedFailure`), and any other with its
  * body, or one SSE event, failed past `maxBytes` (`limitedBody`; see src/body-limit.ts).
+ *
+ * A failure body that breaks mid-read fails its `text()` with an `HttpStatusError`
+ * (status and Retry-After, from the capture snapshot) whose cause is the read's error:
+ * the SDK's stream requests (`SendStreamingMessage`, `SubscribeToTask`, 0.3's
+ * `message/stream`, `tasks/resubscribe`) rethrow that error as it is, and the caller
+ * of a 429 or 503 would learn neither. A caller's abort stays its own reason, and a
+ * status past 599 the read's error.
  */
 export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPONSE_BYTES): Middleware {
   return async function limitBodies(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
-    return response.status >= 400
-      ? cappedFailure(response, waitMs, call)
-      : limitedBody(response, maxBytes, call);
+    if (response.status < 400) return limitedBody(response, maxBytes, call);
+    const capped = cappedFailure(response, waitMs, call);
+    // Every SDK failure path (JSON-RPC, REST, 0.3 and 1.0) reads the body with text().
+    // Defined, not assigned: a prototype's `text` may be read-only (@hono/node-server's Response).
+    const text = capped.text.bind(capped);
+    return Object.defineProperty(capped, 'text', {
+      value: () =>
+        text().catch((error: unknown) => {
+          // A status past 599 (fetch passes up to 999) is no HTTP failure wrapHttpError takes.
+          throw call.callerSignal?.aborted || response.status > 599
+            ? error
+            : wrapHttpError(response.status, (response as Snapshotted)[SNAPSHOT] ?? response, error);
+        }),
+    });
   };
 }
 
@@ -149,7 +168,8 @@ export interface A2AFetchOptions extends PolicyClientOptions {
  * Other answers fail past `maxResponseBytes` (default 32 MiB; for SSE, per event) with a
  * `BreakwaterError`, code `RESPONSE_TOO_LARGE`: the SDK reads them whole too. An answer
  * (a message stream above all) whose connection breaks mid-way fails with a
- * `NetworkError` (phase `response`, sent `maybe`) naming the request.
+ * `NetworkError` (phase `response`, sent `maybe`) naming the request; a failure answer's
+ * `text()` with an `HttpStatusError` (its status and Retry-After) caused by it.
  *
  * @example
  * ```ts
