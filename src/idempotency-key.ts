@@ -65,7 +65,8 @@ export function sfString(content: string): string {
  * Stamps one `Idempotency-Key` (a quoted UUID v4) on every POST and PATCH call, the
  * same on every attempt of that call, wherever it sits in the chain: the header is
  * set once on the call and persists across attempts. A key the caller set (any
- * casing, any headers form) is kept, never replaced.
+ * casing, any headers form) is kept, never replaced; a blank one keys nothing, and
+ * gets a generated key instead.
  *
  * **Opt in only for servers that honour the header.** A keyed request counts as
  * idempotent (`call.isIdempotent` becomes true), so `retry()` will resend a POST
@@ -91,8 +92,10 @@ export function idempotencyKey(options?: IdempotencyKeyOptions): Middleware {
 
   return async function idempotencyKey(call: Call, next: Next): Promise<Response> {
     // Absent on the first attempt only: the header persists on the call, so every
-    // later attempt (a retry outside this middleware) carries the same key.
-    if (methods.has(call.method) && call.header(IDEMPOTENCY_KEY_HEADER) === null) {
+    // later attempt (a retry outside this middleware) carries the same key. A blank one
+    // the caller set counts as absent: Headers strips it to an empty key, on which no
+    // server can deduplicate, so it would be resent as a POST with no key at all.
+    if (methods.has(call.method) && !call.header(IDEMPOTENCY_KEY_HEADER)?.trim()) {
       const content: unknown = generate();
       if (typeof content !== 'string' || content === '') {
         throw new TypeError(

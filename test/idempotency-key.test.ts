@@ -5,6 +5,7 @@ import type { Call, Middleware, Next } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { BreakwaterError } from '../src/errors.ts';
 import { idempotencyKey, sfString } from '../src/idempotency-key.ts';
+import { retry } from '../src/retry.ts';
 import { always, sequence, withServer } from './helpers/server.ts';
 
 /** A quoted UUID v4 (RFC 9562 §5.4: version 4, variant 10xx). */
@@ -57,6 +58,37 @@ test('a key the caller set is kept, whatever its casing and headers form', async
       ['"mine-1"', '"mine-2"', '"mine-3"', '"mine-4"'],
     );
   });
+});
+
+test('a blank key the caller set keys nothing: a POST retried after a 503 carries a generated key, not an empty one', async () => {
+  // Every other request gets a 503, so each call is sent twice.
+  await withServer(
+    (_req, index) => ({ status: index % 2 === 0 ? 503 : 200 }),
+    async (server) => {
+      const fetch = createFetch({
+        use: [retry({ backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } }), idempotencyKey()],
+      });
+      const url = `${server.origin}/charges`;
+      // Headers strips the blanks: the server would get `Idempotency-Key: ` (empty).
+      for (const headers of [
+        { 'Idempotency-Key': ' ' },
+        [['idempotency-key', '\t ']],
+        new Headers({ 'IDEMPOTENCY-KEY': '' }),
+      ]) {
+        const res = await fetch(url, {
+          method: 'POST',
+          body: '{"amount":100}',
+          headers: headers as HeadersInit,
+        });
+        assert.equal(res.status, 200);
+        await res.text();
+      }
+      const keys = server.requests.map((r) => r.headers['idempotency-key']);
+      assert.equal(keys.length, 6);
+      for (const key of keys) assert.match(String(key), QUOTED_UUID_V4);
+      assert.deepEqual([keys[1], keys[3], keys[5]], [keys[0], keys[2], keys[4]]);
+    },
+  );
 });
 
 test('every attempt of a call carries the same key, even with the resend outside idempotencyKey()', async () => {
