@@ -519,6 +519,44 @@ test('a store that fails on the final write still returns the handler response; 
   assert.equal(runs(), 1);
 });
 
+test('a store method that throws instead of rejecting (a hand-written adapter) fails like one that rejects: the response, and no unhandled rejection, over a real server', async () => {
+  // Only the claim succeeds: every later compareAndSet (renewal, final write, release)
+  // throws where it is called, as a synchronous adapter's guard would ("client closed").
+  const inner = memoryStore<JsonValue>();
+  const store = withCompareAndSet(inner, (key, expected, next, ttlMs) => {
+    if (expected !== undefined) throw new Error('store client closed');
+    return inner.compareAndSet(key, expected, next, ttlMs);
+  });
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown): void => {
+    unhandled.push(reason);
+  };
+  process.on('unhandledRejection', onUnhandled);
+  const app = new Hono();
+  // A lease of 60 ms is renewed every 20 ms: the 70 ms handler sees renewals throw.
+  app.use('*', idempotency({ store, leaseMs: 60 }));
+  app.post('/done', async (c) => {
+    await new Promise((resolve) => setTimeout(resolve, 70));
+    return c.text('charged');
+  });
+  app.post('/not-run', (c) => c.text('slow down', 429));
+  try {
+    await withApp(app, async (server) => {
+      const done = await fetch(`${server.origin}/done`, post('{}'));
+      assert.equal(done.status, 200);
+      assert.equal(await done.text(), 'charged');
+      const notRun = await fetch(`${server.origin}/not-run`, post('{}'));
+      assert.equal(notRun.status, 429);
+      assert.equal(await notRun.text(), 'slow down');
+    });
+    // Past the lease: any renewal still scheduled has run.
+    await new Promise((resolve) => setTimeout(resolve, 80));
+    assert.deepEqual(unhandled, []);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
+});
+
 test('a record the store returns in an unknown shape fails closed with 503', async () => {
   const store = memoryStore<JsonValue>();
   const { app, runs } = ordersApp({

@@ -510,7 +510,17 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  */
 export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>): MiddlewareHandler<E> {
   const valid = validate(optionsSchema, options, 'idempotency()');
-  const store: Store = valid?.store ?? memoryStore({ maxEntries: DEFAULT_MAX_RECORDS });
+  const given: Store = valid?.store ?? memoryStore({ maxEntries: DEFAULT_MAX_RECORDS });
+  /**
+   * The store's calls as promises, whatever the store does: a method that throws where
+   * it is called (a hand-written adapter's "client closed" guard) fails like one that
+   * rejects. Else that throw escaped a renewal's timer (an unhandled rejection, which
+   * ends a Node process) and broke the answer of a handler that had run.
+   */
+  const store = {
+    get: async (key: string) => given.get(key),
+    compareAndSet: async (...args: Parameters<Store['compareAndSet']>) => given.compareAndSet(...args),
+  };
   const ttlMs = valid?.ttlMs ?? DEFAULT_TTL_MS;
   const methods: ReadonlySet<string> = new Set(
     (valid?.methods ?? DEFAULT_METHODS).map((method) => method.toUpperCase()),
