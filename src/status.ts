@@ -160,9 +160,9 @@ function withoutCutUrl(text: string): string {
  * {@link HIDDEN}: each value of {@link CREDENTIAL_HEADERS} (and of the headers `auth()`
  * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its scheme (the
  * token of `Bearer <token>`), and each cookie value. Looked for in the text with JSON's
- * escapes read, so a credential is found as written or with any character escaped
- * (`\/` from PHP's `json_encode`, `\u002B` from .NET's `System.Text.Json`), and hidden
- * as the server wrote it. A credential's start of at least {@link MIN_CREDENTIAL_CHARS}
+ * and URLs' escapes read ({@link readPieces}), so a credential is found as written or with
+ * any character escaped (`\/` from PHP's `json_encode`, `\u002B` from .NET's
+ * `System.Text.Json`, `%2F` from `encodeURIComponent`), and hidden as the server wrote it. A credential's start of at least {@link MIN_CREDENTIAL_CHARS}
  * characters that ends the text goes too: the body snippet is cut at `bodyBytes`, maybe
  * inside a token. Run only for a failure response, on the text as the server wrote it
  * (before parsing, redaction and `oneLine()`); `[redacted]` keeps a JSON string valid.
@@ -179,16 +179,17 @@ function hideSent(call: Call, text: string): string {
   // A quoted value (`sid="…"`) is hidden without its quotes: servers read it, and quote it back, so.
   for (const pair of call.header('cookie')?.split(/[;,]/) ?? [])
     sent.push(pair.slice(pair.indexOf('=') + 1).replace(/^[\s"]+|[\s"]+$/g, ''));
-  // The text in pieces, each one character as read: a `\uXXXX` or `\x` escape, or a
-  // character as it is (a cut escape, `\u00`, reads as itself).
-  const pieces = [...text.matchAll(/\\u([\da-f]{4})|\\?[\s\S]/gi)];
-  const read = pieces
-    .map(([written, hex]) => (hex ? String.fromCharCode(Number(`0x${hex}`)) : written.at(-1)))
-    .join('');
+  const pieces = readPieces(text);
+  const read = pieces.map((piece) => piece[1]).join('');
   // Characters are marked rather than replaced, so a credential that holds another (a
   // signed cookie `<id>.<signature>`, the id sent as a token too) is hidden whole.
   const hidden = pieces.map(() => false);
-  for (const credential of sent) {
+  for (const written of sent) {
+    // Read as the text is: a cookie sent percent-encoded (express's `s%3A<id>.<signature>`)
+    // is found where the server quotes it back decoded, and as it was sent.
+    const credential = readPieces(written)
+      .map((piece) => piece[1])
+      .join('');
     if (credential.length < MIN_CREDENTIAL_CHARS) continue;
     for (let at = read.indexOf(credential); at >= 0; at = read.indexOf(credential, at + credential.length))
       hidden.fill(true, at, at + credential.length);
@@ -199,6 +200,21 @@ function hideSent(call: Call, text: string): string {
     if (at >= 0) hidden.fill(true, at);
   }
   return pieces.map(([written], i) => (hidden[i] ? (hidden[i - 1] ? '' : HIDDEN) : written)).join('');
+}
+
+/**
+ * `text` in pieces, each one character as written and as read: a `\uXXXX` or `\x` JSON
+ * escape, a `%XX` percent escape (a server quoting a credential in a URL or a form encodes
+ * its `/`, `+` and `=`: `encodeURIComponent`, in either case), or a character as it is (a
+ * cut escape, `\u00` or `%2`, reads as itself).
+ */
+function readPieces(text: string): string[][] {
+  return [...text.matchAll(/\\u([\da-f]{4})|%([\da-f]{2})|\\?([\s\S])/gi)].map(
+    ([written, hex, percent, c]) => [
+      written,
+      c ?? String.fromCharCode(Number.parseInt((hex ?? percent) as string, 16)),
+    ],
+  );
 }
 
 /** What a failure response said, as `captureStatus()` snapshots it and `statusError()` reports it. */

@@ -832,3 +832,34 @@ test('a credential quoted back in a JSON body with a \\u escape (.NET escapes + 
     },
   );
 });
+
+test('a credential quoted back percent-encoded (encodeURIComponent, a form, lower-case escapes) is hidden, and so is a percent-encoded cookie quoted back decoded', async () => {
+  // A server that puts the token it was sent in a URL or a form it quotes back encodes its
+  // '/', '+' and '='; express keeps a signed cookie percent-encoded (s%3A<id>.<signature>)
+  // and quotes it back decoded.
+  const cookie = 's%3Asess-0a1b2c3d.s1gnatur3Q';
+  await withServer(
+    (req) => {
+      const token = String(req.headers.authorization).split(' ')[1] as string;
+      const encoded = encodeURIComponent(token);
+      return {
+        status: 401,
+        body: `login at /x?token=${encoded} or ${encoded.replace(/%[\dA-F]{2}/g, (hex) => hex.toLowerCase())} (${new URLSearchParams({ t: token })}), session ${decodeURIComponent(cookie)}`,
+      };
+    },
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      const error = await fetch(server.origin, {
+        headers: { authorization: `Bearer ${TOKEN}`, cookie: `sid=${cookie}` },
+      }).catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(
+        error.serverMessage,
+        'login at /x?token=[redacted] or [redacted] (t=[redacted]), session [redacted]',
+      );
+      for (const shown of ['s1gn/atur3', 's1gn%2Fatur3', 's1gn%2fatur3', 's1gnatur3Q']) {
+        assert.ok(!JSON.stringify(error).includes(shown), JSON.stringify(error));
+      }
+    },
+  );
+});
