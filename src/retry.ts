@@ -153,10 +153,14 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
     await probe.pipeTo(
       new WritableStream({
         // Stream chunks are never views of a SharedArrayBuffer, which is all the type hides.
-        write(chunk: Uint8Array<ArrayBuffer>) {
-          chunks.push(chunk);
-          size += chunk.byteLength;
-          if (size > cap) throw size;
+        write(chunk: Uint8Array<ArrayBuffer> | string) {
+          // Node's and Bun's fetch send a string chunk as UTF-8 (Readable.toWeb() of a stream
+          // with an encoding gives them): counted as that, not as no bytes at all (NaN).
+          const bytes = typeof chunk === 'string' ? new TextEncoder().encode(chunk) : chunk;
+          chunks.push(bytes);
+          size += bytes.byteLength;
+          // A chunk of no byte length (NaN) cannot be counted either: sent as it is, once.
+          if (!(size <= cap)) throw size;
         },
       }),
       // A tee branch's cancel settles only once both are cancelled: pipeTo must not

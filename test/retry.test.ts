@@ -243,6 +243,55 @@ test('a stream body over replayBodyBytes is still sent whole, once', async () =>
   });
 });
 
+test('a stream body of string chunks is not buffered past replayBodyBytes: the cap counts them', async () => {
+  // Node's and Bun's fetch send string chunks (as UTF-8); Readable.toWeb() of a stream
+  // with an encoding gives them. 1,000 chunks of 100 characters: 100 KB.
+  let pulled = 0;
+  const body = new ReadableStream<string>({
+    pull(controller) {
+      if (++pulled > 1000) controller.close();
+      else controller.enqueue('x'.repeat(100));
+    },
+  });
+  let pulledBeforeSend = -1;
+  await withServer(always({ status: 503 }), async (server) => {
+    const fetch = createFetch({
+      fetch: (input, init) => {
+        pulledBeforeSend = pulled;
+        return globalThis.fetch(input, init);
+      },
+      use: [retry({ backoff: fast, replayBodyBytes: 1024 })],
+    });
+    // Deno's fetch refuses string chunks: the call may fail, once the body goes out as it is.
+    await fetch(server.origin, { method: 'PUT', body, duplex: 'half' } as RequestInit).then(
+      (res) => res.body?.cancel(),
+      () => {},
+    );
+    assert.ok(server.requests.length <= 1, `sent ${server.requests.length} times`);
+  });
+  assert.ok(pulledBeforeSend >= 0 && pulledBeforeSend < 20, `${pulledBeforeSend} chunks read before sending`);
+});
+
+test('a stream body of string chunks under replayBodyBytes is resent as its UTF-8 bytes', async () => {
+  await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast, replayBodyBytes: 1024 })] });
+    const body = new ReadableStream<string>({
+      start(controller) {
+        controller.enqueue('héllo, ');
+        controller.enqueue('wörld');
+        controller.close();
+      },
+    });
+    const res = await fetch(server.origin, { method: 'PUT', body, duplex: 'half' } as RequestInit);
+    await res.body?.cancel();
+    assert.equal(res.status, 200);
+    assert.deepEqual(
+      server.requests.map((r) => r.text),
+      ['héllo, wörld', 'héllo, wörld'],
+    );
+  });
+});
+
 test('an abort while a stream body is buffered for replay rejects at once with the caller’s reason', async () => {
   await withServer(always({ status: 200 }), async (server) => {
     const fetch = createFetch({ use: [retry({ backoff: fast, replayBodyBytes: 1024 })] });
