@@ -120,15 +120,17 @@ function article(noun: string): string {
 /** A short, safe description of a value for an error message. */
 export function describeValue(value: unknown, path: readonly PropertyKey[] = []): string {
   const type = typeof value;
-  if (value !== undefined && SECRET_NAME.test(String(path.at(-1)))) return `${article(type)} (not shown)`;
-  if (type === 'string') {
-    // A URL (a base URL given for the base fetch) loses its userinfo and query values.
-    // Only the start is read: redacting is linear, but 10 MB of URLs took seconds.
-    const text = redactText((value as string).slice(0, MAX_READ_CHARS));
-    if (AUTH_SCHEME.test(text) || text.match(TOKEN_RUN)?.some((run) => RANDOM_CHARS.test(run)))
-      return `${article(type)} (not shown)`;
+  // A URL (a base URL given for the base fetch) loses its userinfo and query values.
+  // Only the start is read: redacting is linear, but 10 MB of URLs took seconds.
+  const text = type === 'string' ? redactText((value as string).slice(0, MAX_READ_CHARS)) : '';
+  if (
+    (value !== undefined && SECRET_NAME.test(String(path.at(-1)))) ||
+    AUTH_SCHEME.test(text) ||
+    text.match(TOKEN_RUN)?.some((run) => RANDOM_CHARS.test(run))
+  )
+    return `${article(type)} (not shown)`;
+  if (type === 'string')
     return JSON.stringify(text.length > MAX_SHOWN_CHARS ? `${text.slice(0, MAX_SHOWN_CHARS)}…` : text);
-  }
   // Primitives (null included) print as themselves, a bigint with its `n` (`5n` is
   // not the number 5); objects by kind only.
   if (Object(value) !== value) return `${String(value)}${type === 'bigint' ? 'n' : ''}`;
