@@ -80,7 +80,8 @@ const NAMED_JITTERS: readonly string[] = ['full', 'equal', 'decorrelated', 'none
 
 /** The `x` of a `+x%` jitter, or undefined when `jitter` is not one. */
 function spreadPercent(jitter: string): number | undefined {
-  const percent = Number(SPREAD.exec(jitter)?.[1] ?? Number.NaN);
+  // No match reads as Number(undefined), NaN, which fails the bound.
+  const percent = Number(SPREAD.exec(jitter)?.[1]);
   return percent <= MAX_SPREAD_PERCENT ? percent : undefined;
 }
 
