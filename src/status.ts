@@ -159,7 +159,7 @@ function withoutCutUrl(text: string): string {
  * `text` without the credentials `call` sent, each run of hidden characters shown as
  * {@link HIDDEN}: each value of {@link CREDENTIAL_HEADERS} (and of the headers `auth()`
  * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its scheme (the
- * token of `Bearer <token>`), and each cookie value. Looked for in the text with JSON's
+ * token of `Bearer <token>`; a Basic one decoded, and its password), and each cookie value. Looked for in the text with JSON's
  * and URLs' escapes read ({@link readPieces}), so a credential is found as written or with
  * any character escaped (`\/` from PHP's `json_encode`, `\u002B` from .NET's
  * `System.Text.Json`, `%2F` from `encodeURIComponent`), and hidden as the server wrote it. A credential's start of at least {@link MIN_CREDENTIAL_CHARS}
@@ -173,7 +173,16 @@ function hideSent(call: Call, text: string): string {
   for (const name of [...CREDENTIAL_HEADERS, ...(named ?? [])]) {
     const value = call.header(name)?.trim() ?? '';
     // After the scheme: at any whitespace, a tab too, as servers split it (Go's strings.Fields).
-    sent.push(value, value.replace(/^\S+\s+/, ''));
+    const token = value.replace(/^\S+\s+/, '');
+    sent.push(value, token);
+    // Basic (RFC 7617) sends `user:password` in base64: a server quotes it back decoded,
+    // whole or the password alone (a user name is no secret, and stays).
+    try {
+      const decoded = /^basic\s/i.test(value) ? atob(token) : '';
+      sent.push(decoded, decoded.slice(decoded.indexOf(':') + 1));
+    } catch {
+      // Not base64: nothing decoded to hide.
+    }
   }
   // Headers joins repeated fields with ', ': a cookie value holds neither ',' nor ';' (RFC 6265 §4.1.1).
   // A quoted value (`sid="…"`) is hidden without its quotes: servers read it, and quote it back, so.

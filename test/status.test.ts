@@ -863,3 +863,29 @@ test('a credential quoted back percent-encoded (encodeURIComponent, a form, lowe
     },
   );
 });
+
+test('the password of a Basic Authorization or Proxy-Authorization is hidden where the server quotes it back decoded, alone or as user:password', async () => {
+  const password = 'Sup3r-s3cret-pw';
+  await withServer(
+    (req) => {
+      const [user, pw] = atob(String(req.headers['proxy-authorization']).split(' ')[1] as string).split(':');
+      const decoded = atob(String(req.headers.authorization).split(' ')[1] as string);
+      return { status: 401, body: `bad credentials ${decoded}; proxy user ${user} password ${pw}` };
+    },
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      const error = await fetch(server.origin, {
+        headers: {
+          authorization: `Basic ${btoa(`alice:${password}`)}`,
+          'proxy-authorization': `basic ${btoa(`proxy-bob:${password}!`)}`,
+        },
+      }).catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(
+        error.serverMessage,
+        'bad credentials [redacted]; proxy user proxy-bob password [redacted]',
+      );
+      assert.ok(!JSON.stringify(error).includes(password), JSON.stringify(error));
+    },
+  );
+});
