@@ -298,9 +298,10 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
         return by;
       }
       // JSON text is a string, so this also refuses objects and arrays.
-      if (typeof entry.v !== 'number') fail(method, `key ${JSON.stringify(key)} does not hold a number`);
+      // describeValue cuts a long key short: a key built from a request may be any length.
+      if (typeof entry.v !== 'number') fail(method, `key ${describeValue(key)} does not hold a number`);
       const sum = entry.v + by;
-      if (!Number.isFinite(sum)) fail(method, `key ${JSON.stringify(key)} would overflow`, RangeError);
+      if (!Number.isFinite(sum)) fail(method, `key ${describeValue(key)} would overflow`, RangeError);
       // The entry keeps its TTL: only creating a key sets one.
       entry.v = sum;
       return sum;

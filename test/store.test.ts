@@ -113,6 +113,26 @@ test('increment rejects with a TypeError when the key holds something other than
   assert.equal(await store.get('s'), '3');
 });
 
+test('increment’s error for a key that holds no number shows a long key cut short, and a key holding a credential not at all', async () => {
+  const store = memoryStore();
+  // A key built from a request (a rate limit's client id, a path) can be long, or hold a client's API key.
+  const long = `rl:${'k'.repeat(100_000)}`;
+  const secret = 'rl:"100-per-60s":sk-live-4f9Qx7Lm2Za8Rt5Kp1Vb:1700000000000';
+  await store.set(long, 'text');
+  await store.set(secret, 'text');
+  await assert.rejects(store.increment(long), (error: unknown) => {
+    assert.ok(error instanceof TypeError);
+    assert.ok(error.message.length < 200, `a message of ${error.message.length} characters`);
+    assert.match(error.message, /^store\.increment\(\): key "rl:k+…" does not hold a number$/);
+    return true;
+  });
+  await assert.rejects(store.increment(secret), (error: unknown) => {
+    assert.ok(error instanceof TypeError);
+    assert.ok(!error.message.includes('sk-live-4f9Qx7Lm2Za8Rt5Kp1Vb'), error.message);
+    return true;
+  });
+});
+
 test('compareAndSet with expected undefined sets only a key that is absent', async () => {
   const store = memoryStore();
   assert.equal(await store.compareAndSet('lock', undefined, 'a'), true);
