@@ -401,6 +401,20 @@ function waitOn(c: Circuit, ms: number, signal: AbortSignal | undefined): Promis
   });
 }
 
+/**
+ * When a call refused at `t` while a probe (half-open, or the pace probe) holds its key
+ * should come back, epoch ms. The probe's settling time is unknown, and a `retryAt` of
+ * now had a client that sleeps until it spin, refused at once, until the probe settled
+ * (up to {@link PROBE_LEASE_MS}). So: `stepMs` on (the quiet just given the server: the
+ * open step, or the pause; Polly's `RetryAfter` counts a break duration from its probe
+ * too), or as long again as the probe has been in flight if that is longer (a client
+ * waking at each `retryAt` backs off exponentially against a hung probe), and never past
+ * the lease's end (`leaseEndsMs`), when the next call probes anyway.
+ */
+function comeBack(t: number, leaseEndsMs: number, stepMs: number): number {
+  return Math.min(leaseEndsMs, t + Math.max(stepMs, t + PROBE_LEASE_MS - leaseEndsMs));
+}
+
 /** `HTTP 503 Service Unavailable`, `network error ECONNREFUSED`, `attempt timeout after 100 ms`. */
 function failureLabel(failure: Failure): string {
   if (failure instanceof TimeoutError) return `${failure.scope} timeout after ${failure.ms} ms`;
@@ -470,7 +484,8 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  * - **Paced release**: when a pause ends, the first call through is the pace probe;
  *   the calls waiting (or arriving) meanwhile wait for its outcome, abortably, for at
  *   most `maxRetryAfterMs` and never past their deadline (then they fail fast with
- *   `CircuitOpenError`). A response that starts no new pause releases them all at
+ *   `CircuitOpenError`, its `retryAt` one pause on, later the longer the probe hangs,
+ *   never past its lease). A response that starts no new pause releases them all at
  *   once, unless its rate-limit headers leave fewer requests in the quota than calls
  *   are waiting and the quota resets within `maxRetryAfterMs`: then that many go, and
  *   the rest wait for the quota's reset (a new pause; a later 429 ends what is left
@@ -840,9 +855,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   // -- admission ------------------------------------------------------------------
 
   /**
-   * The error for a call that fails fast; `retryAtMs` defaults to now (try again once a
-   * probe settles). Never before the key's pause ends: until then nothing goes, so an
-   * open time that ends sooner (500s to calls in flight beside a 429's long wait) is not
+   * The error for a call that fails fast, to come back at `retryAtMs`. Never before the
+   * key's pause ends: until then nothing goes, so an open time that ends sooner (500s to calls in flight beside a 429's long wait) is not
    * when to come back.
    */
   function fastFail(
@@ -850,12 +864,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     call: Call,
     reason: string,
     cause: unknown,
-    retryAtMs?: number,
+    retryAtMs: number,
   ): CircuitOpenError {
     const t = now();
     return new CircuitOpenError({
       key: call.key,
-      retryAt: new Date(Math.max(retryAtMs ?? t, c.pausedUntilMs)),
+      retryAt: new Date(Math.max(retryAtMs, c.pausedUntilMs)),
       reason,
       cause,
       now: t,
@@ -891,20 +905,13 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         throw fastFail(c, call, `after ${c.openReason}`, c.cause, c.retryAtMs);
       }
       // Half-open, a probe holds the slot until it settles or its lease ends (retryAtMs).
-      // When to come back: its settling time is unknown, and a retryAt of now had a
-      // client that sleeps until it spin, refused at once, for up to the lease. So: one
-      // open step on (the quiet the schedule just gave the server; Polly's RetryAfter
-      // counts a break duration from the probe too), or as long again as the probe has
-      // been in flight, if longer (a client waking at each retryAt backs off
-      // exponentially against a hung probe), and never past the lease's end, when the
-      // next call probes anyway.
       if (c.state === 'half-open' && c.probe && t < c.retryAtMs) {
         throw fastFail(
           c,
           call,
           `while its probe is in flight, after ${c.openReason}`,
           c.cause,
-          Math.min(c.retryAtMs, t + Math.max(c.lastOpenMs as number, t + PROBE_LEASE_MS - c.retryAtMs)),
+          comeBack(t, c.retryAtMs, c.lastOpenMs as number),
         );
       }
       const pausedUntilMs = c.pausedUntilMs;
@@ -959,6 +966,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             call,
             `${c.pauseReason}; its pace probe is still in flight ${limit}`,
             c.pauseCause,
+            comeBack(later, c.paceProbeUntilMs, c.pausedForMs),
           );
         }
       }

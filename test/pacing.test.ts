@@ -369,6 +369,44 @@ test('a pace probe that meets a network error hands the probe to the next waiter
   });
 });
 
+test('a call refused while the pace probe is in flight gets a retryAt one pause on, not now, and never past the probe’s lease', async () => {
+  // maxRetryAfterMs: 0 waits for nothing: the call is refused at once, and a retryAt of
+  // now had a client that sleeps until it spin until the probe answered.
+  let answer: (behaviour: Behaviour) => void = () => {};
+  const held = new Promise<Behaviour>((resolve) => {
+    answer = resolve;
+  });
+  const handler: Handler = (_req, index) => (index === 0 ? { status: 429 } : index === 1 ? held : {});
+  await withServer(handler, async (server) => {
+    const clock = { t: Date.UTC(2026, 10, 29, 17, 3, 0) };
+    const breaker = circuitBreaker({ open: OPEN, maxRetryAfterMs: 0, now: () => clock.t });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 429); // pauses the key for 100 ms
+    clock.t += 100;
+    const probeAt = clock.t;
+    const probe = send(fetch, server.origin);
+    await delay(5);
+    const retryAt = () =>
+      fetch(server.origin).then(
+        () => assert.fail('refused'),
+        (e: unknown) => {
+          assert.ok(e instanceof CircuitOpenError);
+          return e.retryAt.getTime();
+        },
+      );
+    try {
+      assert.equal(await retryAt(), clock.t + 100, 'the pause just served, again');
+      clock.t += 1_000;
+      assert.equal(await retryAt(), clock.t + 1_000, 'as long again as the probe has been in flight');
+      clock.t = probeAt + 60_000 - 10;
+      assert.equal(await retryAt(), probeAt + 60_000, 'never past the lease');
+    } finally {
+      answer({ status: 200 });
+      assert.equal(await probe, 200);
+    }
+  });
+});
+
 test('a call whose deadline passes while it waits for the pace probe fails fast with CircuitOpenError then', async () => {
   const { handler } = stamped(async (index) => {
     if (index === 0) return unavailable(50);
