@@ -857,7 +857,7 @@ function resilient(
   origin: string,
   events: BreakwaterEvent[] = [],
   config: PolicyConfig = {},
-  options: Parameters<typeof mcpFetch>[1] = {},
+  options: Parameters<typeof mcpFetch>[1] & { closeTimeoutMs?: number } = {},
 ) {
   return resilientMcpClient({
     client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
@@ -1255,10 +1255,17 @@ test('resilientMcpClient: a tools/list answer arriving after notifications/tools
 
 test('resilientMcpClient: bad options throw a TypeError naming each path', () => {
   assert.throws(
-    () => resilientMcpClient({ client: {}, transport: 'x', gate: 1, connectTimeoutMs: 0 } as never),
+    () =>
+      resilientMcpClient({
+        client: {},
+        transport: 'x',
+        gate: 1,
+        connectTimeoutMs: 0,
+        closeTimeoutMs: -1,
+      } as never),
     (error: unknown) =>
       error instanceof TypeError &&
-      ['client', 'transport', 'policy', 'gate', 'connectTimeoutMs'].every((path) =>
+      ['client', 'transport', 'policy', 'gate', 'connectTimeoutMs', 'closeTimeoutMs'].every((path) =>
         error.message.includes(`resilientMcpClient().${path}`),
       ),
   );
@@ -1273,7 +1280,8 @@ interface Echo {
 
 /**
  * A stateful MCP server: one server and transport per session, kept until `forget()`
- * drops them all (a restarted server). No standalone SSE stream (GET answers 405).
+ * drops them all (a restarted server) or the client ends it (DELETE). No standalone
+ * SSE stream (GET answers 405).
  */
 function sessionApp(echo: Echo = { annotations: {}, runs: 0, failNext: false }) {
   const sessions = new Map<string, McpServer>();
@@ -1286,7 +1294,8 @@ function sessionApp(echo: Echo = { annotations: {}, runs: 0, failNext: false }) 
       sessions.clear();
     },
     async fetch(request: Request): Promise<Response> {
-      if (request.method !== 'POST') return new Response(null, { status: 405, headers: { allow: 'POST' } });
+      if (request.method === 'GET')
+        return new Response(null, { status: 405, headers: { allow: 'POST, DELETE' } });
       const id = request.headers.get('mcp-session-id');
       if (id !== null) {
         const server = sessions.get(id);
@@ -1317,6 +1326,9 @@ function sessionApp(echo: Echo = { annotations: {}, runs: 0, failNext: false }) 
         enableJsonResponse: true,
         onsessioninitialized: (sessionId) => {
           sessions.set(sessionId, server);
+        },
+        onsessionclosed: (sessionId) => {
+          sessions.delete(sessionId);
         },
       });
       await server.connect(transport);
@@ -1522,6 +1534,180 @@ test('resilientMcpClient: close() before a gate that runs connects later has run
   assert.equal(client.transport, undefined);
   await mcp.connect();
   assert.equal(connects, 1, 'a connect() after close() connects');
+});
+
+/**
+ * `inner` with its DELETEs counted, and answered `status` instead when given, or with
+ * `'hang'` not at all until the client goes away.
+ */
+function deletes(
+  inner: { fetch(request: Request): Promise<Response> },
+  status?: number | 'hang',
+): { app: { fetch(request: Request): Promise<Response> }; count: () => number } {
+  let count = 0;
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      if (request.method !== 'DELETE' || status === undefined) {
+        if (request.method === 'DELETE') count++;
+        return inner.fetch(request);
+      }
+      count++;
+      // Read to its end (it is empty), so the server leaves no drain timer behind once the client goes.
+      await request.arrayBuffer();
+      if (status === 'hang') {
+        await new Promise((resolve) => request.signal.addEventListener('abort', resolve, { once: true }));
+      }
+      return new Response('nope', { status: status === 'hang' ? 200 : status });
+    },
+  };
+  return { app, count: () => count };
+}
+
+test('resilientMcpClient: close() ends the server’s session with a DELETE (MCP spec, Session Management): the server holds none afterwards', async () => {
+  const server = sessionApp();
+  const { app, count } = deletes(server);
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin);
+    try {
+      await mcp.connect();
+      assert.equal(server.sessions.size, 1);
+      await mcp.close();
+      assert.equal(count(), 1, 'no DELETE sent');
+      assert.equal(server.sessions.size, 0, 'the session stayed on the server after close()');
+      const again = await mcp.connect();
+      await again.callTool({ name: 'echo', arguments: {} });
+      assert.equal(server.sessions.size, 1, 'a connect after close() opens a new session');
+    } finally {
+      await mcp.close();
+      await server.forget();
+    }
+  });
+});
+
+test('resilientMcpClient: close() against a server that never answers the DELETE resolves after closeTimeoutMs, without throwing', async () => {
+  const server = sessionApp();
+  const { app, count } = deletes(server, 'hang');
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin, [], {}, { closeTimeoutMs: 50 });
+    try {
+      await mcp.connect();
+      const started = performance.now();
+      assert.equal(await settledWithin(mcp.close(), 2_000), undefined, 'close() hung');
+      assert.ok(performance.now() - started >= 45, 'close() did not wait for the DELETE');
+      assert.equal(count(), 1, 'no DELETE sent');
+      assert.equal(mcp.transport, undefined);
+    } finally {
+      await mcp.close();
+      await server.forget();
+    }
+  });
+});
+
+test('resilientMcpClient: close() resolves when the server answers the DELETE with a failure; the SDK reports it to client.onerror', async () => {
+  const server = sessionApp();
+  const { app, count } = deletes(server, 500);
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin, [], { retry: { attempts: 1 } });
+    const errors: unknown[] = [];
+    try {
+      const client = await mcp.connect();
+      client.onerror = (error) => errors.push(error);
+      await mcp.close();
+      assert.equal(count(), 1, 'no DELETE sent');
+      assert.ok(
+        errors.some((error) => (error as { code?: unknown }).code === 500),
+        'the failed DELETE was not reported',
+      );
+    } finally {
+      await mcp.close();
+      await server.forget();
+    }
+  });
+});
+
+test('resilientMcpClient: close() that cuts a connect whose initialize the server has run ends the session that initialize opened', async () => {
+  const server = sessionApp();
+  let opened!: () => void;
+  const open = new Promise<void>((resolve) => {
+    opened = resolve;
+  });
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  // The initialize runs (the server opens its session), and its answer waits at the door.
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const initialize = request.method === 'POST' && request.headers.get('mcp-session-id') === null;
+      const response = await server.fetch(request);
+      if (initialize) {
+        opened();
+        await held;
+      }
+      return response;
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin);
+    try {
+      const connecting = mcp.connect();
+      await open;
+      assert.equal(server.sessions.size, 1);
+      const closing = mcp.close();
+      release();
+      await assert.rejects(connecting, (error: unknown) => (error as Error).name === 'AbortError');
+      await closing;
+      assert.equal(server.sessions.size, 0, 'the session the cut initialize opened stayed on the server');
+    } finally {
+      release();
+      await mcp.close();
+      await server.forget();
+    }
+  });
+});
+
+test('resilientMcpClient: a connect that fails after the server opened its session ends that session', async () => {
+  const server = sessionApp();
+  // notifications/initialized is refused: the SDK's connect fails after initialize opened a session.
+  const app = answeringPosts(
+    server,
+    '"notifications/initialized"',
+    () => new Response('{"error":"bad"}', { status: 400 }),
+  );
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin);
+    try {
+      await assert.rejects(mcp.connect(), (error: unknown) => error instanceof HttpStatusError);
+      assert.equal(server.initializes(), 1);
+      for (let waited = 0; server.sessions.size > 0 && waited < 1_000; waited += 10) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      assert.equal(server.sessions.size, 0, 'the session stayed on the server after the failed connect');
+    } finally {
+      await mcp.close();
+      await server.forget();
+    }
+  });
+});
+
+test('resilientMcpClient: a request made while close() ends the session is not sent', async () => {
+  const echo: Echo = { annotations: {}, runs: 0, failNext: false };
+  const server = sessionApp(echo);
+  // The DELETE is not answered while the request is made.
+  const { app } = deletes(server, 'hang');
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin, [], {}, { closeTimeoutMs: 100 });
+    try {
+      const client = await mcp.connect();
+      const closing = mcp.close();
+      await assert.rejects(client.callTool({ name: 'echo', arguments: {} }));
+      await closing;
+      assert.equal(echo.runs, 0, 'the tool ran after close()');
+    } finally {
+      await mcp.close();
+      await server.forget();
+    }
+  });
 });
 
 test('toError() gives each of two 503s its own Retry-After and message, told apart by the body the SDK quotes', async () => {

@@ -29,6 +29,12 @@ const DEFAULT_KEY = 'mcp';
  * and with it every later `connect()`, until restart.
  */
 const DEFAULT_CONNECT_TIMEOUT_MS = PROBE_LEASE_MS;
+/**
+ * How long closing a transport waits for the server to end its session (the DELETE), in
+ * ms (2 s): a healthy server answers in milliseconds, and a caller shutting down must
+ * not wait on one that hangs. Past it the DELETE is let go and the session expires.
+ */
+const DEFAULT_CLOSE_TIMEOUT_MS = 2_000;
 /** How many `tools/list` answers may be awaited at once before the oldest is forgotten. */
 const MAX_PENDING_LISTS = 64;
 /** The status that tells an MCP client its session is gone and it must initialize again (MCP spec, Session Management). */
@@ -53,6 +59,9 @@ export interface McpTransportLike {
 /** The transport as this module wires it. */
 interface Wired {
   send(message: unknown, options?: unknown): Promise<void>;
+  close?(): Promise<void>;
+  /** Ends the server's session with a DELETE (`StreamableHTTPClientTransport`; a 405 counts as done). */
+  terminateSession?(): Promise<void>;
   onmessage?: (message: unknown, extra?: unknown) => void;
   readonly sessionId?: string | undefined;
 }
@@ -92,6 +101,16 @@ export interface ResilientMcpClientOptions<C extends McpClientLike, T extends Mc
    * every later `connect()` for good.
    */
   connectTimeoutMs?: number | undefined;
+  /**
+   * The longest closing waits for the server to end its session, in ms, default 2 s.
+   * Closing a transport (`close()`, a connect's timeout, the SDK closing after a failed
+   * connect, your own `client.close()`) first sends the DELETE the MCP spec asks of a
+   * client that no longer needs its session (Streamable HTTP, Session Management), and
+   * waits for the answer to an `initialize` in flight, which may open one. Past this
+   * the DELETE is let go, the transport closes all the same, and the server's session
+   * stays until it expires.
+   */
+  closeTimeoutMs?: number | undefined;
 }
 
 /** A client that connects on demand, behind a start gate. */
@@ -117,6 +136,15 @@ export interface ResilientMcpClient<C extends McpClientLike, T extends McpTransp
    * Closes the client (and its transport). A connect in flight rejects with an
    * `AbortError` and opens no session; the next `connect()`, even one called before this
    * resolves, starts a new session.
+   *
+   * The server's session is ended first (MCP spec: an HTTP DELETE with its
+   * `Mcp-Session-Id`; a 405 means the server does not allow it), also one a connect in
+   * flight opened: its `initialize` answer is waited for. Never longer than
+   * `closeTimeoutMs` (default 2 s), and never rejects for the server's sake: a failed or
+   * timed-out DELETE only leaves the session to expire on the server, and the SDK
+   * reports it to `client.onerror`. Requests made once closing began are not sent (they
+   * reject with an `AbortError`). Transports without `terminateSession()` (the SSE
+   * transport) just close.
    */
   close(): Promise<void>;
 }
@@ -132,6 +160,7 @@ const optionsSchema = z.looseObject({
     z.custom<Gate>((value) => typeof (value as Gate | null)?.run === 'function', 'must be a gate'),
   ),
   connectTimeoutMs: z.optional(z.number().check(z.positive(), z.maximum(MAX_DELAY_MS))),
+  closeTimeoutMs: z.optional(z.number().check(z.positive(), z.maximum(MAX_DELAY_MS))),
 });
 
 /**
@@ -159,6 +188,8 @@ const optionsSchema = z.looseObject({
  *   request fails with the 404, and the next `connect()` closes the client and
  *   initializes a new session. Each new session starts without learned hints (the
  *   server may have restarted with other tools): list its tools again.
+ * - Closing ends the server's session with a DELETE first (MCP spec: clients that no
+ *   longer need a session SHOULD), within `closeTimeoutMs` (default 2 s); see `close()`.
  *
  * @example
  * ```ts
@@ -188,8 +219,17 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   options: ResilientMcpClientOptions<C, T>,
 ): ResilientMcpClient<C, T> {
   validate(optionsSchema, options, 'resilientMcpClient()');
-  const { client, transport: build, policy, gate: given, connectTimeoutMs, ...fetchOptions } = options;
+  const {
+    client,
+    transport: build,
+    policy,
+    gate: given,
+    connectTimeoutMs,
+    closeTimeoutMs,
+    ...fetchOptions
+  } = options;
   const timeoutMs = connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+  const closeMs = closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
   const fetch = mcpFetch(policy, fetchOptions);
   const name = typeof options.key === 'string' ? options.key : policy.resolved.name;
   const gate = given ?? createGate({ key: name ?? DEFAULT_KEY });
@@ -210,9 +250,9 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
    */
   let unwound: () => Promise<unknown> | undefined = () => undefined;
 
-  /** What a connect that `close()` came before rejects with. */
+  /** What a connect that `close()` came before, or a request made while closing, rejects with. */
   function closedError(): DOMException {
-    return new DOMException('resilientMcpClient closed during connect()', 'AbortError');
+    return new DOMException('resilientMcpClient closed', 'AbortError');
   }
 
   /** Routes the transport's failures through `toError()` and its `tools/list` answers to `learn()`. */
@@ -226,8 +266,33 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
      * `learn()` lets that answer only forget.
      */
     const pending = new Map<unknown, unknown>();
+    /** Set once closing began: the transport then sends nothing but the DELETE. */
+    let closing: Promise<void> | undefined;
+    /** The `initialize` in flight: its answer may open a session, which closing then ends. */
+    let initializing: Promise<unknown> = Promise.resolve();
+    /** Whether the server said it no longer knows the session (404): no DELETE for it. */
+    let lost = false;
+    const close = transport.close?.bind(transport);
+    // Every close of this transport (close(), a connect's timeout, the SDK's after a failed
+    // connect, the user's client.close()) ends the server's session first, bounded: the
+    // transport's own close aborts its signal, which would cut the DELETE, and after it
+    // the session id (and the auth the SDK stamps) are out of reach.
+    transport.close = () =>
+      (closing ??= new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, closeMs);
+        initializing
+          .then((): unknown => !lost && transport.sessionId && transport.terminateSession?.())
+          // A failure is the SDK's to report (it calls onerror); the session then expires.
+          .catch(() => {})
+          .then(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+      }).then(close));
     const send = transport.send.bind(transport);
     transport.send = async (message, sendOptions) => {
+      // Closing began (the user is done with the session): a request now is not sent.
+      if (closing) throw closedError();
       const { id, method, params } = (message ?? {}) as Message;
       if (method === 'tools/list' && id !== undefined) {
         // A new listing outdates those asked for before it: their answers may arrive after
@@ -237,8 +302,10 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         pending.set(id, params?.cursor);
       }
       sent();
+      const sending = send(message, sendOptions);
+      if (method === 'initialize') initializing = sending.catch(() => {});
       try {
-        return await send(message, sendOptions);
+        return await sending;
       } catch (error) {
         // With the message: its id picks the failure that answered it among concurrent ones.
         const typed = fetch.toError(error, message);
@@ -246,6 +313,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         // Not closed here: closing now would fail this very request as "Connection closed"
         // instead of with the 404, and every other request in flight with it.
         if (typed instanceof HttpStatusError && typed.status === SESSION_GONE && transport.sessionId) {
+          lost = true;
           if (current === (transport as unknown)) current = undefined;
         }
         throw typed;
@@ -361,9 +429,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
       // A connect in flight gives up: it rejects at once and opens no session.
       giveUp?.(closedError());
       current = undefined;
+      // Handled now: the connect it ended rejects while the DELETE below is awaited.
+      const settled = pending?.catch(() => {});
       await client.close();
       // Resolves once the connect it ended has settled (one its gate had not run yet too).
-      await pending?.catch(() => {});
+      await settled;
     },
   };
 }
