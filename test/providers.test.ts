@@ -998,3 +998,76 @@ test('toHttpStatusError: a 401 is not retryable, nor a 503 the server marked x-s
     assert.equal(refused?.retryable, false, 'x-should-retry: false overrides the status rule');
   });
 });
+
+test('a failure body that stalls is ended at the policy’s capture.bodyWaitMs, so each SDK throws its status error instead of waiting on', async () => {
+  await withServer(
+    always({
+      stall: 'mid-body',
+      status: 502,
+      headers: { 'content-type': 'application/json' },
+      body: '{"error":',
+    }),
+    async (server) => {
+      const policy = definePolicy({ retry: false, capture: { bodyWaitMs: 100 } });
+      const calls = [
+        () => openaiClient(server, policy).chat.completions.create(ask),
+        () => anthropicClient(server, policy).messages.create(askClaude),
+        () => generateText({ model: aiSdkModel(server, policy), prompt: 'hello', maxRetries: 0 }),
+      ];
+      for (const call of calls) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const stalled = new Promise((resolve) => {
+          timer = setTimeout(() => resolve('still waiting after 2 s'), 2000);
+        });
+        const outcome = await Promise.race([call().catch((e: unknown) => e), stalled]);
+        clearTimeout(timer);
+        assert.equal(toHttpStatusError(outcome)?.status, 502, String(outcome));
+      }
+    },
+  );
+});
+
+test('a key the server quotes back in a 401 is hidden from the SDK’s error and toHttpStatusError’s, on all three presets', async () => {
+  const key = 'sk-proj-quoted0123456789abcdef';
+  const app = new Hono();
+  // As OpenAI-compatible servers do: the key as received, whole, in the message.
+  app.post('*', async (c) => {
+    await c.req.text();
+    const sent = c.req.header('x-api-key') ?? c.req.header('authorization')?.replace('Bearer ', '');
+    return c.json({ error: { message: `Incorrect API key provided: ${sent}.`, type: 'auth' } }, 401);
+  });
+  await withApp(app, async (server) => {
+    const policy = definePolicy({ retry: false });
+    const errors = [
+      await new OpenAI({
+        baseURL: `${server.origin}/v1`,
+        apiKey: key,
+        ...openaiOptions(policy),
+      }).chat.completions
+        .create(ask)
+        .catch((e: unknown) => e),
+      await new Anthropic({ baseURL: server.origin, apiKey: key, ...anthropicOptions(policy) }).messages
+        .create(askClaude)
+        .catch((e: unknown) => e),
+      await generateText({
+        model: createOpenAI({ baseURL: `${server.origin}/v1`, apiKey: key, ...aiSdkOptions(policy) }).chat(
+          'm',
+        ),
+        prompt: 'hello',
+        maxRetries: 0,
+      }).catch((e: unknown) => e),
+    ];
+    for (const error of errors) {
+      const converted = toHttpStatusError(error);
+      assert.equal(converted?.status, 401, String(error));
+      assert.match(converted.serverMessage ?? '', /^Incorrect API key provided: \[redacted\]\.$/);
+      for (const shown of [
+        (error as Error).message,
+        converted.message,
+        converted.body,
+        JSON.stringify(converted),
+      ])
+        assert.doesNotMatch(shown, /quoted0123456789abcdef/);
+    }
+  });
+});

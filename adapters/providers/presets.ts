@@ -11,9 +11,11 @@
  */
 
 import * as z from 'zod/mini';
-import type { FetchLike } from '../../src/call.ts';
+import type { Call, FetchLike, Next } from '../../src/call.ts';
+import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions, PolicyConfig } from '../../src/policy.ts';
+import { readSaid } from '../../src/status.ts';
 import type { TimeoutOptions } from '../../src/timeout.ts';
 
 /**
@@ -54,11 +56,39 @@ export interface AiSdkProviderOptions {
 // auth() checks its own options in full; here only that `auth` is an object.
 const presetOptionsSchema = z.optional(z.strictObject(clientOptionsShape));
 
-/** The policy's fetch for one SDK client, after checking the arguments. */
+/**
+ * The most bytes of a failure body an SDK is given (64 KiB, as the MCP and A2A
+ * adapters give theirs): real error bodies are far smaller.
+ */
+const MAX_FAILURE_BYTES = 64 * 1024;
+
+/**
+ * The policy's fetch for one SDK client, after checking the arguments. A failure
+ * response (status 400-599) reaches the SDK with its body read here: at most
+ * {@link MAX_FAILURE_BYTES}, for at most the policy's `capture.bodyWaitMs` (default
+ * 1 s), on one line, redacted as breakwater's errors are. The SDKs read a failure's
+ * whole body into their error, and their `timeout` covers only the wait for headers,
+ * so an error page that never ends would hold the call (and grow its memory) for good.
+ */
 function policyFetch(where: string, policy: Policy, options: PresetOptions | undefined): FetchLike {
   validate(policySchema, policy, `${where}(policy)`);
   const { fetch, ...rest } = validate(presetOptionsSchema, options, `${where}(policy, options)`) ?? {};
-  return policy.fetch(fetch, rest);
+  const waitMs = policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
+  // Outermost: only the response the SDK gets (retry cancels the bodies it drops).
+  const capFailures = async function capFailures(call: Call, next: Next): Promise<Response> {
+    const response = await next(call);
+    const { status, statusText, headers } = response;
+    // Past 599 (fetch passes up to 999) a Response cannot be built: passed on as it came.
+    if (status < 400 || status > 599) return response;
+    const { body } = await readSaid(call, response, MAX_FAILURE_BYTES, waitMs);
+    response.body?.cancel().catch(() => {});
+    // A caller who gave up while the body was read gets the abort, not a status error.
+    call.callerSignal?.throwIfAborted();
+    const kept = new Headers(headers);
+    kept.delete('content-length');
+    return new Response(body, { status, statusText, headers: kept });
+  };
+  return policy.fetch(fetch, { ...rest, use: [capFailures] });
 }
 
 /**
