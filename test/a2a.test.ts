@@ -623,6 +623,32 @@ test('a card fetched over https may not send the client to plain http, while one
   });
 });
 
+test('a card asked for over https but answered over plain http after a redirect is refused, with or without a policy: anyone on the path could have named its endpoints', async () => {
+  const app = new Hono();
+  // The https card's server sends the client to plain http, where the card names an https endpoint.
+  app.get('/.well-known/agent-card.json', (c) => c.redirect(`${new URL(c.req.url).origin}/card.json`, 302));
+  app.get('/card.json', (c) => c.json(cardFor('https://elsewhere.example')));
+  await withApp(app, async ({ origin }) => {
+    // The https card URL is served by the loopback app, whose redirect then goes to plain http.
+    const overHttps: FetchLike = (input, init) =>
+      globalThis.fetch(String(input).replace('https://agent.test', origin), init);
+    for (const policy of [undefined, quickPolicy()]) {
+      const error = await resolveAgentCard('https://agent.test/', { fetch: overHttps, policy }).catch(
+        (e: unknown) => e,
+      );
+      assert.ok(
+        error instanceof AgentCardError,
+        error instanceof Error ? String(error) : 'the card was taken',
+      );
+      assert.equal(error.code, 'AGENT_CARD_INVALID');
+      assert.match(error.message, /^agent card at https:\/\/agent\.test\/\.well-known\/agent-card\.json /);
+      assert.deepEqual(error.issues, ['card: asked for over https, answered over plain http (a redirect)']);
+    }
+    // Over http from the start, the caller chose plain http: the same redirect is followed.
+    assert.equal((await resolveAgentCard(origin)).name, 'echo');
+  });
+});
+
 test('a card whose endpoint holds a user name or password is refused as AGENT_CARD_INVALID, never showing it, and createA2AClient sends nothing there', async () => {
   let posts = 0;
   const app = new Hono();

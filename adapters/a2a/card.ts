@@ -430,7 +430,8 @@ function checkCard(json: unknown, request: RequestSummary, secure: boolean): Age
  * redacted URL). The body is read under `maxBytes` and `bodyTimeoutMs`; a body that
  * is too large, not JSON, or not a usable card throws an {@link AgentCardError}: a
  * card's endpoints (`url`, `supportedInterfaces[].url`, `additionalInterfaces[].url`)
- * must be http: or https: URLs, and https: only when the card was fetched over https.
+ * must be http: or https: URLs, and https: only when the card was fetched over https;
+ * a card asked for over https and answered over plain http (a redirect) is refused.
  * Without a policy, the whole resolution ends at `timeoutMs` (default 10 s) with a
  * `TimeoutError`, so a server that never answers cannot hang the caller.
  * Sends the same `A2A-Version: 1.0` header as the SDK's resolver.
@@ -479,6 +480,15 @@ export async function resolveAgentCard(
       request,
       signal,
     );
+    // Fetch follows a redirect from https to plain http (browsers block such mixed content;
+    // runtimes do not): such a card crossed the network in clear, and anyone on the path
+    // could have named the endpoints, https ones included, that get the client's messages
+    // and tokens. Only after a redirect: a custom fetch may route an https URL to a local
+    // TLS proxy by plain http itself. Checked once read, so the read's end cancels the body.
+    if (secure && response.redirected && /^http:/i.test(response.url))
+      throw new AgentCardError('AGENT_CARD_INVALID', 'is not a usable agent card', request, [
+        'card: asked for over https, answered over plain http (a redirect)',
+      ]);
     let json: unknown;
     try {
       // `fatal`: invalid UTF-8 is not a card, rather than a card with U+FFFD in its name.
