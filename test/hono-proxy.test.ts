@@ -68,6 +68,55 @@ test('proxy forwards the method, path, query, headers and body, and returns the 
   );
 });
 
+test('a body an earlier middleware already read through Hono (a validator: c.req.json(), c.req.formData()) is still forwarded whole', async () => {
+  await withServer(always({ status: 201, body: 'created' }), async (up) => {
+    const policy = definePolicy({ name: 'things' });
+    const app = new Hono();
+    // What hono/validator does: reads the body through Hono, which keeps it.
+    app.post(
+      '/api/json',
+      async (c, next) => {
+        assert.deepEqual(await c.req.json(), { name: 'kettle' });
+        await next();
+      },
+      proxy(`${up.origin}/json`, { policy }),
+    );
+    app.post(
+      '/api/form',
+      async (c, next) => {
+        assert.equal((await c.req.formData()).get('name'), 'kettle');
+        await next();
+      },
+      proxy(`${up.origin}/form`, { policy }),
+    );
+    const form = new FormData();
+    form.set('name', 'kettle');
+    await withApp(app, async (server) => {
+      for (const [path, body] of [
+        ['json', '{"name":"kettle"}'],
+        ['form', form],
+      ] as const) {
+        const res = await fetch(`${server.origin}/api/${path}`, {
+          method: 'POST',
+          ...(typeof body === 'string' ? { headers: { 'content-type': 'application/json' } } : {}),
+          body,
+        });
+        assert.equal(res.status, 201, path);
+        assert.equal(await res.text(), 'created');
+      }
+    });
+    assert.equal(up.requests.length, 2);
+    assert.equal(up.requests[0]?.text, '{"name":"kettle"}');
+    assert.match(String(up.requests[0]?.headers['content-type']), /^application\/json/);
+    // Hono rebuilds a form it read with a new boundary: the forwarded type names that one.
+    const sent = up.requests[1];
+    const parsed = await new Response(sent?.text, {
+      headers: { 'content-type': String(sent?.headers['content-type']) },
+    }).formData();
+    assert.equal(parsed.get('name'), 'kettle');
+  });
+});
+
 test('proxy headers option sets and removes forwarded headers', async () => {
   await withServer(always({ status: 200 }), async (up) => {
     const policy = definePolicy({ name: 'things' });

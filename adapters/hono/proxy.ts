@@ -303,8 +303,17 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     }
 
     try {
+      let { raw } = c.req;
+      if (raw.bodyUsed) {
+        // A body an earlier middleware read through Hono (a validator, c.req.json()) is
+        // used up in the raw request, which fetch cannot send (a 500): Hono keeps a copy.
+        const body = await c.req.blob();
+        raw = new Request(raw, { body });
+        // A form Hono rebuilt has a boundary of its own, named in the copy's type.
+        if (body.type) raw.headers.set('content-type', body.type);
+      }
       const response = await honoProxy(url, {
-        raw: c.req.raw,
+        raw,
         customFetch: send,
         strictConnectionProcessing: strict,
       });
