@@ -21,7 +21,7 @@ import {
 } from './backoff.ts';
 import { abortReason, type Call, hasOneShotBody, type Middleware, type Next } from './call.ts';
 import { type Classification, classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
-import { BreakwaterError, RetryAfterTooLongError, requestSummary, type TimeoutError } from './errors.ts';
+import { BreakwaterError, RetryAfterTooLongError, requestSummary, TimeoutError } from './errors.ts';
 import type { GiveUpReason } from './events.ts';
 import { validate } from './options.ts';
 import { sleep } from './sleep.ts';
@@ -75,7 +75,8 @@ export interface RetryOptions {
   /**
    * Stream bodies are sent once and never resent, unless they are buffered first:
    * set this to buffer a stream body of up to this many bytes so it can be replayed.
-   * A larger body is still sent (once), just not resent. Default: off.
+   * A larger body is still sent (once), just not resent. The read ends at the caller's
+   * abort, and at the call's total deadline (`TimeoutError`, scope `'total'`). Default: off.
    */
   replayBodyBytes?: number;
 }
@@ -141,7 +142,10 @@ function describeOutcome(outcome: Outcome): string {
  * body is sent once, as a stream: one branch of a tee is read, and the other (which
  * holds what was read, then the rest) is sent, so memory stays bounded by the cap.
  * The caller's abort ends the read at once with its own reason: a body whose end is
- * slow to come (an upload being relayed) must not hold the call past it.
+ * slow to come (an upload being relayed) must not hold the call past it. So does the
+ * call's total deadline, with a `TimeoutError`: `definePolicy()`'s has no timer of its
+ * own (its attempt timeout sits inside retry()), and a body whose end never came held
+ * the call until the caller gave up, or for good.
  */
 async function bufferBody(call: Call, cap: number): Promise<void> {
   const stream = call.body;
@@ -149,9 +153,26 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
   const [send, probe] = stream.tee();
   const chunks: BlobPart[] = [];
   let size = 0;
+  const ms = call.remainingMs();
+  let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     await probe.pipeTo(
       new WritableStream({
+        // Erroring the sink ends the pipe even while it waits for a chunk that never comes.
+        start(sink) {
+          if (ms < Infinity)
+            timer = setTimeout(
+              () =>
+                sink.error(
+                  new TimeoutError({
+                    scope: 'total',
+                    ms: call.totalMs ?? ms,
+                    request: requestSummary(call.key, call.method, call.href),
+                  }),
+                ),
+              ms,
+            );
+        },
         // Stream chunks are never views of a SharedArrayBuffer, which is all the type hides.
         write(chunk: Uint8Array<ArrayBuffer> | string) {
           // Node's and Bun's fetch send a string chunk as UTF-8 (Readable.toWeb() of a stream
@@ -184,6 +205,8 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
       throw error;
     }
     call.init = { ...call.init, body: send, duplex: 'half' } as RequestInit;
+  } finally {
+    clearTimeout(timer);
   }
 }
 

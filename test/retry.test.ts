@@ -314,6 +314,48 @@ test('an abort while a stream body is buffered for replay rejects at once with t
   });
 });
 
+test('under definePolicy(), a stream body whose end never comes is buffered for replay no longer than the total deadline', async () => {
+  await withServer(always({ status: 200 }), async (server) => {
+    // definePolicy()'s total deadline has no timer of its own: its attempt timeout sits inside retry().
+    const fetch = definePolicy({ retry: { replayBodyBytes: 1024 }, timeout: { totalMs: 100 } }).fetch();
+    let cancelled = false;
+    // A small body whose end never comes (an upload being relayed from a client that stalled).
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('first part;'));
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    // The caller's own abort, far later, ends the test if the deadline does not.
+    const controller = new AbortController();
+    const giveUp = setTimeout(() => controller.abort(new Error('not ended by the deadline')), 2000);
+    const started = performance.now();
+    try {
+      await assert.rejects(
+        fetch(server.origin, {
+          method: 'PUT',
+          body,
+          duplex: 'half',
+          signal: controller.signal,
+        } as RequestInit),
+        (error: unknown) => {
+          assert.ok(error instanceof TimeoutError, String(error));
+          assert.equal(error.scope, 'total');
+          return true;
+        },
+      );
+    } finally {
+      clearTimeout(giveUp);
+    }
+    assert.ok(performance.now() - started < 1000, `${performance.now() - started} ms`);
+    assert.equal(server.requests.length, 0);
+    // The caller's stream is told to stop, not left locked and open.
+    assert.ok(cancelled);
+  });
+});
+
 test('a Request input with a string body is buffered under replayBodyBytes and resent intact', async () => {
   await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
     const fetch = createFetch({ use: [retry({ backoff: fast, replayBodyBytes: 1024 })] });
