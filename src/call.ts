@@ -140,14 +140,17 @@ export type KeyOption = string | ((url: URL) => string);
  * keeps the happy path under a microsecond.
  */
 export class Call {
+  // `input`, `init` and `onEvent` are `declare`d: the constructor assigns them, and a
+  // declared field emits no class-field code (an ES2022 field is defined as `undefined`
+  // first, then assigned: twice the bytes, and twice the stores on every call).
   /** The first argument the caller passed to fetch, untouched. */
-  readonly input: string | URL | Request;
+  declare readonly input: string | URL | Request;
   /**
    * The init the real fetch will get: the caller's own object until something
    * changes it. An init assigned here is treated as someone else's too (copied
    * before any change).
    */
-  init: RequestInit | undefined;
+  declare init: RequestInit | undefined;
   /** 1-based attempt number; a resending middleware bumps it before calling `next` again. */
   attempt = 1;
   /**
@@ -172,7 +175,7 @@ export class Call {
    */
   readonly passes: number[] = [];
   /** Where events go; undefined when nobody listens (emit then costs nothing). */
-  readonly onEvent: ((event: BreakwaterEvent) => void) | undefined;
+  declare readonly onEvent: ((event: BreakwaterEvent) => void) | undefined;
 
   /** The init the caller passed, kept for {@link callerSignal} after `init` is replaced. */
   readonly #given: RequestInit | undefined;
