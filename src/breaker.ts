@@ -788,7 +788,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       let askedMs = delayOf(answer);
       const fromServer = askedMs !== undefined;
       // No delay named: the next step of the open schedule, growing over a run of 429s.
-      askedMs ??= c.lastPauseMs = schedule(++c.pauseSteps, c.lastPauseMs);
+      // Not for a 429 meeting a key still paused: that call went before the pause began
+      // (the calls it holds are not sent), so it is the same refusal told again, as 20
+      // calls in flight together are told 20 times; 20 steps up was a 32 s pause for
+      // a server that asked for none. As with failures of calls sent before a circuit
+      // opened, it moves nothing: 0, and the pause stands as it is.
+      if (askedMs === undefined) {
+        askedMs = 0;
+        if (c.pausedUntilMs <= now()) askedMs = c.lastPauseMs = schedule(++c.pauseSteps, c.lastPauseMs);
+      }
       pace(c, call, answer, askedMs, fromServer);
       succeed(c, call, epoch);
     } else {

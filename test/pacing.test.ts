@@ -201,6 +201,28 @@ test('a 429 without a delay pauses the key for the next step of the open schedul
   });
 });
 
+test('8 concurrent calls that all meet a 429 without a delay pause the key for the first step, not the eighth', async () => {
+  // They were all sent before the first 429 paused the key: one refusal, told 8 times.
+  // As the open schedule ignores failures of calls sent before it opened, the pause
+  // schedule steps up only for a 429 that meets an unpaused key (the pace probe's, say).
+  await withServer(always({ status: 429 }), async (server) => {
+    const clock = { t: Date.UTC(2026, 10, 29, 17, 3, 0) };
+    const events: BreakwaterEvent[] = [];
+    const breaker = circuitBreaker({ open: OPEN, now: () => clock.t });
+    const fetch = createFetch({ use: [breaker], key: 'model', onEvent: (e) => events.push(e) });
+    assert.deepEqual(await concurrently(fetch, server.origin, 8), Array(8).fill(429));
+    assert.equal(breaker.stats('model')?.pausedUntil?.getTime(), clock.t + 100);
+    const starts = events.filter((e): e is PacedEvent => e.type === 'paced' && e.phase === 'start');
+    assert.deepEqual(
+      starts.map((e) => e.delayMs),
+      [100],
+    );
+    clock.t += 100;
+    assert.equal(await send(fetch, server.origin), 429, 'the pace probe meets another 429');
+    assert.equal(breaker.stats('model')?.pausedUntil?.getTime(), clock.t + 200, 'the next step');
+  });
+});
+
 test('429s never open the circuit', async () => {
   await withServer(always(tooMany(0)), async (server) => {
     const breaker = circuitBreaker({ open: OPEN, consecutiveFailures: 2, minimumThroughput: 2 });
