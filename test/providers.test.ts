@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { createServer as createTcpServer } from 'node:net';
 import { test } from 'node:test';
 // @ts-types="@ai-sdk/openai"
 import { createOpenAI } from '@ai-sdk/openai';
@@ -1070,4 +1071,29 @@ test('a key the server quotes back in a 401 is hidden from the SDK’s error and
         assert.doesNotMatch(shown, /quoted0123456789abcdef/);
     }
   });
+});
+
+test('a failure whose reason phrase the server wrote in UTF-8 reaches the SDK as its status error', async () => {
+  // Node's fetch reads the phrase byte by byte into characters past 255, which a
+  // Response cannot be built with.
+  const phrase = Buffer.from('Überlastet – bitte später', 'utf8').toString('latin1');
+  const body = '{"error":{"message":"overloaded now"}}';
+  const answer = `HTTP/1.1 503 ${phrase}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`;
+  const server = createTcpServer((socket) =>
+    socket.once('data', () => socket.end(Buffer.from(answer, 'latin1'))),
+  );
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const { port } = server.address() as { port: number };
+    const client = new OpenAI({
+      baseURL: `http://127.0.0.1:${port}/v1`,
+      apiKey: 'sk-test',
+      ...openaiOptions(definePolicy({ retry: false })),
+    });
+    const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
+    assert.equal(toHttpStatusError(error)?.status, 503, String(error));
+    assert.equal(toHttpStatusError(error)?.serverMessage, 'overloaded now');
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
 });

@@ -86,7 +86,12 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
     call.callerSignal?.throwIfAborted();
     const kept = new Headers(headers);
     kept.delete('content-length');
-    return new Response(body, { status, statusText, headers: kept });
+    // The reason phrase and URL are set afterwards: Node's fetch reads a phrase sent in
+    // UTF-8 into characters past 255, which the Response constructor refuses.
+    return Object.defineProperties(new Response(body, { status, headers: kept }), {
+      statusText: { value: statusText },
+      url: { value: response.url },
+    });
   };
   return policy.fetch(fetch, { ...rest, use: [capFailures] });
 }
