@@ -211,7 +211,8 @@ type Stamp = [token: string, generation: number];
  * - The resend bumps `call.attempt`, and the 401's body is cancelled first so its
  *   connection is freed.
  * - A request whose body is a stream, an async iterable (or a `Request` with a body)
- *   cannot be sent again: its 401 is returned as is.
+ *   cannot be sent again: its 401 is returned as is, once the token is refreshed (as
+ *   for any 401), so the next call goes with the new token.
  * - If `refresh()` throws or returns an invalid token, the call rejects with a
  *   `BreakwaterError` with code `AUTH_REFRESH_FAILED` (its `cause` is refresh's
  *   error), and an `auth-refresh` event with `outcome: 'failed'` is emitted; every
@@ -360,19 +361,30 @@ export function auth(options: AuthOptions): Middleware {
     }
     call.setHeader(header, format(token));
     const response = await next(call);
-    if (response.status !== 401 || refresh === undefined || hasOneShotBody(call)) return response;
-
-    // This 401 is dropped either way now: free its connection before waiting on a refresh.
-    // Not awaited: a cancel settles only once the body's source has cancelled, which a
-    // relayed stream (a custom fetch, a proxy, a mock) may take long to do, or never, and
-    // nobody reads this answer; waiting held up the refresh and the caller's abort.
-    response.body?.cancel().catch(() => {});
+    if (response.status !== 401 || refresh === undefined) return response;
+    // A body that can be read only once (a stream, an async iterable, a Request's) cannot
+    // go again: its 401 is returned as it is, body and all. The token is refreshed first
+    // all the same, so the caller's next call carries the new one: else a client whose
+    // every request streams its body (an uploader) would be answered 401 for good.
+    const oneShot = hasOneShotBody(call);
+    // Frees the 401's connection. Not awaited: a cancel settles only once the body's
+    // source has cancelled, which a relayed stream (a custom fetch, a proxy, a mock) may
+    // take long to do, or never, and nobody reads this answer; waiting held up the refresh
+    // and the caller's abort.
+    const drop = (): void => {
+      response.body?.cancel().catch(() => {});
+    };
+    // A 401 that is resent is dropped either way now: freed before waiting on a refresh.
+    if (!oneShot) drop();
     // A pass that is over is neither refreshed for nor resent: a timeout above ended it
     // (its deadline, the caller's abort) and put its outer signal back on the call while
     // this 401 came late (a fetch that ignores the signal), or a retry above has started
     // the next attempt. A refresh for nobody hits the token endpoint and, with rotating
     // refresh tokens, spends one.
-    if (signal?.aborted) throw abortReason(signal);
+    if (signal?.aborted) {
+      drop();
+      throw abortReason(signal);
+    }
     // Only a 401 for the newest token says that token is bad; for an older one, another
     // caller has refreshed already and the request just goes again with the new token,
     // once a refresh still running (the newer token expired too) has produced its own.
@@ -397,10 +409,12 @@ export function auth(options: AuthOptions): Middleware {
           signal?.aborted ||
           (error as BreakwaterError | undefined)?.code !== 'AUTH_REFRESH_FAILED'
         ) {
+          drop();
           throw error;
         }
       }
     }
+    if (oneShot) return response;
     call.attempt++;
     call.setHeader(header, format(refreshed));
     return next(call);

@@ -298,9 +298,43 @@ test('a stream body cannot be sent again: its 401 is returned as is', async () =
     const res = await fetch(server.origin, { method: 'POST', body, duplex: 'half' } as RequestInit);
     assert.equal(res.status, 401);
     assert.equal(await res.text(), 'expired');
-    assert.equal(calls(), 0);
+    // Not resent, but refreshed: the next call goes with the new token.
+    assert.equal(calls(), 1);
     assert.equal(server.requests.length, 1);
     assert.equal(server.requests[0]?.text, 'streamed');
+  });
+});
+
+test('a 401 for a stream body still refreshes the token: a client whose every request streams its body is not answered 401 forever', async () => {
+  await withServer(acceptsNew, async (server) => {
+    const { refresh, calls } = countingRefresh();
+    const fetch = createFetch({ use: [auth({ token: OLD, refresh })] });
+    const upload = (text: string): Promise<Response> =>
+      fetch(server.origin, {
+        method: 'PUT',
+        body: new ReadableStream<Uint8Array>({
+          start(controller) {
+            controller.enqueue(new TextEncoder().encode(text));
+            controller.close();
+          },
+        }),
+        duplex: 'half',
+      } as RequestInit);
+    const first = await upload('part 1');
+    // Not resent (the stream is spent), so its 401 comes back as it is, body and all.
+    assert.equal(first.status, 401);
+    assert.equal(await first.text(), 'expired');
+    const second = await upload('part 1 again');
+    assert.equal(second.status, 200);
+    assert.equal(await second.text(), 'ok');
+    assert.equal(calls(), 1);
+    assert.deepEqual(
+      server.requests.map((r) => [r.text, r.headers.authorization]),
+      [
+        ['part 1', `Bearer ${OLD}`],
+        ['part 1 again', `Bearer ${NEW}`],
+      ],
+    );
   });
 });
 
@@ -311,7 +345,8 @@ test('a Request with a body cannot be sent again either: its 401 is returned as 
     const res = await fetch(new Request(server.origin, { method: 'POST', body: 'once' }));
     assert.equal(res.status, 401);
     assert.equal(await res.text(), 'expired');
-    assert.equal(calls(), 0);
+    // Not resent, but refreshed: the next call goes with the new token.
+    assert.equal(calls(), 1);
     assert.deepEqual(
       server.requests.map((r) => [r.text, r.headers.authorization]),
       [['once', `Bearer ${OLD}`]],
@@ -336,7 +371,8 @@ test('an async iterable body (a generator, a Node Readable) cannot be sent again
       server.requests.map((r) => r.text),
       ['streamed'],
     );
-    assert.equal(calls(), 0);
+    // Not resent, but refreshed: the next call goes with the new token.
+    assert.equal(calls(), 1);
   });
 });
 
