@@ -1186,3 +1186,37 @@ test('a 429 or 503 with Retry-After whose body (JSON or an event stream) breaks 
     );
   }
 });
+
+test('a 503 whose body quotes back the credentials a call sent (plain text, a JSON-RPC error) fails as HttpStatusError showing them nowhere: not in its message, its cause or its JSON', async () => {
+  const TOKEN = 'tok-9f8e7d6c5b4a3210abcd';
+  const bodies = [
+    (auth: string) => `invalid credentials: ${auth}`,
+    (auth: string) =>
+      JSON.stringify({ jsonrpc: '2.0', id: 1, error: { code: -32000, message: `bad ${auth}` } }),
+  ];
+  for (const body of bodies) {
+    await withServer(
+      (req) => {
+        if (req.method === 'GET') {
+          const card = JSON.stringify(cardFor(`http://${req.headers.host}`));
+          return { headers: { 'content-type': 'application/json' }, body: card };
+        }
+        return { status: 503, body: body(String(req.headers.authorization)) };
+      },
+      async ({ origin }) => {
+        const client = await createA2AClient(origin, {
+          policy: definePolicy({ name: 'echo', retry: false }),
+        });
+        // The SDK's way to send a credential: a service parameter (an interceptor's too) is a request header.
+        const options = { serviceParameters: { authorization: `Bearer ${TOKEN}` } } as never;
+        const error = await client.sendMessage(userMessage('hi'), options).catch((e: unknown) => e);
+        // A JSON-RPC error body matches its snapshot (both hide the token): the status is kept.
+        assert.ok(error instanceof HttpStatusError, String(error));
+        assert.equal(error.status, 503);
+        const cause = error.cause as Error;
+        const seen = `${shown(error)} ${cause?.message} ${JSON.stringify(error)}`;
+        assert.doesNotMatch(seen, new RegExp(TOKEN), seen);
+      },
+    );
+  }
+});

@@ -13,13 +13,14 @@ import {
   cappedFailure,
   DEFAULT_MAX_RESPONSE_BYTES,
   limitedBody,
+  MAX_FAILURE_BODY_BYTES,
   maxResponseBytesSchema,
 } from '../../src/body-limit.ts';
 import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
-import { SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
+import { readSaid, SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
 
 /**
  * JSON-RPC methods that only read: A2A 1.0 names (`@a2a-js/sdk` 1.x `JsonRpcTransport`)
@@ -132,12 +133,17 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
     const text = capped.text.bind(capped);
     return Object.defineProperty(capped, 'text', {
       value: () =>
-        text().catch((error: unknown) => {
-          // A status past 599 (fetch passes up to 999) is no HTTP failure wrapHttpError takes.
-          throw call.callerSignal?.aborted || response.status > 599
-            ? error
-            : wrapHttpError(response.status, (response as Snapshotted)[SNAPSHOT] ?? response, error);
-        }),
+        text().then(
+          // The SDK quotes it in its error, which an HttpStatusError keeps as its cause: it
+          // gets it as a snapshot's body is, the call's credentials and URLs' secrets hidden.
+          async (body) => (await readSaid(call, new Response(body), MAX_FAILURE_BODY_BYTES)).body,
+          (error: unknown) => {
+            // A status past 599 (fetch passes up to 999) is no HTTP failure wrapHttpError takes.
+            throw call.callerSignal?.aborted || response.status > 599
+              ? error
+              : wrapHttpError(response.status, (response as Snapshotted)[SNAPSHOT] ?? response, error);
+          },
+        ),
     });
   };
 }
