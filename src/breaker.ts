@@ -980,13 +980,16 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       }
       if (c.state !== 'closed') {
         // From open (no probe), or from half-open with a probe whose lease ran out.
-        if (c.state === 'open' || c.probe) {
-          const why = c.probe ? `the probe did not settle within ${PROBE_LEASE_MS} ms` : 'open time passed';
-          become(c, call, 'half-open', `${why}; letting one probe through`);
-        }
+        const why = c.probe
+          ? `the probe did not settle within ${PROBE_LEASE_MS} ms`
+          : c.state === 'open' && 'open time passed';
+        // The slot is the probe's before anyone hears of it: a listener that sends a call
+        // to this key from the event (a health check) ran inside this admission and was
+        // let through as a second probe.
         c.probe = call;
         c.retryInMs = PROBE_LEASE_MS;
         c.retryAtMs = t + PROBE_LEASE_MS;
+        if (why) become(c, call, 'half-open', `${why}; letting one probe through`);
       }
       return c;
     }

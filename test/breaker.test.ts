@@ -648,6 +648,37 @@ test('callers refused while the half-open probe is in flight get a retryAt one o
   assert.equal(await hung, 200);
 });
 
+test('a call sent from an onEvent listener as the circuit turns half-open is refused: one probe goes, not two', async () => {
+  // The listener runs inside the admission of the probe (a health check, a log shipper
+  // that calls the same server): the slot must be the probe's before anyone hears of it.
+  const stub = scripted((i) => (i === 0 ? 503 : 'hold'));
+  const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+  let fromListener: Promise<number | string> | undefined;
+  let retryAtSeen: number | undefined;
+  const fetch: FetchLike = createFetch({
+    fetch: stub.fetch,
+    use: [breaker],
+    key: 'api',
+    onEvent: (e) => {
+      if (e.type !== 'breaker' || e.state !== 'half-open') return;
+      retryAtSeen = breaker.stats('api')?.retryAt?.getTime();
+      fromListener = outcome(fetch, URL_A);
+    },
+  });
+  assert.equal(await outcome(fetch, URL_A), 503);
+  clock.t += 100;
+  const probe = outcome(fetch, URL_A);
+  await tick();
+  try {
+    assert.equal(stub.calls(), 2, 'the failure, and one probe');
+    assert.equal(await fromListener, 'CircuitOpenError', 'the listener’s call is no second probe');
+    assert.equal(retryAtSeen, clock.t + LEASE_MS, 'stats() in the event say when the probe’s lease ends');
+  } finally {
+    for (let held = 1; held < stub.calls(); held++) stub.release(held, 200);
+  }
+  assert.equal(await probe, 200);
+});
+
 /**
  * A circuit opened by one 503 whose probe (call 1) hangs past its lease, so that a
  * second probe (call 2) goes: both held until the test releases them.
