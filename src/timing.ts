@@ -115,15 +115,11 @@ const LEGACY_QUOTAS: QuotaHeaders = [
  * and Anthropic's `anthropic-ratelimit-<quota>-<field>` (RFC 3339 timestamps).
  */
 export const PROVIDER_QUOTAS: readonly QuotaHeaders[] = [
-  [
-    ['requests', 'tokens'],
-    (name, field) => `x-ratelimit-${field}-${name}`,
-    (value) => parseGoDuration(boundedHeader(value) ?? ''),
-  ],
+  [['requests', 'tokens'], (name, field) => `x-ratelimit-${field}-${name}`, parseGoDuration],
   [
     ['requests', 'tokens', 'input-tokens', 'output-tokens'],
     (name, field) => `anthropic-ratelimit-${name}-${field}`,
-    (value, now) => parseRfc3339(boundedHeader(value) ?? '', now),
+    parseRfc3339,
   ],
 ];
 
@@ -567,8 +563,11 @@ export function parseNumber(pattern: RegExp, value: string | undefined): number 
  * A Go `time.Duration` string as OpenAI sends it (`20ms`, `6m0s`, `1h2m3.5s`):
  * one or more `[digits][.digits]unit` terms, or a bare `0`. Signs are rejected (a
  * negative reset is meaningless). Returns milliseconds, possibly fractional, or NaN.
+ * Takes the header value as held (read through {@link boundedHeader}), so it is
+ * OpenAI's `parseReset` in {@link PROVIDER_QUOTAS} as it is.
  */
-export function parseGoDuration(value: string): number {
+export function parseGoDuration(raw: string | undefined): number {
+  const value = boundedHeader(raw) ?? '';
   if (value === '0') return 0;
   let totalNs = value === '' ? NaN : 0;
   for (let at = 0; at < value.length; ) {
@@ -620,9 +619,12 @@ const HTTP_DATE =
 const RFC3339_DATE_TIME =
   /^(\d{4})-(\d\d)-(\d\d)[Tt](\d\d):(\d\d):(\d\d)(?:\.(\d+))?(?:[Zz]|([+-])([01]\d|2[0-3]):([0-5]\d))$/;
 
-/** An RFC 3339 timestamp (Anthropic's resets) as the wait until it in ms, possibly fractional, or NaN. */
-export function parseRfc3339(value: string, now: number): number {
-  const parts = RFC3339_DATE_TIME.exec(value);
+/**
+ * An RFC 3339 timestamp (Anthropic's resets) as the wait until it in ms, possibly fractional, or NaN.
+ * Like {@link parseGoDuration}, it takes the header value as held: Anthropic's `parseReset`.
+ */
+export function parseRfc3339(raw: string | undefined, now: number): number {
+  const parts = RFC3339_DATE_TIME.exec(boundedHeader(raw) ?? '');
   if (parts === null) return NaN;
   const [, , , , , , , fraction = '', sign, offsetH, offsetM] = parts;
   // Whole milliseconds from the first three digits, the rest as a sub-millisecond
