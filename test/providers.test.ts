@@ -1097,3 +1097,25 @@ test('a failure whose reason phrase the server wrote in UTF-8 reaches the SDK as
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+test('a caller who aborts while a failure body is still coming gets the SDK’s abort error, not a status error', async () => {
+  await withServer(
+    always({
+      stall: 'mid-body',
+      status: 503,
+      headers: { 'content-type': 'application/json' },
+      body: '{"error":',
+    }),
+    async (server) => {
+      const client = openaiClient(server, definePolicy({ retry: false, capture: { bodyWaitMs: 5000 } }));
+      const controller = new AbortController();
+      const started = performance.now();
+      setTimeout(() => controller.abort(), 100);
+      const error = await client.chat.completions
+        .create(ask, { signal: controller.signal })
+        .catch((e: unknown) => e);
+      assert.ok(error instanceof OpenAI.APIUserAbortError, String(error));
+      assert.ok(performance.now() - started < 2000, 'the abort ended the read at once');
+    },
+  );
+});
