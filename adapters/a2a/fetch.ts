@@ -13,7 +13,6 @@ import {
   cappedFailure,
   DEFAULT_MAX_RESPONSE_BYTES,
   limitedBody,
-  MAX_FAILURE_BODY_BYTES,
   maxResponseBytesSchema,
 } from '../../src/body-limit.ts';
 import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
@@ -116,7 +115,8 @@ export function a2aIdempotent(): Middleware {
  * after `MAX_FAILURE_BODY_BYTES` or `waitMs` (`cappedFailure`), and any other with its
  * body, or one SSE event, failed past `maxBytes` (`limitedBody`; see src/body-limit.ts).
  *
- * A failure body that breaks mid-read fails its `text()` with an `HttpStatusError`
+ * A failure's `text()` (which the SDK quotes in its error) gives the capture snapshot's
+ * body. A failure body that breaks mid-read fails its `text()` with an `HttpStatusError`
  * (status and Retry-After, from the capture snapshot) whose cause is the read's error:
  * the SDK's stream requests (`SendStreamingMessage`, `SubscribeToTask`, 0.3's
  * `message/stream`, `tasks/resubscribe`) rethrow that error as it is, and the caller
@@ -128,6 +128,7 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
     const response = await next(call);
     if (response.status < 400) return limitedBody(response, maxBytes, call);
     const capped = cappedFailure(response, waitMs, call);
+    const said = (response as Snapshotted)[SNAPSHOT];
     // Every SDK failure path (JSON-RPC, REST, 0.3 and 1.0) reads the body with text().
     // Defined, not assigned: a prototype's `text` may be read-only (@hono/node-server's Response).
     const text = capped.text.bind(capped);
@@ -135,13 +136,15 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
       value: () =>
         text().then(
           // The SDK quotes it in its error, which an HttpStatusError keeps as its cause: it
-          // gets it as a snapshot's body is, the call's credentials and URLs' secrets hidden.
-          async (body) => (await readSaid(call, new Response(body), MAX_FAILURE_BODY_BYTES)).body,
+          // gets the capture snapshot's body (the call's credentials and URLs' secrets hidden,
+          // on one line, `capture.bodyBytes` long), already read: hiding and redacting cost
+          // about 1 ms per KiB of a hostile body, not to be spent on 64 KiB of it again.
+          async (body) => (said ?? (await readSaid(call, new Response(body)))).body,
           (error: unknown) => {
             // A status past 599 (fetch passes up to 999) is no HTTP failure wrapHttpError takes.
             throw call.callerSignal?.aborted || response.status > 599
               ? error
-              : wrapHttpError(response.status, (response as Snapshotted)[SNAPSHOT] ?? response, error);
+              : wrapHttpError(response.status, said ?? response, error);
           },
         ),
     });
@@ -171,6 +174,9 @@ export interface A2AFetchOptions extends PolicyClientOptions {
  * Non-2xx responses are returned, as the SDK needs them to build its own errors, with
  * at most 64 KiB of their body, ended at the policy's `capture.bodyWaitMs` (default
  * 1 s) if it stalls: the SDK reads it whole into its error message, with no deadline.
+ * Their `text()`, which the SDK reads, gives the capture snapshot's body (the start, by
+ * default 2 KiB, on one line, with the credentials the call sent and URLs' secrets hidden):
+ * the SDK's error quotes it, and a caller may log that error.
  * Other answers fail past `maxResponseBytes` (default 32 MiB; for SSE, per event) with a
  * `BreakwaterError`, code `RESPONSE_TOO_LARGE`: the SDK reads them whole too. An answer
  * (a message stream above all) whose connection breaks mid-way fails with a
