@@ -79,7 +79,9 @@ export interface CaptureStatus extends Middleware {
   /**
    * A fetch whose snapshots are kept apart from every other call's, so a status from
    * one response is never paired with a Retry-After from another, even for concurrent
-   * requests to the same key. `fetch` defaults to the chain this capture is part of.
+   * requests to the same key. `fetch` defaults to the chain this capture is part of;
+   * a capture in several chains (one policy's clients) needs it named: a `TypeError`
+   * says so, rather than sending through one of them.
    */
   scope(fetch?: FetchLike): CaptureScope;
 }
@@ -140,7 +142,14 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
   const bodyBytes = valid?.bodyBytes ?? DEFAULT_BODY_BYTES;
   const bodyWaitMs = valid?.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
   const byKey = new Map<string, StatusSnapshot>();
-  let chain: FetchLike | undefined;
+  /**
+   * The chain this capture is part of, for `scope()` without a fetch; null once it is
+   * part of several (a policy's clients, each with its own base fetch, key and token):
+   * which one a scope means is then the caller's to say. The last one built was taken,
+   * so an operation meant for one server went out through another's chain, that
+   * server's token on it.
+   */
+  let chain: FetchLike | null | undefined;
 
   function remember(snapshot: StatusSnapshot): void {
     byKey.delete(snapshot.key);
@@ -184,7 +193,7 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
     const target = fetch ?? chain;
     if (typeof target !== 'function') {
       throw new TypeError(
-        'capture.scope(): this capture is not part of a createFetch() chain; pass one: capture.scope(fetch)',
+        'capture.scope(): this capture is part of no createFetch() chain, or of several; pass one: capture.scope(fetch)',
       );
     }
     const snapshots: StatusSnapshot[] = [];
@@ -195,7 +204,7 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
     };
   };
   capture[ATTACH] = (fetch) => {
-    chain = fetch;
+    chain = chain === undefined ? fetch : null;
   };
   return capture;
 }

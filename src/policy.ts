@@ -121,7 +121,11 @@ export interface Policy {
   readonly config: Readonly<PolicyConfig>;
   /** The config with defaults filled in. */
   readonly resolved: Readonly<ResolvedPolicyConfig>;
-  /** The status capture every client of this policy shares (`capture.scope()` for one operation's snapshots). */
+  /**
+   * The status capture every client of this policy shares: `capture.scope(fetch)` for one
+   * operation's snapshots, naming the client's fetch (without it, only while the policy
+   * has built one client: with several, which one is meant is the caller's to say).
+   */
   readonly capture: CaptureStatus;
   /**
    * A fetch with the policy's chain around `base` (default: the global fetch).

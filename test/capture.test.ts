@@ -169,13 +169,33 @@ test('two interleaved requests on one key never yield a snapshot that mixes them
 
 test('capture.scope() uses the chain the capture belongs to, and says so when there is none', async () => {
   const lonely = captureStatus();
-  assert.throws(() => lonely.scope(), /not part of a createFetch\(\) chain/);
+  assert.throws(() => lonely.scope(), /part of no createFetch\(\) chain/);
   await withServer(always({ status: 500 }), async (server) => {
     const capture = captureStatus();
     createFetch({ use: [capture] });
     const scope = capture.scope();
     await (await scope.fetch(server.origin)).text();
     assert.equal(scope.last()?.status, 500);
+  });
+});
+
+test('capture.scope() of a capture shared by several chains (a policy’s clients) asks which one, rather than sending through the last one built', async () => {
+  await withServer(always({ status: 500 }), async (server) => {
+    const policy = definePolicy({ retry: false });
+    // One policy, two clients of two servers, each with its own token.
+    const forA = policy.fetch(undefined, { auth: { token: 'token-of-server-a-0123456789' } });
+    policy.fetch(undefined, { auth: { token: 'token-of-server-b-0123456789' } });
+    // Meant for server A's operation: it went through B's chain, B's token on A's request.
+    assert.throws(
+      () => policy.capture.scope().fetch(server.origin),
+      (error: unknown) => error instanceof TypeError && /capture\.scope\(fetch\)/.test(error.message),
+    );
+    assert.equal(server.requests.length, 0);
+    // Named, the chain is the one given.
+    const scope = policy.capture.scope(forA);
+    await (await scope.fetch(server.origin)).text();
+    assert.equal(scope.last()?.status, 500);
+    assert.equal(server.requests[0]?.headers.authorization, 'Bearer token-of-server-a-0123456789');
   });
 });
 
