@@ -148,7 +148,7 @@ const TLS_RECORD_CODE = /BAD_RECORD_MAC|DECRYPTION_FAILED/;
  * `DEPTH_ZERO_SELF_SIGNED_CERT`, `UNABLE_TO_VERIFY_LEAF_SIGNATURE`, `HOSTNAME_MISMATCH`).
  */
 const TLS_CODE =
-  /^(?:ERR_SSL_|ERR_TLS_|UNABLE_TO_|CRL_|SUITE_B_)|CERT|^(?:HOSTNAME|IP_ADDRESS|EMAIL|SUBJECT_ISSUER|AKID_SKID|AKID_ISSUER_SERIAL)_MISMATCH$|^INVALID_(?:NON_)?CA$/;
+  /^(?:ERR_(?:SSL|TLS)_|UNABLE_TO_|CRL_|SUITE_B_)|CERT|^(?:HOSTNAME|IP_ADDRESS|EMAIL|SUBJECT_ISSUER|AKID_(?:SKID|ISSUER_SERIAL))_MISMATCH$|^INVALID_(?:NON_)?CA$/;
 
 /** DNS resolver syscalls (`getaddrinfo`, c-ares `queryA`, ...): any failure there is a DNS failure. */
 const DNS_SYSCALL = /^(?:getaddrinfo|query)/;
@@ -181,7 +181,7 @@ const CONNECT_MARKER = /\(connect\)|tcp connect error/;
  *   offline`. React Native and whatwg-fetch: `network request failed`.
  */
 const FETCH_FAILURE =
-  /^(?:fetch failed|terminated|error sending request|error reading a body from connection|client error \(|connection error|fetch\(\) failed|failed to fetch|networkerror when attempting to fetch resource|load failed|the network connection was lost|the internet connection appears to be offline|network error|network request failed)/;
+  /^(?:fetch(?:\(\))? failed|terminated|error sending request|error reading a body from connection|client error \(|connection error|failed to fetch|networkerror when attempting to fetch resource|load failed|the network connection was lost|the internet connection appears to be offline|network (?:error|request failed))/;
 
 /**
  * workerd's one message (lower-case prefix) for a refused connect, a reset, a close
