@@ -120,8 +120,8 @@ function redactQuery(search: string): string {
 
 /**
  * A URL without scheme and host that a server quotes back (`agent down at
- * /a2a?api_key=...`, `GET /v1/items?token=... failed`, `failed:/a2a?...`): a `/` (or `\/`,
- * JSON-escaped) at the start of a word (after whitespace, a quote, `(`, `<`, `>`, `=`, or a
+ * /a2a?api_key=...`, `GET /v1/items?token=... failed`, `failed:/a2a?...`): a `/` (or `\/` or
+ * `\u002F`, JSON-escaped) at the start of a word (after whitespace, a quote, `(`, `<`, `>`, `=`, or a
  * `:` not starting a `://`), a path, and a query holding a `=`; punctuation that ends a
  * sentence after it (`, then retry`) is kept out of it, as after an absolute URL (`]` and
  * `}` are not: a redacted value ends in one). Prose with a `/` and a `?` but no `=` after
@@ -132,7 +132,7 @@ function redactQuery(search: string): string {
  * JavaScriptCore (Bun) a lookahead at every character took a second for 2 MB.
  */
 const RELATIVE_URL =
-  /((?:^|[\s"'(<>=]|:(?!\/\/))\\?\/[^\s"'()<>=?:]*(?::(?!\\?\/)[^\s"'()<>=?:]*)*\?)([^\s"'()<>=:]*(?::(?!\\?\/)[^\s"'()<>=:]*)*=(?:[^\s"'()<>]*[^\s"'()<>,.;:?`])?)/g;
+  /((?:^|[\s"'(<>=]|:(?!\/\/))(?:\\?\/|\\u002[Ff])[^\s"'()<>=?:]*(?::(?!\\?\/|\\u002[Ff])[^\s"'()<>=?:]*)*\?)([^\s"'()<>=:]*(?::(?!\\?\/|\\u002[Ff])[^\s"'()<>=:]*)*=(?:[^\s"'()<>]*[^\s"'()<>,.;:?`])?)/g;
 
 /**
  * A percent-encoded relative URL, or a path holding an encoded query, as a server quotes it

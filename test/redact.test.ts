@@ -1598,3 +1598,37 @@ test('redactText is idempotent on a percent-encoded URL whose fragment is follow
     assert.equal(redactText(once), once);
   }
 });
+
+test('redactText hides the query values of a relative URL whose slashes a JSON encoder wrote as \\u002F', () => {
+  // Encoders that escape every '/' (Jackson's, ESAPI-style) write \u002F, not \/.
+  assert.equal(
+    redactText(String.raw`{"next":"\u002Fcb?token=tk-u2f-1&x=1"}`),
+    String.raw`{"next":"\u002Fcb?token=${REDACTED}&x=${REDACTED}"}`,
+  );
+  assert.equal(
+    redactText(String.raw`failed:\u002Fv1\u002Fitems?key=tk-u2f-2`),
+    String.raw`failed:\u002Fv1\u002Fitems?key=${REDACTED}`,
+  );
+  assert.equal(
+    redactText(String.raw`see \u002fcb?token=tk-u2f-3.`),
+    String.raw`see \u002fcb?token=${REDACTED}.`,
+  );
+  // The \/ spelling was hidden already.
+  assert.equal(
+    redactText(String.raw`{"next":"\/cb?token=tk-u2f-4"}`),
+    String.raw`{"next":"\/cb?token=${REDACTED}"}`,
+  );
+});
+
+test('redactText takes linear time on relative-URL text written with \\u002F', () => {
+  // A `:\u002F` ends a path or a name and starts a word, as a `:/` does. 128 KiB is enough to tell.
+  assertLinear(
+    [
+      (chars) => fill('\\u002F', chars),
+      (chars) => fill(':\\u002F', chars),
+      (chars) => fill(' \\u002Fa?b', chars),
+      (chars) => fill('\\u002F?a:\\u002F', chars),
+    ],
+    128 * 1024,
+  );
+});
