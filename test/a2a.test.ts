@@ -1220,3 +1220,21 @@ test('a 503 whose body quotes back the credentials a call sent (plain text, a JS
     );
   }
 });
+
+test('an agent’s typed JSON-RPC error answered 404, or in an event-stream body, reaches the SDK even when the policy keeps no body in its snapshots (capture.bodyBytes 0)', async () => {
+  const notFound = '{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"message":"Task not found"}}';
+  const bodies = [
+    { type: 'application/json', bodyBytes: 0 },
+    // Capture reads no event stream: its snapshot keeps no body at any bodyBytes.
+    { type: 'text/event-stream', bodyBytes: 2048 },
+  ];
+  for (const { type, bodyBytes } of bodies) {
+    const reply = () => new Response(notFound, { status: 404, headers: { 'content-type': type } });
+    await withApp(answering('GetTask', reply), async ({ origin }) => {
+      const policy = definePolicy({ retry: false, breaker: false, capture: { bodyBytes } });
+      const client = await createA2AClient(origin, { policy });
+      const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+      assert.equal((error as Error).name, 'TaskNotFoundError', `${type}: ${String(error)}`);
+    });
+  }
+});

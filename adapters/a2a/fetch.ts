@@ -138,8 +138,10 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
           // The SDK quotes it in its error, which an HttpStatusError keeps as its cause: it
           // gets the capture snapshot's body (the call's credentials and URLs' secrets hidden,
           // on one line, `capture.bodyBytes` long), already read: hiding and redacting cost
-          // about 1 ms per KiB of a hostile body, not to be spent on 64 KiB of it again.
-          async (body) => (said ?? (await readSaid(call, new Response(body)))).body,
+          // about 1 ms per KiB of a hostile body, not to be spent on 64 KiB of it again. A
+          // snapshot that kept none (`bodyBytes: 0`, an event stream) leaves the SDK no typed
+          // error to read: the start of the body is read as a snapshot's would be.
+          async (body) => (said?.body ? said : await readSaid(call, new Response(body))).body,
           (error: unknown) => {
             // A status past 599 (fetch passes up to 999) is no HTTP failure wrapHttpError takes.
             throw call.callerSignal?.aborted || response.status > 599
