@@ -933,13 +933,16 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             const reason = c.waitable ? `${c.pauseReason}, past this call's deadline` : c.pauseReason;
             throw fastFail(c, call, reason, c.pauseCause, pausedUntilMs);
           }
+          // The wait is on the key's list before anyone hears of it: a listener that resets
+          // the key from the event wakes it (it waited out a pause that was gone).
+          const woken = waitOn(c, leftMs, signal);
           paced(c, call, 'wait', leftMs);
           probeWaitEndsAt = undefined;
           // Woken before the pause's end, not by a timer: the key was reset, the circuit
           // opened, or a response stretched the pause, perhaps past what this call may
           // wait. Look again at once, not at the end of a pause that may be gone.
           // Timers may fire a little early against the wall clock: look again then too.
-          sleptAt = (await waitOn(c, leftMs, signal)) ? undefined : t;
+          sleptAt = (await woken) ? undefined : t;
           continue;
         }
         // The pause is over, but the server may still be overloaded: releasing every

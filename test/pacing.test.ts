@@ -903,6 +903,32 @@ test('reset(key) while a call waits out a pause lets that call go at once', asyn
   });
 });
 
+test('reset(key) from an onEvent listener as a call starts waiting out a pause lets that call go at once', async () => {
+  // The listener runs before the call's wait begins: the wait must already be one that a
+  // reset ends, not a timer on the forgotten circuit that only the pause's end ends.
+  await withServer(sequence(tooMany(5000), { status: 200 }), async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const fetch = createFetch({
+      use: [breaker],
+      key: 'model',
+      onEvent: (e) => {
+        if (e.type === 'paced' && e.phase === 'wait') breaker.reset('model');
+      },
+    });
+    assert.equal(await send(fetch, server.origin), 429);
+    // Gives up at 2 s (the old code waited out the 5 s pause), within the test's time.
+    const controller = new AbortController();
+    const giveUp = setTimeout(() => controller.abort(new Error('still waiting after 2 s')), 2000);
+    const started = Date.now();
+    try {
+      assert.equal(await send(fetch, server.origin, { signal: controller.signal }), 200);
+    } finally {
+      clearTimeout(giveUp);
+    }
+    assert.ok(Date.now() - started < 1000, `went ${Date.now() - started} ms after the reset`);
+  });
+});
+
 test('a call waiting out a pause fails fast as soon as a response stretches it past what the call may wait', async () => {
   // A call already in flight answers later with a wait longer than maxRetryAfterMs.
   const handler: Handler = (req) =>
