@@ -291,10 +291,9 @@ test('a missing key passes through, unless required: then 400 problem+json and t
   assert.equal(strict.runs(), 0);
 });
 
-test('a malformed key is 400: no quotes, empty, over 255 characters, control characters, a bad escape, a list', async () => {
+test('a malformed key is 400: empty, over 255 characters, control characters, a bad escape, a list, parameters', async () => {
   const { app, runs } = ordersApp();
   const bad = [
-    '8e03978e-40d5-43e8-bc93-6894a57f9324',
     '""',
     `"${'k'.repeat(256)}"`,
     '"tab\tinside"',
@@ -317,6 +316,112 @@ test('a malformed key is 400: no quotes, empty, over 255 characters, control cha
     await res.body?.cancel();
   }
   assert.equal(runs(), 2);
+});
+
+/** Keys as real clients write them bare: a UUID, base64url and base64, Stripe-like, a ULID, a composite. */
+const BARE_KEYS = [
+  '8e03978e-40d5-43e8-bc93-6894a57f9324',
+  'dGhpcyBpcyBhIGtleQ_-',
+  'YWJj+/8/ZGVm==',
+  'idem_1NirD82eZvKYlo2CIvbtLWuY',
+  '01ARZ3NDEKTSV4RRFFQ69G5FAV',
+  'order:42/attempt.1~retry',
+  'k'.repeat(255),
+];
+
+test('a bare key (as Stripe clients and curl users send it) runs once and is the same key as its quoted form, over a real server', async () => {
+  const { app, runs } = ordersApp();
+  await withApp(app, async ({ origin }) => {
+    const send = (key: string): Promise<Response> => fetch(`${origin}/orders`, post('{"item":"tea"}', key));
+    for (const [i, key] of BARE_KEYS.entries()) {
+      const first = await send(key);
+      assert.equal(first.status, 201, key);
+      assert.equal(first.headers.get(REPLAYED_HEADER), null, key);
+      const firstBody = await first.text();
+      // Bare, then quoted, then bare again: one record, one run.
+      for (const again of [`"${key}"`, key]) {
+        const res = await send(again);
+        assert.equal(res.status, 201, again);
+        assert.equal(res.headers.get(REPLAYED_HEADER), 'true', again);
+        assert.equal(await res.text(), firstBody, again);
+      }
+      assert.equal(runs(), i + 1, key);
+    }
+    // And the other way round: a key first sent quoted is replayed to its bare form.
+    const quoted = await send('"3b241101-e2bb-4255-8caf-4136c566a962"');
+    assert.equal(quoted.status, 201);
+    await quoted.text();
+    const bare = await send('3b241101-e2bb-4255-8caf-4136c566a962');
+    assert.equal(bare.headers.get(REPLAYED_HEADER), 'true');
+    await bare.text();
+  });
+  assert.equal(runs(), BARE_KEYS.length + 1);
+});
+
+test('a bare key reused for another request is 422, as its quoted form is, over a real server', async () => {
+  const { app, runs } = ordersApp();
+  await withApp(app, async ({ origin }) => {
+    const first = await fetch(`${origin}/orders`, post('{"item":"tea"}', 'idem_reused'));
+    assert.equal(first.status, 201);
+    await first.text();
+    for (const key of ['idem_reused', '"idem_reused"']) {
+      const res = await fetch(`${origin}/orders`, post('{"item":"cake"}', key));
+      assert.equal(res.status, 422, key);
+      assert.equal((await problemOf(res)).title, 'Idempotency-Key reused');
+    }
+  });
+  assert.equal(runs(), 1);
+});
+
+test('a value that is not one key is 400 naming both forms, bare or quoted: a list, whitespace, a stray quote, empty, too long, over a real server', async () => {
+  const { app, runs } = ordersApp();
+  const bad = [
+    'abc, def', // two keys a proxy joined
+    'abc,def',
+    '"a", "b"',
+    'abc, "def"',
+    '"abc", def',
+    'abc def',
+    'abc\tdef',
+    '"abc',
+    'abc"',
+    'ab"c"',
+    '"',
+    'abc;param=1',
+    'abc\\def',
+    '(abc)',
+    '',
+    'k'.repeat(256),
+  ];
+  await withApp(app, async ({ origin }) => {
+    for (const key of bad) {
+      // No body: a refusal leaves it unread, and @hono/node-server's drain of an unread body leaves timers behind on Deno.
+      const res = await fetch(`${origin}/orders`, { method: 'POST', headers: { 'idempotency-key': key } });
+      assert.equal(res.status, 400, JSON.stringify(key));
+      const problem = await problemOf(res);
+      assert.equal(problem.title, 'Invalid Idempotency-Key', JSON.stringify(key));
+      // The message says what is wrong: both accepted forms, unless it is empty or too long.
+      const said =
+        key === ''
+          ? /must not be empty/
+          : key.length > 255
+            ? /at most 255 characters/
+            : /quoted \("8e03978e-40d5-43e8-bc93-6894a57f9324".*bare \(8e03978e-40d5-43e8-bc93-6894a57f9324/;
+      assert.match(problem.detail ?? '', said, JSON.stringify(key));
+    }
+  });
+  assert.equal(runs(), 0);
+});
+
+test('a bare key with control characters or non-ASCII bytes is 400, and the handler does not run', async () => {
+  const { app, runs } = ordersApp();
+  // Headers hands bytes over 0x7f on as Latin-1 characters: "cl\xc3\xa9" is "clé" sent as UTF-8.
+  for (const key of ['a\x01b', 'del\x7f', 'cl\xe9', 'cl\xc3\xa9', 'a\x1fb']) {
+    const res = await app.request('/orders', post('{"item":"tea"}', key));
+    assert.equal(res.status, 400, JSON.stringify(key));
+    assert.equal((await problemOf(res)).title, 'Invalid Idempotency-Key');
+  }
+  assert.equal(runs(), 0);
 });
 
 test('scopes isolate keys: user B reusing user A key runs B handler and never sees A response', async () => {

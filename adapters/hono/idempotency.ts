@@ -277,18 +277,38 @@ const recordSchema = z.discriminatedUnion('state', [
   z.object({ state: z.literal(RELEASED.state) }),
 ]);
 
-/** A valid key, for the messages that show one. */
-const EXAMPLE_KEY = '"8e03978e-40d5-43e8-bc93-6894a57f9324"';
+/** A valid key's content, for the messages that show one (quoted and bare). */
+const EXAMPLE_KEY = '8e03978e-40d5-43e8-bc93-6894a57f9324';
 
 /**
- * Parses the header as an RFC 8941 §3.3.3 sf-string: `"`, printable ASCII with `\"`
- * and `\\` as the only escapes, `"`. One linear pass; nothing may follow the closing
- * quote (the draft defines no parameters, and two keys joined by a comma are refused).
- * Returns the key's content, or `undefined` when the value is no sf-string. The pass
- * stops as soon as the content is longer than {@link MAX_KEY_CHARS}, returning it so far.
+ * A key sent bare, without the quotes the draft asks for (`Idempotency-Key: 8e03978e-…`,
+ * as Stripe and Adyen document it, and as most hand-written clients and curl users
+ * send it): sf-token characters (RFC 8941 §3.3.4: the RFC 9110 §5.6.2 tchars, `:` and
+ * `/`) and `=` (base64 padding, as in RFC 9110 §11.2's token68), in any order. That
+ * covers the keys real clients make (UUIDs, ULIDs, base64 and base64url, Stripe-like
+ * `idem_…`, `order:42/retry.1`) and leaves out what the strict parse refuses for a
+ * reason: a comma (two keys a proxy joined into one field), whitespace, a quote or a
+ * backslash (half of a quoted key), `;` (parameters), the other delimiters, control
+ * characters and non-ASCII. Being lenient here costs clients that quote nothing: none
+ * of these characters needs an escape, so a bare key and its quoted form have the same
+ * content, and are the same key. An empty value matches, to be refused as empty.
+ * Anchored, one character class: linear time.
+ */
+const BARE_KEY = /^[!#$%&'*+.^_`|~0-9A-Za-z:/=-]*$/;
+
+/**
+ * Reads the header's key: an RFC 8941 §3.3.3 sf-string (`"`, printable ASCII with `\"`
+ * and `\\` as the only escapes, `"`), the draft's form, or a bare key (see
+ * {@link BARE_KEY}). One linear pass; nothing may follow a closing quote (the draft
+ * defines no parameters, and two keys joined by a comma are refused). Returns the
+ * key's content, or `undefined` when the value is neither. The pass over a quoted key
+ * stops as soon as its content is longer than {@link MAX_KEY_CHARS}, returning it so far.
  */
 function parseKey(value: string): string | undefined {
-  if (value.charCodeAt(0) !== 0x22) return undefined;
+  // Postel's rule, on input only: the draft (draft-ietf-httpapi-idempotency-key-header §2)
+  // asks for an sf-string, but a server that refused bare keys would refuse most real
+  // clients'. breakwater's own idempotencyKey() sends the quoted form.
+  if (value.charCodeAt(0) !== 0x22) return BARE_KEY.test(value) ? value : undefined;
   let key = '';
   for (let i = 1; i < value.length; i++) {
     let c = value.charCodeAt(i);
@@ -464,9 +484,12 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  * `Idempotent-Replayed: true` and `x-should-retry: false` (so a client does not burn
  * its attempts on a replayed 500), and the handler does not run.
  *
- * - **Key**: `Idempotency-Key` must be a structured-field string (`"…"`, printable
- *   ASCII, at most 255 characters): otherwise 400. Without a key the request passes
- *   through, unless `required` (400).
+ * - **Key**: `Idempotency-Key` must be one key of at most 255 characters: a
+ *   structured-field string (`"…"`, printable ASCII), as the draft asks, or bare (`8e03…`,
+ *   as Stripe's clients and curl users send it: letters, digits and
+ *   `` !#$%&'*+-.^_`|~:/= ``), the same key as its quoted form. Anything else (a list of
+ *   keys, whitespace or a stray quote in a bare key, an empty value) is 400. Without a
+ *   key the request passes through, unless `required` (400).
  * - **Fingerprint**: SHA-256 of method, path and query, and body (a multipart body's
  *   random boundary left out, so a resent form matches). The same key with a
  *   different request is 422; a repeat while the first is still running is 409 with
@@ -742,13 +765,13 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
       return problemResponse({
         status: 400,
         title: 'Idempotency-Key required',
-        detail: `${c.req.method} requests here need an Idempotency-Key header, e.g. ${EXAMPLE_KEY}.`,
+        detail: `${c.req.method} requests here need an Idempotency-Key header, e.g. "${EXAMPLE_KEY}".`,
       });
     }
     const key = parseKey(header);
     const refused =
       key === undefined
-        ? `must be printable ASCII in double quotes, e.g. ${EXAMPLE_KEY}`
+        ? `must be one key, quoted ("${EXAMPLE_KEY}": printable ASCII) or bare (${EXAMPLE_KEY}: letters, digits and !#$%&'*+-.^_\`|~:/= only)`
         : key === ''
           ? 'must not be empty'
           : key.length > MAX_KEY_CHARS
