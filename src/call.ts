@@ -346,8 +346,9 @@ export class Call {
 
   /** Whether a resend could not run the operation twice (RFC 9110 §9.2.2, Idempotency-Key, or marked). */
   get isIdempotent(): boolean {
-    // An empty Idempotency-Key keys nothing: a server cannot dedupe on it.
-    return this.idempotent || IDEMPOTENT_METHODS.has(this.method) || !!this.header('idempotency-key');
+    // An empty Idempotency-Key keys nothing: a server cannot dedupe on it. Nor does a
+    // blank one (' '): fetch trims a header value, so the server gets it empty too.
+    return this.idempotent || IDEMPOTENT_METHODS.has(this.method) || !!this.header('idempotency-key')?.trim();
   }
 
   /** Milliseconds left before {@link deadline} (never negative), or `Infinity` without one. */

@@ -104,6 +104,24 @@ test('a POST with an Idempotency-Key answered 502 is retried', async () => {
   });
 });
 
+test('a POST with a blank Idempotency-Key answered 503 is not resent: an empty key keys nothing', async () => {
+  // fetch trims the value, so the server sees an empty key: it cannot dedupe a resend.
+  await withServer(always({ status: 503 }), async (server) => {
+    const fetch = createFetch({ use: [retry({ backoff: fast })] });
+    for (const key of [' ', '\t \t']) {
+      const res = await fetch(server.origin, {
+        method: 'POST',
+        body: 'x',
+        headers: { 'Idempotency-Key': key },
+      });
+      await res.body?.cancel();
+      assert.equal(res.status, 503);
+    }
+    assert.equal(server.requests.length, 2, 'one request per call');
+    assert.equal(server.requests[0]?.headers['idempotency-key'], '');
+  });
+});
+
 test('a PUT answered 503 is retried', async () => {
   await withServer(sequence({ status: 503 }, { status: 204 }), async (server) => {
     const fetch = createFetch({ use: [retry({ backoff: fast })] });
