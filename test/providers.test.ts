@@ -1119,3 +1119,32 @@ test('a caller who aborts while a failure body is still coming gets the SDK’s 
     },
   );
 });
+
+test('a failure body that stalls holds each SDK’s error for capture.bodyWaitMs once, not once in the capture and again in the preset', async () => {
+  const waitMs = 500;
+  await withServer(
+    always({
+      stall: 'mid-body',
+      status: 503,
+      headers: { 'content-type': 'application/json', 'retry-after': '7' },
+      body: '{"error":',
+    }),
+    async (server) => {
+      // No breaker: the Retry-After would pace the key, holding the next SDK's call.
+      const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: waitMs } });
+      const calls = [
+        () => openaiClient(server, policy).chat.completions.create(ask),
+        () => anthropicClient(server, policy).messages.create(askClaude),
+        () => generateText({ model: aiSdkModel(server, policy), prompt: 'hello', maxRetries: 0 }),
+      ];
+      for (const call of calls) {
+        const started = performance.now();
+        const error = await call().catch((e: unknown) => e);
+        const took = performance.now() - started;
+        assert.equal(toHttpStatusError(error)?.status, 503, String(error));
+        assert.equal(toHttpStatusError(error)?.retryAfterMs, 7000, 'Retry-After still reaches the SDK');
+        assert.ok(took < waitMs * 1.5, `took ${Math.round(took)} ms for a ${waitMs} ms wait`);
+      }
+    },
+  );
+});

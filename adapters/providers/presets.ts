@@ -15,7 +15,7 @@ import type { Call, FetchLike, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions, PolicyConfig } from '../../src/policy.ts';
-import { readSaid } from '../../src/status.ts';
+import { readSaid, SNAPSHOT, type Snapshotted } from '../../src/status.ts';
 import type { TimeoutOptions } from '../../src/timeout.ts';
 
 /**
@@ -66,7 +66,7 @@ const MAX_FAILURE_BYTES = 64 * 1024;
  * The policy's fetch for one SDK client, after checking the arguments. A failure
  * response (status 400-599) reaches the SDK with its body read here: at most
  * {@link MAX_FAILURE_BYTES}, for at most the policy's `capture.bodyWaitMs` (default
- * 1 s), on one line, redacted as breakwater's errors are. The SDKs read a failure's
+ * 1 s, counted from the headers, the capture's own read included), on one line, redacted as breakwater's errors are. The SDKs read a failure's
  * whole body into their error, and their `timeout` covers only the wait for headers,
  * so an error page that never ends would hold the call (and grow its memory) for good.
  */
@@ -80,7 +80,11 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
     const { status, statusText, headers } = response;
     // Past 599 (fetch passes up to 999) a Response cannot be built: passed on as it came.
     if (status < 400 || status > 599) return response;
-    const { body } = await readSaid(call, response, MAX_FAILURE_BYTES, waitMs);
+    // The policy's capture (innermost) waited for this body already, from when its headers
+    // came: the read here gets what is left of that wait, so a stalled body holds the SDK
+    // for bodyWaitMs in all, not twice. A response no capture saw gets the whole wait.
+    const at = (response as Snapshotted)[SNAPSHOT]?.at ?? Date.now();
+    const { body } = await readSaid(call, response, MAX_FAILURE_BYTES, at + waitMs - Date.now());
     response.body?.cancel().catch(() => {});
     // A caller who gave up while the body was read gets the abort, not a status error.
     call.callerSignal?.throwIfAborted();
