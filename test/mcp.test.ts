@@ -1281,26 +1281,32 @@ interface Echo {
 /**
  * A stateful MCP server: one server and transport per session, kept until `forget()`
  * drops them all (a restarted server) or the client ends it (DELETE). No standalone
- * SSE stream (GET answers 405).
+ * SSE stream (GET answers 405) unless `stream`. `streams()`: GET streams opened;
+ * `lostGets()`: GETs answered 404.
  */
-function sessionApp(echo: Echo = { annotations: {}, runs: 0, failNext: false }) {
+function sessionApp(echo: Echo = { annotations: {}, runs: 0, failNext: false }, { stream = false } = {}) {
   const sessions = new Map<string, McpServer>();
   let initializes = 0;
+  let lostGets = 0;
+  let streams = 0;
   return {
     sessions,
     initializes: () => initializes,
+    lostGets: () => lostGets,
+    streams: () => streams,
     async forget(): Promise<void> {
       for (const server of sessions.values()) await server.close();
       sessions.clear();
     },
     async fetch(request: Request): Promise<Response> {
-      if (request.method === 'GET')
+      if (request.method === 'GET' && !stream)
         return new Response(null, { status: 405, headers: { allow: 'POST, DELETE' } });
       const id = request.headers.get('mcp-session-id');
       if (id !== null) {
         const server = sessions.get(id);
         if (server === undefined) {
           await request.body?.cancel();
+          if (request.method === 'GET') lostGets++;
           return Response.json(
             { jsonrpc: '2.0', id: null, error: { code: -32001, message: 'Session not found' } },
             { status: 404 },
@@ -1310,6 +1316,7 @@ function sessionApp(echo: Echo = { annotations: {}, runs: 0, failNext: false }) 
         const response = await (
           server.server.transport as WebStandardStreamableHTTPServerTransport
         ).handleRequest(request);
+        if (request.method === 'GET' && response.ok) streams++;
         if (!echo.failNext || echo.runs === runs) return response;
         echo.failNext = false;
         await response.text();
@@ -1706,6 +1713,54 @@ test('resilientMcpClient: a request made while close() ends the session is not s
     } finally {
       await mcp.close();
       await server.forget();
+    }
+  });
+});
+
+test('resilientMcpClient: a 404 on the reconnecting GET stream (the server lost the session) makes the next connect() start a new session, without a request failing first', async () => {
+  const app = sessionApp(undefined, { stream: true });
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilientMcpClient({
+      client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+      transport: (fetch: FetchLike) =>
+        new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), {
+          fetch,
+          reconnectionOptions: {
+            initialReconnectionDelay: 5,
+            maxReconnectionDelay: 5,
+            reconnectionDelayGrowFactor: 1,
+            maxRetries: 1,
+          },
+        }),
+      policy: definePolicy({ name: 'tools', retry: { backoff: fast } }),
+      gate: createGate({ key: 'tools', schedule: quickGate }),
+    });
+    try {
+      const client = await mcp.connect();
+      // The SDK reports the failed reconnect to onerror once it has the answer.
+      const reconnectFailed = new Promise<void>((resolve) => {
+        client.onerror = (error) => {
+          if (error.message.includes('Failed to reconnect')) resolve();
+        };
+      });
+      const first = mcp.transport;
+      // The SDK opens its GET stream once initialized, without waiting for it.
+      for (let waited = 0; app.streams() === 0 && waited < 2_000; waited += 5) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      // The server restarts: its GET stream ends, and the SDK's reconnect is answered 404.
+      await app.forget();
+      assert.notEqual(await settledWithin(reconnectFailed, 2_000), 'hung', 'no reconnect');
+      assert.equal(app.lostGets(), 1);
+      assert.equal(mcp.transport, undefined, 'still on the session the server lost');
+      const again = await mcp.connect();
+      assert.ok(mcp.transport && mcp.transport !== first);
+      const result = await again.callTool({ name: 'echo', arguments: {} });
+      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
+      assert.equal(app.initializes(), 2);
+    } finally {
+      await mcp.close();
+      await app.forget();
     }
   });
 });

@@ -11,7 +11,7 @@
 import * as z from 'zod/mini';
 import { PROBE_LEASE_MS } from '../../src/breaker.ts';
 import type { FetchLike } from '../../src/call.ts';
-import { HttpStatusError, TimeoutError } from '../../src/errors.ts';
+import { TimeoutError } from '../../src/errors.ts';
 import { createGate, type Gate } from '../../src/gate.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
@@ -117,7 +117,10 @@ export interface ResilientMcpClientOptions<C extends McpClientLike, T extends Mc
 export interface ResilientMcpClient<C extends McpClientLike, T extends McpTransportLike> {
   /** The SDK client; connected once `connect()` has resolved. */
   readonly client: C;
-  /** The fetch every transport gets: `learn()` and `toError()` (see `mcpFetch()`). */
+  /**
+   * The fetch behind every transport, with `learn()` and `toError()` (see `mcpFetch()`).
+   * Each transport gets it wrapped (`learn()` and `toError()` included), to see 404s.
+   */
   readonly fetch: McpFetch;
   /** The start gate: `gate.state()` says whether connects fail fast and until when. */
   readonly gate: Gate;
@@ -186,7 +189,8 @@ const optionsSchema = z.looseObject({
  *   (status, `retryAfterMs`, `serverMessage`) with the SDK's error as `cause`.
  * - A 404 for a request in a session means the server ended it (MCP spec): that
  *   request fails with the 404, and the next `connect()` closes the client and
- *   initializes a new session. Each new session starts without learned hints (the
+ *   initializes a new session. So does a 404 to the SDK's GET stream (its reconnect
+ *   after the server dropped it), which fails no request. Each new session starts without learned hints (the
  *   server may have restarted with other tools): list its tools again.
  * - Closing ends the server's session with a DELETE first (MCP spec: clients that no
  *   longer need a session SHOULD), within `closeTimeoutMs` (default 2 s); see `close()`.
@@ -255,8 +259,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     return new DOMException('resilientMcpClient closed', 'AbortError');
   }
 
-  /** Routes the transport's failures through `toError()` and its `tools/list` answers to `learn()`. */
-  function wire(transport: Wired, sent: () => void): void {
+  /**
+   * Routes the transport's failures through `toError()` and its `tools/list` answers to
+   * `learn()`; returns what to call when the server answers 404 (the session is gone).
+   */
+  function wire(transport: Wired, sent: () => void): () => void {
     // A new session may list other tools (a restarted server, a new version): what the
     // last one taught no longer holds, and its server will send no list_changed for it.
     fetch.learn([]);
@@ -308,15 +315,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         return await sending;
       } catch (error) {
         // With the message: its id picks the failure that answered it among concurrent ones.
-        const typed = fetch.toError(error, message);
-        // The server no longer knows the session: the next connect() starts a new one.
-        // Not closed here: closing now would fail this very request as "Connection closed"
-        // instead of with the 404, and every other request in flight with it.
-        if (typed instanceof HttpStatusError && typed.status === SESSION_GONE && transport.sessionId) {
-          lost = true;
-          if (current === (transport as unknown)) current = undefined;
-        }
-        throw typed;
+        throw fetch.toError(error, message);
       }
     };
     // The SDK's Protocol keeps a handler set before connect() and calls it first.
@@ -338,6 +337,15 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         fetch.learn(result as McpToolsList, cursor as string);
       }
     };
+    return () => {
+      // A 404 for a request in the session: the server no longer knows it (MCP spec), and
+      // the next connect() starts a new one. Not closed here: closing now would fail the
+      // request as "Connection closed" instead of with the 404, and every other in flight.
+      if (transport.sessionId) {
+        lost = true;
+        if (current === (transport as unknown)) current = undefined;
+      }
+    };
   }
 
   /** One connect; `live()` says false once it was given up, so a late success is not taken. */
@@ -351,9 +359,21 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // Given up while closing (timed out, or close() came with no transport to close): no
     // session is opened, since nothing would end it; a later connect owns the client now.
     if (!live()) return client;
-    const transport = build(fetch);
+    let gone = (): void => {};
+    // Every answer passes here, a GET stream's too, whose reconnect the SDK reports to
+    // onerror only, without its status: a 404 there means the session is gone as well.
+    const transport = build(
+      Object.assign(
+        (input: string | URL | Request, init?: RequestInit) =>
+          fetch(input, init).then((response) => {
+            if (response.status === SESSION_GONE) gone();
+            return response;
+          }),
+        fetch,
+      ),
+    );
     let sending = false;
-    wire(transport as unknown as Wired, () => {
+    gone = wire(transport as unknown as Wired, () => {
       sending = true;
     });
     const connected = client.connect(transport as never);
