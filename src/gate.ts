@@ -137,8 +137,10 @@ const optionsSchema = z.optional(
  *   without calling `fn`.
  * - After the window, exactly one `run` goes through as a probe (like a breaker's
  *   half-open state); callers arriving while it is in flight fail fast with
- *   `GateClosedError` (`retryAt` = now: try again once the probe settles). The probe's
- *   success clears the gate, its retryable failure arms the next, longer window. A
+ *   `GateClosedError`, with a `retryAt` one window step on (the schedule's step the gate
+ *   just served), or as far on as the probe has been in flight if that is longer, and
+ *   never past the end of the probe's lease, as the breaker's half-open refusals. The
+ *   probe's success clears the gate, its retryable failure arms the next, longer window. A
  *   probe that has not settled after 60 s gives up its slot: the next `run` probes
  *   instead; the old one's success still clears the gate when it comes, its failure
  *   arms it only if nothing cleared the gate since it started (below).
@@ -288,10 +290,21 @@ export function createGate(options?: GateOptions): Gate {
       if (failures > 0) {
         const time = now();
         rebase(time);
-        // Inside the window, or after it while its probe runs within its lease (then try
-        // again once the probe settles: retryAt is now): fail fast without calling fn.
+        // Inside the window, or after it while its probe runs within its lease: fail fast
+        // without calling fn. When to come back from a probe: its settling time is
+        // unknown, and a retryAt of now had a client that sleeps until it spin, refused at
+        // once, for up to the lease. So, as the breaker does: one window step on (the quiet
+        // the schedule just gave the server), or as long again as the probe has been in
+        // flight, if longer (a client waking at each retryAt backs off exponentially
+        // against a hung probe), and never past the lease's end, when the next run probes.
         if (time < retryAtMs || (probe && time < probeUntilMs)) {
-          const at = Math.max(time, retryAtMs);
+          const at =
+            time < retryAtMs
+              ? retryAtMs
+              : Math.min(
+                  probeUntilMs,
+                  time + Math.max(lastDelayMs as number, time + PROBE_LEASE_MS - probeUntilMs),
+                );
           emit('refused', at);
           throw new GateClosedError({ key, retryAt: new Date(at), cause, now: time });
         }

@@ -258,7 +258,7 @@ test('after the window one probe runs; concurrent callers fail fast until it set
     gate.run(async () => {
       others++;
     }),
-    (e: unknown) => e instanceof GateClosedError && e.retryAt.getTime() === clock.t,
+    (e: unknown) => e instanceof GateClosedError && e.retryAt.getTime() === clock.t + 500,
   );
   assert.equal(others, 0, 'a concurrent caller was not let through');
   held.resolve('connected');
@@ -266,6 +266,41 @@ test('after the window one probe runs; concurrent callers fail fast until it set
   assert.equal(probes, 1);
   assert.deepEqual(gate.state(), { armed: false, failures: 0, probing: false });
   assert.equal(await attempt(), 'connected');
+});
+
+test('callers refused while the probe is in flight get a retryAt one window step on, later the longer it hangs, never past its lease', async () => {
+  // A client that sleeps until retryAt must not spin: a retryAt of now refused it again
+  // at once, for as long as the probe hung (up to its 60 s lease). As the breaker does.
+  const refusedAt: number[] = [];
+  const { clock, gate, attempt } = fixture({
+    onEvent: (event) => {
+      if (event.state === 'refused') refusedAt.push(event.retryAt?.getTime() as number);
+    },
+  });
+  await assert.rejects(attempt(unavailable()));
+  clock.t += 500;
+  const probeAt = clock.t;
+  void gate.run(() => new Promise<string>(() => {})); // a connect that never returns
+  const retryAt = () =>
+    attempt().then(
+      () => assert.fail('refused'),
+      (e: unknown) => {
+        assert.ok(e instanceof GateClosedError);
+        return e.retryAt.getTime();
+      },
+    );
+  assert.equal(await retryAt(), clock.t + 500, 'at first: the window step just served (500 ms)');
+  clock.t += 2_000;
+  assert.equal(await retryAt(), clock.t + 2_000, 'after 2 s in flight: as long again');
+  clock.t = probeAt + 60_000 - 10;
+  assert.equal(await retryAt(), probeAt + 60_000, 'never past the lease, when the next run probes');
+  assert.deepEqual(
+    refusedAt,
+    [probeAt + 500, probeAt + 4_000, probeAt + 60_000],
+    "'refused' events say the same",
+  );
+  clock.t = probeAt + 60_000;
+  assert.equal(await attempt(), 'connected', 'the next run probes at the lease end');
 });
 
 test('a failed probe arms the next, longer window', async () => {
