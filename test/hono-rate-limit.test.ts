@@ -211,6 +211,30 @@ test('a trusted header that also carries the client port (Azure Application Gate
   });
 });
 
+test('an IPv4-mapped or NAT64 address with the client port after it (::ffff:203.0.113.7:50912, as a dual-stack Node edge writes its remoteAddress and remotePort) is keyed without the port', async () => {
+  // An IPv4 address ends IPv6 text (RFC 4291 §2.2), so a colon after one starts a port,
+  // new on every connection: keyed with it, a client would get a fresh bucket per connection.
+  const { app } = appWith({ limit: 1, windowMs: 60_000, trustedHeader: 'x-forwarded-for' });
+  await withApp(app, async (server) => {
+    const status = async (value: string): Promise<number> => {
+      const res = await fetch(server.origin, { headers: { 'x-forwarded-for': value } });
+      await res.body?.cancel();
+      return res.status;
+    };
+    assert.equal(await status('::ffff:203.0.113.7:50912'), 200);
+    for (const again of ['::ffff:203.0.113.7:50913', '::ffff:203.0.113.7', '[::ffff:203.0.113.7]:1']) {
+      assert.equal(await status(again), 429, again);
+    }
+    assert.equal(await status('64:ff9b::198.51.100.9:443'), 200);
+    assert.equal(await status('64:ff9b::198.51.100.9:444'), 429);
+    // Still one bucket per address, and an unbracketed IPv6 ending in digits keeps them:
+    // 2001:db8::1:8080 is an address (of 2001:db8::/64), not 2001:db8::1 and a port.
+    assert.equal(await status('::ffff:203.0.113.8:50912'), 200);
+    assert.equal(await status('2001:db8::1:8080'), 200);
+    assert.equal(await status('2001:db8::2'), 429);
+  });
+});
+
 test('a key function names the client', async () => {
   const { app } = appWith({ limit: 1, windowMs: 60_000, key: (c) => c.req.header('x-user') });
   assert.equal(await statusOf(app, { headers: { 'x-user': 'ada' } }), 200);

@@ -71,9 +71,13 @@ const EMBEDS_IPV4 = /^(0:0:0:0$|64:ff9b:)/;
  * An address with the client's port after it, as some edges write it (Azure Application
  * Gateway's `X-Forwarded-For: 203.0.113.7:50912`, `[2001:db8::1]:50912`): the port is new
  * on every connection, so keyed with it a client would get a fresh bucket per connection.
- * Unbracketed IPv6 has two colons or more, so only IPv4 and bracketed text match.
+ * Unbracketed IPv6 has two colons or more, so a port is read off IPv4, bracketed text,
+ * and IPv6 text that ends in an IPv4 address (`::ffff:203.0.113.7:50912`, as a dual-stack
+ * Node edge writes its remoteAddress and remotePort): an IPv4 address ends IPv6 text
+ * (RFC 4291 §2.2), so a colon after one starts a port. `2001:db8::1:8080` is an address.
+ * Linear time: each group after a colon is tried once.
  */
-const WITH_PORT = /^\[([^\]]*)\](?::\d+)?$|^([\d.]+):\d+$/;
+const WITH_PORT = /^\[([^\]]*)\](?::\d+)?$|^([\d.]+|[\da-f:]*:[\d.]*\.\d+):\d+$/i;
 /** The window is advertised in whole seconds (`w`, `t` and `Retry-After` are integers). */
 const MS_PER_SECOND = 1000;
 
