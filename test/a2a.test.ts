@@ -1238,3 +1238,25 @@ test('an agent’s typed JSON-RPC error answered 404, or in an event-stream body
     });
   }
 });
+
+test('an agent’s failure body that stalls holds GetTask for capture.bodyWaitMs once, not once in the capture and again in the body cap', async () => {
+  const waitMs = 500;
+  const app = answering('GetTask', () => {
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{"error":"stuck'));
+      },
+    });
+    return new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
+  });
+  await withApp(app, async ({ origin }) => {
+    const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: waitMs } });
+    const client = await createA2AClient(origin, { policy });
+    const started = performance.now();
+    const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+    const took = performance.now() - started;
+    assert.ok(error instanceof HttpStatusError, String(error));
+    assert.equal(error.status, 503);
+    assert.ok(took < waitMs * 1.5, `took ${Math.round(took)} ms for a ${waitMs} ms wait`);
+  });
+});

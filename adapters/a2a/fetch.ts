@@ -112,7 +112,8 @@ export function a2aIdempotent(): Middleware {
 
 /**
  * Middleware that hands a failure response (status >= 400) on with its body ended
- * after `MAX_FAILURE_BODY_BYTES` or `waitMs` (`cappedFailure`), and any other with its
+ * after `MAX_FAILURE_BODY_BYTES` or `waitMs` from its headers (`cappedFailure`; the
+ * capture snapshot's read counts against it), and any other with its
  * body, or one SSE event, failed past `maxBytes` (`limitedBody`; see src/body-limit.ts).
  *
  * A failure's `text()` (which the SDK quotes in its error) gives the capture snapshot's
@@ -127,8 +128,11 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
   return async function limitBodies(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
     if (response.status < 400) return limitedBody(response, maxBytes, call);
-    const capped = cappedFailure(response, waitMs, call);
     const said = (response as Snapshotted)[SNAPSHOT];
+    // The policy's capture (innermost) waited for this body already, from when its headers
+    // came: the cap gets what is left of that wait, so a stalled body holds the SDK for
+    // `waitMs` in all, not twice. A response no capture saw gets the whole wait.
+    const capped = cappedFailure(response, (said?.at ?? Date.now()) + waitMs - Date.now(), call);
     // Every SDK failure path (JSON-RPC, REST, 0.3 and 1.0) reads the body with text().
     // Defined, not assigned: a prototype's `text` may be read-only (@hono/node-server's Response).
     const text = capped.text.bind(capped);
