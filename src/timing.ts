@@ -273,7 +273,9 @@ function mentionsRateLimit(headers: HeadersLike, usedUpOnly: boolean): boolean {
       headers.forEach((value, name) => {
         found ||=
           (name.includes('ratelimit') || name.includes('rate-limit')) &&
-          (!usedUpOnly || value === '0' || value.includes('r=0'));
+          // value[0], not value === '0': a proxy adding its own copy sends `0, 0` (fetch
+          // joins repeated lines); a false alarm ("0.5", "05") only costs the full read.
+          (!usedUpOnly || value[0] === '0' || value.includes('r=0'));
       });
     }
   } catch {

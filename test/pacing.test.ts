@@ -951,3 +951,19 @@ test('a call waiting out a pause fails fast as soon as a response stretches it p
     assert.equal(server.requests.length, 2);
   });
 });
+
+test('a 200 whose X-RateLimit-Remaining: 0 came on two lines (fetch joins them: "0, 0") pauses the key until the reset', async () => {
+  // A proxy that adds its own copy of the origin's rate-limit headers sends each twice.
+  const twice = {
+    status: 200,
+    headers: { 'x-ratelimit-remaining': ['0', '0'], 'x-ratelimit-reset': ['1', '1'] },
+  };
+  await withServer(sequence(twice, { status: 200 }), async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    const res = await fetch(server.origin);
+    await res.text();
+    assert.equal(res.headers.get('x-ratelimit-remaining'), '0, 0');
+    assert.notEqual(breaker.stats('model')?.pausedUntil, undefined, 'the key is paced until the reset');
+  });
+});
