@@ -75,7 +75,8 @@ export interface PolicyConfig {
 /** The config with every default filled in: what the chain is built from. */
 export interface ResolvedPolicyConfig {
   name: string | undefined;
-  retry: Required<Omit<RetryOptions, 'replayBodyBytes'>> & Pick<RetryOptions, 'replayBodyBytes'>;
+  retry: Required<Omit<RetryOptions, 'budget' | 'replayBodyBytes'>> &
+    Pick<RetryOptions, 'replayBodyBytes'> & { budget: { tokens: number; refund: number } | false };
   breaker: BreakerConfig | false;
   timeout: TimeoutOptions | false;
   idempotencyKeys: boolean;
@@ -182,7 +183,8 @@ function resolve(config: PolicyConfig): ResolvedPolicyConfig {
     backoff: withDefaults(given.backoff, DEFAULT_RETRY_JITTER),
     statuses: given.statuses ?? [...DEFAULT_RETRYABLE_STATUSES],
     maxRetryAfterMs: given.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS,
-    budget: given.budget ?? { ...DEFAULT_BUDGET },
+    // Field by field, as retry() reads it: `{ tokens: 20 }` keeps the default refund.
+    budget: given.budget === false ? false : { ...DEFAULT_BUDGET, ...given.budget },
     resend: given.resend ?? 'safe',
   };
   if (given.replayBodyBytes !== undefined) retry.replayBodyBytes = given.replayBodyBytes;

@@ -26,6 +26,19 @@ test('definePolicy({}) fills in the documented defaults', () => {
   assert.deepEqual(resolved.breaker, {});
 });
 
+test('a retry budget given in part resolves with the other field at its default; false stays off', () => {
+  // README: policy.resolved has the retry defaults filled in, the budget's fields included.
+  assert.deepEqual(definePolicy({ retry: { budget: { tokens: 20 } } }).resolved.retry.budget, {
+    tokens: 20,
+    refund: 0.1,
+  });
+  assert.deepEqual(definePolicy({ retry: { budget: { refund: 0.5 } } }).resolved.retry.budget, {
+    tokens: 10,
+    refund: 0.5,
+  });
+  assert.equal(definePolicy({ retry: { budget: false } }).resolved.retry.budget, false);
+});
+
 test('a retry initialMs above the default cap raises the cap with it, as backoff() does', () => {
   const { resolved } = definePolicy({ retry: { backoff: { initialMs: 60_000 } } });
   assert.deepEqual(resolved.retry.backoff, {
