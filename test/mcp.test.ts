@@ -1765,6 +1765,40 @@ test('resilientMcpClient: a 404 on the reconnecting GET stream (the server lost 
   });
 });
 
+test('resilientMcpClient: a server that answers the GET stream 404 from the start (no GET route, as Express answers) keeps its session: connect() does not start a new one', async () => {
+  const server = sessionApp();
+  let gets = 0;
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      if (request.method !== 'GET') return server.fetch(request);
+      gets++;
+      return new Response('Cannot GET /mcp', { status: 404 });
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin);
+    try {
+      const client = await mcp.connect();
+      // The SDK opens its GET stream once initialized, and reports the 404 to onerror.
+      const refused = new Promise<void>((resolve) => {
+        client.onerror = (error) => {
+          if (error.message.includes('SSE stream')) resolve();
+        };
+      });
+      assert.notEqual(await settledWithin(refused, 2_000), 'hung', 'no GET');
+      assert.equal(gets, 1);
+      assert.ok(mcp.transport, 'the session was taken for lost');
+      assert.equal(await mcp.connect(), client);
+      const result = await client.callTool({ name: 'echo', arguments: {} });
+      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
+      assert.equal(server.initializes(), 1);
+    } finally {
+      await mcp.close();
+      await server.forget();
+    }
+  });
+});
+
 test('toError() gives each of two 503s its own Retry-After and message, told apart by the body the SDK quotes', async () => {
   const faults: Faults = (what) => {
     if (what === 'tools/call:add') {

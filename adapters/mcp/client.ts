@@ -360,13 +360,19 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // session is opened, since nothing would end it; a later connect owns the client now.
     if (!live()) return client;
     let gone = (): void => {};
+    /** Whether the server opened a GET stream in this session. */
+    let streamed = false;
     // Every answer passes here, a GET stream's too, whose reconnect the SDK reports to
     // onerror only, without its status: a 404 there means the session is gone as well.
+    // Not a 404 to the first GET: a server with no GET route may say so (Express does)
+    // instead of the spec's 405, and its session works.
     const transport = build(
       Object.assign(
         (input: string | URL | Request, init?: RequestInit) =>
           fetch(input, init).then((response) => {
-            if (response.status === SESSION_GONE) gone();
+            const get = init?.method === 'GET';
+            if (response.status === SESSION_GONE && (streamed || !get)) gone();
+            streamed ||= get && response.ok;
             return response;
           }),
         fetch,
