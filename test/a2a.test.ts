@@ -1260,3 +1260,42 @@ test('an agent’s failure body that stalls holds GetTask for capture.bodyWaitMs
     assert.ok(took < waitMs * 1.5, `took ${Math.round(took)} ms for a ${waitMs} ms wait`);
   });
 });
+
+test('an agent’s typed error answered 404 with a body longer than capture.bodyBytes (a stack trace in its data) still reaches the SDK: JSON-RPC, REST, 0.3 REST', async () => {
+  const trace = '    at TaskStore.load (/srv/agent/store.js:42:7)\n'.repeat(80);
+  const jsonRpc = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    error: { code: -32001, message: 'Task not found', data: { trace } },
+  });
+  const rest = {
+    code: 404,
+    status: 'NOT_FOUND',
+    message: 'no such task',
+    details: [
+      {
+        '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
+        reason: 'TASK_NOT_FOUND',
+        domain: 'a2a-protocol.org',
+      },
+      { '@type': 'type.googleapis.com/google.rpc.DebugInfo', detail: trace },
+    ],
+  };
+  const apps = [
+    answering(
+      'GetTask',
+      () => new Response(jsonRpc, { status: 404, headers: { 'content-type': 'application/json' } }),
+    ),
+    restAgent(404, rest),
+    legacyRestAgent(404, { code: -32001, message: 'Task not found', data: { trace } }),
+  ];
+  for (const [i, app] of apps.entries()) {
+    await withApp(app, async ({ origin }) => {
+      const client = await createA2AClient(origin, {
+        policy: definePolicy({ retry: false, breaker: false }),
+      });
+      const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+      assert.equal((error as Error).name, 'TaskNotFoundError', `${i}: ${String(error).slice(0, 300)}`);
+    });
+  }
+});

@@ -110,6 +110,16 @@ export function a2aIdempotent(): Middleware {
   };
 }
 
+/** Whether `text` parses as JSON: the SDK builds its typed errors (TaskNotFound, ...) only from that. */
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
  * Middleware that hands a failure response (status >= 400) on with its body ended
  * after `MAX_FAILURE_BODY_BYTES` or `waitMs` from its headers (`cappedFailure`; the
@@ -144,8 +154,14 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
           // on one line, `capture.bodyBytes` long), already read: hiding and redacting cost
           // about 1 ms per KiB of a hostile body, not to be spent on 64 KiB of it again. A
           // snapshot that kept none (`bodyBytes: 0`, an event stream) leaves the SDK no typed
-          // error to read: the start of the body is read as a snapshot's would be.
-          async (body) => (said?.body ? said : await readSaid(call, new Response(body))).body,
+          // error to read: the start of the body is read as a snapshot's would be. Nor does
+          // one cut inside a JSON body (a typed error whose data holds a stack trace): that
+          // body is read whole (at most the cap's 64 KiB), the one case that pays for it.
+          async (body) =>
+            (said?.body && (isJson(said.body) || !isJson(body))
+              ? said
+              : await readSaid(call, new Response(body), isJson(body) ? Infinity : undefined)
+            ).body,
           (error: unknown) => {
             // A status past 599 (fetch passes up to 999) is no HTTP failure wrapHttpError takes.
             throw call.callerSignal?.aborted || response.status > 599
