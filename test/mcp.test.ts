@@ -1799,6 +1799,48 @@ test('resilientMcpClient: a server that answers the GET stream 404 from the star
   });
 });
 
+test('resilientMcpClient: a 404 the transport’s fetch gets outside the session (the SDK’s OAuth discovery of metadata the server lacks) keeps the session', async () => {
+  const server = sessionApp(undefined, { stream: true });
+  // The MCP endpoint, and nothing else: no OAuth metadata, no token endpoint.
+  const app = {
+    fetch: (request: Request): Promise<Response> =>
+      new URL(request.url).pathname === '/mcp'
+        ? server.fetch(request)
+        : Promise.resolve(new Response('Not Found', { status: 404 })),
+  };
+  await withApp(app, async ({ origin }) => {
+    let given: FetchLike | undefined;
+    const mcp = resilientMcpClient({
+      client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+      transport: (fetch: FetchLike) => {
+        given = fetch;
+        return new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch });
+      },
+      policy: definePolicy({ name: 'tools', retry: { backoff: fast } }),
+      gate: createGate({ key: 'tools', schedule: quickGate }),
+    });
+    try {
+      const client = await mcp.connect();
+      for (let waited = 0; server.streams() === 0 && waited < 2_000; waited += 5) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      assert.equal(server.streams(), 1);
+      // What the SDK's auth() does with the transport's fetch after a 401: discovery GETs
+      // (a 404 is the usual answer for one of the well-known URLs) and a token POST.
+      await (await (given as FetchLike)(`${origin}/.well-known/oauth-protected-resource/mcp`)).body?.cancel();
+      await (
+        await (given as FetchLike)(`${origin}/token`, { method: 'POST', body: 'grant_type=refresh_token' })
+      ).body?.cancel();
+      assert.ok(mcp.transport, 'the session was taken for lost');
+      assert.equal(await mcp.connect(), client);
+      assert.equal(server.initializes(), 1);
+    } finally {
+      await mcp.close();
+      await server.forget();
+    }
+  });
+});
+
 test('toError() gives each of two 503s its own Retry-After and message, told apart by the body the SDK quotes', async () => {
   const faults: Faults = (what) => {
     if (what === 'tools/call:add') {

@@ -39,6 +39,8 @@ const DEFAULT_CLOSE_TIMEOUT_MS = 2_000;
 const MAX_PENDING_LISTS = 64;
 /** The status that tells an MCP client its session is gone and it must initialize again (MCP spec, Session Management). */
 const SESSION_GONE = 404;
+/** The header that names the session a request belongs to (MCP spec, Session Management). */
+const SESSION_HEADER = 'mcp-session-id';
 /** The server's word that its tools changed (MCP spec, Tools: List Changed Notification). */
 const TOOLS_CHANGED = 'notifications/tools/list_changed';
 
@@ -365,14 +367,21 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // Every answer passes here, a GET stream's too, whose reconnect the SDK reports to
     // onerror only, without its status: a 404 there means the session is gone as well.
     // Not a 404 to the first GET: a server with no GET route may say so (Express does)
-    // instead of the spec's 405, and its session works.
+    // instead of the spec's 405, and its session works. Only requests in the session
+    // count: the SDK's OAuth discovery and token requests pass here too, to other URLs,
+    // where a 404 is a usual answer (metadata the server lacks).
     const transport = build(
       Object.assign(
         (input: string | URL | Request, init?: RequestInit) =>
           fetch(input, init).then((response) => {
             const get = init?.method === 'GET';
-            if (response.status === SESSION_GONE && (streamed || !get)) gone();
-            streamed ||= get && response.ok;
+            if (
+              (response.status === SESSION_GONE || (get && response.ok)) &&
+              new Headers(init?.headers).has(SESSION_HEADER)
+            ) {
+              if (response.ok) streamed = true;
+              else if (streamed || !get) gone();
+            }
             return response;
           }),
         fetch,
