@@ -192,8 +192,9 @@ const optionsSchema = z.looseObject({
  * - A 404 for a request in a session means the server ended it (MCP spec): that
  *   request fails with the 404, and the next `connect()` closes the client and
  *   initializes a new session. So does a 404 to the SDK's GET stream (its reconnect
- *   after the server dropped it), which fails no request. Each new session starts without learned hints (the
- *   server may have restarted with other tools): list its tools again.
+ *   after the server dropped it), which fails no request. Each new session starts
+ *   without learned hints (the server may have restarted with other tools): list its
+ *   tools again.
  * - Closing ends the server's session with a DELETE first (MCP spec: clients that no
  *   longer need a session SHOULD), within `closeTimeoutMs` (default 2 s); see `close()`.
  *
