@@ -117,6 +117,111 @@ test('a body an earlier middleware already read through Hono (a validator: c.req
   });
 });
 
+test('a form an earlier middleware read with c.req.formData() goes on as the client sent it: urlencoded stays urlencoded, and a multipart form from another encoder (curl) arrives whole, file bytes included, under its new length', async () => {
+  // Hono keeps only the parsed FormData of a form read so: its bytes are sent anew.
+  await withServer(always({ status: 201, body: 'created' }), async (up) => {
+    const policy = definePolicy({ name: 'things', timeout: { attemptMs: 2000 } });
+    const app = new Hono();
+    app.post(
+      '/api/*',
+      async (c, next) => {
+        await c.req.formData();
+        await next();
+      },
+      proxy((c) => `${up.origin}${new URL(c.req.url).pathname}`, { policy }),
+    );
+    // curl's boundary is longer than any runtime's own: a form rebuilt here is not the
+    // length the client declared.
+    const boundary = '------------------------d74496d66958873e';
+    const file = [0, 0xff, 0x80, 0x0d, 0x0a, 0xc3];
+    const multipart = new Uint8Array([
+      ...new TextEncoder().encode(
+        `--${boundary}\r\nContent-Disposition: form-data; name="name"\r\n\r\nkettle\r\n` +
+          `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.bin"\r\n` +
+          'Content-Type: application/octet-stream\r\n\r\n',
+      ),
+      ...file,
+      ...new TextEncoder().encode(`\r\n--${boundary}--\r\n`),
+    ]);
+    await withApp(app, async (server) => {
+      for (const [path, type, body] of [
+        ['/token', 'application/x-www-form-urlencoded', 'grant_type=client_credentials&scope=read+write'],
+        ['/upload', `multipart/form-data; boundary=${boundary}`, multipart],
+      ] as const) {
+        const res = await fetch(`${server.origin}/api${path}`, {
+          method: 'POST',
+          headers: { 'content-type': type },
+          body,
+        });
+        assert.equal(res.status, 201, path);
+        assert.equal(await res.text(), 'created');
+      }
+    });
+    assert.equal(up.requests.length, 2);
+    // Deno's fetch sends a stream body chunked; Node's sends the length it is given.
+    for (const { headers, body, url } of up.requests) {
+      assert.ok([undefined, String(body.byteLength)].includes(headers['content-length'] as string), url);
+    }
+    // An OAuth token endpoint (RFC 6749 §4.4.2) takes nothing but urlencoded.
+    const [token, upload] = up.requests;
+    assert.equal(token?.headers['content-type'], 'application/x-www-form-urlencoded');
+    assert.equal(token?.text, 'grant_type=client_credentials&scope=read+write');
+    const parsed = await new Response(new Uint8Array(upload?.body ?? []), {
+      headers: { 'content-type': String(upload?.headers['content-type']) },
+    }).formData();
+    assert.equal(parsed.get('name'), 'kettle');
+    const part = parsed.get('file') as File;
+    assert.equal(part.name, 'a.bin');
+    assert.deepEqual([...new Uint8Array(await part.arrayBuffer())], file);
+  });
+});
+
+test('a body an earlier middleware read as JSON or text goes on byte for byte, with its Content-Type as the client sent it', async () => {
+  // A signed request (AWS SigV4, HTTP Message Signatures) may cover both.
+  await withServer(always({ status: 201, body: 'created' }), async (up) => {
+    const policy = definePolicy({ name: 'things' });
+    const app = new Hono();
+    app.post(
+      '/api/json',
+      async (c, next) => {
+        assert.deepEqual(await c.req.json(), { name: 'kettle' });
+        await next();
+      },
+      proxy(`${up.origin}/json`, { policy }),
+    );
+    app.post(
+      '/api/text',
+      async (c, next) => {
+        await c.req.text();
+        await next();
+      },
+      proxy(`${up.origin}/text`, { policy }),
+    );
+    const sentBodies = { json: '{ "name" : "kettle" }\n', text: 'caf\u00e9 \u2603\n' };
+    const types = { json: 'application/json; charset=UTF-8', text: 'Text/Plain; Charset="utf-8"' };
+    await withApp(app, async (server) => {
+      for (const path of ['json', 'text'] as const) {
+        const res = await fetch(`${server.origin}/api/${path}`, {
+          method: 'POST',
+          headers: { 'content-type': types[path] },
+          body: sentBodies[path],
+        });
+        assert.equal(res.status, 201, path);
+        await res.text();
+      }
+    });
+    assert.equal(up.requests.length, 2);
+    for (const [index, path] of (['json', 'text'] as const).entries()) {
+      const sent = up.requests[index];
+      assert.equal(sent?.text, sentBodies[path], path);
+      assert.equal(sent?.headers['content-type'], types[path], path);
+      assert.ok(
+        [undefined, String(sent?.body.byteLength)].includes(sent?.headers['content-length'] as string),
+      );
+    }
+  });
+});
+
 test('proxy headers option sets and removes forwarded headers', async () => {
   await withServer(always({ status: 200 }), async (up) => {
     const policy = definePolicy({ name: 'things' });

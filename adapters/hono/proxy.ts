@@ -102,6 +102,11 @@ const NO_CODING = ['identity', ''];
  * (a 503, a 429) did not run it, and gets no such word.
  */
 const NOT_RETRYABLE = { 'x-should-retry': 'false' };
+/**
+ * A urlencoded form's media type (any case, RFC 9110 §8.3.1). A prefix is enough: only
+ * a request that fetch's formData() parsed is tested, which is urlencoded or multipart.
+ */
+const URLENCODED = /^application\/x-www-form-urlencoded/i;
 
 /** Where to send a request: a fixed URL, or one built from the request. */
 export type ProxyTarget = string | URL | ((c: Context) => string | URL | Promise<string | URL>);
@@ -307,10 +312,22 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       if (raw.bodyUsed) {
         // A body an earlier middleware read through Hono (a validator, c.req.json()) is
         // used up in the raw request, which fetch cannot send (a 500): Hono keeps a copy.
-        const body = await c.req.blob();
+        // Text, bytes or a blob are the body as it came (hono/validator and parseBody()
+        // read bytes first), sent as it came, Content-Type and all (a signature may cover
+        // both). A form read by c.req.formData() alone is kept as its fields only: sent
+        // anew, urlencoded as urlencoded (Hono would make it multipart, which an OAuth
+        // token endpoint refuses), multipart with a boundary of its own, named in the
+        // copy's type.
+        const form = Object.keys(c.req.bodyCache)[0] === 'formData';
+        const body =
+          form && URLENCODED.test(raw.headers.get('content-type') ?? '')
+            ? new Blob([new URLSearchParams((await c.req.formData()) as never).toString()])
+            : await c.req.blob();
         raw = new Request(raw, { body });
-        // A form Hono rebuilt has a boundary of its own, named in the copy's type.
-        if (body.type) raw.headers.set('content-type', body.type);
+        // The length of what goes now: Node's fetch sends the client's as given, and a
+        // form sent anew (or text read without its BOM) is another length.
+        raw.headers.set('content-length', String(body.size));
+        if (form && body.type) raw.headers.set('content-type', body.type);
       }
       const response = await honoProxy(url, {
         raw,
