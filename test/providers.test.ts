@@ -1148,3 +1148,55 @@ test('a failure body that stalls holds each SDK’s error for capture.bodyWaitMs
     },
   );
 });
+
+test('a failure body that stalls under a status outside 400-599 (600, a 302 without Location) is ended at capture.bodyWaitMs too: the SDKs read every answer that is not ok', async () => {
+  const sockets = new Set<import('node:net').Socket>();
+  for (const status of ['600 Weird', '302 Found']) {
+    // Chunked: the first bytes of the body, then nothing, ever.
+    const head = `HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{"err\r\n`;
+    const server = createTcpServer((socket) => {
+      sockets.add(socket);
+      socket.once('data', () => socket.write(head));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = server.address() as { port: number };
+      const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: 100 } });
+      const calls = [
+        () =>
+          new OpenAI({
+            baseURL: `http://127.0.0.1:${port}/v1`,
+            apiKey: 'sk-test',
+            ...openaiOptions(policy),
+          }).chat.completions.create(ask),
+        () =>
+          generateText({
+            model: createOpenAI({
+              baseURL: `http://127.0.0.1:${port}/v1`,
+              apiKey: 'k',
+              ...aiSdkOptions(policy),
+            }).chat('m'),
+            prompt: 'hello',
+            maxRetries: 0,
+          }),
+      ];
+      for (const call of calls) {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const stalled = new Promise((resolve) => {
+          timer = setTimeout(() => resolve('still waiting after 2 s'), 2000);
+        });
+        const outcome = await Promise.race([call().catch((e: unknown) => e), stalled]);
+        clearTimeout(timer);
+        const error = outcome as { status?: number; statusCode?: number };
+        assert.equal(
+          error.status ?? error.statusCode,
+          Number.parseInt(status, 10),
+          `${status}: ${String(outcome)}`,
+        );
+      }
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  }
+});

@@ -64,9 +64,10 @@ const MAX_FAILURE_BYTES = 64 * 1024;
 
 /**
  * The policy's fetch for one SDK client, after checking the arguments. A failure
- * response (status 400-599) reaches the SDK with its body read here: at most
- * {@link MAX_FAILURE_BYTES}, for at most the policy's `capture.bodyWaitMs` (default
- * 1 s, counted from the headers, the capture's own read included), on one line, redacted as breakwater's errors are. The SDKs read a failure's
+ * response (any status but 2xx and 304) reaches the SDK with its body read here: at
+ * most {@link MAX_FAILURE_BYTES}, for at most the policy's `capture.bodyWaitMs` (default
+ * 1 s, counted from the headers, the capture's own read included), on one line,
+ * redacted as breakwater's errors are. The SDKs read a failure's
  * whole body into their error, and their `timeout` covers only the wait for headers,
  * so an error page that never ends would hold the call (and grow its memory) for good.
  */
@@ -78,8 +79,11 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
   const capFailures = async function capFailures(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
     const { status, statusText, headers } = response;
-    // Past 599 (fetch passes up to 999) a Response cannot be built: passed on as it came.
-    if (status < 400 || status > 599) return response;
+    // The SDKs read the body of every answer that is not ok into their error: a 3xx fetch
+    // did not follow (no Location) and a status past 599 (fetch passes up to 999) too.
+    // A 304 has no body, nor an opaque redirect (status 0); a success (a stream above
+    // all) is never touched.
+    if (status < 300 || status === 304) return response;
     // The policy's capture (innermost) waited for this body already, from when its headers
     // came: the read here gets what is left of that wait, so a stalled body holds the SDK
     // for bodyWaitMs in all, not twice. A response no capture saw gets the whole wait.
@@ -90,9 +94,10 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
     call.callerSignal?.throwIfAborted();
     const kept = new Headers(headers);
     kept.delete('content-length');
-    // The reason phrase and URL are set afterwards: Node's fetch reads a phrase sent in
-    // UTF-8 into characters past 255, which the Response constructor refuses.
-    return Object.defineProperties(new Response(body, { status, headers: kept }), {
+    // The status past 599, the reason phrase and URL are set afterwards: a Response cannot
+    // be built with them (Node's fetch reads a phrase sent in UTF-8 into characters past 255).
+    return Object.defineProperties(new Response(body, { status: Math.min(status, 599), headers: kept }), {
+      status: { value: status },
       statusText: { value: statusText },
       url: { value: response.url },
     });
