@@ -22,14 +22,7 @@
  */
 
 import * as z from 'zod/mini';
-import {
-  abortReason,
-  type Call,
-  CREDENTIAL_HEADER,
-  hasOneShotBody,
-  type Middleware,
-  type Next,
-} from './call.ts';
+import { abortReason, Call, CREDENTIAL_HEADER, hasOneShotBody, type Middleware, type Next } from './call.ts';
 import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
 import { functionOption, isFunction, validate } from './options.ts';
 import { MAX_DELAY_MS } from './timing.ts';
@@ -45,6 +38,22 @@ export const DEFAULT_AUTH_SCHEME = 'Bearer';
  * works costs a second refresh, which may spend a rotating refresh token for nothing.
  */
 export const DEFAULT_REFRESH_TIMEOUT_MS = 30_000;
+
+/** The statuses fetch follows as redirects (Fetch standard, "redirect status"). */
+const REDIRECT_STATUSES = [301, 302, 303, 307, 308];
+/** How many redirects a call follows, as fetch does (Fetch standard, HTTP-redirect fetch). */
+const MAX_REDIRECTS = 20;
+/**
+ * What fetch drops on a redirect to another origin: the Fetch standard names
+ * Authorization; Node (undici), Deno and Bun drop Cookie and Proxy-Authorization too.
+ */
+const CROSS_ORIGIN_HEADERS = ['authorization', 'cookie', 'proxy-authorization'];
+/** What describes a body, dropped with it when a redirect makes a GET (Fetch standard, "request-body-header name"). */
+const BODY_HEADERS = ['content-encoding', 'content-language', 'content-location', 'content-type'];
+/** The call's bag holds the caller's `redirect` mode here, read before an `auth()` set `'manual'`. */
+const REDIRECT_MODE = Symbol();
+/** The bag of a request an `auth()` sends to follow a redirect holds this: `auth()`s below pass it on as is. */
+const REDIRECTED = Symbol();
 
 /** A token, or where to get one: called for every request until `refresh()` has produced one. */
 export type TokenSource = string | (() => string | Promise<string>);
@@ -67,7 +76,8 @@ export interface AuthOptions {
   refresh?: (() => string | Promise<string>) | undefined;
   /**
    * The request header to stamp. Default `'authorization'`; e.g. `'x-api-key'` (with
-   * `scheme: ''`) for providers that take a bare key.
+   * `scheme: ''`) for providers that take a bare key. A token in any other header than
+   * `Authorization` is kept off other origins a redirect leads to: see {@link auth}.
    */
   header?: string | undefined;
   /** Put before a token without a space. Default `'Bearer'`; `''` sends the token bare. */
@@ -195,6 +205,59 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, 
   });
 }
 
+/**
+ * Sends `call` (its `redirect` set to `'manual'`) and follows the redirects it gets as
+ * fetch would, each through the middleware below (`next`): within the origin with every
+ * header; to another origin, and on from there, without the credential headers `named`
+ * nor {@link CROSS_ORIGIN_HEADERS}. Fetch itself would carry a token in `x-api-key` to
+ * any host the API redirects to (a storage or CDN host): the Fetch standard drops only
+ * Authorization. A redirect it cannot follow (a `Location` that does not parse, a
+ * one-shot body to send again, more than {@link MAX_REDIRECTS}) is returned as is.
+ */
+async function follow(call: Call, next: Next, named: Set<string>): Promise<Response> {
+  let response = await next(call);
+  let at = call;
+  for (let hops = 0; hops < MAX_REDIRECTS; hops++) {
+    const { status } = response;
+    const location = REDIRECT_STATUSES.includes(status) && response.headers.get('location');
+    if (!location) break;
+    let url: URL;
+    try {
+      url = new URL(location, at.url);
+    } catch {
+      break;
+    }
+    let { method } = at;
+    let body = at.body ?? null;
+    // After `auth()` stamped its header, the call's init holds a Headers of its own.
+    const headers = new Headers(at.init?.headers);
+    // 303 (but for GET and HEAD), and 301 / 302 after a POST, go on as a GET without a
+    // body; others resend method and body (Fetch standard, HTTP-redirect fetch).
+    if (status === 303 ? method !== 'GET' && method !== 'HEAD' : status < 303 && method === 'POST') {
+      method = 'GET';
+      body = null;
+      for (const name of BODY_HEADERS) headers.delete(name);
+    } else if (hasOneShotBody(at)) break;
+    // Once dropped, a credential stays off every later hop, back on its origin too.
+    if (url.origin !== at.url.origin)
+      for (const name of [...CROSS_ORIGIN_HEADERS, ...named]) headers.delete(name);
+    response.body?.cancel().catch(() => {});
+    // `redirect: 'manual'` comes with the init.
+    const hop = new Call(
+      url,
+      { ...at.init, method, body, headers, signal: at.signal ?? null },
+      call.key,
+      call.onEvent,
+    );
+    hop.deadline = call.deadline;
+    hop.totalMs = call.totalMs;
+    hop.bag.set(REDIRECTED, 1).set(CREDENTIAL_HEADER, named);
+    response = await next(hop);
+    at = hop;
+  }
+  return response;
+}
+
 /** The token a request went out with, and which refresh it came from (0: none yet). */
 type Stamp = [token: string, generation: number];
 
@@ -232,6 +295,18 @@ type Stamp = [token: string, generation: number];
  *   fails is resent with that token instead of failing. A hung `token()` needs no such
  *   lease: it is called afresh for every call, so it holds up only its own.
  * - No token ever appears in an error message, an event or `JSON.stringify(error)`.
+ * - A token in another header than `Authorization` (`x-api-key`) is not sent to another
+ *   origin a redirect leads to. Fetch drops only `Authorization` there (Fetch standard),
+ *   so, when the caller's `redirect` is `'follow'` (the default), such an `auth()` sends
+ *   with `redirect: 'manual'` and follows redirects itself, each through the middleware
+ *   below it: within the origin with the token; to another origin, and on from there,
+ *   without it (nor `Authorization`, `Cookie`, `Proxy-Authorization`, as fetch drops
+ *   them). 303, and 301 / 302 after a POST, go on as a GET without a body, as in fetch.
+ *   A 307 / 308 for a body that can be read only once, a 21st redirect, or a `Location`
+ *   that does not parse, is returned as is (fetch would fail). The response's `url` is
+ *   the last one, but its `redirected` is `false`. Tokens in `Authorization` are left
+ *   to fetch. (Node, Deno, Bun and workerd answer `'manual'` with the 3xx itself; a
+ *   browser hides it, status 0, which such an `auth()` cannot follow.)
  *
  * One `auth()` holds one credential: share it between chains that use the same
  * token, so they share its refreshes too.
@@ -348,19 +423,32 @@ export function auth(options: AuthOptions): Middleware {
   }
 
   return async function auth(call: Call, next: Next): Promise<Response> {
+    // A request an auth() above sends to follow a redirect carries what that one chose:
+    // its tokens (this one's too) within the origin, none on another.
+    if (call.bag.has(REDIRECTED)) return next(call);
     // The signal of the pass this runs in, read once: see the check after a 401 below.
     const signal = call.signal;
     const [token, sentGeneration] = await currentToken(call);
+    let send = next;
     // A header of another name is no known credential: say so for the failure body's
     // redaction. Added to the names already there, not in their place: two auth() in one
     // chain (a gateway's key and the API's) each name theirs, and one call sends both.
     if (header !== DEFAULT_AUTH_HEADER) {
-      const named = call.bag.get(CREDENTIAL_HEADER) as Set<string> | undefined;
-      if (named) named.add(header);
-      else call.bag.set(CREDENTIAL_HEADER, new Set([header]));
+      const bag = call.bag;
+      const named = (bag.get(CREDENTIAL_HEADER) as Set<string> | undefined) ?? new Set<string>();
+      bag.set(CREDENTIAL_HEADER, named.add(header));
+      // Fetch keeps only Authorization off another origin: this header it would forward
+      // there, so redirects are followed here instead (see follow()). The caller's mode is
+      // kept in the bag: a retry above, or an auth() below, then finds 'manual' in init.
+      const mode =
+        bag.get(REDIRECT_MODE) ?? call.init?.redirect ?? (call.input as Request).redirect ?? 'follow';
+      bag.set(REDIRECT_MODE, mode);
+      if (mode === 'follow') send = (call) => follow(call, next, named);
     }
     call.setHeader(header, format(token));
-    const response = await next(call);
+    // setHeader() left the call an init of its own, so it may be changed in place.
+    if (send !== next) (call.init as RequestInit).redirect = 'manual';
+    const response = await send(call);
     if (response.status !== 401 || refresh === undefined) return response;
     // A body that can be read only once (a stream, an async iterable, a Request's) cannot
     // go again: its 401 is returned as it is, body and all. The token is refreshed first
@@ -417,6 +505,6 @@ export function auth(options: AuthOptions): Middleware {
     if (oneShot) return response;
     call.attempt++;
     call.setHeader(header, format(refreshed));
-    return next(call);
+    return send(call);
   };
 }
