@@ -370,6 +370,13 @@ export function retry(options: RetryOptions = {}): Retry {
       });
       previousDelay = delay;
       await sleep(delay, signal);
+      // A mark taken back during the wait (an MCP server's tools/list_changed made a
+      // read-only tool destructive): a resend that rested on it does not go.
+      if (resend === 'safe' && !verdict.notRun && !call.isIdempotent) {
+        budget.giveUps++;
+        call.emit({ type: 'give-up', key: call.key, attempt: call.attempt, why: 'unsafe-to-resend', reason });
+        return settle(outcome);
+      }
       // Counted once the wait is over: a caller who leaves during it gets no resend.
       budget.retries++;
       call.attempt++;

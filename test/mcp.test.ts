@@ -754,6 +754,30 @@ test('mcpResend() inside retry(): a tool forgotten after a resend was decided is
   assert.equal(seen.runs.lookup, 2, 'lookup ran a third time: resent on the mark of its first attempt');
 });
 
+test('mcpFetch(): a call to a tool forgotten while retry waits to resend it is not resent', async () => {
+  const seen = counts();
+  const lookupFails = failFirst('tools/call:lookup', { status: 503, after: true });
+  let learn: ((list: { tools: [] }) => void) | undefined;
+  await withApp(mcpApp(seen, lookupFails), async (app) => {
+    await withClient(
+      app.origin,
+      {},
+      async (client, fetch) => {
+        fetch.learn(await client.listTools());
+        learn = fetch.learn;
+        await client.callTool({ name: 'lookup', arguments: {} }).catch(() => undefined);
+      },
+      {
+        onEvent: (event) => {
+          // The server says its tools changed while retry waits to resend lookup.
+          if (event.type === 'retry' && event.reason === 'HTTP 503') learn?.({ tools: [] });
+        },
+      },
+    );
+  });
+  assert.equal(seen.runs.lookup, 1, 'lookup ran twice: resent after its hint was forgotten');
+});
+
 test('learn() does not read the bodies of the calls in flight again: its time does not grow with their size', async () => {
   let release!: () => void;
   const held = new Promise<void>((resolve) => {
