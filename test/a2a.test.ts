@@ -1299,3 +1299,47 @@ test('an agent’s typed error answered 404 with a body longer than capture.body
     });
   }
 });
+
+test('a card asked for over https whose redirects pass through plain http is refused even when they end over https again: whoever answered the http hop chose the rest', async () => {
+  const app = new Hono();
+  // The https card's server sends the client to plain http; there, someone on the path
+  // sends it on to an https server of their own, whose card names their endpoints.
+  app.get('/.well-known/agent-card.json', (c) => c.redirect(`${new URL(c.req.url).origin}/hop`, 302));
+  app.get('/hop', (c) => c.redirect('https://evil.test/card.json', 302));
+  app.get('/cdn/card.json', (c) => c.json(cardFor('https://agent.test')));
+  app.get('/card.json', (c) => c.json(cardFor('https://evil.test')));
+  app.get('/moved/.well-known/agent-card.json', (c) => c.redirect('https://cdn.test/cdn/card.json', 301));
+  await withApp(app, async ({ origin }) => {
+    // A fetch that reaches the *.test hosts on the loopback app and follows redirects as
+    // runtimes do (unless asked for 'manual'), telling its caller only the last URL.
+    const viaLoopback: FetchLike = async (input, init) => {
+      let url = String(input);
+      for (let hop = 0; hop < 20; hop++) {
+        const response = await globalThis.fetch(url.replace(/^https:\/\/[a-z]+\.test/, origin), {
+          ...init,
+          redirect: 'manual',
+        });
+        const location = response.headers.get('location');
+        if (init?.redirect === 'manual' || location === null)
+          return Object.defineProperties(response, { redirected: { value: hop > 0 }, url: { value: url } });
+        await response.body?.cancel();
+        url = new URL(location, url).href;
+      }
+      throw new TypeError('redirect count exceeded');
+    };
+    for (const policy of [undefined, quickPolicy()]) {
+      const error = await resolveAgentCard('https://agent.test/', { fetch: viaLoopback, policy }).catch(
+        (e: unknown) => e,
+      );
+      assert.ok(
+        error instanceof AgentCardError,
+        error instanceof Error ? String(error) : 'the card was taken',
+      );
+      assert.equal(error.code, 'AGENT_CARD_INVALID');
+      assert.deepEqual(error.issues, ['card: asked for over https, answered over plain http (a redirect)']);
+      // A redirect from https to https is followed as before.
+      const moved = await resolveAgentCard('https://agent.test/moved/', { fetch: viaLoopback, policy });
+      assert.equal(moved.supportedInterfaces?.[0]?.url, 'https://agent.test/a2a');
+    }
+  });
+});

@@ -224,6 +224,16 @@ function cardSchema(secure: boolean) {
 /** The card schemas for cards fetched over http (0) and https (1), built on first use. */
 const cardSchemas: ReturnType<typeof cardSchema>[] = [];
 
+/** The most redirects a card fetched over https follows: fetch's own limit (WHATWG Fetch). */
+const MAX_REDIRECTS = 20;
+
+/** The error for a card asked for over https whose redirects led over plain http. */
+function insecure(request: RequestSummary): AgentCardError {
+  return new AgentCardError('AGENT_CARD_INVALID', 'is not a usable agent card', request, [
+    'card: asked for over https, answered over plain http (a redirect)',
+  ]);
+}
+
 /** Options for {@link resolveAgentCard}. */
 export interface ResolveAgentCardOptions {
   /**
@@ -469,9 +479,39 @@ export async function resolveAgentCard(
   const ms = valid.timeoutMs ?? (valid.policy?.resolved.timeout ? undefined : DEFAULT_TIMEOUT_MS);
   return within(ms, 'total', request, valid.signal, async (signal) => {
     init.signal = signal;
-    const response = await fetch(href, init).catch((error: unknown) => {
-      throw failure(error, signal, request);
-    });
+    // Over https, redirects are followed here, hop by hop: fetch tells only the last URL,
+    // and a hop over plain http lets whoever answered it choose every hop after it, an
+    // https server of their own included.
+    if (secure) init.redirect = 'manual';
+    let at = href;
+    let response: Response;
+    for (let hops = 0; ; hops++) {
+      response = await fetch(at, init).catch((error: unknown) => {
+        throw failure(error, signal, request);
+      });
+      const location = response.headers.get('location');
+      // A browser hides a redirect it was asked not to follow (an opaque one, status 0): it
+      // follows it then itself, and refuses plain http from https on its own.
+      if (response.type === 'opaqueredirect') init.redirect = 'follow';
+      else if (
+        !secure ||
+        location === null ||
+        response.status < 300 ||
+        response.status > 399 ||
+        hops >= MAX_REDIRECTS
+      )
+        break;
+      else {
+        response.body?.cancel().catch(() => {});
+        // A Location that is no URL (which fetch would fail on) is refused as plain http is.
+        try {
+          at = new URL(location, at).href;
+        } catch {
+          at = '';
+        }
+        if (!at.startsWith('https:')) throw insecure(request);
+      }
+    }
     if (!response.ok) throw await statusError(call, response);
     const body = await readCapped(
       response,
@@ -485,10 +525,7 @@ export async function resolveAgentCard(
     // could have named the endpoints, https ones included, that get the client's messages
     // and tokens. Only after a redirect: a custom fetch may route an https URL to a local
     // TLS proxy by plain http itself. Checked once read, so the read's end cancels the body.
-    if (secure && response.redirected && /^http:/i.test(response.url))
-      throw new AgentCardError('AGENT_CARD_INVALID', 'is not a usable agent card', request, [
-        'card: asked for over https, answered over plain http (a redirect)',
-      ]);
+    if (secure && response.redirected && /^http:/i.test(response.url)) throw insecure(request);
     let json: unknown;
     try {
       // `fatal`: invalid UTF-8 is not a card, rather than a card with U+FFFD in its name.
