@@ -285,8 +285,9 @@ function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Re
   let waitMs: number | undefined;
 
   if (err instanceof CircuitOpenError || err instanceof GateClosedError) {
-    // Not accepting means a wait remains, even while a probe is in flight (retryAt is
-    // then now): never Retry-After: 0, which would send every client straight back.
+    // Not accepting means a wait remains, even for a retryAt already reached (a clock
+    // step, a custom gate's error): never Retry-After: 0, which would send every client
+    // straight back.
     waitMs = capped(Math.max(1, err.retryAt.getTime() - now));
     detail = `${who} is not accepting requests right now`;
   } else if (err instanceof RetryAfterTooLongError) {
