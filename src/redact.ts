@@ -66,10 +66,12 @@ export function safeHeaders(headers: Headers | undefined): Record<string, string
  * webhook's `/IncomingWebhook/` (a connector id, a webhook id, and since 2025 a `/V2...`
  * signature). An agent calling them logs the URL with every failure. Named shapes, not a
  * guess from the characters: ids, UUIDs and slugs stay. What precedes the secret is kept:
- * it names the bot or the webhook.
+ * it names the bot or the webhook. A Slack workflow's numeric id that ends the path with
+ * its `/` is no secret: so ends a redacted percent-encoded URL read again (its secret,
+ * `[redacted]`, is past the characters such a URL is read up to).
  */
 const PATH_TOKEN =
-  /(\/(?:bot\d+:|webhooks\/\d+\/|(?:services|workflows)\/T\w+\/[AB]\w+\/(?:\d+\/)?|triggers\/T\w+\/\d+\/|hooks\/catch\/\d+\/))[^/]+|(\/IncomingWebhook\/).+/g;
+  /(\/(?:bot\d+:|webhooks\/\d+\/|(?:services|workflows)\/T\w+\/[AB]\w+\/(?!\d+\/$)(?:\d+\/)?|triggers\/T\w+\/\d+\/|hooks\/catch\/\d+\/))[^/]+|(\/IncomingWebhook\/).+/g;
 
 /**
  * A URL fit to print: no userinfo, no fragment, and every query parameter kept by
@@ -247,9 +249,23 @@ function redactEncoded(run: string, percent: string): string {
   // from a value. A URL encoded once more in the host or path
   // (`%2Fhttps%253A%252F%252Fu%253Apw%2540h`) is one of its own: a level deeper each time,
   // four at most. The query's values are hidden first, so it finds none there.
-  return /%(?:25){0,3}(?:3F|23)/i.test(userinfo)
-    ? REDACTED
-    : redactText(redactEncodedQuery(run.slice(userinfo.length)), false);
+  if (/%(?:25){0,3}(?:3F|23)/i.test(userinfo)) return REDACTED;
+  // A token in the path (a webhook's, a Telegram bot's: {@link PATH_TOKEN}), read with the
+  // `/` and `:` of the URL's own depth decoded (none is left as it is here) and encoded back.
+  const [slash, colon] = [`${percent}2F`, `${percent}3A`];
+  return redactText(
+    redactEncodedQuery(run.slice(userinfo.length))
+      .split(slash)
+      .join('/')
+      .split(colon)
+      .join(':')
+      .replace(PATH_TOKEN, `$1$2${REDACTED}`)
+      .split('/')
+      .join(slash)
+      .split(':')
+      .join(colon),
+    false,
+  );
 }
 
 /**

@@ -1632,3 +1632,45 @@ test('redactText takes linear time on relative-URL text written with \\u002F', (
     128 * 1024,
   );
 });
+
+test('redactText hides the token of a Telegram, Slack, Discord, Teams or Zapier URL percent-encoded in a body, once or twice, keeping what names the hook', () => {
+  // A server quotes the webhook it failed to call in a query (`url=https%3A%2F%2F...`).
+  assert.equal(
+    redactText(
+      `invalid url=${encodeURIComponent(`https://hooks.slack.com/services/T00000000/B00000000/${SLACK_TOKEN}`)}`,
+    ),
+    `invalid url=https%3A%2F%2Fhooks.slack.com%2Fservices%2FT00000000%2FB00000000%2F${REDACTED}`,
+  );
+  assert.equal(
+    redactText(`"https%3A//api.telegram.org/bot123456789%3A${TELEGRAM_TOKEN}/sendMessage%3Fchat_id%3D42"`),
+    `"https%3A//api.telegram.org%2Fbot123456789%3A${REDACTED}%2FsendMessage%3Fchat_id%3D${REDACTED}"`,
+  );
+  for (const path of TOKEN_PATHS) {
+    const url = `https://h.example${path}`;
+    // encodeURIComponent once and twice, Python's quote() (leaves '/'), and Go's url.PathEscape (leaves ':').
+    for (const encoded of [
+      encodeURIComponent(url),
+      encodeURIComponent(encodeURIComponent(url)),
+      encodeURIComponent(url).replaceAll('%2F', '/'),
+      encodeURIComponent(url).replaceAll('%3A', ':').replaceAll('%40', '@'),
+    ]) {
+      const once = redactText(`failed to post to ${encoded}, giving up`);
+      for (const token of PATH_TOKENS) assert.ok(!once.includes(token), once);
+      assert.match(once, /\[redacted\]/, once);
+      assert.equal(redactText(once), once);
+    }
+  }
+});
+
+test('redactText takes linear time on percent-encoded webhook-shaped paths', () => {
+  assertLinear(
+    [
+      (chars) => `https%3A%2F%2Fh${fill('%2Fworkflows%2FT1%2FA1', chars)}`,
+      (chars) => `https%3A//h${fill('/services/T1/B1/1', chars)}`,
+      (chars) => `https%3A%2F%2Fh${fill('%2FIncomingWebhook', chars)}%2Fx`,
+      (chars) => `https%3A%2F%2Fh${fill('%2Fbot1%3A', chars)}`,
+      (chars) => fill('https%3A%2F%2Fh%2Fwebhooks%2F1%2Fx ', chars),
+    ],
+    128 * 1024,
+  );
+});
