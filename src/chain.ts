@@ -171,10 +171,16 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     input: string | URL | Request,
     init?: RequestInit,
   ): Promise<Response> {
+    // fetch reads any input but a Request as a string (WebIDL USVString), so another
+    // realm's URL or a polyfill's (whatwg-url) is fetched by its href there. Refusing them
+    // broke callers that plain fetch serves. A Symbol (no string) or a throwing toString
+    // rejects, with fetch's TypeError, and never throws synchronously.
     if (typeof input !== 'string' && !(input instanceof URL) && !(input instanceof Request)) {
-      return Promise.reject(
-        new TypeError(`fetch input must be a string, URL or Request (got ${typeof input})`),
-      );
+      try {
+        input = `${input as string}`;
+      } catch (error) {
+        return Promise.reject(error);
+      }
     }
     return entry(new Call(input, init, key, onEvent));
   };

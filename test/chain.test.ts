@@ -445,3 +445,23 @@ test('an option given as a bigint is shown with its n suffix, not as the number 
     },
   );
 });
+
+test('an input that is neither a Request nor a URL is read as fetch reads it, as its string: a URL-like object is fetched, a Symbol rejects with a TypeError', async () => {
+  await withServer(always({ status: 200, body: 'ok' }), async (server) => {
+    const fetch = createFetch({ use: [passThrough] });
+    // Another realm's URL, a URL polyfill's (whatwg-url), or any object whose string is
+    // a URL: fetch converts its input to a string (WebIDL USVString), so these work there.
+    const urlLike = { toString: () => `${server.origin}/like?x=1` };
+    const res = await fetch(urlLike as unknown as string);
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), 'ok');
+    assert.equal(server.requests[0]?.url, '/like?x=1');
+    // A Symbol has no string: fetch rejects (a promise, never a synchronous throw).
+    let called: Promise<Response> | undefined;
+    assert.doesNotThrow(() => {
+      called = fetch(Symbol('x') as unknown as string);
+    });
+    await assert.rejects(called as Promise<Response>, TypeError);
+    assert.equal(server.requests.length, 1);
+  });
+});
