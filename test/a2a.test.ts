@@ -1343,3 +1343,28 @@ test('a card asked for over https whose redirects pass through plain http is ref
     }
   });
 });
+
+test('an agent’s answer that stalls under a 302 without Location (which fetch does not follow) is ended at capture.bodyWaitMs too: the SDK reads every answer that is not ok', async () => {
+  const app = answering('GetTask', () => {
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('<html>moved'));
+      },
+    });
+    return new Response(body, { status: 302, headers: { 'content-type': 'text/html' } });
+  });
+  await withApp(app, async ({ origin }) => {
+    const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: 100 } });
+    const client = await createA2AClient(origin, { policy });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const hung = new Promise((resolve) => {
+      timer = setTimeout(() => resolve('still waiting after 2 s'), 2000);
+    });
+    const outcome = await Promise.race([
+      client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e),
+      hung,
+    ]);
+    clearTimeout(timer);
+    assert.ok(outcome instanceof Error, String(outcome));
+  });
+});

@@ -121,7 +121,7 @@ function isJson(text: string): boolean {
 }
 
 /**
- * Middleware that hands a failure response (status >= 400) on with its body ended
+ * Middleware that hands a failure response (status >= 300) on with its body ended
  * after `MAX_FAILURE_BODY_BYTES` or `waitMs` from its headers (`cappedFailure`; the
  * capture snapshot's read counts against it), and any other with its
  * body, or one SSE event, failed past `maxBytes` (`limitedBody`; see src/body-limit.ts).
@@ -137,7 +137,9 @@ function isJson(text: string): boolean {
 export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPONSE_BYTES): Middleware {
   return async function limitBodies(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
-    if (response.status < 400) return limitedBody(response, maxBytes, call);
+    // The SDK reads the body of every answer that is not ok into its error, a 3xx fetch did
+    // not follow (no Location) too: capped as a failure's. A success (a stream) is limited.
+    if (response.status < 300) return limitedBody(response, maxBytes, call);
     const said = (response as Snapshotted)[SNAPSHOT];
     // The policy's capture (innermost) waited for this body already, from when its headers
     // came: the cap gets what is left of that wait, so a stalled body holds the SDK for
