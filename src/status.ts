@@ -125,8 +125,12 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
   // A cut (at the byte limit, at the wait limit, or where the body broke) may split a
   // UTF-8 sequence: stream mode held the partial character back instead of adding a
   // replacement character. Only a body read to its end is flushed: a chunk that ends
-  // exactly at the limit may still be in the middle of a character.
-  return next?.done ? text + decoder.decode() : withoutCutUrl(text);
+  // exactly at the limit may still be in the middle of a character. An escape the cut
+  // split (`%2`, `\u00`) stands for nothing, and would end a credential's start that
+  // hideSent() reads as the escape (`s1gn%2` of `s1gn%2Fatur3`) before it: left out.
+  return next?.done
+    ? text + decoder.decode()
+    : withoutCutUrl(text.replace(/(?:%[\da-f]?|\\(?:u[\da-f]{0,3})?)$/i, ''));
 }
 
 /**

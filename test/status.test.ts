@@ -889,3 +889,30 @@ test('the password of a Basic Authorization or Proxy-Authorization is hidden whe
     },
   );
 });
+
+test('a body cut inside an escape of a credential it quotes (%2F, \\u002B) shows no part of the credential', async () => {
+  // The snippet ends at 2048 bytes: here in the middle of the '%2F' or the '\u002B' of the token.
+  const encoded = encodeURIComponent(TOKEN);
+  const escaped = TOKEN.replace('+', '\\u002B');
+  const cutAfter = (quoted: string, end: string): string => {
+    const kept = `token=${quoted.slice(0, quoted.indexOf(end) + end.length)}`;
+    return `${'x'.repeat(2048 - kept.length)}token=${quoted} and more`;
+  };
+  await withServer(
+    (req) => ({
+      status: 401,
+      body: req.url === '/percent' ? cutAfter(encoded, 's1gn%2') : cutAfter(escaped, 'atur3\\u00'),
+    }),
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      for (const path of ['/percent', '/json']) {
+        const error = await fetch(`${server.origin}${path}`, {
+          headers: { authorization: `Bearer ${TOKEN}` },
+        }).catch((e: unknown) => e);
+        assert.ok(error instanceof HttpStatusError, String(error));
+        assert.match(error.body, /xtoken=\[redacted\]$/, `${path}: ${error.body.slice(-80)}`);
+        assert.ok(!JSON.stringify(error).includes('eyJhbGci'), `${path}: ${error.body.slice(-80)}`);
+      }
+    },
+  );
+});
