@@ -242,6 +242,10 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
     if (url.origin !== at.url.origin)
       for (const name of [...CROSS_ORIGIN_HEADERS, ...named]) headers.delete(name);
     response.body?.cancel().catch(() => {});
+    // Fetch fails a redirect to any scheme but http(s) (Fetch standard, HTTP-redirect
+    // fetch): fetch() itself would read a data: URL, and on Deno and Bun a file: one (a
+    // local file). Any other scheme starting so, fetch rejects.
+    if (!url.protocol.startsWith('http')) throw new TypeError(`redirect to ${url.protocol}`);
     // `redirect: 'manual'` comes with the init.
     const hop = new Call(
       url,

@@ -1277,3 +1277,22 @@ test('under a policy, a key auth() follows a redirect within its origin, refresh
     },
   );
 });
+
+test('a key auth() rejects a redirect to a scheme other than http(s) with a TypeError, as fetch does: it never fetches a data: or file: URL a server names', async () => {
+  // Fetch standard, HTTP-redirect fetch: a Location whose scheme is not HTTP(S) is a
+  // network error. fetch() itself would read data: URLs and (Deno, Bun) local files.
+  for (const location of ['data:text/plain,planted', 'file:///etc/hostname', 'javascript:alert(1)']) {
+    await withServer(always({ status: 302, headers: { location } }), async (server) => {
+      const fetch = createFetch({ use: [keyAuth()] });
+      // The chain names the middleware that threw; fetch's TypeError is its cause.
+      await assert.rejects(
+        fetch(`${server.origin}/x`),
+        (error: Error) =>
+          (error instanceof TypeError || error.cause instanceof TypeError) &&
+          !error.message.includes('planted'),
+        location,
+      );
+      assert.equal(server.requests.length, 1);
+    });
+  }
+});
