@@ -1261,7 +1261,7 @@ test('an agent’s failure body that stalls holds GetTask for capture.bodyWaitMs
   });
 });
 
-test('an agent’s typed error answered 404 with a body longer than capture.bodyBytes (a stack trace in its data) still reaches the SDK: JSON-RPC, REST, 0.3 REST', async () => {
+test('an agent’s typed error answered 404 with a body longer than capture.bodyBytes (a stack trace in its data) still reaches the SDK: JSON-RPC, REST, 0.3 REST, 0.3 JSON-RPC', async () => {
   const trace = '    at TaskStore.load (/srv/agent/store.js:42:7)\n'.repeat(80);
   const jsonRpc = JSON.stringify({
     jsonrpc: '2.0',
@@ -1288,6 +1288,7 @@ test('an agent’s typed error answered 404 with a body longer than capture.body
     ),
     restAgent(404, rest),
     legacyRestAgent(404, { code: -32001, message: 'Task not found', data: { trace } }),
+    legacyJsonRpcAgent(404, JSON.parse(jsonRpc)),
   ];
   for (const [i, app] of apps.entries()) {
     await withApp(app, async ({ origin }) => {
@@ -1368,3 +1369,23 @@ test('an agent’s answer that stalls under a 302 without Location (which fetch 
     assert.ok(outcome instanceof Error, String(outcome));
   });
 });
+
+/** An A2A 0.3 agent on the JSON-RPC binding whose every call is answered `status` with `body`. */
+function legacyJsonRpcAgent(status: number, body: object) {
+  const app = new Hono();
+  app.get('/.well-known/agent-card.json', (c) =>
+    c.json({
+      name: 'legacy-json-rpc-agent',
+      version: '1.0.0',
+      protocolVersion: '0.3.0',
+      url: `${new URL(c.req.url).origin}/a2a`,
+      preferredTransport: 'JSONRPC',
+      capabilities: {},
+      skills: [],
+      defaultInputModes: ['text/plain'],
+      defaultOutputModes: ['text/plain'],
+    }),
+  );
+  app.post('/a2a', (c) => c.json(body, status as 404));
+  return app;
+}
