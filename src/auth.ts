@@ -54,6 +54,12 @@ const BODY_HEADERS = ['content-encoding', 'content-language', 'content-location'
 const REDIRECT_MODE = Symbol();
 /** The bag of a request an `auth()` sends to follow a redirect holds this: `auth()`s below pass it on as is. */
 const REDIRECTED = Symbol();
+/**
+ * Responses {@link follow} got from a request it had taken the token off (another origin
+ * a redirect led to, or one after it): their 401 says nothing about the token, so it is
+ * neither refreshed for (a refresh spends a rotating refresh token) nor resent.
+ */
+const UNAUTHENTICATED = new WeakSet<Response>();
 
 /** A token, or where to get one: called for every request until `refresh()` has produced one. */
 export type TokenSource = string | (() => string | Promise<string>);
@@ -217,6 +223,7 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, 
 async function follow(call: Call, next: Next, named: Set<string>): Promise<Response> {
   let response = await next(call);
   let at = call;
+  let foreign = false;
   for (let hops = 0; hops < MAX_REDIRECTS; hops++) {
     const { status } = response;
     const location = REDIRECT_STATUSES.includes(status) && response.headers.get('location');
@@ -239,8 +246,10 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
       for (const name of BODY_HEADERS) headers.delete(name);
     } else if (hasOneShotBody(at)) break;
     // Once dropped, a credential stays off every later hop, back on its origin too.
-    if (url.origin !== at.url.origin)
+    if (url.origin !== at.url.origin) {
       for (const name of [...CROSS_ORIGIN_HEADERS, ...named]) headers.delete(name);
+      foreign = true;
+    }
     response.body?.cancel().catch(() => {});
     // Fetch fails a redirect to any scheme but http(s) (Fetch standard, HTTP-redirect
     // fetch): fetch() itself would read a data: URL, and on Deno and Bun a file: one (a
@@ -259,6 +268,7 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
     response = await next(hop);
     at = hop;
   }
+  if (foreign) UNAUTHENTICATED.add(response);
   return response;
 }
 
@@ -453,7 +463,7 @@ export function auth(options: AuthOptions): Middleware {
     // setHeader() left the call an init of its own, so it may be changed in place.
     if (send !== next) (call.init as RequestInit).redirect = 'manual';
     const response = await send(call);
-    if (response.status !== 401 || refresh === undefined) return response;
+    if (response.status !== 401 || refresh === undefined || UNAUTHENTICATED.has(response)) return response;
     // A body that can be read only once (a stream, an async iterable, a Request's) cannot
     // go again: its 401 is returned as it is, body and all. The token is refreshed first
     // all the same, so the caller's next call carries the new one: else a client whose

@@ -1296,3 +1296,24 @@ test('a key auth() rejects a redirect to a scheme other than http(s) with a Type
     });
   }
 });
+
+test('a 401 from another origin a key auth() followed a redirect to (without the token) neither refreshes nor resends', async () => {
+  // The other origin never saw the token: its 401 says nothing about it. A refresh would
+  // spend a rotating refresh token, and the resend would send the request to the API again.
+  await withServer(always({ status: 401, body: 'not yours' }), (b) =>
+    withServer(always({ status: 307, headers: { location: `${b.origin}/file` } }), async (a) => {
+      const counting = countingRefresh();
+      const fetch = createFetch({
+        use: [auth({ token: OLD, refresh: counting.refresh, header: 'x-api-key', scheme: '' })],
+      });
+      const response = await fetch(`${a.origin}/x`, { method: 'POST', body: 'once' });
+      assert.equal(response.status, 401);
+      assert.equal(await response.text(), 'not yours');
+      assert.equal(counting.calls(), 0);
+      assert.deepEqual(
+        [a.requests.length, b.requests.length, b.requests[0]?.headers['x-api-key']],
+        [1, 1, undefined],
+      );
+    }),
+  );
+});
