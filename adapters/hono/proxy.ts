@@ -112,7 +112,7 @@ const URLENCODED = /^application\/x-www-form-urlencoded/i;
 export type ProxyTarget = string | URL | ((c: Context) => string | URL | Promise<string | URL>);
 
 /** Header changes: a value sets the header, `undefined` (or `null`) removes it. */
-export type ProxyHeaders = Record<string, string | undefined>;
+export type ProxyHeaders = Record<string, string | null | undefined>;
 
 /** Options for {@link proxy}. */
 export interface ProxyOptions {
