@@ -881,7 +881,7 @@ function resilient(
   origin: string,
   events: BreakwaterEvent[] = [],
   config: PolicyConfig = {},
-  options: Parameters<typeof mcpFetch>[1] & { closeTimeoutMs?: number } = {},
+  options: Parameters<typeof mcpFetch>[1] & { closeTimeoutMs?: number; connectTimeoutMs?: number } = {},
 ) {
   return resilientMcpClient({
     client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
@@ -2265,6 +2265,47 @@ test('resilientMcpClient: a connect that never settles fails every caller with T
       assert.equal(mcp.gate.state().failures, 0);
     } finally {
       await mcp.close();
+    }
+  });
+});
+
+test('resilientMcpClient: a connect() after one timed out on an initialize that is never answered is not held by that one’s close: it connects', async () => {
+  const server = sessionApp();
+  // While hanging, an initialize gets no answer at all, not even headers, until the client goes.
+  let hanging = true;
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      if (hanging && request.method === 'POST' && request.headers.get('mcp-session-id') === null) {
+        await request.arrayBuffer();
+        await new Promise((resolve) => request.signal.addEventListener('abort', resolve, { once: true }));
+        return new Response('late', { status: 503 });
+      }
+      return server.fetch(request);
+    },
+  };
+  // Room for the connect that succeeds on a loaded machine; closing may wait far longer.
+  const connectMs = 1000;
+  await withApp(app, async ({ origin }) => {
+    // The SDKs' code loaded and compiled outside the timed connects (over a second on a loaded machine).
+    hanging = false;
+    const warm = new Client({ name: 'breakwater-test', version: '1.0.0' });
+    await warm.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`)));
+    await warm.close();
+    await server.forget();
+    hanging = true;
+    const mcp = resilient(origin, [], {}, { connectTimeoutMs: connectMs, closeTimeoutMs: 3 * connectMs });
+    try {
+      await assert.rejects(mcp.connect(), TimeoutError);
+      hanging = false;
+      await until(mcp.gate.state().retryAt);
+      // The timed-out initialize is given up: nothing is left to wait for before this connect.
+      const client = await mcp.connect();
+      assert.equal(client.getServerVersion()?.name, 'sessions');
+      assert.equal(server.sessions.size, 1);
+      assert.equal(mcp.gate.state().failures, 0);
+    } finally {
+      await mcp.close();
+      await server.forget();
     }
   });
 });

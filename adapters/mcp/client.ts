@@ -108,9 +108,10 @@ export interface ResilientMcpClientOptions<C extends McpClientLike, T extends Mc
    * Closing a transport (`close()`, a connect's timeout, the SDK closing after a failed
    * connect, your own `client.close()`) first sends the DELETE the MCP spec asks of a
    * client that no longer needs its session (Streamable HTTP, Session Management), and
-   * waits for the answer to an `initialize` in flight, which may open one. Past this
-   * the DELETE is let go, the transport closes all the same, and the server's session
-   * stays until it expires.
+   * waits for the answer to an `initialize` in flight, which may open one (not that of a
+   * connect that timed out: it had `connectTimeoutMs` to answer). Past this the DELETE
+   * is let go, the transport closes all the same, and the server's session stays until
+   * it expires.
    */
   closeTimeoutMs?: number | undefined;
 }
@@ -265,8 +266,9 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   /**
    * Routes the transport's failures through `toError()` and its `tools/list` answers to
    * `learn()`; returns what to call when the server answers 404 (the session is gone).
+   * `late()`: whether its connect timed out.
    */
-  function wire(transport: Wired, sent: () => void): () => void {
+  function wire(transport: Wired, sent: () => void, late: () => boolean): () => void {
     // A new session may list other tools (a restarted server, a new version): what the
     // last one taught no longer holds, and its server will send no list_changed for it.
     fetch.learn([]);
@@ -290,7 +292,9 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     transport.close = () =>
       (closing ??= new Promise<void>((resolve) => {
         const timer = setTimeout(resolve, closeMs);
-        initializing
+        // Not the initialize of a connect that timed out: it had connectTimeoutMs to answer,
+        // and waiting on would hold the next connect(), whose own timeout runs meanwhile.
+        (late() ? Promise.resolve() : initializing)
           .then((): unknown => !lost && transport.sessionId && transport.terminateSession?.())
           // A failure is the SDK's to report (it calls onerror); the session then expires.
           .catch(() => {})
@@ -351,8 +355,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     };
   }
 
-  /** One connect; `live()` says false once it was given up, so a late success is not taken. */
-  async function open(live: () => boolean): Promise<C> {
+  /**
+   * One connect; `live()` says false once it was given up, so a late success is not taken;
+   * `late()` says true once it timed out.
+   */
+  async function open(live: () => boolean, late: () => boolean): Promise<C> {
     // A connect given up (close(), its timeout) may still be in the SDK's connect, which
     // fails once the client is closed and then closes the client itself (the SDK's
     // Client.connect does), whatever transport the client holds by then: this one's.
@@ -389,9 +396,13 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
       ),
     );
     let sending = false;
-    gone = wire(transport as unknown as Wired, () => {
-      sending = true;
-    });
+    gone = wire(
+      transport as unknown as Wired,
+      () => {
+        sending = true;
+      },
+      late,
+    );
     const connected = client.connect(transport as never);
     // Waited for only once it has sent: before, it is in the transport's start, which may
     // never end (an SSE endpoint that never comes), and a start that fails closes nothing.
@@ -414,6 +425,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     if (started !== closes) return Promise.reject(closedError());
     return new Promise<C>((resolve, reject) => {
       let live = true;
+      let late = false;
       // Also clears the timer: once given up, this connect must not close a later one's session.
       const end = (error: unknown): void => {
         live = false;
@@ -422,12 +434,16 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
       };
       giveUp = end;
       const timer = setTimeout(() => {
+        late = true;
         end(new TimeoutError({ scope: 'total', ms: timeoutMs }));
         // Closing the client closes its transport: the stream or socket the connect waits
         // on is let go, and the SDK fails the pending initialize (ignored: already rejected).
         client.close().catch(() => {});
       }, timeoutMs);
-      open(() => live)
+      open(
+        () => live,
+        () => late,
+      )
         .then(resolve, reject)
         .finally(() => clearTimeout(timer));
     });
