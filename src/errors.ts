@@ -46,6 +46,13 @@ export interface BreakwaterErrorOptions {
 
 /** The base of every breakwater error: catch this to catch them all. */
 export class BreakwaterError extends Error {
+  /**
+   * Each class spells its name out, and the constructor names an error after it
+   * (`new.target.name`): a bundler that minifies breakwater with the app (esbuild, Vite,
+   * a Worker's build) renames classes, and `error.name`, `String(error)` and `toJSON()`
+   * said 'W' or 'Q'. An app's own subclass is named after its class, as before.
+   */
+  static override name = 'BreakwaterError';
   // Fields of the error classes are `declare`d: each constructor assigns them, so the
   // instances are the same, and a declared field emits no class-field code (an ES2022
   // class field is defined as `undefined` first, then assigned: twice the bytes).
@@ -130,6 +137,7 @@ export interface HttpStatusErrorInit extends BreakwaterErrorOptions {
 
 /** A response whose status the policy treats as a failure. */
 export class HttpStatusError extends BreakwaterError {
+  static override name = 'HttpStatusError';
   declare readonly status: number;
   declare readonly statusText: string;
   declare readonly retryable: boolean;
@@ -186,6 +194,7 @@ export interface NetworkErrorInit extends BreakwaterErrorOptions {
 
 /** fetch threw before a usable response arrived (or the body stream broke). */
 export class NetworkError extends BreakwaterError {
+  static override name = 'NetworkError';
   declare readonly phase: NetworkPhase;
   declare readonly sent: SentState;
 
@@ -205,6 +214,7 @@ export type TimeoutScope = 'attempt' | 'total';
 
 /** An attempt or total deadline ran out while waiting for response headers. */
 export class TimeoutError extends BreakwaterError {
+  static override name = 'TimeoutError';
   declare readonly scope: TimeoutScope;
   declare readonly ms: number;
 
@@ -223,6 +233,7 @@ function until(retryAt: Date, now = Date.now()): string {
 
 /** A server's circuit is open (or server-paced): the call failed fast, nothing was sent. */
 export class CircuitOpenError extends BreakwaterError {
+  static override name = 'CircuitOpenError';
   declare readonly key: string;
   declare readonly retryAt: Date;
 
@@ -239,6 +250,7 @@ export class CircuitOpenError extends BreakwaterError {
 
 /** A start gate is armed after a retryable failure: `fn` was not called. */
 export class GateClosedError extends BreakwaterError {
+  static override name = 'GateClosedError';
   declare readonly key: string;
   declare readonly retryAt: Date;
 
@@ -255,6 +267,7 @@ export class GateClosedError extends BreakwaterError {
 
 /** The server asked for a wait longer than the cap or the remaining deadline. */
 export class RetryAfterTooLongError extends BreakwaterError {
+  static override name = 'RetryAfterTooLongError';
   declare readonly retryAfterMs: number;
   declare readonly retryAt: Date;
 

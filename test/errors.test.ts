@@ -1,5 +1,10 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   BreakwaterError,
   CircuitOpenError,
@@ -538,5 +543,62 @@ test('toJSON() of an error whose cause is a Proxy that throws on every read, or 
   for (const cause of [throwing, badName, objectName]) {
     const json = JSON.parse(JSON.stringify(new BreakwaterError('it failed', 'X', { cause })));
     assert.deepEqual(json.cause, { name: '', message: cause === throwing ? '' : 'x' });
+  }
+});
+
+test('every error keeps its class name in a bundle minified as apps ship it (esbuild --minify renames classes)', async () => {
+  // A Worker, a Vite or an esbuild production build minifies breakwater with the app:
+  // names read from the class (`new.target.name`) came out as 'W', 'Q', ... there, so
+  // `error.name`, its stack header, String(error) and toJSON() named no class.
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const dir = await mkdtemp(join(tmpdir(), 'breakwater-minified-'));
+  try {
+    const outfile = join(dir, 'index.mjs');
+    execFileSync(join(root, 'node_modules', '.bin', 'esbuild'), [
+      join(root, 'src', 'index.ts'),
+      '--bundle',
+      '--minify',
+      '--format=esm',
+      '--platform=neutral',
+      '--log-level=error',
+      `--outfile=${outfile}`,
+    ]);
+    const minified = (await import(pathToFileURL(outfile).href)) as typeof import('../src/errors.ts');
+    const errors = [
+      new minified.BreakwaterError('something broke', 'SOMETHING'),
+      new minified.HttpStatusError({ status: 503 }),
+      new minified.NetworkError({ code: 'ECONNREFUSED', phase: 'connect', sent: 'no' }),
+      new minified.TimeoutError({ scope: 'attempt', ms: 5_000 }),
+      new minified.CircuitOpenError({
+        key: 'openai',
+        retryAt: RETRY_AT,
+        reason: 'after 5 failures',
+        now: NOW,
+      }),
+      new minified.GateClosedError({ key: 'openai', retryAt: RETRY_AT, now: NOW }),
+      new minified.RetryAfterTooLongError({ retryAfterMs: 120_000, limitMs: 60_000, now: NOW }),
+    ];
+    const names = [
+      'BreakwaterError',
+      'HttpStatusError',
+      'NetworkError',
+      'TimeoutError',
+      'CircuitOpenError',
+      'GateClosedError',
+      'RetryAfterTooLongError',
+    ];
+    assert.deepEqual(
+      errors.map((error) => error.name),
+      names,
+    );
+    assert.deepEqual(
+      errors.map((error) => error.toJSON().name),
+      names,
+    );
+    // A subclass of the app's own keeps its name as before.
+    class QuotaError extends minified.BreakwaterError {}
+    assert.equal(new QuotaError('over quota', 'QUOTA').name, 'QuotaError');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
   }
 });
