@@ -170,8 +170,9 @@ function withoutCutUrl(text: string): string {
  * characters that ends the text goes too: the body snippet is cut at `bodyBytes`, maybe
  * inside a token. Run only for a failure response, on the text as the server wrote it
  * (before parsing, redaction and `oneLine()`); `[redacted]` keeps a JSON string valid.
+ * Also run on the reason phrase, which Node's and Bun's fetch keep as the server wrote it.
  */
-function hideSent(call: Call, text: string): string {
+export function hideSent(call: Call, text: string): string {
   const sent: string[] = [];
   const named = call.bag.get(CREDENTIAL_HEADER) as Set<string> | undefined;
   for (const name of [...CREDENTIAL_HEADERS, ...(named ?? [])]) {
@@ -319,8 +320,9 @@ export async function statusError(
   return new HttpStatusError({
     status,
     // Node's and Bun's fetch keep the reason phrase as the server wrote it; a proxy or an old
-    // app server may quote a URL there: HttpStatusError redacts it as it does the body.
-    statusText: response.statusText,
+    // app server may quote a URL there (HttpStatusError redacts it as it does the body), or
+    // the credential (`401 Invalid token Bearer eyJ…`).
+    statusText: hideSent(call, response.statusText),
     retryable: isRetryableStatus(status, headers, statuses),
     retryAfterMs: said.retryAfterMs,
     body: said.body,

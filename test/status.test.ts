@@ -916,3 +916,29 @@ test('a body cut inside an escape of a credential it quotes (%2F, \\u002B) shows
     },
   );
 });
+
+test('a reason phrase that quotes the credential the call sent shows none of it in the error', async () => {
+  // Node's and Bun's fetch hand the reason phrase on as the server wrote it (Deno's gives the
+  // standard phrase for the status): an old app server may put its message there.
+  const server = createServer((request, response) => {
+    response.writeHead(401, `Invalid token ${request.headers.authorization}`);
+    response.end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const headers = { authorization: `Bearer ${TOKEN}` };
+    // With a snapshot to reuse, and without.
+    const captured = createFetch({ use: [throwOnStatus(), captureStatus()] });
+    const alone = createFetch({ use: [throwOnStatus()] });
+    for (const fetch of [captured, alone]) {
+      const error = await fetch(origin, { headers }).catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assertNoCredential([error.message, error.statusText, error]);
+      if (error.statusText !== 'Unauthorized') assert.equal(error.statusText, 'Invalid token [redacted]');
+    }
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
