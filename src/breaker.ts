@@ -793,10 +793,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // (the calls it holds are not sent), so it is the same refusal told again, as 20
       // calls in flight together are told 20 times; 20 steps up was a 32 s pause for
       // a server that asked for none. As with failures of calls sent before a circuit
-      // opened, it moves nothing: 0, and the pause stands as it is.
+      // opened, it moves nothing: 0, and the pause stands as it is. Nor once that pause
+      // has ended: until the pace probe is answered (pausedUntilMs stays set), only the
+      // probe (and a quota's allowance) went after it, so a slow server's 429s to a burst,
+      // arriving over more than a step, stepped up again each time a step had passed.
       if (askedMs === undefined) {
         askedMs = 0;
-        if (c.pausedUntilMs <= now()) askedMs = c.lastPauseMs = schedule(++c.pauseSteps, c.lastPauseMs);
+        if (!c.pausedUntilMs || c.paceProbe === call) {
+          askedMs = c.lastPauseMs = schedule(++c.pauseSteps, c.lastPauseMs);
+        }
       }
       pace(c, call, answer, askedMs, fromServer);
       succeed(c, call, epoch);

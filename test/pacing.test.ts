@@ -223,6 +223,38 @@ test('8 concurrent calls that all meet a 429 without a delay pause the key for t
   });
 });
 
+test('429s without a delay of calls sent before the pause began step nothing even when they arrive after it ended; the pace probe’s steps up', async () => {
+  // A loaded server answers a burst slowly: its 429s arrive spread over more than the
+  // first step. Each is still the refusal the first one told (sent before any pause),
+  // so the schedule steps up once, then again only for the pace probe's 429.
+  const answers: Array<(behaviour: Behaviour) => void> = [];
+  const handler: Handler = () => new Promise<Behaviour>((resolve) => answers.push(resolve));
+  await withServer(handler, async (server) => {
+    const clock = { t: Date.UTC(2026, 10, 29, 17, 3, 0) };
+    const events: BreakwaterEvent[] = [];
+    const breaker = circuitBreaker({ open: OPEN, now: () => clock.t });
+    const fetch = createFetch({ use: [breaker], key: 'model', onEvent: (e) => events.push(e) });
+    let settled = 0;
+    const burst = Array.from({ length: 4 }, () => send(fetch, server.origin).finally(() => settled++));
+    while (answers.length < 4) await delay(2);
+    for (const [i, answer] of answers.splice(0).entries()) {
+      answer({ status: 429 });
+      while (settled === i) await delay(2);
+      clock.t += 1_000; // the pause (100 ms, if this 429 set one) has ended
+    }
+    assert.deepEqual(await Promise.all(burst), Array(4).fill(429));
+    const starts = () =>
+      events.filter((e): e is PacedEvent => e.type === 'paced' && e.phase === 'start').map((e) => e.delayMs);
+    assert.deepEqual(starts(), [100], 'one refusal, one step');
+    const probe = send(fetch, server.origin);
+    while (answers.length < 1) await delay(2);
+    answers[0]?.({ status: 429 });
+    assert.equal(await probe, 429);
+    assert.deepEqual(starts(), [100, 200], 'the pace probe’s 429 takes the next step');
+    assert.equal(breaker.stats('model')?.pausedUntil?.getTime(), clock.t + 200);
+  });
+});
+
 test('429s never open the circuit', async () => {
   await withServer(always(tooMany(0)), async (server) => {
     const breaker = circuitBreaker({ open: OPEN, consecutiveFailures: 2, minimumThroughput: 2 });
