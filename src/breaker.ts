@@ -759,7 +759,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // Whatever the pause, the server just said stop: an allowance left from a quota pause
     // (its takers failed fast on an open circuit) ends, even when this pause is the shorter.
     c.allowance = quota ?? 0;
-    if (!(delayMs > 0) || until <= c.pausedUntilMs) return;
+    // The pace probe's answer sets the pause whatever the old one's end: that pause is
+    // over (the probe went after it), though a clock stepped back puts it ahead again,
+    // where a shorter new one paused nothing and the probe's 429 released every waiter.
+    if (!(delayMs > 0) || (until <= c.pausedUntilMs && c.paceProbe !== call)) return;
     c.pausedUntilMs = until;
     c.pausedForMs = delayMs;
     // A new pause supersedes the pace probe in flight (the pause's end gets its own),

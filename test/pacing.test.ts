@@ -461,6 +461,38 @@ test('a call refused while the pace probe is in flight gets a retryAt one pause 
   });
 });
 
+test('a pace probe answered 429 with a delay after the clock stepped back pauses the key again, and its waiter waits', async () => {
+  // NTP steps the clock back while the probe is in flight: the pause it probed, ended,
+  // is again ahead of the clock (by at most its length). The probe's 429 is the server's
+  // word now; read as shorter than that old pause, it paused nothing, and its answer
+  // released every waiter into a server that had just said wait.
+  let answer: (behaviour: Behaviour) => void = () => {};
+  const held = new Promise<Behaviour>((resolve) => {
+    answer = resolve;
+  });
+  const handler: Handler = (_req, index) => (index === 0 ? tooMany(100) : index === 1 ? held : {});
+  await withServer(handler, async (server) => {
+    const clock = { t: Date.UTC(2026, 10, 29, 17, 3, 0) };
+    const breaker = circuitBreaker({ open: OPEN, now: () => clock.t });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 429);
+    clock.t += 100;
+    const probe = send(fetch, server.origin);
+    while (server.requests.length < 2) await delay(2);
+    const waiter = send(fetch, server.origin); // waits for the probe's answer
+    waiter.catch(() => {}); // awaited below; a failure above must not leave it unhandled
+    await delay(10);
+    clock.t -= 10_000;
+    answer(tooMany(50));
+    assert.equal(await probe, 429);
+    assert.equal(breaker.stats('model')?.pausedUntil?.getTime(), clock.t + 50, 'paused again for 50 ms');
+    await delay(10);
+    assert.equal(server.requests.length, 2, 'the waiter was not sent');
+    clock.t += 50;
+    assert.equal(await waiter, 200, 'it went once the new pause ended');
+  });
+});
+
 test('a call whose deadline passes while it waits for the pace probe fails fast with CircuitOpenError then', async () => {
   const { handler } = stamped(async (index) => {
     if (index === 0) return unavailable(50);
