@@ -725,34 +725,59 @@ test('mcpResend() marks read-only calls in a createFetch() chain, and a callerâ€
 
 test('mcpResend() inside retry(): a tool forgotten after a resend was decided is not resent again after the next failure', async () => {
   const seen = counts();
+  const resend = mcpResend();
+  // The server turns lookup destructive (list_changed) while the resend retry decided on
+  // the first attempt's mark is in flight: its failure is not resent on that mark.
+  const lookupFails: Faults = (what, nth) => {
+    if (what !== 'tools/call:lookup') return undefined;
+    if (nth === 2) resend.learn({ tools: [] });
+    return { status: 503, after: true };
+  };
+  await withApp(mcpApp(seen, lookupFails), async (app) => {
+    resend.learn([LOOKUP]);
+    const fetch = createFetch({ use: [retry({ attempts: 3, backoff: fast }), resend] });
+    const response = await fetch(`${app.origin}/mcp`, lookupCall());
+    await response.body?.cancel();
+    assert.equal(response.status, 503);
+  });
+  assert.equal(seen.runs.lookup, 2, 'lookup ran a third time: resent on the mark of its first attempt');
+});
+
+test('mcpResend() inside retry(): a call to a tool forgotten while retry waits to resend it is not resent', async () => {
+  const seen = counts();
   const lookupFails: Faults = (what) =>
     what === 'tools/call:lookup' ? { status: 503, after: true } : undefined;
   await withApp(mcpApp(seen, lookupFails), async (app) => {
     const resend = mcpResend();
     resend.learn([LOOKUP]);
-    // Each attempt passes mcpResend(); the server turns lookup destructive (list_changed)
-    // while retry waits to resend the first attempt.
+    // Each attempt passes mcpResend(), which lets go of the call between attempts; the
+    // server turns lookup destructive (list_changed) while retry waits to resend it.
     const fetch = createFetch({
       use: [retry({ attempts: 3, backoff: fast }), resend],
       onEvent: (event) => {
         if (event.type === 'retry') resend.learn({ tools: [] });
       },
     });
-    const response = await fetch(`${app.origin}/mcp`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'lookup', arguments: {} },
-      }),
-    });
+    const response = await fetch(`${app.origin}/mcp`, lookupCall());
     await response.body?.cancel();
     assert.equal(response.status, 503);
   });
-  assert.equal(seen.runs.lookup, 2, 'lookup ran a third time: resent on the mark of its first attempt');
+  assert.equal(seen.runs.lookup, 1, 'lookup ran twice: resent after its hint was forgotten');
 });
+
+/** A POST calling lookup, as the SDK sends it. */
+function lookupCall(): RequestInit {
+  return {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    body: JSON.stringify({
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'lookup', arguments: {} },
+    }),
+  };
+}
 
 test('mcpFetch(): a call to a tool forgotten while retry waits to resend it is not resent', async () => {
   const seen = counts();

@@ -102,7 +102,7 @@ export interface McpResend extends Middleware {
    * of order, an unknown cursor) only forgets: each tool it names stops being resent.
    * A bare array of tools (`result.tools`) is a page without a `nextCursor`. Tools you
    * list in `tools` are never forgotten. Ignored with `hints: false`. A call of a tool
-   * forgotten while it runs is no longer resent after its next failure.
+   * forgotten while it runs, or while retry waits to resend it, is no longer resent.
    *
    * When the server sends `notifications/tools/list_changed`, call `learn({ tools: [] })`
    * (an empty first page: every learned hint is forgotten, `tools` stay) or list again:
@@ -255,6 +255,17 @@ export function mcpResend(options?: McpResendOptions): McpResend {
     // Safe by its methods alone: nothing learn() forgets can change that.
     if (names === undefined || names.length === 0) return next(call);
     ours.add(call);
+    // A live mark: inside retry() the call leaves inFlight between attempts, and retry
+    // looks at the mark again after its wait, when learn() may have forgotten a tool.
+    // Once found unsafe it stays so (learn() sets it false for a call in flight).
+    let safe = true;
+    Object.defineProperty(call, 'idempotent', {
+      configurable: true,
+      get: () => (safe &&= safeTools(names)),
+      set: (value: boolean) => {
+        safe = value;
+      },
+    });
     inFlight.set(call, names);
     return next(call).finally(() => inFlight.delete(call));
   } as McpResend;
