@@ -125,7 +125,8 @@ export interface BreakerConfig {
    * The open time after the n-th consecutive opening is `backoff(open)(n)`: a failed
    * probe doubles it. Default `{ initialMs: 500, factor: 2, maxMs: 32_000, jitter: '+30%' }`;
    * fields given here replace those defaults one by one. Also the pause after a 429
-   * that names no delay (the next step for each such 429 that meets the key unpaused).
+   * that names no delay (the next step for each such 429 that meets the key unpaused, or
+   * answers the pace probe; 429s to calls sent before the pause step nothing up).
    */
   open?: BackoffOptions | undefined;
   /**
@@ -466,8 +467,9 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   A call whose signal has aborted (before or while it waits here) takes no slot,
  *   reports no wait and changes no state: it is refused with its abort reason.
  * - **Pacing**: a 429 or 503 naming a delay (`Retry-After` and friends), or a 429 naming
- *   none (then the next step of `open`; not for one meeting a key already paused, as
- *   the calls in flight together all meet), pauses the whole key. A later call waits the
+ *   none (then the next step of `open`, only for one meeting a key unpaused or
+ *   answering the pace probe: not for the calls in flight together when the key was
+ *   paused, however late they answer), pauses the whole key. A later call waits the
  *   pause out (abortably) when `maxRetryAfterMs` and its remaining deadline cover it,
  *   else fails fast with `CircuitOpenError` (`retryAt` = the pause's end). A call
  *   waiting looks again at once when the key is reset, the circuit opens or a response
