@@ -44,6 +44,33 @@ export interface BreakwaterErrorOptions {
   request?: RequestSummary | undefined;
 }
 
+/**
+ * `instanceof` for breakwater's error classes (`this`) that also knows the same class of
+ * another copy of breakwater: an app that both imports and requires it (an ESM app, a
+ * CommonJS dependency: the dual package hazard) loads the ESM and the CommonJS build,
+ * each with its own classes, and an error of one failed every `instanceof` of the other
+ * (retry() and classify() took a 503 for a fatal error; an app's `catch` missed it). A
+ * prototype counts when its class has this class's name and derives from a class named
+ * `BreakwaterError` (the names are spelled out, so they survive minifying). Another
+ * library's error of the same name (ky's `TimeoutError`) is not one. Runs only where an
+ * error is judged, never on the happy path.
+ */
+function isInstance(this: { prototype: unknown; name: string }, value: unknown): boolean {
+  let named = false;
+  try {
+    // null and undefined have no prototype to read: the first read throws.
+    for (let proto = Object.getPrototypeOf(value); proto; proto = Object.getPrototypeOf(proto)) {
+      if (proto === this.prototype) return true;
+      const name = (proto as { constructor?: { name?: unknown } }).constructor?.name;
+      named ||= name === this.name;
+      if (name === 'BreakwaterError') return named;
+    }
+  } catch {
+    // null, undefined, a Proxy or a getter that throws: no error of ours.
+  }
+  return false;
+}
+
 /** The base of every breakwater error: catch this to catch them all. */
 export class BreakwaterError extends Error {
   /**
@@ -53,6 +80,12 @@ export class BreakwaterError extends Error {
    * said 'W' or 'Q'. An app's own subclass is named after its class, as before.
    */
   static override name = 'BreakwaterError';
+
+  /**
+   * `instanceof` that also knows this class of another copy of breakwater (see
+   * {@link isInstance}).
+   */
+  static override [Symbol.hasInstance]: (value: unknown) => boolean = isInstance;
   // Fields of the error classes are `declare`d: each constructor assigns them, so the
   // instances are the same, and a declared field emits no class-field code (an ES2022
   // class field is defined as `undefined` first, then assigned: twice the bytes).

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -15,6 +16,7 @@ import {
   requestSummary,
   TimeoutError,
 } from '../src/errors.ts';
+import { always, withServer } from './helpers/server.ts';
 
 // Every date-dependent test uses this instant: 2026-11-29T17:03:12Z is the retry time.
 const RETRY_AT = new Date('2026-11-29T17:03:12.000Z');
@@ -598,6 +600,57 @@ test('every error keeps its class name in a bundle minified as apps ship it (esb
     // A subclass of the app's own keeps its name as before.
     class QuotaError extends minified.BreakwaterError {}
     assert.equal(new QuotaError('over quota', 'QUOTA').name, 'QuotaError');
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('an error thrown by the CommonJS build is an instance of the ESM build’s class, so retry() and classify() judge it (dual package hazard)', async () => {
+  // An app that both imports and requires breakwater (an ESM app, a CommonJS dependency)
+  // loads two copies; each has its own classes, and instanceof failed across them: the
+  // CommonJS fetch's 503 was a 'fatal' error to the ESM retry(), not resent.
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const dir = await mkdtemp(join(tmpdir(), 'breakwater-dual-'));
+  try {
+    for (const format of ['esm', 'cjs']) {
+      execFileSync(join(root, 'node_modules', '.bin', 'esbuild'), [
+        join(root, 'src', 'index.ts'),
+        '--bundle',
+        `--format=${format}`,
+        '--platform=neutral',
+        '--log-level=error',
+        `--outfile=${join(dir, format === 'esm' ? 'index.mjs' : 'index.cjs')}`,
+      ]);
+    }
+    type Breakwater = typeof import('../src/index.ts');
+    const esm = (await import(pathToFileURL(join(dir, 'index.mjs')).href)) as Breakwater;
+    const cjs = createRequire(import.meta.url)(join(dir, 'index.cjs')) as Breakwater;
+    assert.notEqual(esm.HttpStatusError, cjs.HttpStatusError);
+
+    const fromCjs = new cjs.HttpStatusError({ status: 503 });
+    assert.ok(fromCjs instanceof esm.HttpStatusError);
+    assert.ok(fromCjs instanceof esm.BreakwaterError);
+    assert.equal(fromCjs instanceof esm.NetworkError, false);
+    assert.ok(
+      new cjs.NetworkError({ code: 'ECONNRESET', phase: 'send', sent: 'maybe' }) instanceof esm.NetworkError,
+    );
+    // Another library's error of the same name is not breakwater's.
+    class TimeoutError extends Error {}
+    assert.equal(new TimeoutError() instanceof esm.TimeoutError, false);
+    assert.equal(new TimeoutError() instanceof esm.BreakwaterError, false);
+    assert.equal((null as unknown) instanceof esm.BreakwaterError, false);
+    assert.equal(esm.classify({ error: fromCjs }).kind, 'transient');
+
+    await withServer(always({ status: 503 }), async (server) => {
+      const inner = cjs.createFetch({ use: [cjs.throwOnStatus()] });
+      const outer = esm.createFetch({
+        fetch: inner,
+        use: [esm.retry({ attempts: 2, backoff: { initialMs: 1, maxMs: 1 } })],
+      });
+      const error = await outer(`${server.origin}/v1/things`).catch((e: unknown) => e);
+      assert.ok(error instanceof esm.HttpStatusError, String(error));
+      assert.equal(server.requests.length, 2, 'the 503 was not retried');
+    });
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
