@@ -493,6 +493,36 @@ test('a pace probe answered 429 with a delay after the clock stepped back pauses
   });
 });
 
+test('a pace probe answered 429 without a delay after the clock stepped back takes the next step, and its waiter waits', async () => {
+  // As with a delay (above): the pause it probed is ahead of the clock again, and its
+  // 429 read as one meeting a paused key stepped nothing up and released every waiter.
+  let answer: (behaviour: Behaviour) => void = () => {};
+  const held = new Promise<Behaviour>((resolve) => {
+    answer = resolve;
+  });
+  const handler: Handler = (_req, index) => (index === 0 ? { status: 429 } : index === 1 ? held : {});
+  await withServer(handler, async (server) => {
+    const clock = { t: Date.UTC(2026, 10, 29, 17, 3, 0) };
+    const breaker = circuitBreaker({ open: OPEN, now: () => clock.t });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 429);
+    clock.t += 100;
+    const probe = send(fetch, server.origin);
+    while (server.requests.length < 2) await delay(2);
+    const waiter = send(fetch, server.origin); // waits for the probe's answer
+    waiter.catch(() => {}); // awaited below; a failure above must not leave it unhandled
+    await delay(10);
+    clock.t -= 10_000;
+    answer({ status: 429 });
+    assert.equal(await probe, 429);
+    assert.equal(breaker.stats('model')?.pausedUntil?.getTime(), clock.t + 200, 'paused for the next step');
+    await delay(10);
+    assert.equal(server.requests.length, 2, 'the waiter was not sent');
+    clock.t += 200;
+    assert.equal(await waiter, 200, 'it went once the new pause ended');
+  });
+});
+
 test('a call whose deadline passes while it waits for the pace probe fails fast with CircuitOpenError then', async () => {
   const { handler } = stamped(async (index) => {
     if (index === 0) return unavailable(50);
