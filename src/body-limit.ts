@@ -105,7 +105,9 @@ function eventEnd(chunk: Uint8Array, last: number, prior: number): number {
 function broken(error: unknown, call: Call): unknown {
   const signal = call.callerSignal;
   if (signal?.aborted) return abortReason(signal);
-  return fetchFailure(error, requestSummary(call.key, call.method, call.url), 'body');
+  // The URL as given (`href`), as the chain names a request: `call.url` parses it without
+  // a base, and threw for the relative URL a browser (or Deno's --location) resolves.
+  return fetchFailure(error, requestSummary(call.key, call.method, call.href), 'body');
 }
 
 /**
@@ -174,7 +176,7 @@ export function limitedBody(response: Response, maxBytes: number, call: Call, en
           if (size <= maxBytes) return controller.enqueue(chunk);
         }
         reader.cancel().catch(() => {});
-        const request = requestSummary(call.key, call.method, call.url);
+        const request = requestSummary(call.key, call.method, call.href);
         const error = new BreakwaterError(
           `${request.method} ${request.url} (server "${request.key}") failed: ${sse ? 'an event of the response stream' : 'the response body'} is over the ${maxBytes}-byte limit (maxResponseBytes)`,
           'RESPONSE_TOO_LARGE',

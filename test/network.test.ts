@@ -6,7 +6,7 @@ import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { limitedBody } from '../src/body-limit.ts';
 import type { Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
-import { NetworkError, requestSummary } from '../src/errors.ts';
+import { BreakwaterError, NetworkError, requestSummary } from '../src/errors.ts';
 import { normalizeNetworkError } from '../src/network.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
 
@@ -689,4 +689,20 @@ test('constructed: a code such as constructor finds no prototype member', () => 
 test('a NetworkError passes through unchanged', () => {
   const error = new NetworkError({ code: 'ECONNRESET', phase: 'send', sent: 'maybe' });
   assert.equal(normalizeNetworkError(error), error);
+});
+
+test('a body read through the response limit fails with its own error for a relative URL, as browsers and Deno --location resolve it', async () => {
+  // A browser app fetches its own server by path ('/mcp', '/api/agent'); the fetch
+  // resolves it. The limit's errors named the request by the parsed URL, whose parse
+  // (no base) threw: the caller got the URL parser's TypeError, not the body's error.
+  await withServer(always({ body: 'x'.repeat(100) }), async ({ origin }) => {
+    const browserLike = (input: string | URL | Request, init?: RequestInit): Promise<Response> =>
+      fetch(input instanceof Request ? input : new URL(String(input), origin), init);
+    const limited: Middleware = async (call, next) => limitedBody(await next(call), 10, call);
+    const response = await createFetch({ fetch: browserLike, use: [limited] })('/api/agent?token=s3cret');
+    const error = await rejection(() => response.text());
+    assert.ok(error instanceof BreakwaterError, String(error));
+    assert.equal(error.code, 'RESPONSE_TOO_LARGE');
+    assert.equal(error.message.includes('s3cret'), false, error.message);
+  });
 });
