@@ -1640,6 +1640,29 @@ test('resilientMcpClient: close() ends the server’s session with a DELETE (MCP
   });
 });
 
+test('resilientMcpClient: a connect() called right after close(), not awaited, keeps its new session: the DELETE ends only the old one', async () => {
+  const server = sessionApp();
+  const { app, count } = deletes(server);
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin);
+    try {
+      await mcp.connect();
+      const [old] = server.sessions.keys();
+      const closing = mcp.close();
+      const client = await mcp.connect();
+      await closing;
+      assert.equal(count(), 1);
+      assert.equal(server.sessions.has(old as string), false, 'the old session stayed');
+      assert.equal(server.sessions.size, 1, 'the new session was ended too');
+      const result = await client.callTool({ name: 'echo', arguments: {} });
+      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
+    } finally {
+      await mcp.close();
+      await server.forget();
+    }
+  });
+});
+
 test('resilientMcpClient: close() against a server that never answers the DELETE resolves after closeTimeoutMs, without throwing', async () => {
   const server = sessionApp();
   const { app, count } = deletes(server, 'hang');
