@@ -198,9 +198,15 @@ const WORKERD_LOST = /^network connection lost/;
  * port`, `unknown scheme`, `url scheme must be a http(s) scheme` (on redirect) and
  * `redirect count exceeded`; Deno `requests to port` (`Requests to port 1 are
  * blocked`), `maximum number of redirects` and `can not redirect to a non http(s) url`.
+ *
+ * So does an answer whose header block is larger than the runtime reads (about 60 KB of
+ * tracing headers or cookies): undici's `headers overflow` (16 KiB), hyper's `message
+ * head is too large` (Deno; Bun's `Malformed_HTTP_Response` is named by no row). The
+ * server answered, and a resend gets the same headers: as `ENETWORK` "maybe sent", a
+ * retry() resent a GET for nothing and a breaker counted one endpoint against the server.
  */
 const LOCAL_REFUSAL =
-  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url/;
+  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url|headers overflow|message head is too large/;
 
 /**
  * Error `code`s of a response body that failed to decode: a corrupt (or cut-short) gzip,

@@ -706,3 +706,20 @@ test('a body read through the response limit fails with its own error for a rela
     assert.equal(error.message.includes('s3cret'), false, error.message);
   });
 });
+
+test('response headers too large for the runtime to read are no network failure: the same answer comes every time, so nothing resends it nor counts it against the server', async () => {
+  // About 60 KB of headers: past undici's 16 KiB (UND_ERR_HEADERS_OVERFLOW), hyper's
+  // "message head is too large" (Deno) and Bun's limit (Malformed_HTTP_Response). Node
+  // and Deno made it an ENETWORK "maybe sent": a retry() resent a GET for the same
+  // answer, and a breaker counted one endpoint's headers against the whole server.
+  const headers: Record<string, string> = {};
+  for (let i = 0; i < 2_000; i++) headers[`x-trace-${i}`] = 'v'.repeat(20);
+  await withServer(always({ headers, body: 'ok' }), async ({ origin }) => {
+    const url = `${origin}/v1/things?token=s3cret`;
+    const raw = await rejection(() => fetch(url));
+    assert.equal(normalizeNetworkError(raw, requestSummary('local', 'GET', url)), undefined, String(raw));
+    const error = await rejection(() => createFetch({ use: [] })(url));
+    assert.ok(error instanceof Error && !(error instanceof NetworkError), String(error));
+    assert.doesNotMatch(error.message, /s3cret/);
+  });
+});
