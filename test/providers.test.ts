@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { createServer as createTcpServer } from 'node:net';
 import { test } from 'node:test';
+import { gzipSync } from 'node:zlib';
 // @ts-types="@ai-sdk/openai"
 import { createOpenAI } from '@ai-sdk/openai';
 // @ts-types="@anthropic-ai/sdk"
@@ -1199,4 +1200,119 @@ test('a failure body that stalls under a status outside 400-599 (600, a 302 with
       await new Promise((resolve) => server.close(resolve));
     }
   }
+});
+
+/** A stack trace in the error's details: the body is longer than capture.bodyBytes (2 KiB by default). */
+const longDetail = Array.from({ length: 80 }, (_, i) => `    at handler (/srv/app/route.js:${i}:7)`).join(
+  '\n',
+);
+
+test('an error body longer than capture.bodyBytes still reaches each SDK as its typed error, with its type and code', async () => {
+  const app = new Hono();
+  app.post('/v1/chat/completions', () =>
+    Response.json(
+      {
+        error: {
+          message: 'slow down',
+          type: 'requests',
+          code: 'rate_limit_exceeded',
+          param: null,
+          longDetail,
+        },
+      },
+      { status: 429 },
+    ),
+  );
+  app.post('/v1/messages', () =>
+    Response.json(
+      { type: 'error', error: { type: 'authentication_error', message: 'invalid x-api-key', longDetail } },
+      { status: 401 },
+    ),
+  );
+  await withApp(app, async (server) => {
+    const policy = definePolicy({ retry: false, breaker: false });
+    assert.ok(JSON.stringify(longDetail).length > policy.resolved.capture.bodyBytes);
+    const openai = await openaiClient(server, policy)
+      .chat.completions.create(ask)
+      .catch((e: unknown) => e);
+    assert.ok(openai instanceof OpenAI.RateLimitError, String(openai));
+    assert.equal(openai.code, 'rate_limit_exceeded');
+    assert.equal(openai.type, 'requests');
+    const anthropic = await anthropicClient(server, policy)
+      .messages.create(askClaude)
+      .catch((e: unknown) => e);
+    assert.ok(anthropic instanceof Anthropic.AuthenticationError, String(anthropic));
+    assert.equal((anthropic.error as { error?: { type?: string } }).error?.type, 'authentication_error');
+    const aiSdk = await generateText({
+      model: aiSdkModel(server, policy),
+      prompt: 'hello',
+      maxRetries: 0,
+    }).catch((e: unknown) => e);
+    assert.ok(APICallError.isInstance(aiSdk), String(aiSdk));
+    assert.equal(aiSdk.message, 'slow down');
+    assert.equal((aiSdk.data as { error?: { code?: string } }).error?.code, 'rate_limit_exceeded');
+  });
+});
+
+test('a failure body the capture snapshot holds whole is not read, hidden and redacted a second time for the SDK', async () => {
+  const app = new Hono();
+  app.post('*', () =>
+    Response.json(openaiError('see https://status.example.com/?token=s3cr3t-v4lue'), { status: 400 }),
+  );
+  await withApp(app, async (server) => {
+    let clones = 0;
+    // Every read of a failure body for its text (capture's snapshot, the preset's) reads a clone.
+    const counting = (input: RequestInfo | URL, init?: RequestInit) =>
+      fetch(input, init).then((response) => {
+        const clone = response.clone.bind(response);
+        return Object.defineProperty(response, 'clone', {
+          value: () => {
+            clones += 1;
+            return clone();
+          },
+        });
+      });
+    const error = await openaiClient(server, definePolicy({ retry: false }), { fetch: counting })
+      .chat.completions.create(ask)
+      .catch((e: unknown) => e);
+    assert.ok(error instanceof OpenAI.BadRequestError, String(error));
+    assert.equal(error.type, 'requests');
+    assert.doesNotMatch(error.message, /s3cr3t/);
+    assert.equal(clones, 1, 'the body was read once, by the capture');
+  });
+});
+
+test('a failure body in another charset, gzipped, or empty reaches the OpenAI SDK as it does without the preset, short or past capture.bodyBytes', async () => {
+  const said = (message: string, detail = '') =>
+    JSON.stringify({ error: { message, type: 't', code: 'c', detail } });
+  const answer = (body: Uint8Array | null, headers: Record<string, string>) => () =>
+    new Response(body && new Uint8Array(body), { status: 400, headers });
+  const latin1 = { 'content-type': 'application/json; charset=iso-8859-1' };
+  const gzip = { 'content-type': 'application/json', 'content-encoding': 'gzip' };
+  const answers: Record<string, () => Response> = {
+    latin1: answer(Buffer.from(said('Requête refusée'), 'latin1'), latin1),
+    'latin1-long': answer(Buffer.from(said('Requête refusée', longDetail), 'latin1'), latin1),
+    gzip: answer(gzipSync(said('zipped')), gzip),
+    'gzip-long': answer(gzipSync(said('zipped', longDetail)), gzip),
+    empty: answer(null, {}),
+  };
+  const app = new Hono();
+  app.post('/:kind/v1/*', (c) => (answers[c.req.param('kind')] as () => Response)());
+  await withApp(app, async (server) => {
+    for (const kind of Object.keys(answers)) {
+      const seen = [];
+      for (const options of [openaiOptions(definePolicy({ retry: false })), { maxRetries: 0 }]) {
+        const error = await new OpenAI({
+          baseURL: `${server.origin}/${kind}/v1`,
+          apiKey: 'sk-test',
+          ...options,
+        }).chat.completions
+          .create(ask)
+          .catch((e: unknown) => e);
+        assert.ok(error instanceof OpenAI.BadRequestError, `${kind}: ${String(error)}`);
+        seen.push({ message: error.message, code: error.code, type: error.type });
+      }
+      assert.deepEqual(seen[0], seen[1], kind);
+    }
+  });
 });

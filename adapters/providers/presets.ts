@@ -11,11 +11,12 @@
  */
 
 import * as z from 'zod/mini';
+import { cappedFailure } from '../../src/body-limit.ts';
 import type { Call, FetchLike, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions, PolicyConfig } from '../../src/policy.ts';
-import { readSaid, SNAPSHOT, type Snapshotted } from '../../src/status.ts';
+import { readSaid, type Said, SNAPSHOT, type Snapshotted } from '../../src/status.ts';
 import type { TimeoutOptions } from '../../src/timeout.ts';
 
 /**
@@ -56,18 +57,46 @@ export interface AiSdkProviderOptions {
 // auth() checks its own options in full; here only that `auth` is an object.
 const presetOptionsSchema = z.optional(z.strictObject(clientOptionsShape));
 
+/** Whether `text` parses as JSON: the SDKs build their typed errors (`RateLimitError`, its `code`) only from that. */
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /**
- * The most bytes of a failure body an SDK is given (64 KiB, as the MCP and A2A
- * adapters give theirs): real error bodies are far smaller.
+ * The failure body an SDK is given: the capture snapshot's (`said`: the call's
+ * credentials and URLs' secrets hidden, on one line, `capture.bodyBytes` long), which
+ * costs nothing more. Hiding and redacting cost about 1 ms per KiB of a hostile body (a
+ * body of URLs), not to be spent again on the whole of it. `readWhole` (the body as
+ * it came, at most 64 KiB) is read only when the snapshot is not JSON: a snapshot that
+ * kept none (`bodyBytes: 0`, an event stream, a 3xx no capture saw) gives the start of
+ * the body read as a snapshot's is; one cut inside a JSON body (an error with a stack
+ * trace in it) gives the whole body read so, the one case that pays for it, or the
+ * SDK's typed error would be lost. A snapshot that is JSON is the whole error already.
  */
-const MAX_FAILURE_BYTES = 64 * 1024;
+async function sdkBody(
+  call: Call,
+  said: Said | undefined,
+  readWhole: () => Promise<string>,
+): Promise<string> {
+  if (said?.body && isJson(said.body)) return said.body;
+  const whole = await readWhole();
+  if (said?.body && !isJson(whole)) return said.body;
+  return (await readSaid(call, new Response(whole), isJson(whole) ? Infinity : undefined)).body;
+}
 
 /**
  * The policy's fetch for one SDK client, after checking the arguments. A failure
- * response (any status but 2xx and 304) reaches the SDK with its body read here: at
- * most {@link MAX_FAILURE_BYTES}, for at most the policy's `capture.bodyWaitMs` (default
- * 1 s, counted from the headers, the capture's own read included), on one line,
- * redacted as breakwater's errors are. The SDKs read a failure's
+ * response (any status but 2xx and 304) reaches the SDK with its body read here: the
+ * capture snapshot's (`capture.bodyBytes`, default 2 KiB, on one line, redacted as
+ * breakwater's errors are), or, for a JSON error longer than that, the whole body
+ * (at most 64 KiB) read as the snapshot is, all within the policy's
+ * `capture.bodyWaitMs` (default 1 s, counted from the headers, the capture's own read
+ * included). The SDKs read a failure's
  * whole body into their error, and their `timeout` covers only the wait for headers,
  * so an error page that never ends would hold the call (and grow its memory) for good.
  */
@@ -87,8 +116,14 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
     // The policy's capture (innermost) waited for this body already, from when its headers
     // came: the read here gets what is left of that wait, so a stalled body holds the SDK
     // for bodyWaitMs in all, not twice. A response no capture saw gets the whole wait.
-    const at = (response as Snapshotted)[SNAPSHOT]?.at ?? Date.now();
-    const { body } = await readSaid(call, response, MAX_FAILURE_BYTES, at + waitMs - Date.now());
+    const said = (response as Snapshotted)[SNAPSHOT];
+    const body = await sdkBody(call, said, () =>
+      // A body that breaks keeps the snapshot's start (an empty one without a snapshot).
+      cappedFailure(response, (said?.at ?? Date.now()) + waitMs - Date.now(), call)
+        .text()
+        .catch(() => ''),
+    );
+    // Unread when the snapshot held it all (else cappedFailure let it go): the rest, if any, goes.
     response.body?.cancel().catch(() => {});
     // A caller who gave up while the body was read gets the abort, not a status error.
     call.callerSignal?.throwIfAborted();
