@@ -10,10 +10,18 @@
 
 import { redactText, redactUrl, safeHeaders } from './redact.ts';
 
-/** Whether `error` is the caller giving up: never wrapped, never retried, never counted. */
+/**
+ * Whether `error` is the caller giving up: never wrapped, never retried, never counted.
+ * Without the signal to compare, an `AbortError`, or the `TimeoutError` DOMException of
+ * a caller's `AbortSignal.timeout()` (what fetch rejects with when it fires): a caller who
+ * classified what its own fetch threw got `fatal` for its own timeout. Not another
+ * library's error named so (ky's `TimeoutError`, breakwater's own): those are no
+ * DOMException.
+ */
 export function isAbort(error: unknown, signal: AbortSignal | undefined | null): boolean {
   if (signal?.aborted && error === signal.reason) return true;
-  return (error as { name?: unknown } | null)?.name === 'AbortError';
+  const name = (error as { name?: unknown } | null)?.name;
+  return name === 'AbortError' || (name === 'TimeoutError' && error instanceof DOMException);
 }
 
 /** Where a request was going: enough to name it in a message, nothing secret. */

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Call } from '../src/call.ts';
+import { createFetch } from '../src/chain.ts';
 import { classify, DEFAULT_RETRYABLE_STATUSES, isRetryableStatus } from '../src/classify.ts';
 import {
   CircuitOpenError,
@@ -13,6 +14,7 @@ import {
   TimeoutError,
 } from '../src/errors.ts';
 import { wrapHttpError } from '../src/status.ts';
+import { always, withServer } from './helpers/server.ts';
 
 const URL_ = 'http://127.0.0.1:9/v1/things';
 
@@ -453,6 +455,27 @@ test('a signal’s TimeoutError reason (AbortSignal.timeout) is cancelled, not a
   const signal = AbortSignal.abort(new DOMException('The operation timed out.', 'TimeoutError'));
   const call = callWith({ signal });
   assert.equal(classify({ error: signal.reason }, call).kind, 'cancelled');
+});
+
+test('a caller’s AbortSignal.timeout() is cancelled even without a call, as an AbortError is; another library’s TimeoutError is not', async () => {
+  // fetch rejects with the signal's reason, a TimeoutError DOMException: a caller who
+  // classifies what its fetch threw (no call at hand) got 'fatal' for its own timeout.
+  await withServer(always({ hang: true }), async ({ origin }) => {
+    const fetch = createFetch({ use: [] });
+    const error = await fetch(origin, { signal: AbortSignal.timeout(20) }).catch((e: unknown) => e);
+    assert.equal((error as Error).name, 'TimeoutError');
+    assert.deepEqual(classify({ error }), {
+      kind: 'cancelled',
+      retryable: false,
+      notRun: false,
+      safeToResend: false,
+    });
+  });
+  // ky's TimeoutError (its own deadline passed), a plain Error: not the caller's abort.
+  class TimeoutError extends Error {
+    override name = 'TimeoutError';
+  }
+  assert.equal(classify({ error: new TimeoutError() }).kind, 'fatal');
 });
 
 test('an error that is not the signal’s reason is not cancelled just because the signal aborted', () => {
