@@ -1316,3 +1316,25 @@ test('a failure body in another charset, gzipped, or empty reaches the OpenAI SD
     }
   });
 });
+
+test('a failure body of type text/event-stream reaches the SDK empty and at once, as the README says, even when the stream stays open', async () => {
+  await withServer(
+    always({
+      stall: 'mid-body',
+      status: 429,
+      headers: { 'content-type': 'text/event-stream' },
+      body: 'event: error\ndata: {"error":{"message":"slow down"}}\n\n',
+    }),
+    async (server) => {
+      const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: 1000 } });
+      const started = performance.now();
+      const error = await openaiClient(server, policy)
+        .chat.completions.create(ask)
+        .catch((e: unknown) => e);
+      const took = performance.now() - started;
+      assert.ok(error instanceof OpenAI.RateLimitError, String(error));
+      assert.equal(error.message, '429 status code (no body)');
+      assert.ok(took < 500, `took ${Math.round(took)} ms: the stream was waited for`);
+    },
+  );
+});

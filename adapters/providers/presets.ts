@@ -73,7 +73,7 @@ function isJson(text: string): boolean {
  * costs nothing more. Hiding and redacting cost about 1 ms per KiB of a hostile body (a
  * body of URLs), not to be spent again on the whole of it. `readWhole` (the body as
  * it came, at most 64 KiB) is read only when the snapshot is not JSON: a snapshot that
- * kept none (`bodyBytes: 0`, an event stream, a 3xx no capture saw) gives the start of
+ * kept none (`bodyBytes: 0`, a 3xx no capture saw) gives the start of
  * the body read as a snapshot's is; one cut inside a JSON body (an error with a stack
  * trace in it) gives the whole body read so, the one case that pays for it, or the
  * SDK's typed error would be lost. A snapshot that is JSON is the whole error already.
@@ -117,13 +117,16 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
     // came: the read here gets what is left of that wait, so a stalled body holds the SDK
     // for bodyWaitMs in all, not twice. A response no capture saw gets the whole wait.
     const said = (response as Snapshotted)[SNAPSHOT];
-    const body = await sdkBody(call, said, () =>
-      // A body that breaks keeps the snapshot's start (an empty one without a snapshot).
-      cappedFailure(response, (said?.at ?? Date.now()) + waitMs - Date.now(), call)
-        .text()
-        .catch(() => ''),
+    const body = await sdkBody(call, said, async () =>
+      // An event stream may never end: unread, as a snapshot leaves it, so the SDK gets it
+      // empty at once. A body that breaks keeps the snapshot's start (none without one).
+      response.headers.get('content-type')?.toLowerCase().includes('text/event-stream')
+        ? ''
+        : cappedFailure(response, (said?.at ?? Date.now()) + waitMs - Date.now(), call)
+            .text()
+            .catch(() => ''),
     );
-    // Unread when the snapshot held it all (else cappedFailure let it go): the rest, if any, goes.
+    // Unread when the snapshot held it all, or an event stream (else cappedFailure let it go).
     response.body?.cancel().catch(() => {});
     // A caller who gave up while the body was read gets the abort, not a status error.
     call.callerSignal?.throwIfAborted();
