@@ -251,21 +251,18 @@ function redactEncoded(run: string, percent: string): string {
   // four at most. The query's values are hidden first, so it finds none there.
   if (/%(?:25){0,3}(?:3F|23)/i.test(userinfo)) return REDACTED;
   // A token in the path (a webhook's, a Telegram bot's: {@link PATH_TOKEN}), read with the
-  // `/` and `:` of the URL's own depth decoded (none is left as it is here) and encoded back.
+  // `/` and `:` of the URL's own depth decoded (none is left as it is here; `%2f` too, from
+  // .NET's `HttpUtility.UrlEncode`) and encoded back, upper case, when one is hidden.
   const [slash, colon] = [`${percent}2F`, `${percent}3A`];
-  return redactText(
-    redactEncodedQuery(run.slice(userinfo.length))
-      .split(slash)
-      .join('/')
-      .split(colon)
-      .join(':')
-      .replace(PATH_TOKEN, `$1$2${REDACTED}`)
-      .split('/')
-      .join(slash)
-      .split(':')
-      .join(colon),
-    false,
-  );
+  const shown = redactEncodedQuery(run.slice(userinfo.length));
+  const decoded = shown
+    .replace(/%(?:25)*[\da-f]{2}/g, (hex) => hex.toUpperCase())
+    .split(slash)
+    .join('/')
+    .split(colon)
+    .join(':');
+  const hidden = decoded.replace(PATH_TOKEN, `$1$2${REDACTED}`);
+  return redactText(hidden === decoded ? shown : hidden.split('/').join(slash).split(':').join(colon), false);
 }
 
 /**

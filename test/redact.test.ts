@@ -1668,9 +1668,20 @@ test('redactText takes linear time on percent-encoded webhook-shaped paths', () 
       (chars) => `https%3A%2F%2Fh${fill('%2Fworkflows%2FT1%2FA1', chars)}`,
       (chars) => `https%3A//h${fill('/services/T1/B1/1', chars)}`,
       (chars) => `https%3A%2F%2Fh${fill('%2FIncomingWebhook', chars)}%2Fx`,
-      (chars) => `https%3A%2F%2Fh${fill('%2Fbot1%3A', chars)}`,
       (chars) => fill('https%3A%2F%2Fh%2Fwebhooks%2F1%2Fx ', chars),
     ],
     128 * 1024,
   );
+});
+
+test('redactText hides the token of a webhook URL percent-encoded with lower-case escapes (.NET’s HttpUtility.UrlEncode)', () => {
+  assert.equal(
+    redactText(`url=https%3a%2f%2fhooks.slack.com%2fservices%2fT00000000%2fB00000000%2f${SLACK_TOKEN}`),
+    `url=https%3a%2f%2fhooks.slack.com%2Fservices%2FT00000000%2FB00000000%2F${REDACTED}`,
+  );
+  const telegram = redactText(
+    `url=https%3a%2f%2fapi.telegram.org%2fbot123456789%3a${TELEGRAM_TOKEN}%2fsendMessage`,
+  );
+  assert.ok(!telegram.includes(TELEGRAM_TOKEN), telegram);
+  assert.equal(redactText(telegram), telegram);
 });
