@@ -163,7 +163,8 @@ function withoutCutUrl(text: string): string {
  * `text` without the credentials `call` sent, each run of hidden characters shown as
  * {@link HIDDEN}: each value of {@link CREDENTIAL_HEADERS} (and of the headers `auth()`
  * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its scheme (the
- * token of `Bearer <token>`; a Basic one decoded, and its password), and each cookie value. Looked for in the text with JSON's
+ * token of `Bearer <token>`; a Basic one decoded, and its password), each cookie value and
+ * each query value of the request URL. Looked for in the text with JSON's
  * and URLs' escapes read ({@link readPieces}), so a credential is found as written or with
  * any character escaped (`\/` from PHP's `json_encode`, `\u002B` from .NET's
  * `System.Text.Json`, `%2F` from `encodeURIComponent`), and hidden as the server wrote it. A credential's start of at least {@link MIN_CREDENTIAL_CHARS}
@@ -188,6 +189,13 @@ export function hideSent(call: Call, text: string): string {
     } catch {
       // Not base64: nothing decoded to hide.
     }
+  }
+  // Each query value the call sent (`?key=AIza…`: Gemini, Maps): URLs shown lose them, and a
+  // body quoting one alone does too. A relative URL (a browser's) has none to read here.
+  try {
+    sent.push(...call.url.searchParams.values());
+  } catch {
+    // Not an absolute URL.
   }
   // Headers joins repeated fields with ', ': a cookie value holds neither ',' nor ';' (RFC 6265 §4.1.1).
   // A quoted value (`sid="…"`) is hidden without its quotes: servers read it, and quote it back, so.

@@ -942,3 +942,27 @@ test('a reason phrase that quotes the credential the call sent shows none of it 
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+test('an API key the call sent in its query (?key=) is hidden where the server quotes it back', async () => {
+  // Gemini, Maps and many others take the key as a query parameter; a query value is
+  // redacted in every URL shown, and so it is where the body quotes it alone.
+  const key = 'AIzaSyD-q9Xq3Lm0kP2vR7tW1zY4bN6cH8jE5fG';
+  await withServer(
+    (req) => ({
+      status: 400,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        error: {
+          message: `API key not valid: ${new URL(req.url ?? '', 'http://h').searchParams.get('key')}`,
+        },
+      }),
+    }),
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      const error = await fetch(`${server.origin}/v1/models?key=${key}&alt=json`).catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.serverMessage, 'API key not valid: [redacted]');
+      assert.ok(!JSON.stringify(error).includes(key.slice(0, 8)), JSON.stringify(error));
+    },
+  );
+});
