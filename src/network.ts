@@ -381,6 +381,21 @@ export function normalizeNetworkError(
  * userinfo and query values. The caller checks its own abort first.
  */
 export function fetchFailure(error: unknown, request: RequestSummary, stage?: FetchStage): unknown {
+  // What the raw error and its causes say goes out too, as the NetworkError's cause (a
+  // logger prints it: console.error, pino's cause chain): Deno's message and stack quote
+  // the URL (`error sending request for url (<url>)`), Bun keeps it as `path`. Its URLs
+  // are redacted in place: this error is the chain's own, made for this one failure.
+  for (let link = error, i = 0; i < MAX_CHAIN_ERRORS && link instanceof Object; i++) {
+    for (const field of ['message', 'stack', 'path', 'input']) {
+      const text = read(link, field);
+      try {
+        if (typeof text === 'string') (link as Record<string, string>)[field] = redactText(text);
+      } catch {
+        // Frozen, or a getter only: what it says stays, and the message is re-made below.
+      }
+    }
+    link = read(link, 'cause');
+  }
   const network = normalizeNetworkError(error, request, stage);
   // breakwater's own errors (from a breakwater fetch passed as `fetch`) are redacted already.
   if (

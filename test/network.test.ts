@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { connect, createServer as createTcpServer, type Server, type Socket } from 'node:net';
 import { test } from 'node:test';
 import { createServer as createTlsServer } from 'node:tls';
+import { inspect } from 'node:util';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { limitedBody } from '../src/body-limit.ts';
 import type { Middleware } from '../src/call.ts';
@@ -722,4 +723,16 @@ test('response headers too large for the runtime to read are no network failure:
     assert.ok(error instanceof Error && !(error instanceof NetworkError), String(error));
     assert.doesNotMatch(error.message, /s3cret/);
   });
+});
+
+test('a NetworkError logged whole (console.error, a logger printing its cause) shows no URL secret of the runtime’s own error', async () => {
+  // Deno's raw error says `error sending request for url (<the URL>)` in its message and
+  // stack, Bun's carries the URL as `path`: the NetworkError kept them as its cause, so
+  // printing it (util.inspect, as console.error does; pino's cause chain) showed the key.
+  const url = `http://127.0.0.1:${await closedPort()}/v1/models?api_key=sk-s3cret-123&user=u1`;
+  const error = await rejection(() => createFetch({ use: [] })(url));
+  assert.ok(error instanceof NetworkError, String(error));
+  const shown = inspect(error, { depth: 10, showHidden: true });
+  assert.doesNotMatch(shown, /s3cret/, shown);
+  assert.doesNotMatch(JSON.stringify(error), /s3cret/);
 });
