@@ -119,7 +119,9 @@ export class BreakwaterError extends Error {
     const out: Record<string, unknown> = { name: this.name, code: this.code, message: this.message };
     // Own enumerable fields: `cause` is not among them (Error installs it non-enumerable).
     for (const [field, value] of Object.entries(this)) {
-      if (value !== undefined) out[field] = value instanceof Date ? value.toISOString() : value;
+      // A date as JSON.stringify writes it: ISO, or null for an Invalid Date (a wait of
+      // Infinity), where toISOString() threw a RangeError out of JSON.stringify.
+      if (value !== undefined) out[field] = value instanceof Date ? value.toJSON() : value;
     }
     if (this.cause instanceof Error)
       out.cause = { name: causeMessage(this.cause, 'name'), message: causeMessage(this.cause) };

@@ -428,6 +428,17 @@ test('JSON.stringify(RetryAfterTooLongError) shows the wait and retryAt', () => 
   });
 });
 
+test('JSON.stringify(RetryAfterTooLongError) of a wait past any date (a hand-built HttpStatusError’s Infinity) does not throw: retryAt is null', () => {
+  // breaker.ts keeps an Infinity retryAfterMs (every use caps it), and retry() passes a
+  // server delay on as this error's wait: new Date(now + Infinity) is an Invalid Date,
+  // whose toISOString() threw a RangeError out of JSON.stringify (a logger's, say).
+  const error = new RetryAfterTooLongError({ retryAfterMs: Infinity, limitMs: 60_000, now: NOW });
+  const json = JSON.parse(JSON.stringify(error)) as Record<string, unknown>;
+  assert.equal(json.retryAt, null);
+  assert.equal(json.retryAfterMs, null);
+  assert.equal(json.code, 'RETRY_AFTER_TOO_LONG');
+});
+
 test('toJSON summarises the cause by name and message only, dropping its other fields', () => {
   const cause = Object.assign(new Error('Error POSTing to endpoint (HTTP 503)'), {
     headers: { authorization: 'Bearer sk-cause-secret' },
