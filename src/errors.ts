@@ -123,20 +123,22 @@ export class BreakwaterError extends Error {
       // Infinity), where toISOString() threw a RangeError out of JSON.stringify.
       if (value !== undefined) out[field] = value instanceof Date ? value.toJSON() : value;
     }
-    if (this.cause instanceof Error)
-      out.cause = { name: causeMessage(this.cause, 'name'), message: causeMessage(this.cause) };
+    const name = causeMessage(this.cause, 'name');
+    if (name !== undefined) out.cause = { name, message: causeMessage(this.cause) };
     return out;
   }
 }
 
 /**
  * An error's message (or its `name`), redacted, for quoting in another: `''` for one that
- * does not read as text. Any error may reach a gate or a `cause` (`isCrashLoop` accepts
- * what it likes), and a message that is a number, a getter that throws, or a `Proxy`
- * whose every read throws must not turn the error that quotes it into a `TypeError`.
+ * does not read as text, `undefined` for a cause that is no `Error`. Any error may reach a
+ * gate or a `cause` (`isCrashLoop` accepts what it likes), and a message that is a number,
+ * a getter that throws, or a `Proxy` whose every read throws (a revoked one: its prototype
+ * too, which `instanceof` reads) must not turn the error that quotes it into a `TypeError`.
  */
-function causeMessage(cause: Error, field: 'message' | 'name' = 'message'): string {
+function causeMessage(cause: unknown, field: 'message' | 'name' = 'message'): string | undefined {
   try {
+    if (!(cause instanceof Error)) return undefined;
     const message = cause[field];
     return typeof message === 'string' ? redactText(message) : '';
   } catch {
@@ -298,8 +300,9 @@ export class GateClosedError extends BreakwaterError {
   declare readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; now?: number }) {
+    const after = causeMessage(init.cause);
     super(
-      `start gate "${init.key}" is closed${init.cause instanceof Error ? ` after: ${causeMessage(init.cause)}` : ''}${until(init.retryAt, init.now)}`,
+      `start gate "${init.key}" is closed${after === undefined ? '' : ` after: ${after}`}${until(init.retryAt, init.now)}`,
       'GATE_CLOSED',
       init,
     );

@@ -559,6 +559,20 @@ test('toJSON() of an error whose cause is a Proxy that throws on every read, or 
   }
 });
 
+test('an error whose cause is a revoked Proxy (every operation throws, reading its prototype too) still builds and serialises', () => {
+  // `instanceof Error` reads the prototype: on a revoked Proxy (a mock or wrapper that was
+  // torn down) that throws, and the GateClosedError built for it, or toJSON(), threw a
+  // TypeError in its place.
+  const { proxy, revoke } = Proxy.revocable(new Error('x'), {});
+  revoke();
+  const gate = new GateClosedError({ key: 'openai', retryAt: RETRY_AT, now: NOW, cause: proxy });
+  assert.match(gate.message, /^start gate "openai" is closed/);
+  for (const error of [gate, new HttpStatusError({ status: 503, cause: proxy })]) {
+    const json = JSON.parse(JSON.stringify(error)) as { cause?: unknown };
+    assert.deepEqual(json.cause, { name: '', message: '' });
+  }
+});
+
 test('every error keeps its class name in a bundle minified as apps ship it (esbuild --minify renames classes)', async () => {
   // A Worker, a Vite or an esbuild production build minifies breakwater with the app:
   // names read from the class (`new.target.name`) came out as 'W', 'Q', ... there, so
