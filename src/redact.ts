@@ -10,8 +10,11 @@
 export const REDACTED = '[redacted]';
 
 /**
- * Header names whose values are always secret. The allowlist in {@link safeHeaders}
- * already drops them; this list exists so tests (and users) can name them.
+ * Header names whose values are always secret: RFC 9110's `Authorization` and
+ * `Proxy-Authorization`, cookies, Anthropic's `x-api-key`, Azure OpenAI's `api-key`,
+ * Google Gemini's `x-goog-api-key`. The allowlist in {@link safeHeaders} already drops
+ * them from what is shown; their values sent with a call are hidden where a failure
+ * body quotes them back (`hideSent()` in status.ts; each cookie value apart too).
  */
 export const SECRET_HEADERS: readonly string[] = [
   'authorization',
@@ -20,6 +23,7 @@ export const SECRET_HEADERS: readonly string[] = [
   'set-cookie',
   'x-api-key',
   'api-key',
+  'x-goog-api-key',
 ];
 
 /**

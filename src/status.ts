@@ -19,7 +19,7 @@ import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
 import { validate } from './options.ts';
-import { redactText, SCHEME_SEPARATOR } from './redact.ts';
+import { redactText, SCHEME_SEPARATOR, SECRET_HEADERS } from './redact.ts';
 import { type HeadersLike, retryDelay } from './timing.ts';
 
 /** Body bytes read from a failure response by default (DESIGN.md §4: 2 KiB). */
@@ -28,12 +28,6 @@ export const DEFAULT_BODY_BYTES = 2048;
 export const DEFAULT_BODY_WAIT_MS = 1000;
 /** `serverMessage` fallback (a non-JSON body) is cut to this many characters. */
 const MAX_MESSAGE_CHARS = 400;
-/**
- * Request headers whose values are credentials, hidden where a failure body quotes them
- * back: RFC 9110's `Authorization` and `Proxy-Authorization`, Anthropic's `x-api-key`,
- * Azure OpenAI's `api-key`. Each `Cookie` value is hidden too.
- */
-const CREDENTIAL_HEADERS = ['authorization', 'proxy-authorization', 'x-api-key', 'api-key'];
 /**
  * Credential values shorter than this are not hidden: a test key `abc` or a cookie `1`
  * would blank every `abc` and `1` in the body. It is also the shortest start of a
@@ -161,7 +155,7 @@ function withoutCutUrl(text: string): string {
 
 /**
  * `text` without the credentials `call` sent, each run of hidden characters shown as
- * {@link HIDDEN}: each value of {@link CREDENTIAL_HEADERS} (and of the headers `auth()`
+ * {@link HIDDEN}: each value of {@link SECRET_HEADERS} (and of the headers `auth()`
  * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its scheme (the
  * token of `Bearer <token>`; a Basic one decoded, and its password), each cookie value and
  * each query value of the request URL. Looked for in the text with JSON's
@@ -176,7 +170,7 @@ function withoutCutUrl(text: string): string {
 export function hideSent(call: Call, text: string): string {
   const sent: string[] = [];
   const named = call.bag.get(CREDENTIAL_HEADER) as Set<string> | undefined;
-  for (const name of [...CREDENTIAL_HEADERS, ...(named ?? [])]) {
+  for (const name of [...SECRET_HEADERS, ...(named ?? [])]) {
     const value = call.header(name)?.trim() ?? '';
     // After the scheme: at any whitespace, a tab too, as servers split it (Go's strings.Fields).
     const token = value.replace(/^\S+\s+/, '');

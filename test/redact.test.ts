@@ -1013,6 +1013,7 @@ test('SECRET_HEADERS names Authorization, Proxy-Authorization, cookies and API k
     'proxy-authorization',
     'set-cookie',
     'x-api-key',
+    'x-goog-api-key',
   ]);
   for (const name of SECRET_HEADERS) assert.equal(isSafeHeader(name), false, name);
 });

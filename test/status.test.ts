@@ -966,3 +966,22 @@ test('an API key the call sent in its query (?key=) is hidden where the server q
     },
   );
 });
+
+test('a Gemini key the call sent in x-goog-api-key itself (as the Google SDK does, no auth()) is hidden where the server quotes it back', async () => {
+  await withServer(
+    (req) => ({
+      status: 400,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ error: { message: `API key not valid: ${req.headers['x-goog-api-key']}` } }),
+    }),
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      const error = await fetch(server.origin, { headers: { 'x-goog-api-key': API_KEY } }).catch(
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.serverMessage, 'API key not valid: [redacted]');
+      assertNoCredential([error.message, error.body, error]);
+    },
+  );
+});
