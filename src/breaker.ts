@@ -56,6 +56,7 @@ import { functionOption, validate } from './options.ts';
 import { redactText } from './redact.ts';
 // The longest wait, in ms, a server may impose on its word alone, by default: the same as retry()'s.
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
+import { hideSent } from './status.ts';
 import { MAX_DELAY_MS, quotaLeft, retryDelay } from './timing.ts';
 
 /** Consecutive failures that open a circuit, by default: a blip is not an outage. */
@@ -417,11 +418,12 @@ function comeBack(t: number, leaseEndsMs: number, stepMs: number): number {
 }
 
 /** `HTTP 503 Service Unavailable`, `network error ECONNREFUSED`, `attempt timeout after 100 ms`. */
-function failureLabel(failure: Failure): string {
+function failureLabel(call: Call, failure: Failure): string {
   if (failure instanceof TimeoutError) return `${failure.scope} timeout after ${failure.ms} ms`;
   if (failure instanceof NetworkError) return `network error ${failure.code}`;
-  // Redacted: Node's and Bun's fetch keep a reason phrase as written (a URL, say).
-  return statusLine(failure.status, redactText(failure.statusText));
+  // Hidden and redacted: Node's and Bun's fetch keep a reason phrase as written (a URL, or
+  // the credential the call sent: `401 Invalid token Bearer eyJ…`).
+  return statusLine(failure.status, redactText(hideSent(call, failure.statusText)));
 }
 
 /**
@@ -433,7 +435,7 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
   const { status, headers } = failure;
   return new HttpStatusError({
     status,
-    statusText: failure.statusText, // redacted by HttpStatusError
+    statusText: hideSent(call, failure.statusText), // and redacted by HttpStatusError
     retryable: isRetryableStatus(status, headers),
     retryAfterMs,
     headers,
@@ -730,7 +732,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     const retryAt = new Date(now() + c.retryInMs);
     c.retryAtMs = retryAt.getTime();
     c.probe = undefined;
-    c.openReason = reason += ` (last: ${failureLabel(failure)})`;
+    c.openReason = reason += ` (last: ${failureLabel(call, failure)})`;
     c.cause = causeOf(call, failure, serverDelayMs);
     become(c, call, 'open', reason, retryAt);
     // Calls waiting on the key (a pause, a pace probe) fail fast now, as every caller of
@@ -773,7 +775,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.waitable = askedMs <= maxRetryAfterMs;
     const asked =
       quota === undefined ? `asked to ${fromServer ? 'wait' : 'slow down'}` : 'said its quota is used up';
-    c.pauseReason = `paced: the server ${asked} (${failureLabel(answer)})${c.waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
+    c.pauseReason = `paced: the server ${asked} (${failureLabel(call, answer)})${c.waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
     // A success that used up the quota failed nothing: there is no error to show as the cause.
     c.pauseCause = answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined);
     paced(c, call, 'start', delayMs);

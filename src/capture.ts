@@ -16,7 +16,14 @@ import * as z from 'zod/mini';
 import { ATTACH, type Call, type FetchLike, type Middleware, type Next } from './call.ts';
 import { validate } from './options.ts';
 import { redactText, redactUrl, safeHeaders } from './redact.ts';
-import { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS, readSaid, SNAPSHOT, type Snapshotted } from './status.ts';
+import {
+  DEFAULT_BODY_BYTES,
+  DEFAULT_BODY_WAIT_MS,
+  hideSent,
+  readSaid,
+  SNAPSHOT,
+  type Snapshotted,
+} from './status.ts';
 
 export { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS };
 
@@ -173,8 +180,9 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
       method: call.method,
       url: redactUrl(call.href),
       status: response.status,
-      // Redacted as the body is: Node's and Bun's fetch keep a reason phrase as written.
-      statusText: redactText(response.statusText),
+      // Hidden and redacted as the body is: Node's and Bun's fetch keep a reason phrase as
+      // written, and an old app server may quote the credential there (`401 Invalid token Bearer eyJ…`).
+      statusText: redactText(hideSent(call, response.statusText)),
       ...said,
       headers: Object.freeze(safeHeaders(response.headers)),
       at,

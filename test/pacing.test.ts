@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { circuitBreaker } from '../src/breaker.ts';
 import type { FetchLike, Middleware } from '../src/call.ts';
@@ -1060,4 +1062,36 @@ test('a 200 whose X-RateLimit-Remaining: 0 came on two lines (fetch joins them: 
     assert.equal(res.headers.get('x-ratelimit-remaining'), '0, 0');
     assert.notEqual(breaker.stats('model')?.pausedUntil, undefined, 'the key is paced until the reset');
   });
+});
+
+test('a reason phrase that quotes the credential the call sent shows none of it in the pause’s error, cause or event', async () => {
+  // Node's and Bun's fetch keep the reason phrase as the server wrote it (Deno's gives the
+  // standard one): an old app server may quote the credential there. Opaque: redactText alone
+  // would not know it.
+  const token = 'opaque-T0k3n-9f8e7d6c5b4a3210';
+  const server = createServer((request, response) => {
+    response.writeHead(429, `Slow down token ${request.headers.authorization}`, { 'retry-after': '5' });
+    response.end();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const events: BreakwaterEvent[] = [];
+    // A pause longer than allowed: the next call fails fast, with the pause's reason and cause.
+    const breaker = circuitBreaker({ open: OPEN, maxRetryAfterMs: 200 });
+    const fetch = createFetch({ use: [breaker], key: 'model', onEvent: (e) => events.push(e) });
+    const init = { headers: { authorization: `Bearer ${token}` } };
+    assert.equal(await send(fetch, origin, init), 429);
+    const error = await fetch(origin, init).catch((e: unknown) => e);
+    assert.ok(error instanceof CircuitOpenError, String(error));
+    assert.ok(error.cause instanceof HttpStatusError);
+    const shown = [error.message, error.cause.message, error.cause.statusText, JSON.stringify(error)];
+    for (const text of [...shown, JSON.stringify(events)])
+      assert.ok(!text.includes(token.slice(0, 8)), `the token shown in ${text}`);
+    if (error.cause.statusText !== 'Too Many Requests')
+      assert.match(error.message, /\(HTTP 429 Slow down token \[redacted\]\)/);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });
