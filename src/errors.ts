@@ -59,8 +59,9 @@ export interface BreakwaterErrorOptions {
  * each with its own classes, and an error of one failed every `instanceof` of the other
  * (retry() and classify() took a 503 for a fatal error; an app's `catch` missed it). A
  * prototype counts when its class has this class's name and derives from a class named
- * `BreakwaterError` (the names are spelled out, so they survive minifying). Another
- * library's error of the same name (ky's `TimeoutError`) is not one. Runs only where an
+ * `BreakwaterError` of another copy (the names are spelled out, so they survive
+ * minifying). Another library's error of the same name (ky's `TimeoutError`) is not one,
+ * nor an app's class sharing the name of another it wrote. Runs only where an
  * error is judged, never on the happy path.
  */
 function isInstance(this: { prototype: unknown; name: string }, value: unknown): boolean {
@@ -71,7 +72,9 @@ function isInstance(this: { prototype: unknown; name: string }, value: unknown):
       if (proto === this.prototype) return true;
       const name = (proto as { constructor?: { name?: unknown } }).constructor?.name;
       named ||= name === this.name;
-      if (name === 'BreakwaterError') return named;
+      // Only another copy's base: within this copy the prototype alone decides, as plain
+      // instanceof does (two classes an app wrote with one name, anonymous ones all '').
+      if (name === 'BreakwaterError') return named && proto !== BreakwaterError.prototype;
     }
   } catch {
     // null, undefined, a Proxy or a getter that throws: no error of ours.

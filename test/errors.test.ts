@@ -680,3 +680,29 @@ test('an error thrown by the CommonJS build is an instance of the ESM build’s 
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('two subclasses an app wrote that share a name (anonymous, or made by one factory) are not instances of each other, nor is an app’s own class named as a breakwater class', () => {
+  // cd8091f's name match is for another copy of breakwater (the dual package hazard);
+  // within one copy the prototype decides, as plain instanceof does. Anonymous classes are
+  // all named '', a factory's classes share their name, and minifiers reuse short names.
+  const RateLimited = (() => class extends HttpStatusError {})();
+  const Dropped = (() => class extends NetworkError {})();
+  const dropped = new Dropped({ code: 'ECONNRESET', phase: 'send', sent: 'maybe' });
+  assert.equal(dropped instanceof RateLimited, false);
+  assert.ok(dropped instanceof NetworkError);
+  const factory = () => class ApiError extends HttpStatusError {};
+  const First = factory();
+  const Second = factory();
+  assert.equal(new Second({ status: 500 }) instanceof First, false);
+  assert.ok(new First({ status: 500 }) instanceof First);
+  // An app's own class named HttpStatusError, derived from breakwater's base only.
+  const Own = class HttpStatusError extends BreakwaterError {};
+  assert.equal(Own.name, 'HttpStatusError');
+  assert.equal(new Own('no status here', 'OWN') instanceof HttpStatusError, false);
+  assert.ok(new Own('no status here', 'OWN') instanceof BreakwaterError);
+  // A subclass both ways, and a bare prototype, as plain instanceof answers.
+  class MyError extends HttpStatusError {}
+  assert.ok(new MyError({ status: 500 }) instanceof HttpStatusError);
+  assert.equal(new HttpStatusError({ status: 500 }) instanceof MyError, false);
+  assert.ok(Object.create(HttpStatusError.prototype) instanceof HttpStatusError);
+});
