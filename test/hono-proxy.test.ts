@@ -33,6 +33,26 @@ function proxyApp(origin: string, policy: Policy, extra: Partial<Parameters<type
   return app;
 }
 
+/** An app whose POST `/api/<path>` first reads the body through Hono with `reads[path]` (as a validator does), then proxies to `origin/<path>`. */
+function readFirstApp(
+  origin: string,
+  policy: Policy,
+  reads: Record<string, (c: Context) => Promise<void>>,
+): Hono {
+  const app = new Hono();
+  for (const [path, read] of Object.entries(reads)) {
+    app.post(
+      `/api/${path}`,
+      async (c, next) => {
+        await read(c);
+        await next();
+      },
+      proxy(`${origin}/${path}`, { policy }),
+    );
+  }
+  return app;
+}
+
 test('proxy forwards the method, path, query, headers and body, and returns the upstream response', async () => {
   await withServer(
     always({
@@ -71,24 +91,11 @@ test('proxy forwards the method, path, query, headers and body, and returns the 
 test('a body an earlier middleware already read through Hono (a validator: c.req.json(), c.req.formData()) is still forwarded whole', async () => {
   await withServer(always({ status: 201, body: 'created' }), async (up) => {
     const policy = definePolicy({ name: 'things' });
-    const app = new Hono();
     // What hono/validator does: reads the body through Hono, which keeps it.
-    app.post(
-      '/api/json',
-      async (c, next) => {
-        assert.deepEqual(await c.req.json(), { name: 'kettle' });
-        await next();
-      },
-      proxy(`${up.origin}/json`, { policy }),
-    );
-    app.post(
-      '/api/form',
-      async (c, next) => {
-        assert.equal((await c.req.formData()).get('name'), 'kettle');
-        await next();
-      },
-      proxy(`${up.origin}/form`, { policy }),
-    );
+    const app = readFirstApp(up.origin, policy, {
+      json: async (c) => assert.deepEqual(await c.req.json(), { name: 'kettle' }),
+      form: async (c) => assert.equal((await c.req.formData()).get('name'), 'kettle'),
+    });
     const form = new FormData();
     form.set('name', 'kettle');
     await withApp(app, async (server) => {
@@ -180,23 +187,12 @@ test('a body an earlier middleware read as JSON or text goes on byte for byte, w
   // A signed request (AWS SigV4, HTTP Message Signatures) may cover both.
   await withServer(always({ status: 201, body: 'created' }), async (up) => {
     const policy = definePolicy({ name: 'things' });
-    const app = new Hono();
-    app.post(
-      '/api/json',
-      async (c, next) => {
-        assert.deepEqual(await c.req.json(), { name: 'kettle' });
-        await next();
-      },
-      proxy(`${up.origin}/json`, { policy }),
-    );
-    app.post(
-      '/api/text',
-      async (c, next) => {
+    const app = readFirstApp(up.origin, policy, {
+      json: async (c) => assert.deepEqual(await c.req.json(), { name: 'kettle' }),
+      text: async (c) => {
         await c.req.text();
-        await next();
       },
-      proxy(`${up.origin}/text`, { policy }),
-    );
+    });
     const sentBodies = { json: '{ "name" : "kettle" }\n', text: 'caf\u00e9 \u2603\n' };
     const types = { json: 'application/json; charset=UTF-8', text: 'Text/Plain; Charset="utf-8"' };
     await withApp(app, async (server) => {
