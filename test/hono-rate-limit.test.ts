@@ -185,16 +185,24 @@ test('a trusted header holding IPv6 addresses is keyed by their /64: a client ca
   }
 });
 
-test('a trusted header that also carries the client port (Azure Application Gateway: 203.0.113.7:50912) is keyed without it: a new connection is no fresh bucket', async () => {
-  // The port is the client's source port, new on every connection: keyed with it, a
-  // client would get a fresh bucket per connection.
+/** Runs `check` on a real server with a limit of 1 trusting X-Forwarded-For; `status(value)` sends one request forwarded for `value`. */
+async function withForwardedFor(
+  check: (status: (value: string) => Promise<number>) => Promise<void>,
+): Promise<void> {
   const { app } = appWith({ limit: 1, windowMs: 60_000, trustedHeader: 'x-forwarded-for' });
   await withApp(app, async (server) => {
-    const status = async (value: string): Promise<number> => {
+    await check(async (value) => {
       const res = await fetch(server.origin, { headers: { 'x-forwarded-for': value } });
       await res.body?.cancel();
       return res.status;
-    };
+    });
+  });
+}
+
+test('a trusted header that also carries the client port (Azure Application Gateway: 203.0.113.7:50912) is keyed without it: a new connection is no fresh bucket', async () => {
+  // The port is the client's source port, new on every connection: keyed with it, a
+  // client would get a fresh bucket per connection.
+  await withForwardedFor(async (status) => {
     assert.equal(await status('203.0.113.7:50912'), 200);
     for (const again of ['203.0.113.7:50913', '203.0.113.7', '203.0.113.7:1, 10.0.0.1']) {
       assert.equal(await status(again), 429, again);
@@ -214,13 +222,7 @@ test('a trusted header that also carries the client port (Azure Application Gate
 test('an IPv4-mapped or NAT64 address with the client port after it (::ffff:203.0.113.7:50912, as a dual-stack Node edge writes its remoteAddress and remotePort) is keyed without the port', async () => {
   // An IPv4 address ends IPv6 text (RFC 4291 §2.2), so a colon after one starts a port,
   // new on every connection: keyed with it, a client would get a fresh bucket per connection.
-  const { app } = appWith({ limit: 1, windowMs: 60_000, trustedHeader: 'x-forwarded-for' });
-  await withApp(app, async (server) => {
-    const status = async (value: string): Promise<number> => {
-      const res = await fetch(server.origin, { headers: { 'x-forwarded-for': value } });
-      await res.body?.cancel();
-      return res.status;
-    };
+  await withForwardedFor(async (status) => {
     assert.equal(await status('::ffff:203.0.113.7:50912'), 200);
     for (const again of ['::ffff:203.0.113.7:50913', '::ffff:203.0.113.7', '[::ffff:203.0.113.7]:1']) {
       assert.equal(await status(again), 429, again);
