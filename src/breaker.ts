@@ -404,16 +404,19 @@ function waitOn(c: Circuit, ms: number, signal: AbortSignal | undefined): Promis
 }
 
 /**
- * When a call refused at `t` while a probe (half-open, or the pace probe) holds its key
- * should come back, epoch ms. The probe's settling time is unknown, and a `retryAt` of
- * now had a client that sleeps until it spin, refused at once, until the probe settled
- * (up to {@link PROBE_LEASE_MS}). So: `stepMs` on (the quiet just given the server: the
- * open step, or the pause; Polly's `RetryAfter` counts a break duration from its probe
- * too), or as long again as the probe has been in flight if that is longer (a client
- * waking at each `retryAt` backs off exponentially against a hung probe), and never past
- * the lease's end (`leaseEndsMs`), when the next call probes anyway.
+ * When a call refused at `t` (epoch ms) while a probe holds its key should come back,
+ * epoch ms: the breaker's half-open probe, its pace probe, or a start gate's probe
+ * (src/gate.ts shares this, as it does {@link PROBE_LEASE_MS}; not in the package's
+ * index). The probe's settling time is unknown, and a `retryAt` of now had a client
+ * that sleeps until it spin, refused at once, until the probe settled (up to
+ * {@link PROBE_LEASE_MS}). So: `stepMs` on (the quiet just given the server: the open
+ * step, the pause, or the gate's window; Polly's `RetryAfter` counts a break duration
+ * from its probe too), or as long again as the probe has been in flight if that is
+ * longer (a client waking at each `retryAt` backs off exponentially against a hung
+ * probe), and never past the lease's end (`leaseEndsMs`, epoch ms), when the next call
+ * probes anyway.
  */
-function comeBack(t: number, leaseEndsMs: number, stepMs: number): number {
+export function comeBack(t: number, leaseEndsMs: number, stepMs: number): number {
   return Math.min(leaseEndsMs, t + Math.max(stepMs, t + PROBE_LEASE_MS - leaseEndsMs));
 }
 

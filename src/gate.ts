@@ -20,7 +20,7 @@ import {
   type Jitter,
   withDefaults,
 } from './backoff.ts';
-import { PROBE_LEASE_MS } from './breaker.ts';
+import { comeBack, PROBE_LEASE_MS } from './breaker.ts';
 import {
   GateClosedError,
   HttpStatusError,
@@ -291,20 +291,12 @@ export function createGate(options?: GateOptions): Gate {
         const time = now();
         rebase(time);
         // Inside the window, or after it while its probe runs within its lease: fail fast
-        // without calling fn. When to come back from a probe: its settling time is
-        // unknown, and a retryAt of now had a client that sleeps until it spin, refused at
-        // once, for up to the lease. So, as the breaker does: one window step on (the quiet
-        // the schedule just gave the server), or as long again as the probe has been in
-        // flight, if longer (a client waking at each retryAt backs off exponentially
-        // against a hung probe), and never past the lease's end, when the next run probes.
+        // without calling fn. Come back at the window's end, or from a probe in flight as
+        // the breaker's half-open refusals do (comeBack()): one window step on (the quiet
+        // the schedule just gave the server), later the longer the probe hangs, never past
+        // its lease's end, when the next run probes.
         if (time < retryAtMs || (probe && time < probeUntilMs)) {
-          const at =
-            time < retryAtMs
-              ? retryAtMs
-              : Math.min(
-                  probeUntilMs,
-                  time + Math.max(lastDelayMs as number, time + PROBE_LEASE_MS - probeUntilMs),
-                );
+          const at = time < retryAtMs ? retryAtMs : comeBack(time, probeUntilMs, lastDelayMs as number);
           emit('refused', at);
           throw new GateClosedError({ key, retryAt: new Date(at), cause, now: time });
         }
