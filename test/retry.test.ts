@@ -221,24 +221,33 @@ test('a stream body is sent once and never resent', async () => {
   });
 });
 
-test('a stream body under replayBodyBytes is buffered and resent byte for byte', async () => {
+/** A stream body of `chunks`, then its end. */
+function streamOf<T>(...chunks: T[]): ReadableStream<T> {
+  return new ReadableStream<T>({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(chunk);
+      controller.close();
+    },
+  });
+}
+
+/** PUTs `body` through retry() (replayBodyBytes 1024) to a server answering 503 then 200: both attempts carry `text`. */
+async function assertResentWhole(body: ReadableStream, text: string): Promise<void> {
   await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
     const fetch = createFetch({ use: [retry({ backoff: fast, replayBodyBytes: 1024 })] });
-    const body = new ReadableStream({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode('part-1;'));
-        controller.enqueue(new TextEncoder().encode('part-2'));
-        controller.close();
-      },
-    });
     const res = await fetch(server.origin, { method: 'PUT', body, duplex: 'half' } as RequestInit);
     await res.body?.cancel();
     assert.equal(res.status, 200);
     assert.deepEqual(
       server.requests.map((r) => r.text),
-      ['part-1;part-2', 'part-1;part-2'],
+      [text, text],
     );
   });
+}
+
+test('a stream body under replayBodyBytes is buffered and resent byte for byte', async () => {
+  const encode = (text: string): Uint8Array => new TextEncoder().encode(text);
+  await assertResentWhole(streamOf(encode('part-1;'), encode('part-2')), 'part-1;part-2');
 });
 
 test('a stream body over replayBodyBytes is still sent whole, once', async () => {
@@ -291,34 +300,28 @@ test('a stream body of string chunks is not buffered past replayBodyBytes: the c
 });
 
 test('a stream body of string chunks under replayBodyBytes is resent as its UTF-8 bytes', async () => {
-  await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
-    const fetch = createFetch({ use: [retry({ backoff: fast, replayBodyBytes: 1024 })] });
-    const body = new ReadableStream<string>({
-      start(controller) {
-        controller.enqueue('héllo, ');
-        controller.enqueue('wörld');
-        controller.close();
-      },
-    });
-    const res = await fetch(server.origin, { method: 'PUT', body, duplex: 'half' } as RequestInit);
-    await res.body?.cancel();
-    assert.equal(res.status, 200);
-    assert.deepEqual(
-      server.requests.map((r) => r.text),
-      ['héllo, wörld', 'héllo, wörld'],
-    );
-  });
+  await assertResentWhole(streamOf('héllo, ', 'wörld'), 'héllo, wörld');
 });
+
+/** A stream body that sends 'first part;' and never ends; `cancelled()` says whether it was told to stop. */
+function stalledBody(): { body: ReadableStream<Uint8Array>; cancelled: () => boolean } {
+  let cancelled = false;
+  const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode('first part;'));
+    },
+    cancel() {
+      cancelled = true;
+    },
+  });
+  return { body, cancelled: () => cancelled };
+}
 
 test('an abort while a stream body is buffered for replay rejects at once with the caller’s reason', async () => {
   await withServer(always({ status: 200 }), async (server) => {
     const fetch = createFetch({ use: [retry({ backoff: fast, replayBodyBytes: 1024 })] });
     // A small body whose end is slow to come (an upload being relayed, say).
-    const body = new ReadableStream({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode('first part;'));
-      },
-    });
+    const { body } = stalledBody();
     const controller = new AbortController();
     const reason = new Error('caller gave up');
     setTimeout(() => controller.abort(reason), 20);
@@ -336,16 +339,8 @@ test('under definePolicy(), a stream body whose end never comes is buffered for 
   await withServer(always({ status: 200 }), async (server) => {
     // definePolicy()'s total deadline has no timer of its own: its attempt timeout sits inside retry().
     const fetch = definePolicy({ retry: { replayBodyBytes: 1024 }, timeout: { totalMs: 100 } }).fetch();
-    let cancelled = false;
     // A small body whose end never comes (an upload being relayed from a client that stalled).
-    const body = new ReadableStream({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode('first part;'));
-      },
-      cancel() {
-        cancelled = true;
-      },
-    });
+    const { body, cancelled } = stalledBody();
     // The caller's own abort, far later, ends the test if the deadline does not.
     const controller = new AbortController();
     const giveUp = setTimeout(() => controller.abort(new Error('not ended by the deadline')), 2000);
@@ -370,7 +365,7 @@ test('under definePolicy(), a stream body whose end never comes is buffered for 
     assert.ok(performance.now() - started < 1000, `${performance.now() - started} ms`);
     assert.equal(server.requests.length, 0);
     // The caller's stream is told to stop, not left locked and open.
-    assert.ok(cancelled);
+    assert.ok(cancelled());
   });
 });
 
@@ -561,15 +556,7 @@ test('the HttpStatusError under a RetryAfterTooLongError is retryable by the ret
 test('an abort while a stream body is buffered for replay cancels the caller’s stream', async () => {
   // The upload's source (a relayed request body, a file) must be told to stop: left
   // locked by the tee and never cancelled, it stays open for as long as it likes.
-  let cancelled = false;
-  const body = new ReadableStream({
-    start(controller) {
-      controller.enqueue(new TextEncoder().encode('first part;'));
-    },
-    cancel() {
-      cancelled = true;
-    },
-  });
+  const { body, cancelled } = stalledBody();
   const controller = new AbortController();
   const reason = new Error('caller gave up');
   const fetch = createFetch({
@@ -587,7 +574,7 @@ test('an abort while a stream body is buffered for replay cancels the caller’s
     (error: unknown) => error === reason,
   );
   await new Promise((resolve) => setTimeout(resolve, 20));
-  assert.equal(cancelled, true, 'the source stream was cancelled');
+  assert.equal(cancelled(), true, 'the source stream was cancelled');
 });
 
 /** A custom fetch that drops `init.signal`: an abort or a deadline never reaches the request. */
