@@ -385,7 +385,9 @@ export function fetchFailure(error: unknown, request: RequestSummary, stage?: Fe
   // logger prints it: console.error, pino's cause chain): Deno's message and stack quote
   // the URL (`error sending request for url (<url>)`), Bun keeps it as `path`. Its URLs
   // are redacted in place: this error is the chain's own, made for this one failure.
-  for (let link = error, i = 0; i < MAX_CHAIN_ERRORS && link instanceof Object; i++) {
+  // Any object, not `instanceof Object`: an error of another realm (Jest runs tests in a
+  // node:vm context, fetch lives outside it) is none, and went up unredacted.
+  for (let link = error, i = 0; i < MAX_CHAIN_ERRORS && Object(link) === link; i++) {
     for (const field of ['message', 'stack', 'path', 'input']) {
       const text = read(link, field);
       try {
@@ -398,14 +400,17 @@ export function fetchFailure(error: unknown, request: RequestSummary, stage?: Fe
   }
   const network = normalizeNetworkError(error, request, stage);
   // breakwater's own errors (from a breakwater fetch passed as `fetch`) are redacted already.
+  // The message is read, not asked `instanceof Error`: a frozen error of another realm is
+  // none, and its message cannot be redacted in place.
+  const message = read(error, 'message');
   if (
     network !== undefined ||
-    !(error instanceof Error) ||
+    typeof message !== 'string' ||
     error instanceof BreakwaterError ||
-    redactText(error.message) === error.message
+    redactText(message) === message
   )
     return network ?? error;
-  const safe = new TypeError(redactText(error.message));
-  safe.name = error.name;
+  const safe = new TypeError(redactText(message));
+  safe.name = (error as Error).name;
   return safe;
 }

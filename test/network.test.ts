@@ -3,6 +3,7 @@ import { connect, createServer as createTcpServer, type Server, type Socket } fr
 import { test } from 'node:test';
 import { createServer as createTlsServer } from 'node:tls';
 import { inspect } from 'node:util';
+import { runInNewContext } from 'node:vm';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { limitedBody } from '../src/body-limit.ts';
 import type { Middleware } from '../src/call.ts';
@@ -735,4 +736,30 @@ test('a NetworkError logged whole (console.error, a logger printing its cause) s
   const shown = inspect(error, { depth: 10, showHidden: true });
   assert.doesNotMatch(shown, /s3cret/, shown);
   assert.doesNotMatch(JSON.stringify(error), /s3cret/);
+});
+
+test('a fetch error from another realm (Jest runs tests in a node:vm context, fetch lives outside it) shows no URL secret, frozen or not', async () => {
+  // Node's fetch refuses a URL with credentials by quoting it: 'Request cannot be
+  // constructed from a URL that includes credentials: http://user:PASSWORD@...'. An error
+  // of another realm is no `instanceof Object` or `Error` of this one, so it went up the
+  // chain unredacted, with the password and the key.
+  const url = 'http://user:hunter2-s3cret@127.0.0.1:9/v1/models?api_key=sk-s3cret-123';
+  for (const freeze of [false, true]) {
+    const raw = runInNewContext(
+      `const e = new TypeError('Request cannot be constructed from a URL that includes credentials: ${url}'); ${freeze ? 'Object.freeze(e)' : 'e'}`,
+    ) as Error;
+    assert.equal(raw instanceof Error, false, 'the error is of another realm');
+    const error = await rejection(() =>
+      createFetch({
+        fetch: async () => {
+          throw raw;
+        },
+        use: [],
+      })('http://127.0.0.1:9/v1/models'),
+    );
+    assert.equal((error as Error).name, 'TypeError');
+    const shown = inspect(error, { depth: 10, showHidden: true });
+    assert.doesNotMatch(shown, /s3cret/, shown);
+    assert.doesNotMatch(String(error), /s3cret/);
+  }
 });
