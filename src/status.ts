@@ -271,6 +271,40 @@ export async function readSaid(
   };
 }
 
+/** Whether `text` parses as JSON: the SDKs build their typed errors (`RateLimitError`, A2A's `TaskNotFound`) only from that. */
+function isJson(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The body of a failure response handed to an SDK (`breakwater/a2a`, `breakwater/providers`),
+ * which reads it into its error: `snapshot`, the capture snapshot's body (the call's
+ * credentials and URLs' secrets hidden, on one line, `capture.bodyBytes` long), which costs
+ * nothing more. Hiding and redacting cost about 1 ms per KiB of a hostile body (a body of
+ * URLs), not to be spent again on the whole of it. `readWhole` (the body as it came, at most
+ * 64 KiB) is read only when the snapshot is not JSON: a snapshot that kept none
+ * (`bodyBytes: 0`, an event stream, a 3xx no capture saw) gives the start of the body read
+ * as a snapshot's is; one cut inside a JSON body (an error with a stack trace in it) gives
+ * the whole body hidden and redacted so, the one case that pays for it, or the SDK's typed
+ * error would be lost. A snapshot that is JSON is the whole error already.
+ */
+export async function sdkFailureBody(
+  call: Call,
+  snapshot: string | undefined,
+  readWhole: () => string | Promise<string>,
+): Promise<string> {
+  if (snapshot && isJson(snapshot)) return snapshot;
+  const whole = await readWhole();
+  // A JSON body whole: what readSaid() gives as its body for it, without reading its message too.
+  if (isJson(whole)) return oneLine(redactText(hideSent(call, whole)));
+  return snapshot || (await readSaid(call, new Response(whole))).body;
+}
+
 /**
  * Turns failure responses into {@link HttpStatusError}: by default every status
  * >= 400, or only the listed ones. The error carries the status, the server's

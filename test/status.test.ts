@@ -4,12 +4,13 @@ import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
 import { circuitBreaker } from '../src/breaker.ts';
+import type { Call } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError, RetryAfterTooLongError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
-import { throwOnStatus, wrapHttpError } from '../src/status.ts';
+import { readSaid, sdkFailureBody, throwOnStatus, wrapHttpError } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
 import { always, type Behaviour, withServer } from './helpers/server.ts';
 
@@ -984,4 +985,42 @@ test('a Gemini key the call sent in x-goog-api-key itself (as the Google SDK doe
       assertNoCredential([error.message, error.body, error]);
     },
   );
+});
+
+test('sdkFailureBody() gives a JSON body the snapshot cut whole, hidden and redacted as readSaid() reads it, and another body’s start as readSaid() does', async () => {
+  const token = 'sk-sdk-body-0123456789abcdef';
+  // Past 2 KiB, escaped as PHP writes JSON (`\/`), quoting the credential and a URL's secret.
+  const whole = JSON.stringify({
+    error: {
+      message: `bad token Bearer ${token}`,
+      trace: `${'x'.repeat(3000)} https://u:p4ssw0rd-secret@api.example.com/v1?sig=s3cr3t-sig`,
+    },
+  }).replaceAll('/', '\\/');
+  await withServer(always({ status: 200, body: 'ok' }), async (server) => {
+    let seen: Call | undefined;
+    const fetch = createFetch({
+      use: [
+        (call, next) => {
+          seen = call;
+          return next(call);
+        },
+      ],
+    });
+    await (await fetch(server.origin, { headers: { authorization: `Bearer ${token}` } })).text();
+    const call = seen as Call;
+    const cut = await readSaid(call, new Response(whole));
+    const body = await sdkFailureBody(call, cut.body, () => whole);
+    assert.equal(body, (await readSaid(call, new Response(whole), Infinity)).body);
+    assert.ok(body.length > 3000 && !body.includes(token) && !body.includes('s3cr3t-sig'), body);
+    assert.doesNotThrow(() => JSON.parse(body));
+    // A snapshot that is JSON is handed over unread; a body that is not JSON gives its start.
+    const small = await readSaid(call, new Response('{"error":"slow down"}'));
+    assert.equal(await sdkFailureBody(call, small.body, () => assert.fail('read')), small.body);
+    const text = `${'y'.repeat(3000)} Bearer ${token}`;
+    assert.equal(
+      await sdkFailureBody(call, undefined, () => text),
+      (await readSaid(call, new Response(text))).body,
+    );
+    assert.equal(await sdkFailureBody(call, cut.body, () => text), cut.body);
+  });
 });

@@ -19,7 +19,7 @@ import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
-import { readSaid, SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
+import { SNAPSHOT, type Snapshotted, sdkFailureBody, wrapHttpError } from '../../src/status.ts';
 
 /**
  * JSON-RPC methods that only read: A2A 1.0 names (`@a2a-js/sdk` 1.x `JsonRpcTransport`)
@@ -110,16 +110,6 @@ export function a2aIdempotent(): Middleware {
   };
 }
 
-/** Whether `text` parses as JSON: the SDK builds its typed errors (TaskNotFound, ...) only from that. */
-function isJson(text: string): boolean {
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /**
  * Middleware that hands a failure response (status >= 300) on with its body ended
  * after `MAX_FAILURE_BODY_BYTES` or `waitMs` from its headers (`cappedFailure`; the
@@ -152,18 +142,10 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
       value: () =>
         text().then(
           // The SDK quotes it in its error, which an HttpStatusError keeps as its cause: it
-          // gets the capture snapshot's body (the call's credentials and URLs' secrets hidden,
-          // on one line, `capture.bodyBytes` long), already read: hiding and redacting cost
-          // about 1 ms per KiB of a hostile body, not to be spent on 64 KiB of it again. A
-          // snapshot that kept none (`bodyBytes: 0`, an event stream) leaves the SDK no typed
-          // error to read: the start of the body is read as a snapshot's would be. Nor does
-          // one cut inside a JSON body (a typed error whose data holds a stack trace): that
-          // body is read whole (at most the cap's 64 KiB), the one case that pays for it.
-          async (body) =>
-            (said?.body && (isJson(said.body) || !isJson(body))
-              ? said
-              : await readSaid(call, new Response(body), isJson(body) ? Infinity : undefined)
-            ).body,
+          // gets the capture snapshot's body, or the start of the body read as a snapshot's
+          // is, or a JSON body the snapshot cut, whole (see sdkFailureBody). The body is read
+          // first all the same: one that breaks mid-read fails here, with its status.
+          (body) => sdkFailureBody(call, said?.body, () => body),
           (error: unknown) => {
             // A status past 599 (fetch passes up to 999) is no HTTP failure wrapHttpError takes.
             throw call.callerSignal?.aborted || response.status > 599

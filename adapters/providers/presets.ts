@@ -16,7 +16,7 @@ import type { Call, FetchLike, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions, PolicyConfig } from '../../src/policy.ts';
-import { readSaid, type Said, SNAPSHOT, type Snapshotted } from '../../src/status.ts';
+import { SNAPSHOT, type Snapshotted, sdkFailureBody } from '../../src/status.ts';
 import type { TimeoutOptions } from '../../src/timeout.ts';
 
 /**
@@ -57,38 +57,6 @@ export interface AiSdkProviderOptions {
 // auth() checks its own options in full; here only that `auth` is an object.
 const presetOptionsSchema = z.optional(z.strictObject(clientOptionsShape));
 
-/** Whether `text` parses as JSON: the SDKs build their typed errors (`RateLimitError`, its `code`) only from that. */
-function isJson(text: string): boolean {
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/**
- * The failure body an SDK is given: the capture snapshot's (`said`: the call's
- * credentials and URLs' secrets hidden, on one line, `capture.bodyBytes` long), which
- * costs nothing more. Hiding and redacting cost about 1 ms per KiB of a hostile body (a
- * body of URLs), not to be spent again on the whole of it. `readWhole` (the body as
- * it came, at most 64 KiB) is read only when the snapshot is not JSON: a snapshot that
- * kept none (`bodyBytes: 0`, a 3xx no capture saw) gives the start of
- * the body read as a snapshot's is; one cut inside a JSON body (an error with a stack
- * trace in it) gives the whole body read so, the one case that pays for it, or the
- * SDK's typed error would be lost. A snapshot that is JSON is the whole error already.
- */
-async function sdkBody(
-  call: Call,
-  said: Said | undefined,
-  readWhole: () => Promise<string>,
-): Promise<string> {
-  if (said?.body && isJson(said.body)) return said.body;
-  const whole = await readWhole();
-  if (said?.body && !isJson(whole)) return said.body;
-  return (await readSaid(call, new Response(whole), isJson(whole) ? Infinity : undefined)).body;
-}
-
 /**
  * The policy's fetch for one SDK client, after checking the arguments. A failure
  * response (any status but 2xx and 304) reaches the SDK with its body read here: the
@@ -117,7 +85,7 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
     // came: the read here gets what is left of that wait, so a stalled body holds the SDK
     // for bodyWaitMs in all, not twice. A response no capture saw gets the whole wait.
     const said = (response as Snapshotted)[SNAPSHOT];
-    const body = await sdkBody(call, said, async () =>
+    const body = await sdkFailureBody(call, said?.body, async () =>
       // An event stream may never end: unread, as a snapshot leaves it, so the SDK gets it
       // empty at once. A body that breaks keeps the snapshot's start (none without one).
       response.headers.get('content-type')?.toLowerCase().includes('text/event-stream')
