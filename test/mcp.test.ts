@@ -41,7 +41,7 @@ import { definePolicy, type PolicyConfig } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { assertBrokenAnswer } from './helpers/broken-answer.ts';
 import { FLOOD_BYTES, flood } from './helpers/flood.ts';
-import { answeringPosts, withApp } from './helpers/hono-server.ts';
+import { answeringPosts, type FetchApp, withApp } from './helpers/hono-server.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
 
 const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
@@ -1393,35 +1393,52 @@ function sessionApp(echo: Echo = { annotations: {}, runs: 0, failNext: false }, 
   };
 }
 
-test('resilientMcpClient: a 404 for a session the server forgot closes the client, and the next connect starts a new session', async () => {
-  const app = sessionApp();
-  await withApp(app, async (server) => {
-    const mcp = resilient(server.origin);
-    try {
-      const client = await mcp.connect();
-      const first = (mcp.transport as StreamableHTTPClientTransport | undefined)?.sessionId;
-      assert.ok(first);
-      await app.forget();
-      await assert.rejects(
-        client.callTool({ name: 'echo', arguments: {} }),
-        (error: unknown) =>
-          error instanceof HttpStatusError &&
-          error.status === 404 &&
-          error.serverMessage === 'Session not found',
-      );
-      assert.equal(mcp.transport, undefined);
-      assert.equal(mcp.gate.state().failures, 0, 'a lost session is not a start failure');
+/** Calls the echo tool through `client`: it must answer 'echoed'. */
+async function assertEchoes(client: Client): Promise<void> {
+  const result = await client.callTool({ name: 'echo', arguments: {} });
+  assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
+}
 
-      const again = await mcp.connect();
-      const second = (mcp.transport as StreamableHTTPClientTransport | undefined)?.sessionId;
-      assert.ok(second && second !== first);
-      const result = await again.callTool({ name: 'echo', arguments: {} });
-      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
-      assert.equal(app.initializes(), 2);
+/** Serves `app` and runs `fn` with a `resilient()` client on it, then closes the client and drops the sessions of `sessions`. */
+async function withResilient(
+  app: FetchApp,
+  sessions: { forget(): Promise<void> },
+  options: Parameters<typeof resilient>[3],
+  fn: (mcp: ReturnType<typeof resilient>, origin: string) => Promise<void>,
+): Promise<void> {
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin, [], {}, options);
+    try {
+      await fn(mcp, origin);
     } finally {
       await mcp.close();
-      await app.forget();
+      await sessions.forget();
     }
+  });
+}
+
+test('resilientMcpClient: a 404 for a session the server forgot closes the client, and the next connect starts a new session', async () => {
+  const app = sessionApp();
+  await withResilient(app, app, {}, async (mcp) => {
+    const client = await mcp.connect();
+    const first = (mcp.transport as StreamableHTTPClientTransport | undefined)?.sessionId;
+    assert.ok(first);
+    await app.forget();
+    await assert.rejects(
+      client.callTool({ name: 'echo', arguments: {} }),
+      (error: unknown) =>
+        error instanceof HttpStatusError &&
+        error.status === 404 &&
+        error.serverMessage === 'Session not found',
+    );
+    assert.equal(mcp.transport, undefined);
+    assert.equal(mcp.gate.state().failures, 0, 'a lost session is not a start failure');
+
+    const again = await mcp.connect();
+    const second = (mcp.transport as StreamableHTTPClientTransport | undefined)?.sessionId;
+    assert.ok(second && second !== first);
+    await assertEchoes(again);
+    assert.equal(app.initializes(), 2);
   });
 });
 
@@ -1435,52 +1452,40 @@ test('resilientMcpClient: a new session after a 404 forgets the tool hints the l
     await client.callTool({ name: 'echo', arguments: {} }).catch(() => undefined);
     return echo.runs - before;
   };
-  await withApp(app, async (server) => {
-    const mcp = resilient(server.origin);
-    try {
-      const client = await mcp.connect();
-      await client.listTools();
-      assert.equal(await runs(client), 2, 'learned read-only, so resent');
-      // The server restarts, and its echo is destructive now.
-      await app.forget();
-      echo.annotations = { destructiveHint: true };
-      await assert.rejects(
-        client.callTool({ name: 'echo', arguments: {} }),
-        (error: unknown) => error instanceof HttpStatusError && error.status === 404,
-      );
-      const again = await mcp.connect();
-      assert.equal(await runs(again), 1, 'resent on a hint from the lost session');
-      await again.listTools();
-      assert.equal(await runs(again), 1);
-    } finally {
-      await mcp.close();
-      await app.forget();
-    }
+  await withResilient(app, app, {}, async (mcp) => {
+    const client = await mcp.connect();
+    await client.listTools();
+    assert.equal(await runs(client), 2, 'learned read-only, so resent');
+    // The server restarts, and its echo is destructive now.
+    await app.forget();
+    echo.annotations = { destructiveHint: true };
+    await assert.rejects(
+      client.callTool({ name: 'echo', arguments: {} }),
+      (error: unknown) => error instanceof HttpStatusError && error.status === 404,
+    );
+    const again = await mcp.connect();
+    assert.equal(await runs(again), 1, 'resent on a hint from the lost session');
+    await again.listTools();
+    assert.equal(await runs(again), 1);
   });
 });
 
 test('resilientMcpClient: close() while a connect is closing the lost session opens no new one: that connect rejects with an AbortError, nothing is sent', async () => {
   const app = sessionApp();
-  await withApp(app, async (server) => {
-    const mcp = resilient(server.origin);
-    try {
-      const client = await mcp.connect();
-      await app.forget();
-      await assert.rejects(client.callTool({ name: 'echo', arguments: {} }), HttpStatusError);
-      // connect() first closes the client on the lost session; close() comes meanwhile.
-      const connecting = mcp.connect();
-      await mcp.close();
-      // A connect() after close() starts a new session: it does not join the one close() ended.
-      const again = mcp.connect();
-      await assert.rejects(connecting, (error: unknown) => (error as Error).name === 'AbortError');
-      assert.equal(await again, client);
-      assert.equal(app.initializes(), 2, 'the connect close() ended initialized a session too');
-      assert.ok(mcp.transport, 'connected on the new session');
-      assert.equal(mcp.gate.state().failures, 0, 'a close is not a start failure');
-    } finally {
-      await mcp.close();
-      await app.forget();
-    }
+  await withResilient(app, app, {}, async (mcp) => {
+    const client = await mcp.connect();
+    await app.forget();
+    await assert.rejects(client.callTool({ name: 'echo', arguments: {} }), HttpStatusError);
+    // connect() first closes the client on the lost session; close() comes meanwhile.
+    const connecting = mcp.connect();
+    await mcp.close();
+    // A connect() after close() starts a new session: it does not join the one close() ended.
+    const again = mcp.connect();
+    await assert.rejects(connecting, (error: unknown) => (error as Error).name === 'AbortError');
+    assert.equal(await again, client);
+    assert.equal(app.initializes(), 2, 'the connect close() ended initialized a session too');
+    assert.ok(mcp.transport, 'connected on the new session');
+    assert.equal(mcp.gate.state().failures, 0, 'a close is not a start failure');
   });
 });
 
@@ -1489,8 +1494,7 @@ test('resilientMcpClient: a connect() right after close() ended a connect mid-in
   // The first connect's notifications/initialized waits at the server's door: close()
   // comes while the SDK's connect still awaits it.
   const { app: door, arrival: initializedArrived, release } = holdFirst(app, '"notifications/initialized"');
-  await withApp(door, async (server) => {
-    const mcp = resilient(server.origin);
+  await withResilient(door, app, {}, async (mcp) => {
     try {
       const connecting = mcp.connect();
       await initializedArrived;
@@ -1500,36 +1504,26 @@ test('resilientMcpClient: a connect() right after close() ended a connect mid-in
       // The ended connect's SDK cleanup (its initialized send failing) must not close this one.
       await new Promise((resolve) => setTimeout(resolve, 50));
       assert.ok(mcp.transport, 'the connect after close() was closed by the one close() ended');
-      const result = await client.callTool({ name: 'echo', arguments: {} });
-      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
+      await assertEchoes(client);
     } finally {
       release();
-      await mcp.close();
-      await app.forget();
     }
   });
 });
 
 test('resilientMcpClient: a connect() called while close() is still closing starts a new session instead of joining the connect close() ended', async () => {
   const app = sessionApp();
-  await withApp(app, async (server) => {
-    const mcp = resilient(server.origin);
-    try {
-      const ended = mcp.connect();
-      const closing = mcp.close();
-      // Called after close(), not after it resolved: the next connect() all the same.
-      const again = mcp.connect();
-      await assert.rejects(ended, (error: unknown) => (error as Error).name === 'AbortError');
-      await closing;
-      const client = await again;
-      assert.ok(mcp.transport, 'connected on a new session');
-      const result = await client.callTool({ name: 'echo', arguments: {} });
-      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
-      assert.equal(app.initializes(), 1, 'the connect close() ended sent its initialize');
-    } finally {
-      await mcp.close();
-      await app.forget();
-    }
+  await withResilient(app, app, {}, async (mcp) => {
+    const ended = mcp.connect();
+    const closing = mcp.close();
+    // Called after close(), not after it resolved: the next connect() all the same.
+    const again = mcp.connect();
+    await assert.rejects(ended, (error: unknown) => (error as Error).name === 'AbortError');
+    await closing;
+    const client = await again;
+    assert.ok(mcp.transport, 'connected on a new session');
+    await assertEchoes(client);
+    assert.equal(app.initializes(), 1, 'the connect close() ended sent its initialize');
   });
 });
 
@@ -1622,63 +1616,44 @@ function deletes(
 test('resilientMcpClient: close() ends the server’s session with a DELETE (MCP spec, Session Management): the server holds none afterwards', async () => {
   const server = sessionApp();
   const { app, count } = deletes(server);
-  await withApp(app, async ({ origin }) => {
-    const mcp = resilient(origin);
-    try {
-      await mcp.connect();
-      assert.equal(server.sessions.size, 1);
-      await mcp.close();
-      assert.equal(count(), 1, 'no DELETE sent');
-      assert.equal(server.sessions.size, 0, 'the session stayed on the server after close()');
-      const again = await mcp.connect();
-      await again.callTool({ name: 'echo', arguments: {} });
-      assert.equal(server.sessions.size, 1, 'a connect after close() opens a new session');
-    } finally {
-      await mcp.close();
-      await server.forget();
-    }
+  await withResilient(app, server, {}, async (mcp) => {
+    await mcp.connect();
+    assert.equal(server.sessions.size, 1);
+    await mcp.close();
+    assert.equal(count(), 1, 'no DELETE sent');
+    assert.equal(server.sessions.size, 0, 'the session stayed on the server after close()');
+    const again = await mcp.connect();
+    await again.callTool({ name: 'echo', arguments: {} });
+    assert.equal(server.sessions.size, 1, 'a connect after close() opens a new session');
   });
 });
 
 test('resilientMcpClient: a connect() called right after close(), not awaited, keeps its new session: the DELETE ends only the old one', async () => {
   const server = sessionApp();
   const { app, count } = deletes(server);
-  await withApp(app, async ({ origin }) => {
-    const mcp = resilient(origin);
-    try {
-      await mcp.connect();
-      const [old] = server.sessions.keys();
-      const closing = mcp.close();
-      const client = await mcp.connect();
-      await closing;
-      assert.equal(count(), 1);
-      assert.equal(server.sessions.has(old as string), false, 'the old session stayed');
-      assert.equal(server.sessions.size, 1, 'the new session was ended too');
-      const result = await client.callTool({ name: 'echo', arguments: {} });
-      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
-    } finally {
-      await mcp.close();
-      await server.forget();
-    }
+  await withResilient(app, server, {}, async (mcp) => {
+    await mcp.connect();
+    const [old] = server.sessions.keys();
+    const closing = mcp.close();
+    const client = await mcp.connect();
+    await closing;
+    assert.equal(count(), 1);
+    assert.equal(server.sessions.has(old as string), false, 'the old session stayed');
+    assert.equal(server.sessions.size, 1, 'the new session was ended too');
+    await assertEchoes(client);
   });
 });
 
 test('resilientMcpClient: close() against a server that never answers the DELETE resolves after closeTimeoutMs, without throwing', async () => {
   const server = sessionApp();
   const { app, count } = deletes(server, 'hang');
-  await withApp(app, async ({ origin }) => {
-    const mcp = resilient(origin, [], {}, { closeTimeoutMs: 50 });
-    try {
-      await mcp.connect();
-      const started = performance.now();
-      assert.equal(await settledWithin(mcp.close(), 2_000), undefined, 'close() hung');
-      assert.ok(performance.now() - started >= 45, 'close() did not wait for the DELETE');
-      assert.equal(count(), 1, 'no DELETE sent');
-      assert.equal(mcp.transport, undefined);
-    } finally {
-      await mcp.close();
-      await server.forget();
-    }
+  await withResilient(app, server, { closeTimeoutMs: 50 }, async (mcp) => {
+    await mcp.connect();
+    const started = performance.now();
+    assert.equal(await settledWithin(mcp.close(), 2_000), undefined, 'close() hung');
+    assert.ok(performance.now() - started >= 45, 'close() did not wait for the DELETE');
+    assert.equal(count(), 1, 'no DELETE sent');
+    assert.equal(mcp.transport, undefined);
   });
 });
 
@@ -1726,8 +1701,7 @@ test('resilientMcpClient: close() that cuts a connect whose initialize the serve
       return response;
     },
   };
-  await withApp(app, async ({ origin }) => {
-    const mcp = resilient(origin);
+  await withResilient(app, server, {}, async (mcp) => {
     try {
       const connecting = mcp.connect();
       await open;
@@ -1739,8 +1713,6 @@ test('resilientMcpClient: close() that cuts a connect whose initialize the serve
       assert.equal(server.sessions.size, 0, 'the session the cut initialize opened stayed on the server');
     } finally {
       release();
-      await mcp.close();
-      await server.forget();
     }
   });
 });
@@ -1753,19 +1725,13 @@ test('resilientMcpClient: a connect that fails after the server opened its sessi
     '"notifications/initialized"',
     () => new Response('{"error":"bad"}', { status: 400 }),
   );
-  await withApp(app, async ({ origin }) => {
-    const mcp = resilient(origin);
-    try {
-      await assert.rejects(mcp.connect(), (error: unknown) => error instanceof HttpStatusError);
-      assert.equal(server.initializes(), 1);
-      for (let waited = 0; server.sessions.size > 0 && waited < 1_000; waited += 10) {
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      assert.equal(server.sessions.size, 0, 'the session stayed on the server after the failed connect');
-    } finally {
-      await mcp.close();
-      await server.forget();
+  await withResilient(app, server, {}, async (mcp) => {
+    await assert.rejects(mcp.connect(), (error: unknown) => error instanceof HttpStatusError);
+    assert.equal(server.initializes(), 1);
+    for (let waited = 0; server.sessions.size > 0 && waited < 1_000; waited += 10) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
     }
+    assert.equal(server.sessions.size, 0, 'the session stayed on the server after the failed connect');
   });
 });
 
@@ -1774,18 +1740,12 @@ test('resilientMcpClient: a request made while close() ends the session is not s
   const server = sessionApp(echo);
   // The DELETE is not answered while the request is made.
   const { app } = deletes(server, 'hang');
-  await withApp(app, async ({ origin }) => {
-    const mcp = resilient(origin, [], {}, { closeTimeoutMs: 100 });
-    try {
-      const client = await mcp.connect();
-      const closing = mcp.close();
-      await assert.rejects(client.callTool({ name: 'echo', arguments: {} }));
-      await closing;
-      assert.equal(echo.runs, 0, 'the tool ran after close()');
-    } finally {
-      await mcp.close();
-      await server.forget();
-    }
+  await withResilient(app, server, { closeTimeoutMs: 100 }, async (mcp) => {
+    const client = await mcp.connect();
+    const closing = mcp.close();
+    await assert.rejects(client.callTool({ name: 'echo', arguments: {} }));
+    await closing;
+    assert.equal(echo.runs, 0, 'the tool ran after close()');
   });
 });
 
@@ -1827,8 +1787,7 @@ test('resilientMcpClient: a 404 on the reconnecting GET stream (the server lost 
       assert.equal(mcp.transport, undefined, 'still on the session the server lost');
       const again = await mcp.connect();
       assert.ok(mcp.transport && mcp.transport !== first);
-      const result = await again.callTool({ name: 'echo', arguments: {} });
-      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
+      await assertEchoes(again);
       assert.equal(app.initializes(), 2);
     } finally {
       await mcp.close();
@@ -1847,27 +1806,20 @@ test('resilientMcpClient: a server that answers the GET stream 404 from the star
       return new Response('Cannot GET /mcp', { status: 404 });
     },
   };
-  await withApp(app, async ({ origin }) => {
-    const mcp = resilient(origin);
-    try {
-      const client = await mcp.connect();
-      // The SDK opens its GET stream once initialized, and reports the 404 to onerror.
-      const refused = new Promise<void>((resolve) => {
-        client.onerror = (error) => {
-          if (error.message.includes('SSE stream')) resolve();
-        };
-      });
-      assert.notEqual(await settledWithin(refused, 2_000), 'hung', 'no GET');
-      assert.equal(gets, 1);
-      assert.ok(mcp.transport, 'the session was taken for lost');
-      assert.equal(await mcp.connect(), client);
-      const result = await client.callTool({ name: 'echo', arguments: {} });
-      assert.deepEqual(result.content, [{ type: 'text', text: 'echoed' }]);
-      assert.equal(server.initializes(), 1);
-    } finally {
-      await mcp.close();
-      await server.forget();
-    }
+  await withResilient(app, server, {}, async (mcp) => {
+    const client = await mcp.connect();
+    // The SDK opens its GET stream once initialized, and reports the 404 to onerror.
+    const refused = new Promise<void>((resolve) => {
+      client.onerror = (error) => {
+        if (error.message.includes('SSE stream')) resolve();
+      };
+    });
+    assert.notEqual(await settledWithin(refused, 2_000), 'hung', 'no GET');
+    assert.equal(gets, 1);
+    assert.ok(mcp.transport, 'the session was taken for lost');
+    assert.equal(await mcp.connect(), client);
+    await assertEchoes(client);
+    assert.equal(server.initializes(), 1);
   });
 });
 
