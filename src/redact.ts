@@ -68,14 +68,16 @@ export function safeHeaders(headers: Headers | undefined): Record<string, string
  * webhook token (`/webhooks/<id>/<token>`, also `/api/v10/...`), a Zapier catch hook's
  * (`/hooks/catch/<id>/<token>/`), and everything after a Microsoft Teams incoming
  * webhook's `/IncomingWebhook/` (a connector id, a webhook id, and since 2025 a `/V2...`
- * signature). An agent calling them logs the URL with every failure. Named shapes, not a
+ * signature). A bot token's `:` may be percent-encoded (`bot${encodeURIComponent(token)}`
+ * leaves `bot123%3AAAH...`, which the URL parser keeps; a URL quoted encoded once more
+ * has `%253A`). An agent calling them logs the URL with every failure. Named shapes, not a
  * guess from the characters: ids, UUIDs and slugs stay. What precedes the secret is kept:
  * it names the bot or the webhook. A Slack workflow's numeric id that ends the path with
  * its `/` is no secret: so ends a redacted percent-encoded URL read again (its secret,
  * `[redacted]`, is past the characters such a URL is read up to).
  */
 const PATH_TOKEN =
-  /(\/(?:bot\d+:|webhooks\/\d+\/|(?:services|workflows)\/T\w+\/[AB]\w+\/(?!\d+\/$)(?:\d+\/)?|triggers\/T\w+\/\d+\/|hooks\/catch\/\d+\/))[^/]+|(\/IncomingWebhook\/).+/g;
+  /(\/(?:bot\d+(?::|%(?:25)*3[Aa])|webhooks\/\d+\/|(?:services|workflows)\/T\w+\/[AB]\w+\/(?!\d+\/$)(?:\d+\/)?|triggers\/T\w+\/\d+\/|hooks\/catch\/\d+\/))[^/]+|(\/IncomingWebhook\/).+/g;
 
 /**
  * A URL fit to print: no userinfo, no fragment, and every query parameter kept by

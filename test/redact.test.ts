@@ -1686,3 +1686,20 @@ test('redactText hides the token of a webhook URL percent-encoded with lower-cas
   assert.ok(!telegram.includes(TELEGRAM_TOKEN), telegram);
   assert.equal(redactText(telegram), telegram);
 });
+
+test('redactUrl and redactText hide a Telegram bot token whose ":" the client percent-encoded in the path (encodeURIComponent of the token)', () => {
+  // A client that encodes the token as a path segment writes `bot123456789%3AAAH...`; the
+  // URL parser keeps the escape, and a server may quote that URL encoded once more.
+  const url = `https://api.telegram.org/bot123456789${encodeURIComponent(`:${TELEGRAM_TOKEN}`)}/sendMessage`;
+  for (const shown of [
+    redactUrl(url),
+    redactUrl(url.replace('%3A', '%3a')),
+    redactText(`POST ${url} failed`),
+    redactText(`url=${encodeURIComponent(url)}`),
+    redactText(`url=${encodeURIComponent(url).toLowerCase()}`),
+  ]) {
+    assert.ok(!shown.includes(TELEGRAM_TOKEN) && !shown.includes(TELEGRAM_TOKEN.toLowerCase()), shown);
+    assert.match(shown, /bot123456789%(?:25)?3[Aa]\[redacted\]/, shown);
+    assert.equal(redactText(shown), shown);
+  }
+});
