@@ -1,5 +1,11 @@
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 // @ts-types="@a2a-js/sdk"
 import { Role, TaskState } from '@a2a-js/sdk';
 // @ts-types="@a2a-js/sdk/server"
@@ -1389,3 +1395,41 @@ function legacyJsonRpcAgent(status: number, body: object) {
   app.post('/a2a', (c) => c.json(body, status as 404));
   return app;
 }
+
+test('AgentCardError keeps its class name in a minified bundle, and an error of the minified CommonJS build is an instance of the ESM build’s class', async () => {
+  // As 01df373 and cd8091f for the core's errors: a minifier renames classes, so a name read
+  // from the class said 'W', and the name match of instanceof across two copies of
+  // breakwater (an ESM app, a CommonJS dependency) found no AgentCardError.
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const dir = await mkdtemp(join(tmpdir(), 'breakwater-a2a-minified-'));
+  try {
+    for (const format of ['esm', 'cjs']) {
+      execFileSync(join(root, 'node_modules', '.bin', 'esbuild'), [
+        join(root, 'adapters', 'a2a', 'index.ts'),
+        '--bundle',
+        '--minify',
+        `--format=${format}`,
+        '--platform=neutral',
+        '--external:@a2a-js/*',
+        '--log-level=error',
+        `--outfile=${join(dir, format === 'esm' ? 'index.mjs' : 'index.cjs')}`,
+      ]);
+    }
+    type A2A = typeof import('../adapters/a2a/index.ts');
+    const esm = (await import(pathToFileURL(join(dir, 'index.mjs')).href)) as A2A;
+    const cjs = createRequire(import.meta.url)(join(dir, 'index.cjs')) as A2A;
+    const request = { key: 'agent', method: 'GET', url: 'https://agent.example/.well-known/agent-card.json' };
+    const error = new esm.AgentCardError('AGENT_CARD_INVALID', 'is not a usable agent card', request, [
+      'name: required',
+    ]);
+    assert.equal(error.name, 'AgentCardError');
+    assert.equal(error.toJSON().name, 'AgentCardError');
+    assert.match(String(error), /^AgentCardError: agent card at https:\/\/agent\.example\//);
+    const fromCjs = new cjs.AgentCardError('AGENT_CARD_NOT_JSON', 'is not JSON', request);
+    assert.notEqual(esm.AgentCardError, cjs.AgentCardError);
+    assert.ok(fromCjs instanceof esm.AgentCardError);
+    assert.equal(new Error('x') instanceof esm.AgentCardError, false);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});

@@ -127,6 +127,12 @@ export type AgentCardErrorCode = 'AGENT_CARD_TOO_LARGE' | 'AGENT_CARD_NOT_JSON' 
  * names). Not retried: the same request would get the same card.
  */
 export class AgentCardError extends BreakwaterError {
+  /**
+   * Spelled out, as each core error's (src/errors.ts): a minifier renames the class, and
+   * both `error.name` and `instanceof` across two copies of breakwater (ESM and CommonJS,
+   * BreakwaterError's `Symbol.hasInstance`) read this name.
+   */
+  static override name = 'AgentCardError';
   declare readonly code: AgentCardErrorCode;
   /** One line per problem, `card.path: what is wrong (got ...)`; empty unless `AGENT_CARD_INVALID`. */
   declare readonly issues: readonly string[];
