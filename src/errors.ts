@@ -88,15 +88,22 @@ export class BreakwaterError extends Error {
    * Each class spells its name out, and the constructor names an error after it
    * (`new.target.name`): a bundler that minifies breakwater with the app (esbuild, Vite,
    * a Worker's build) renames classes, and `error.name`, `String(error)` and `toJSON()`
-   * said 'W' or 'Q'. An app's own subclass is named after its class, as before.
+   * said 'W' or 'Q'. An app's own subclass is named after its class, as before. A getter
+   * (and a method for `Symbol.hasInstance`), not a static field: where class fields are
+   * assigned (TypeScript's useDefineForClassFields: false, Angular's default; Babel's loose
+   * mode, React Native's preset) assigning a function's read-only `name` or
+   * `Symbol.hasInstance` threw while breakwater loaded. A method is always defined, and
+   * leaves an unused class free to drop from a bundle (a static block would not).
    */
-  static override name = 'BreakwaterError';
+  static override get name(): string {
+    return 'BreakwaterError';
+  }
 
-  /**
-   * `instanceof` that also knows this class of another copy of breakwater (see
-   * {@link isInstance}).
-   */
-  static override [Symbol.hasInstance]: (value: unknown) => boolean = isInstance;
+  /** `instanceof` that also knows this class of another copy of breakwater (see {@link isInstance}). */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: the class asked (a subclass, another copy's), not this one.
+    return isInstance.call(this, value);
+  }
   // Fields of the error classes are `declare`d: each constructor assigns them, so the
   // instances are the same, and a declared field emits no class-field code (an ES2022
   // class field is defined as `undefined` first, then assigned: twice the bytes).
@@ -185,7 +192,9 @@ export interface HttpStatusErrorInit extends BreakwaterErrorOptions {
 
 /** A response whose status the policy treats as a failure. */
 export class HttpStatusError extends BreakwaterError {
-  static override name = 'HttpStatusError';
+  static override get name(): string {
+    return 'HttpStatusError';
+  }
   declare readonly status: number;
   declare readonly statusText: string;
   declare readonly retryable: boolean;
@@ -242,7 +251,9 @@ export interface NetworkErrorInit extends BreakwaterErrorOptions {
 
 /** fetch threw before a usable response arrived (or the body stream broke). */
 export class NetworkError extends BreakwaterError {
-  static override name = 'NetworkError';
+  static override get name(): string {
+    return 'NetworkError';
+  }
   declare readonly phase: NetworkPhase;
   declare readonly sent: SentState;
 
@@ -262,7 +273,9 @@ export type TimeoutScope = 'attempt' | 'total';
 
 /** An attempt or total deadline ran out while waiting for response headers. */
 export class TimeoutError extends BreakwaterError {
-  static override name = 'TimeoutError';
+  static override get name(): string {
+    return 'TimeoutError';
+  }
   declare readonly scope: TimeoutScope;
   declare readonly ms: number;
 
@@ -281,7 +294,9 @@ function until(retryAt: Date, now = Date.now()): string {
 
 /** A server's circuit is open (or server-paced): the call failed fast, nothing was sent. */
 export class CircuitOpenError extends BreakwaterError {
-  static override name = 'CircuitOpenError';
+  static override get name(): string {
+    return 'CircuitOpenError';
+  }
   declare readonly key: string;
   declare readonly retryAt: Date;
 
@@ -298,7 +313,9 @@ export class CircuitOpenError extends BreakwaterError {
 
 /** A start gate is armed after a retryable failure: `fn` was not called. */
 export class GateClosedError extends BreakwaterError {
-  static override name = 'GateClosedError';
+  static override get name(): string {
+    return 'GateClosedError';
+  }
   declare readonly key: string;
   declare readonly retryAt: Date;
 
@@ -316,7 +333,9 @@ export class GateClosedError extends BreakwaterError {
 
 /** The server asked for a wait longer than the cap or the remaining deadline. */
 export class RetryAfterTooLongError extends BreakwaterError {
-  static override name = 'RetryAfterTooLongError';
+  static override get name(): string {
+    return 'RetryAfterTooLongError';
+  }
   declare readonly retryAfterMs: number;
   declare readonly retryAt: Date;
 

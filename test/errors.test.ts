@@ -706,3 +706,33 @@ test('two subclasses an app wrote that share a name (anonymous, or made by one f
   assert.equal(new HttpStatusError({ status: 500 }) instanceof MyError, false);
   assert.ok(Object.create(HttpStatusError.prototype) instanceof HttpStatusError);
 });
+
+test('breakwater loads and its errors keep their names where class fields are assigned, not defined (useDefineForClassFields: false, Babel loose)', async () => {
+  // TypeScript before target ES2022, Angular's tsconfig and Babel's loose class properties
+  // (React Native's preset) assign a static field: `HttpStatusError.name = '...'`. A
+  // function's name and Function.prototype[Symbol.hasInstance] are read-only, so that
+  // assignment threw a TypeError while breakwater loaded: the app could not import it.
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const dir = await mkdtemp(join(tmpdir(), 'breakwater-assigned-'));
+  try {
+    const outfile = join(dir, 'index.mjs');
+    execFileSync(join(root, 'node_modules', '.bin', 'esbuild'), [
+      join(root, 'src', 'index.ts'),
+      '--bundle',
+      '--minify',
+      '--format=esm',
+      '--platform=neutral',
+      '--log-level=error',
+      '--tsconfig-raw={"compilerOptions":{"useDefineForClassFields":false}}',
+      `--outfile=${outfile}`,
+    ]);
+    const assigned = (await import(pathToFileURL(outfile).href)) as typeof import('../src/errors.ts');
+    const error = new assigned.HttpStatusError({ status: 503 });
+    assert.equal(error.name, 'HttpStatusError');
+    assert.equal(assigned.NetworkError.name, 'NetworkError');
+    assert.ok(error instanceof assigned.BreakwaterError);
+    assert.equal(error instanceof assigned.NetworkError, false);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+});
