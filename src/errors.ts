@@ -20,8 +20,14 @@ import { redactText, redactUrl, safeHeaders } from './redact.ts';
  */
 export function isAbort(error: unknown, signal: AbortSignal | undefined | null): boolean {
   if (signal?.aborted && error === signal.reason) return true;
-  const name = (error as { name?: unknown } | null)?.name;
-  return name === 'AbortError' || (name === 'TimeoutError' && error instanceof DOMException);
+  try {
+    const name = (error as { name?: unknown } | null)?.name;
+    return name === 'AbortError' || (name === 'TimeoutError' && error instanceof DOMException);
+  } catch {
+    // A name that cannot be read (a revoked Proxy, a getter that throws): no abort. The
+    // read threw out of classify() and the chain's catch, in place of the caller's error.
+    return false;
+  }
 }
 
 /** Where a request was going: enough to name it in a message, nothing secret. */

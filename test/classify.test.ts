@@ -721,3 +721,31 @@ test('non-Error throwables (null, a string, a number) are fatal and do not throw
     assert.equal(classify({ error }, get()).kind, 'fatal', String(error));
   }
 });
+
+test('an error whose name cannot be read (a revoked Proxy, a throwing getter) is fatal, and createFetch passes it on as thrown, not a TypeError of its own', async () => {
+  // isAbort() read `name` outside any guard: classify() threw, and the chain's catch
+  // replaced what the fetch threw with "Cannot perform 'get' on a proxy that has been revoked".
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  const getter = Object.defineProperty(new Error('x'), 'name', {
+    get() {
+      throw new Error('name read');
+    },
+  });
+  for (const error of [proxy, getter]) {
+    assert.equal(classify({ error }).kind, 'fatal');
+    // Caught, not returned from .catch(): resolving with a revoked Proxy reads its `then`.
+    let thrown: unknown;
+    try {
+      await createFetch({
+        fetch: async () => {
+          throw error;
+        },
+        use: [],
+      })('http://127.0.0.1:9/');
+    } catch (caught) {
+      thrown = caught;
+    }
+    assert.ok(thrown === error);
+  }
+});
