@@ -207,13 +207,14 @@ const SCHEME_CHAR = /^[a-z\d+.-]$/i;
  * `/`), up to four times (`%253A%252F%252F`: `%` is `%25`; a callback in a redirect in a
  * redirect), each escape to its own depth (`quote(quote(url, safe=':/'))` gives
  * `%3A//`, `url.QueryEscape(url.PathEscape(url))` in Go `%3A%252F%252F`), its `:` also as
- * it is (`:%2F%2F`, Go's `url.PathEscape`), redacted by {@link redactEncoded}. Deeper is not seen in practice, and a
+ * it is (`:%2F%2F`, Go's `url.PathEscape`), or JSON-escaped before it was encoded,
+ * `%3A%5C%2F%5C%2F` (PHP's `urlencode(json_encode(...))`), redacted by {@link redactEncoded}. Deeper is not seen in practice, and a
  * bounded depth keeps the escapes searched for short: a search for a long one in a
  * periodic text (`%252525...`) is quadratic. Linear search: a run of backslashes is read
  * only after a `:` or `\u003A`.
  */
 export const SCHEME_SEPARATOR: RegExp =
-  /(?::|\\u003[Aa])(?:\\*\/|\\+u002[Ff]){2}|(?::|%(?:25){0,3}3[Aa])(?:%(?:25){0,3}2[Ff]|\/){2}/g;
+  /(?::|\\u003[Aa])(?:\\*\/|\\+u002[Ff]){2}|(?::|%(?:25){0,3}3[Aa])(?:(?:%(?:25){0,3}5[Cc])?%(?:25){0,3}2[Ff]|\/){2}/g;
 
 /**
  * What a percent-encoded URL is made of: what `encodeURIComponent` leaves as it is, `%`,
@@ -259,10 +260,13 @@ function redactEncoded(run: string, percent: string): string {
   // A token in the path (a webhook's, a Telegram bot's: {@link PATH_TOKEN}), read with the
   // `/` and `:` of the URL's own depth decoded (none is left as it is here; `%2f` too, from
   // .NET's `HttpUtility.UrlEncode`) and encoded back, upper case, when one is hidden.
+  // A `/` JSON-escaped before it was encoded (`%5C%2F`, PHP) is read as one too.
   const [slash, colon] = [`${percent}2F`, `${percent}3A`];
   const shown = redactEncodedQuery(run.slice(userinfo.length));
   const decoded = shown
     .replace(/%(?:25)*[\da-f]{2}/g, (hex) => hex.toUpperCase())
+    .split(`${percent}5C${slash}`)
+    .join(slash)
     .split(slash)
     .join('/')
     .split(colon)

@@ -1703,3 +1703,33 @@ test('redactUrl and redactText hide a Telegram bot token whose ":" the client pe
     assert.equal(redactText(shown), shown);
   }
 });
+
+test('redactText hides the userinfo and webhook token of a JSON-escaped URL percent-encoded (PHP’s urlencode(json_encode(...)))', () => {
+  // PHP's json_encode writes `/` as `\/`, and urlencode() then gives `https%3A%5C%2F%5C%2F...`
+  // (an OAuth state or a callback carrying a JSON object, quoted back by the server).
+  const json = (url: string) => JSON.stringify({ next: url }).replaceAll('/', '\\/');
+  for (const encode of [encodeURIComponent, (text: string) => encodeURIComponent(encodeURIComponent(text))]) {
+    const userinfo = redactText(
+      `invalid state=${encode(json('https://admin:Sup3r-s3cret-pw@h.example/x?k=v'))}`,
+    );
+    assert.ok(!userinfo.includes('Sup3r'), userinfo);
+    assert.equal(redactText(userinfo), userinfo);
+    const hook = redactText(
+      `invalid state=${encode(json(`https://hooks.slack.com/services/T00000000/B00000000/${SLACK_TOKEN}`))}`,
+    );
+    assert.ok(!hook.includes(SLACK_TOKEN) && hook.includes('hooks.slack.com'), hook);
+    assert.equal(redactText(hook), hook);
+  }
+});
+
+test('redactText takes linear time on percent-encoded JSON-escaped URL text', () => {
+  assertLinear(
+    [
+      (chars) => fill('https%3A%5C%2F%5C%2Fh%5C%2F', chars),
+      (chars) => `https%3A%5C%2F%5C%2Fh${fill('%5C%2Fservices%5C%2FT1%5C%2FB1', chars)}`,
+      (chars) => fill('%3A%5C%2F%5C', chars),
+      (chars) => `https%3A%2F%2Fh${fill('%2Fbot1%25253A', chars)}`,
+    ],
+    128 * 1024,
+  );
+});
