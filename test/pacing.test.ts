@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { circuitBreaker } from '../src/breaker.ts';
+import { type CircuitBreaker, type CircuitBreakerOptions, circuitBreaker } from '../src/breaker.ts';
 import type { FetchLike, Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError, NetworkError } from '../src/errors.ts';
@@ -9,7 +9,14 @@ import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { timeout } from '../src/timeout.ts';
 import { assertNoToken, refusedAfter, withReasonPhrase } from './helpers/reason-phrase.ts';
-import { always, type Behaviour, type Handler, sequence, withServer } from './helpers/server.ts';
+import {
+  always,
+  type Behaviour,
+  type Handler,
+  sequence,
+  type TestServer,
+  withServer,
+} from './helpers/server.ts';
 
 /** A short, exact schedule for the pauses a 429 without a delay imposes. */
 const OPEN = { initialMs: 100, factor: 2, maxMs: 10_000, jitter: 'none' } as const;
@@ -21,15 +28,25 @@ async function send(fetch: FetchLike, url: string, init?: RequestInit): Promise<
   return res.status;
 }
 
-/** A breaker (on {@link OPEN}) on key `model`, and the events it reported. */
-function pacedClient(): { fetch: FetchLike; events: BreakwaterEvent[] } {
+/** 2026-11-29T17:03:00.000Z: a fixed start for the hand-moved clock. */
+const START = Date.UTC(2026, 10, 29, 17, 3, 0);
+
+/** A breaker (on {@link OPEN}, and `options`) on key `model`, and the events it reported. */
+function pacedClient(options: CircuitBreakerOptions = {}): {
+  fetch: FetchLike;
+  events: BreakwaterEvent[];
+  breaker: CircuitBreaker;
+} {
   const events: BreakwaterEvent[] = [];
-  const fetch = createFetch({
-    use: [circuitBreaker({ open: OPEN })],
-    key: 'model',
-    onEvent: (e) => events.push(e),
-  });
-  return { fetch, events };
+  const breaker = circuitBreaker({ open: OPEN, ...options });
+  const fetch = createFetch({ use: [breaker], key: 'model', onEvent: (e) => events.push(e) });
+  return { fetch, events, breaker };
+}
+
+/** A {@link pacedClient} on a hand-moved clock, starting at {@link START}. */
+function clockedClient(options: CircuitBreakerOptions = {}) {
+  const clock = { t: START };
+  return { clock, ...pacedClient({ now: () => clock.t, ...options }) };
 }
 
 /**
@@ -207,10 +224,7 @@ test('8 concurrent calls that all meet a 429 without a delay pause the key for t
   // As the open schedule ignores failures of calls sent before it opened, the pause
   // schedule steps up only for a 429 that meets an unpaused key (the pace probe's, say).
   await withServer(always({ status: 429 }), async (server) => {
-    const clock = { t: Date.UTC(2026, 10, 29, 17, 3, 0) };
-    const events: BreakwaterEvent[] = [];
-    const breaker = circuitBreaker({ open: OPEN, now: () => clock.t });
-    const fetch = createFetch({ use: [breaker], key: 'model', onEvent: (e) => events.push(e) });
+    const { clock, events, breaker, fetch } = clockedClient();
     assert.deepEqual(await concurrently(fetch, server.origin, 8), Array(8).fill(429));
     assert.equal(breaker.stats('model')?.pausedUntil?.getTime(), clock.t + 100);
     const starts = events.filter((e): e is PacedEvent => e.type === 'paced' && e.phase === 'start');
@@ -231,10 +245,7 @@ test('429s without a delay of calls sent before the pause began step nothing eve
   const answers: Array<(behaviour: Behaviour) => void> = [];
   const handler: Handler = () => new Promise<Behaviour>((resolve) => answers.push(resolve));
   await withServer(handler, async (server) => {
-    const clock = { t: Date.UTC(2026, 10, 29, 17, 3, 0) };
-    const events: BreakwaterEvent[] = [];
-    const breaker = circuitBreaker({ open: OPEN, now: () => clock.t });
-    const fetch = createFetch({ use: [breaker], key: 'model', onEvent: (e) => events.push(e) });
+    const { clock, events, breaker, fetch } = clockedClient();
     let settled = 0;
     const burst = Array.from({ length: 4 }, () => send(fetch, server.origin).finally(() => settled++));
     while (answers.length < 4) await delay(2);
@@ -424,23 +435,47 @@ test('a pace probe that meets a network error hands the probe to the next waiter
   });
 });
 
-test('a call refused while the pace probe is in flight gets a retryAt one pause on, not now, and never past the probe’s lease', async () => {
-  // maxRetryAfterMs: 0 waits for nothing: the call is refused at once, and a retryAt of
-  // now had a client that sleeps until it spin until the probe answered.
+/** What {@link withHeldProbe} hands its test: the client, its server, and the probe in flight. */
+type HeldProbe = ReturnType<typeof clockedClient> & {
+  server: TestServer;
+  /** The pace probe's status, once answered. */
+  probe: Promise<number>;
+  /** Answers the probe; every later call gets a 200. */
+  answer: (behaviour: Behaviour) => void;
+};
+
+/**
+ * Runs `fn` while the pace probe of a key is in flight: a {@link clockedClient} (with
+ * `options`) whose first call the server answers `first` (a 429 pausing the key 100 ms:
+ * OPEN's first step, or its own delay), then, the clock moved past that pause, the probe,
+ * which the server has received and holds until `answer` is called.
+ */
+async function withHeldProbe(
+  first: Behaviour,
+  options: CircuitBreakerOptions,
+  fn: (held: HeldProbe) => Promise<void>,
+): Promise<void> {
   let answer: (behaviour: Behaviour) => void = () => {};
   const held = new Promise<Behaviour>((resolve) => {
     answer = resolve;
   });
-  const handler: Handler = (_req, index) => (index === 0 ? { status: 429 } : index === 1 ? held : {});
+  const handler: Handler = (_req, index) => (index === 0 ? first : index === 1 ? held : {});
   await withServer(handler, async (server) => {
-    const clock = { t: Date.UTC(2026, 10, 29, 17, 3, 0) };
-    const breaker = circuitBreaker({ open: OPEN, maxRetryAfterMs: 0, now: () => clock.t });
-    const fetch = createFetch({ use: [breaker], key: 'model' });
-    assert.equal(await send(fetch, server.origin), 429); // pauses the key for 100 ms
-    clock.t += 100;
+    const client = clockedClient(options);
+    assert.equal(await send(client.fetch, server.origin), 429); // pauses the key for 100 ms
+    client.clock.t += 100;
+    const probe = send(client.fetch, server.origin);
+    while (server.requests.length < 2) await delay(2);
+    await fn({ ...client, server, probe, answer });
+  });
+}
+
+test('a call refused while the pace probe is in flight gets a retryAt one pause on, not now, and never past the probe’s lease', async () => {
+  // maxRetryAfterMs: 0 waits for nothing: the call is refused at once, and a retryAt of
+  // now had a client that sleeps until it spin until the probe answered.
+  const options = { maxRetryAfterMs: 0 };
+  await withHeldProbe({ status: 429 }, options, async ({ server, clock, fetch, probe, answer }) => {
     const probeAt = clock.t;
-    const probe = send(fetch, server.origin);
-    await delay(5);
     const retryAt = () =>
       fetch(server.origin).then(
         () => assert.fail('refused'),
@@ -462,65 +497,54 @@ test('a call refused while the pace probe is in flight gets a retryAt one pause 
   });
 });
 
+/**
+ * NTP steps the clock back 10 s while the pace probe of a key paused by `first` is in
+ * flight and a call waits for its answer; then the probe is answered `probeAnswer`. The key
+ * must be paused `pausedMs` from the stepped-back clock (`why`), the waiter not sent until
+ * that pause ends, and sent then.
+ */
+async function probeAnsweredAfterClockStepBack(step: {
+  first: Behaviour;
+  probeAnswer: Behaviour;
+  pausedMs: number;
+  why: string;
+}): Promise<void> {
+  await withHeldProbe(step.first, {}, async ({ server, clock, breaker, fetch, probe, answer }) => {
+    const waiter = send(fetch, server.origin); // waits for the probe's answer
+    waiter.catch(() => {}); // awaited below; a failure above must not leave it unhandled
+    await delay(10);
+    clock.t -= 10_000;
+    answer(step.probeAnswer);
+    assert.equal(await probe, 429);
+    assert.equal(breaker.stats('model')?.pausedUntil?.getTime(), clock.t + step.pausedMs, step.why);
+    await delay(10);
+    assert.equal(server.requests.length, 2, 'the waiter was not sent');
+    clock.t += step.pausedMs;
+    assert.equal(await waiter, 200, 'it went once the new pause ended');
+  });
+}
+
 test('a pace probe answered 429 with a delay after the clock stepped back pauses the key again, and its waiter waits', async () => {
   // NTP steps the clock back while the probe is in flight: the pause it probed, ended,
   // is again ahead of the clock (by at most its length). The probe's 429 is the server's
   // word now; read as shorter than that old pause, it paused nothing, and its answer
   // released every waiter into a server that had just said wait.
-  let answer: (behaviour: Behaviour) => void = () => {};
-  const held = new Promise<Behaviour>((resolve) => {
-    answer = resolve;
-  });
-  const handler: Handler = (_req, index) => (index === 0 ? tooMany(100) : index === 1 ? held : {});
-  await withServer(handler, async (server) => {
-    const clock = { t: Date.UTC(2026, 10, 29, 17, 3, 0) };
-    const breaker = circuitBreaker({ open: OPEN, now: () => clock.t });
-    const fetch = createFetch({ use: [breaker], key: 'model' });
-    assert.equal(await send(fetch, server.origin), 429);
-    clock.t += 100;
-    const probe = send(fetch, server.origin);
-    while (server.requests.length < 2) await delay(2);
-    const waiter = send(fetch, server.origin); // waits for the probe's answer
-    waiter.catch(() => {}); // awaited below; a failure above must not leave it unhandled
-    await delay(10);
-    clock.t -= 10_000;
-    answer(tooMany(50));
-    assert.equal(await probe, 429);
-    assert.equal(breaker.stats('model')?.pausedUntil?.getTime(), clock.t + 50, 'paused again for 50 ms');
-    await delay(10);
-    assert.equal(server.requests.length, 2, 'the waiter was not sent');
-    clock.t += 50;
-    assert.equal(await waiter, 200, 'it went once the new pause ended');
+  await probeAnsweredAfterClockStepBack({
+    first: tooMany(100),
+    probeAnswer: tooMany(50),
+    pausedMs: 50,
+    why: 'paused again for 50 ms',
   });
 });
 
 test('a pace probe answered 429 without a delay after the clock stepped back takes the next step, and its waiter waits', async () => {
   // As with a delay (above): the pause it probed is ahead of the clock again, and its
   // 429 read as one meeting a paused key stepped nothing up and released every waiter.
-  let answer: (behaviour: Behaviour) => void = () => {};
-  const held = new Promise<Behaviour>((resolve) => {
-    answer = resolve;
-  });
-  const handler: Handler = (_req, index) => (index === 0 ? { status: 429 } : index === 1 ? held : {});
-  await withServer(handler, async (server) => {
-    const clock = { t: Date.UTC(2026, 10, 29, 17, 3, 0) };
-    const breaker = circuitBreaker({ open: OPEN, now: () => clock.t });
-    const fetch = createFetch({ use: [breaker], key: 'model' });
-    assert.equal(await send(fetch, server.origin), 429);
-    clock.t += 100;
-    const probe = send(fetch, server.origin);
-    while (server.requests.length < 2) await delay(2);
-    const waiter = send(fetch, server.origin); // waits for the probe's answer
-    waiter.catch(() => {}); // awaited below; a failure above must not leave it unhandled
-    await delay(10);
-    clock.t -= 10_000;
-    answer({ status: 429 });
-    assert.equal(await probe, 429);
-    assert.equal(breaker.stats('model')?.pausedUntil?.getTime(), clock.t + 200, 'paused for the next step');
-    await delay(10);
-    assert.equal(server.requests.length, 2, 'the waiter was not sent');
-    clock.t += 200;
-    assert.equal(await waiter, 200, 'it went once the new pause ended');
+  await probeAnsweredAfterClockStepBack({
+    first: { status: 429 },
+    probeAnswer: { status: 429 },
+    pausedMs: 200,
+    why: 'paused for the next step',
   });
 });
 
