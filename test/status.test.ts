@@ -12,6 +12,7 @@ import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { readSaid, sdkFailureBody, throwOnStatus, wrapHttpError } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
+import { withReasonPhrase } from './helpers/reason-phrase.ts';
 import { always, type Behaviour, withServer } from './helpers/server.ts';
 
 const utf8Bytes = (text: string): number => new TextEncoder().encode(text).byteLength;
@@ -921,13 +922,7 @@ test('a body cut inside an escape of a credential it quotes (%2F, \\u002B) shows
 test('a reason phrase that quotes the credential the call sent shows none of it in the error', async () => {
   // Node's and Bun's fetch hand the reason phrase on as the server wrote it (Deno's gives the
   // standard phrase for the status): an old app server may put its message there.
-  const server = createServer((request, response) => {
-    response.writeHead(401, `Invalid token ${request.headers.authorization}`);
-    response.end();
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  try {
-    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  await withReasonPhrase({ status: 401, phrase: 'Invalid token' }, async (origin) => {
     const headers = { authorization: `Bearer ${TOKEN}` };
     // With a snapshot to reuse, and without.
     const captured = createFetch({ use: [throwOnStatus(), captureStatus()] });
@@ -938,10 +933,7 @@ test('a reason phrase that quotes the credential the call sent shows none of it 
       assertNoCredential([error.message, error.statusText, error]);
       if (error.statusText !== 'Unauthorized') assert.equal(error.statusText, 'Invalid token [redacted]');
     }
-  } finally {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
+  });
 });
 
 test('an API key the call sent in its query (?key=) is hidden where the server quotes it back', async () => {
