@@ -1396,7 +1396,7 @@ function legacyJsonRpcAgent(status: number, body: object) {
   return app;
 }
 
-test('AgentCardError keeps its class name in a minified bundle, and an error of the minified CommonJS build is an instance of the ESM build’s class', async () => {
+test('AgentCardError keeps its class name in a minified bundle, also one that assigns class fields (useDefineForClassFields: false), and an error of the CommonJS build is an instance of the ESM build’s class', async () => {
   // As 01df373 and cd8091f for the core's errors: a minifier renames classes, so a name read
   // from the class said 'W', and the name match of instanceof across two copies of
   // breakwater (an ESM app, a CommonJS dependency) found no AgentCardError.
@@ -1412,6 +1412,9 @@ test('AgentCardError keeps its class name in a minified bundle, and an error of 
         '--platform=neutral',
         '--external:@a2a-js/*',
         '--log-level=error',
+        // The CommonJS copy as TypeScript before ES2022, Angular or Babel's loose mode build
+        // it: a static field is assigned, which threw on a function's read-only name.
+        ...(format === 'cjs' ? ['--tsconfig-raw={"compilerOptions":{"useDefineForClassFields":false}}'] : []),
         `--outfile=${join(dir, format === 'esm' ? 'index.mjs' : 'index.cjs')}`,
       ]);
     }
@@ -1426,6 +1429,7 @@ test('AgentCardError keeps its class name in a minified bundle, and an error of 
     assert.equal(error.toJSON().name, 'AgentCardError');
     assert.match(String(error), /^AgentCardError: agent card at https:\/\/agent\.example\//);
     const fromCjs = new cjs.AgentCardError('AGENT_CARD_NOT_JSON', 'is not JSON', request);
+    assert.equal(fromCjs.name, 'AgentCardError');
     assert.notEqual(esm.AgentCardError, cjs.AgentCardError);
     assert.ok(fromCjs instanceof esm.AgentCardError);
     assert.equal(new Error('x') instanceof esm.AgentCardError, false);

@@ -130,9 +130,13 @@ export class AgentCardError extends BreakwaterError {
   /**
    * Spelled out, as each core error's (src/errors.ts): a minifier renames the class, and
    * both `error.name` and `instanceof` across two copies of breakwater (ESM and CommonJS,
-   * BreakwaterError's `Symbol.hasInstance`) read this name.
+   * BreakwaterError's `Symbol.hasInstance`) read this name. A getter, not a static field:
+   * where class fields are assigned (useDefineForClassFields: false, Babel's loose mode),
+   * assigning a function's read-only `name` threw while the module loaded.
    */
-  static override name = 'AgentCardError';
+  static override get name(): string {
+    return 'AgentCardError';
+  }
   declare readonly code: AgentCardErrorCode;
   /** One line per problem, `card.path: what is wrong (got ...)`; empty unless `AGENT_CARD_INVALID`. */
   declare readonly issues: readonly string[];
