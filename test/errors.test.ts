@@ -1,11 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
   BreakwaterError,
   CircuitOpenError,
@@ -16,6 +10,7 @@ import {
   requestSummary,
   TimeoutError,
 } from '../src/errors.ts';
+import { withBundle } from './helpers/bundle.ts';
 import { always, withServer } from './helpers/server.ts';
 
 // Every date-dependent test uses this instant: 2026-11-29T17:03:12Z is the retry time.
@@ -50,6 +45,17 @@ function everyError(cause?: unknown): BreakwaterError[] {
   ];
 }
 
+/** The class names of {@link everyError}'s errors, in its order. */
+const CLASS_NAMES = [
+  'BreakwaterError',
+  'HttpStatusError',
+  'NetworkError',
+  'TimeoutError',
+  'CircuitOpenError',
+  'GateClosedError',
+  'RetryAfterTooLongError',
+];
+
 // --- the hierarchy ---
 
 test('every error class extends BreakwaterError and Error', () => {
@@ -62,15 +68,7 @@ test('every error class extends BreakwaterError and Error', () => {
 test('every error’s name is its class name', () => {
   assert.deepEqual(
     everyError().map((error) => error.name),
-    [
-      'BreakwaterError',
-      'HttpStatusError',
-      'NetworkError',
-      'TimeoutError',
-      'CircuitOpenError',
-      'GateClosedError',
-      'RetryAfterTooLongError',
-    ],
+    CLASS_NAMES,
   );
   for (const error of everyError()) assert.equal(error.name, error.constructor.name);
 });
@@ -577,108 +575,75 @@ test('every error keeps its class name in a bundle minified as apps ship it (esb
   // A Worker, a Vite or an esbuild production build minifies breakwater with the app:
   // names read from the class (`new.target.name`) came out as 'W', 'Q', ... there, so
   // `error.name`, its stack header, String(error) and toJSON() named no class.
-  const root = fileURLToPath(new URL('..', import.meta.url));
-  const dir = await mkdtemp(join(tmpdir(), 'breakwater-minified-'));
-  try {
-    const outfile = join(dir, 'index.mjs');
-    execFileSync(join(root, 'node_modules', '.bin', 'esbuild'), [
-      join(root, 'src', 'index.ts'),
-      '--bundle',
-      '--minify',
-      '--format=esm',
-      '--platform=neutral',
-      '--log-level=error',
-      `--outfile=${outfile}`,
-    ]);
-    const minified = (await import(pathToFileURL(outfile).href)) as typeof import('../src/errors.ts');
-    const errors = [
-      new minified.BreakwaterError('something broke', 'SOMETHING'),
-      new minified.HttpStatusError({ status: 503 }),
-      new minified.NetworkError({ code: 'ECONNREFUSED', phase: 'connect', sent: 'no' }),
-      new minified.TimeoutError({ scope: 'attempt', ms: 5_000 }),
-      new minified.CircuitOpenError({
-        key: 'openai',
-        retryAt: RETRY_AT,
-        reason: 'after 5 failures',
-        now: NOW,
-      }),
-      new minified.GateClosedError({ key: 'openai', retryAt: RETRY_AT, now: NOW }),
-      new minified.RetryAfterTooLongError({ retryAfterMs: 120_000, limitMs: 60_000, now: NOW }),
-    ];
-    const names = [
-      'BreakwaterError',
-      'HttpStatusError',
-      'NetworkError',
-      'TimeoutError',
-      'CircuitOpenError',
-      'GateClosedError',
-      'RetryAfterTooLongError',
-    ];
-    assert.deepEqual(
-      errors.map((error) => error.name),
-      names,
-    );
-    assert.deepEqual(
-      errors.map((error) => error.toJSON().name),
-      names,
-    );
-    // A subclass of the app's own keeps its name as before.
-    class QuotaError extends minified.BreakwaterError {}
-    assert.equal(new QuotaError('over quota', 'QUOTA').name, 'QuotaError');
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  await withBundle<typeof import('../src/errors.ts')>(
+    'src/index.ts',
+    { format: 'esm', minify: true },
+    (minified) => {
+      const errors = [
+        new minified.BreakwaterError('something broke', 'SOMETHING'),
+        new minified.HttpStatusError({ status: 503 }),
+        new minified.NetworkError({ code: 'ECONNREFUSED', phase: 'connect', sent: 'no' }),
+        new minified.TimeoutError({ scope: 'attempt', ms: 5_000 }),
+        new minified.CircuitOpenError({
+          key: 'openai',
+          retryAt: RETRY_AT,
+          reason: 'after 5 failures',
+          now: NOW,
+        }),
+        new minified.GateClosedError({ key: 'openai', retryAt: RETRY_AT, now: NOW }),
+        new minified.RetryAfterTooLongError({ retryAfterMs: 120_000, limitMs: 60_000, now: NOW }),
+      ];
+      assert.deepEqual(
+        errors.map((error) => error.name),
+        CLASS_NAMES,
+      );
+      assert.deepEqual(
+        errors.map((error) => error.toJSON().name),
+        CLASS_NAMES,
+      );
+      // A subclass of the app's own keeps its name as before.
+      class QuotaError extends minified.BreakwaterError {}
+      assert.equal(new QuotaError('over quota', 'QUOTA').name, 'QuotaError');
+    },
+  );
 });
 
 test('an error thrown by the CommonJS build is an instance of the ESM build’s class, so retry() and classify() judge it (dual package hazard)', async () => {
   // An app that both imports and requires breakwater (an ESM app, a CommonJS dependency)
   // loads two copies; each has its own classes, and instanceof failed across them: the
   // CommonJS fetch's 503 was a 'fatal' error to the ESM retry(), not resent.
-  const root = fileURLToPath(new URL('..', import.meta.url));
-  const dir = await mkdtemp(join(tmpdir(), 'breakwater-dual-'));
-  try {
-    for (const format of ['esm', 'cjs']) {
-      execFileSync(join(root, 'node_modules', '.bin', 'esbuild'), [
-        join(root, 'src', 'index.ts'),
-        '--bundle',
-        `--format=${format}`,
-        '--platform=neutral',
-        '--log-level=error',
-        `--outfile=${join(dir, format === 'esm' ? 'index.mjs' : 'index.cjs')}`,
-      ]);
-    }
-    type Breakwater = typeof import('../src/index.ts');
-    const esm = (await import(pathToFileURL(join(dir, 'index.mjs')).href)) as Breakwater;
-    const cjs = createRequire(import.meta.url)(join(dir, 'index.cjs')) as Breakwater;
-    assert.notEqual(esm.HttpStatusError, cjs.HttpStatusError);
+  type Breakwater = typeof import('../src/index.ts');
+  await withBundle<Breakwater>('src/index.ts', { format: 'esm' }, (esm) =>
+    withBundle<Breakwater>('src/index.ts', { format: 'cjs' }, async (cjs) => {
+      assert.notEqual(esm.HttpStatusError, cjs.HttpStatusError);
 
-    const fromCjs = new cjs.HttpStatusError({ status: 503 });
-    assert.ok(fromCjs instanceof esm.HttpStatusError);
-    assert.ok(fromCjs instanceof esm.BreakwaterError);
-    assert.equal(fromCjs instanceof esm.NetworkError, false);
-    assert.ok(
-      new cjs.NetworkError({ code: 'ECONNRESET', phase: 'send', sent: 'maybe' }) instanceof esm.NetworkError,
-    );
-    // Another library's error of the same name is not breakwater's.
-    class TimeoutError extends Error {}
-    assert.equal(new TimeoutError() instanceof esm.TimeoutError, false);
-    assert.equal(new TimeoutError() instanceof esm.BreakwaterError, false);
-    assert.equal((null as unknown) instanceof esm.BreakwaterError, false);
-    assert.equal(esm.classify({ error: fromCjs }).kind, 'transient');
+      const fromCjs = new cjs.HttpStatusError({ status: 503 });
+      assert.ok(fromCjs instanceof esm.HttpStatusError);
+      assert.ok(fromCjs instanceof esm.BreakwaterError);
+      assert.equal(fromCjs instanceof esm.NetworkError, false);
+      assert.ok(
+        new cjs.NetworkError({ code: 'ECONNRESET', phase: 'send', sent: 'maybe' }) instanceof
+          esm.NetworkError,
+      );
+      // Another library's error of the same name is not breakwater's.
+      class TimeoutError extends Error {}
+      assert.equal(new TimeoutError() instanceof esm.TimeoutError, false);
+      assert.equal(new TimeoutError() instanceof esm.BreakwaterError, false);
+      assert.equal((null as unknown) instanceof esm.BreakwaterError, false);
+      assert.equal(esm.classify({ error: fromCjs }).kind, 'transient');
 
-    await withServer(always({ status: 503 }), async (server) => {
-      const inner = cjs.createFetch({ use: [cjs.throwOnStatus()] });
-      const outer = esm.createFetch({
-        fetch: inner,
-        use: [esm.retry({ attempts: 2, backoff: { initialMs: 1, maxMs: 1 } })],
+      await withServer(always({ status: 503 }), async (server) => {
+        const inner = cjs.createFetch({ use: [cjs.throwOnStatus()] });
+        const outer = esm.createFetch({
+          fetch: inner,
+          use: [esm.retry({ attempts: 2, backoff: { initialMs: 1, maxMs: 1 } })],
+        });
+        const error = await outer(`${server.origin}/v1/things`).catch((e: unknown) => e);
+        assert.ok(error instanceof esm.HttpStatusError, String(error));
+        assert.equal(server.requests.length, 2, 'the 503 was not retried');
       });
-      const error = await outer(`${server.origin}/v1/things`).catch((e: unknown) => e);
-      assert.ok(error instanceof esm.HttpStatusError, String(error));
-      assert.equal(server.requests.length, 2, 'the 503 was not retried');
-    });
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+    }),
+  );
 });
 
 test('two subclasses an app wrote that share a name (anonymous, or made by one factory) are not instances of each other, nor is an app’s own class named as a breakwater class', () => {
@@ -712,27 +677,12 @@ test('breakwater loads and its errors keep their names where class fields are as
   // (React Native's preset) assign a static field: `HttpStatusError.name = '...'`. A
   // function's name and Function.prototype[Symbol.hasInstance] are read-only, so that
   // assignment threw a TypeError while breakwater loaded: the app could not import it.
-  const root = fileURLToPath(new URL('..', import.meta.url));
-  const dir = await mkdtemp(join(tmpdir(), 'breakwater-assigned-'));
-  try {
-    const outfile = join(dir, 'index.mjs');
-    execFileSync(join(root, 'node_modules', '.bin', 'esbuild'), [
-      join(root, 'src', 'index.ts'),
-      '--bundle',
-      '--minify',
-      '--format=esm',
-      '--platform=neutral',
-      '--log-level=error',
-      '--tsconfig-raw={"compilerOptions":{"useDefineForClassFields":false}}',
-      `--outfile=${outfile}`,
-    ]);
-    const assigned = (await import(pathToFileURL(outfile).href)) as typeof import('../src/errors.ts');
+  const options = { format: 'esm', minify: true, assignClassFields: true } as const;
+  await withBundle<typeof import('../src/errors.ts')>('src/index.ts', options, (assigned) => {
     const error = new assigned.HttpStatusError({ status: 503 });
     assert.equal(error.name, 'HttpStatusError');
     assert.equal(assigned.NetworkError.name, 'NetworkError');
     assert.ok(error instanceof assigned.BreakwaterError);
     assert.equal(error instanceof assigned.NetworkError, false);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+  });
 });
