@@ -1,11 +1,5 @@
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { test } from 'node:test';
-import { fileURLToPath, pathToFileURL } from 'node:url';
 // @ts-types="@a2a-js/sdk"
 import { Role, TaskState } from '@a2a-js/sdk';
 // @ts-types="@a2a-js/sdk/server"
@@ -26,6 +20,7 @@ import { BreakwaterError, HttpStatusError, NetworkError } from '../src/errors.ts
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { assertBrokenAnswer } from './helpers/broken-answer.ts';
+import { withBundle } from './helpers/bundle.ts';
 import { FLOOD_BYTES, flood } from './helpers/flood.ts';
 import { answeringPosts, withApp } from './helpers/hono-server.ts';
 import { always, closedPort, type Handler, withServer } from './helpers/server.ts';
@@ -314,6 +309,22 @@ test('a card whose declared length is over the cap fails before its body is read
 });
 
 /**
+ * What `call` settles to (its error when it fails), or 'still waiting after <ms> ms' when it
+ * has not settled by then: for the tests of a call that must not hang.
+ */
+async function settledWithin(ms: number, call: Promise<unknown>): Promise<unknown> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const hung = new Promise((resolve) => {
+    timer = setTimeout(() => resolve(`still waiting after ${ms} ms`), ms);
+  });
+  try {
+    return await Promise.race([call.catch((e: unknown) => e), hung]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
  * A fetch that relays each answer through a stream of its own (as a proxy or a mock
  * does), whose cancel never settles: its source never confirms it stopped.
  */
@@ -337,17 +348,10 @@ const relayingSlowCancel: FetchLike = async (input, init) => {
 test('a card whose declared length is over the cap fails at once even when its relayed body is slow to cancel, with or without a policy', async () => {
   await withApp(declaredTooLarge(), async ({ origin }) => {
     for (const policy of [quickPolicy(), undefined]) {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const hung = new Promise((resolve) => {
-        timer = setTimeout(() => resolve('still waiting after 1000 ms'), 1000);
-      });
-      const outcome = await Promise.race([
-        resolveAgentCard(origin, { policy, fetch: relayingSlowCancel, maxBytes: 1024 }).catch(
-          (e: unknown) => e,
-        ),
-        hung,
-      ]);
-      clearTimeout(timer);
+      const outcome = await settledWithin(
+        1000,
+        resolveAgentCard(origin, { policy, fetch: relayingSlowCancel, maxBytes: 1024 }),
+      );
       assert.ok(outcome instanceof AgentCardError, `${policy ? 'policy' : 'no policy'}: ${String(outcome)}`);
       assert.equal(outcome.code, 'AGENT_CARD_TOO_LARGE');
     }
@@ -486,8 +490,9 @@ test('a REST agent’s 503 with a google.rpc.Status body comes back as HttpStatu
   });
 });
 
-test('a REST agent’s typed A2A error (TaskNotFound, 404) still passes through as the SDK’s error', async () => {
-  const notFound = {
+/** A REST agent's google.rpc.Status body for TaskNotFound (404), with `more` details after its ErrorInfo. */
+function taskNotFound(...more: object[]) {
+  return {
     code: 404,
     status: 'NOT_FOUND',
     message: 'no such task',
@@ -497,9 +502,13 @@ test('a REST agent’s typed A2A error (TaskNotFound, 404) still passes through 
         reason: 'TASK_NOT_FOUND',
         domain: 'a2a-protocol.org',
       },
+      ...more,
     ],
   };
-  await withApp(restAgent(404, notFound), async (app) => {
+}
+
+test('a REST agent’s typed A2A error (TaskNotFound, 404) still passes through as the SDK’s error', async () => {
+  await withApp(restAgent(404, taskNotFound()), async (app) => {
     const client = await createA2AClient(app.origin, { policy: definePolicy({ retry: false }) });
     const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
     assert.ok(!(error instanceof HttpStatusError), String(error));
@@ -629,6 +638,21 @@ test('a card fetched over https may not send the client to plain http, while one
   });
 });
 
+/**
+ * The AgentCardError of resolving https://agent.test/'s card over `fetch`, asserted to be the
+ * refusal of a card asked for over https and answered over plain http after a redirect.
+ */
+async function refusedAsRedirectedToHttp(
+  fetch: FetchLike,
+  policy: ReturnType<typeof quickPolicy> | undefined,
+): Promise<AgentCardError> {
+  const error = await resolveAgentCard('https://agent.test/', { fetch, policy }).catch((e: unknown) => e);
+  assert.ok(error instanceof AgentCardError, error instanceof Error ? String(error) : 'the card was taken');
+  assert.equal(error.code, 'AGENT_CARD_INVALID');
+  assert.deepEqual(error.issues, ['card: asked for over https, answered over plain http (a redirect)']);
+  return error;
+}
+
 test('a card asked for over https but answered over plain http after a redirect is refused, with or without a policy: anyone on the path could have named its endpoints', async () => {
   const app = new Hono();
   // The https card's server sends the client to plain http, where the card names an https endpoint.
@@ -639,16 +663,8 @@ test('a card asked for over https but answered over plain http after a redirect 
     const overHttps: FetchLike = (input, init) =>
       globalThis.fetch(String(input).replace('https://agent.test', origin), init);
     for (const policy of [undefined, quickPolicy()]) {
-      const error = await resolveAgentCard('https://agent.test/', { fetch: overHttps, policy }).catch(
-        (e: unknown) => e,
-      );
-      assert.ok(
-        error instanceof AgentCardError,
-        error instanceof Error ? String(error) : 'the card was taken',
-      );
-      assert.equal(error.code, 'AGENT_CARD_INVALID');
+      const error = await refusedAsRedirectedToHttp(overHttps, policy);
       assert.match(error.message, /^agent card at https:\/\/agent\.test\/\.well-known\/agent-card\.json /);
-      assert.deepEqual(error.issues, ['card: asked for over https, answered over plain http (a redirect)']);
     }
     // Over http from the start, the caller chose plain http: the same redirect is followed.
     assert.equal((await resolveAgentCard(origin)).name, 'echo');
@@ -716,6 +732,24 @@ test('createA2AClient refuses a card that points the SDK at a data: URL, before 
     assert.deepEqual(fetched, [`${origin}/.well-known/agent-card.json`]);
   });
 });
+
+/** An answer of `status` that sends `start`, then nothing, ever (until the server closes). */
+function stalling(status: number, contentType: string, start: string): () => Response {
+  return () => {
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(start));
+      },
+    });
+    return new Response(body, { status, headers: { 'content-type': contentType } });
+  };
+}
+
+/** An SDK client of the agent at `origin` that waits `bodyWaitMs` for a failure's body, and neither retries nor breaks. */
+function clientWaiting(origin: string, bodyWaitMs: number) {
+  const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs } });
+  return createA2AClient(origin, { policy });
+}
 
 /**
  * The echo agent of {@link agentApp}, with every JSON-RPC call of `method` answered by
@@ -794,32 +828,17 @@ test('of two concurrent GetTask 503s with the same body, neither is told to wait
 });
 
 test('an agent’s failure body that stalls is ended for the SDK after the policy’s capture.bodyWaitMs: GetTask fails with its status instead of hanging', async () => {
-  const app = answering('GetTask', () => {
-    // A few bytes, then nothing, ever (until the server closes).
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode('{"error":"stuck'));
-      },
-    });
-    return new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
-  });
-  await withApp(app, async ({ origin }) => {
-    const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: 50 } });
-    const client = await createA2AClient(origin, { policy });
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const hung = new Promise((resolve) => {
-      timer = setTimeout(() => resolve('hung'), 3000);
-    });
-    const started = Date.now();
-    const outcome = await Promise.race([
-      client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e),
-      hung,
-    ]);
-    clearTimeout(timer);
-    assert.ok(outcome instanceof HttpStatusError, String(outcome));
-    assert.equal(outcome.status, 503);
-    assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
-  });
+  await withApp(
+    answering('GetTask', stalling(503, 'application/json', '{"error":"stuck')),
+    async ({ origin }) => {
+      const client = await clientWaiting(origin, 50);
+      const started = Date.now();
+      const outcome = await settledWithin(3000, client.getTask({ id: 'task-1' } as never));
+      assert.ok(outcome instanceof HttpStatusError, String(outcome));
+      assert.equal(outcome.status, 503);
+      assert.ok(Date.now() - started < 2000, `took ${Date.now() - started} ms`);
+    },
+  );
 });
 
 test('an agent’s JSON-RPC answer that never ends fails GetTask past maxResponseBytes with RESPONSE_TOO_LARGE, and the agent stops being read', async () => {
@@ -949,21 +968,26 @@ test('a JSON-RPC error an agent answers with 200 passes through as the SDK’s e
   });
 });
 
+/** An A2A 0.3 agent card fetched from `cardUrl`, naming `path` on its origin with `transport`. */
+function legacyCard(cardUrl: string, name: string, path: string, transport: string) {
+  return {
+    name,
+    version: '1.0.0',
+    protocolVersion: '0.3.0',
+    url: `${new URL(cardUrl).origin}${path}`,
+    preferredTransport: transport,
+    capabilities: {},
+    skills: [],
+    defaultInputModes: ['text/plain'],
+    defaultOutputModes: ['text/plain'],
+  };
+}
+
 /** An A2A 0.3 agent on the REST binding whose every call is answered `status` with `body`. */
 function legacyRestAgent(status: number, body: object, headers: Record<string, string> = {}) {
   const app = new Hono();
   app.get('/.well-known/agent-card.json', (c) =>
-    c.json({
-      name: 'legacy-rest-agent',
-      version: '1.0.0',
-      protocolVersion: '0.3.0',
-      url: `${new URL(c.req.url).origin}/rest`,
-      preferredTransport: 'HTTP+JSON',
-      capabilities: {},
-      skills: [],
-      defaultInputModes: ['text/plain'],
-      defaultOutputModes: ['text/plain'],
-    }),
+    c.json(legacyCard(c.req.url, 'legacy-rest-agent', '/rest', 'HTTP+JSON')),
   );
   app.all('/rest/*', (c) => c.json(body, status as 503, headers));
   return app;
@@ -1247,24 +1271,18 @@ test('an agent’s typed JSON-RPC error answered 404, or in an event-stream body
 
 test('an agent’s failure body that stalls holds GetTask for capture.bodyWaitMs once, not once in the capture and again in the body cap', async () => {
   const waitMs = 500;
-  const app = answering('GetTask', () => {
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode('{"error":"stuck'));
-      },
-    });
-    return new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
-  });
-  await withApp(app, async ({ origin }) => {
-    const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: waitMs } });
-    const client = await createA2AClient(origin, { policy });
-    const started = performance.now();
-    const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
-    const took = performance.now() - started;
-    assert.ok(error instanceof HttpStatusError, String(error));
-    assert.equal(error.status, 503);
-    assert.ok(took < waitMs * 1.5, `took ${Math.round(took)} ms for a ${waitMs} ms wait`);
-  });
+  await withApp(
+    answering('GetTask', stalling(503, 'application/json', '{"error":"stuck')),
+    async ({ origin }) => {
+      const client = await clientWaiting(origin, waitMs);
+      const started = performance.now();
+      const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+      const took = performance.now() - started;
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.status, 503);
+      assert.ok(took < waitMs * 1.5, `took ${Math.round(took)} ms for a ${waitMs} ms wait`);
+    },
+  );
 });
 
 test('an agent’s typed error answered 404 with a body longer than capture.bodyBytes (a stack trace in its data) still reaches the SDK: JSON-RPC, REST, 0.3 REST, 0.3 JSON-RPC', async () => {
@@ -1274,19 +1292,7 @@ test('an agent’s typed error answered 404 with a body longer than capture.body
     id: 1,
     error: { code: -32001, message: 'Task not found', data: { trace } },
   });
-  const rest = {
-    code: 404,
-    status: 'NOT_FOUND',
-    message: 'no such task',
-    details: [
-      {
-        '@type': 'type.googleapis.com/google.rpc.ErrorInfo',
-        reason: 'TASK_NOT_FOUND',
-        domain: 'a2a-protocol.org',
-      },
-      { '@type': 'type.googleapis.com/google.rpc.DebugInfo', detail: trace },
-    ],
-  };
+  const rest = taskNotFound({ '@type': 'type.googleapis.com/google.rpc.DebugInfo', detail: trace });
   const apps = [
     answering(
       'GetTask',
@@ -1335,15 +1341,7 @@ test('a card asked for over https whose redirects pass through plain http is ref
       throw new TypeError('redirect count exceeded');
     };
     for (const policy of [undefined, quickPolicy()]) {
-      const error = await resolveAgentCard('https://agent.test/', { fetch: viaLoopback, policy }).catch(
-        (e: unknown) => e,
-      );
-      assert.ok(
-        error instanceof AgentCardError,
-        error instanceof Error ? String(error) : 'the card was taken',
-      );
-      assert.equal(error.code, 'AGENT_CARD_INVALID');
-      assert.deepEqual(error.issues, ['card: asked for over https, answered over plain http (a redirect)']);
+      await refusedAsRedirectedToHttp(viaLoopback, policy);
       // A redirect from https to https is followed as before.
       const moved = await resolveAgentCard('https://agent.test/moved/', { fetch: viaLoopback, policy });
       assert.equal(moved.supportedInterfaces?.[0]?.url, 'https://agent.test/a2a');
@@ -1352,26 +1350,9 @@ test('a card asked for over https whose redirects pass through plain http is ref
 });
 
 test('an agent’s answer that stalls under a 302 without Location (which fetch does not follow) is ended at capture.bodyWaitMs too: the SDK reads every answer that is not ok', async () => {
-  const app = answering('GetTask', () => {
-    const body = new ReadableStream<Uint8Array>({
-      start(controller) {
-        controller.enqueue(new TextEncoder().encode('<html>moved'));
-      },
-    });
-    return new Response(body, { status: 302, headers: { 'content-type': 'text/html' } });
-  });
-  await withApp(app, async ({ origin }) => {
-    const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: 100 } });
-    const client = await createA2AClient(origin, { policy });
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const hung = new Promise((resolve) => {
-      timer = setTimeout(() => resolve('still waiting after 2 s'), 2000);
-    });
-    const outcome = await Promise.race([
-      client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e),
-      hung,
-    ]);
-    clearTimeout(timer);
+  await withApp(answering('GetTask', stalling(302, 'text/html', '<html>moved')), async ({ origin }) => {
+    const client = await clientWaiting(origin, 100);
+    const outcome = await settledWithin(2000, client.getTask({ id: 'task-1' } as never));
     assert.ok(outcome instanceof Error, String(outcome));
   });
 });
@@ -1380,17 +1361,7 @@ test('an agent’s answer that stalls under a 302 without Location (which fetch 
 function legacyJsonRpcAgent(status: number, body: object) {
   const app = new Hono();
   app.get('/.well-known/agent-card.json', (c) =>
-    c.json({
-      name: 'legacy-json-rpc-agent',
-      version: '1.0.0',
-      protocolVersion: '0.3.0',
-      url: `${new URL(c.req.url).origin}/a2a`,
-      preferredTransport: 'JSONRPC',
-      capabilities: {},
-      skills: [],
-      defaultInputModes: ['text/plain'],
-      defaultOutputModes: ['text/plain'],
-    }),
+    c.json(legacyCard(c.req.url, 'legacy-json-rpc-agent', '/a2a', 'JSONRPC')),
   );
   app.post('/a2a', (c) => c.json(body, status as 404));
   return app;
@@ -1400,40 +1371,29 @@ test('AgentCardError keeps its class name in a minified bundle, also one that as
   // As 01df373 and cd8091f for the core's errors: a minifier renames classes, so a name read
   // from the class said 'W', and the name match of instanceof across two copies of
   // breakwater (an ESM app, a CommonJS dependency) found no AgentCardError.
-  const root = fileURLToPath(new URL('..', import.meta.url));
-  const dir = await mkdtemp(join(tmpdir(), 'breakwater-a2a-minified-'));
-  try {
-    for (const format of ['esm', 'cjs']) {
-      execFileSync(join(root, 'node_modules', '.bin', 'esbuild'), [
-        join(root, 'adapters', 'a2a', 'index.ts'),
-        '--bundle',
-        '--minify',
-        `--format=${format}`,
-        '--platform=neutral',
-        '--external:@a2a-js/*',
-        '--log-level=error',
-        // The CommonJS copy as TypeScript before ES2022, Angular or Babel's loose mode build
-        // it: a static field is assigned, which threw on a function's read-only name.
-        ...(format === 'cjs' ? ['--tsconfig-raw={"compilerOptions":{"useDefineForClassFields":false}}'] : []),
-        `--outfile=${join(dir, format === 'esm' ? 'index.mjs' : 'index.cjs')}`,
+  type A2A = typeof import('../adapters/a2a/index.ts');
+  const entry = 'adapters/a2a/index.ts';
+  const external = ['@a2a-js/*'];
+  await withBundle<A2A>(entry, { format: 'esm', minify: true, external }, (esm) =>
+    // The CommonJS copy as TypeScript before ES2022, Angular or Babel's loose mode build
+    // it: a static field is assigned, which threw on a function's read-only name.
+    withBundle<A2A>(entry, { format: 'cjs', minify: true, external, assignClassFields: true }, (cjs) => {
+      const request = {
+        key: 'agent',
+        method: 'GET',
+        url: 'https://agent.example/.well-known/agent-card.json',
+      };
+      const error = new esm.AgentCardError('AGENT_CARD_INVALID', 'is not a usable agent card', request, [
+        'name: required',
       ]);
-    }
-    type A2A = typeof import('../adapters/a2a/index.ts');
-    const esm = (await import(pathToFileURL(join(dir, 'index.mjs')).href)) as A2A;
-    const cjs = createRequire(import.meta.url)(join(dir, 'index.cjs')) as A2A;
-    const request = { key: 'agent', method: 'GET', url: 'https://agent.example/.well-known/agent-card.json' };
-    const error = new esm.AgentCardError('AGENT_CARD_INVALID', 'is not a usable agent card', request, [
-      'name: required',
-    ]);
-    assert.equal(error.name, 'AgentCardError');
-    assert.equal(error.toJSON().name, 'AgentCardError');
-    assert.match(String(error), /^AgentCardError: agent card at https:\/\/agent\.example\//);
-    const fromCjs = new cjs.AgentCardError('AGENT_CARD_NOT_JSON', 'is not JSON', request);
-    assert.equal(fromCjs.name, 'AgentCardError');
-    assert.notEqual(esm.AgentCardError, cjs.AgentCardError);
-    assert.ok(fromCjs instanceof esm.AgentCardError);
-    assert.equal(new Error('x') instanceof esm.AgentCardError, false);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
+      assert.equal(error.name, 'AgentCardError');
+      assert.equal(error.toJSON().name, 'AgentCardError');
+      assert.match(String(error), /^AgentCardError: agent card at https:\/\/agent\.example\//);
+      const fromCjs = new cjs.AgentCardError('AGENT_CARD_NOT_JSON', 'is not JSON', request);
+      assert.equal(fromCjs.name, 'AgentCardError');
+      assert.notEqual(esm.AgentCardError, cjs.AgentCardError);
+      assert.ok(fromCjs instanceof esm.AgentCardError);
+      assert.equal(new Error('x') instanceof esm.AgentCardError, false);
+    }),
+  );
 });
