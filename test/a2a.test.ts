@@ -24,6 +24,7 @@ import { withBundle } from './helpers/bundle.ts';
 import { FLOOD_BYTES, flood } from './helpers/flood.ts';
 import { answeringPosts, withApp } from './helpers/hono-server.ts';
 import { always, closedPort, type Handler, withServer } from './helpers/server.ts';
+import { settledWithin } from './helpers/settled.ts';
 
 const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
 
@@ -307,22 +308,6 @@ test('a card whose declared length is over the cap fails before its body is read
     assert.match(error.message, /1024-byte limit/);
   });
 });
-
-/**
- * What `call` settles to (its error when it fails), or 'still waiting after <ms> ms' when it
- * has not settled by then: for the tests of a call that must not hang.
- */
-async function settledWithin(ms: number, call: Promise<unknown>): Promise<unknown> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const hung = new Promise((resolve) => {
-    timer = setTimeout(() => resolve(`still waiting after ${ms} ms`), ms);
-  });
-  try {
-    return await Promise.race([call.catch((e: unknown) => e), hung]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /**
  * A fetch that relays each answer through a stream of its own (as a proxy or a mock
