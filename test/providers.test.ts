@@ -26,7 +26,8 @@ import { definePolicy, type Policy } from '../src/policy.ts';
 import { throwOnStatus } from '../src/status.ts';
 import { MAX_DELAY_MS } from '../src/timing.ts';
 import { type AppServer, withApp } from './helpers/hono-server.ts';
-import { always, sequence, withServer } from './helpers/server.ts';
+import { always, type Handler, sequence, withServer } from './helpers/server.ts';
+import { settledWithin } from './helpers/settled.ts';
 
 /** A short retry schedule: tests wait milliseconds, not the default half second. */
 const FAST = { backoff: { initialMs: 5, jitter: 'none' as const } };
@@ -1001,32 +1002,33 @@ test('toHttpStatusError: a 401 is not retryable, nor a 503 the server marked x-s
   });
 });
 
+/** A call of each SDK (OpenAI, Anthropic, the AI SDK) on `server` through `policy`, not yet made. */
+function everySdk(server: AppServer, policy: Policy): Array<() => Promise<unknown>> {
+  return [
+    () => openaiClient(server, policy).chat.completions.create(ask),
+    () => anthropicClient(server, policy).messages.create(askClaude),
+    () => generateText({ model: aiSdkModel(server, policy), prompt: 'hello', maxRetries: 0 }),
+  ];
+}
+
+/** A failure of `status` whose JSON body stops after its first bytes and never ends. */
+function stallingJson(status: number, headers: Record<string, string> = {}): Handler {
+  return always({
+    stall: 'mid-body',
+    status,
+    headers: { 'content-type': 'application/json', ...headers },
+    body: '{"error":',
+  });
+}
+
 test('a failure body that stalls is ended at the policy’s capture.bodyWaitMs, so each SDK throws its status error instead of waiting on', async () => {
-  await withServer(
-    always({
-      stall: 'mid-body',
-      status: 502,
-      headers: { 'content-type': 'application/json' },
-      body: '{"error":',
-    }),
-    async (server) => {
-      const policy = definePolicy({ retry: false, capture: { bodyWaitMs: 100 } });
-      const calls = [
-        () => openaiClient(server, policy).chat.completions.create(ask),
-        () => anthropicClient(server, policy).messages.create(askClaude),
-        () => generateText({ model: aiSdkModel(server, policy), prompt: 'hello', maxRetries: 0 }),
-      ];
-      for (const call of calls) {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const stalled = new Promise((resolve) => {
-          timer = setTimeout(() => resolve('still waiting after 2 s'), 2000);
-        });
-        const outcome = await Promise.race([call().catch((e: unknown) => e), stalled]);
-        clearTimeout(timer);
-        assert.equal(toHttpStatusError(outcome)?.status, 502, String(outcome));
-      }
-    },
-  );
+  await withServer(stallingJson(502), async (server) => {
+    const policy = definePolicy({ retry: false, capture: { bodyWaitMs: 100 } });
+    for (const call of everySdk(server, policy)) {
+      const outcome = await settledWithin(2000, call());
+      assert.equal(toHttpStatusError(outcome)?.status, 502, String(outcome));
+    }
+  });
 });
 
 test('a key the server quotes back in a 401 is hidden from the SDK’s error and toHttpStatusError’s, on all three presets', async () => {
@@ -1100,54 +1102,33 @@ test('a failure whose reason phrase the server wrote in UTF-8 reaches the SDK as
 });
 
 test('a caller who aborts while a failure body is still coming gets the SDK’s abort error, not a status error', async () => {
-  await withServer(
-    always({
-      stall: 'mid-body',
-      status: 503,
-      headers: { 'content-type': 'application/json' },
-      body: '{"error":',
-    }),
-    async (server) => {
-      const client = openaiClient(server, definePolicy({ retry: false, capture: { bodyWaitMs: 5000 } }));
-      const controller = new AbortController();
-      const started = performance.now();
-      setTimeout(() => controller.abort(), 100);
-      const error = await client.chat.completions
-        .create(ask, { signal: controller.signal })
-        .catch((e: unknown) => e);
-      assert.ok(error instanceof OpenAI.APIUserAbortError, String(error));
-      assert.ok(performance.now() - started < 2000, 'the abort ended the read at once');
-    },
-  );
+  await withServer(stallingJson(503), async (server) => {
+    const client = openaiClient(server, definePolicy({ retry: false, capture: { bodyWaitMs: 5000 } }));
+    const controller = new AbortController();
+    const started = performance.now();
+    setTimeout(() => controller.abort(), 100);
+    const error = await client.chat.completions
+      .create(ask, { signal: controller.signal })
+      .catch((e: unknown) => e);
+    assert.ok(error instanceof OpenAI.APIUserAbortError, String(error));
+    assert.ok(performance.now() - started < 2000, 'the abort ended the read at once');
+  });
 });
 
 test('a failure body that stalls holds each SDK’s error for capture.bodyWaitMs once, not once in the capture and again in the preset', async () => {
   const waitMs = 500;
-  await withServer(
-    always({
-      stall: 'mid-body',
-      status: 503,
-      headers: { 'content-type': 'application/json', 'retry-after': '7' },
-      body: '{"error":',
-    }),
-    async (server) => {
-      // No breaker: the Retry-After would pace the key, holding the next SDK's call.
-      const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: waitMs } });
-      const calls = [
-        () => openaiClient(server, policy).chat.completions.create(ask),
-        () => anthropicClient(server, policy).messages.create(askClaude),
-        () => generateText({ model: aiSdkModel(server, policy), prompt: 'hello', maxRetries: 0 }),
-      ];
-      for (const call of calls) {
-        const started = performance.now();
-        const error = await call().catch((e: unknown) => e);
-        const took = performance.now() - started;
-        assert.equal(toHttpStatusError(error)?.status, 503, String(error));
-        assert.equal(toHttpStatusError(error)?.retryAfterMs, 7000, 'Retry-After still reaches the SDK');
-        assert.ok(took < waitMs * 1.5, `took ${Math.round(took)} ms for a ${waitMs} ms wait`);
-      }
-    },
-  );
+  await withServer(stallingJson(503, { 'retry-after': '7' }), async (server) => {
+    // No breaker: the Retry-After would pace the key, holding the next SDK's call.
+    const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: waitMs } });
+    for (const call of everySdk(server, policy)) {
+      const started = performance.now();
+      const error = await call().catch((e: unknown) => e);
+      const took = performance.now() - started;
+      assert.equal(toHttpStatusError(error)?.status, 503, String(error));
+      assert.equal(toHttpStatusError(error)?.retryAfterMs, 7000, 'Retry-After still reaches the SDK');
+      assert.ok(took < waitMs * 1.5, `took ${Math.round(took)} ms for a ${waitMs} ms wait`);
+    }
+  });
 });
 
 test('a failure body that stalls under a status outside 400-599 (600, a 302 without Location) is ended at capture.bodyWaitMs too: the SDKs read every answer that is not ok', async () => {
@@ -1182,12 +1163,7 @@ test('a failure body that stalls under a status outside 400-599 (600, a 302 with
           }),
       ];
       for (const call of calls) {
-        let timer: ReturnType<typeof setTimeout> | undefined;
-        const stalled = new Promise((resolve) => {
-          timer = setTimeout(() => resolve('still waiting after 2 s'), 2000);
-        });
-        const outcome = await Promise.race([call().catch((e: unknown) => e), stalled]);
-        clearTimeout(timer);
+        const outcome = await settledWithin(2000, call());
         const error = outcome as { status?: number; statusCode?: number };
         assert.equal(
           error.status ?? error.statusCode,
