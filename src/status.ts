@@ -36,6 +36,21 @@ const MAX_MESSAGE_CHARS = 400;
 const MIN_CREDENTIAL_CHARS = 8;
 /** What a hidden credential reads as (as a redacted URL part does). */
 const HIDDEN = '[redacted]';
+/**
+ * Query parameter names whose values are credentials: `key` and `api_key` (Gemini, Maps),
+ * `access_token` (RFC 6750 §2.3), `client_secret`, `password`, `pwd`, `auth`, OAuth's
+ * `code`, `session`, `jwt`, an AWS presigned URL's `X-Amz-Credential`, `X-Amz-Signature`
+ * and `X-Amz-Security-Token`, an Azure SAS's `sig`.
+ */
+const SECRET_QUERY_NAME = /key|token|secret|pass|pwd|auth|cred|sig|session|code|jwt/i;
+/**
+ * A query value that looks random under any name: 16 or more characters of a token's
+ * alphabet mixing capitals, small letters and digits (base64, `sk-…`), or hex mixing
+ * letters and digits (OpenWeatherMap's `appid`). A date, an Azure `api-version`
+ * (`2024-05-01-preview`), a word or a UUID does not. Anchored, no nesting: linear.
+ */
+const RANDOM_QUERY_VALUE =
+  /^(?=.*\d)(?:(?=.*[a-z])(?=.*[A-Z])[\w+/=.~-]{16,}|(?=.*[a-fA-F])[\da-fA-F]{16,})$/;
 
 /**
  * Where `captureStatus()` leaves its snapshot on the response it took it of, so
@@ -158,7 +173,8 @@ function withoutCutUrl(text: string): string {
  * {@link HIDDEN}: each value of {@link SECRET_HEADERS} (and of the headers `auth()`
  * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its scheme (the
  * token of `Bearer <token>`; a Basic one decoded, and its password), each cookie value and
- * each query value of the request URL. Looked for in the text with JSON's
+ * each query value of the request URL named as a credential ({@link SECRET_QUERY_NAME}) or
+ * random-looking ({@link RANDOM_QUERY_VALUE}). Looked for in the text with JSON's
  * and URLs' escapes read ({@link readPieces}), so a credential is found as written or with
  * any character escaped (`\/` from PHP's `json_encode`, `\u002B` from .NET's
  * `System.Text.Json`, `%2F` from `encodeURIComponent`), and hidden as the server wrote it. A credential's start of at least {@link MIN_CREDENTIAL_CHARS}
@@ -184,10 +200,14 @@ export function hideSent(call: Call, text: string): string {
       // Not base64: nothing decoded to hide.
     }
   }
-  // Each query value the call sent (`?key=AIza…`: Gemini, Maps): URLs shown lose them, and a
-  // body quoting one alone does too. A relative URL (a browser's) has none to read here.
+  // Each query value the call sent that is a credential (`?key=AIza…`: Gemini, Maps), by
+  // its name or its look: URLs shown lose every value, and a body quoting one of these alone
+  // does too. The others stay: a server quotes them to say what was wrong (Azure's "The
+  // api-version '2024-13-01' is invalid"), and a date hidden blanks it everywhere in the
+  // message. A relative URL (a browser's) has none to read here.
   try {
-    sent.push(...call.url.searchParams.values());
+    for (const [name, value] of call.url.searchParams)
+      if (SECRET_QUERY_NAME.test(name) || RANDOM_QUERY_VALUE.test(value)) sent.push(value);
   } catch {
     // Not an absolute URL.
   }

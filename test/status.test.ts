@@ -960,6 +960,32 @@ test('an API key the call sent in its query (?key=) is hidden where the server q
   );
 });
 
+test('a query value that is no credential (Azure’s api-version, a date) stays in the server’s message that names it', async () => {
+  await withServer(
+    () => ({
+      status: 400,
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        error: {
+          code: 'InvalidApiVersionParameter',
+          message: "The api-version '2024-13-01' is invalid; quota resets at 2026-11-30T13:00:00Z.",
+        },
+      }),
+    }),
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      const error = await fetch(
+        `${server.origin}/openai/deployments/d/chat/completions?api-version=2024-13-01&since=2026-11-30`,
+      ).catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(
+        error.serverMessage,
+        "The api-version '2024-13-01' is invalid; quota resets at 2026-11-30T13:00:00Z.",
+      );
+    },
+  );
+});
+
 test('a Gemini key the call sent in x-goog-api-key itself (as the Google SDK does, no auth()) is hidden where the server quotes it back', async () => {
   await withServer(
     (req) => ({
