@@ -14,6 +14,7 @@ import type { BreakerEvent, BreakwaterEvent } from '../src/events.ts';
 import { retry } from '../src/retry.ts';
 import { timeout } from '../src/timeout.ts';
 import { assertNoToken, refusedAfter, withReasonPhrase } from './helpers/reason-phrase.ts';
+import { refusedRetryAt } from './helpers/refused.ts';
 import { always, closedPort, sequence, type TestServer, withServer } from './helpers/server.ts';
 import { allowSlowTests } from './helpers/slow-tests.ts';
 
@@ -630,14 +631,7 @@ test('callers refused while the half-open probe is in flight get a retryAt one o
   const probeAt = clock.t;
   const hung = outcome(fetch, URL_A);
   await tick();
-  const retryAt = () =>
-    fetch(URL_A).then(
-      () => assert.fail('refused'),
-      (e: unknown) => {
-        assert.ok(e instanceof CircuitOpenError);
-        return e.retryAt.getTime();
-      },
-    );
+  const retryAt = () => refusedRetryAt(fetch(URL_A), CircuitOpenError);
   assert.equal(await retryAt(), clock.t + 100, 'at first: the open step just served (100 ms)');
   clock.t += 1_000;
   assert.equal(await retryAt(), clock.t + 1_000, 'after 1 s in flight: as long again');
