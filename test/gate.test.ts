@@ -9,6 +9,7 @@ import {
   TimeoutError,
 } from '../src/errors.ts';
 import { createGate, type GateOptions } from '../src/gate.ts';
+import { refusedRetryAt } from './helpers/refused.ts';
 
 const START = Date.UTC(2025, 0, 1);
 
@@ -281,14 +282,7 @@ test('callers refused while the probe is in flight get a retryAt one window step
   clock.t += 500;
   const probeAt = clock.t;
   void gate.run(() => new Promise<string>(() => {})); // a connect that never returns
-  const retryAt = () =>
-    attempt().then(
-      () => assert.fail('refused'),
-      (e: unknown) => {
-        assert.ok(e instanceof GateClosedError);
-        return e.retryAt.getTime();
-      },
-    );
+  const retryAt = () => refusedRetryAt(attempt(), GateClosedError);
   assert.equal(await retryAt(), clock.t + 500, 'at first: the window step just served (500 ms)');
   clock.t += 2_000;
   assert.equal(await retryAt(), clock.t + 2_000, 'after 2 s in flight: as long again');
