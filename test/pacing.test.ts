@@ -9,6 +9,7 @@ import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { timeout } from '../src/timeout.ts';
 import { assertNoToken, refusedAfter, withReasonPhrase } from './helpers/reason-phrase.ts';
+import { refusedRetryAt } from './helpers/refused.ts';
 import {
   always,
   type Behaviour,
@@ -476,14 +477,7 @@ test('a call refused while the pace probe is in flight gets a retryAt one pause 
   const options = { maxRetryAfterMs: 0 };
   await withHeldProbe({ status: 429 }, options, async ({ server, clock, fetch, probe, answer }) => {
     const probeAt = clock.t;
-    const retryAt = () =>
-      fetch(server.origin).then(
-        () => assert.fail('refused'),
-        (e: unknown) => {
-          assert.ok(e instanceof CircuitOpenError);
-          return e.retryAt.getTime();
-        },
-      );
+    const retryAt = () => refusedRetryAt(fetch(server.origin), CircuitOpenError);
     try {
       assert.equal(await retryAt(), clock.t + 100, 'the pause just served, again');
       clock.t += 1_000;
