@@ -783,18 +783,10 @@ test('a body read that fails for another reason than the network (a corrupt gzip
 });
 
 test('a 503 whose body breaks mid-read rejects text() with HttpStatusError (status, Retry-After, the NetworkError as cause), and a caller’s abort there with its own reason', async () => {
-  const broken = {
-    reset: 'mid-body',
-    status: 503,
-    headers: { 'retry-after': '7' },
-    body: '{"error":',
-  } as const;
-  const stalled = {
-    stall: 'mid-body',
-    status: 503,
-    headers: { 'retry-after': '7' },
-    body: '{"error":',
-  } as const;
+  // The same 503, its body cut after its first bytes: by a reset, then by a stall.
+  const failure = { status: 503, headers: { 'retry-after': '7' }, body: '{"error":' } as const;
+  const broken = { ...failure, reset: 'mid-body' } as const;
+  const stalled = { ...failure, stall: 'mid-body' } as const;
   await withServer(
     (_, index) => (index === 0 ? broken : stalled),
     async ({ origin }) => {
