@@ -1011,18 +1011,21 @@ function everySdk(server: AppServer, policy: Policy): Array<() => Promise<unknow
   ];
 }
 
-/** A failure of `status` whose JSON body stops after its first bytes and never ends. */
-function stallingJson(status: number, headers: Record<string, string> = {}): Handler {
+/**
+ * A failure of `status` whose body stops after `body` and never ends; `headers` over a JSON
+ * content-type.
+ */
+function stalling(status: number, headers: Record<string, string> = {}, body = '{"error":'): Handler {
   return always({
     stall: 'mid-body',
     status,
     headers: { 'content-type': 'application/json', ...headers },
-    body: '{"error":',
+    body,
   });
 }
 
 test('a failure body that stalls is ended at the policy’s capture.bodyWaitMs, so each SDK throws its status error instead of waiting on', async () => {
-  await withServer(stallingJson(502), async (server) => {
+  await withServer(stalling(502), async (server) => {
     const policy = definePolicy({ retry: false, capture: { bodyWaitMs: 100 } });
     for (const call of everySdk(server, policy)) {
       const outcome = await settledWithin(2000, call());
@@ -1102,7 +1105,7 @@ test('a failure whose reason phrase the server wrote in UTF-8 reaches the SDK as
 });
 
 test('a caller who aborts while a failure body is still coming gets the SDK’s abort error, not a status error', async () => {
-  await withServer(stallingJson(503), async (server) => {
+  await withServer(stalling(503), async (server) => {
     const client = openaiClient(server, definePolicy({ retry: false, capture: { bodyWaitMs: 5000 } }));
     const controller = new AbortController();
     const started = performance.now();
@@ -1117,7 +1120,7 @@ test('a caller who aborts while a failure body is still coming gets the SDK’s 
 
 test('a failure body that stalls holds each SDK’s error for capture.bodyWaitMs once, not once in the capture and again in the preset', async () => {
   const waitMs = 500;
-  await withServer(stallingJson(503, { 'retry-after': '7' }), async (server) => {
+  await withServer(stalling(503, { 'retry-after': '7' }), async (server) => {
     // No breaker: the Retry-After would pace the key, holding the next SDK's call.
     const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: waitMs } });
     for (const call of everySdk(server, policy)) {
@@ -1295,12 +1298,11 @@ test('a failure body in another charset, gzipped, or empty reaches the OpenAI SD
 
 test('a failure body of type text/event-stream reaches the SDK empty and at once, as the README says, even when the stream stays open', async () => {
   await withServer(
-    always({
-      stall: 'mid-body',
-      status: 429,
-      headers: { 'content-type': 'text/event-stream' },
-      body: 'event: error\ndata: {"error":{"message":"slow down"}}\n\n',
-    }),
+    stalling(
+      429,
+      { 'content-type': 'text/event-stream' },
+      'event: error\ndata: {"error":{"message":"slow down"}}\n\n',
+    ),
     async (server) => {
       const policy = definePolicy({ retry: false, breaker: false, capture: { bodyWaitMs: 1000 } });
       const started = performance.now();
