@@ -192,10 +192,13 @@ export function hideSent(call: Call, text: string): string {
     const token = value.replace(/^\S+\s+/, '');
     sent.push(value, token);
     // Basic (RFC 7617) sends `user:password` in base64: a server quotes it back decoded,
-    // whole or the password alone (a user name is no secret, and stays).
+    // whole or the password alone (a user name is no secret, and stays). atob() gives
+    // bytes as Latin-1 characters; a password sent as UTF-8 (RFC 7617's charset="UTF-8")
+    // is quoted back as UTF-8 text, so it is decoded so too (a stray byte as U+FFFD).
     try {
-      const decoded = /^basic\s/i.test(value) ? atob(token) : '';
-      sent.push(decoded, decoded.slice(decoded.indexOf(':') + 1));
+      const binary = /^basic\s/i.test(value) ? atob(token) : '';
+      const utf8 = new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0)));
+      for (const decoded of [binary, utf8]) sent.push(decoded, decoded.slice(decoded.indexOf(':') + 1));
     } catch {
       // Not base64: nothing decoded to hide.
     }

@@ -892,6 +892,31 @@ test('the password of a Basic Authorization or Proxy-Authorization is hidden whe
   );
 });
 
+test('the password of a Basic Authorization sent as UTF-8 (RFC 7617 charset="UTF-8") is hidden where the server quotes it back decoded', async () => {
+  const password = 'Pässwört-geheim-42';
+  const base64 = btoa(String.fromCharCode(...new TextEncoder().encode(`jörg:${password}`)));
+  await withServer(
+    (req) => {
+      const bytes = Uint8Array.from(atob(String(req.headers.authorization).split(' ')[1] as string), (c) =>
+        c.charCodeAt(0),
+      );
+      return {
+        status: 401,
+        headers: { 'content-type': 'text/plain; charset=utf-8' },
+        body: `bad credentials ${new TextDecoder().decode(bytes)}`,
+      };
+    },
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      const error = await fetch(server.origin, { headers: { authorization: `Basic ${base64}` } }).catch(
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.serverMessage, 'bad credentials [redacted]');
+    },
+  );
+});
+
 test('a body cut inside an escape of a credential it quotes (%2F, \\u002B) shows no part of the credential', async () => {
   // The snippet ends at 2048 bytes: here in the middle of the '%2F' or the '\u002B' of the token.
   const encoded = encodeURIComponent(TOKEN);
