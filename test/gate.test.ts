@@ -592,19 +592,26 @@ test("a listener told 'cleared' finds the gate cleared, and may run at once", as
   assert.equal(await inside, 'reconnected');
 });
 
-test('a rejection the gate cannot inspect comes back unchanged and does not arm the gate', async () => {
+test('a rejection the gate cannot inspect comes back unchanged, and isCrashLoop alone judges whether it arms', async () => {
   // fn's own error must come back, as with a throwing isCrashLoop: reading a garbage
-  // rejection (a throwing name getter, a revoked Proxy) must not replace it.
-  const { gate, attempt } = fixture({ isCrashLoop: () => true });
+  // rejection (a throwing name getter, a revoked Proxy) must not replace it. Unreadable, it
+  // is no abort (9353bb2): isCrashLoop, which here says every failure arms, decides.
   const getter = {
     get name(): string {
       throw new Error('getter');
     },
   };
-  await assert.rejects(attempt(getter), (e) => e === getter);
   const { proxy, revoke } = Proxy.revocable({}, {});
   revoke();
-  // Not assert.rejects: it reads the rejection, which a revoked Proxy refuses.
+  for (const garbage of [getter, proxy]) {
+    const { gate, attempt } = fixture({ isCrashLoop: () => true });
+    // Not assert.rejects: it reads the rejection, which a revoked Proxy refuses.
+    assert.equal(await attempt(garbage).catch((e: unknown) => e === garbage), true);
+    assert.equal(gate.state().armed, true);
+    // The refusal that follows is built around it as its cause.
+    await assert.rejects(attempt(), GateClosedError);
+  }
+  const { gate, attempt } = fixture({ isCrashLoop: () => false });
   assert.equal(await attempt(proxy).catch((e: unknown) => e === proxy), true);
   assert.equal(gate.state().armed, false);
 });
