@@ -14,7 +14,7 @@
  */
 
 import * as z from 'zod/mini';
-import { BODY_READ, type Call, CREDENTIAL_HEADER, type Middleware, type Next } from './call.ts';
+import { abortReason, BODY_READ, type Call, CREDENTIAL_HEADER, type Middleware, type Next } from './call.ts';
 import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
@@ -96,7 +96,9 @@ export function errorMessageOf(parsed: unknown): string | undefined {
  * Reads at most `bytes` bytes of a response's body, for at most `waitMs`, from a
  * clone it then cancels: the caller's body is never consumed. A body that may never
  * end (`text/event-stream`) is not read; a body that breaks yields what arrived.
- * Marks `call` ({@link BODY_READ}) while it reads.
+ * Marks `call` ({@link BODY_READ}) while it reads. The caller's abort (`call.signal`)
+ * ends the read at once with the caller's reason: a custom fetch that drops the signal
+ * leaves a trickling body open, which held an aborted caller for all of `waitMs`.
  */
 async function readPrefix(call: Call, response: Response, bytes: number, waitMs: number): Promise<string> {
   let text = '';
@@ -108,18 +110,25 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
     type?.toLowerCase().includes('text/event-stream')
   )
     return text;
+  const signal = call.signal;
+  if (signal?.aborted) throw abortReason(signal);
   const reader = (response.clone().body as ReadableStream<Uint8Array>).getReader();
   const decoder = new TextDecoder();
   let size = 0;
   let next: ReadableStreamReadResult<Uint8Array> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const timedOut = new Promise<undefined>((resolve) => {
-    timer = setTimeout(() => resolve(undefined), waitMs);
+  let stop = (): void => {};
+  // Settled, never rejected, by the wait limit or the caller's abort (told apart below):
+  // a rejection landing after the loop had left would go unhandled.
+  const ended = new Promise<undefined>((resolve) => {
+    stop = () => resolve(undefined);
+    timer = setTimeout(stop, waitMs);
   });
+  signal?.addEventListener('abort', stop);
   call.bag.set(BODY_READ, true);
   try {
     while (size < bytes) {
-      next = await Promise.race([reader.read(), timedOut]);
+      next = await Promise.race([reader.read(), ended]);
       if (next === undefined || next.done) break;
       text += decoder.decode(next.value.subarray(0, bytes - size), { stream: true });
       size += next.value.byteLength;
@@ -128,9 +137,11 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
     // The body broke: keep what arrived.
   } finally {
     clearTimeout(timer);
+    signal?.removeEventListener('abort', stop);
     call.bag.delete(BODY_READ);
     reader.cancel().catch(() => {});
   }
+  if (signal?.aborted) throw abortReason(signal);
   // A cut (at the byte limit, at the wait limit, or where the body broke) may split a
   // UTF-8 sequence: stream mode held the partial character back instead of adding a
   // replacement character. Only a body read to its end is flushed: a chunk that ends

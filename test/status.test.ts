@@ -1055,3 +1055,20 @@ test('sdkFailureBody() gives a JSON body the snapshot cut whole, hidden and reda
     assert.equal(await sdkFailureBody(call, cut.body, () => text), cut.body);
   });
 });
+
+test("throwOnStatus() rejects with the caller's abort reason at once while a failure body stalls behind a fetch that ignores the signal", async () => {
+  await withServer(always({ stall: 'mid-body', status: 503, body: 'busy' }), async (server) => {
+    // A custom fetch that drops init.signal: only breakwater's own read can hear the abort.
+    const deaf: typeof fetch = (input, init) => globalThis.fetch(input, { ...init, signal: null });
+    const fetch = createFetch({ fetch: deaf, use: [throwOnStatus()] });
+    const controller = new AbortController();
+    const reason = new Error('caller gave up');
+    setTimeout(() => controller.abort(reason), 50);
+    const started = Date.now();
+    await assert.rejects(fetch(server.origin, { signal: controller.signal }), (error: unknown) => {
+      assert.equal(error, reason);
+      return true;
+    });
+    assert.ok(Date.now() - started < 300, `took ${Date.now() - started} ms`);
+  });
+});
