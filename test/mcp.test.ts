@@ -2879,3 +2879,46 @@ test('a JSON answer whose connection breaks mid-way fails the request with a Net
     },
   );
 });
+
+test('resilientMcpClient: close() against a server that is down sends the DELETE once and resolves well before closeTimeoutMs', async () => {
+  // The policy's default retry (500 ms backoff) would resend a refused DELETE (a refused
+  // connect counts as not sent) until closeTimeoutMs (2 s) let it go.
+  const server = sessionApp();
+  let attempts = 0;
+  const counting: FetchLike = (input, init) => {
+    if (init?.method === 'DELETE') attempts++;
+    return fetch(input, init);
+  };
+  let mcp: ReturnType<typeof resilient> | undefined;
+  try {
+    await withApp(server, async ({ origin }) => {
+      mcp = resilient(origin, [], { retry: {} }, { fetch: counting });
+      await mcp.connect();
+    });
+    // The server is gone now: its port refuses.
+    const started = performance.now();
+    assert.equal(await settledWithin((mcp as ReturnType<typeof resilient>).close(), 3_000), undefined);
+    const elapsed = performance.now() - started;
+    assert.ok(elapsed < 500, `close() took ${Math.round(elapsed)} ms`);
+    assert.equal(attempts, 1, 'the DELETE was not tried exactly once');
+  } finally {
+    await mcp?.close();
+    await server.forget();
+  }
+});
+
+test('resilientMcpClient: with the auth option, close() stamps the policy’s token on the DELETE', async () => {
+  const server = sessionApp();
+  const stamped: (string | null)[] = [];
+  const app = {
+    fetch(request: Request): Promise<Response> {
+      if (request.method === 'DELETE') stamped.push(request.headers.get('authorization'));
+      return server.fetch(request);
+    },
+  };
+  await withResilient(app, server, { auth: { token: 'sk-close-1' } }, async (mcp) => {
+    await mcp.connect();
+    await mcp.close();
+    assert.deepEqual(stamped, ['Bearer sk-close-1']);
+  });
+});

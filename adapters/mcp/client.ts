@@ -111,7 +111,9 @@ export interface ResilientMcpClientOptions<C extends McpClientLike, T extends Mc
    * waits for the answer to an `initialize` in flight, which may open one (not that of a
    * connect that timed out: it had `connectTimeoutMs` to answer). Past this the DELETE
    * is let go, the transport closes all the same, and the server's session stays until
-   * it expires.
+   * it expires. The DELETE is sent once, straight to `fetch` (past the policy's retry and
+   * breaker: a server that is down refuses it at once), unless the `auth` option is set,
+   * whose token only the policy's chain stamps.
    */
   closeTimeoutMs?: number | undefined;
 }
@@ -372,6 +374,12 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     let gone = (): void => {};
     /** Whether the server opened a GET stream in this session. */
     let streamed = false;
+    // The session's DELETE (sent only while closing) goes once, past the policy: its retry
+    // resent a refused DELETE (a refused connect counts as not sent) until closeTimeoutMs,
+    // so close() against a server that is down took all of it. The SDK stamps its own
+    // OAuth token on it; the policy's `auth` is stamped only through the policy, so with
+    // it the DELETE keeps that path, retries and all.
+    //
     // Every answer passes here, a GET stream's too, whose reconnect the SDK reports to
     // onerror only, without its status: a 404 there means the session is gone as well.
     // Not a 404 to the first GET: a server with no GET route may say so (Express does)
@@ -381,7 +389,9 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     const transport = build(
       Object.assign(
         (input: string | URL | Request, init?: RequestInit) =>
-          fetch(input, init).then((response) => {
+          (init?.method === 'DELETE' && !fetchOptions.auth
+            ? (fetchOptions.fetch ?? globalThis.fetch)
+            : fetch)(input, init).then((response) => {
             const get = init?.method === 'GET';
             if (
               (response.status === SESSION_GONE || (get && response.ok)) &&
