@@ -194,6 +194,50 @@ function redactEncodedQuery(run: string): string {
           .join('');
 }
 
+/**
+ * A word: up to whitespace, a quote, a bracket, `<` or `>`. {@link redactEscapedQuery}
+ * redacts one holding a `?` or `=` a JSON encoder escaped, which {@link RELATIVE_URL} does
+ * not read. Every word, not only those holding an escape: words do not overlap, so each
+ * character is read once (a pattern for a word holding one would read a word without one
+ * again from each of its characters: n^2).
+ */
+const ESCAPED_QUERY_WORD = /[^\s"'()<>]+/g;
+
+/**
+ * `word` ({@link ESCAPED_QUERY_WORD}) with its query values `[redacted]` when it holds a
+ * relative URL: a `/` (or `\/`, `\u002F`) at its start or after a `=` or `:`, then a
+ * path, a `?` or `\u003F`, and a query holding a `=` or `\u003D`. Parameters split at `&`
+ * or `\u0026`, names at the first `=` or `\u003D`; a name other than letters, digits and
+ * `._~-` is `[redacted]` too. Punctuation that ends a sentence stays out of it.
+ */
+function redactEscapedQuery(word: string): string {
+  if (!/\\u003[DdFf]/.test(word)) return word;
+  const mark = /\?|\\u003[Ff]/.exec(word);
+  if (!mark || !/(?:^|[=:])(?:\\?\/|\\u002[Ff])/.test(word.slice(0, mark.index))) return word;
+  const from = mark.index + mark[0].length;
+  // Trimmed by hand: a `/[,.;:?`]+$/` reads a run of them again from each of its characters.
+  let end = word.length;
+  while (end > from && ',.;:?`'.includes(word.charAt(end - 1))) end--;
+  const query = word.slice(from, end);
+  const trailer = word.slice(end);
+  if (!/=|\\u003[Dd]/.test(query)) return word;
+  return (
+    word.slice(0, from) +
+    query
+      .split(/(&|\\u0026)/)
+      .map((part, i) => {
+        const [name = '', equals, ...value] = part.split(/(=|\\u003[Dd])/);
+        return i % 2
+          ? part
+          : equals
+            ? (/^[\w.~-]*$/.test(name) ? name : REDACTED) + equals + (value.join('') && REDACTED)
+            : part && REDACTED;
+      })
+      .join('') +
+    trailer
+  );
+}
+
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[a-z\d+.-]$/i;
 
@@ -489,5 +533,6 @@ export function redactText(text: string, escapes = true): string {
   // RELATIVE_URL (`/?'%3D...=`), which a second pass would read on through.
   return (out + text.slice(done))
     .replace(ENCODED_PATH, redactEncodedQuery)
-    .replace(RELATIVE_URL, (_, head: string, query: string) => head + redactQuery(query));
+    .replace(RELATIVE_URL, (_, head: string, query: string) => head + redactQuery(query))
+    .replace(ESCAPED_QUERY_WORD, redactEscapedQuery);
 }

@@ -1733,3 +1733,48 @@ test('redactText takes linear time on percent-encoded JSON-escaped URL text', ()
     128 * 1024,
   );
 });
+
+test('redactText hides the query values of a relative URL whose "?", "=" and "&" a JSON encoder wrote as \\u003F, \\u003D and \\u0026', () => {
+  // An encoder that writes `/` as \u002F (Jackson's, ESAPI-style) escapes `?`, `=` and `&` too.
+  assert.equal(
+    redactText(String.raw`{"next":"\u002Fcb\u003Ftoken\u003Dtk-u3f-1\u0026x\u003D1"}`),
+    String.raw`{"next":"\u002Fcb\u003Ftoken\u003D${REDACTED}\u0026x\u003D${REDACTED}"}`,
+  );
+  assert.equal(
+    redactText(String.raw`failed at \u002Fcb?token\u003Dtk-u3f-2, retry`),
+    String.raw`failed at \u002Fcb?token\u003D${REDACTED}, retry`,
+  );
+  assert.equal(
+    redactText(String.raw`{"next":"\/cb\u003ftoken\u003dtk-u3f-3","m":"x"}`),
+    String.raw`{"next":"\/cb\u003ftoken\u003d${REDACTED}","m":"x"}`,
+  );
+  assert.equal(
+    redactText(String.raw`failed:\u002Fcb\u003Ftoken=tk-u3f-4`),
+    String.raw`failed:\u002Fcb\u003Ftoken=${REDACTED}`,
+  );
+  for (const shown of [
+    redactText(String.raw`{"next":"\u002Fcb\u003Ftoken\u003Dtk-u3f-1\u0026x\u003D1"}`),
+    redactText(String.raw`\u002Fcb?a=tk-u3f-5\u0026b\u003Dtk-u3f-6`),
+  ]) {
+    assert.ok(!shown.includes('tk-u3f'), shown);
+    assert.equal(redactText(shown), shown);
+  }
+  // Prose with an escaped `?` and no `=` after it, or no path before it, stays as it is.
+  for (const prose of [String.raw`is \u002Fusr\u002Fbin there\u003F yes`, String.raw`a\u003Fb\u003Dc`]) {
+    assert.equal(redactText(prose), prose);
+  }
+});
+
+test('redactText takes linear time on relative-URL text written with \\u003F, \\u003D and \\u0026', () => {
+  assertLinear(
+    [
+      (chars) => fill('\\u003F', chars),
+      (chars) => fill('=\\u002F\\u003D', chars),
+      (chars) => `\\u002F\\u003F${fill('a\\u003Db\\u0026', chars)}`,
+      (chars) => fill(' \\u002Fa\\u003Fb\\u003D', chars),
+      (chars) => fill(':\\u002F=\\/', chars),
+      (chars) => `\\u002F\\u003Fa\\u003D${fill(',', chars)}a`,
+    ],
+    128 * 1024,
+  );
+});
