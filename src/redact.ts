@@ -238,6 +238,27 @@ function redactEscapedQuery(word: string): string {
   );
 }
 
+/**
+ * A `/` in a path quoted in text: as it is, JSON-escaped (`\/`, `\u002F`), or
+ * percent-encoded up to four times (`%2F`, `%252F`).
+ */
+const QUOTED_SLASH = String.raw`(?:\\?\/|\\u002[Ff]|%(?:25){0,3}2[Ff])`;
+
+/**
+ * A webhook's or bot's token in a path quoted without its scheme and host (`post to
+ * /services/T0000/B0000/XXXX failed`), which {@link PATH_TOKEN} reads only in a URL: a
+ * Telegram bot token (`/bot123:AAH...`, its `:` also encoded), a Discord webhook's
+ * (`/webhooks/<id>/<token>`, also after `/api/`), a Slack incoming webhook's
+ * (`/services/T.../B.../XXXX`, upper-case ids). Without a host to tell, the token must be
+ * 16 or more word characters (Slack's is 24, Telegram's 35, Discord's 68): an ordinary
+ * path (`/webhooks/123/deliveries`) keeps its last segment. Each match starts at a slash
+ * followed by a literal, and no run is read past the next one: linear time.
+ */
+const RELATIVE_PATH_TOKEN = RegExp(
+  `(${QUOTED_SLASH}(?:bot\\d+(?::|%(?:25){0,3}3[Aa])|webhooks${QUOTED_SLASH}\\d+${QUOTED_SLASH}|services${QUOTED_SLASH}T[A-Z\\d]+${QUOTED_SLASH}B[A-Z\\d]+${QUOTED_SLASH}))[\\w-]{16,}`,
+  'g',
+);
+
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[a-z\d+.-]$/i;
 
@@ -534,5 +555,6 @@ export function redactText(text: string, escapes = true): string {
   return (out + text.slice(done))
     .replace(ENCODED_PATH, redactEncodedQuery)
     .replace(RELATIVE_URL, (_, head: string, query: string) => head + redactQuery(query))
-    .replace(ESCAPED_QUERY_WORD, redactEscapedQuery);
+    .replace(ESCAPED_QUERY_WORD, redactEscapedQuery)
+    .replace(RELATIVE_PATH_TOKEN, `$1${REDACTED}`);
 }

@@ -1778,3 +1778,46 @@ test('redactText takes linear time on relative-URL text written with \\u003F, \\
     128 * 1024,
   );
 });
+
+test('redactText hides the token of a Slack, Discord or Telegram webhook path quoted without its host, and keeps ordinary API paths', () => {
+  for (const path of [
+    `/services/T00000000/B00000000/${SLACK_TOKEN}`,
+    `/api/webhooks/123456789/${DISCORD_TOKEN}`,
+    `/bot123456789:${TELEGRAM_TOKEN}/sendMessage`,
+  ]) {
+    for (const written of [
+      path,
+      encodeURIComponent(path),
+      encodeURIComponent(encodeURIComponent(path)),
+      path.replaceAll('/', '\\/'),
+      path.replaceAll('/', '\\u002F'),
+    ]) {
+      const shown = redactText(`{"error":"post to ${written} failed"}`);
+      for (const token of [SLACK_TOKEN, DISCORD_TOKEN, TELEGRAM_TOKEN])
+        assert.ok(!shown.includes(token), shown);
+      assert.match(shown, /\[redacted\]/, shown);
+      assert.equal(redactText(shown), shown);
+    }
+  }
+  for (const ordinary of [
+    '/api/v1/services/items/123',
+    '/services/billing/invoices/2024',
+    '/api/webhooks/123/deliveries',
+    '/v1/bots/123/messages',
+  ]) {
+    assert.equal(redactText(`GET ${ordinary} failed`), `GET ${ordinary} failed`);
+  }
+});
+
+test('redactText takes linear time on webhook-shaped paths quoted without their host', () => {
+  assertLinear(
+    [
+      (chars) => fill('/services/T1/B1/services', chars),
+      (chars) => fill('%2Fwebhooks%2F1', chars),
+      (chars) => `/bot1${fill('%25', chars)}`,
+      (chars) => `/services/T${fill('A', chars)}`,
+      (chars) => fill('\\u002Fbot1\\u002F', chars),
+    ],
+    128 * 1024,
+  );
+});
