@@ -248,6 +248,21 @@ export function retry(options: RetryOptions = {}): Retry {
     throw outcome.error;
   }
 
+  /**
+   * Whether resending could run the operation twice, as `resend` judges it. 'never': only
+   * what the server provably did not run, idempotent or not. Read from the call as it is
+   * now (not the verdict's `safeToResend`): a mark can be taken back while retry waits.
+   */
+  function unsafe(call: Call, verdict: Classification): boolean {
+    return resend !== 'always' && !verdict.notRun && (resend === 'never' || !call.isIdempotent);
+  }
+
+  /** Counts and reports a failure that is not resent. */
+  function giveUp(call: Call, budget: Budget, why: GiveUpReason, reason: string): void {
+    budget.giveUps++;
+    call.emit({ type: 'give-up', key: call.key, attempt: call.attempt, why, reason });
+  }
+
   /** Why a retryable failure is not resent (`invited`: by the server, see below), or undefined when it is. */
   function refusal(
     call: Call,
@@ -259,9 +274,7 @@ export function retry(options: RetryOptions = {}): Retry {
     const remaining = call.remainingMs();
     const serverDelay = verdict.retryAfterMs;
     if (call.attempt >= attempts) return 'attempts';
-    // 'never': only what the server provably did not run, idempotent or not.
-    if (resend !== 'always' && !(resend === 'safe' ? verdict.safeToResend : verdict.notRun))
-      return 'unsafe-to-resend';
+    if (unsafe(call, verdict)) return 'unsafe-to-resend';
     if (hasOneShotBody(call)) return 'body-not-replayable';
     if (budgetTokens > 0 && !invited && budget.tokens <= budgetTokens / 2) return 'budget';
     // No pointless sleep: a wait past the cap or the deadline fails at once.
@@ -331,8 +344,7 @@ export function retry(options: RetryOptions = {}): Retry {
           : 'not-retryable';
       const reason = describeOutcome(outcome);
       if (why !== undefined) {
-        budget.giveUps++;
-        call.emit({ type: 'give-up', key: call.key, attempt: call.attempt, why, reason });
+        giveUp(call, budget, why, reason);
         if (why !== 'retry-after-too-long') return settle(outcome);
         // The response's body is cancelled by statusError(), after it read the body's start
         // (up to a second) for the message.
@@ -372,9 +384,8 @@ export function retry(options: RetryOptions = {}): Retry {
       await sleep(delay, signal);
       // A mark taken back during the wait (an MCP server's tools/list_changed made a
       // read-only tool destructive): a resend that rested on it does not go.
-      if (resend === 'safe' && !verdict.notRun && !call.isIdempotent) {
-        budget.giveUps++;
-        call.emit({ type: 'give-up', key: call.key, attempt: call.attempt, why: 'unsafe-to-resend', reason });
+      if (unsafe(call, verdict)) {
+        giveUp(call, budget, 'unsafe-to-resend', reason);
         return settle(outcome);
       }
       // Counted once the wait is over: a caller who leaves during it gets no resend.
