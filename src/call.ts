@@ -296,11 +296,13 @@ export class Call {
 
   /** Replaces the signal the real fetch gets (timeouts combine the caller's with their own). */
   set signal(signal: AbortSignal | undefined) {
-    // Without a signal the key is left out, not set to null: `signal: null` would
-    // drop a Request input's own signal.
-    const init = this.#writableInit();
-    if (signal === undefined) delete init.signal;
-    else init.signal = signal;
+    // Without a signal, the caller's own choice comes back: their `signal: null` (no
+    // signal, though the Request input has one), else none (undefined counts as absent,
+    // so fetch uses the Request input's). Setting null here would drop a Request's own
+    // signal the caller kept; leaving the key out undid a null, and a later attempt
+    // followed the Request's signal the caller had dropped.
+    (this.#writableInit() as { signal?: AbortSignal | null | undefined }).signal =
+      signal ?? this.#given?.signal;
   }
 
   /**

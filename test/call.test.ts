@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { Call, type FetchLike } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { retry } from '../src/retry.ts';
+import { timeout } from '../src/timeout.ts';
 import { sequence, withServer } from './helpers/server.ts';
 
 // What a Call reads from (input, init) is what fetch itself would send: the init's
@@ -371,5 +372,31 @@ test('a polyfill signal without reason, aborted before the call, is refused with
     assert.ok(error instanceof Error, `rejected with ${String(error)}`);
     assert.equal(error.name, 'AbortError');
     assert.equal(server.requests.length, 0, 'nothing sent');
+  });
+});
+
+test('init signal: null stays no signal on every attempt: the Request input’s own signal, aborted meanwhile, ends nothing', async () => {
+  const stale = new AbortController();
+  const request = new Request(URL_TEXT, { signal: stale.signal });
+  // A timeout hands its signal over and back: "back" is no signal, not the Request's.
+  const call = new Call(request, { signal: null }, undefined, undefined);
+  call.signal = new AbortController().signal;
+  call.signal = undefined;
+  assert.equal(call.signal, undefined);
+  // On the wire: the Request's signal aborts after the first answer (a 503), and the
+  // resend still goes out and is answered, as fetch(request, { signal: null }) would be.
+  await withServer(sequence({ status: 503 }, {}), async (server) => {
+    const fetch = createFetch({
+      use: [retry({ backoff: { initialMs: 1, jitter: 'none' } }), timeout({ attemptMs: 5_000 })],
+      onEvent: (event) => {
+        if (event.type === 'retry') stale.abort(new Error('the Request’s own signal'));
+      },
+    });
+    const response = await fetch(new Request(`${server.origin}/x`, { signal: stale.signal }), {
+      signal: null,
+    });
+    assert.equal(response.status, 200);
+    await response.body?.cancel();
+    assert.equal(server.requests.length, 2);
   });
 });
