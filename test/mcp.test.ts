@@ -1050,6 +1050,28 @@ test('resilientMcpClient: listTools() teaches which tools are resent, and call e
   assert.deepEqual(seen.runs, { lookup: 2, add: 1 });
 });
 
+test('resilientMcpClient: a tools/call the caller cancels while retry waits out a 429 is not sent again: the tool never runs', async () => {
+  const seen = counts();
+  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
+  await withApp(mcpApp(seen, failFirst('tools/call:add', fault)), async (app) => {
+    const mcp = resilient(app.origin);
+    try {
+      const client = await mcp.connect();
+      const cancel = new AbortController();
+      const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
+      setTimeout(() => cancel.abort(new Error('the user moved on')), 50);
+      await assert.rejects(call, /the user moved on/);
+      // Past the server's delay: a resend would have run the tool by now.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
+      assert.equal(seen.runs.add, undefined);
+      assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
+    } finally {
+      await mcp.close();
+    }
+  });
+});
+
 /** A transport that sends nothing: the test plays the server's messages to `onmessage`. */
 interface ScriptedTransport {
   send(message: unknown): Promise<void>;

@@ -43,6 +43,8 @@ const SESSION_GONE = 404;
 const SESSION_HEADER = 'mcp-session-id';
 /** The server's word that its tools changed (MCP spec, Tools: List Changed Notification). */
 const TOOLS_CHANGED = 'notifications/tools/list_changed';
+/** The client's word that it gave up a request (MCP spec, Cancellation): its caller aborted, or it timed out. */
+const CANCELLED = 'notifications/cancelled';
 
 /** What this module needs of the MCP SDK's `Client` (any version with `connect` / `close`). */
 export interface McpClientLike {
@@ -372,6 +374,13 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // session is opened, since nothing would end it; a later connect owns the client now.
     if (!live()) return client;
     let gone = (): void => {};
+    /**
+     * What aborts each request's fetch while it runs, by JSON-RPC id. The SDK sends
+     * `notifications/cancelled` for a request whose caller aborted (or that timed out) but
+     * lets its POST go on: retry then sent it again after a 429's or a 503's wait, and the
+     * tool ran for nobody, after the server had been told it was cancelled.
+     */
+    const cancels = new Map<unknown, AbortController>();
     /** Whether the server opened a GET stream in this session. */
     let streamed = false;
     // The session's DELETE (sent only while closing) goes once, past the policy: its retry
@@ -387,11 +396,24 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // count: the SDK's OAuth discovery and token requests pass here too, to other URLs,
     // where a 404 is a usual answer (metadata the server lacks).
     const transport = build(
-      Object.assign(
-        (input: string | URL | Request, init?: RequestInit) =>
-          (init?.method === 'DELETE' && !fetchOptions.auth
-            ? (fetchOptions.fetch ?? globalThis.fetch)
-            : fetch)(input, init).then((response) => {
+      Object.assign((input: string | URL | Request, init?: RequestInit) => {
+        let id: unknown;
+        try {
+          // Not JSON (a GET has no body): neither a request nor a cancellation.
+          const sent = JSON.parse(init?.body as string) as Message & { params?: { requestId?: unknown } };
+          if (sent.method === CANCELLED) cancels.get(sent.params?.requestId)?.abort();
+          else if (sent.id !== undefined && init?.signal) {
+            const cancel = new AbortController();
+            // Both: the transport's signal also ends the answer's stream when it closes.
+            init = { ...init, signal: AbortSignal.any([init.signal, cancel.signal]) };
+            id = sent.id;
+            cancels.set(id, cancel);
+          }
+        } catch {}
+        return (
+          init?.method === 'DELETE' && !fetchOptions.auth ? (fetchOptions.fetch ?? globalThis.fetch) : fetch
+        )(input, init)
+          .then((response) => {
             const get = init?.method === 'GET';
             if (
               (response.status === SESSION_GONE || (get && response.ok)) &&
@@ -401,9 +423,9 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
               else if (streamed || !get) gone();
             }
             return response;
-          }),
-        fetch,
-      ),
+          })
+          .finally(() => cancels.delete(id));
+      }, fetch),
     );
     let sending = false;
     gone = wire(
