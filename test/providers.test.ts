@@ -1104,6 +1104,44 @@ test('a failure whose reason phrase the server wrote in UTF-8 reaches the SDK as
   }
 });
 
+test('a key the server quotes back in its reason phrase is hidden from the SDK’s error and toHttpStatusError’s, on all three presets', async () => {
+  const key = 'sk-proj-phrase0123456789abcdef';
+  // An old app server's 401: the credential as received in the reason phrase, no body.
+  // The AI SDK takes the phrase for its error's message when the body is empty or not JSON.
+  const server = createTcpServer((socket) =>
+    socket.once('data', (data) => {
+      const sent = /^(?:authorization: bearer|x-api-key:) *(\S+)/im.exec(data.toString())?.[1];
+      socket.end(`HTTP/1.1 401 Invalid key ${sent}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n`);
+    }),
+  );
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const policy = definePolicy({ retry: false });
+    const errors = [
+      await new OpenAI({ baseURL: `${origin}/v1`, apiKey: key, ...openaiOptions(policy) }).chat.completions
+        .create(ask)
+        .catch((e: unknown) => e),
+      await new Anthropic({ baseURL: origin, apiKey: key, ...anthropicOptions(policy) }).messages
+        .create(askClaude)
+        .catch((e: unknown) => e),
+      await generateText({
+        model: createOpenAI({ baseURL: `${origin}/v1`, apiKey: key, ...aiSdkOptions(policy) }).chat('m'),
+        prompt: 'hello',
+        maxRetries: 0,
+      }).catch((e: unknown) => e),
+    ];
+    for (const error of errors) {
+      const converted = toHttpStatusError(error);
+      assert.equal(converted?.status, 401, String(error));
+      for (const shown of [String(error), converted.message, JSON.stringify(converted)])
+        assert.doesNotMatch(shown, /phrase0123456789abcdef/);
+    }
+  } finally {
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
 test('a caller who aborts while a failure body is still coming gets the SDK’s abort error, not a status error', async () => {
   await withServer(stalling(503), async (server) => {
     const client = openaiClient(server, definePolicy({ retry: false, capture: { bodyWaitMs: 5000 } }));

@@ -16,7 +16,8 @@ import type { Call, FetchLike, Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions, PolicyConfig } from '../../src/policy.ts';
-import { SNAPSHOT, type Snapshotted, sdkFailureBody } from '../../src/status.ts';
+import { redactText } from '../../src/redact.ts';
+import { hideSent, SNAPSHOT, type Snapshotted, sdkFailureBody } from '../../src/status.ts';
 import type { TimeoutOptions } from '../../src/timeout.ts';
 
 /**
@@ -104,7 +105,10 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
     // be built with them (Node's fetch reads a phrase sent in UTF-8 into characters past 255).
     return Object.defineProperties(new Response(body, { status: Math.min(status, 599), headers: kept }), {
       status: { value: status },
-      statusText: { value: statusText },
+      // Hidden and redacted as the body is: the AI SDK takes the phrase for its error's
+      // message when the body is empty or not JSON, and an old app server may quote the
+      // credential there (`401 Invalid key sk-…`).
+      statusText: { value: redactText(hideSent(call, statusText)) },
       url: { value: response.url },
     });
   };
