@@ -3,7 +3,12 @@ import process from 'node:process';
 import { test } from 'node:test';
 import { Hono } from 'hono';
 import { streamText } from 'hono/streaming';
-import { DEFAULT_LEASE_MS, idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
+import {
+  DEFAULT_LEASE_MS,
+  DEFAULT_MAX_RECORDS,
+  idempotency,
+  REPLAYED_HEADER,
+} from '../adapters/hono/idempotency.ts';
 import { proxy } from '../adapters/hono/proxy.ts';
 import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/upstream.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -838,20 +843,24 @@ test('a "not run" answer after the claim expired mid-handler does not release th
   const release = [gate(), gate()];
   const entered = [gate(), gate()];
   let runs = 0;
-  const app = new Hono();
-  app.use('/job', idempotency({ store: memoryStore({ now: () => now }), ttlMs: 1000 }));
-  app.post('/job', async (c) => {
-    const run = runs++;
-    entered[run]?.open();
-    await release[run]?.promise;
-    return run === 0 ? c.text('slow down', 429) : c.text('done', 201);
-  });
+  // Two instances sharing a store: an instance's own claims in flight hold their keys whatever the store says.
+  const store = memoryStore<JsonValue>({ now: () => now });
+  const [app, other] = [new Hono(), new Hono()].map((instance) => {
+    instance.use('/job', idempotency({ store, ttlMs: 1000 }));
+    instance.post('/job', async (c) => {
+      const run = runs++;
+      entered[run]?.open();
+      await release[run]?.promise;
+      return run === 0 ? c.text('slow down', 429) : c.text('done', 201);
+    });
+    return instance;
+  }) as [Hono, Hono];
   // The two claims differ by body here; two of the same request differ by their ids
   // (the same-millisecond tests below).
   const first = app.request('/job', post('{"try":1}'));
   await entered[0]?.promise;
   now += 2000; // the first claim expires while its handler still runs
-  const second = app.request('/job', post('{"try":2}'));
+  const second = other.request('/job', post('{"try":2}'));
   await entered[1]?.promise;
   release[0]?.open();
   assert.equal((await first).status, 429);
@@ -1380,6 +1389,37 @@ test('a live claim is renewed while its handler runs past the lease: a repeat st
     release.open();
   }
   assert.equal(await (await first).text(), 'done');
+  assert.equal(runs, 1);
+});
+
+test('a running claim the default store drops to make room for newer keys still holds its key: a repeat gets 409, not a second run, and the answer is replayed after', async () => {
+  const release = gate();
+  let runs = 0;
+  const app = new Hono();
+  app.use('*', idempotency());
+  app.post('/orders', async (c) => {
+    runs++;
+    // Only the first run waits: a second one (the bug) answers at once and fails the test, not hangs it.
+    if (runs === 1) await release.promise;
+    return c.text(`order-${runs}`, 201);
+  });
+  app.post('/ping', (c) => c.text('pong'));
+  const first = app.request('/orders', post('{"item":"tea"}'));
+  try {
+    // As many other keys as the default store holds: the claim is its least recently used entry.
+    for (let i = 0; i < DEFAULT_MAX_RECORDS; i++) {
+      await (await app.request('/ping', post('{}', `"ping-${i}"`))).text();
+    }
+    const repeat = await app.request('/orders', post('{"item":"tea"}'));
+    assert.equal(repeat.status, 409, `handler runs: ${runs}`);
+    await repeat.body?.cancel();
+  } finally {
+    release.open();
+  }
+  assert.equal(await (await first).text(), 'order-1');
+  const after = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(after.headers.get(REPLAYED_HEADER), 'true');
+  assert.equal(await after.text(), 'order-1');
   assert.equal(runs, 1);
 });
 

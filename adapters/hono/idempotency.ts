@@ -554,6 +554,14 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
   const storeTimeoutMs = valid?.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   const leaseMs = Math.min(valid?.leaseMs ?? DEFAULT_LEASE_MS, ttlMs);
   const drainMs = valid?.drainMs ?? DEFAULT_DRAIN_MS;
+  /**
+   * This instance's claims in force, by record key, until their outcome is written.
+   * A bounded store drops its least recently used entries, and a claim renewed every
+   * 10 s is one of them once enough newer keys arrive (4,096 for the default store):
+   * its repeat then found the key free and ran the handler a second time. Checked
+   * before the store; as large as the requests in flight.
+   */
+  const claims = new Map<string, RunningRecord>();
 
   /** `operation`, or a rejection once it has taken longer than `storeTimeoutMs`. */
   function bounded<T>(operation: Promise<T>): Promise<T> {
@@ -809,7 +817,8 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
       id: crypto.randomUUID(),
     };
 
-    let holder: IdempotencyRecord | undefined;
+    let holder: IdempotencyRecord | undefined = claims.get(recordKey);
+    if (holder !== undefined) return answerRepeat(holder, fingerprint);
     try {
       holder = await claim(recordKey, running);
     } catch {
@@ -824,6 +833,10 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
       );
     }
     if (holder !== undefined) return answerRepeat(holder, fingerprint);
+    claims.set(recordKey, running);
+    const forget = (): void => {
+      if (claims.get(recordKey) === running) claims.delete(recordKey);
+    };
 
     // The key is ours: from here on the handler may have had effects, so whatever
     // happens, the outcome is recorded (or the key released if the handler says it did not run).
@@ -843,14 +856,22 @@ export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>
     if (saysNotRun(response)) {
       letGo();
       await bounded(release(recordKey, running)).catch(() => false);
+      forget();
       if (response !== c.res) setResponse(c, response);
       return;
     }
 
-    // Only over our own claim: a record that expired mid-handler and was claimed again is not overwritten.
+    // Only over our own claim, or a free key (the store dropped the claim): a record that
+    // expired mid-handler and was claimed again is not overwritten.
     const save = (record: DoneRecord | UnreplayableRecord): Promise<unknown> => {
       letGo();
-      return bounded(store.compareAndSet(recordKey, { ...running }, record, ttlMs)).catch(() => false);
+      return bounded(
+        store
+          .compareAndSet(recordKey, { ...running }, record, ttlMs)
+          .then((ours) => ours || store.compareAndSet(recordKey, undefined, record, ttlMs)),
+      )
+        .catch(() => false)
+        .finally(forget);
     };
     let sent: Response;
     try {
