@@ -646,3 +646,40 @@ test('a short id is stored as given, readable in the store; an id of digest form
   assert.equal(await statusOf(app), 200);
   assert.notEqual(keys[2], keys[1]);
 });
+
+test("a Retry-After shorter than a used-up quota's reset (a stacked limiter's shorter window) is raised to it: a client that waits as told is not refused again", async () => {
+  // A clock 100 ms into a 2 s window: the outer quota's last request leaves it used up
+  // for 2 s, while the inner 1 s limiter refuses the same request for 1 s only.
+  const offset = (Date.now() % 2000) - 100;
+  const now = (): number => Date.now() - offset;
+  const store = memoryStore({ now });
+  const log: { status: number; retryAfter: string | null; rateLimit: string | null }[] = [];
+  const app = new Hono();
+  app.use(async (c, next) => {
+    await next();
+    log.push({
+      status: c.res.status,
+      retryAfter: c.res.headers.get('retry-after'),
+      rateLimit: c.res.headers.get('ratelimit'),
+    });
+  });
+  app.use(rateLimit({ limit: 2, windowMs: 2000, key: () => 'agent', policyName: 'two', now, store }));
+  app.use(rateLimit({ limit: 1, windowMs: 1000, key: () => 'agent', policyName: 'one', now, store }));
+  app.get('/', (c) => c.text('ok'));
+
+  await withApp(app, async (server) => {
+    const fetch = definePolicy({ retry: { attempts: 3 } }).fetch();
+    const statuses = await Promise.all(
+      [0, 1].map(async () => {
+        const res = await fetch(server.origin);
+        await res.text();
+        return res.status;
+      }),
+    );
+    assert.deepEqual(statuses, [200, 200]);
+  });
+  // The refusal names the longer wait, as its RateLimit field does: "two" is used up for 2 s.
+  const refusals = log.filter((entry) => entry.status === 429);
+  assert.deepEqual(refusals, [{ status: 429, retryAfter: '2', rateLimit: '"one";r=0;t=1, "two";r=0;t=2' }]);
+  assert.equal(log.length, 3, 'the client came back once, after both quotas reset');
+});

@@ -239,6 +239,9 @@ async function digestId(id: string): Promise<string> {
  * - Request `limit + 1` in a window gets a 429 `application/problem+json` with
  *   `Retry-After: t` (delay-seconds, rounded up): the client that waits that long
  *   arrives in the next window.
+ * - While this quota is used up (`r=0`), a shorter `Retry-After` set inside it (a stacked
+ *   limiter's 429 for a shorter window, `shed()`'s 503) is raised to `t`, so the client
+ *   does not come back into this limiter's refusal.
  * - The client is named by `key(c)` or `trustedHeader`; one of them is required. A
  *   request without an identity gets a 400 problem.
  * - A store error, or a store that takes over `storeTimeoutMs` (1 s), lets the request
@@ -361,5 +364,12 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     // c.header() copies a finalized response first, so immutable headers (a proxied
     // fetch response) are fine; an error response from onError gets them too.
     for (const [field, value] of Object.entries(headers)) c.header(field, value, { append: true });
+    // This quota is used up until its reset: an answer that asks for a shorter wait (an
+    // inner limiter's 429 for its shorter window, shed()'s 503) would send the client
+    // back into a refusal, as Retry-After is read before RateLimit. It waits for both.
+    const asked = c.res.headers.get('retry-after');
+    if (remaining === 0 && asked !== null && /^\d+$/.test(asked) && +asked < +resetSeconds) {
+      c.header('retry-after', resetSeconds);
+    }
   };
 }
