@@ -296,13 +296,12 @@ export class Call {
 
   /** Replaces the signal the real fetch gets (timeouts combine the caller's with their own). */
   set signal(signal: AbortSignal | undefined) {
-    // Without a signal, the caller's own choice comes back: their `signal: null` (no
-    // signal, though the Request input has one), else none (undefined counts as absent,
-    // so fetch uses the Request input's). Setting null here would drop a Request's own
-    // signal the caller kept; leaving the key out undid a null, and a later attempt
-    // followed the Request's signal the caller had dropped.
+    // Without a signal: none of ours. The caller's `signal: null` stays (no signal, though
+    // the Request input has one): leaving the key out undid it, and a later attempt
+    // followed the Request's signal the caller had dropped. Otherwise undefined, which
+    // counts as absent (the Request input's own signal then applies, as in fetch).
     (this.#writableInit() as { signal?: AbortSignal | null | undefined }).signal =
-      signal ?? this.#given?.signal;
+      signal ?? (this.#given?.signal === null ? null : undefined);
   }
 
   /**
