@@ -52,6 +52,9 @@ export interface KyPolicyOptions extends PolicyClientOptions {
    * a redacted URL; the response body is then cancelled (read only up to 2 KiB). It
    * has no `cause`: ky's `HTTPError` holds the request's headers, query and body.
    * Either way ky's `throwHttpErrors` decides whether a status throws at all.
+   * With `'breakwater'`, leave ky's own retry off (or give it a `shouldRetry`): ky
+   * retries an `HTTPError` only for its `retry.statusCodes`, but any other error, this
+   * one included, whatever the status (a 404 GET sent `limit + 1` times).
    */
   errors?: KyErrorForm | undefined;
 }
@@ -94,7 +97,11 @@ function isReplayable(body: unknown): body is BodyInit {
  * any request with `onUploadProgress`) are sent as ky built them: once, unless the
  * policy sets `retry.replayBodyBytes`. A `beforeRequest` hook of yours that returns
  * a new `Request` makes that request a stream-body one too, and so does every ky
- * retry (a forced `ky.retry()`): its request may carry a body of its own.
+ * retry (a forced `ky.retry()`): its request may carry a body of its own. So does a
+ * hook given before this one (`ky.create({ hooks }).extend(kyOptions(...))`) that
+ * returns any `Request`, even the one it got: ky then skips the hooks after it, this
+ * one included. Have such hooks return nothing (change `request.headers` in place),
+ * or give them after `kyOptions`.
  *
  * With ky's retry off, `beforeRetry` hooks never run and `ky.retry()` from an
  * `afterResponse` hook is capped too; to keep forced retries only, extend with
