@@ -93,12 +93,12 @@ function isReplayable(body: unknown): body is BodyInit {
  * `beforeRequest` hook remembers the body ky built the request from (the `json`
  * string, a string, bytes, a Blob, URLSearchParams; bytes and params as ky copied them
  * when the call started) and the fetch sends that instead, so an idempotent or keyed
- * request can be resent. Stream and FormData bodies (and
- * any request with `onUploadProgress`) are sent as ky built them: once, unless the
- * policy sets `retry.replayBodyBytes`. A `beforeRequest` hook of yours that returns
- * a new `Request` makes that request a stream-body one too, and so does every ky
- * retry (a forced `ky.retry()`): its request may carry a body of its own. So does a
- * hook given before this one (`ky.create({ hooks }).extend(kyOptions(...))`) that
+ * request can be resent. Stream and FormData bodies, the body of a `Request` you pass
+ * to ky (a stream too), and any request with `onUploadProgress` are sent as ky built
+ * them: once, unless the policy sets `retry.replayBodyBytes`. A `beforeRequest` hook
+ * of yours that returns a new `Request` makes that request a stream-body one too, and
+ * so does every ky retry (a forced `ky.retry()`): its request may carry a body of its
+ * own. So does a hook given before this one (`ky.create({ hooks }).extend(kyOptions(...))`) that
  * returns any `Request`, even the one it got: ky then skips the hooks after it, this
  * one included. Have such hooks return nothing (change `request.headers` in place),
  * or give them after `kyOptions`.
