@@ -1072,6 +1072,58 @@ test('resilientMcpClient: a tools/call the caller cancels while retry waits out 
   });
 });
 
+test('resilientMcpClient: an answer to a server request with the id of a call in flight does not stop a cancellation of that call', async () => {
+  const bodies: string[] = [];
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const body = await request.text();
+      bodies.push(body);
+      const first =
+        body.includes('tools/call') && bodies.filter((seen) => seen.includes('tools/call')).length === 1;
+      return new Response(null, { status: first ? 429 : 202, headers: { 'retry-after-ms': '300' } });
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    let post: ((message: unknown) => Promise<Response>) | undefined;
+    const client = {
+      transport: undefined as unknown,
+      async connect(transport: never) {
+        this.transport = transport;
+      },
+      async close() {
+        this.transport = undefined;
+      },
+    };
+    const signal = new AbortController().signal;
+    const mcp = resilientMcpClient({
+      client,
+      transport: (fetch) => {
+        // Posts as the SDK's transport does: the JSON body, the transport's own signal.
+        post = (message) => fetch(`${origin}/mcp`, { method: 'POST', body: JSON.stringify(message), signal });
+        return { async send() {} };
+      },
+      policy: definePolicy({ retry: { backoff: fast }, breaker: false }),
+    });
+    try {
+      await mcp.connect();
+      assert.ok(post);
+      const call = post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add' } }).catch(
+        (error: unknown) => error,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      // The client answers the server's own request 1 (a sampling, a roots/list) meanwhile.
+      await (await post({ jsonrpc: '2.0', id: 1, result: {} })).body?.cancel();
+      await (
+        await post({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 1 } })
+      ).body?.cancel();
+      assert.equal(((await call) as Error).name, 'AbortError');
+      assert.equal(bodies.filter((body) => body.includes('tools/call')).length, 1, 'not sent again');
+    } finally {
+      await mcp.close();
+    }
+  });
+});
+
 /** A transport that sends nothing: the test plays the server's messages to `onmessage`. */
 interface ScriptedTransport {
   send(message: unknown): Promise<void>;

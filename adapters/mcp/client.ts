@@ -402,7 +402,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
           // Not JSON (a GET has no body): neither a request nor a cancellation.
           const sent = JSON.parse(init?.body as string) as Message & { params?: { requestId?: unknown } };
           if (sent.method === CANCELLED) cancels.get(sent.params?.requestId)?.abort();
-          else if (sent.id !== undefined && init?.signal) {
+          // Only the client's own requests: an answer to a server's request carries the server's id.
+          else if (sent.method && sent.id !== undefined && init?.signal) {
             const cancel = new AbortController();
             // Both: the transport's signal also ends the answer's stream when it closes.
             init = { ...init, signal: AbortSignal.any([init.signal, cancel.signal]) };
