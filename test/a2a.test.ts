@@ -934,6 +934,52 @@ test('a 429 or 503 with Retry-After whose JSON body the SDK reads as a JSON-RPC 
   }
 });
 
+test('a 503 whose JSON error body is the same as an earlier 429’s comes back with its own status and no wait, not the 429’s (a stream, a JSON-RPC call, an A2A 0.3 REST call)', async () => {
+  // A gateway answers every refusal with the same body: the SDK's error then names no
+  // status, and the last matching failure (this call's) is the one it stands for.
+  const bodies = [
+    { body: '{"error":{"message":"busy"}}', method: 'SendStreamingMessage' },
+    { body: '{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"busy"}}', method: 'SendMessage' },
+    { body: '{"code":-32000,"message":"busy"}', method: 'legacy REST' },
+  ];
+  for (const { body, method } of bodies) {
+    let calls = 0;
+    const reply = () =>
+      calls++ === 0
+        ? new Response(body, {
+            status: 429,
+            headers: { 'content-type': 'application/json', 'retry-after': '30' },
+          })
+        : new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
+    const streaming = (c: { req: Request }) => {
+      const card = cardFor(new URL(c.req.url).origin);
+      return Response.json({ ...card, capabilities: { ...card.capabilities, streaming: true } });
+    };
+    const legacy = new Hono()
+      .get('/.well-known/agent-card.json', (c) =>
+        c.json(legacyCard(c.req.url, 'legacy', '/rest', 'HTTP+JSON')),
+      )
+      .all('/rest/*', reply);
+    const app = method === 'legacy REST' ? legacy : answering(method, reply, streaming);
+    await withApp(app, async ({ origin }) => {
+      const client = await createA2AClient(origin, { policy: quickPolicy(1) });
+      const call = async () => {
+        if (method === 'SendMessage') return client.sendMessage(userMessage('hi'));
+        if (method === 'legacy REST') return client.getTask({ id: 'task-1' } as never);
+        for await (const _ of client.sendMessageStream(userMessage('hi'))) {
+          // The stream fails before its first event.
+        }
+      };
+      const first = await call().catch((e: unknown) => e);
+      assert.ok(first instanceof HttpStatusError && first.status === 429, `${method}: ${String(first)}`);
+      const error = await call().catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, `${method}: ${String(error)}`);
+      assert.equal(error.status, 503, method);
+      assert.equal(error.retryAfterMs, undefined, method);
+    });
+  }
+});
+
 test('a JSON-RPC error an agent answers with 200 passes through as the SDK’s error, even after a failure with the same message', async () => {
   let calls = 0;
   const app = answeringPosts(agentApp(newSeen()), '"SendMessage"', () =>

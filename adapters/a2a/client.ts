@@ -155,9 +155,11 @@ function withStatus(error: unknown, failures: readonly StatusSnapshot[]): unknow
           }
         })
       : failures;
+  // A body that matches names no status itself: the latest such failure's (this call's, as
+  // the SDK throws once it read it), not an older one's that a gateway gave the same body.
   const code =
     envelope || legacy
-      ? matching[0]?.status
+      ? matching[matching.length - 1]?.status
       : error.name === 'A2AError' && rest !== undefined
         ? Number.isInteger(rest) && rest >= 400 && rest < 600 && rest
         : Number(SDK_STATUS.exec(error.message)?.[1]);
