@@ -642,6 +642,15 @@ test('readRateLimits takes a plain object with names in any case, and retry-afte
   );
 });
 
+test('readRateLimits takes an SDK error’s headers as the SDKs type them, absent ones included', () => {
+  // The README names them as inputs; an APICallError for a network failure and the
+  // SDKs' connection errors carry none (typed `| undefined`): nothing to read, so {}.
+  const network = new APICallError({ message: 'offline', url: 'http://x', requestBodyValues: {} });
+  assert.deepEqual(readRateLimits(network.responseHeaders), {});
+  assert.deepEqual(readRateLimits(new OpenAI.APIConnectionError({}).headers), {});
+  assert.deepEqual(readRateLimits(new Anthropic.APIConnectionError({}).headers), {});
+});
+
 test('readRateLimits leaves out every garbage field and never throws', () => {
   const garbage = {
     'x-ratelimit-limit-requests': '-5',

@@ -107,7 +107,7 @@ function readWindow(
  * both providers' headers are present (a gateway in front of both), Anthropic's
  * fill what OpenAI's left out.
  *
- * @param headers - Response headers: a `Headers`, a plain object (names matched case-insensitively), or `[name, value]` pairs; e.g. `response.headers`, or an SDK error's `headers` / `responseHeaders`.
+ * @param headers - Response headers: a `Headers`, a plain object (names matched case-insensitively), or `[name, value]` pairs; e.g. `response.headers`, or an SDK error's `headers` / `responseHeaders` (undefined when it has none: then `{}`).
  * @param now - The current time in epoch ms, for RFC 3339 resets and `resetAt`. Default `Date.now()`.
  * @returns The rate-limit state; absent fields were not sent or not usable.
  *
@@ -118,20 +118,26 @@ function readWindow(
  * if (limits.tokens?.remaining === 0) scheduler.pauseUntil(limits.tokens.resetAt);
  * ```
  */
-export function readRateLimits(headers: HeadersLike, now: number = Date.now()): ProviderRateLimits {
+export function readRateLimits(
+  headers: HeadersLike | undefined,
+  now: number = Date.now(),
+): ProviderRateLimits {
+  // The readers take anything (what is no headers has no entries): absent headers give {}.
   const limits: ProviderRateLimits = {};
   for (const [names, header, parseReset] of PROVIDER_QUOTAS) {
     for (const name of names) {
       const key = camel(name);
-      const window = limits[key] ?? readWindow(headers, now, (field) => header(name, field), parseReset);
+      const window =
+        limits[key] ?? readWindow(headers as HeadersLike, now, (field) => header(name, field), parseReset);
       if (window !== undefined) limits[key] = window;
     }
   }
-  const retryAfterMs = retryDelay(headers, now);
+  const retryAfterMs = retryDelay(headers as HeadersLike, now);
   if (retryAfterMs !== undefined) limits.retryAfterMs = retryAfterMs;
-  const requestId = [readHeader(headers, 'x-request-id'), readHeader(headers, 'request-id')].find((id) =>
-    REQUEST_ID.test(id ?? ''),
-  );
+  const requestId = [
+    readHeader(headers as HeadersLike, 'x-request-id'),
+    readHeader(headers as HeadersLike, 'request-id'),
+  ].find((id) => REQUEST_ID.test(id ?? ''));
   if (requestId) limits.requestId = requestId;
   return limits;
 }
