@@ -683,3 +683,34 @@ test("a Retry-After shorter than a used-up quota's reset (a stacked limiter's sh
   assert.deepEqual(refusals, [{ status: 429, retryAfter: '2', rateLimit: '"one";r=0;t=1, "two";r=0;t=2' }]);
   assert.equal(log.length, 3, 'the client came back once, after both quotas reset');
 });
+
+test("RateLimit's t counts from when the answer is sent: a handler that took 10 s (a model call) does not send its client away 10 s too long", async () => {
+  const time = clock(AT); // 16.5 s left in the window when the request comes in
+  const app = new Hono();
+  app.use(
+    rateLimit({
+      limit: 1,
+      windowMs: 60_000,
+      key: () => 'agent',
+      now: time.now,
+      store: memoryStore({ now: time.now }),
+    }),
+  );
+  app.get('/', (c) => {
+    time.set(time.now() + 10_000);
+    return c.text('ok');
+  });
+  await withApp(app, async (server) => {
+    const res = await fetch(server.origin);
+    await res.text();
+    // 6.5 s are left when it is sent: a client waiting 17 s would wait 10 s for nothing.
+    assert.equal(res.headers.get('ratelimit'), '"1-per-60s";r=0;t=7');
+    assert.equal(retryDelay(res.headers), 7000);
+    // A handler that outlasts the window answers after the reset: nothing to wait for.
+    time.set(WINDOW_START + 60_000 + 59_000);
+    const late = await fetch(server.origin);
+    await late.text();
+    assert.equal(late.headers.get('ratelimit'), '"1-per-60s";r=0;t=0');
+    assert.equal(retryDelay(late.headers), 0);
+  });
+});

@@ -341,12 +341,8 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
       );
     }
 
-    const resetSeconds = retryAfterSeconds(resetMs);
+    let resetSeconds = retryAfterSeconds(resetMs);
     const remaining = Math.max(0, limit - count);
-    const headers = {
-      'ratelimit-policy': policyHeader,
-      ratelimit: `${quotedName};r=${remaining};t=${resetSeconds}`,
-    };
     if (count > limit) {
       return problemResponse(
         {
@@ -355,15 +351,20 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
           detail: `quota of ${limit} requests per ${windowMs / MS_PER_SECOND} s used up; retry in ${resetSeconds} s`,
         },
         resetMs,
-        headers,
+        { 'ratelimit-policy': policyHeader, ratelimit: `${quotedName};r=0;t=${resetSeconds}` },
       );
     }
     await next();
+    // t counts from when the answer is sent, not from when the request came in: a
+    // handler that took 40 s (a model call) would otherwise send its client away 40 s
+    // too long. One that outlasted the window answers after the reset: t=0.
+    resetSeconds = retryAfterSeconds(windowStart + windowMs - now());
     // Appended, not set: both fields are Lists, and stacked limiters (a burst and a
     // daily quota) each add their member, so a client sees whichever is used up.
     // c.header() copies a finalized response first, so immutable headers (a proxied
     // fetch response) are fine; an error response from onError gets them too.
-    for (const [field, value] of Object.entries(headers)) c.header(field, value, { append: true });
+    c.header('ratelimit-policy', policyHeader, { append: true });
+    c.header('ratelimit', `${quotedName};r=${remaining};t=${resetSeconds}`, { append: true });
     // This quota is used up until its reset: an answer that asks for a shorter wait (an
     // inner limiter's 429 for its shorter window, shed()'s 503) would send the client
     // back into a refusal, as Retry-After is read before RateLimit. It waits for both.
