@@ -450,6 +450,27 @@ test('scopes isolate keys: user B reusing user A key runs B handler and never se
   assert.equal(runs, 2);
 });
 
+test('scope reads the app variables with c.get() as the example writes it, without naming the app Env, over a real server', async () => {
+  let runs = 0;
+  const app = new Hono<{ Variables: { user: string } }>();
+  app.use('/pay', async (c, next) => {
+    c.set('user', c.req.header('x-user') ?? 'anonymous');
+    await next();
+  });
+  // No type argument: Hono passes none to a middleware it is handed, so `c` must read the app's variables as is.
+  app.use('/pay', idempotency({ scope: (c) => c.get('user') }));
+  app.post('/pay', (c) => c.json({ payer: c.get('user'), run: ++runs }));
+  await withApp(app, async ({ origin }) => {
+    const as = (user: string): Promise<Response> =>
+      fetch(`${origin}/pay`, post('{"amount":5}', KEY, { 'x-user': user }));
+    assert.deepEqual(await (await as('alice')).json(), { payer: 'alice', run: 1 });
+    assert.deepEqual(await (await as('bob')).json(), { payer: 'bob', run: 2 });
+    const aliceAgain = await as('alice');
+    assert.equal(aliceAgain.headers.get(REPLAYED_HEADER), 'true');
+    assert.deepEqual(await aliceAgain.json(), { payer: 'alice', run: 1 });
+  });
+});
+
 test('a handler that throws has its 500 (the app onError answer) stored and replayed, and does not run again', async () => {
   let runs = 0;
   const app = new Hono();

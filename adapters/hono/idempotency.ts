@@ -530,8 +530,13 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  * // POST /v1/charges  Idempotency-Key: "3b241101-e2bb-4255-8caf-4136c566a962"  → 201 (runs)
  * // the same again                                                            → 201, Idempotent-Replayed: true
  * ```
+ *
+ * `E` (the app's Env) is `any` unless given, as for Hono's own middleware: `app.use()`
+ * passes none to a middleware call written inline, and with `Env` there `c.get('user')`
+ * in `scope` did not compile (`'user'` is not assignable to `never`).
  */
-export function idempotency<E extends Env = Env>(options?: IdempotencyOptions<E>): MiddlewareHandler<E> {
+// biome-ignore lint/suspicious/noExplicitAny: Hono's MiddlewareHandler default, so scope's c reads the app's variables
+export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>): MiddlewareHandler<E> {
   const valid = validate(optionsSchema, options, 'idempotency()');
   const given: Store = valid?.store ?? memoryStore({ maxEntries: DEFAULT_MAX_RECORDS });
   /**
