@@ -1165,6 +1165,27 @@ test('a caller who aborts while a failure body is still coming gets the SDK’s 
   });
 });
 
+test('a failure reaches the AI SDK as its status error when the caller’s signal is a polyfill’s, with no throwIfAborted()', async () => {
+  // node-fetch v2's abort-controller: `aborted` and an abort event, no reason, no
+  // throwIfAborted(). The AI SDK hands the caller's abortSignal to the fetch as it is.
+  class PolyfillSignal extends EventTarget {
+    aborted = false;
+    onabort = null;
+  }
+  const { app, seen } = provider('/v1/chat/completions', [json(400, openaiError('bad request'))]);
+  await withApp(app, async (server) => {
+    const error = await generateText({
+      model: aiSdkModel(server, definePolicy({ retry: false })),
+      prompt: 'hello',
+      maxRetries: 0,
+      abortSignal: new PolyfillSignal() as unknown as AbortSignal,
+    }).catch((e: unknown) => e);
+    assert.ok(APICallError.isInstance(error), String(error));
+    assert.equal(error.statusCode, 400);
+    assert.equal(seen.length, 1);
+  });
+});
+
 test('a failure body that stalls holds each SDK’s error for capture.bodyWaitMs once, not once in the capture and again in the preset', async () => {
   const waitMs = 500;
   await withServer(stalling(503, { 'retry-after': '7' }), async (server) => {
