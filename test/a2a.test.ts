@@ -583,7 +583,7 @@ test('a card whose endpoints are javascript:, file:, data: or ftp: URLs is refus
       'file:///etc/passwd?SECRET-2',
       'data:application/json,{"result":"SECRET-3"}',
     ),
-    additionalInterfaces: [{ url: 'ftp://user:SECRET-4@host.example/a2a', transport: 'GRPC' }],
+    additionalInterfaces: [{ url: 'ftp://user:SECRET-4@host.example/a2a', transport: 'HTTP+JSON' }],
   });
   await withApp(app, async ({ origin }) => {
     const error = await resolveAgentCard(origin, {
@@ -600,6 +600,41 @@ test('a card whose endpoints are javascript:, file:, data: or ftp: URLs is refus
     ]);
     assert.match(error.message, /token=/);
     assert.doesNotMatch(`${error.message} ${JSON.stringify(error)}`, /SECRET/);
+  });
+});
+
+test('a card that also lists a gRPC interface at a gRPC target (host:port, grpc://), as the SDK’s own multi-transport agent does, is taken, and the client talks JSON-RPC', async () => {
+  const seen = newSeen();
+  const app = agentApp(seen, [], (c) => {
+    const card = cardFor(new URL(c.req.url).origin);
+    return Response.json({
+      ...card,
+      supportedInterfaces: [
+        { url: 'localhost:41242', protocolBinding: 'GRPC', protocolVersion: '1.0', tenant: '' },
+        ...card.supportedInterfaces,
+      ],
+      additionalInterfaces: [{ url: 'grpc://127.0.0.1:41242', transport: 'GRPC' }],
+    });
+  });
+  await withApp(app, async ({ origin }) => {
+    const card = await resolveAgentCard(origin);
+    assert.equal(card.supportedInterfaces?.[0]?.url, 'localhost:41242');
+    const client = await createA2AClient(origin, { policy: quickPolicy() });
+    const reply = (await client.sendMessage(userMessage('hi'))) as { id?: string };
+    assert.equal(typeof reply.id, 'string');
+    assert.deepEqual(seen.methods, ['SendMessage']);
+    // Any other binding's endpoint is still checked, whatever its case.
+    const refused = await resolveAgentCard(origin, {
+      fetch: async () =>
+        Response.json({
+          ...card,
+          supportedInterfaces: [{ url: 'localhost:41242', protocolBinding: 'jsonrpc' }],
+        }),
+    }).catch((e: unknown) => e);
+    assert.ok(refused instanceof AgentCardError, String(refused));
+    assert.deepEqual(refused.issues, [
+      'card.supportedInterfaces.0.url: must be an http: or https: URL (got a string, not shown)',
+    ]);
   });
 });
 

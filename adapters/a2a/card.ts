@@ -184,6 +184,28 @@ function endpoint(secure: boolean) {
   );
 }
 
+/** The gRPC binding's name, in any case (the SDK matches bindings so). */
+const grpc = text.check(z.regex(/^grpc$/i, { abort: true }));
+
+/**
+ * One interface (`binding`: its binding's field, A2A 1.0 `protocolBinding`, 0.3
+ * `transport`) whose `url` is an endpoint (`to`), or a gRPC one's at any target: gRPC
+ * clients take `host:port` or `dns:///host:port`, which the SDK's own multi-transport
+ * agent lists, and no fetch ever reaches it. The endpoint's branch comes first: its
+ * problems are the ones reported when neither fits.
+ */
+function anInterface(binding: string, to: ReturnType<typeof endpoint>) {
+  const shape = { protocolVersion: z.optional(text), tenant: z.optional(text) };
+  // Not an object: told once, not once per branch.
+  return z.pipe(
+    z.looseObject({}),
+    z.union([
+      z.looseObject({ ...shape, url: to, [binding]: text }),
+      z.looseObject({ ...shape, url: text, [binding]: grpc }),
+    ]),
+  );
+}
+
 /**
  * What both spec versions require and a client acts on: a name, a version, the
  * capabilities (streaming, push, extended card decide which calls the SDK makes),
@@ -198,20 +220,11 @@ function cardSchema(secure: boolean) {
       name: text.check(z.minLength(1, 'must be a non-empty string')),
       version: text,
       description: z.optional(text),
-      supportedInterfaces: z.optional(
-        z.array(
-          z.looseObject({
-            url: to,
-            protocolBinding: text,
-            protocolVersion: z.optional(text),
-            tenant: z.optional(text),
-          }),
-        ),
-      ),
+      supportedInterfaces: z.optional(z.array(anInterface('protocolBinding', to))),
       url: z.optional(to),
       protocolVersion: z.optional(text),
       preferredTransport: z.optional(text),
-      additionalInterfaces: z.optional(z.array(z.looseObject({ url: to, transport: text }))),
+      additionalInterfaces: z.optional(z.array(anInterface('transport', to))),
       capabilities: z.looseObject({
         streaming: z.optional(z.boolean()),
         pushNotifications: z.optional(z.boolean()),
@@ -450,8 +463,9 @@ function checkCard(json: unknown, request: RequestSummary, secure: boolean): Age
  * redacted URL). The body is read under `maxBytes` and `bodyTimeoutMs`; a body that
  * is too large, not JSON, or not a usable card throws an {@link AgentCardError}: a
  * card's endpoints (`url`, `supportedInterfaces[].url`, `additionalInterfaces[].url`)
- * must be http: or https: URLs, and https: only when the card was fetched over https;
- * a card asked for over https and answered over plain http (a redirect) is refused.
+ * must be http: or https: URLs, and https: only when the card was fetched over https
+ * (a gRPC interface's may be any gRPC target); a card asked for over https and
+ * answered over plain http (a redirect) is refused.
  * Without a policy, the whole resolution ends at `timeoutMs` (default 10 s) with a
  * `TimeoutError`, so a server that never answers cannot hang the caller.
  * Sends the same `A2A-Version: 1.0` header as the SDK's resolver.
