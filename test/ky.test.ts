@@ -514,3 +514,35 @@ test('with errors: breakwater, the error inspected deeply or as JSON shows no Au
     }
   });
 });
+
+test('with errors: breakwater, a token the policy’s auth stamped and the server quoted back stays hidden when an afterResponse hook returns a new response', async () => {
+  const token = 'Zq9opaqueTokenValue7781';
+  const app = new Hono();
+  app.all('*', (c) => c.text(`invalid credentials ${c.req.header('authorization')?.slice(7)} here`, 401));
+  await withApp(app, async (server) => {
+    const api = ky
+      .create(
+        kyOptions(definePolicy({ retry: { backoff: fast } }), { errors: 'breakwater', auth: { token } }),
+      )
+      .extend({
+        hooks: {
+          // A hook that rebuilds the response (ky's documented way to change it): the
+          // chain's snapshot of the server's answer is not on the new one.
+          afterResponse: [
+            async (_request, _options, response) =>
+              new Response(await response.text(), { status: response.status, headers: response.headers }),
+          ],
+        },
+      });
+    for (const send of [
+      () => api.get(`${server.origin}/me`),
+      () => api.post(`${server.origin}/orders`, { json: {} }),
+    ]) {
+      const error = await send().catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.status, 401);
+      assert.equal(error.body, 'invalid credentials [redacted] here');
+      assert.doesNotMatch(inspect(error, { depth: 8 }), new RegExp(token));
+    }
+  });
+});

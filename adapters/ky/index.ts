@@ -130,13 +130,33 @@ function isReplayable(body: unknown): body is BodyInit {
 export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
   validate(policySchema, policy, 'kyOptions(policy)');
   const { fetch: base, errors, ...rest } = validate(optionsSchema, options, 'kyOptions()') ?? {};
-  const chained = policy.fetch(base, rest);
   const { name, retry } = policy.resolved;
   const key = rest.key ?? name;
   /** The body each request was built from, for the requests whose body can be resent. */
   const bodies = new WeakMap<Request, BodyInit>();
+  /**
+   * Per ky options object, the request ky's hooks last saw: ky hands each call's
+   * `beforeRequest` hooks and its `HTTPError` the same options object (a new one only
+   * after a hook replaces the request), but not the same request (the error's is a clone).
+   */
+  const requests = new WeakMap<object, Request>();
+  /** Per request sent, the chain's call: with the headers as sent, the policy's credentials included. */
+  const calls = new WeakMap<Request, Call>();
+  const chained = policy.fetch(base, {
+    ...rest,
+    use:
+      errors === 'breakwater'
+        ? [
+            function rememberCall(call, next) {
+              if (call.input instanceof Request) calls.set(call.input, call);
+              return next(call);
+            },
+          ]
+        : [],
+  });
 
   const rememberBody: BeforeRequestHook = async function rememberBody(request, normalized, state) {
+    requests.set(normalized, request);
     const { body, onUploadProgress } = normalized as typeof normalized & { onUploadProgress?: unknown };
     // Only ky's first request is built from `normalized.body`. A retry's request may be
     // one a hook or `ky.retry({ request })` made with another body, while the options
@@ -174,7 +194,16 @@ export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
       // cause: ky's HTTPError holds the Request and options as sent (Authorization, the
       // query, the body) and a message with the raw URL, which util.inspect or a logger
       // walking `cause` would print. What it says of the response is on this error.
-      return statusError(new Call(request, undefined, key, undefined), response, undefined, retry.statuses);
+      // The chain's call, if known, for the body's read: a server that quoted back the
+      // token the policy's `auth` stamped (not on ky's request) has it hidden, also in a
+      // response an `afterResponse` hook rebuilt (the chain's snapshot is not on it).
+      const sent = calls.get(requests.get(error.options) as Request);
+      return statusError(
+        sent ?? new Call(request, undefined, key, undefined),
+        response,
+        undefined,
+        retry.statuses,
+      );
     };
     // ky types beforeError as returning HTTPError; it throws whatever the hooks return.
     hooks.beforeError = [toHttpStatusError as unknown as BeforeErrorHook];
