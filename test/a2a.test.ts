@@ -879,6 +879,40 @@ test('an agent’s JSON-RPC answer that never ends fails GetTask past maxRespons
   });
 });
 
+test('an agent that answers GetTask (JSON-RPC and REST) with an endless event stream of short events fails past maxResponseBytes: the SDK reads that answer whole, so it is limited as one body', async () => {
+  const LIMIT = 256 * 1024;
+  const endless = flood('data: {}\n\n', 'data: x\n\n', { 'content-type': 'text/event-stream' });
+  const app = answering('GetTask', endless.answer);
+  // The REST binding's GetTask is a GET of /rest/tasks/<id>.
+  const rest = new Hono()
+    .get('/.well-known/agent-card.json', (c) => {
+      const card = cardFor(new URL(c.req.url).origin);
+      return c.json({
+        ...card,
+        supportedInterfaces: [
+          {
+            ...card.supportedInterfaces[0],
+            url: `${new URL(c.req.url).origin}/rest`,
+            protocolBinding: 'HTTP+JSON',
+          },
+        ],
+      });
+    })
+    .get('/rest/*', endless.answer);
+  for (const agent of [app, rest]) {
+    await withApp(agent, async ({ origin }) => {
+      const before = endless.produced();
+      const client = await createA2AClient(origin, { policy: quickPolicy(1), maxResponseBytes: LIMIT });
+      const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+      assert.ok(error instanceof BreakwaterError, String(error).slice(0, 300));
+      assert.equal(error.code, 'RESPONSE_TOO_LARGE');
+      assert.match(error.message, /failed: the response body is over the 262144-byte limit/);
+      const read = endless.produced() - before;
+      assert.ok(read < FLOOD_BYTES / 2, `agent produced ${read} bytes`);
+    });
+  }
+});
+
 test('an agent’s SSE event that never ends fails the message stream past maxResponseBytes with RESPONSE_TOO_LARGE', async () => {
   const LIMIT = 256 * 1024;
   const endless = flood('data: {"jsonrpc":"2.0","id":1,"result":"', 'x', {

@@ -129,7 +129,19 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
     const response = await next(call);
     // The SDK reads the body of every answer that is not ok into its error, a 3xx fetch did
     // not follow (no Location) too: capped as a failure's. A success (a stream) is limited.
-    if (response.status < 300) return limitedBody(response, maxBytes, call);
+    if (response.status < 300) {
+      // An event stream the call did not ask for (the SDK asks for one by Accept, and reads
+      // any other answer whole, whatever its type) is limited as one body, not per event:
+      // an endless one of short events would grow the SDK's buffer without end. Its type is
+      // dropped for that (defined: fetch's headers are immutable); the SDK never reads it there.
+      const type = response.headers.get('content-type') ?? '';
+      if (/event-stream/i.test(type) && !/event-stream/i.test(call.header('accept') ?? type)) {
+        const headers = new Headers(response.headers);
+        headers.delete('content-type');
+        Object.defineProperty(response, 'headers', { value: headers });
+      }
+      return limitedBody(response, maxBytes, call);
+    }
     const said = (response as Snapshotted)[SNAPSHOT];
     // The policy's capture (innermost) waited for this body already, from when its headers
     // came: the cap gets what is left of that wait, so a stalled body holds the SDK for
@@ -167,7 +179,8 @@ export interface A2AFetchOptions extends PolicyClientOptions {
    * process until it dies; past the limit the body fails with a `BreakwaterError` (code
    * `RESPONSE_TOO_LARGE`) and the connection is let go. An SSE stream of any length is
    * never cut for its length, only for one oversized event (the SDK itself refuses an
-   * SSE event over 4 MiB). Counted decoded (a gzip answer by its unzipped bytes); an
+   * SSE event over 4 MiB); one that answers a call that did not ask for a stream
+   * (`Accept`) is limited as one body, as the SDK reads it whole. Counted decoded (a gzip answer by its unzipped bytes); an
    * uncompressed answer whose Content-Length is over it fails at once, unread.
    * `Infinity`: no limit.
    */
