@@ -1072,6 +1072,46 @@ test('resilientMcpClient: a tools/call the caller cancels while retry waits out 
   });
 });
 
+test('resilientMcpClient: a cancellation reaches the server at once while a 429 paces the server’s other requests', async () => {
+  const seen = counts();
+  const slow = () => {
+    const server = new McpServer({ name: 'slow', version: '1.0.0' });
+    server.registerTool('wipe', { description: 'wipe', annotations: { destructiveHint: true } }, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return { content: [{ type: 'text' as const, text: 'wiped' }] };
+    });
+    return server;
+  };
+  const fault = { status: 429, headers: { 'retry-after-ms': '2000' } };
+  const inner = mcpApp(seen, failFirst('tools/list', fault), slow);
+  let cancelledAt = 0;
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      if ((await request.clone().text()).includes('notifications/cancelled')) cancelledAt = Date.now();
+      return inner.fetch(request);
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin, [], { retry: { backoff: fast, maxRetryAfterMs: 100 } });
+    try {
+      const client = await mcp.connect();
+      const cancel = new AbortController();
+      const call = client.callTool({ name: 'wipe', arguments: {} }, undefined, { signal: cancel.signal });
+      // The server asks for 2 s: every request of this key is paused meanwhile.
+      await assert.rejects(client.listTools());
+      const abortedAt = Date.now();
+      cancel.abort(new Error('stop the wipe'));
+      await assert.rejects(call, /stop the wipe/);
+      // Till the tool's run is over.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      assert.ok(cancelledAt >= abortedAt, 'the server was told the call is cancelled');
+      assert.ok(cancelledAt - abortedAt < 1000, `told ${cancelledAt - abortedAt} ms after the abort`);
+    } finally {
+      await mcp.close();
+    }
+  });
+});
+
 test('resilientMcpClient: an answer to a server request with the id of a call in flight does not stop a cancellation of that call', async () => {
   const bodies: string[] = [];
   const app = {

@@ -200,6 +200,9 @@ const optionsSchema = z.looseObject({
  *   after the server dropped it), which fails no request. Each new session starts
  *   without learned hints (the server may have restarted with other tools): list its
  *   tools again.
+ * - A request the SDK cancels (its caller aborted, or it timed out) is let go: never sent
+ *   again after a 429's or a 503's wait. Its `notifications/cancelled` goes once, straight
+ *   to `fetch` as the DELETE does, so a pause the server asked for does not hold it.
  * - Closing ends the server's session with a DELETE first (MCP spec: clients that no
  *   longer need a session SHOULD), within `closeTimeoutMs` (default 2 s); see `close()`.
  *
@@ -385,9 +388,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     let streamed = false;
     // The session's DELETE (sent only while closing) goes once, past the policy: its retry
     // resent a refused DELETE (a refused connect counts as not sent) until closeTimeoutMs,
-    // so close() against a server that is down took all of it. The SDK stamps its own
-    // OAuth token on it; the policy's `auth` is stamped only through the policy, so with
-    // it the DELETE keeps that path, retries and all.
+    // so close() against a server that is down took all of it. So does a cancellation:
+    // while a 429 paces the key, the policy held it for the pause, or refused it at once
+    // (a pause past maxRetryAfterMs), and the server ran on a tool the user had stopped.
+    // The SDK stamps its own OAuth token on both; the policy's `auth` is stamped only
+    // through the policy, so with it they keep that path, retries and all.
     //
     // Every answer passes here, a GET stream's too, whose reconnect the SDK reports to
     // onerror only, without its status: a 404 there means the session is gone as well.
@@ -398,10 +403,14 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     const transport = build(
       Object.assign((input: string | URL | Request, init?: RequestInit) => {
         let id: unknown;
+        let direct = init?.method === 'DELETE';
         try {
           // Not JSON (a GET has no body): neither a request nor a cancellation.
           const sent = JSON.parse(init?.body as string) as Message & { params?: { requestId?: unknown } };
-          if (sent.method === CANCELLED) cancels.get(sent.params?.requestId)?.abort();
+          if (sent.method === CANCELLED) {
+            cancels.get(sent.params?.requestId)?.abort();
+            direct = true;
+          }
           // Only the client's own requests: an answer to a server's request carries the server's id.
           else if (sent.method && sent.id !== undefined && init?.signal) {
             const cancel = new AbortController();
@@ -411,9 +420,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
             cancels.set(id, cancel);
           }
         } catch {}
-        return (
-          init?.method === 'DELETE' && !fetchOptions.auth ? (fetchOptions.fetch ?? globalThis.fetch) : fetch
-        )(input, init)
+        return (direct && !fetchOptions.auth ? (fetchOptions.fetch ?? globalThis.fetch) : fetch)(input, init)
           .then((response) => {
             const get = init?.method === 'GET';
             if (
