@@ -1444,6 +1444,48 @@ test('a running claim the default store drops to make room for newer keys still 
   assert.equal(runs, 1);
 });
 
+test('a claim a shared store drops while its handler runs is taken again at the next renewal: a repeat at another instance gets 409, not a second run', async () => {
+  const inner = memoryStore<JsonValue>();
+  let claimKey = '';
+  let claimed = signal();
+  const store = withCompareAndSet(inner, async (key, expected, next, ttlMs) => {
+    const swapped = await inner.compareAndSet(key, expected, next, ttlMs);
+    if (swapped && (next as { state?: string }).state === 'running') {
+      claimKey = key;
+      claimed.fire();
+    }
+    return swapped;
+  });
+  const release = gate();
+  let runs = 0;
+  const [first, second] = [new Hono(), new Hono()].map((app) => {
+    app.use('/orders', idempotency({ store, leaseMs: 60 }));
+    app.post('/orders', async (c) => {
+      runs++;
+      // Only the first run waits: a second one (the bug) answers at once and fails the test, not hangs it.
+      if (runs === 1) await release.promise;
+      return c.text(`order-${runs}`, 201);
+    });
+    return app;
+  }) as [Hono, Hono];
+  const running = first.request('/orders', post('{"item":"tea"}'));
+  try {
+    await settlesWithin(claimed.promise, 1000);
+    claimed = signal();
+    // What a shared store under memory pressure does to a key with a TTL (Redis volatile-lru, an LRU cache).
+    await inner.delete(claimKey);
+    // The next renewal, if it takes the key again (without it the key stays free: the repeat shows what follows).
+    await settlesWithin(claimed.promise, 1000).catch(() => {});
+    const repeat = await second.request('/orders', post('{"item":"tea"}'));
+    assert.equal(repeat.status, 409, `handler runs: ${runs}`);
+    await repeat.body?.cancel();
+  } finally {
+    release.open();
+  }
+  assert.equal(await (await running).text(), 'order-1');
+  assert.equal(runs, 1);
+});
+
 /**
  * An app whose POST /feed handler counts its runs and answers a feed that writes
  * 'first ', then stalls until the test calls `end()` (writes 'last' and closes) or

@@ -599,8 +599,16 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     const renewLater = (): void => {
       timer = setTimeout(async () => {
         // A renewal that fails is tried again next time (the lease allows for it); a lost claim is not.
+        // One the store dropped (a shared store evicting under memory pressure) is taken again
+        // while the key is free: else another instance's repeat ran the handler a second time.
+        // Not once the outcome is being written: that write would find the claim, not a free key.
         const ours = await bounded(
-          store.compareAndSet(recordKey, { ...running }, { ...running }, leaseMs),
+          store
+            .compareAndSet(recordKey, { ...running }, { ...running }, leaseMs)
+            .then(
+              (kept) =>
+                kept || (!stopped && store.compareAndSet(recordKey, undefined, { ...running }, leaseMs)),
+            ),
         ).catch(() => true);
         if (ours && !stopped) renewLater();
       }, leaseMs / RENEWALS_PER_LEASE);
