@@ -194,6 +194,8 @@ export function timeout(options: TimeoutOptions): Middleware {
     if (outer) follow(outer, controller);
     let timer: ReturnType<typeof setTimeout> | undefined;
     let expired = false;
+    /** The deadline's error, when it passed while a layer below read a failure's body start. */
+    let late: TimeoutError | undefined;
     call.signal = controller.signal;
     try {
       // The abort alone is not enough: a custom fetch or a middleware below that ignores
@@ -210,29 +212,29 @@ export function timeout(options: TimeoutOptions): Middleware {
           };
         }
         const expire = (starting?: true): void => {
-          // The headers are in and a layer below reads a failure's body start (status.ts):
-          // the deadline is met. Not re-armed for after the read: a self-referencing
-          // callback measured about 0.4 µs a call slower (Node 20), and in the standard
-          // order nothing that waits sits between this timeout and the reader. (A pass
-          // that is only starting has no headers: a read still running is another pass's.)
-          if (!starting && call.bag.has(BODY_READ)) return;
-          expired = true;
           const error = new TimeoutError({
             scope,
             ms,
             request: requestSummary(call.key, call.method, call.href),
           });
-          controller.abort(error);
           // Marks the call so that nothing below sends for this pass any more (the end
           // of the chain checks). An AbortError: a layer below sees it as a cancel, so
           // it neither retries nor counts it against the server. A caller's abort needs
           // no mark: the end of the chain checks the caller's own signal.
-          if (controller.signal.reason === error) {
-            (call as MarkedCall)[ENDED] = {
-              by: self,
-              error: new DOMException(error.message, 'AbortError'),
-            };
+          const mark = { by: self, error: new DOMException(error.message, 'AbortError') };
+          // The headers are in and a layer below reads a failure's body start (status.ts):
+          // the deadline is met, and the answer goes up as it is. But nothing more is
+          // sent for this pass: an auth() below that resent its 401 after the read went
+          // out with no deadline left, into a server that may never answer. (A pass that
+          // is only starting has no headers: a read still running is another pass's.)
+          if (!starting && call.bag.has(BODY_READ)) {
+            late = error;
+            (call as MarkedCall)[ENDED] = mark;
+            return;
           }
+          expired = true;
+          controller.abort(error);
+          if (controller.signal.reason === error) (call as MarkedCall)[ENDED] = mark;
           // The caller's own abort, if it came first, stays the reason.
           reject(controller.signal.reason);
         };
@@ -252,7 +254,11 @@ export function timeout(options: TimeoutOptions): Middleware {
       if (outer) keepAlive(response, controller);
       return response;
     } catch (error) {
-      const reason = controller.signal.reason;
+      // A send below refused after the deadline passed during a body read: the deadline's
+      // error, not the refusal's AbortError. (Any other failure after the read, a
+      // throwOnStatus() error say, is the answer's, and stays.)
+      const reason =
+        controller.signal.reason ?? (error === (call as MarkedCall)[ENDED]?.error ? late : undefined);
       // The runtime may reject with its own AbortError rather than our reason.
       if (reason instanceof TimeoutError && !outer?.aborted) throw reason;
       throw error;

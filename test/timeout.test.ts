@@ -558,3 +558,33 @@ test('a body read below that ended before the deadline does not stop it: a layer
     assert.ok(elapsed >= 290 && elapsed < 1000, `${elapsed} ms`);
   });
 });
+
+test('a deadline that passes while a layer below reads a 401’s body start ends the call: auth() below sends no resend into a server that hangs', async () => {
+  await withServer(
+    sequence({ stall: 'mid-body', status: 401, body: 'expired' }, { hang: true }),
+    async (server) => {
+      const captured: number[] = [];
+      const fetch = createFetch({
+        use: [
+          timeout({ totalMs: 400 }),
+          auth({ token: 'first-token-abcdef', refresh: async () => 'second-token-abcdef' }),
+          captureStatus({ bodyWaitMs: 1_000 }),
+        ],
+        onEvent: (event) => {
+          if (event.type === 'captured') captured.push(event.snapshot.status);
+        },
+      });
+      const started = performance.now();
+      await assert.rejects(fetch(server.origin, { method: 'PUT', body: '{}' }), (error: unknown) => {
+        assert.ok(error instanceof TimeoutError, `rejected with ${String(error)}`);
+        assert.equal(error.scope, 'total');
+        return true;
+      });
+      // The 401's headers came in time, and its body read outlasted the deadline.
+      assert.deepEqual(captured, [401]);
+      // Ends once the read does, not when the server gives up.
+      assert.ok(performance.now() - started < 5_000);
+      assert.equal(server.requests.length, 1, 'no resend after the deadline');
+    },
+  );
+});
