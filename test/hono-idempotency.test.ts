@@ -3,12 +3,7 @@ import process from 'node:process';
 import { test } from 'node:test';
 import { Hono } from 'hono';
 import { streamText } from 'hono/streaming';
-import {
-  DEFAULT_LEASE_MS,
-  DEFAULT_MAX_RECORDS,
-  idempotency,
-  REPLAYED_HEADER,
-} from '../adapters/hono/idempotency.ts';
+import { DEFAULT_LEASE_MS, idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
 import { proxy } from '../adapters/hono/proxy.ts';
 import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/upstream.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -1413,11 +1408,13 @@ test('a live claim is renewed while its handler runs past the lease: a repeat st
   assert.equal(runs, 1);
 });
 
-test('a running claim the default store drops to make room for newer keys still holds its key: a repeat gets 409, not a second run, and the answer is replayed after', async () => {
+test('a running claim the store drops to make room for newer keys (LRU, as the default store does past 4,096) still holds its key: a repeat gets 409, not a second run, and the answer is replayed after', async () => {
   const release = gate();
   let runs = 0;
   const app = new Hono();
-  app.use('*', idempotency());
+  // The default store's 4,096 records, scaled down: the same eviction, in a few requests.
+  const maxEntries = 8;
+  app.use('*', idempotency({ store: memoryStore({ maxEntries }) }));
   app.post('/orders', async (c) => {
     runs++;
     // Only the first run waits: a second one (the bug) answers at once and fails the test, not hangs it.
@@ -1427,8 +1424,8 @@ test('a running claim the default store drops to make room for newer keys still 
   app.post('/ping', (c) => c.text('pong'));
   const first = app.request('/orders', post('{"item":"tea"}'));
   try {
-    // As many other keys as the default store holds: the claim is its least recently used entry.
-    for (let i = 0; i < DEFAULT_MAX_RECORDS; i++) {
+    // As many other keys as the store holds: the claim is its least recently used entry.
+    for (let i = 0; i < maxEntries; i++) {
       await (await app.request('/ping', post('{}', `"ping-${i}"`))).text();
     }
     const repeat = await app.request('/orders', post('{"item":"tea"}'));
