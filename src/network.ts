@@ -204,9 +204,13 @@ const WORKERD_LOST = /^network connection lost/;
  * head is too large` (Deno; Bun's `Malformed_HTTP_Response` is named by no row). The
  * server answered, and a resend gets the same headers: as `ENETWORK` "maybe sent", a
  * retry() resent a GET for nothing and a breaker counted one endpoint against the server.
+ * So do the caller's own `redirect: 'error'` against a 3xx (undici's `unexpected
+ * redirect`, Deno's `... redirect mode is set to 'error'`; Bun's `UnexpectedRedirect` is
+ * named by no row) and a body that fails the caller's `integrity` (undici's `integrity
+ * mismatch`; Deno and Bun ignore the option).
  */
 const LOCAL_REFUSAL =
-  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url|headers overflow|message head is too large/;
+  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url|headers overflow|message head is too large|unexpected redirect|redirect mode|integrity mismatch/;
 
 /**
  * Error `code`s of a response body that failed to decode: a corrupt (or cut-short) gzip,

@@ -10,7 +10,8 @@ import type { Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { BreakwaterError, NetworkError, requestSummary } from '../src/errors.ts';
 import { normalizeNetworkError } from '../src/network.ts';
-import { always, closedPort, withServer } from './helpers/server.ts';
+import { definePolicy } from '../src/policy.ts';
+import { always, type Behaviour, closedPort, withServer } from './helpers/server.ts';
 
 /**
  * Which runtime runs the suite, for the few rows where runtimes report a failure
@@ -641,6 +642,15 @@ test("constructed: fetch's own refusals (blocked port, unsupported scheme) are n
     normalizeNetworkError(new TypeError('Fetch failed: Requests to port 1 are blocked')),
     undefined,
   ); // Deno
+  // `redirect: 'error'` against a 3xx, a body that fails the `integrity` option.
+  assert.equal(normalizeNetworkError(undici(new Error('unexpected redirect'))), undefined);
+  assert.equal(normalizeNetworkError(undici(new Error('integrity mismatch'))), undefined);
+  assert.equal(
+    normalizeNetworkError(
+      new TypeError("Fetch failed: Encountered redirect while redirect mode is set to 'error'"),
+    ),
+    undefined,
+  ); // Deno
 });
 
 test('constructed: non-Error throwables give undefined without throwing', () => {
@@ -724,6 +734,33 @@ test('response headers too large for the runtime to read are no network failure:
     assert.ok(error instanceof Error && !(error instanceof NetworkError), String(error));
     assert.doesNotMatch(error.message, /s3cret/);
   });
+});
+
+test("fetch's own refusal of a 3xx under redirect: 'error', or of a body that fails its integrity, passes on as it is: nothing resends it nor counts it against the server", async () => {
+  // undici (Node) says `fetch failed` with the cause `unexpected redirect` or `integrity
+  // mismatch`, Deno `Fetch failed: Encountered redirect while redirect mode is set to
+  // 'error'`: both read as ENETWORK "maybe sent", so a policy sent the GET three times and
+  // the breaker counted it against the server. Bun throws its own `UnexpectedRedirect`;
+  // Deno and Bun ignore `integrity`.
+  const policy = definePolicy({});
+  const policyFetch = policy.fetch();
+  const refusals: [Behaviour, RequestInit][] = [
+    [{ status: 302, headers: { location: '/next' } }, { redirect: 'error' }],
+    [{ body: 'ok' }, { integrity: `sha256-${'A'.repeat(43)}=` }],
+  ];
+  for (const [behaviour, init] of refusals) {
+    await withServer(always(behaviour), async (server) => {
+      const outcome = await policyFetch(`${server.origin}/v1/things`, init).catch((error: unknown) => error);
+      if (outcome instanceof Response) {
+        assert.notEqual(runtime, 'node', 'only Deno and Bun ignore integrity');
+        await outcome.body?.cancel();
+      } else {
+        assert.ok(outcome instanceof TypeError && !(outcome instanceof BreakwaterError), String(outcome));
+      }
+      assert.equal(server.requests.length, 1);
+      assert.equal(policy.stats(server.origin).breaker?.consecutiveFailures ?? 0, 0);
+    });
+  }
 });
 
 test('a NetworkError logged whole (console.error, a logger printing its cause) shows no URL secret of the runtime’s own error', async () => {
