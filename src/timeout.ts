@@ -265,8 +265,10 @@ export function timeout(options: TimeoutOptions): Middleware {
     } finally {
       clearTimeout(timer);
       // A mark left while this pass still ran is an inner timeout's (an outer deadline
-      // would have ended this pass first): this pass took its error, so the mark is now
-      // this timeout's, lifted when a layer above starts a new pass (a retry above both).
+      // would have ended this pass first, unless it passed during a body read: a new pass
+      // under it then starts with no time left, and ends at once): this pass took its
+      // error, so the mark is now this timeout's, lifted when a layer above starts a new
+      // pass (a retry above both).
       const mark = (call as MarkedCall)[ENDED];
       if (mark && !expired) mark.by = self;
       // The controller may live on with the response (keepAlive): it must not keep this
