@@ -1484,6 +1484,105 @@ test('a claim a shared store drops while its handler runs is taken again at the 
 });
 
 /**
+ * A memory store whose running claim `evict()` drops, as a shared store under memory
+ * pressure does, and that then delivers the renewal's claim taken again late: after the
+ * next write over the claim (sent later on another connection, it arrives first), or
+ * after 50 ms. `reclaiming` resolves when that claim is sent.
+ */
+function evictingStore(): Store & { evict: () => Promise<void>; reclaiming: Promise<void> } {
+  const inner = memoryStore<JsonValue>();
+  const reclaiming = signal();
+  let claimKey = '';
+  let evicted = false;
+  let held: (() => void) | undefined;
+  const store = withCompareAndSet(inner, async (key, expected, next, ttlMs) => {
+    const state = (next as { state?: string }).state;
+    if (evicted && expected === undefined && state === 'running') {
+      reclaiming.fire();
+      await new Promise<void>((resolve) => {
+        held = resolve;
+        setTimeout(resolve, 50);
+      });
+      return inner.compareAndSet(key, expected, next, ttlMs);
+    }
+    const swapped = await inner.compareAndSet(key, expected, next, ttlMs);
+    if (swapped && state === 'running') claimKey = key;
+    if ((expected as { state?: string } | undefined)?.state === 'running' && state !== 'running') {
+      // The claim taken again lands just after this write, before the write that follows it.
+      held?.();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    return swapped;
+  });
+  return {
+    ...store,
+    reclaiming: reclaiming.promise,
+    evict: async () => {
+      evicted = true;
+      await inner.delete(claimKey);
+    },
+  };
+}
+
+test('a claim a shared store drops and the renewal takes again as the handler ends still gets its outcome: a repeat replays the answer, not a second run', async () => {
+  const store = evictingStore();
+  const evicted = signal();
+  let runs = 0;
+  const app = new Hono();
+  app.use('/orders', idempotency({ store, leaseMs: 60 }));
+  app.post('/orders', async (c) => {
+    runs++;
+    if (runs === 1) {
+      evicted.fire();
+      // Ends while the renewal's claim is on its way to the store.
+      await settlesWithin(store.reclaiming, 1000).catch(() => {});
+    }
+    return c.text(`order-${runs}`, 201);
+  });
+  await withApp(app, async ({ origin }) => {
+    const running = fetch(`${origin}/orders`, post('{"item":"tea"}'));
+    await settlesWithin(evicted.promise, 1000);
+    await store.evict();
+    assert.equal(await (await running).text(), 'order-1');
+    // Past the lease of any claim left behind.
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    const repeat = await fetch(`${origin}/orders`, post('{"item":"tea"}'));
+    assert.equal(repeat.status, 201, `handler runs: ${runs}`);
+    assert.equal(await repeat.text(), 'order-1');
+    assert.equal(repeat.headers.get(REPLAYED_HEADER), 'true');
+  });
+  assert.equal(runs, 1);
+});
+
+test('a claim a shared store drops and the renewal takes again as the handler answers "not run" is released: the retry runs at once, not 409 for a lease', async () => {
+  const store = evictingStore();
+  const evicted = signal();
+  let runs = 0;
+  const app = new Hono();
+  app.use('/orders', idempotency({ store, leaseMs: 300 }));
+  app.post('/orders', async (c) => {
+    runs++;
+    if (runs > 1) return c.text(`order-${runs}`, 201);
+    evicted.fire();
+    await settlesWithin(store.reclaiming, 1000).catch(() => {});
+    return c.text('slow down', 429, { 'retry-after': '0' });
+  });
+  await withApp(app, async ({ origin }) => {
+    const running = fetch(`${origin}/orders`, post('{"item":"tea"}'));
+    await settlesWithin(evicted.promise, 1000);
+    await store.evict();
+    const refused = await running;
+    assert.equal(refused.status, 429);
+    await refused.body?.cancel();
+    // Past the held claim's delivery, within the lease.
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    const retry = await fetch(`${origin}/orders`, post('{"item":"tea"}'));
+    assert.equal(retry.status, 201);
+    assert.equal(await retry.text(), 'order-2');
+  });
+});
+
+/**
  * An app whose POST /feed handler counts its runs and answers a feed that writes
  * 'first ', then stalls until the test calls `end()` (writes 'last' and closes) or
  * `breaks()` (errors with 'upstream reset'); `cancelled` resolves once the feed is

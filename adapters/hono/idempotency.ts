@@ -591,18 +591,22 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
 
   /**
    * Renews the claim `running` every third of `leaseMs` until the returned function is
-   * called (or the claim is found lost), so it lapses only if this process stops.
+   * called (or the claim is found lost), so it lapses only if this process stops. That
+   * function resolves once a renewal under way has settled: a claim it takes again may
+   * land after a write sent later (another connection, a store reached over HTTP), and
+   * over a free key it would hold the key for nobody until the lease lapsed.
    */
-  function keepClaim(recordKey: string, running: RunningRecord): () => void {
+  function keepClaim(recordKey: string, running: RunningRecord): () => Promise<unknown> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     let stopped = false;
+    let renewal: Promise<unknown> | undefined;
     const renewLater = (): void => {
       timer = setTimeout(async () => {
         // A renewal that fails is tried again next time (the lease allows for it); a lost claim is not.
         // One the store dropped (a shared store evicting under memory pressure) is taken again
         // while the key is free: else another instance's repeat ran the handler a second time.
         // Not once the outcome is being written: that write would find the claim, not a free key.
-        const ours = await bounded(
+        renewal = bounded(
           store
             .compareAndSet(recordKey, { ...running }, { ...running }, leaseMs)
             .then(
@@ -610,13 +614,14 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
                 kept || (!stopped && store.compareAndSet(recordKey, undefined, { ...running }, leaseMs)),
             ),
         ).catch(() => true);
-        if (ours && !stopped) renewLater();
+        if ((await renewal) && !stopped) renewLater();
       }, leaseMs / RENEWALS_PER_LEASE);
     };
     renewLater();
-    return () => {
+    return async () => {
       stopped = true;
       clearTimeout(timer);
+      await renewal;
     };
   }
 
@@ -867,7 +872,7 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     }
 
     if (saysNotRun(response)) {
-      letGo();
+      await letGo();
       await bounded(release(recordKey, running)).catch(() => false);
       forget();
       if (response !== c.res) setResponse(c, response);
@@ -876,8 +881,8 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
 
     // Only over our own claim, or a free key (the store dropped the claim): a record that
     // expired mid-handler and was claimed again is not overwritten.
-    const save = (record: DoneRecord | UnreplayableRecord): Promise<unknown> => {
-      letGo();
+    const save = async (record: DoneRecord | UnreplayableRecord): Promise<unknown> => {
+      await letGo();
       return bounded(
         store
           .compareAndSet(recordKey, { ...running }, record, ttlMs)
