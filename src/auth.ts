@@ -55,11 +55,12 @@ const REDIRECT_MODE = Symbol();
 /** The bag of a request an `auth()` sends to follow a redirect holds this: `auth()`s below pass it on as is. */
 const REDIRECTED = Symbol();
 /**
- * Responses {@link follow} got from a request it had taken the token off (another origin
- * a redirect led to, or one after it): their 401 says nothing about the token, so it is
- * neither refreshed for (a refresh spends a rotating refresh token) nor resent.
+ * Responses {@link follow} got after a redirect, each with whether it came from a request
+ * it had taken the token off (another origin a redirect led to, or one after it): that
+ * 401 says nothing about the token, so it is neither refreshed for (a refresh spends a
+ * rotating refresh token) nor resent.
  */
-const UNAUTHENTICATED = new WeakSet<Response>();
+const FOLLOWED = new WeakMap<Response, boolean>();
 
 /** A token, or where to get one: called for every request until `refresh()` has produced one. */
 export type TokenSource = string | (() => string | Promise<string>);
@@ -268,7 +269,7 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
     response = await next(hop);
     at = hop;
   }
-  if (foreign) UNAUTHENTICATED.add(response);
+  if (at !== call) FOLLOWED.set(response, foreign);
   return response;
 }
 
@@ -289,7 +290,8 @@ type Stamp = [token: string, generation: number];
  *   connection is freed.
  * - A request whose body is a stream, an async iterable (or a `Request` with a body)
  *   cannot be sent again: its 401 is returned as is, once the token is refreshed (as
- *   for any 401), so the next call goes with the new token.
+ *   for any 401), so the next call goes with the new token. So is a 401 reached through
+ *   a redirect for a request that is not idempotent (a POST answered 303 has run).
  * - If `refresh()` throws or returns an invalid token, the call rejects with a
  *   `BreakwaterError` with code `AUTH_REFRESH_FAILED` (its `cause` is refresh's
  *   error), and an `auth-refresh` event with `outcome: 'failed'` is emitted; every
@@ -463,12 +465,18 @@ export function auth(options: AuthOptions): Middleware {
     // setHeader() left the call an init of its own, so it may be changed in place.
     if (send !== next) (call.init as RequestInit).redirect = 'manual';
     const response = await send(call);
-    if (response.status !== 401 || refresh === undefined || UNAUTHENTICATED.has(response)) return response;
+    if (response.status !== 401 || refresh === undefined) return response;
+    const foreign = FOLLOWED.get(response);
+    if (foreign) return response;
     // A body that can be read only once (a stream, an async iterable, a Request's) cannot
     // go again: its 401 is returned as it is, body and all. The token is refreshed first
     // all the same, so the caller's next call carries the new one: else a client whose
-    // every request streams its body (an uploader) would be answered 401 for good.
-    const oneShot = hasOneShotBody(call);
+    // every request streams its body (an uploader) would be answered 401 for good. So is
+    // a 401 at the end of redirects (fetch's own, or follow()'s) for a request that is
+    // not idempotent: it answers the last request, and the first may have run (a POST
+    // answered 303 See Other, whose GET then met the expired token).
+    const oneShot =
+      hasOneShotBody(call) || ((foreign === false || response.redirected) && !call.isIdempotent);
     // Frees the 401's connection. Not awaited: a cancel settles only once the body's
     // source has cancelled, which a relayed stream (a custom fetch, a proxy, a mock) may
     // take long to do, or never, and nobody reads this answer; waiting held up the refresh

@@ -1317,3 +1317,34 @@ test('a 401 from another origin a key auth() followed a redirect to (without the
     }),
   );
 });
+
+test('a 401 reached through a 303 after a POST is not answered by sending the POST again: the POST ran, the 401 is the GET’s', async () => {
+  // POST-redirect-GET: the server ran the POST and sent the client to its result. A 401
+  // there (the token expired in between) is the GET's; resending the POST runs it twice.
+  for (const options of [{}, { header: 'x-api-key', scheme: '' }]) {
+    await withServer(
+      (req) =>
+        req.method === 'POST'
+          ? { status: 303, headers: { location: '/orders/1' } }
+          : req.headers.authorization === `Bearer ${NEW}` || req.headers['x-api-key'] === NEW
+            ? { status: 200, body: 'order 1' }
+            : { status: 401, body: 'expired' },
+      async (server) => {
+        const counting = countingRefresh();
+        const fetch = createFetch({ use: [auth({ token: OLD, refresh: counting.refresh, ...options })] });
+        const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'buy' });
+        assert.equal(response.status, 401, JSON.stringify(options));
+        assert.equal(await response.text(), 'expired');
+        assert.deepEqual(
+          server.requests.map((r) => `${r.method} ${r.url}`),
+          ['POST /orders', 'GET /orders/1'],
+          JSON.stringify(options),
+        );
+        // The token is refreshed all the same: the next call goes with the new one.
+        assert.equal(counting.calls(), 1);
+        const next = await fetch(`${server.origin}/orders/1`);
+        assert.equal(await next.text(), 'order 1');
+      },
+    );
+  }
+});
