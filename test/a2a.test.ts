@@ -1049,6 +1049,52 @@ test('a 503 whose JSON error body is the same as an earlier 429’s comes back w
   }
 });
 
+test('two concurrent calls refused with one JSON error body, a 429 asking 30 s and a 503: the 429’s caller is never told to wait less than its agent asked', async () => {
+  // A gateway answers every refusal with one body, so the SDK's error names no status. The
+  // 429's body ends only after the 503 was answered: its failure is not the latest one.
+  const body = '{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"busy"}}';
+  let answeredUnavailable: () => void = () => {};
+  const unavailableSent = new Promise<void>((resolve) => {
+    answeredUnavailable = resolve;
+  });
+  const app = agentApp(newSeen());
+  const gateway = {
+    async fetch(request: Request): Promise<Response> {
+      const text = request.method === 'POST' ? await request.clone().text() : '';
+      if (!text.includes('"SendMessage"')) return app.fetch(request);
+      if (!text.includes('limited')) {
+        setTimeout(answeredUnavailable, 100);
+        return new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
+      }
+      const slow = new ReadableStream<Uint8Array>({
+        async start(controller) {
+          controller.enqueue(new TextEncoder().encode(`${body}${' '.repeat(4096)}`));
+          await unavailableSent;
+          controller.close();
+        },
+      });
+      return new Response(slow, {
+        status: 429,
+        headers: { 'content-type': 'application/json', 'retry-after': '30' },
+      });
+    },
+  };
+  await withApp(gateway, async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: quickPolicy(1) });
+    const limited = client.sendMessage(userMessage('limited')).catch((e: unknown) => e);
+    // Sent once the 429 has arrived.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const unavailable = await client.sendMessage(userMessage('unavailable')).catch((e: unknown) => e);
+    const error = await limited;
+    assert.ok(error instanceof HttpStatusError, String(error));
+    assert.ok(
+      (error.retryAfterMs ?? 0) > 29_000,
+      `the 429's caller got ${error.status}, wait ${error.retryAfterMs}`,
+    );
+    assert.ok(unavailable instanceof HttpStatusError, String(unavailable));
+  });
+});
+
 test('a JSON-RPC error an agent answers with 200 passes through as the SDK’s error, even after a failure with the same message', async () => {
   let calls = 0;
   const app = answeringPosts(agentApp(newSeen()), '"SendMessage"', () =>

@@ -112,10 +112,10 @@ function waitUntil(said: StatusSnapshot): number {
  * returned unchanged.
  *
  * The SDK's error names no request, so two concurrent failures of one status look
- * alike in it: of those with that status, the ones whose body its message quotes (else
- * all), and of those the one asking to wait longest (the latest on a tie). A caller is
- * never told to wait less than its agent asked; at worst longer, with another
- * request's message.
+ * alike in it: of those with that status (of any, for an error built from a JSON body),
+ * the ones whose body its message quotes (else all), and of those the one asking to
+ * wait longest (the latest on a tie). A caller is never told to wait less than its
+ * agent asked; at worst longer, with another request's message.
  */
 function withStatus(error: unknown, failures: readonly StatusSnapshot[]): unknown {
   if (error instanceof BreakwaterError || isAbort(error, undefined) || !(error instanceof Error))
@@ -155,16 +155,16 @@ function withStatus(error: unknown, failures: readonly StatusSnapshot[]): unknow
           }
         })
       : failures;
-  // A body that matches names no status itself: the latest such failure's (this call's, as
-  // the SDK throws once it read it), not an older one's that a gateway gave the same body.
+  // A body that matches names no status itself: that of the one chosen below among all
+  // whose body it is (a gateway may give its 429 and its 503 the same body).
   const code =
     envelope || legacy
-      ? matching[matching.length - 1]?.status
+      ? matching[0]?.status
       : error.name === 'A2AError' && rest !== undefined
         ? Number.isInteger(rest) && rest >= 400 && rest < 600 && rest
         : Number(SDK_STATUS.exec(error.message)?.[1]);
   if (!code) return error;
-  const recent = matching.filter((said) => said.status === code);
+  const recent = envelope || legacy ? matching : matching.filter((said) => said.status === code);
   // Read only to choose among several: without a policy nothing is recorded, and the
   // SDK's message quotes the whole uncut body (megabytes, redacted for nothing).
   // Redacted and on one line, as the snapshots' bodies are. A message that throws matches none.
@@ -177,19 +177,21 @@ function withStatus(error: unknown, failures: readonly StatusSnapshot[]): unknow
   for (const failure of quoted[0] ? quoted : recent) {
     if (!said || waitUntil(failure) >= waitUntil(said)) said = failure;
   }
-  return wrapHttpError(code, said, error);
+  return wrapHttpError(said?.status ?? code, said, error);
 }
 
 /**
- * `client` with every method's failure passed through `map`: promises, async
- * generators (`sendMessageStream`, `resubscribeTask`) and synchronous throws.
+ * `client` with every method's failure passed through the `map` that `begin()` gives as
+ * the method is called: promises, async generators (`sendMessageStream`,
+ * `resubscribeTask`) and synchronous throws.
  */
-function mapErrors<T extends object>(client: T, map: (error: unknown) => unknown): T {
+function mapErrors<T extends object>(client: T, begin: () => (error: unknown) => unknown): T {
   return new Proxy(client, {
     get(target, property) {
       const value = Reflect.get(target, property, target);
       if (typeof value !== 'function') return value;
       return (...args: unknown[]): unknown => {
+        const map = begin();
         let result: unknown;
         try {
           result = value.apply(target, args);
@@ -264,7 +266,9 @@ export async function createA2AClient(
       })
     : valid.fetch;
   const fetchImpl = (chain ?? ((input, init) => globalThis.fetch(input, init))) as typeof fetch;
-  const toStatus = (error: unknown): unknown => withStatus(error, failures);
+  /** Maps with the failures since `last`: a call's error stands for none that came before it began. */
+  const toStatus = (error: unknown, last?: StatusSnapshot): unknown =>
+    withStatus(error, failures.slice(failures.indexOf(last as StatusSnapshot) + 1));
   // Under a policy the card GET goes through it directly, so errors name the policy's key.
   const card = await resolveAgentCard(
     cardUrl,
@@ -302,7 +306,10 @@ export async function createA2AClient(
     preferredTransports: valid.preferredTransports,
   } as ConstructorParameters<typeof sdk.ClientFactory>[0]);
   try {
-    return mapErrors(await factory.createFromAgentCard(card as never), toStatus);
+    return mapErrors(await factory.createFromAgentCard(card as never), () => {
+      const last = failures.at(-1);
+      return (error) => toStatus(error, last);
+    });
   } catch (error) {
     throw toStatus(error);
   }
