@@ -298,8 +298,33 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         // stream body cannot be sent twice) and fetch another URL the client never asked for.
         redirect: 'manual',
       };
-      if (request.body !== null) {
-        init.body = request.body;
+      let body = request.body;
+      // @hono/node-server gives every request but GET and HEAD a body stream, even one that
+      // came with none (RFC 9112 §6.3: no Content-Length nor Transfer-Encoding, or a length
+      // of 0): sent on, it made a bodiless DELETE unreplayable (the policy never retried its
+      // 503) and went chunked from Deno. Only such a request is read ahead, so an HTTP/2
+      // body without a length still goes on; it ends at once over HTTP/1.1.
+      if (
+        body !== null &&
+        !(Number(c.req.header('content-length')) > 0) &&
+        !c.req.header('transfer-encoding')
+      ) {
+        const reader = body.getReader();
+        const first = await reader.read();
+        body = first.done
+          ? null
+          : new ReadableStream({
+              start: (sink) => sink.enqueue(first.value),
+              pull: async (sink) => {
+                const next = await reader.read();
+                if (next.done) sink.close();
+                else sink.enqueue(next.value);
+              },
+              cancel: (reason) => reader.cancel(reason),
+            });
+      }
+      if (body !== null) {
+        init.body = body;
         init.duplex = 'half';
       }
       const response = await chained(request.url, init);
