@@ -2249,6 +2249,41 @@ async function settledWithin<T>(work: Promise<T>, ms: number): Promise<T | 'hung
   }
 }
 
+test('resilientMcpClient: a failure answer to a cancellation whose body never ends is not read on: the server stops being read', async () => {
+  const CHUNK = 64 * 1024;
+  const LIMIT = 64 * 1024 * 1024;
+  let produced = 0;
+  const app = answeringPosts(mcpApp(counts()), 'notifications/cancelled', () => {
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (produced >= LIMIT) return controller.close();
+        produced += CHUNK;
+        controller.enqueue(new Uint8Array(CHUNK).fill(120));
+      },
+    });
+    return new Response(body, { status: 500, headers: { 'content-type': 'text/plain' } });
+  });
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin);
+    try {
+      const client = await mcp.connect();
+      const reported = new Promise<unknown>((resolve) => {
+        client.onerror = (error) => {
+          if (String(error).includes('cancellation')) resolve(error);
+        };
+      });
+      const cancel = new AbortController();
+      const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
+      cancel.abort();
+      await assert.rejects(call);
+      assert.notEqual(await settledWithin(reported, 5_000), 'hung');
+      assert.ok(produced < LIMIT / 2, `server produced ${produced} bytes`);
+    } finally {
+      await mcp.close();
+    }
+  });
+});
+
 test('a failure body that stalls is ended for the SDK after the policy’s capture.bodyWaitMs: the call fails with its status instead of hanging', async () => {
   const app = answering('stall', () => {
     // A few bytes, then nothing, ever (until the server closes).

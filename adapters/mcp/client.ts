@@ -403,13 +403,13 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     const transport = build(
       Object.assign((input: string | URL | Request, init?: RequestInit) => {
         let id: unknown;
-        let direct = init?.method === 'DELETE';
+        let cancelling = false;
         try {
           // Not JSON (a GET has no body): neither a request nor a cancellation.
           const sent = JSON.parse(init?.body as string) as Message & { params?: { requestId?: unknown } };
           if (sent.method === CANCELLED) {
             cancels.get(sent.params?.requestId)?.abort();
-            direct = true;
+            cancelling = true;
           }
           // Only the client's own requests: an answer to a server's request carries the server's id.
           else if (sent.method && sent.id !== undefined && init?.signal) {
@@ -420,7 +420,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
             cancels.set(id, cancel);
           }
         } catch {}
-        return (direct && !fetchOptions.auth ? (fetchOptions.fetch ?? globalThis.fetch) : fetch)(input, init)
+        return (
+          (cancelling || init?.method === 'DELETE') && !fetchOptions.auth
+            ? (fetchOptions.fetch ?? globalThis.fetch)
+            : fetch
+        )(input, init)
           .then((response) => {
             const get = init?.method === 'GET';
             if (
@@ -429,6 +433,12 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
             ) {
               if (response.ok) streamed = true;
               else if (streamed || !get) gone();
+            }
+            // The SDK reads a failure's body whole, and past the policy nothing caps it: an
+            // endless one would grow memory without end. Its status is all the SDK reports.
+            if (cancelling && !response.ok) {
+              response.body?.cancel().catch(() => {});
+              return new Response(null, { status: response.status });
             }
             return response;
           })
