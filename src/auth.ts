@@ -321,7 +321,8 @@ type Stamp = [token: string, generation: number];
  *   A 307 / 308 for a body that can be read only once, a 21st redirect, or a `Location`
  *   that does not parse, is returned as is (fetch would fail). The response's `url` is
  *   the last one, but its `redirected` is `false`. Tokens in `Authorization` are left
- *   to fetch. (Node, Deno, Bun and workerd answer `'manual'` with the 3xx itself; a
+ *   to fetch. A 401 from another origin, where neither went, is returned as is, with
+ *   no refresh. (Node, Deno, Bun and workerd answer `'manual'` with the 3xx itself; a
  *   browser hides it, status 0, which such an `auth()` cannot follow.)
  *
  * One `auth()` holds one credential: share it between chains that use the same
@@ -466,7 +467,11 @@ export function auth(options: AuthOptions): Middleware {
     if (send !== next) (call.init as RequestInit).redirect = 'manual';
     const response = await send(call);
     if (response.status !== 401 || refresh === undefined) return response;
-    const foreign = FOLLOWED.get(response);
+    // Fetch's own redirects drop Authorization on another origin (Fetch standard), so a
+    // 401 that comes from there says nothing about the token either.
+    const foreign = response.redirected
+      ? new URL(response.url, call.url).origin !== call.url.origin
+      : FOLLOWED.get(response);
     if (foreign) return response;
     // A body that can be read only once (a stream, an async iterable, a Request's) cannot
     // go again: its 401 is returned as it is, body and all. The token is refreshed first
@@ -475,8 +480,7 @@ export function auth(options: AuthOptions): Middleware {
     // a 401 at the end of redirects (fetch's own, or follow()'s) for a request that is
     // not idempotent: it answers the last request, and the first may have run (a POST
     // answered 303 See Other, whose GET then met the expired token).
-    const oneShot =
-      hasOneShotBody(call) || ((foreign === false || response.redirected) && !call.isIdempotent);
+    const oneShot = hasOneShotBody(call) || (foreign === false && !call.isIdempotent);
     // Frees the 401's connection. Not awaited: a cancel settles only once the body's
     // source has cancelled, which a relayed stream (a custom fetch, a proxy, a mock) may
     // take long to do, or never, and nobody reads this answer; waiting held up the refresh

@@ -1348,3 +1348,22 @@ test('a 401 reached through a 303 after a POST is not answered by sending the PO
     );
   }
 });
+
+test('a 401 from another origin fetch followed a redirect to (without Authorization) neither refreshes nor resends', async () => {
+  // Fetch drops Authorization on a redirect to another origin: that origin's 401 (a
+  // storage host's own auth, an expired signed URL) says nothing about the token.
+  await withServer(always({ status: 401, body: 'not yours' }), (b) =>
+    withServer(always({ status: 307, headers: { location: `${b.origin}/file` } }), async (a) => {
+      const counting = countingRefresh();
+      const fetch = createFetch({ use: [auth({ token: OLD, refresh: counting.refresh })] });
+      const response = await fetch(`${a.origin}/x`);
+      assert.equal(response.status, 401);
+      assert.equal(await response.text(), 'not yours');
+      assert.equal(counting.calls(), 0);
+      assert.deepEqual(
+        [a.requests.length, b.requests.length, b.requests[0]?.headers.authorization],
+        [1, 1, undefined],
+      );
+    }),
+  );
+});
