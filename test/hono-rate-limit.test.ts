@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
+import { proxy } from '../adapters/hono/proxy.ts';
 import { rateLimit } from '../adapters/hono/rate-limit.ts';
 import { definePolicy } from '../src/policy.ts';
 import { memoryStore, type Store } from '../src/store.ts';
 import { parseRateLimit, retryDelay } from '../src/timing.ts';
 import { withApp } from './helpers/hono-server.ts';
+import { always, withServer } from './helpers/server.ts';
 
 /** A window-aligned instant (a multiple of 60 s) plus 43.5 s: 16.5 s left in a 60 s window. */
 const WINDOW_START = 1_800_000_000_000;
@@ -713,4 +715,34 @@ test("RateLimit's t counts from when the answer is sent: a handler that took 10 
     assert.equal(late.headers.get('ratelimit'), '"1-per-60s";r=0;t=0');
     assert.equal(retryDelay(late.headers), 0);
   });
+});
+
+test("a shorter wait a client reads before Retry-After's delay-seconds is raised too: a proxied upstream's retry-after-ms, a 503's HTTP-date", async () => {
+  const time = clock(AT); // 16.5 s left in the window: t=17
+  await withServer(
+    // An OpenAI-style upstream's refusal; proxy() passes retry-after-ms on beside Retry-After.
+    always({ status: 429, headers: { 'retry-after': '1', 'retry-after-ms': '1000' }, body: 'slow down' }),
+    async (up) => {
+      const app = new Hono();
+      // One quota of 1 per path, so each path's only request uses its quota up.
+      const key = (c: Context): string => new URL(c.req.url).pathname;
+      app.use(rateLimit({ limit: 1, windowMs: 60_000, key, now: time.now, store: memoryStore() }));
+      app.post('/chat', proxy(`${up.origin}/chat`, { policy: definePolicy({ retry: { attempts: 1 } }) }));
+      // A maintenance answer that names its end as a date, 2 s from now.
+      app.get('/', (c) =>
+        c.text('back soon', 503, { 'retry-after': new Date(time.now() + 2000).toUTCString() }),
+      );
+      await withApp(app, async (server) => {
+        // Used up for 17 s: a client that reads either field first must not come back sooner.
+        const proxied = await fetch(`${server.origin}/chat`, { method: 'POST', body: '{}' });
+        await proxied.text();
+        assert.equal(proxied.status, 429);
+        assert.equal(retryDelay(proxied.headers, time.now()), 17_000);
+        const maintenance = await fetch(server.origin);
+        await maintenance.text();
+        assert.equal(maintenance.status, 503);
+        assert.equal(retryDelay(maintenance.headers, time.now()), 17_000);
+      });
+    },
+  );
 });

@@ -12,7 +12,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import { functionOption, isFunction, validate } from '../../src/options.ts';
 import { memoryStore, type Store } from '../../src/store.ts';
-import { MAX_DELAY_MS } from '../../src/timing.ts';
+import { MAX_DELAY_MS, retryDelay } from '../../src/timing.ts';
 import { sha256Hex } from './digest.ts';
 import { problemResponse, retryAfterSeconds } from './problem.ts';
 
@@ -358,7 +358,8 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     // t counts from when the answer is sent, not from when the request came in: a
     // handler that took 40 s (a model call) would otherwise send its client away 40 s
     // too long. One that outlasted the window answers after the reset: t=0.
-    resetSeconds = retryAfterSeconds(windowStart + windowMs - now());
+    const sent = now();
+    resetSeconds = retryAfterSeconds(windowStart + windowMs - sent);
     // Appended, not set: both fields are Lists, and stacked limiters (a burst and a
     // daily quota) each add their member, so a client sees whichever is used up.
     // c.header() copies a finalized response first, so immutable headers (a proxied
@@ -368,9 +369,12 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     // This quota is used up until its reset: an answer that asks for a shorter wait (an
     // inner limiter's 429 for its shorter window, shed()'s 503) would send the client
     // back into a refusal, as Retry-After is read before RateLimit. It waits for both.
-    const asked = c.res.headers.get('retry-after');
-    if (remaining === 0 && asked !== null && /^\d+$/.test(asked) && +asked < +resetSeconds) {
+    // The wait read as clients read it: retry-after-ms first (a proxied OpenAI-style
+    // upstream's, which goes, as Retry-After now says more), an HTTP-date; with none of
+    // them, this RateLimit member, never shorter than t.
+    if (remaining === 0 && (retryDelay(c.res.headers, sent) as number) < +resetSeconds * MS_PER_SECOND) {
       c.header('retry-after', resetSeconds);
+      c.header('retry-after-ms', undefined);
     }
   };
 }
