@@ -3,6 +3,8 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { gzipSync } from 'node:zlib';
+// @ts-types="@a2a-js/sdk/client"
+import { DefaultAgentCardResolver } from '@a2a-js/sdk/client';
 import { Hono } from 'hono';
 import { AgentCardError, a2aFetch, a2aIdempotent, resolveAgentCard } from '../adapters/a2a/index.ts';
 import type { FetchLike } from '../src/call.ts';
@@ -555,7 +557,9 @@ async function readThrough(answer: () => Response, maxResponseBytes?: number): P
     const fetch = a2aFetch(definePolicy({ name: 'agent', retry: false, breaker: false }), {
       maxResponseBytes,
     });
-    const response = await fetch(`${origin}/rpc`, { method: 'POST', body: '{}' });
+    // Asking for a stream, as the SDK's stream calls do: an SSE answer is then limited per event.
+    const headers = { accept: 'text/event-stream' };
+    const response = await fetch(`${origin}/rpc`, { method: 'POST', body: '{}', headers });
     return response.text().catch((error: unknown) => error);
   });
 }
@@ -593,6 +597,21 @@ test('an SSE event whose one line, or whose many short lines, never end fails pa
     assert.ok(tooLarge(error, LIMIT), `${JSON.stringify(head)}: ${String(error).slice(0, 300)}`);
     assert.ok(produced() < FLOOD_BYTES / 2, `${JSON.stringify(head)}: server produced ${produced()} bytes`);
   }
+});
+
+test('the SDK’s own card resolver, which sends no Accept and reads the card whole, fails past maxResponseBytes on a card answered as an endless event stream of short events', async () => {
+  const LIMIT = 256 * 1024;
+  const { answer, produced } = flood('data: {}\n\n', 'data: x\n\n', { 'content-type': 'text/event-stream' });
+  const app = new Hono().get('/.well-known/agent-card.json', answer);
+  await withApp(app, async ({ origin }) => {
+    const fetchImpl = a2aFetch(definePolicy({ name: 'agent', retry: false, breaker: false }), {
+      maxResponseBytes: LIMIT,
+    });
+    const error = await new DefaultAgentCardResolver({ fetchImpl }).resolve(origin).catch((e: unknown) => e);
+    assert.ok(error instanceof BreakwaterError, String(error).slice(0, 300));
+    assert.equal(error.code, 'RESPONSE_TOO_LARGE');
+    assert.ok(produced() < FLOOD_BYTES / 2, `server produced ${produced()} bytes`);
+  });
 });
 
 test('an SSE stream far longer than maxResponseBytes, of events within it, is never cut, whatever its line ends and chunking', async () => {
@@ -642,7 +661,8 @@ test('an SSE stream passes each event on as it comes: nothing is held back waiti
   });
   await withApp(app, async ({ origin }) => {
     const fetch = a2aFetch(definePolicy({ retry: false, breaker: false }), { maxResponseBytes: 64 });
-    const response = await fetch(`${origin}/rpc`, { method: 'POST', body: '{}' });
+    const headers = { accept: 'text/event-stream' };
+    const response = await fetch(`${origin}/rpc`, { method: 'POST', body: '{}', headers });
     const reader = (response.body as ReadableStream<Uint8Array>).getReader();
     const decoder = new TextDecoder();
     let timer: ReturnType<typeof setTimeout> | undefined;
