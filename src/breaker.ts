@@ -132,7 +132,8 @@ export interface BreakerConfig {
   open?: BackoffOptions | undefined;
   /**
    * How many servers (keys) are remembered; the least recently used is forgotten
-   * first. Default 1000: bounds memory when keys come from URLs. A whole number, at least 1.
+   * first, but never one that calls are waiting on (a pause, a pace probe). Default
+   * 1000: bounds memory when keys come from URLs. A whole number, at least 1.
    */
   maxKeys?: number | undefined;
   /**
@@ -183,7 +184,7 @@ export interface CircuitBreaker extends Middleware {
   stats(key: string): BreakerStats | undefined;
   /** Forgets one key's state (closed, no counts, no pause), or every key's. */
   reset(key?: string): void;
-  /** How many keys the registry holds (at most `maxKeys`). */
+  /** How many keys the registry holds (at most `maxKeys`, or more only while calls wait on each of them). */
   size(): number;
 }
 
@@ -574,7 +575,14 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (c) {
       unlink(c);
     } else {
-      if (circuits.size >= maxKeys) forget(list.newer);
+      if (circuits.size >= maxKeys) {
+        // Not a key calls wait on (a pause, a pace probe): they use it, though they touch
+        // nothing, and forgetting it sent them all at once into the server that asked
+        // for quiet. The registry outgrows maxKeys only by keys with waiters.
+        let oldest = list.newer;
+        while (oldest.waiters?.size) oldest = oldest.newer;
+        if (oldest !== list) forget(oldest);
+      }
       c = newCircuit(key, list);
       circuits.set(key, c);
     }

@@ -1095,3 +1095,26 @@ test('a reason phrase that quotes the credential the call sent shows none of it 
       assert.match(error.message, /\(HTTP 429 Slow down token \[redacted\]\)/);
   });
 });
+
+test('a paused key its callers wait on is not pushed out of a full registry by other keys: they stay held until the pause ends', async () => {
+  // An agent keeps talking to other servers while one asked for quiet: the least recently
+  // used key is the paused one (its callers wait, they use nothing), and forgetting it
+  // sent every waiter at once into the server that had just said 429.
+  const { arrivals, handler } = stamped((n) => (n === 0 ? tooMany(500) : { status: 200 }));
+  await withServer(handler, async (server) => {
+    const breaker = circuitBreaker({ open: OPEN, maxKeys: 2 });
+    const fetch = createFetch({ use: [breaker], key: (url) => url.pathname });
+    assert.equal(await send(fetch, `${server.origin}/paused`), 429);
+    const until = breaker.stats('/paused')?.pausedUntil?.getTime() ?? 0;
+    const waiters = concurrently(fetch, `${server.origin}/paused`, 5);
+    await delay(20);
+    for (const other of ['/b', '/c', '/d']) assert.equal(await send(fetch, `${server.origin}${other}`), 200);
+    assert.deepEqual(await waiters, Array(5).fill(200));
+    const toPaused = server.requests.flatMap((r, i) => (r.url === '/paused' ? [at(arrivals, i)] : []));
+    assert.equal(toPaused.length, 6);
+    // A timer may fire a little early against the wall clock.
+    for (const t of toPaused.slice(1))
+      assert.ok(t >= until - 20, `a waiter went ${until - t} ms before the pause ended`);
+    assert.equal(breaker.size(), 2);
+  });
+});
