@@ -239,9 +239,11 @@ async function digestId(id: string): Promise<string> {
  * - Request `limit + 1` in a window gets a 429 `application/problem+json` with
  *   `Retry-After: t` (delay-seconds, rounded up): the client that waits that long
  *   arrives in the next window.
- * - While this quota is used up (`r=0`), a shorter `Retry-After` set inside it (a stacked
- *   limiter's 429 for a shorter window, `shed()`'s 503) is raised to `t`, so the client
- *   does not come back into this limiter's refusal.
+ * - While this quota is used up (`r=0`), a shorter wait set inside it (a stacked
+ *   limiter's 429 for a shorter window, `shed()`'s 503, a proxied upstream's refusal) is
+ *   raised to `t`, so the client does not come back into this limiter's refusal: its
+ *   `Retry-After` (delay-seconds or an HTTP-date) is set to `t` and a `retry-after-ms`,
+ *   which clients read first, is dropped.
  * - The client is named by `key(c)` or `trustedHeader`; one of them is required. A
  *   request without an identity gets a 400 problem.
  * - A store error, or a store that takes over `storeTimeoutMs` (1 s), lets the request
