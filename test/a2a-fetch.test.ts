@@ -480,6 +480,30 @@ test('a signal aborted before the call rejects with its reason and sends nothing
   assert.equal(calls, 0);
 });
 
+test('where the global AbortSignal is a polyfill’s (React Native’s abort-controller: aborted and an abort event, no throwIfAborted() or reason), a caller’s signal resolves the card, and its abort ends the GET', async () => {
+  class PolyfillSignal extends EventTarget {
+    aborted = false;
+  }
+  const native = globalThis.AbortSignal;
+  globalThis.AbortSignal = PolyfillSignal as never;
+  try {
+    const card = await resolveAgentCard('http://agent.test/', {
+      signal: new PolyfillSignal() as never,
+      fetch: minimalCard,
+    });
+    assert.equal(card.name, 'a');
+    const signal = new PolyfillSignal();
+    const hangs: FetchLike = () => new Promise(() => {});
+    const gets = resolveAgentCard('http://agent.test/', { signal: signal as never, fetch: hangs });
+    signal.aborted = true;
+    signal.dispatchEvent(new Event('abort'));
+    const error = await gets.catch((e: unknown) => e);
+    assert.equal((error as Error).name, 'AbortError', String(error));
+  } finally {
+    globalThis.AbortSignal = native;
+  }
+});
+
 test('a card body that breaks mid-way is a NetworkError in the response phase, maybe sent', async () => {
   await withServer(
     always({

@@ -12,7 +12,7 @@
  */
 
 import * as z from 'zod/mini';
-import { Call, type FetchLike } from '../../src/call.ts';
+import { abortReason, Call, type FetchLike } from '../../src/call.ts';
 import {
   BreakwaterError,
   isAbort,
@@ -324,8 +324,9 @@ async function within<T>(
   outer: AbortSignal | undefined,
   work: (signal: AbortSignal) => Promise<T>,
 ): Promise<T> {
-  // Aborted already: nothing starts, not even a `fetch` that would ignore the signal.
-  outer?.throwIfAborted();
+  // Aborted already: nothing starts, not even a `fetch` that would ignore the signal. Not
+  // throwIfAborted(): a polyfill's signal (React Native's global one) has none.
+  if (outer?.aborted) throw abortReason(outer);
   const controller = new AbortController();
   const signal = controller.signal;
   const stop = new Promise<never>((_, reject) => {
