@@ -91,7 +91,7 @@ export interface Retry extends Middleware {
 export interface RetryStats {
   /** Tokens left in the budget bucket. */
   tokens: number;
-  /** Resends made. */
+  /** Resends made: sent on, not refused unsent by a breaker or gate below. */
   retries: number;
   /** Calls that ended in a failure retry could not or would not resend. */
   giveUps: number;
@@ -301,6 +301,10 @@ export function retry(options: RetryOptions = {}): Retry {
         outcome = { error };
       }
       const verdict = classify(outcome, call, classifyOptions);
+      // A resend a breaker or gate below refused (the only transient outcome that is neither
+      // retryable nor sent) never reached the server: it is no resend made.
+      if (call.attempt > 1 && verdict.notRun && verdict.kind === 'transient' && !verdict.retryable)
+        budgetFor(call.key).retries--;
       if (verdict.kind === 'ok') {
         // The happy path: refill the server's bucket if it has one, without touching
         // the registry's order (a Map delete + set per call costs microseconds).

@@ -912,3 +912,16 @@ test('an async iterable body (a generator, a Node Readable) is never resent: a k
     assert.deepEqual(why, ['body-not-replayable']);
   });
 });
+
+test('resends an open circuit below refused are not counted in stats as made: retries match the server’s count', async () => {
+  // 20 callers meet a 503 that asks for 20 ms: each waits it out and resends, but the
+  // 503s opened the circuit meanwhile, and the breaker refuses every resend before it is sent.
+  await withServer(always({ status: 503, headers: { 'retry-after-ms': '20' } }), async (server) => {
+    const policy = definePolicy({ name: 'k' });
+    const fetch = policy.fetch();
+    const outcomes = await Promise.allSettled(Array.from({ length: 20 }, () => fetch(server.origin)));
+    assert.ok(outcomes.every((o) => o.status === 'rejected'));
+    assert.equal(server.requests.length, 20);
+    assert.equal(policy.stats('k').retry?.retries, server.requests.length - 20);
+  });
+});
