@@ -604,6 +604,33 @@ test('hop-by-hop headers reach neither side, even when headers copies the incomi
   }
 });
 
+test("httpoxy's Proxy request header never reaches the upstream, nor Proxy-Authentication-Info (this hop's, as Proxy-Authenticate) the client", async () => {
+  await withServer(
+    always({
+      status: 200,
+      headers: { 'proxy-authentication-info': 'nextnonce="n1"', 'proxy-status': 'edge', 'x-ok': '1' },
+      body: 'ok',
+    }),
+    async (up) => {
+      const policy = definePolicy({ name: 'cgi', retry: { attempts: 1 } });
+      await withApp(proxyApp(up.origin, policy), async (server) => {
+        // CVE-2016-5385 and kin: a CGI upstream turns `Proxy` into HTTP_PROXY for its own calls.
+        const res = await rawGet(`${server.origin}/api/x`, { proxy: 'http://attacker.test:8080' });
+        assert.equal(res.status, 200);
+        assert.equal(res.headers['x-ok'], '1');
+        assert.equal(
+          res.headers['proxy-authentication-info'],
+          undefined,
+          'Proxy-Authentication-Info came back',
+        );
+        // RFC 9209: Proxy-Status is for the client, each intermediary adding its entry.
+        assert.equal(res.headers['proxy-status'], 'edge');
+      });
+      assert.equal(up.requests[0]?.headers.proxy, undefined, 'Proxy reached the upstream');
+    },
+  );
+});
+
 /** The body every encoding test sends, before its content coding. */
 const PLAIN = 'the proxied body, the proxied body, the proxied body';
 /** PLAIN as one zstd frame (the zstd 1.5 CLI's): Node 20's node:zlib has no zstd, so the bytes are written out. */

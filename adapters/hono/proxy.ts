@@ -44,11 +44,14 @@ const DROPPED_REQUEST_HEADERS = ['host'];
  * rejects any request carrying it ("expect header not supported"): curl sends one with
  * a large body. RFC 9110 §7.6.1: Proxy-Connection, Keep-Alive, TE, Transfer-Encoding and
  * Upgrade are hop-by-hop even when Connection does not name them (hono/proxy misses
- * Proxy-Connection, both ways); Proxy-Authorization is this hop's credential.
+ * Proxy-Connection, both ways); Proxy-Authorization is this hop's credential. `Proxy` is
+ * no header at all, but a CGI upstream reads it as HTTP_PROXY and sends its own calls
+ * through the client's proxy (httpoxy, CVE-2016-5385): reverse proxies drop it.
  */
 const HOP_HEADERS = [
   'connection',
   'keep-alive',
+  'proxy',
   'proxy-authorization',
   'proxy-connection',
   'te',
@@ -399,6 +402,8 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         }
       }
       headers.delete('proxy-connection');
+      // RFC 9110 §11.7.3: for the next client only, as Proxy-Authenticate (which hono/proxy drops).
+      headers.delete('proxy-authentication-info');
       const waitMs =
         headers.has('retry-after') || headers.has('retry-after-ms') ? retryDelay(headers) : undefined;
       if (waitMs !== undefined) {
