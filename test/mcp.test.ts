@@ -1910,6 +1910,52 @@ test('resilientMcpClient: a 404 on the reconnecting GET stream (the server lost 
   });
 });
 
+test('resilientMcpClient: once the GET stream reopens, the hints are forgotten: a tools/list_changed sent while it was down is lost, and a tool it made destructive is not resent', async () => {
+  const echo = { annotations: { readOnlyHint: true }, runs: 0, failNext: false };
+  const app = sessionApp(echo, { stream: true });
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilientMcpClient({
+      client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+      transport: (fetch: FetchLike) =>
+        new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), {
+          fetch,
+          reconnectionOptions: {
+            initialReconnectionDelay: 50,
+            maxReconnectionDelay: 50,
+            reconnectionDelayGrowFactor: 1,
+            maxRetries: 1,
+          },
+        }),
+      policy: definePolicy({ name: 'tools', retry: { backoff: fast } }),
+      gate: createGate({ key: 'tools', schedule: quickGate }),
+    });
+    const waitFor = async (streams: number) => {
+      for (let waited = 0; app.streams() < streams && waited < 2_000; waited += 5) {
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      assert.equal(app.streams(), streams);
+    };
+    try {
+      const client = await mcp.connect();
+      await client.listTools();
+      await waitFor(1);
+      // The server ends its GET stream (a proxy's idle cut, a deploy), and says its tools
+      // changed before the SDK has reopened it: no stream carries the notification.
+      const [server] = app.sessions.values();
+      assert.ok(server);
+      (server.server.transport as WebStandardStreamableHTTPServerTransport).closeStandaloneSSEStream();
+      await server.sendToolListChanged();
+      await waitFor(2);
+      echo.failNext = true;
+      await assert.rejects(client.callTool({ name: 'echo', arguments: {} }));
+      assert.equal(echo.runs, 1, 'run once: not resent on what the lost listing taught');
+    } finally {
+      await mcp.close();
+      await app.forget();
+    }
+  });
+});
+
 test('resilientMcpClient: a server that answers the GET stream 404 from the start (no GET route, as Express answers) keeps its session: connect() does not start a new one', async () => {
   const server = sessionApp();
   let gets = 0;

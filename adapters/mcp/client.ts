@@ -188,9 +188,10 @@ const optionsSchema = z.looseObject({
  *   listing's first page replaces what earlier listings taught, and each page it
  *   points to adds (see `mcpResend()`'s `learn()`). A `notifications/tools/list_changed`
  *   from the server forgets every learned hint (the tools in `tools` stay) until the
- *   client lists again, and answers to listings then in flight teach nothing. Answers
- *   may arrive in any order: once a listing's first page is asked for, answers to the
- *   listings asked for before it only forget.
+ *   client lists again, and answers to listings then in flight teach nothing. So does
+ *   the SDK reopening the session's GET stream: a notification sent while it was down is
+ *   lost. Answers may arrive in any order: once a listing's first page is asked for,
+ *   answers to the listings asked for before it only forget.
  * - Errors from requests (`client.callTool()`, ...) and from connect come out as
  *   breakwater errors: the SDK's `StreamableHTTPError` becomes an `HttpStatusError`
  *   (status, `retryAfterMs`, `serverMessage`) with the SDK's error as `cause`.
@@ -272,10 +273,10 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
 
   /**
    * Routes the transport's failures through `toError()` and its `tools/list` answers to
-   * `learn()`; returns what to call when the server answers 404 (the session is gone).
-   * `late()`: whether its connect timed out.
+   * `learn()`; returns what to call when the server answers 404 (the session is gone), or,
+   * with `true`, when notifications may have been lost. `late()`: whether its connect timed out.
    */
-  function wire(transport: Wired, sent: () => void, late: () => boolean): () => void {
+  function wire(transport: Wired, sent: () => void, late: () => boolean): (missed?: boolean) => void {
     // A new session may list other tools (a restarted server, a new version): what the
     // last one taught no longer holds, and its server will send no list_changed for it.
     fetch.learn([]);
@@ -285,6 +286,16 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
      * `learn()` lets that answer only forget.
      */
     const pending = new Map<unknown, unknown>();
+    /**
+     * Forgets what listings taught: the tools may have changed (read-only turned
+     * destructive), so a call made before the client lists again must not be resent on
+     * them. A listing in flight may have been answered before the change, so its answer
+     * teaches nothing. An empty first page forgets every learned hint, keeps the user's `tools`.
+     */
+    const forget = (): void => {
+      pending.clear();
+      fetch.learn([]);
+    };
     /** Set once closing began: the transport then sends nothing but the DELETE. */
     let closing: Promise<void> | undefined;
     /** The `initialize` in flight: its answer may open a session, which closing then ends. */
@@ -338,20 +349,15 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
       if (client.transport !== (transport as unknown)) return;
       const { id, method, result } = (message ?? {}) as Message;
       const cursor = pending.get(id);
-      if (method === TOOLS_CHANGED) {
-        // The hints describe tools that may have changed (read-only turned destructive): a
-        // call made before the client lists again must not be resent on them. A listing in
-        // flight may have been answered before the change, so its answer teaches nothing.
-        // An empty first page forgets every learned hint and keeps the user's `tools`.
-        pending.clear();
-        fetch.learn([]);
-      } else if (method === undefined && pending.delete(id)) {
+      if (method === TOOLS_CHANGED) forget();
+      else if (method === undefined && pending.delete(id)) {
         // (A request from the server has its own ids: one equal to a pending list's is not its answer.)
         // With the cursor it asked for: a first page replaces what earlier listings taught.
         fetch.learn(result as McpToolsList, cursor as string);
       }
     };
-    return () => {
+    return (missed) => {
+      if (missed) return forget();
       // A 404 for a request in the session: the server no longer knows it (MCP spec), and
       // the next connect() starts a new one. Not closed here: closing now would fail the
       // request as "Connection closed" instead of with the 404, and every other in flight.
@@ -376,7 +382,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // Given up while closing (timed out, or close() came with no transport to close): no
     // session is opened, since nothing would end it; a later connect owns the client now.
     if (!live()) return client;
-    let gone = (): void => {};
+    let gone: (missed?: boolean) => void = () => {};
     /**
      * What aborts each request's fetch while it runs, by JSON-RPC id. The SDK sends
      * `notifications/cancelled` for a request whose caller aborted (or that timed out) but
@@ -404,6 +410,9 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
       Object.assign((input: string | URL | Request, init?: RequestInit) => {
         let id: unknown;
         let cancelling = false;
+        // A GET once the session's stream was open: the SDK reopens a stream that ended, and
+        // what the server sent meanwhile (a tools/list_changed) is lost unless it replays it.
+        if (streamed && init?.method === 'GET') gone(true);
         try {
           // Not JSON (a GET has no body): neither a request nor a cancellation.
           const sent = JSON.parse(init?.body as string) as Message & { params?: { requestId?: unknown } };
