@@ -913,6 +913,26 @@ test('an agent that answers GetTask (JSON-RPC and REST) with an endless event st
   }
 });
 
+test('an agent that answers SendStreamingMessage with an endless event stream typed Text/Event-Stream fails past maxResponseBytes: the SDK takes only text/event-stream as written for a stream, and reads any other answer whole', async () => {
+  const LIMIT = 256 * 1024;
+  const endless = flood('data: {}\n\n', 'data: x\n\n', { 'content-type': 'Text/Event-Stream' });
+  const streaming = (c: { req: Request }) => {
+    const card = cardFor(new URL(c.req.url).origin);
+    return Response.json({ ...card, capabilities: { ...card.capabilities, streaming: true } });
+  };
+  await withApp(answering('SendStreamingMessage', endless.answer, streaming), async ({ origin }) => {
+    const client = await createA2AClient(origin, { policy: quickPolicy(1), maxResponseBytes: LIMIT });
+    const error = await (async () => {
+      for await (const _ of client.sendMessageStream(userMessage('hi'))) {
+        // The SDK reads the answer whole before any event.
+      }
+    })().catch((e: unknown) => e);
+    assert.ok(error instanceof BreakwaterError, String(error).slice(0, 300));
+    assert.equal(error.code, 'RESPONSE_TOO_LARGE');
+    assert.ok(endless.produced() < FLOOD_BYTES / 2, `agent produced ${endless.produced()} bytes`);
+  });
+});
+
 test('an agent’s SSE event that never ends fails the message stream past maxResponseBytes with RESPONSE_TOO_LARGE', async () => {
   const LIMIT = 256 * 1024;
   const endless = flood('data: {"jsonrpc":"2.0","id":1,"result":"', 'x', {

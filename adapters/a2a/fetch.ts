@@ -131,12 +131,17 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
     // not follow (no Location) too: capped as a failure's. A success (a stream) is limited.
     if (response.status < 300) {
       // An event stream the call did not ask for (the SDK asks for one by Accept, and reads
-      // any other answer whole, whatever its type: its card resolver sends no Accept at all)
-      // is limited as one body, not per event: an endless one of short events would grow the
-      // SDK's buffer without end. Its type is dropped for that (defined: fetch's headers are
-      // immutable); the SDK never reads it there.
+      // any other answer whole, whatever its type: its card resolver sends no Accept at all),
+      // or typed otherwise than as the SDK reads a stream (`text/event-stream`, in that case:
+      // its stream calls read any other type whole too), is limited as one body, not per
+      // event: an endless one of short events would grow the SDK's buffer without end. Its
+      // type is dropped for that (defined: fetch's headers are immutable): the SDK takes the
+      // answer for no stream either way.
       const type = response.headers.get('content-type') ?? '';
-      if (/event-stream/i.test(type) && !/event-stream/i.test(call.header('accept') ?? '')) {
+      if (
+        /event-stream/i.test(type) &&
+        !(type.startsWith('text/event-stream') && /event-stream/i.test(call.header('accept') ?? ''))
+      ) {
         const headers = new Headers(response.headers);
         headers.delete('content-type');
         Object.defineProperty(response, 'headers', { value: headers });
