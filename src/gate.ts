@@ -143,15 +143,16 @@ const optionsSchema = z.optional(
  *   probe's success clears the gate, its retryable failure arms the next, longer window. A
  *   probe that has not settled after 60 s gives up its slot: the next `run` probes
  *   instead; the old one's success still clears the gate when it comes, its failure
- *   arms it only if nothing cleared the gate since it started (below).
+ *   arms it only if nothing cleared or armed the gate since it started (below).
  * - Any success clears the gate (failures back to 0, a probe in flight no longer
  *   holds others back); so does `reset()`.
- * - A failure arms the gate only if its run started after the last success or
- *   `reset()`, as a breaker counts an outcome only in the epoch it was sent in: a hung
- *   connect failing after a newer one succeeded is older news, and must not refuse the
- *   next connect for a whole window. A late success still clears the gate: it is news
- *   from its end (the server just answered), where a failure may be news from its
- *   start (a connect that hung, then timed out).
+ * - A failure arms the gate only if its run started after the last success,
+ *   `reset()` or arming, as a breaker counts an outcome only in the epoch it was sent
+ *   in: a hung connect failing after a newer one succeeded is older news, and must not
+ *   refuse the next connect for a whole window; 20 connects in flight when a server
+ *   drops are one failure, not 20 steps up the schedule (32 s for a blip). A late
+ *   success still clears the gate: it is news from its end (the server just answered),
+ *   where a failure may be news from its start (a connect that hung, then timed out).
  *
  * @example
  * ```ts
@@ -196,8 +197,8 @@ export function createGate(options?: GateOptions): Gate {
 
   let failures = 0;
   /**
-   * Bumped by every success and `reset()`. A run remembers the epoch it started in:
-   * its failure arms the gate only in that epoch (see createGate's JSDoc).
+   * Bumped by every success, `reset()` and arming. A run remembers the epoch it started
+   * in: its failure arms the gate only in that epoch (see createGate's JSDoc).
    */
   let epoch = 0;
   /** The last backoff step used, for decorrelated jitter. */
@@ -247,6 +248,8 @@ export function createGate(options?: GateOptions): Gate {
     // The server's delay may lengthen the window, never shorten it, and only up to the
     // cap: a Retry-After of a day must not silence the client for a day.
     const windowMs = Math.max(lastDelayMs, Math.min(serverMs, maxRetryAfterMs));
+    // Runs in flight now fail for the same cause: their failures are this one told again.
+    epoch++;
     const time = now();
     // After a step back the old window's end is that far ahead: cut it to its length
     // first, or it outlasts this window and its distance becomes the window's length.
@@ -315,7 +318,7 @@ export function createGate(options?: GateOptions): Gate {
         // (A success needs no such step: clear() ends every probe.) A stale probe (after
         // reset() or past its lease) must not end a newer one.
         if (probe === mine) probe = undefined;
-        // Stale (a success or reset() came since it started): says nothing about now.
+        // Stale (a success, reset() or arming came since it started): says nothing new.
         if (started === epoch && arms(error)) arm(error);
         throw error;
       }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { createFetch } from '../src/chain.ts';
 import {
   BreakwaterError,
   GateClosedError,
@@ -10,6 +11,7 @@ import {
 } from '../src/errors.ts';
 import { createGate, type GateOptions } from '../src/gate.ts';
 import { refusedRetryAt } from './helpers/refused.ts';
+import { closedPort } from './helpers/server.ts';
 
 const START = Date.UTC(2025, 0, 1);
 
@@ -346,7 +348,7 @@ test('without a window, concurrent runs all go through; a late failure never sho
   await assert.rejects(a, HttpStatusError);
   second.reject(unavailable());
   await assert.rejects(b, HttpStatusError);
-  assert.equal(gate.state().failures, 2);
+  assert.equal(gate.state().failures, 1, 'in flight when the gate armed: the same failure told again');
   assert.equal(gate.state().retryAt?.getTime(), START + 5000, 'not cut to the 1000 ms step');
 });
 
@@ -699,4 +701,21 @@ test('a gate armed by an error whose message cannot be read still refuses with G
     assert.equal(calls(), 1, `case ${index}`);
     assert.equal(gate.state().armed, true, `case ${index}`);
   }
+});
+
+test('runs in flight together when the gate arms arm it once: 20 sessions connecting during a blip get the first window, not the twentieth', async () => {
+  // An agent runtime's sessions share the gate of one server, and all connect when it
+  // drops: their refusals are one failure told 20 times, as a breaker counts the calls
+  // in flight when it opens. Stepped once each, the window was 32 s, not 500 ms.
+  const { clock, gate } = fixture();
+  const port = await closedPort();
+  const fetch = createFetch({ use: [] });
+  const connect = () => fetch(`http://127.0.0.1:${port}/mcp`, { method: 'POST', body: '{}' });
+  const outcomes = await Promise.allSettled(Array.from({ length: 20 }, () => gate.run(connect)));
+  assert.ok(outcomes.every((o) => o.status === 'rejected' && o.reason instanceof NetworkError));
+  assert.equal(gate.state().failures, 1);
+  assert.equal(gate.state().retryAt?.getTime(), START + 500);
+  clock.t += 500;
+  await assert.rejects(gate.run(connect), NetworkError, 'the probe goes after the first window');
+  assert.equal(gate.state().retryAt?.getTime(), clock.t + 1000, 'and its failure steps the window up');
 });
