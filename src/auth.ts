@@ -231,7 +231,9 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
     if (!location) break;
     let url: URL;
     try {
-      url = new URL(location, at.url);
+      // Headers gives a value one character per byte; fetch reads a Location's bytes as
+      // UTF-8 (Node, Bun, browsers), so a raw /café goes to /caf%C3%A9, not /caf%C3%83%C2%A9.
+      url = new URL(new TextDecoder().decode(Uint8Array.from(location, (c) => c.charCodeAt(0))), at.url);
     } catch {
       break;
     }

@@ -1367,3 +1367,21 @@ test('a 401 from another origin fetch followed a redirect to (without Authorizat
     }),
   );
 });
+
+test('a key auth() reads a Location sent as UTF-8 bytes as fetch does: a redirect to /café reaches /caf%C3%A9', async () => {
+  // Servers send a non-ASCII Location as raw UTF-8; Headers hands it over one character
+  // per byte. Fetch reads those bytes as UTF-8 (Node, Bun, browsers): read as Latin-1,
+  // the next request went to /caf%C3%83%C2%A9, a path that does not exist.
+  await withServer(
+    (req) =>
+      req.url === '/start'
+        ? { status: 302, headers: { location: '/caf\u00c3\u00a9?q=\u00c3\u00a9' } }
+        : { status: 200, body: req.url },
+    async (server) => {
+      const fetch = createFetch({ use: [keyAuth()] });
+      const response = await fetch(`${server.origin}/start`);
+      assert.equal(await response.text(), '/caf%C3%A9?q=%C3%A9');
+      assert.equal(response.url, `${server.origin}/caf%C3%A9?q=%C3%A9`);
+    },
+  );
+});
