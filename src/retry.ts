@@ -293,6 +293,8 @@ export function retry(options: RetryOptions = {}): Retry {
     if (config.replayBodyBytes !== undefined && call.attempt === 1)
       await bufferBody(call, config.replayBodyBytes);
     let previousDelay: number | undefined;
+    /** Whether this pass is a resend (every pass after the first). */
+    let resent = false;
     for (;;) {
       let outcome: Outcome;
       try {
@@ -301,10 +303,11 @@ export function retry(options: RetryOptions = {}): Retry {
         outcome = { error };
       }
       const verdict = classify(outcome, call, classifyOptions);
-      // A resend a breaker or gate below refused (the only transient outcome that is neither
-      // retryable nor sent) never reached the server: it is no resend made.
-      if (call.attempt > 1 && verdict.notRun && verdict.kind === 'transient' && !verdict.retryable)
-        budgetFor(call.key).retries--;
+      // A resend counts once it went: not one the caller left during the wait (no pass), nor
+      // one a breaker or gate below refused unsent (the one transient outcome that is
+      // neither retryable nor sent). Not attempt > 1: auth() below counts its own resends.
+      if (resent && !(verdict.notRun && verdict.kind === 'transient' && !verdict.retryable))
+        budgetFor(call.key).retries++;
       if (verdict.kind === 'ok') {
         // The happy path: refill the server's bucket if it has one, without touching
         // the registry's order (a Map delete + set per call costs microseconds).
@@ -392,8 +395,7 @@ export function retry(options: RetryOptions = {}): Retry {
         giveUp(call, budget, 'unsafe-to-resend', reason);
         return settle(outcome);
       }
-      // Counted once the wait is over: a caller who leaves during it gets no resend.
-      budget.retries++;
+      resent = true;
       call.attempt++;
     }
   } as Retry;

@@ -925,3 +925,26 @@ test('resends an open circuit below refused are not counted in stats as made: re
     assert.equal(policy.stats('k').retry?.retries, server.requests.length - 20);
   });
 });
+
+test('auth()’s resend after a 401 that an open circuit refuses leaves retry’s count of resends at 0, not -1', async () => {
+  // auth() below retry numbers its resend as attempt 2; retry made none. The circuit
+  // opens during the refresh: another call meets the server's 503.
+  await withServer(
+    (req) => (req.url === '/down' ? { status: 503 } : { status: 401 }),
+    async (server) => {
+      const policy = definePolicy({ name: 'k', breaker: { consecutiveFailures: 1 } });
+      const fetch: FetchLike = policy.fetch(undefined, {
+        auth: {
+          token: 'old-token-value',
+          refresh: async () => {
+            await (await fetch(`${server.origin}/down`, { method: 'POST' })).text();
+            return 'new-token-value';
+          },
+        },
+      });
+      await assert.rejects(fetch(`${server.origin}/x`, { method: 'POST' }), { code: 'CIRCUIT_OPEN' });
+      assert.equal(server.requests.length, 2);
+      assert.equal(policy.stats('k').retry?.retries, 0);
+    },
+  );
+});
