@@ -1533,6 +1533,45 @@ function legacyJsonRpcAgent(status: number, body: object) {
   return app;
 }
 
+test('an A2A 0.3 card that prefers gRPC names its gRPC target as its url (host:port, as the a2a-python gRPC samples do), and is taken: the client talks JSON-RPC to its other interface', async () => {
+  const methods: string[] = [];
+  const app = new Hono();
+  app.get('/.well-known/agent-card.json', (c) =>
+    c.json({
+      ...legacyCard(c.req.url, 'dice', '/a2a', 'GRPC'),
+      url: 'localhost:50051',
+      additionalInterfaces: [{ url: `${new URL(c.req.url).origin}/a2a`, transport: 'JSONRPC' }],
+    }),
+  );
+  app.post('/a2a', async (c) => {
+    const request = (await c.req.json()) as { id: number; method: string };
+    methods.push(request.method);
+    return c.json({
+      jsonrpc: '2.0',
+      id: request.id,
+      result: {
+        kind: 'message',
+        messageId: 'm-1',
+        role: 'agent',
+        parts: [{ kind: 'text', text: 'rolled 4' }],
+      },
+    });
+  });
+  await withApp(app, async ({ origin }) => {
+    const card = await resolveAgentCard(origin);
+    assert.equal(card.url, 'localhost:50051');
+    const client = await createA2AClient(origin, { policy: quickPolicy() });
+    await client.sendMessage(userMessage('roll'));
+    assert.deepEqual(methods, ['message/send']);
+    // Any other preferred transport's url is still checked, whatever its case.
+    const refused = await resolveAgentCard(origin, {
+      fetch: async () => Response.json({ ...card, preferredTransport: 'jsonrpc' }),
+    }).catch((e: unknown) => e);
+    assert.ok(refused instanceof AgentCardError, String(refused));
+    assert.deepEqual(refused.issues, ['card.url: must be an http: or https: URL (got a string, not shown)']);
+  });
+});
+
 test('AgentCardError keeps its class name in a minified bundle, also one that assigns class fields (useDefineForClassFields: false), and an error of the CommonJS build is an instance of the ESM build’s class', async () => {
   // As 01df373 and cd8091f for the core's errors: a minifier renames classes, so a name read
   // from the class said 'W', and the name match of instanceof across two copies of

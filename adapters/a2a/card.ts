@@ -210,10 +210,11 @@ function anInterface(binding: string, to: ReturnType<typeof endpoint>) {
  * What both spec versions require and a client acts on: a name, a version, the
  * capabilities (streaming, push, extended card decide which calls the SDK makes),
  * the skills, and an endpoint (see {@link endpoint}; `secure`: the card was fetched
- * over https). Descriptive fields are checked only when present. Loose objects:
- * unknown fields pass through, so newer cards keep working.
+ * over https; `grpcUrl`: its `url` is a gRPC target, any text). Descriptive fields are
+ * checked only when present. Loose objects: unknown fields pass through, so newer
+ * cards keep working.
  */
-function cardSchema(secure: boolean) {
+function cardSchema(secure: boolean, grpcUrl: boolean) {
   const to = endpoint(secure);
   return z
     .looseObject({
@@ -221,7 +222,8 @@ function cardSchema(secure: boolean) {
       version: text,
       description: z.optional(text),
       supportedInterfaces: z.optional(z.array(anInterface('protocolBinding', to))),
-      url: z.optional(to),
+      // A 0.3 card's url is reached by its preferred transport: a gRPC one's is a gRPC target.
+      url: z.optional(grpcUrl ? text : to),
       protocolVersion: z.optional(text),
       preferredTransport: z.optional(text),
       additionalInterfaces: z.optional(z.array(anInterface('transport', to))),
@@ -244,7 +246,10 @@ function cardSchema(secure: boolean) {
     );
 }
 
-/** The card schemas for cards fetched over http (0) and https (1), built on first use. */
+/**
+ * The card schemas for cards fetched over http (0) and https (1), +2 for a card whose
+ * `preferredTransport` is gRPC, built on first use.
+ */
 const cardSchemas: ReturnType<typeof cardSchema>[] = [];
 
 /** The most redirects a card fetched over https follows: fetch's own limit (WHATWG Fetch). */
@@ -433,8 +438,11 @@ function checkCard(json: unknown, request: RequestSummary, secure: boolean): Age
       `card: more than ${MAX_CARD_ITEMS} skills, tags, interfaces and modes together`,
     ]);
   }
-  const schema = cardSchemas[+secure] ?? cardSchema(secure);
-  cardSchemas[+secure] = schema;
+  // In any case, as the SDK matches bindings: its url is then never fetched (see anInterface).
+  const grpcUrl = /^grpc$/i.test(`${card?.preferredTransport}`);
+  const kind = +secure + 2 * +grpcUrl;
+  const schema = cardSchemas[kind] ?? cardSchema(secure, grpcUrl);
+  cardSchemas[kind] = schema;
   try {
     return validate(schema, json, 'card') as AgentCard;
   } catch (error) {
@@ -465,8 +473,9 @@ function checkCard(json: unknown, request: RequestSummary, secure: boolean): Age
  * is too large, not JSON, or not a usable card throws an {@link AgentCardError}: a
  * card's endpoints (`url`, `supportedInterfaces[].url`, `additionalInterfaces[].url`)
  * must be http: or https: URLs, and https: only when the card was fetched over https
- * (a gRPC interface's may be any gRPC target); a card asked for over https and
- * answered over plain http (a redirect) is refused.
+ * (a gRPC interface's, and the `url` of a 0.3 card preferring gRPC, may be any gRPC
+ * target); a card asked for over https and answered over plain http (a redirect) is
+ * refused.
  * Without a policy, the whole resolution ends at `timeoutMs` (default 10 s) with a
  * `TimeoutError`, so a server that never answers cannot hang the caller.
  * Sends the same `A2A-Version: 1.0` header as the SDK's resolver.
