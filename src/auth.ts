@@ -55,10 +55,10 @@ const REDIRECT_MODE = Symbol();
 /** The bag of a request an `auth()` sends to follow a redirect holds this: `auth()`s below pass it on as is. */
 const REDIRECTED = Symbol();
 /**
- * Responses {@link follow} got after a redirect, each with whether it came from a request
- * it had taken the token off (another origin a redirect led to, or one after it): that
- * 401 says nothing about the token, so it is neither refreshed for (a refresh spends a
- * rotating refresh token) nor resent.
+ * Responses {@link follow} got from a request it had taken the token off (`true`: another
+ * origin a redirect led to, or one after it), whose 401 says nothing about the token, so
+ * it is neither refreshed for (a refresh spends a rotating refresh token) nor resent; or
+ * (`false`) from a request a redirect turned into a GET, after one that may have run.
  */
 const FOLLOWED = new WeakMap<Response, boolean>();
 
@@ -225,6 +225,7 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
   let response = await next(call);
   let at = call;
   let foreign = false;
+  let ran = false;
   for (let hops = 0; hops < MAX_REDIRECTS; hops++) {
     const { status } = response;
     const location = REDIRECT_STATUSES.includes(status) && response.headers.get('location');
@@ -246,6 +247,7 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
     if (status === 303 ? method !== 'GET' && method !== 'HEAD' : status < 303 && method === 'POST') {
       method = 'GET';
       body = null;
+      ran = true;
       for (const name of BODY_HEADERS) headers.delete(name);
     } else if (hasOneShotBody(at)) break;
     // Once dropped, a credential stays off every later hop, back on its origin too.
@@ -271,7 +273,7 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
     response = await next(hop);
     at = hop;
   }
-  if (at !== call) FOLLOWED.set(response, foreign);
+  if (foreign || ran) FOLLOWED.set(response, foreign);
   return response;
 }
 
@@ -293,7 +295,8 @@ type Stamp = [token: string, generation: number];
  * - A request whose body is a stream, an async iterable (or a `Request` with a body)
  *   cannot be sent again: its 401 is returned as is, once the token is refreshed (as
  *   for any 401), so the next call goes with the new token. So is a 401 reached through
- *   a redirect for a request that is not idempotent (a POST answered 303 has run).
+ *   a redirect that made a request that is not idempotent a GET (a POST answered 303 has
+ *   run): through fetch's own redirects, any redirect (only the last answer is seen).
  * - If `refresh()` throws or returns an invalid token, the call rejects with a
  *   `BreakwaterError` with code `AUTH_REFRESH_FAILED` (its `cause` is refresh's
  *   error), and an `auth-refresh` event with `outcome: 'failed'` is emitted; every
@@ -479,9 +482,11 @@ export function auth(options: AuthOptions): Middleware {
     // go again: its 401 is returned as it is, body and all. The token is refreshed first
     // all the same, so the caller's next call carries the new one: else a client whose
     // every request streams its body (an uploader) would be answered 401 for good. So is
-    // a 401 at the end of redirects (fetch's own, or follow()'s) for a request that is
-    // not idempotent: it answers the last request, and the first may have run (a POST
-    // answered 303 See Other, whose GET then met the expired token).
+    // a 401 at the end of redirects for a request that is not idempotent when one of them
+    // made it a GET: it answers that GET, and the first request may have run (a POST
+    // answered 303 See Other, whose GET then met the expired token). follow() knows (a
+    // 307 / 308 moves the request, which did not run); of fetch's own, only the last
+    // answer is seen, so any redirect counts.
     const oneShot = hasOneShotBody(call) || (foreign === false && !call.isIdempotent);
     // Frees the 401's connection. Not awaited: a cancel settles only once the body's
     // source has cancelled, which a relayed stream (a custom fetch, a proxy, a mock) may

@@ -1385,3 +1385,36 @@ test('a key auth() reads a Location sent as UTF-8 bytes as fetch does: a redirec
     },
   );
 });
+
+test('a key auth() resends a POST whose 307 within the origin met the expired token: a 307 moves the request, it did not run it', async () => {
+  // An MCP server mounted at /mcp answers 307 to /mcp/ (Starlette's trailing slash); the
+  // 401 there is the POST's own, refused before it ran. follow() sees every status, so
+  // it knows nothing turned the request into a GET that could follow a POST that ran.
+  await withServer(
+    (req) =>
+      req.url === '/mcp'
+        ? { status: 307, headers: { location: '/mcp/' } }
+        : req.headers['x-api-key'] === NEW
+          ? { status: 200, body: 'ok' }
+          : { status: 401 },
+    async (server) => {
+      const counting = countingRefresh();
+      const fetch = createFetch({
+        use: [auth({ token: OLD, refresh: counting.refresh, header: 'x-api-key', scheme: '' })],
+      });
+      const response = await fetch(`${server.origin}/mcp`, { method: 'POST', body: '{"id":1}' });
+      assert.equal(response.status, 200);
+      assert.equal(await response.text(), 'ok');
+      assert.equal(counting.calls(), 1);
+      assert.deepEqual(
+        server.requests.map((r) => [r.method, r.url, r.headers['x-api-key'], r.text]),
+        [
+          ['POST', '/mcp', OLD, '{"id":1}'],
+          ['POST', '/mcp/', OLD, '{"id":1}'],
+          ['POST', '/mcp', NEW, '{"id":1}'],
+          ['POST', '/mcp/', NEW, '{"id":1}'],
+        ],
+      );
+    },
+  );
+});
