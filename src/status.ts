@@ -103,9 +103,11 @@ export function errorMessageOf(parsed: unknown): string | undefined {
 async function readPrefix(call: Call, response: Response, bytes: number, waitMs: number): Promise<string> {
   let text = '';
   const type = response.headers.get('content-type');
+  // A body that is no web stream (node-fetch's, a Node Readable) reads as none: the status
+  // and headers still say what failed.
   if (
     bytes === 0 ||
-    response.body === null ||
+    !response.body?.getReader ||
     response.bodyUsed ||
     type?.toLowerCase().includes('text/event-stream')
   )
@@ -385,7 +387,8 @@ export async function statusError(
 ): Promise<HttpStatusError> {
   const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(call, response));
   // Started, not waited for: a relayed body's cancel may settle late or never (as in retry()).
-  response.body?.cancel().catch(() => {});
+  // A Node stream (node-fetch's body) has no cancel().
+  response.body?.cancel?.().catch(() => {});
   const { status, headers } = response;
   return new HttpStatusError({
     status,
