@@ -74,7 +74,7 @@ export interface GateOptions {
 export interface GateState {
   /** Whether `run()` fails fast right now (inside the window, or while a probe runs). */
   readonly armed: boolean;
-  /** Consecutive retryable failures since the last success or `reset()`. */
+  /** Retryable failures that armed the gate since the last success or `reset()` (not those of runs already in flight when it armed). */
   readonly failures: number;
   /**
    * Whether the one attempt allowed after a window is in flight and holds the others
