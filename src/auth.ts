@@ -348,7 +348,9 @@ export function auth(options: AuthOptions): Middleware {
   const valid = validate(optionsSchema, options, 'auth()');
   const source = valid.token;
   const refresh = valid.refresh;
-  const header = valid.header ?? DEFAULT_AUTH_HEADER;
+  // Header names are case-insensitive: 'Authorization' is the default's header, which
+  // fetch keeps off other origins itself (no redirect: 'manual', which a browser hides).
+  const header = (valid.header ?? DEFAULT_AUTH_HEADER).toLowerCase();
   const scheme = valid.scheme ?? DEFAULT_AUTH_SCHEME;
   const leaseMs = valid.refreshTimeoutMs ?? DEFAULT_REFRESH_TIMEOUT_MS;
 

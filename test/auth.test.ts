@@ -1418,3 +1418,22 @@ test('a key auth() resends a POST whose 307 within the origin met the expired to
     },
   );
 });
+
+test('header: \u2018Authorization\u2019 in any case is Authorization: fetch follows its redirects, as for the default', async () => {
+  // Header names are case-insensitive. Taken for another header, it was sent with
+  // redirect: 'manual' and followed by auth() itself: a browser answers that with a
+  // status-0 response auth() cannot follow, so every redirect failed there.
+  await withServer(
+    (req) => (req.url === '/a' ? { status: 302, headers: { location: '/b' } } : { status: 200, body: 'b' }),
+    async (server) => {
+      const fetch = createFetch({ use: [auth({ token: OLD, header: 'Authorization', scheme: 'Token' })] });
+      const response = await fetch(`${server.origin}/a`);
+      assert.equal(await response.text(), 'b');
+      assert.equal(response.redirected, true);
+      assert.deepEqual(
+        server.requests.map((r) => r.headers.authorization),
+        [`Token ${OLD}`, `Token ${OLD}`],
+      );
+    },
+  );
+});
