@@ -207,10 +207,12 @@ const WORKERD_LOST = /^network connection lost/;
  * So do the caller's own `redirect: 'error'` against a 3xx (undici's `unexpected
  * redirect`, Deno's `... redirect mode is set to 'error'`; Bun's `UnexpectedRedirect` is
  * named by no row) and a body that fails the caller's `integrity` (undici's `integrity
- * mismatch`; Deno and Bun ignore the option).
+ * mismatch`; Deno and Bun ignore the option). So does a streamed request body a 307 or 308
+ * would need sent again (Deno's `can not redeliver a streaming request body`; Bun's message
+ * is no network failure anyway; undici's `fetch failed` has an empty cause: not told apart).
  */
 const LOCAL_REFUSAL =
-  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url|headers overflow|message head is too large|unexpected redirect|redirect mode|integrity mismatch/;
+  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url|headers overflow|message head is too large|unexpected redirect|redirect mode|integrity mismatch|redeliver/;
 
 /**
  * Error `code`s of a response body that failed to decode: a corrupt (or cut-short) gzip,

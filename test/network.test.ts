@@ -763,6 +763,30 @@ test("fetch's own refusal of a 3xx under redirect: 'error', or of a body that fa
   }
 });
 
+test("fetch's own refusal to resend a streamed request body after a 307 passes on as it is: the breaker does not count it against the server", async () => {
+  // Deno says `Fetch failed: Can not redeliver a streaming request body after a redirect`,
+  // Bun `Request body is a ReadableStream and cannot be replayed for this redirect`. Deno's
+  // read as ENETWORK "maybe sent", which the breaker counted. Node's undici says `fetch
+  // failed` with an empty Error as its cause: nothing tells it from a network failure.
+  const policy = definePolicy({});
+  await withServer(always({ status: 307, headers: { location: '/next' } }), async (server) => {
+    const body = new ReadableStream({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('{}'));
+        controller.close();
+      },
+    });
+    const init = { method: 'POST', body, duplex: 'half' } as RequestInit;
+    const outcome = await policy
+      .fetch()(`${server.origin}/v1/upload`, init)
+      .catch((error: unknown) => error);
+    assert.equal(server.requests.length, 1);
+    if (runtime === 'node') return;
+    assert.ok(outcome instanceof TypeError && !(outcome instanceof BreakwaterError), String(outcome));
+    assert.equal(policy.stats(server.origin).breaker?.consecutiveFailures ?? 0, 0);
+  });
+});
+
 test('a NetworkError logged whole (console.error, a logger printing its cause) shows no URL secret of the runtime’s own error', async () => {
   // Deno's raw error says `error sending request for url (<the URL>)` in its message and
   // stack, Bun's carries the URL as `path`: the NetworkError kept them as its cause, so
