@@ -255,7 +255,8 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
       for (const name of [...CROSS_ORIGIN_HEADERS, ...named]) headers.delete(name);
       foreign = true;
     }
-    response.body?.cancel().catch(() => {});
+    // A custom fetch's body may have no cancel() (node-fetch's is a Node stream).
+    response.body?.cancel?.().catch(() => {});
     // Fetch fails a redirect to any scheme but http(s) (Fetch standard, HTTP-redirect
     // fetch): fetch() itself would read a data: URL, and on Deno and Bun a file: one (a
     // local file). Any other scheme starting so, fetch rejects.
@@ -495,7 +496,7 @@ export function auth(options: AuthOptions): Middleware {
     // take long to do, or never, and nobody reads this answer; waiting held up the refresh
     // and the caller's abort.
     const drop = (): void => {
-      response.body?.cancel().catch(() => {});
+      response.body?.cancel?.().catch(() => {});
     };
     // A 401 that is resent is dropped either way now: freed before waiting on a refresh.
     if (!oneShot) drop();

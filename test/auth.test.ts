@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
-import type { Middleware } from '../src/call.ts';
+import type { FetchLike, Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { BreakwaterError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
@@ -1436,4 +1437,40 @@ test('header: \u2018Authorization\u2019 in any case is Authorization: fetch foll
       );
     },
   );
+});
+
+/**
+ * The global fetch, answering as node-fetch (v2, v3) does: the body a Node Readable, with
+ * neither getReader() nor cancel().
+ */
+const nodeFetchShaped: FetchLike = async (input, init) => {
+  const answer = await fetch(input, init);
+  const bytes = new Uint8Array(await answer.arrayBuffer());
+  const { status, statusText, ok, headers, url } = answer;
+  return { status, statusText, ok, headers, url, bodyUsed: false, body: Readable.from([bytes]) } as never;
+};
+
+test('a base fetch whose body is a Node stream (node-fetch v2, v3): a 401 is refreshed and resent, and a key auth() follows a redirect', async () => {
+  // Dropping the 401 (or a 3xx) called body.cancel(), which a Node Readable lacks: every
+  // 401 failed with MIDDLEWARE_FAILED 'cancel is not a function' instead of a refresh.
+  for (const options of [{}, { header: 'x-api-key', scheme: '' }]) {
+    await withServer(
+      (req) =>
+        req.url === '/a'
+          ? { status: 302, headers: { location: '/b' } }
+          : req.headers.authorization === `Bearer ${NEW}` || req.headers['x-api-key'] === NEW
+            ? { status: 200, body: 'ok' }
+            : { status: 401, body: 'expired' },
+      async (server) => {
+        const counting = countingRefresh();
+        const fetch = createFetch({
+          fetch: nodeFetchShaped,
+          use: [auth({ token: OLD, refresh: counting.refresh, ...options })],
+        });
+        const response = await fetch(`${server.origin}/${options.header ? 'a' : 'b'}`);
+        assert.equal(response.status, 200, JSON.stringify(options));
+        assert.equal(counting.calls(), 1);
+      },
+    );
+  }
 });
