@@ -137,7 +137,9 @@ const optionsSchema = z.strictObject({
 async function obtain(get: () => string | Promise<string>, name: string): Promise<string> {
   const value: unknown = await get();
   if (!isTokenValue(value)) {
-    throw new TypeError(`${name}() returned an invalid token (${value === null ? 'null' : typeof value})`);
+    throw new TypeError(
+      `${name}() returned an invalid token (${value === null ? 'null' : typeof value}): printable ASCII only, no line break or space at an end`,
+    );
   }
   return value;
 }

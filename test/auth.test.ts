@@ -1474,3 +1474,25 @@ test('a base fetch whose body is a Node stream (node-fetch v2, v3): a 401 is ref
     );
   }
 });
+
+test('a token() or refresh() that returns a token with a line break (a CLI’s output) says what is wrong with it, never showing it', async () => {
+  // execSync('gcloud auth print-access-token').toString() ends in '\n': "invalid token
+  // (string)" left the user guessing, as it is a string.
+  await withServer(always({ status: 401 }), async (server) => {
+    for (const [options, code] of [
+      [{ token: () => `${OLD}\n` }, 'AUTH_TOKEN_FAILED'],
+      [{ token: OLD, refresh: () => `${NEW}\n` }, 'AUTH_REFRESH_FAILED'],
+      [{ token: () => `${OLD}é` }, 'AUTH_TOKEN_FAILED'],
+    ] as const) {
+      await assert.rejects(createFetch({ use: [auth(options)] })(server.origin), (error: unknown) => {
+        assert.ok(error instanceof BreakwaterError);
+        assert.equal(error.code, code);
+        const said = String((error.cause as Error).message);
+        assert.match(said, /printable ASCII/);
+        assert.match(said, /line break/);
+        assert.ok(!`${said} ${JSON.stringify(error)}`.includes('sk-'), said);
+        return true;
+      });
+    }
+  });
+});
