@@ -494,13 +494,13 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   the calls waiting (or arriving) meanwhile wait for its outcome, abortably, for at
  *   most `maxRetryAfterMs` and never past their deadline (then they fail fast with
  *   `CircuitOpenError`, its `retryAt` one pause on, later the longer the probe hangs,
- *   never past its lease). A response that starts no new pause releases them all at
- *   once, unless its rate-limit headers leave fewer requests in the quota than calls
+ *   never past its lease). A response that is no failure and starts no new pause
+ *   releases them all at once, unless its rate-limit headers leave fewer requests in the quota than calls
  *   are waiting and the quota resets within `maxRetryAfterMs`: then that many go, and
  *   the rest wait for the quota's reset (a new pause; a later 429 ends what is left
  *   of that allowance). A 429 / 503 with a delay pauses the key again and they wait
- *   that pause out (or fail fast, as above); an error (network, timeout, abort) makes
- *   the first of them the next probe. An open circuit fails them fast, as it fails
+ *   that pause out (or fail fast, as above); any other failure (a 408 or 5xx, network,
+ *   timeout) or an abort makes the first of them the next probe. An open circuit fails them fast, as it fails
  *   every call.
  *   As with half-open, pair the breaker with an attempt timeout: a hung pace probe holds
  *   its waiters until their own limits, and the key for 60 s, after which the next call
@@ -848,7 +848,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         }
       }
     }
-    paceSettled(c, call, true);
+    // A failure (408, 5xx) is no green light: the server still struggles, so it hands
+    // the probe on as an error does, rather than send every waiter into it at once.
+    paceSettled(c, call, !(status === 408 || status >= 500));
   }
 
   function settleError(c: Circuit, call: Call, epoch: number, error: unknown): void {
@@ -872,15 +874,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   }
 
   /**
-   * The pace probe's outcome. A response that started no new pause (a new one
-   * would have superseded the probe already) releases the key: every waiter goes at
-   * once. An error (network, timeout, abort) says nothing about the pause: the
-   * waiters look again and the first of them becomes the next probe.
+   * The pace probe's outcome. A response that is no failure and started no new pause
+   * (a new one would have superseded the probe already) releases the key (`release`):
+   * every waiter goes at once. A failure (408, 5xx, network, timeout) or an abort does
+   * not: the waiters look again and the first of them becomes the next probe.
    */
-  function paceSettled(c: Circuit, call: Call, answered: boolean): void {
+  function paceSettled(c: Circuit, call: Call, release: boolean): void {
     if (c.paceProbe !== call) return;
     c.paceProbe = undefined;
-    if (answered) c.pausedUntilMs = 0;
+    if (release) c.pausedUntilMs = 0;
     wakeWaiters(c);
   }
 

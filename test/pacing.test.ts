@@ -1118,3 +1118,35 @@ test('a paused key its callers wait on is not pushed out of a full registry by o
     assert.equal(breaker.size(), 2);
   });
 });
+
+test('a pace probe answered with a 503 that names no delay hands the probe to the next waiter: the server is still failing, so the rest are not all sent', async () => {
+  // A 429 paused the key; the first call after it meets a plain 503. That is no green
+  // light: as after a network error, one more waiter probes, and the rest wait for it.
+  let secondAnsweredAt = 0;
+  const { arrivals, handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(150);
+    if (index === 1) return { status: 503 };
+    if (index === 2) {
+      await delay(50);
+      secondAnsweredAt = Date.now();
+    }
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 429);
+    const statuses = await concurrently(fetch, server.origin, 10);
+    assert.deepEqual(
+      [...statuses].sort((a, b) => a - b),
+      [...Array(9).fill(200), 503],
+    );
+    assert.equal(server.requests.length, 11);
+    for (const t of arrivals.slice(3)) {
+      assert.ok(
+        t >= secondAnsweredAt,
+        `a request arrived ${secondAnsweredAt - t} ms before the next probe's answer`,
+      );
+    }
+  });
+});
