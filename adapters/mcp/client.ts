@@ -46,6 +46,9 @@ const TOOLS_CHANGED = 'notifications/tools/list_changed';
 /** The client's word that it gave up a request (MCP spec, Cancellation): its caller aborted, or it timed out. */
 const CANCELLED = 'notifications/cancelled';
 
+/** Where an answer's body keeps its request's own abort alive (see `links` in `open()`). */
+const LINK = Symbol('breakwater.link');
+
 /** What this module needs of the MCP SDK's `Client` (any version with `connect` / `close`). */
 export interface McpClientLike {
   connect(transport: never): Promise<void>;
@@ -390,6 +393,16 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
      * tool ran for nobody, after the server had been told it was cancelled.
      */
     const cancels = new Map<unknown, AbortController>();
+    /**
+     * Those aborts, weakly (each answer's body keeps its own alive): the transport's signal,
+     * aborted when it closes, aborts them all, which also ends each answer's stream. Not
+     * `AbortSignal.any()` with it: Node 20 and Deno keep every signal so made from one that
+     * lives as long as the session, about 1.5 KB a call, for good.
+     */
+    const links = new Set<WeakRef<AbortController>>();
+    const unlink = new FinalizationRegistry<WeakRef<AbortController>>((link) => links.delete(link));
+    /** Whether the transport's signal has its one listener. */
+    let linked = false;
     /** Whether the server opened a GET stream in this session. */
     let streamed = false;
     // The session's DELETE (sent only while closing) goes once, past the policy: its retry
@@ -409,6 +422,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     const transport = build(
       Object.assign((input: string | URL | Request, init?: RequestInit) => {
         let id: unknown;
+        let cancel: AbortController | undefined;
         let cancelling = false;
         // A GET once the session's stream was open: the SDK reopens a stream that ended, and
         // what the server sent meanwhile (a tools/list_changed) is lost unless it replays it.
@@ -422,9 +436,19 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
           }
           // Only the client's own requests: an answer to a server's request carries the server's id.
           else if (sent.method && sent.id !== undefined && init?.signal) {
-            const cancel = new AbortController();
-            // Both: the transport's signal also ends the answer's stream when it closes.
-            init = { ...init, signal: AbortSignal.any([init.signal, cancel.signal]) };
+            const closed = init.signal;
+            if (!linked) {
+              linked = true;
+              closed.addEventListener('abort', () => {
+                for (const link of links) link.deref()?.abort(closed.reason);
+              });
+            }
+            cancel = new AbortController();
+            if (closed.aborted) cancel.abort(closed.reason);
+            const link = new WeakRef(cancel);
+            links.add(link);
+            unlink.register(cancel, link);
+            init = { ...init, signal: cancel.signal };
             id = sent.id;
             cancels.set(id, cancel);
           }
@@ -449,6 +473,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
               response.body?.cancel().catch(() => {});
               return new Response(null, { status: response.status });
             }
+            if (response.body) Object.assign(response.body, { [LINK]: cancel });
             return response;
           })
           .finally(() => cancels.delete(id));
