@@ -424,6 +424,23 @@ test('an unreachable upstream becomes a 502 problem naming it', async () => {
   });
 });
 
+test("with no name for the upstream, its problems (502, then the open circuit's 503) show no internal address: the key is then the target's origin", async () => {
+  const port = await closedPort();
+  const policy = definePolicy({ retry: { attempts: 1 }, breaker: { consecutiveFailures: 1 } });
+  await withApp(proxyApp(`http://127.0.0.1:${port}`, policy), async (server) => {
+    for (const [status, code] of [
+      [502, 'ECONNREFUSED'],
+      [503, 'CIRCUIT_OPEN'],
+    ] as const) {
+      const problem = await problemOf(await fetch(`${server.origin}/api/v1/models`));
+      assert.equal(problem.status, status);
+      assert.equal(problem.body.code, code);
+      assert.ok(!problem.text.includes(String(port)), `leaked the upstream address: ${problem.text}`);
+      assert.equal(problem.body.upstream, undefined);
+    }
+  });
+});
+
 test('an open circuit answers 503 with Retry-After without calling the upstream', async () => {
   await withServer(always({ status: 500 }), async (up) => {
     const policy = definePolicy({

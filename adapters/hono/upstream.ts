@@ -259,10 +259,16 @@ function hasResponse(err: unknown): err is { getResponse: () => Response } {
   return typeof (err as { getResponse?: unknown } | null)?.getResponse === 'function';
 }
 
-/** The upstream's key, as an error names it; never a URL beyond the key itself. */
+/**
+ * A key that is a URL: the default one (the target's origin) when nothing names the
+ * upstream, an internal address that is no name for clients to see.
+ */
+const URL_KEY = /^https?:\/\//i;
+
+/** The upstream's key, as an error names it; never a URL (a key that is one is left out). */
 function keyOf(err: BreakwaterError): string | undefined {
-  if (err instanceof CircuitOpenError || err instanceof GateClosedError) return err.key;
-  return err.request?.key;
+  const key = err instanceof CircuitOpenError || err instanceof GateClosedError ? err.key : err.request?.key;
+  return key !== undefined && URL_KEY.test(key) ? undefined : key;
 }
 
 /** The title of each status a breakwater error is answered with. */
