@@ -323,7 +323,7 @@ export function retry(options: RetryOptions = {}): Retry {
       // from the server's budget for a retry the caller left.
       if (signal?.aborted) {
         // Cancelled, not waited for (see below).
-        if ('response' in outcome) outcome.response.body?.cancel().catch(() => {});
+        if ('response' in outcome) outcome.response.body?.cancel?.().catch(() => {});
         throw abortReason(signal);
       }
       const budget = budgetFor(call.key);
@@ -373,8 +373,9 @@ export function retry(options: RetryOptions = {}): Retry {
       // The dropped answer's body is cancelled, so its connection is freed, but not waited
       // for: a cancel settles only once the body's source has cancelled, which a relayed
       // stream (a custom fetch, a proxy, a mock) may take long to do, or never, and nobody
-      // reads that answer. A caller's abort must end the call at once.
-      if ('response' in outcome) outcome.response.body?.cancel().catch(() => {});
+      // reads that answer. A caller's abort must end the call at once. A custom fetch's body
+      // may have no cancel() (node-fetch's is a Node stream).
+      if ('response' in outcome) outcome.response.body?.cancel?.().catch(() => {});
       // No retry event for a pass the cancel ended either: the body's source is told at
       // once, and its cancel may abort. (Not throwIfAborted(): a custom fetch may take a
       // polyfill's signal, which lacks it.)

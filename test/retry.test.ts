@@ -10,6 +10,7 @@ import { retry } from '../src/retry.ts';
 import { sleep } from '../src/sleep.ts';
 import { throwOnStatus } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
+import { nodeFetchShaped } from './helpers/node-fetch.ts';
 import { always, closedPort, lateFirstAnswer, sequence, withServer } from './helpers/server.ts';
 
 /** Short schedules: the behaviour is under test, not the default timings. */
@@ -947,4 +948,15 @@ test('auth()’s resend after a 401 that an open circuit refuses leaves retry’
       assert.equal(policy.stats('k').retry?.retries, 0);
     },
   );
+});
+
+test('a base fetch whose body is a Node stream (node-fetch v2, v3): a 503 then a 200 resolves 200 after 2 requests', async () => {
+  // Dropping the 503 called body.cancel(), which a Node Readable lacks: MIDDLEWARE_FAILED
+  // 'cancel is not a function' instead of a resend.
+  await withServer(sequence({ status: 503, body: 'busy' }, { status: 200, body: 'ok' }), async (server) => {
+    const fetch = createFetch({ fetch: nodeFetchShaped, use: [retry({ backoff: fast })] });
+    const response = await fetch(server.origin);
+    assert.equal(response.status, 200);
+    assert.equal(server.requests.length, 2);
+  });
 });
