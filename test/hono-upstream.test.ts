@@ -210,6 +210,20 @@ for (const withOwnSignal of [false, true]) {
   });
 }
 
+test("with no name for the upstream, a problem shows no address: the key is then the URL's origin, and is left out", async () => {
+  await withServer(always({ status: 503, headers: { 'retry-after': '7' } }), async (up) => {
+    const policy = definePolicy({ retry: { attempts: 1 } });
+    await withApp(gateway(policy, `${up.origin}/mcp${SECRET_QUERY}`), async (server) => {
+      const problem = await problemOf(await fetch(`${server.origin}/call`));
+      assert.equal(problem.status, 503);
+      assert.equal(problem.retryAfter, '7');
+      assert.equal(problem.body.upstream, undefined);
+      assert.match(String(problem.body.detail), /^the upstream answered 503/);
+      assertNoSecrets(problem.text);
+    });
+  });
+});
+
 test("the caller's own signal still aborts an upstream call", async () => {
   await withServer(always({ hang: true }), async (up) => {
     const policy = definePolicy({ name: 'agent', retry: { attempts: 1 } });
