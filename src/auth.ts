@@ -156,6 +156,14 @@ interface Flight {
   replaces: number;
 }
 
+/**
+ * The waits ({@link settle}) on each caller signal: the set is their one `abort` listener
+ * there, taken off when the last wait ends. An SDK reuses one signal for every request
+ * (the MCP SDK's transport), and a listener per wait made Node warn of a leak
+ * ("MaxListenersExceededWarning") at 11 calls waiting together on `token()` or a refresh.
+ */
+const WAITS = new WeakMap<AbortSignal, Set<() => void> & EventListenerObject>();
+
 /** The error for a failed `token()` or `refresh()` (`cause`): `code`, saying `what` and naming the request. */
 function failure(call: Call, code: string, what: string, cause: unknown): BreakwaterError {
   const request = requestSummary(call.key, call.method, call.href);
@@ -180,10 +188,14 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, 
   // The timer's wait: to the deadline, or to the end of the lease if that comes first.
   const wait = flight ? Math.min(ms, flight.ends - performance.now()) : ms;
   return new Promise<T>((resolve, reject) => {
-    /** Settles once, clearing the timer and the listener on every path (abort, deadline, lease, outcome). */
+    let waits = signal && WAITS.get(signal);
+    /** Settles once, clearing the timer and the wait on every path (abort, deadline, lease, outcome). */
     const end = (value: unknown, ok?: boolean): void => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
+      if (waits?.delete(onAbort) && !waits.size) {
+        signal?.removeEventListener('abort', waits);
+        WAITS.delete(signal as AbortSignal);
+      }
       if (ok) resolve(value as T);
       else reject(value);
     };
@@ -206,7 +218,19 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, 
           )
         : undefined;
     if (signal?.aborted) onAbort();
-    else signal?.addEventListener('abort', onAbort);
+    else if (signal) {
+      if (!waits) {
+        const created = Object.assign(new Set<() => void>(), {
+          handleEvent: () => {
+            for (const wait of created) wait();
+          },
+        });
+        waits = created;
+        WAITS.set(signal, created);
+        signal.addEventListener('abort', created);
+      }
+      waits.add(onAbort);
+    }
     pending.then(
       (value) => end(value, true),
       (cause) => end(failure(call, code, what, cause)),
