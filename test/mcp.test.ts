@@ -3181,3 +3181,30 @@ test('resilientMcpClient: with the auth option, close() stamps the policy’s to
     assert.deepEqual(stamped, ['Bearer sk-close-1']);
   });
 });
+
+test('resilientMcpClient: a tools/call waiting out a 429 when close() begins is not sent again while the DELETE is awaited', async () => {
+  const echo: Echo = { annotations: {}, runs: 0, failNext: false };
+  const sessions = sessionApp(echo);
+  let calls = 0;
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      if (request.method === 'DELETE') await new Promise((resolve) => setTimeout(resolve, 600));
+      else if (
+        request.method === 'POST' &&
+        (await request.clone().text()).includes('tools/call') &&
+        ++calls === 1
+      )
+        return new Response('slow down', { status: 429, headers: { 'retry-after-ms': '200' } });
+      return sessions.fetch(request);
+    },
+  };
+  await withResilient(app, sessions, {}, async (mcp) => {
+    const client = await mcp.connect();
+    const call = client.callTool({ name: 'echo', arguments: {} }).catch((error: unknown) => error);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await mcp.close();
+    await call;
+    assert.equal(calls, 1, 'the call was not sent again after close() began');
+    assert.equal(echo.runs, 0);
+  });
+});

@@ -427,6 +427,9 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         // A GET once the session's stream was open: the SDK reopens a stream that ended, and
         // what the server sent meanwhile (a tools/list_changed) is lost unless it replays it.
         if (streamed && init?.method === 'GET') gone(true);
+        // The session ends (closing): a request waiting out a 429 or a 503 must not be sent
+        // again while the DELETE is awaited, only to fail once the transport closes.
+        if (init?.method === 'DELETE') for (const request of cancels.values()) request.abort(closedError());
         try {
           // Not JSON (a GET has no body): neither a request nor a cancellation.
           const sent = JSON.parse(init?.body as string) as Message & { params?: { requestId?: unknown } };
