@@ -52,8 +52,11 @@ export interface RetryOptions {
   attempts?: number;
   /** The wait between attempts when the server names none. Default 500 ms ×2 to 32 s, decorrelated jitter. */
   backoff?: BackoffOptions;
-  /** Statuses that are retried. Default 408, 429, 500, 502, 503, 504, 529. */
-  statuses?: number[];
+  /**
+   * Statuses that are retried. Default 408, 429, 500, 502, 503, 504, 529. Readonly, so
+   * `DEFAULT_RETRYABLE_STATUSES` and a policy written `as const` are taken as they are.
+   */
+  statuses?: readonly number[];
   /**
    * The longest server-requested wait honoured, in ms. Default 60,000. A longer
    * `Retry-After` (or one past the call's deadline) fails at once with

@@ -3,6 +3,7 @@ import { test } from 'node:test';
 import type { FetchLike, Middleware } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
+import { DEFAULT_RETRYABLE_STATUSES } from '../src/classify.ts';
 import { HttpStatusError, NetworkError, RetryAfterTooLongError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -959,4 +960,18 @@ test('a base fetch whose body is a Node stream (node-fetch v2, v3): a 503 then a
     assert.equal(response.status, 200);
     assert.equal(server.requests.length, 2);
   });
+});
+
+test('statuses takes a readonly array: DEFAULT_RETRYABLE_STATUSES, or a policy written `as const`', async () => {
+  // A type test first: tsc and deno check refused both while `statuses` was `number[]`.
+  const config = { retry: { statuses: [503], backoff: fast } } as const;
+  const fetch = createFetch({ use: [retry({ statuses: DEFAULT_RETRYABLE_STATUSES, backoff: fast })] });
+  for (const send of [definePolicy(config).fetch(), fetch]) {
+    await withServer(sequence({ status: 503 }, { status: 200 }), async (server) => {
+      const response = await send(server.origin);
+      await response.body?.cancel();
+      assert.equal(response.status, 200);
+      assert.equal(server.requests.length, 2);
+    });
+  }
 });
