@@ -3,6 +3,7 @@ import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { test } from 'node:test';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { type Context, Hono } from 'hono';
+import OpenAI from 'openai';
 import { type ProxyHeaders, proxy } from '../adapters/hono/proxy.ts';
 import { definePolicy, type Policy } from '../src/policy.ts';
 import { assertClosedSoon, hangingUpstream, withApp } from './helpers/hono-server.ts';
@@ -985,5 +986,48 @@ test('any other Accept-Encoding headers sets (weighted or listed identity, defla
       up.requests.map((seen) => seen.headers['accept-encoding']),
       values.map(() => 'gzip, br'),
     );
+  });
+});
+
+test('a POST the upstream may have run (reset after it was sent, or timed out) gets its 502 / 504 with x-should-retry: false: the openai SDK does not run it twice; an idempotent or unsent one stays retryable', async () => {
+  await withServer(always({ reset: 'after-read' }), async (up) => {
+    const policy = definePolicy({ name: 'models', retry: { attempts: 1 } });
+    await withApp(proxyApp(up.origin, policy), async (server) => {
+      const client = new OpenAI({ apiKey: 'sk-test', baseURL: `${server.origin}/api/v1`, maxRetries: 1 });
+      await assert.rejects(
+        client.chat.completions.create({ model: 'm', messages: [{ role: 'user', content: 'hi' }] }),
+        (error: unknown) => (error as { status?: number }).status === 502,
+      );
+      // The SDK resends a 502 on any method unless told not to: the upstream ran it once.
+      assert.equal(up.requests.length, 1);
+      // A keyed POST and a PUT may be resent: no word against it.
+      for (const init of [
+        { method: 'POST', headers: { 'idempotency-key': 'k1' } },
+        { method: 'PUT' },
+      ] as const) {
+        const res = await fetch(`${server.origin}/api/v1/x`, { ...init, body: 'b' });
+        assert.equal(res.status, 502, init.method);
+        assert.equal(res.headers.get('x-should-retry'), null, init.method);
+        await res.body?.cancel();
+      }
+    });
+  });
+  await withServer(always({ hang: true }), async (up) => {
+    const policy = definePolicy({ name: 'models', retry: { attempts: 1 }, timeout: { attemptMs: 50 } });
+    await withApp(proxyApp(up.origin, policy), async (server) => {
+      const res = await fetch(`${server.origin}/api/slow`, { method: 'PATCH', body: 'b' });
+      assert.equal(res.status, 504);
+      assert.equal(res.headers.get('x-should-retry'), 'false');
+      await res.body?.cancel();
+    });
+  });
+  // Never sent: a resend is safe.
+  const port = await closedPort();
+  const policy = definePolicy({ name: 'models', retry: { attempts: 1 } });
+  await withApp(proxyApp(`http://127.0.0.1:${port}`, policy), async (server) => {
+    const res = await fetch(`${server.origin}/api/v1/x`, { method: 'POST', body: 'b' });
+    assert.equal(res.status, 502);
+    assert.equal(res.headers.get('x-should-retry'), null);
+    await res.body?.cancel();
   });
 });

@@ -12,9 +12,9 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { proxy as honoProxy } from 'hono/proxy';
 import * as z from 'zod/mini';
 import type { AuthOptions } from '../../src/auth.ts';
-import type { FetchLike, KeyOption } from '../../src/call.ts';
+import { Call, type FetchLike, type KeyOption } from '../../src/call.ts';
 import { isRetryableStatus } from '../../src/classify.ts';
-import { BreakwaterError, isAbort } from '../../src/errors.ts';
+import { BreakwaterError, isAbort, type NetworkError, TimeoutError } from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
 import {
   authOptionSchema,
@@ -197,7 +197,9 @@ const targetSchema = z.custom<ProxyTarget>(
  *   redirects, unfollowed.
  * - Breakwater errors become problem responses, exactly as `errorResponses()` maps
  *   them (open circuit → 503 + `Retry-After`, timeout → 504, network → 502); any
- *   other error is thrown on to `app.onError`.
+ *   other error is thrown on to `app.onError`. A 504, or a 502 for a failure after the
+ *   request may have reached the upstream, to a request a resend could run twice (a
+ *   POST or PATCH without `Idempotency-Key`) says `x-should-retry: false`.
  * - Each forwarded request carries this proxy's `Via` entry; a request that comes
  *   back with it (a target that resolves to this server) gets a 508 problem instead
  *   of being forwarded again.
@@ -272,6 +274,8 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     let sent: Headers | undefined;
     /** What the upstream was asked for: {@link ACCEPT_ENCODING}, or {@link IDENTITY} when `headers` set it. */
     let accepted = ACCEPT_ENCODING;
+    /** Whether a resend of what was forwarded could run it twice: no idempotent method, no Idempotency-Key. */
+    let once = false;
 
     /** hono/proxy built the request (hop-by-hop headers gone); send it on through the policy. */
     async function send(request: Request): Promise<Response> {
@@ -301,6 +305,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         // stream body cannot be sent twice) and fetch another URL the client never asked for.
         redirect: 'manual',
       };
+      once = !new Call(request.url, init, undefined, undefined).isIdempotent;
       let body = request.body;
       // @hono/node-server gives every request but GET and HEAD a body stream, even one that
       // came with none (RFC 9112 §6.3: no Content-Length nor Transfer-Encoding, or a length
@@ -414,7 +419,14 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       return response;
     } catch (error) {
       if (error instanceof BreakwaterError || isAbort(error, c.req.raw.signal)) {
-        return respond(error as Error, c);
+        const response = await respond(error as Error, c);
+        // The upstream may have run it (a reset after sending, a timeout): the 502 / 504 is
+        // retryable to the OpenAI and Anthropic SDKs on any method, and a resend would
+        // run it again. Its Idempotency-Key, if forwarded, is the client's: resends dedupe.
+        if (once && (error instanceof TimeoutError || (error as NetworkError).sent === 'maybe')) {
+          response.headers.set('x-should-retry', 'false');
+        }
+        return response;
       }
       throw error;
     }
