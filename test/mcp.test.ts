@@ -3208,3 +3208,28 @@ test('resilientMcpClient: a tools/call waiting out a 429 when close() begins is 
     assert.equal(echo.runs, 0);
   });
 });
+
+test('resilientMcpClient: a transport that replaces its abort signal (the SSE transport after a 401) still has its calls ended by close()', async () => {
+  const seen = counts();
+  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
+  await withApp(mcpApp(seen, failFirst('tools/call:add', fault)), async (app) => {
+    const mcp = resilient(app.origin);
+    try {
+      const client = await mcp.connect();
+      await client.callTool({ name: 'lookup', arguments: {} });
+      // As SSEClientTransport's _startOrAuth() does when it authenticates again.
+      (mcp.transport as unknown as { _abortController: AbortController })._abortController =
+        new AbortController();
+      const call = client.callTool({ name: 'add', arguments: {} }).catch((error: unknown) => error);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await mcp.close();
+      await call;
+      // Past the server's delay: a resend would have run the tool by now.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      assert.equal(seen.posts['tools/call:add'], 1, 'the call was not sent again after close()');
+      assert.equal(seen.runs.add, undefined);
+    } finally {
+      await mcp.close();
+    }
+  });
+});

@@ -401,8 +401,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
      */
     const links = new Set<WeakRef<AbortController>>();
     const unlink = new FinalizationRegistry<WeakRef<AbortController>>((link) => links.delete(link));
-    /** Whether the transport's signal has its one listener. */
-    let linked = false;
+    /** The transport's signal, once it has its one listener (the SSE transport makes a new one when it authenticates again). */
+    let linked: AbortSignal | undefined;
     /** Whether the server opened a GET stream in this session. */
     let streamed = false;
     // The session's DELETE (sent only while closing) goes once, past the policy: its retry
@@ -440,8 +440,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
           // Only the client's own requests: an answer to a server's request carries the server's id.
           else if (sent.method && sent.id !== undefined && init?.signal) {
             const closed = init.signal;
-            if (!linked) {
-              linked = true;
+            if (linked !== closed) {
+              linked = closed;
               closed.addEventListener('abort', () => {
                 for (const link of links) link.deref()?.abort(closed.reason);
               });
