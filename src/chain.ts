@@ -32,13 +32,16 @@ import { redactText, redactUrl } from './redact.ts';
 /** Options for {@link createFetch}. */
 export interface CreateFetchOptions {
   /** The fetch to call at the end of the chain. Default: the global `fetch`, looked up per call. */
-  fetch?: FetchLike;
-  /** Middleware, outermost first: `[retry(), circuitBreaker()]` means each retry attempt passes the breaker. */
-  use: Middleware[];
+  fetch?: FetchLike | undefined;
+  /**
+   * Middleware, outermost first: `[retry(), circuitBreaker()]` means each retry attempt
+   * passes the breaker. Readonly, so a list written `as const` is taken as it is (it is copied).
+   */
+  use: readonly Middleware[];
   /** The server's name for breakers, pacing and messages. Default: the URL's origin. */
-  key?: KeyOption;
+  key?: KeyOption | undefined;
   /** Receives typed events; a listener that throws is ignored, never fails a call. */
-  onEvent?: (event: BreakwaterEvent) => void;
+  onEvent?: ((event: BreakwaterEvent) => void) | undefined;
 }
 
 const optionsSchema = z.strictObject({

@@ -465,3 +465,22 @@ test('an input that is neither a Request nor a URL is read as fetch reads it, as
     assert.equal(server.requests.length, 1);
   });
 });
+
+test('createFetch() takes a middleware list written as const or held readonly (frozen too), and options passed through as undefined', async () => {
+  await withServer(always({ status: 200, body: 'ok' }), async (server) => {
+    const seen: string[] = [];
+    const mark: Middleware = async function mark(call, next) {
+      seen.push(call.key);
+      return next(call);
+    };
+    // A user's own options, fields possibly unset (exactOptionalPropertyTypes: passed through as undefined).
+    const given: { fetch?: FetchLike | undefined; key?: string | undefined; onEvent?: undefined } = {};
+    const asConst = [mark, passThrough] as const;
+    const held: readonly Middleware[] = Object.freeze([mark]);
+    for (const use of [asConst, held]) {
+      const fetch = createFetch({ use, fetch: given.fetch, key: given.key, onEvent: given.onEvent });
+      assert.equal(await (await fetch(`${server.origin}/x`)).text(), 'ok');
+    }
+    assert.deepEqual(seen, [server.origin, server.origin]);
+  });
+});
