@@ -57,7 +57,7 @@ import { redactText } from './redact.ts';
 // The longest wait, in ms, a server may impose on its word alone, by default: the same as retry()'s.
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
 import { hideSent } from './status.ts';
-import { MAX_DELAY_MS, quotaLeft, retryDelay } from './timing.ts';
+import { MAX_DELAY_MS, quotaLeft, readHeader, retryDelay } from './timing.ts';
 
 /** Consecutive failures that open a circuit, by default: a blip is not an outage. */
 const DEFAULT_CONSECUTIVE_FAILURES = 5;
@@ -802,6 +802,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * answer releases the key.
    */
   function settle(c: Circuit, call: Call, epoch: number, answer: Answer): void {
+    // A stored answer replayed to a repeat of a keyed request (`Idempotent-Replayed: true`:
+    // Stripe, breakwater/hono's idempotency()) says nothing about the server's health now,
+    // either way: no failure (retry's resend of a POST answered 500 got that 500 again, so
+    // each failing call counted twice and the circuit opened after 3 calls, not 5), no
+    // success, no pause. It is judged as an error that says nothing (a user abort) is.
+    if (readHeader(answer.headers, 'idempotent-replayed')?.toLowerCase() === 'true') {
+      settleError(c, call, epoch, undefined);
+      return;
+    }
     const status = answer.status;
     if (status === 429) {
       let askedMs = delayOf(answer);

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { Hono } from 'hono';
+import { idempotency } from '../adapters/hono/idempotency.ts';
 import { type CircuitBreakerOptions, circuitBreaker } from '../src/breaker.ts';
 import { Call, type FetchLike, type Middleware, type Next } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
@@ -11,8 +13,10 @@ import {
   TimeoutError,
 } from '../src/errors.ts';
 import type { BreakerEvent, BreakwaterEvent } from '../src/events.ts';
+import { idempotencyKey } from '../src/idempotency-key.ts';
 import { retry } from '../src/retry.ts';
 import { timeout } from '../src/timeout.ts';
+import { withApp } from './helpers/hono-server.ts';
 import { assertNoToken, refusedAfter, withReasonPhrase } from './helpers/reason-phrase.ts';
 import { refusedRetryAt } from './helpers/refused.ts';
 import { always, closedPort, sequence, type TestServer, withServer } from './helpers/server.ts';
@@ -1142,5 +1146,36 @@ test('a reason phrase that quotes the credential the call sent shows none of it 
     assertNoToken([...shown, JSON.stringify(events)]);
     if (error.cause.statusText !== 'Service Unavailable')
       assert.match(error.message, /\(last: HTTP 503 Invalid token \[redacted\]\)/);
+  });
+});
+
+test('a replayed answer (Idempotent-Replayed: true, from breakwater/hono idempotency() or Stripe) counts for nothing: retry’s resend of a keyed POST answered 500 is one failure, not two', async () => {
+  // The replay is the stored first answer: it says nothing about the server's health now.
+  // Counted, each failing POST was 2 failures (the 500, then its replay), so the third
+  // opened the circuit and the healthy GET beside it was refused.
+  let runs = 0;
+  const app = new Hono();
+  app.use('/orders', idempotency());
+  app.post('/orders', (c) => {
+    runs++;
+    return c.json({ error: 'down' }, 500);
+  });
+  app.get('/health', (c) => c.text('ok'));
+  await withApp(app, async ({ origin }) => {
+    const breaker = circuitBreaker();
+    const fetch = createFetch({
+      key: 'shop',
+      use: [retry({ backoff: { initialMs: 1, jitter: 'none' } }), idempotencyKey(), breaker],
+    });
+    for (let call = 1; call <= 4; call++) {
+      const response = await fetch(`${origin}/orders`, { method: 'POST', body: '{}' });
+      await response.body?.cancel();
+      assert.equal(response.status, 500);
+    }
+    assert.equal(runs, 4);
+    assert.equal(breaker.stats('shop')?.consecutiveFailures, 4);
+    const health = await fetch(`${origin}/health`);
+    assert.equal(await health.text(), 'ok');
+    assert.equal(breaker.stats('shop')?.consecutiveFailures, 0);
   });
 });
