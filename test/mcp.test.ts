@@ -3233,3 +3233,34 @@ test('resilientMcpClient: a transport that replaces its abort signal (the SSE tr
     }
   });
 });
+
+test('resilientMcpClient: a cancellation the server redirects within its origin (/mcp to /mcp/) is followed there and reaches it', async () => {
+  const seen = counts();
+  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
+  const tools = mcpApp(seen, failFirst('tools/call:add', fault));
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      // As a server mounted at /mcp/ answers a path without its slash (Starlette's redirect_slashes).
+      if (new URL(request.url).pathname === '/mcp') {
+        await request.body?.cancel();
+        return new Response(null, { status: 307, headers: { location: '/mcp/' } });
+      }
+      return tools.fetch(request);
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin);
+    try {
+      const client = await mcp.connect();
+      const cancel = new AbortController();
+      const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
+      setTimeout(() => cancel.abort(new Error('the user moved on')), 50);
+      await assert.rejects(call, /the user moved on/);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(seen.posts['notifications/cancelled'], 1, 'the server was told');
+      assert.equal(seen.runs.add, undefined);
+    } finally {
+      await mcp.close();
+    }
+  });
+});

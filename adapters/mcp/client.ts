@@ -471,10 +471,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
               else if (streamed || !get) gone();
             }
             // The SDK reads a failure's body whole, and past the policy nothing caps it: an
-            // endless one would grow memory without end. Its status is all the SDK reports.
+            // endless one would grow memory without end. Its status is all the SDK reports; the
+            // headers stay, a redirect's Location too, which the SDK follows within the origin.
             if (cancelling && !response.ok) {
               response.body?.cancel().catch(() => {});
-              return new Response(null, { status: response.status });
+              return new Response(null, response);
             }
             if (response.body) Object.assign(response.body, { [LINK]: cancel });
             return response;
