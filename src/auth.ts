@@ -157,12 +157,14 @@ interface Flight {
 }
 
 /**
- * The waits ({@link settle}) on each caller signal: the set is their one `abort` listener
- * there, taken off when the last wait ends. An SDK reuses one signal for every request
+ * The waits ({@link settle}) on each caller signal, held by their one `abort` listener there
+ * (its `waits`), taken off when the last wait ends. An SDK reuses one signal for every request
  * (the MCP SDK's transport), and a listener per wait made Node warn of a leak
  * ("MaxListenersExceededWarning") at 11 calls waiting together on `token()` or a refresh.
+ * A function, not an object with handleEvent: a polyfill's signal (abortcontroller-polyfill)
+ * calls every listener as a function.
  */
-const WAITS = new WeakMap<AbortSignal, Set<() => void> & EventListenerObject>();
+const WAITS = new WeakMap<AbortSignal, (() => void) & { waits: Set<() => void> }>();
 
 /** The error for a failed `token()` or `refresh()` (`cause`): `code`, saying `what` and naming the request. */
 function failure(call: Call, code: string, what: string, cause: unknown): BreakwaterError {
@@ -188,12 +190,12 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, 
   // The timer's wait: to the deadline, or to the end of the lease if that comes first.
   const wait = flight ? Math.min(ms, flight.ends - performance.now()) : ms;
   return new Promise<T>((resolve, reject) => {
-    let waits = signal && WAITS.get(signal);
+    let shared = signal && WAITS.get(signal);
     /** Settles once, clearing the timer and the wait on every path (abort, deadline, lease, outcome). */
     const end = (value: unknown, ok?: boolean): void => {
       clearTimeout(timer);
-      if (waits?.delete(onAbort) && !waits.size) {
-        signal?.removeEventListener('abort', waits);
+      if (shared?.waits.delete(onAbort) && !shared.waits.size) {
+        signal?.removeEventListener('abort', shared);
         WAITS.delete(signal as AbortSignal);
       }
       if (ok) resolve(value as T);
@@ -219,17 +221,18 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, 
         : undefined;
     if (signal?.aborted) onAbort();
     else if (signal) {
-      if (!waits) {
-        const created = Object.assign(new Set<() => void>(), {
-          handleEvent: () => {
-            for (const wait of created) wait();
+      if (!shared) {
+        const waits = new Set<() => void>();
+        shared = Object.assign(
+          () => {
+            for (const wait of waits) wait();
           },
-        });
-        waits = created;
-        WAITS.set(signal, created);
-        signal.addEventListener('abort', created);
+          { waits },
+        );
+        WAITS.set(signal, shared);
+        signal.addEventListener('abort', shared);
       }
-      waits.add(onAbort);
+      shared.waits.add(onAbort);
     }
     pending.then(
       (value) => end(value, true),

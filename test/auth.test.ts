@@ -1527,3 +1527,35 @@ test('calls that wait together on token() with one shared signal (the MCP SDK’
     assert.equal(server.requests.length, 0);
   });
 });
+
+test('an abort from a polyfill signal that calls its listeners as functions (abortcontroller-polyfill) still ends the calls waiting on token()', async () => {
+  // That polyfill's dispatch does listener.call(signal, event): a listener object's
+  // handleEvent is never called there, so the waits went on and its TypeError went uncaught.
+  const listeners: ((event: unknown) => void)[] = [];
+  const thrown: unknown[] = [];
+  const signal = {
+    aborted: false,
+    reason: undefined as unknown,
+    addEventListener: (_type: string, listener: (event: unknown) => void) => listeners.push(listener),
+    removeEventListener: (_type: string, listener: (event: unknown) => void) =>
+      listeners.splice(listeners.indexOf(listener) >>> 0, 1),
+  };
+  await withServer(always({ status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [auth({ token: () => new Promise<string>(() => {}) })] });
+    const calls = [1, 2].map(() =>
+      fetch(server.origin, { signal: signal as unknown as AbortSignal }).catch((error: unknown) => error),
+    );
+    await tick(10);
+    const reason = new Error('user left');
+    Object.assign(signal, { aborted: true, reason });
+    for (const listener of [...listeners]) {
+      try {
+        listener.call(signal, { type: 'abort' });
+      } catch (error) {
+        thrown.push(error);
+      }
+    }
+    assert.deepEqual([await within(Promise.all(calls), 200), thrown], [[reason, reason], []]);
+    assert.equal(listeners.length, 0);
+  });
+});
