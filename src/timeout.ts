@@ -35,14 +35,14 @@ export interface TimeoutOptions {
    * The longest wait for response headers on each pass through this middleware, in
    * ms. Put `timeout({ attemptMs })` inside `retry()` to bound each attempt.
    */
-  attemptMs?: number;
+  attemptMs?: number | undefined;
   /**
    * The longest wait for the final response headers of the whole call, retries and
    * their waits included, in ms. Put `timeout({ totalMs })` outside `retry()`; retry
    * and pacing read the deadline and never start a wait it cannot cover. Under
    * another total deadline (an outer `timeout()`, `definePolicy()`'s), the nearer one wins.
    */
-  totalMs?: number;
+  totalMs?: number | undefined;
 }
 
 const msSchema = z.optional(z.number().check(z.int(), z.positive(), z.maximum(MAX_DELAY_MS)));

@@ -6,7 +6,7 @@ import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { TimeoutError } from '../src/errors.ts';
 import { retry } from '../src/retry.ts';
-import { timeout } from '../src/timeout.ts';
+import { type TimeoutOptions, timeout } from '../src/timeout.ts';
 import { always, sequence, withServer } from './helpers/server.ts';
 
 test('an attempt deadline rejects with TimeoutError (scope attempt) when headers are late', async () => {
@@ -587,4 +587,19 @@ test('a deadline that passes while a layer below reads a 401’s body start ends
       assert.equal(server.requests.length, 1, 'no resend after the deadline');
     },
   );
+});
+
+test('timeout() takes a deadline passed through as undefined (exactOptionalPropertyTypes): the other one applies', async () => {
+  await withServer(always({ hang: true }), async (server) => {
+    // A user's settings, one deadline unset: passed on as they are, no spread needed.
+    const settings: { attemptMs?: number | undefined; totalMs?: number | undefined } = { attemptMs: 50 };
+    const options: TimeoutOptions = { attemptMs: settings.attemptMs, totalMs: settings.totalMs };
+    const fetch = createFetch({ use: [timeout(options)] });
+    await assert.rejects(fetch(server.origin), (error: unknown) => {
+      assert.ok(error instanceof TimeoutError);
+      assert.equal(error.scope, 'attempt');
+      assert.equal(error.ms, 50);
+      return true;
+    });
+  });
 });
