@@ -30,7 +30,7 @@ import {
   DEFAULT_BODY_BYTES,
   type StatusSnapshot,
 } from './capture.ts';
-import { type CreateFetchOptions, createFetch } from './chain.ts';
+import { createFetch } from './chain.ts';
 import { DEFAULT_RETRYABLE_STATUSES } from './classify.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { idempotencyKey } from './idempotency-key.ts';
@@ -75,10 +75,13 @@ export interface PolicyConfig {
 /** The config with every default filled in: what the chain is built from. */
 export interface ResolvedPolicyConfig {
   name: string | undefined;
-  retry: Required<Omit<RetryOptions, 'budget' | 'replayBodyBytes'>> &
-    Pick<RetryOptions, 'replayBodyBytes'> & { budget: { tokens: number; refund: number } | false };
+  // Each field set (`-?` and `Exclude`: a field typed `?: T | undefined` keeps its undefined under Required).
+  retry: {
+    [K in Exclude<keyof RetryOptions, 'budget' | 'replayBodyBytes'>]-?: Exclude<RetryOptions[K], undefined>;
+  } & Pick<RetryOptions, 'replayBodyBytes'> & { budget: { tokens: number; refund: number } | false };
   breaker: BreakerConfig | false;
-  timeout: TimeoutOptions | false;
+  /** Both deadlines, defaults filled in, or `false` for none. */
+  timeout: { attemptMs: number; totalMs: number } | false;
   idempotencyKeys: boolean;
   capture: { bodyBytes: number; bodyWaitMs?: number | undefined };
 }
@@ -94,9 +97,9 @@ export interface PolicyFetchOptions {
   /**
    * Middleware run outermost, before the total timeout and retry: where an adapter
    * marks calls (`call.idempotent` for a read-only MCP or A2A method) so that retry's
-   * resend rule sees the mark. Default: none.
+   * resend rule sees the mark. Default: none. Readonly: a list written `as const` is taken as it is.
    */
-  use?: Middleware[] | undefined;
+  use?: readonly Middleware[] | undefined;
 }
 
 /**
@@ -240,9 +243,7 @@ export function definePolicy(config: PolicyConfig = {}): Policy {
   // inside, the total deadline needs no timer of its own: each attempt is bounded by
   // the time left, and retry and pacing never wait past it.
   const [total, perAttempt] =
-    deadlines === false
-      ? []
-      : [deadline(deadlines.totalMs as number), timeout({ attemptMs: deadlines.attemptMs as number })];
+    deadlines === false ? [] : [deadline(deadlines.totalMs), timeout({ attemptMs: deadlines.attemptMs })];
   const keys = resolved.idempotencyKeys ? idempotencyKey() : undefined;
 
   return Object.freeze({
@@ -262,12 +263,7 @@ export function definePolicy(config: PolicyConfig = {}): Policy {
         capture,
       ].filter((m): m is Middleware => m !== undefined);
       // createFetch's schema takes an absent option as undefined, so no spreads are needed.
-      return createFetch({
-        use,
-        fetch: base,
-        key: valid.key ?? resolved.name,
-        onEvent: valid.onEvent,
-      } as CreateFetchOptions);
+      return createFetch({ use, fetch: base, key: valid.key ?? resolved.name, onEvent: valid.onEvent });
     },
     stats(key: string): PolicyStats {
       return { retry: retries?.stats(key), breaker: breaker?.stats(key), lastFailure: capture.last(key) };

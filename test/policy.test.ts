@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import type { Middleware } from '../src/call.ts';
 import { CircuitOpenError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -359,4 +360,28 @@ test('an Authorization value (Bearer or Basic) passed in the wrong place is neve
       /\(got a string \(not shown\)\)/,
     );
   }
+});
+
+test('policy.fetch() takes a use list written as const, and resolved.timeout types both deadlines as set', async () => {
+  await withServer(always({ status: 200, body: 'ok' }), async (server) => {
+    const marked: boolean[] = [];
+    const mark: Middleware = async function mark(call, next) {
+      call.idempotent = true;
+      marked.push(call.idempotent);
+      return next(call);
+    };
+    const policy = definePolicy({ name: 'typed' });
+    const use = [mark] as const;
+    const fetch = policy.fetch(undefined, { use });
+    assert.equal(await (await fetch(server.origin, { method: 'POST', body: '{}' })).text(), 'ok');
+    assert.deepEqual(marked, [true]);
+    // resolve() sets both deadlines whenever timeouts are on: the type says so, no cast.
+    const deadlines = policy.resolved.timeout;
+    const totalMs: number = deadlines === false ? 0 : deadlines.totalMs;
+    const attemptMs: number = deadlines === false ? 0 : deadlines.attemptMs;
+    assert.deepEqual([attemptMs, totalMs], [30_000, 120_000]);
+    // And every retry field but replayBodyBytes is set.
+    const attempts: number = policy.resolved.retry.attempts;
+    assert.equal(attempts, 3);
+  });
 });
