@@ -61,7 +61,7 @@ export interface Classification {
 /** Options for {@link classify}. */
 export interface ClassifyOptions {
   /** Statuses that count as retryable. Default {@link DEFAULT_RETRYABLE_STATUSES}. */
-  statuses?: readonly number[];
+  statuses?: readonly number[] | undefined;
 }
 
 /** What a call ended with: a response, or what was thrown. */

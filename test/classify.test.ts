@@ -325,6 +325,13 @@ test('x-should-retry still overrides the statuses option', () => {
   assert.equal(classify(respond(503, { 'x-should-retry': 'true' }), get(), { statuses: [] }).retryable, true);
 });
 
+test('the statuses option passed through as undefined (exactOptionalPropertyTypes) is the default set', () => {
+  // A caller's own setting, possibly unset, handed on as it is.
+  const settings: { statuses?: readonly number[] | undefined } = {};
+  assert.equal(classify(respond(503), get(), { statuses: settings.statuses }).retryable, true);
+  assert.equal(classify(respond(501), get(), { statuses: settings.statuses }).retryable, false);
+});
+
 // --- idempotency ---
 
 test('GET, HEAD, OPTIONS, TRACE, PUT and DELETE are idempotent: a 503 is safe to resend', () => {
