@@ -1,14 +1,14 @@
 import assert from 'node:assert/strict';
-import { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
-import type { FetchLike, Middleware } from '../src/call.ts';
+import type { Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { BreakwaterError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { deadline, timeout } from '../src/timeout.ts';
+import { nodeFetchShaped } from './helpers/node-fetch.ts';
 import { always, type Handler, lateFirstAnswer, type TestServer, withServer } from './helpers/server.ts';
 
 const OLD = 'sk-old-0123456789';
@@ -1438,17 +1438,6 @@ test('header: \u2018Authorization\u2019 in any case is Authorization: fetch foll
     },
   );
 });
-
-/**
- * The global fetch, answering as node-fetch (v2, v3) does: the body a Node Readable, with
- * neither getReader() nor cancel().
- */
-const nodeFetchShaped: FetchLike = async (input, init) => {
-  const answer = await fetch(input, init);
-  const bytes = new Uint8Array(await answer.arrayBuffer());
-  const { status, statusText, ok, headers, url } = answer;
-  return { status, statusText, ok, headers, url, bodyUsed: false, body: Readable.from([bytes]) } as never;
-};
 
 test('a base fetch whose body is a Node stream (node-fetch v2, v3): a 401 is refreshed and resent, and a key auth() follows a redirect', async () => {
   // Dropping the 401 (or a 3xx) called body.cancel(), which a Node Readable lacks: every

@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
 import { circuitBreaker } from '../src/breaker.ts';
-import type { Call, FetchLike } from '../src/call.ts';
+import type { Call } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError, RetryAfterTooLongError } from '../src/errors.ts';
@@ -13,6 +12,7 @@ import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { readSaid, sdkFailureBody, throwOnStatus, wrapHttpError } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
+import { nodeFetchShaped } from './helpers/node-fetch.ts';
 import { withReasonPhrase } from './helpers/reason-phrase.ts';
 import { always, type Behaviour, withServer } from './helpers/server.ts';
 
@@ -205,28 +205,6 @@ test('throwOnStatus() outside captureStatus() reuses its snapshot', async () => 
     assert.equal(error.body, snapshot?.body);
   });
 });
-
-/**
- * The global fetch, answering as node-fetch (v2, v3) does: the body (of each clone too) a
- * Node Readable, with neither getReader() nor cancel().
- */
-const nodeFetchShaped: FetchLike = async (input, init) => {
-  const answer = await fetch(input, init);
-  const bytes = new Uint8Array(await answer.arrayBuffer());
-  const { status, statusText, ok, headers, url } = answer;
-  const shaped = (): Response =>
-    ({
-      status,
-      statusText,
-      ok,
-      headers,
-      url,
-      bodyUsed: false,
-      body: Readable.from([bytes]),
-      clone: shaped,
-    }) as never;
-  return shaped();
-};
 
 test('a base fetch whose body is a Node stream (node-fetch v2, v3): captureStatus() snapshots the 503 and its Retry-After, throwOnStatus() throws its HttpStatusError, no body read', async () => {
   const behaviour = { status: 503, headers: { 'retry-after': '7' }, body: '{"error":{"message":"busy"}}' };
