@@ -1602,3 +1602,37 @@ test('AgentCardError keeps its class name in a minified bundle, also one that as
     }),
   );
 });
+
+test('an A2A 0.3 card’s preferredTransport and additionalInterfaces are typed as checked, and createA2AClient takes preferredTransports written as const or held readonly', async () => {
+  const methods: string[] = [];
+  const app = new Hono();
+  app.get('/.well-known/agent-card.json', (c) =>
+    c.json({
+      ...legacyCard(c.req.url, 'echo-03', '/rest', 'HTTP+JSON'),
+      additionalInterfaces: [{ url: `${new URL(c.req.url).origin}/a2a`, transport: 'JSONRPC' }],
+    }),
+  );
+  app.post('/a2a', async (c) => {
+    const request = (await c.req.json()) as { id: number; method: string };
+    methods.push(request.method);
+    return c.json({
+      jsonrpc: '2.0',
+      id: request.id,
+      result: { kind: 'message', messageId: 'm-1', role: 'agent', parts: [{ kind: 'text', text: 'hi' }] },
+    });
+  });
+  await withApp(app, async ({ origin }) => {
+    const card = await resolveAgentCard(origin);
+    // No cast: the fields the schema checks are typed.
+    const preferred: string | undefined = card.preferredTransport;
+    const other: string | undefined = card.additionalInterfaces?.[0]?.transport;
+    assert.deepEqual([preferred, other], ['HTTP+JSON', 'JSONRPC']);
+    const held: readonly string[] = Object.freeze(['JSONRPC']);
+    for (const preferredTransports of [['JSONRPC'] as const, held]) {
+      const client = await createA2AClient(origin, { policy: quickPolicy(), preferredTransports });
+      await client.sendMessage(userMessage('hi'));
+    }
+    // JSON-RPC chosen over the card's preferred REST binding, both times.
+    assert.deepEqual(methods, ['message/send', 'message/send']);
+  });
+});

@@ -105,6 +105,10 @@ export interface AgentCard {
   url?: string;
   /** A2A 0.3: the protocol version of `url`. */
   protocolVersion?: string;
+  /** A2A 0.3: the binding `url` is reached by (`JSONRPC`, `HTTP+JSON`, `GRPC`, ...). */
+  preferredTransport?: string;
+  /** A2A 0.3: other ways to reach the agent, each with its binding as `transport`. */
+  additionalInterfaces?: { url: string; transport: string; [field: string]: unknown }[];
   capabilities: {
     streaming?: boolean;
     pushNotifications?: boolean;

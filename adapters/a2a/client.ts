@@ -70,8 +70,8 @@ export interface CreateA2AClientOptions {
   path?: string | undefined;
   /** Passed to the SDK's `ClientFactory`: interceptors, polling, accepted output modes. */
   clientConfig?: ClientConfig | undefined;
-  /** Transport names tried before the card's order, e.g. `['JSONRPC']`. */
-  preferredTransports?: string[] | undefined;
+  /** Transport names tried before the card's order, e.g. `['JSONRPC']` (copied: a list written `as const` is taken). */
+  preferredTransports?: readonly string[] | undefined;
   /**
    * Under `policy`, the largest answer handed to the SDK, in bytes (a whole JSON
    * answer, or one SSE event); past it the call fails with a `BreakwaterError`, code
