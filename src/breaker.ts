@@ -184,7 +184,7 @@ export interface CircuitBreaker extends Middleware {
   stats(key: string): BreakerStats | undefined;
   /** Forgets one key's state (closed, no counts, no pause), or every key's. */
   reset(key?: string): void;
-  /** How many keys the registry holds (at most `maxKeys`, or more only while calls wait on each of them). */
+  /** How many keys the registry holds (at most `maxKeys`; more only while calls wait on each of them, until the next new key). */
   size(): number;
 }
 
@@ -575,14 +575,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (c) {
       unlink(c);
     } else {
-      if (circuits.size >= maxKeys) {
-        // Not a key calls wait on (a pause, a pace probe): they use it, though they touch
-        // nothing, and forgetting it sent them all at once into the server that asked
-        // for quiet. The registry outgrows maxKeys only by keys with waiters.
-        let oldest = list.newer;
-        while (oldest.waiters?.size) oldest = oldest.newer;
-        if (oldest !== list) forget(oldest);
-      }
+      // Not a key calls wait on (a pause, a pace probe): they use it, though they touch
+      // nothing, and forgetting it sent them all at once into the server that asked
+      // for quiet. The registry outgrows maxKeys only by keys with waiters, and sheds
+      // that excess at the next new key once they are gone (one eviction a key kept it).
+      for (let oldest = list.newer; circuits.size >= maxKeys && oldest !== list; oldest = oldest.newer)
+        if (!oldest.waiters?.size) forget(oldest);
       c = newCircuit(key, list);
       circuits.set(key, c);
     }

@@ -1150,3 +1150,24 @@ test('a pace probe answered with a 503 that names no delay hands the probe to th
     }
   });
 });
+
+test('a registry outgrown while every key had waiters shrinks back to maxKeys once they are gone: the next new key evicts the excess', async () => {
+  // With every key's callers waiting, a new key is kept beside them (size 3 of 2). Each
+  // later new key evicted one key only, so the registry stayed 3 long after the waits
+  // ended: a burst of paused keys from URLs kept them all, past maxKeys, for good.
+  const handler: Handler = (req) => (req.url.endsWith('/again') ? { status: 200 } : tooMany(100));
+  await withServer(handler, async (server) => {
+    const breaker = circuitBreaker({ open: OPEN, maxKeys: 2 });
+    const fetch = createFetch({ use: [breaker], key: (url) => url.pathname.split('/')[1] ?? '' });
+    const waits: Promise<number>[] = [];
+    for (const key of ['a', 'b', 'c']) {
+      assert.equal(await send(fetch, `${server.origin}/${key}`), 429);
+      waits.push(send(fetch, `${server.origin}/${key}/again`));
+      await delay(5);
+    }
+    assert.equal(breaker.size(), 3);
+    assert.deepEqual(await Promise.all(waits), [200, 200, 200]);
+    assert.equal(await send(fetch, `${server.origin}/d/again`), 200);
+    assert.equal(breaker.size(), 2);
+  });
+});
