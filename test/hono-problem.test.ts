@@ -37,3 +37,10 @@ test('problemResponse answers with problem+json, about:blank by default, and Ret
   });
   assert.equal(problemResponse({ status: 400, title: 'Bad Request' }).headers.get('retry-after'), null);
 });
+
+test('problemResponse takes a detail passed through as undefined (exactOptionalPropertyTypes): the body has none', async () => {
+  // A caller's own optional message, handed on as it is.
+  const failure: { message?: string | undefined } = {};
+  const res = problemResponse({ status: 502, title: 'Bad Gateway', detail: failure.message });
+  assert.deepEqual(await res.json(), { type: 'about:blank', status: 502, title: 'Bad Gateway' });
+});

@@ -35,8 +35,8 @@ export interface Problem {
   status: number;
   /** A short, human-readable summary of the problem type. */
   title: string;
-  /** What happened this time, for a person. Never a credential or a query string. */
-  detail?: string;
+  /** What happened this time, for a person. Never a credential or a query string. Undefined: none. */
+  detail?: string | undefined;
   /** A URI naming the problem type. Default `about:blank` (RFC 9457 §4.2.1). */
   type?: string;
   /** Extension members (RFC 9457 §3.2), e.g. `upstream`, `retryAfterMs`. */
@@ -45,9 +45,14 @@ export interface Problem {
 
 /**
  * A `Response` carrying problem details, with `Retry-After` when `retryAfterMs` is
- * given (and any extra headers).
+ * given (and any extra headers). `headers` is typed as `ResponseInit`'s: `HeadersInit`
+ * is a DOM name that a Node program without the DOM library cannot resolve.
  */
-export function problemResponse(problem: Problem, retryAfterMs?: number, headers?: HeadersInit): Response {
+export function problemResponse(
+  problem: Problem,
+  retryAfterMs?: number,
+  headers?: ResponseInit['headers'],
+): Response {
   const out = new Headers(headers);
   out.set('content-type', PROBLEM_JSON);
   if (retryAfterMs !== undefined) out.set('retry-after', retryAfterSeconds(retryAfterMs));
