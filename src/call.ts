@@ -307,9 +307,10 @@ export class Call {
   /**
    * The request body as given (init's, else the `Request`'s stream), if any. An init
    * body of `null` counts as absent too: fetch then sends the `Request`'s (Fetch
-   * standard, the Request constructor's "inputOrInitBody").
+   * standard, the Request constructor's "inputOrInitBody"). Typed as `RequestInit`'s:
+   * `BodyInit` is a DOM name that a Node program without the DOM library cannot resolve.
    */
-  get body(): BodyInit | null | undefined {
+  get body(): RequestInit['body'] {
     return this.init?.body ?? (this.input instanceof Request ? this.input.body : undefined);
   }
 
