@@ -299,6 +299,8 @@ export function retry(options: RetryOptions = {}): Retry {
     /** Whether this pass is a resend (every pass after the first). */
     let resent = false;
     for (;;) {
+      /** The attempt this pass sends as: a layer below that resends (auth() after a 401) numbers on. */
+      const sentAs = call.attempt;
       let outcome: Outcome;
       try {
         outcome = { response: await next(call) };
@@ -309,7 +311,11 @@ export function retry(options: RetryOptions = {}): Retry {
       // A resend counts once it went: not one the caller left during the wait (no pass), nor
       // one a breaker or gate below refused unsent (the one transient outcome that is
       // neither retryable nor sent). Not attempt > 1: auth() below counts its own resends.
-      if (resent && !(verdict.notRun && verdict.kind === 'transient' && !verdict.retryable))
+      // Refused after a layer below resent it (auth() after a 401), this one went.
+      if (
+        resent &&
+        (call.attempt > sentAs || !(verdict.notRun && verdict.kind === 'transient' && !verdict.retryable))
+      )
         budgetFor(call.key).retries++;
       if (verdict.kind === 'ok') {
         // The happy path: refill the server's bucket if it has one, without touching

@@ -975,3 +975,36 @@ test('statuses takes a readonly array: DEFAULT_RETRYABLE_STATUSES, or a policy w
     });
   }
 });
+
+test('retry’s resend answered 401, whose auth() resend an open circuit refuses, is counted as made: it reached the server', async () => {
+  // The resend went (the server answered it 401); auth() refreshed and resent it, and the
+  // circuit, opened by other calls during the refresh, refused that one. Judged by the
+  // pass's last outcome alone, retry's resend read as refused unsent: retries 0, not 1.
+  let calls = 0;
+  await withServer(
+    (req) => (req.url === '/down' || ++calls === 1 ? { status: 503 } : { status: 401 }),
+    async (server) => {
+      const policy = definePolicy({
+        name: 'k',
+        retry: { backoff: fast },
+        breaker: { consecutiveFailures: 2 },
+      });
+      const fetch: FetchLike = policy.fetch(undefined, {
+        auth: {
+          token: 'old-token-value',
+          refresh: async () => {
+            for (let i = 0; i < 2; i++)
+              await (await fetch(`${server.origin}/down`, { method: 'POST' })).text();
+            return 'new-token-value';
+          },
+        },
+      });
+      await assert.rejects(fetch(`${server.origin}/x`), { code: 'CIRCUIT_OPEN' });
+      assert.deepEqual(
+        server.requests.map((r) => r.url),
+        ['/x', '/x', '/down', '/down'],
+      );
+      assert.equal(policy.stats('k').retry?.retries, 1);
+    },
+  );
+});
