@@ -259,6 +259,15 @@ const RELATIVE_PATH_TOKEN = RegExp(
   'g',
 );
 
+/**
+ * A header value `fetch` refuses, quoted in its error: undici's `Headers.append: "<value>"
+ * is an invalid header value.`, Deno's `Invalid header value: "<value>"` (Bun names only the
+ * header). The value may be a credential with a line break in it (a token read from a CLI's
+ * output), and the error goes up the chain as it is: hidden up to its first `"`. Each match
+ * reads on to the next `"` only: linear time.
+ */
+const REFUSED_HEADER_VALUE = /((?:Headers\.\w+|[Ii]nvalid header value): ")[^"]*/g;
+
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[a-z\d+.-]$/i;
 
@@ -556,5 +565,6 @@ export function redactText(text: string, escapes = true): string {
     .replace(ENCODED_PATH, redactEncodedQuery)
     .replace(RELATIVE_URL, (_, head: string, query: string) => head + redactQuery(query))
     .replace(ESCAPED_QUERY_WORD, redactEscapedQuery)
-    .replace(RELATIVE_PATH_TOKEN, `$1${REDACTED}`);
+    .replace(RELATIVE_PATH_TOKEN, `$1${REDACTED}`)
+    .replace(REFUSED_HEADER_VALUE, `$1${REDACTED}`);
 }

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { inspect } from 'node:util';
 import fc from 'fast-check';
 import { captureStatus, type StatusSnapshot } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
@@ -7,7 +8,7 @@ import { HttpStatusError, NetworkError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { isSafeHeader, REDACTED, redactText, redactUrl, SECRET_HEADERS, safeHeaders } from '../src/redact.ts';
 import { throwOnStatus, wrapHttpError } from '../src/status.ts';
-import { closedPort, withServer } from './helpers/server.ts';
+import { always, closedPort, withServer } from './helpers/server.ts';
 import { allowSlowTests } from './helpers/slow-tests.ts';
 
 // The linear-time tests read megabytes of hostile text: linear, but past Bun's 5 s per-test
@@ -1820,4 +1821,24 @@ test('redactText takes linear time on webhook-shaped paths quoted without their 
     ],
     128 * 1024,
   );
+});
+
+test("a header value fetch refuses (a token with a line break in it) is not shown by the runtime's error: Node's and Deno's fetch quote it", async () => {
+  const secret = `${MARK}Tok3nFromCliOutput`;
+  await withServer(always({ status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [captureStatus(), throwOnStatus()] });
+    for (const value of [`Bearer ${secret}\nwarning: update available`, `Bearer ${secret}\0`]) {
+      const error = await fetch(`${server.origin}/v1/models`, { headers: { authorization: value } }).then(
+        () => assert.fail('fetch took a header value with a line break'),
+        (thrown: unknown) => thrown,
+      );
+      for (const shown of [
+        inspect(error, { depth: Number.POSITIVE_INFINITY }),
+        JSON.stringify(error),
+        String(error),
+      ])
+        assert.ok(!shown.includes(MARK), `the credential shown: ${shown}`);
+    }
+    assert.equal(server.requests.length, 0);
+  });
 });
