@@ -150,8 +150,9 @@ const optionsSchema = z.optional(
  *   `reset()` or arming, as a breaker counts an outcome only in the epoch it was sent
  *   in: a hung connect failing after a newer one succeeded is older news, and must not
  *   refuse the next connect for a whole window; 20 connects in flight when a server
- *   drops are one failure, not 20 steps up the schedule (32 s for a blip). A late
- *   success still clears the gate: it is news from its end (the server just answered),
+ *   drops are one failure, not 20 steps up the schedule (32 s for a blip), though a
+ *   delay one of them brings from the server (a 503's Retry-After) still lengthens the
+ *   window as far as the server asked. A late success still clears the gate: it is news from its end (the server just answered),
  *   where a failure may be news from its start (a connect that hung, then timed out).
  *
  * @example
@@ -201,6 +202,8 @@ export function createGate(options?: GateOptions): Gate {
    * in: its failure arms the gate only in that epoch (see createGate's JSDoc).
    */
   let epoch = 0;
+  /** The epoch the last success or `reset()` began: a run from before it arms nothing. */
+  let cleared = 0;
   /** The last backoff step used, for decorrelated jitter. */
   let lastDelayMs: number | undefined;
   /**
@@ -233,7 +236,11 @@ export function createGate(options?: GateOptions): Gate {
     }
   }
 
-  function arm(error: unknown): void {
+  /**
+   * Arms the gate for `error`: the next step of the schedule (`step`), or, for a run in
+   * flight when it armed, only the server's delay, which may lengthen the window.
+   */
+  function arm(error: unknown, step: boolean): void {
     // The server's delay, as a number. One that is none (a NaN or text from a garbage
     // header, an object: HttpStatusError is public) counts as no delay: a NaN window
     // would compare false with every time, and the gate would refuse nothing. So does
@@ -244,16 +251,20 @@ export function createGate(options?: GateOptions): Gate {
       if (error instanceof HttpStatusError || error instanceof RetryAfterTooLongError)
         serverMs = +(error.retryAfterMs as number) || 0;
     } catch {}
-    lastDelayMs = schedule(++failures, lastDelayMs);
+    if (step) {
+      lastDelayMs = schedule(++failures, lastDelayMs);
+      // Runs in flight now fail for the same cause: their failures are this one told again.
+      epoch++;
+    }
     // The server's delay may lengthen the window, never shorten it, and only up to the
     // cap: a Retry-After of a day must not silence the client for a day.
-    const windowMs = Math.max(lastDelayMs, Math.min(serverMs, maxRetryAfterMs));
-    // Runs in flight now fail for the same cause: their failures are this one told again.
-    epoch++;
+    const windowMs = Math.max(step ? (lastDelayMs as number) : 0, Math.min(serverMs, maxRetryAfterMs));
     const time = now();
     // After a step back the old window's end is that far ahead: cut it to its length
     // first, or it outlasts this window and its distance becomes the window's length.
     rebase(time);
+    // A run in flight when it armed, whose server named no longer delay: nothing new.
+    if (!step && time + windowMs <= Math.max(retryAtMs, time)) return;
     retryAtMs = Math.max(retryAtMs, time + windowMs);
     retryInMs = retryAtMs - time;
     cause = error;
@@ -277,7 +288,7 @@ export function createGate(options?: GateOptions): Gate {
   function clear(): void {
     const armed = failures > 0;
     failures = 0;
-    epoch++;
+    cleared = ++epoch;
     lastDelayMs = undefined;
     retryAtMs = 0;
     cause = undefined;
@@ -318,8 +329,9 @@ export function createGate(options?: GateOptions): Gate {
         // (A success needs no such step: clear() ends every probe.) A stale probe (after
         // reset() or past its lease) must not end a newer one.
         if (probe === mine) probe = undefined;
-        // Stale (a success, reset() or arming came since it started): says nothing new.
-        if (started === epoch && arms(error)) arm(error);
+        // Stale (a success, reset() or arming came since it started): says nothing new,
+        // but a server's delay after an arming is its word still (a 503's Retry-After).
+        if (started >= cleared && arms(error)) arm(error, started === epoch);
         throw error;
       }
     },

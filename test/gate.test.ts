@@ -719,3 +719,27 @@ test('runs in flight together when the gate arms arm it once: 20 sessions connec
   await assert.rejects(gate.run(connect), NetworkError, 'the probe goes after the first window');
   assert.equal(gate.state().retryAt?.getTime(), clock.t + 1000, 'and its failure steps the window up');
 });
+
+test('a run in flight when the gate armed still lengthens the window to the delay its server asked for (503 + Retry-After: 30 s), without a step', async () => {
+  // Its failure is no new step (0fbe7a8), but its Retry-After is the server's word: dropped,
+  // the gate let a connect through after 500 ms into a server that had asked for 30 s.
+  const { clock, gate, attempt } = fixture();
+  const inFlight = deferred<string>();
+  const slow = gate.run(() => inFlight.promise);
+  await assert.rejects(attempt(refused()), NetworkError);
+  assert.equal(gate.state().retryAt?.getTime(), START + 500);
+  inFlight.reject(unavailable(30_000));
+  await assert.rejects(slow, HttpStatusError);
+  assert.equal(gate.state().failures, 1);
+  assert.equal(gate.state().retryAt?.getTime(), START + 30_000);
+  clock.t += 500;
+  await assert.rejects(attempt(), GateClosedError, 'no connect before the server’s 30 s');
+  // A run in flight before a success says nothing: the gate stays clear.
+  gate.reset();
+  const stale = deferred<string>();
+  const before = gate.run(() => stale.promise);
+  assert.equal(await attempt(), 'connected');
+  stale.reject(unavailable(30_000));
+  await assert.rejects(before, HttpStatusError);
+  assert.equal(gate.state().armed, false);
+});
