@@ -187,7 +187,9 @@ function resolve(config: PolicyConfig): ResolvedPolicyConfig {
     statuses: given.statuses ?? [...DEFAULT_RETRYABLE_STATUSES],
     maxRetryAfterMs: given.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS,
     // Field by field, as retry() reads it: `{ tokens: 20 }` keeps the default refund.
-    budget: given.budget === false ? false : { ...DEFAULT_BUDGET, ...given.budget },
+    // The schema has dropped fields given as undefined, so the spread keeps the defaults.
+    budget:
+      given.budget === false ? false : ({ ...DEFAULT_BUDGET, ...given.budget } as typeof DEFAULT_BUDGET),
     resend: given.resend ?? 'safe',
   };
   if (given.replayBodyBytes !== undefined) retry.replayBodyBytes = given.replayBodyBytes;

@@ -49,39 +49,39 @@ export type ResendRule = 'safe' | 'never' | 'always';
 /** Options for {@link retry}. */
 export interface RetryOptions {
   /** Total attempts, the first included. Default 3; 1 turns retrying off. */
-  attempts?: number;
+  attempts?: number | undefined;
   /** The wait between attempts when the server names none. Default 500 ms ×2 to 32 s, decorrelated jitter. */
-  backoff?: BackoffOptions;
+  backoff?: BackoffOptions | undefined;
   /**
    * Statuses that are retried. Default 408, 429, 500, 502, 503, 504, 529. Readonly, so
    * `DEFAULT_RETRYABLE_STATUSES` and a policy written `as const` are taken as they are.
    */
-  statuses?: readonly number[];
+  statuses?: readonly number[] | undefined;
   /**
    * The longest server-requested wait honoured, in ms. Default 60,000. A longer
    * `Retry-After` (or one past the call's deadline) fails at once with
    * `RetryAfterTooLongError` instead of sleeping out a budget it cannot use.
    */
-  maxRetryAfterMs?: number;
+  maxRetryAfterMs?: number | undefined;
   /**
    * Per-server retry budget (gRPC retry throttling): each failed attempt takes a
    * token, each success puts back `refund`, and retries stop while the bucket is
    * at or below half. Default `{ tokens: 10, refund: 0.1 }`; `false` turns it off.
    */
-  budget?: { tokens?: number; refund?: number } | false;
+  budget?: { tokens?: number | undefined; refund?: number | undefined } | false | undefined;
   /**
    * `'safe'` (default) resends only what cannot run twice; `'never'` never resends
    * anything that may have reached the server; `'always'` resends whatever is
    * retryable, even a POST that may have run (only for operations you know are safe).
    */
-  resend?: ResendRule;
+  resend?: ResendRule | undefined;
   /**
    * Stream bodies are sent once and never resent, unless they are buffered first:
    * set this to buffer a stream body of up to this many bytes so it can be replayed.
    * A larger body is still sent (once), just not resent. The read ends at the caller's
    * abort, and at the call's total deadline (`TimeoutError`, scope `'total'`). Default: off.
    */
-  replayBodyBytes?: number;
+  replayBodyBytes?: number | undefined;
 }
 
 /** A retry middleware, with its per-server budget readable. */

@@ -1008,3 +1008,19 @@ test('retry’s resend answered 401, whose auth() resend an open circuit refuses
     },
   );
 });
+
+test('options passed through as undefined (exactOptionalPropertyTypes) are the defaults, in retry() and in a policy', async () => {
+  // A type test first: tsc and deno check refused `{ attempts: settings.attempts }` with an
+  // unset setting while the fields did not take undefined.
+  const settings: { attempts?: number; tokens?: number } = {};
+  const given = { attempts: settings.attempts, budget: { tokens: settings.tokens }, backoff: fast };
+  assert.deepEqual(definePolicy({ retry: given }).resolved.retry.budget, { tokens: 10, refund: 0.1 });
+  for (const send of [definePolicy({ retry: given }).fetch(), createFetch({ use: [retry(given)] })]) {
+    await withServer(sequence({ status: 503 }, { status: 503 }, { status: 200 }), async (server) => {
+      const response = await send(server.origin);
+      await response.body?.cancel();
+      assert.equal(response.status, 200);
+      assert.equal(server.requests.length, 3);
+    });
+  }
+});
