@@ -263,10 +263,11 @@ const RELATIVE_PATH_TOKEN = RegExp(
  * A header value `fetch` refuses, quoted in its error: undici's `Headers.append: "<value>"
  * is an invalid header value.`, Deno's `Invalid header value: "<value>"` (Bun names only the
  * header). The value may be a credential with a line break in it (a token read from a CLI's
- * output), and the error goes up the chain as it is: hidden up to its first `"`. Each match
- * reads on to the next `"` only: linear time.
+ * output), and the error goes up the chain as it is: hidden up to the last `"` (a JSON
+ * credential holds some). Only at the start of the text (the message, or the stack after the
+ * error's name): one match, linear time.
  */
-const REFUSED_HEADER_VALUE = /((?:Headers\.\w+|[Ii]nvalid header value): ")[^"]*/g;
+const REFUSED_HEADER_VALUE = /^((?:\w+: )?(?:Headers\.\w+|[Ii]nvalid header value): ")[\s\S]*(?=")/;
 
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[a-z\d+.-]$/i;

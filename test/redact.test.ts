@@ -1827,7 +1827,11 @@ test("a header value fetch refuses (a token with a line break in it) is not show
   const secret = `${MARK}Tok3nFromCliOutput`;
   await withServer(always({ status: 200 }), async (server) => {
     const fetch = createFetch({ use: [captureStatus(), throwOnStatus()] });
-    for (const value of [`Bearer ${secret}\nwarning: update available`, `Bearer ${secret}\0`]) {
+    for (const value of [
+      `Bearer ${secret}\nwarning: update available`,
+      `Bearer ${secret}\0`,
+      `{"token": "${secret}",\n"scope": "read"}`,
+    ]) {
       const error = await fetch(`${server.origin}/v1/models`, { headers: { authorization: value } }).then(
         () => assert.fail('fetch took a header value with a line break'),
         (thrown: unknown) => thrown,
