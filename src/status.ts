@@ -387,8 +387,11 @@ export async function statusError(
 ): Promise<HttpStatusError> {
   const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(call, response));
   // Started, not waited for: a relayed body's cancel may settle late or never (as in retry()).
-  // A Node stream (node-fetch's body) has no cancel().
-  response.body?.cancel?.().catch(() => {});
+  // A Node stream (node-fetch's body) has no cancel(): read on and dropped (as Node's docs ask of
+  // an answer not read), or its connection stays taken for good. node-fetch v2's is a pipe's end:
+  // destroying it would leave the socket's stream paused.
+  const body = response.body as (ReadableStream & { resume?: () => void }) | null;
+  body?.cancel ? body.cancel().catch(() => {}) : body?.resume?.();
   const { status, headers } = response;
   return new HttpStatusError({
     status,

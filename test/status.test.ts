@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, request } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
 import { circuitBreaker } from '../src/breaker.ts';
@@ -1087,5 +1088,42 @@ test("throwOnStatus() rejects with the caller's abort reason at once while a fai
       return true;
     });
     assert.ok(Date.now() - started < 300, `took ${Date.now() - started} ms`);
+  });
+});
+
+test("throwOnStatus() lets go of a failure's connection on a base fetch whose body is a Node stream (node-fetch v2): it is read to its end, not left open", async () => {
+  // Answers as node-fetch v2 does: the body is the socket's stream piped into a PassThrough.
+  // No keep-alive: a connection let go closes.
+  const sockets: Socket[] = [];
+  const nodeFetch = (input: string | URL | Request): Promise<Response> =>
+    new Promise((resolve, reject) => {
+      const sent = request(String(input), { agent: false }, (answer) => {
+        sockets.push(answer.socket);
+        const { statusCode: status = 0, statusMessage: statusText = '' } = answer;
+        const body = answer.pipe(new PassThrough());
+        resolve({
+          status,
+          statusText,
+          ok: false,
+          headers: new Headers(),
+          url: String(input),
+          bodyUsed: false,
+          body,
+          clone: () => ({ body: new PassThrough() }),
+        } as never);
+      });
+      sent.on('error', reject).end();
+    });
+  const body = 'x'.repeat(256 * 1024);
+  await withServer(always({ status: 500, body }), async (server) => {
+    const fetch = createFetch({ fetch: nodeFetch, use: [throwOnStatus()] });
+    for (let i = 0; i < 3; i++) await assert.rejects(fetch(`${server.origin}/v1/items`), HttpStatusError);
+    for (let waited = 0; waited < 2000 && sockets.some((socket) => !socket.destroyed); waited += 20)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.deepEqual(
+      sockets.map((socket) => socket.destroyed),
+      [true, true, true],
+      'a connection left open',
+    );
   });
 });
