@@ -2,8 +2,6 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 // @ts-types="@modelcontextprotocol/sdk/client/index"
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 // @ts-types="@modelcontextprotocol/sdk/client/streamableHttp"
@@ -43,6 +41,7 @@ import { definePolicy, type PolicyConfig } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { assertBrokenAnswer } from './helpers/broken-answer.ts';
 import { FLOOD_BYTES, flood } from './helpers/flood.ts';
+import { collector } from './helpers/gc.ts';
 import { answeringPosts, type FetchApp, withApp } from './helpers/hono-server.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
 
@@ -1165,22 +1164,6 @@ test('resilientMcpClient: an answer to a server request with the id of a call in
     }
   });
 });
-
-/**
- * A full garbage collection, where the runtime offers one: Bun's `Bun.gc`, V8's `gc`
- * exposed at run time on Node. Deno has neither: there `heapUsed` is read as it is,
- * garbage included, which only makes a check for growth stricter.
- */
-function collector(): () => void {
-  const bun = (globalThis as { Bun?: { gc(force: boolean): void } }).Bun;
-  if (bun !== undefined) return () => bun.gc(true);
-  try {
-    setFlagsFromString('--expose-gc');
-    return runInNewContext('gc') as () => void;
-  } catch {
-    return () => {};
-  }
-}
 
 test('resilientMcpClient: 20,000 tool calls in one session keep memory flat: the session-long signal keeps no call’s own abort', async () => {
   // Each call's fetch gets its own abort (a notifications/cancelled ends it), tied to the

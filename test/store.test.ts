@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { setFlagsFromString } from 'node:v8';
-import { runInNewContext } from 'node:vm';
 import fc from 'fast-check';
 import { type JsonValue, memoryStore } from '../src/store.ts';
+import { collector } from './helpers/gc.ts';
 
 /** A clock the test moves by hand. */
 function manualClock(start = 1_000_000): { now: () => number; advance: (ms: number) => void } {
@@ -211,22 +210,6 @@ test('1,000,000 inserts leave the store at maxEntries, keeping the newest', asyn
   assert.equal(await store.get('k990000'), 990_000);
   assert.equal(await store.get('k999999'), 999_999);
 });
-
-/**
- * A full garbage collection, where the runtime offers one: Bun's `Bun.gc`, V8's `gc`
- * exposed at run time on Node. Deno has neither (without `--v8-flags`): there `heapUsed`
- * is read as it is, garbage included, which only makes a check for growth stricter.
- */
-function collector(): () => void {
-  const bun = (globalThis as { Bun?: { gc(force: boolean): void } }).Bun;
-  if (bun !== undefined) return () => bun.gc(true);
-  try {
-    setFlagsFromString('--expose-gc');
-    return runInNewContext('gc') as () => void;
-  } catch {
-    return () => {};
-  }
-}
 
 test('touching the same few keys a million times keeps memory flat while the store is below maxEntries', async () => {
   // Each touch moves its key to the end of the Map. V8 (Deno 2.9; Node when the code is
