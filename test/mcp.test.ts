@@ -1910,24 +1910,40 @@ test('resilientMcpClient: a request made while close() ends the session is not s
   });
 });
 
+/**
+ * A transport to `origin`'s /mcp over `fetch` that resumes a lost stream once, `delayMs`
+ * after it ended.
+ */
+function reconnectingTransport(
+  origin: string,
+  fetch: FetchLike,
+  delayMs: number,
+): StreamableHTTPClientTransport {
+  return new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), {
+    fetch,
+    reconnectionOptions: {
+      initialReconnectionDelay: delayMs,
+      maxReconnectionDelay: delayMs,
+      reconnectionDelayGrowFactor: 1,
+      maxRetries: 1,
+    },
+  });
+}
+
+/** A resilient client for `origin`, with a quick gate, whose GET stream is resumed once, `delayMs` after it ended. */
+function reconnecting(origin: string, delayMs: number) {
+  return resilientMcpClient({
+    client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+    transport: (fetch: FetchLike) => reconnectingTransport(origin, fetch, delayMs),
+    policy: definePolicy({ name: 'tools', retry: { backoff: fast } }),
+    gate: createGate({ key: 'tools', schedule: quickGate }),
+  });
+}
+
 test('resilientMcpClient: a 404 on the reconnecting GET stream (the server lost the session) makes the next connect() start a new session, without a request failing first', async () => {
   const app = sessionApp(undefined, { stream: true });
   await withApp(app, async ({ origin }) => {
-    const mcp = resilientMcpClient({
-      client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
-      transport: (fetch: FetchLike) =>
-        new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), {
-          fetch,
-          reconnectionOptions: {
-            initialReconnectionDelay: 5,
-            maxReconnectionDelay: 5,
-            reconnectionDelayGrowFactor: 1,
-            maxRetries: 1,
-          },
-        }),
-      policy: definePolicy({ name: 'tools', retry: { backoff: fast } }),
-      gate: createGate({ key: 'tools', schedule: quickGate }),
-    });
+    const mcp = reconnecting(origin, 5);
     try {
       const client = await mcp.connect();
       // The SDK reports the failed reconnect to onerror once it has the answer.
@@ -1961,21 +1977,7 @@ test('resilientMcpClient: once the GET stream reopens, the hints are forgotten: 
   const echo = { annotations: { readOnlyHint: true }, runs: 0, failNext: false };
   const app = sessionApp(echo, { stream: true });
   await withApp(app, async ({ origin }) => {
-    const mcp = resilientMcpClient({
-      client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
-      transport: (fetch: FetchLike) =>
-        new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), {
-          fetch,
-          reconnectionOptions: {
-            initialReconnectionDelay: 50,
-            maxReconnectionDelay: 50,
-            reconnectionDelayGrowFactor: 1,
-            maxRetries: 1,
-          },
-        }),
-      policy: definePolicy({ name: 'tools', retry: { backoff: fast } }),
-      gate: createGate({ key: 'tools', schedule: quickGate }),
-    });
+    const mcp = reconnecting(origin, 50);
     const waitFor = async (streams: number) => {
       for (let waited = 0; app.streams() < streams && waited < 2_000; waited += 5) {
         await new Promise((resolve) => setTimeout(resolve, 5));
@@ -2957,16 +2959,8 @@ async function sendCut(
   waitMs: number,
 ): Promise<{ tokens: string[]; code: unknown }> {
   const fetch = mcpFetch(definePolicy({ name: 'tools', retry: false }), { maxResponseBytes: limit });
-  const transport = new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), {
-    fetch,
-    // Resumes 10 ms after the stream ends, unless the server said otherwise (`retry:`).
-    reconnectionOptions: {
-      initialReconnectionDelay: 10,
-      maxReconnectionDelay: 10,
-      reconnectionDelayGrowFactor: 1,
-      maxRetries: 1,
-    },
-  });
+  // Resumes 10 ms after the stream ends, unless the server said otherwise (`retry:`).
+  const transport = reconnectingTransport(origin, fetch, 10);
   const tokens: string[] = [];
   let code: unknown;
   let answered: () => void = () => {};
