@@ -210,9 +210,11 @@ const WORKERD_LOST = /^network connection lost/;
  * mismatch`; Deno and Bun ignore the option). So does a streamed request body a 307 or 308
  * would need sent again (Deno's `can not redeliver a streaming request body`; Bun's message
  * is no network failure anyway; undici's `fetch failed` has an empty cause: not told apart).
+ * So does a redirect to a URL with credentials (`Location: http://user:pass@host/`):
+ * undici's `cross origin not allowed for request mode "cors"` (Deno and Bun follow it).
  */
 const LOCAL_REFUSAL =
-  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url|headers overflow|message head is too large|unexpected redirect|redirect mode|integrity mismatch|redeliver/;
+  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url|headers overflow|message head is too large|unexpected redirect|redirect mode|integrity mismatch|redeliver|cross origin/;
 
 /**
  * Error `code`s of a response body that failed to decode: a corrupt (or cut-short) gzip,

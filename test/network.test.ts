@@ -11,7 +11,7 @@ import { createFetch } from '../src/chain.ts';
 import { BreakwaterError, NetworkError, requestSummary } from '../src/errors.ts';
 import { normalizeNetworkError } from '../src/network.ts';
 import { definePolicy } from '../src/policy.ts';
-import { always, type Behaviour, closedPort, withServer } from './helpers/server.ts';
+import { always, type Behaviour, closedPort, type Handler, withServer } from './helpers/server.ts';
 
 /**
  * Which runtime runs the suite, for the few rows where runtimes report a failure
@@ -651,6 +651,11 @@ test("constructed: fetch's own refusals (blocked port, unsupported scheme) are n
     ),
     undefined,
   ); // Deno
+  // A redirect to a URL with credentials (undici; Deno and Bun follow it).
+  assert.equal(
+    normalizeNetworkError(undici(new Error('cross origin not allowed for request mode "cors"'))),
+    undefined,
+  );
 });
 
 test('constructed: non-Error throwables give undefined without throwing', () => {
@@ -783,6 +788,32 @@ test("fetch's own refusal to resend a streamed request body after a 307 passes o
     assert.equal(server.requests.length, 1);
     if (runtime === 'node') return;
     assert.ok(outcome instanceof TypeError && !(outcome instanceof BreakwaterError), String(outcome));
+    assert.equal(policy.stats(server.origin).breaker?.consecutiveFailures ?? 0, 0);
+  });
+});
+
+test("fetch's own refusal of a redirect to a URL with credentials passes on as it is: nothing resends it nor counts it against the server", async () => {
+  // undici (Node) refuses `Location: http://user:pass@host/...` itself, saying `fetch
+  // failed` with the cause `cross origin not allowed for request mode "cors"`: it read as
+  // ENETWORK "maybe sent", so a policy sent the GET three times and the breaker counted
+  // three failures. Deno and Bun follow such a redirect.
+  const policy = definePolicy({});
+  const toCredentials: Handler = (req) =>
+    req.url === '/next'
+      ? {}
+      : { status: 302, headers: { location: `http://user:pass@${req.headers.host}/next` } };
+  await withServer(toCredentials, async (server) => {
+    const outcome = await policy
+      .fetch()(`${server.origin}/v1/things`)
+      .catch((error: unknown) => error);
+    if (runtime === 'node') {
+      assert.ok(outcome instanceof TypeError && !(outcome instanceof BreakwaterError), String(outcome));
+      assert.equal(server.requests.length, 1);
+    } else {
+      assert.ok(outcome instanceof Response, String(outcome));
+      assert.equal(outcome.status, 200);
+      await outcome.body?.cancel();
+    }
     assert.equal(policy.stats(server.origin).breaker?.consecutiveFailures ?? 0, 0);
   });
 });
