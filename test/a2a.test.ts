@@ -780,20 +780,9 @@ function answering(method: string, answer: () => Response, card?: (c: { req: Req
 }
 
 test('an agent’s failure body that never ends is cut for the SDK: GetTask fails with its status, and the agent stops being read', async () => {
-  const CHUNK = 64 * 1024;
-  const LIMIT = 64 * 1024 * 1024;
-  let produced = 0;
-  const app = answering('GetTask', () => {
-    // An error page that streams on (a proxy's, say): only stopped here so the old code ends.
-    const body = new ReadableStream<Uint8Array>({
-      pull(controller) {
-        if (produced >= LIMIT) return controller.close();
-        produced += CHUNK;
-        controller.enqueue(new Uint8Array(CHUNK).fill(120));
-      },
-    });
-    return new Response(body, { status: 500, headers: { 'content-type': 'text/plain' } });
-  });
+  // An error page that streams on (a proxy's, say).
+  const endless = flood('', 'x', { 'content-type': 'text/plain' });
+  const app = answering('GetTask', () => endless.failure(500));
   await withApp(app, async ({ origin }) => {
     const client = await createA2AClient(origin, { policy: quickPolicy(1) });
     const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
@@ -801,7 +790,7 @@ test('an agent’s failure body that never ends is cut for the SDK: GetTask fail
     assert.equal(error.status, 500);
     const said = (error.cause as Error).message;
     assert.ok(said.length < 100_000, `message of ${said.length} chars`);
-    assert.ok(produced < LIMIT / 2, `agent produced ${produced} bytes`);
+    assert.ok(endless.produced() < FLOOD_BYTES / 2, `agent produced ${endless.produced()} bytes`);
   });
 });
 

@@ -2300,22 +2300,11 @@ function answering(tool: string, answer: () => Response) {
 }
 
 test('a failure body that never ends is cut for the SDK: the call fails with its status, and the server stops being read', async () => {
-  const CHUNK = 64 * 1024;
-  const LIMIT = 64 * 1024 * 1024;
   // A status past 599 (fetch passes it through) must not slip past the cap, nor break the fetch.
   for (const status of [500, 999]) {
-    let produced = 0;
-    const app = answering('flood', () => {
-      // An error page that streams on (a proxy's, say): only stopped here so the old code ends.
-      const body = new ReadableStream<Uint8Array>({
-        pull(controller) {
-          if (produced >= LIMIT) return controller.close();
-          produced += CHUNK;
-          controller.enqueue(new Uint8Array(CHUNK).fill(120));
-        },
-      });
-      return new Response(body, { status, headers: { 'content-type': 'text/plain' } });
-    });
+    // An error page that streams on (a proxy's, say).
+    const endless = flood('', 'x', { 'content-type': 'text/plain' });
+    const app = answering('flood', () => endless.failure(status));
     await withApp(app, async ({ origin }) => {
       await withPlainClient(origin, async (client, fetch) => {
         const caught = await client.callTool({ name: 'flood', arguments: {} }).catch((e: unknown) => e);
@@ -2325,7 +2314,10 @@ test('a failure body that never ends is cut for the SDK: the call fails with its
         assert.ok(status > 599 ? error === caught : error instanceof HttpStatusError, String(error));
         const { length } = (caught as Error).message;
         assert.ok(length < 100_000, `${status}: message of ${length} chars`);
-        assert.ok(produced < LIMIT / 2, `${status}: server produced ${produced} bytes`);
+        assert.ok(
+          endless.produced() < FLOOD_BYTES / 2,
+          `${status}: server produced ${endless.produced()} bytes`,
+        );
       });
     });
   }
@@ -2345,19 +2337,8 @@ async function settledWithin<T>(work: Promise<T>, ms: number): Promise<T | 'hung
 }
 
 test('resilientMcpClient: a failure answer to a cancellation whose body never ends is not read on: the server stops being read', async () => {
-  const CHUNK = 64 * 1024;
-  const LIMIT = 64 * 1024 * 1024;
-  let produced = 0;
-  const app = answeringPosts(mcpApp(counts()), 'notifications/cancelled', () => {
-    const body = new ReadableStream<Uint8Array>({
-      pull(controller) {
-        if (produced >= LIMIT) return controller.close();
-        produced += CHUNK;
-        controller.enqueue(new Uint8Array(CHUNK).fill(120));
-      },
-    });
-    return new Response(body, { status: 500, headers: { 'content-type': 'text/plain' } });
-  });
+  const endless = flood('', 'x', { 'content-type': 'text/plain' });
+  const app = answeringPosts(mcpApp(counts()), 'notifications/cancelled', () => endless.failure(500));
   await withApp(app, async ({ origin }) => {
     const mcp = resilient(origin);
     try {
@@ -2372,7 +2353,7 @@ test('resilientMcpClient: a failure answer to a cancellation whose body never en
       cancel.abort();
       await assert.rejects(call);
       assert.notEqual(await settledWithin(reported, 5_000), 'hung');
-      assert.ok(produced < LIMIT / 2, `server produced ${produced} bytes`);
+      assert.ok(endless.produced() < FLOOD_BYTES / 2, `server produced ${endless.produced()} bytes`);
     } finally {
       await mcp.close();
     }

@@ -17,6 +17,8 @@ const CHUNK_BYTES = 64 * 1024;
 export interface Flood {
   /** A fresh answer (200, `headers`): `head`, then `fill` repeated, as fast as it is read. */
   answer(): Response;
+  /** A fresh answer as {@link Flood.answer}'s, with `status`: a failure whose body never ends. */
+  failure(status: number): Response;
   /** Bytes of `fill` handed out so far, over every answer. */
   produced(): number;
 }
@@ -33,20 +35,23 @@ export function flood(
 ): Flood {
   const chunk = new TextEncoder().encode(fill.repeat(CHUNK_BYTES / fill.length));
   let produced = 0;
+  const respond = (status: number): Response => {
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        // An empty chunk is not sent: some servers take one for the end of the body.
+        if (head !== '') controller.enqueue(new TextEncoder().encode(head));
+      },
+      pull(controller) {
+        if (produced >= bound) return controller.close();
+        produced += chunk.length;
+        controller.enqueue(chunk);
+      },
+    });
+    return new Response(body, { status, headers });
+  };
   return {
-    answer(): Response {
-      const body = new ReadableStream<Uint8Array>({
-        start(controller) {
-          controller.enqueue(new TextEncoder().encode(head));
-        },
-        pull(controller) {
-          if (produced >= bound) return controller.close();
-          produced += chunk.length;
-          controller.enqueue(chunk);
-        },
-      });
-      return new Response(body, { headers });
-    },
+    answer: () => respond(200),
+    failure: respond,
     produced: () => produced,
   };
 }
