@@ -25,7 +25,7 @@ import {
 } from './call.ts';
 import { BreakwaterError, isAbort, type RequestSummary, requestSummary } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
-import { fetchFailure } from './network.ts';
+import { fetchFailure, redactCauses } from './network.ts';
 import { functionOption, keyOptionSchema, onEventSchema, validate } from './options.ts';
 import { redactText, redactUrl } from './redact.ts';
 
@@ -145,6 +145,8 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
         ) {
           throw error;
         }
+        // Kept as the cause, which a logger prints whole: hidden as a fetch failure's is.
+        redactCauses(error);
         throw new BreakwaterError(
           `${name} threw: ${redactText(error instanceof Error ? error.message : String(error))}`,
           'MIDDLEWARE_FAILED',

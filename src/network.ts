@@ -381,18 +381,14 @@ export function normalizeNetworkError(
 }
 
 /**
- * What a failure of `fetch()` (or of reading its body: `stage`) goes up the chain as: the
- * {@link NetworkError} it normalises to, or else the error itself, re-made with its
- * message's URLs redacted when it quotes one. A runtime's own refusal (Node's "Request
- * cannot be constructed from a URL that includes credentials: http://user:PASSWORD@...",
- * Bun's `ZlibError fetching "<url>"` for a corrupt gzip body) can quote the URL with its
- * userinfo and query values. The caller checks its own abort first.
+ * Redacts, in place, what an error the chain goes on to keep as a `cause` and its own causes
+ * say (see {@link redactText}): a logger prints them (console.error, util.inspect, pino's
+ * cause walk). Deno's message and stack quote the URL (`error sending request for url
+ * (<url>)`), Bun keeps it as `path`; Node's and Deno's refusal of a header value quote the
+ * value (a token with a line break in it). A frozen error, or a getter only, keeps what it
+ * says: the caller's message about it is redacted anyway.
  */
-export function fetchFailure(error: unknown, request: RequestSummary, stage?: FetchStage): unknown {
-  // What the raw error and its causes say goes out too, as the NetworkError's cause (a
-  // logger prints it: console.error, pino's cause chain): Deno's message and stack quote
-  // the URL (`error sending request for url (<url>)`), Bun keeps it as `path`. Its URLs
-  // are redacted in place: this error is the chain's own, made for this one failure.
+export function redactCauses(error: unknown): void {
   // Any object, not `instanceof Object`: an error of another realm (Jest runs tests in a
   // node:vm context, fetch lives outside it) is none, and went up unredacted.
   for (let link = error, i = 0; i < MAX_CHAIN_ERRORS && Object(link) === link; i++) {
@@ -401,11 +397,23 @@ export function fetchFailure(error: unknown, request: RequestSummary, stage?: Fe
       try {
         if (typeof text === 'string') (link as Record<string, string>)[field] = redactText(text);
       } catch {
-        // Frozen, or a getter only: what it says stays, and the message is re-made below.
+        // Frozen, or a getter only: what it says stays.
       }
     }
     link = read(link, 'cause');
   }
+}
+
+/**
+ * What a failure of `fetch()` (or of reading its body: `stage`) goes up the chain as: the
+ * {@link NetworkError} it normalises to, or else the error itself, re-made with its
+ * message's URLs redacted when it quotes one. A runtime's own refusal (Node's "Request
+ * cannot be constructed from a URL that includes credentials: http://user:PASSWORD@...",
+ * Bun's `ZlibError fetching "<url>"` for a corrupt gzip body) can quote the URL with its
+ * userinfo and query values. The caller checks its own abort first.
+ */
+export function fetchFailure(error: unknown, request: RequestSummary, stage?: FetchStage): unknown {
+  redactCauses(error);
   const network = normalizeNetworkError(error, request, stage);
   // breakwater's own errors (from a breakwater fetch passed as `fetch`) are redacted already.
   // The message is read, not asked `instanceof Error`: a frozen error of another realm is

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { inspect } from 'node:util';
 import {
   BreakwaterError,
   backoff,
@@ -276,6 +277,31 @@ test('a middleware that throws is reported by name, with the original error as c
     assert.equal(error.cause, boom);
     return true;
   });
+});
+
+test('a middleware that throws does not show a credential its error quotes: neither util.inspect nor JSON.stringify of the MIDDLEWARE_FAILED', async () => {
+  // The cause was the raw error: its message and stack (util.inspect, pino's cause walk)
+  // quoted a token the runtime refused as a header value (Node and Deno quote it) or a URL
+  // with its api_key, though the MIDDLEWARE_FAILED's own message hid them.
+  const secret = 'Tok3nFromCliOutput9';
+  const headersFromCli: Middleware = async function cliAuth(call, next) {
+    new Headers({ authorization: `Bearer ${secret}\nwarning: update available` });
+    return next(call);
+  };
+  const quotesUrl: Middleware = async function lookup() {
+    throw new Error(`no route for https://api.example.com/v1/models?api_key=${secret}`);
+  };
+  for (const broken of [headersFromCli, quotesUrl]) {
+    const fetch = createFetch({ fetch: async () => new Response('ok'), use: [broken] });
+    const error = await fetch('http://127.0.0.1:9/').then(
+      () => assert.fail('the middleware threw'),
+      (thrown: unknown) => thrown,
+    );
+    assert.ok(error instanceof BreakwaterError && error.code === 'MIDDLEWARE_FAILED', String(error));
+    for (const shown of [inspect(error, { depth: 5 }), JSON.stringify(error)]) {
+      assert.ok(!shown.includes(secret), `the credential shown: ${shown}`);
+    }
+  }
 });
 
 test('a middleware that returns something other than a Response is reported by name', async () => {
