@@ -52,6 +52,12 @@ function cardFor(origin: string) {
   };
 }
 
+/** {@link cardFor}'s card for the agent asked, saying it streams: for `answering()`'s `card`. */
+function streamingCard(c: { req: Request }): Response {
+  const card = cardFor(new URL(c.req.url).origin);
+  return Response.json({ ...card, capabilities: { ...card.capabilities, streaming: true } });
+}
+
 /** What a fault answers instead of the agent: a 503 asking for a short wait. */
 function overloaded(): Response {
   return new Response('{"error":{"message":"agent overloaded"}}', {
@@ -905,11 +911,7 @@ test('an agent that answers GetTask (JSON-RPC and REST) with an endless event st
 test('an agent that answers SendStreamingMessage with an endless event stream typed Text/Event-Stream fails past maxResponseBytes: the SDK takes only text/event-stream as written for a stream, and reads any other answer whole', async () => {
   const LIMIT = 256 * 1024;
   const endless = flood('data: {}\n\n', 'data: x\n\n', { 'content-type': 'Text/Event-Stream' });
-  const streaming = (c: { req: Request }) => {
-    const card = cardFor(new URL(c.req.url).origin);
-    return Response.json({ ...card, capabilities: { ...card.capabilities, streaming: true } });
-  };
-  await withApp(answering('SendStreamingMessage', endless.answer, streaming), async ({ origin }) => {
+  await withApp(answering('SendStreamingMessage', endless.answer, streamingCard), async ({ origin }) => {
     const client = await createA2AClient(origin, { policy: quickPolicy(1), maxResponseBytes: LIMIT });
     const error = await (async () => {
       for await (const _ of client.sendMessageStream(userMessage('hi'))) {
@@ -927,11 +929,7 @@ test('an agent’s SSE event that never ends fails the message stream past maxRe
   const endless = flood('data: {"jsonrpc":"2.0","id":1,"result":"', 'x', {
     'content-type': 'text/event-stream',
   });
-  const streaming = (c: { req: Request }) => {
-    const card = cardFor(new URL(c.req.url).origin);
-    return Response.json({ ...card, capabilities: { ...card.capabilities, streaming: true } });
-  };
-  await withApp(answering('SendStreamingMessage', endless.answer, streaming), async ({ origin }) => {
+  await withApp(answering('SendStreamingMessage', endless.answer, streamingCard), async ({ origin }) => {
     const client = await createA2AClient(origin, { policy: quickPolicy(1), maxResponseBytes: LIMIT });
     const error = await (async () => {
       for await (const _ of client.sendMessageStream(userMessage('hi'))) {
@@ -991,12 +989,8 @@ test('a 429 or 503 with Retry-After whose JSON body the SDK reads as a JSON-RPC 
   for (const { status, body, stream } of bodies) {
     const reply = () =>
       new Response(body, { status, headers: { 'content-type': 'application/json', 'retry-after': '7' } });
-    const streaming = (c: { req: Request }) => {
-      const card = cardFor(new URL(c.req.url).origin);
-      return Response.json({ ...card, capabilities: { ...card.capabilities, streaming: true } });
-    };
     const method = stream ? 'SendStreamingMessage' : 'SendMessage';
-    await withApp(answering(method, reply, streaming), async ({ origin }) => {
+    await withApp(answering(method, reply, streamingCard), async ({ origin }) => {
       const client = await createA2AClient(origin, { policy: quickPolicy(1) });
       const error = await (async () => {
         if (!stream) return client.sendMessage(userMessage('hi'));
@@ -1029,16 +1023,12 @@ test('a 503 whose JSON error body is the same as an earlier 429’s comes back w
             headers: { 'content-type': 'application/json', 'retry-after': '30' },
           })
         : new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
-    const streaming = (c: { req: Request }) => {
-      const card = cardFor(new URL(c.req.url).origin);
-      return Response.json({ ...card, capabilities: { ...card.capabilities, streaming: true } });
-    };
     const legacy = new Hono()
       .get('/.well-known/agent-card.json', (c) =>
         c.json(legacyCard(c.req.url, 'legacy', '/rest', 'HTTP+JSON')),
       )
       .all('/rest/*', reply);
-    const app = method === 'legacy REST' ? legacy : answering(method, reply, streaming);
+    const app = method === 'legacy REST' ? legacy : answering(method, reply, streamingCard);
     await withApp(app, async ({ origin }) => {
       const client = await createA2AClient(origin, { policy: quickPolicy(1) });
       const call = async () => {
@@ -1244,10 +1234,6 @@ test('createA2AClient refuses a signal that is not an AbortSignal with a TypeErr
 
 test('a message stream cut past maxResponseBytes still delivers the events that ended before the cut in the same read: the task and its id', async () => {
   const LIMIT = 1024;
-  const streaming = (c: { req: Request }) => {
-    const card = cardFor(new URL(c.req.url).origin);
-    return Response.json({ ...card, capabilities: { ...card.capabilities, streaming: true } });
-  };
   // The task event and the start of an oversized artifact event, in one write.
   const answer = () => {
     const task = {
@@ -1258,7 +1244,7 @@ test('a message stream cut past maxResponseBytes still delivers the events that 
     const text = `data: ${JSON.stringify(task)}\n\ndata: {"jsonrpc":"2.0","id":1,"result":"${'x'.repeat(200_000)}`;
     return new Response(text, { headers: { 'content-type': 'text/event-stream' } });
   };
-  await withApp(answering('SendStreamingMessage', answer, streaming), async ({ origin }) => {
+  await withApp(answering('SendStreamingMessage', answer, streamingCard), async ({ origin }) => {
     const client = await createA2AClient(origin, { policy: quickPolicy(1), maxResponseBytes: LIMIT });
     const events: unknown[] = [];
     const error = await (async () => {
