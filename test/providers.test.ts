@@ -1043,6 +1043,27 @@ test('a failure body that stalls is ended at the policy’s capture.bodyWaitMs, 
   });
 });
 
+/**
+ * What one ask to the server at `origin` with `key` fails with, through each preset in
+ * turn (OpenAI, Anthropic, the AI SDK), none retrying.
+ */
+async function presetErrors(origin: string, key: string): Promise<unknown[]> {
+  const policy = definePolicy({ retry: false });
+  return [
+    await new OpenAI({ baseURL: `${origin}/v1`, apiKey: key, ...openaiOptions(policy) }).chat.completions
+      .create(ask)
+      .catch((e: unknown) => e),
+    await new Anthropic({ baseURL: origin, apiKey: key, ...anthropicOptions(policy) }).messages
+      .create(askClaude)
+      .catch((e: unknown) => e),
+    await generateText({
+      model: createOpenAI({ baseURL: `${origin}/v1`, apiKey: key, ...aiSdkOptions(policy) }).chat('m'),
+      prompt: 'hello',
+      maxRetries: 0,
+    }).catch((e: unknown) => e),
+  ];
+}
+
 test('a key the server quotes back in a 401 is hidden from the SDK’s error and toHttpStatusError’s, on all three presets', async () => {
   const key = 'sk-proj-quoted0123456789abcdef';
   const app = new Hono();
@@ -1053,26 +1074,7 @@ test('a key the server quotes back in a 401 is hidden from the SDK’s error and
     return c.json({ error: { message: `Incorrect API key provided: ${sent}.`, type: 'auth' } }, 401);
   });
   await withApp(app, async (server) => {
-    const policy = definePolicy({ retry: false });
-    const errors = [
-      await new OpenAI({
-        baseURL: `${server.origin}/v1`,
-        apiKey: key,
-        ...openaiOptions(policy),
-      }).chat.completions
-        .create(ask)
-        .catch((e: unknown) => e),
-      await new Anthropic({ baseURL: server.origin, apiKey: key, ...anthropicOptions(policy) }).messages
-        .create(askClaude)
-        .catch((e: unknown) => e),
-      await generateText({
-        model: createOpenAI({ baseURL: `${server.origin}/v1`, apiKey: key, ...aiSdkOptions(policy) }).chat(
-          'm',
-        ),
-        prompt: 'hello',
-        maxRetries: 0,
-      }).catch((e: unknown) => e),
-    ];
+    const errors = await presetErrors(server.origin, key);
     for (const error of errors) {
       const converted = toHttpStatusError(error);
       assert.equal(converted?.status, 401, String(error));
@@ -1126,20 +1128,7 @@ test('a key the server quotes back in its reason phrase is hidden from the SDK�
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   try {
     const origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-    const policy = definePolicy({ retry: false });
-    const errors = [
-      await new OpenAI({ baseURL: `${origin}/v1`, apiKey: key, ...openaiOptions(policy) }).chat.completions
-        .create(ask)
-        .catch((e: unknown) => e),
-      await new Anthropic({ baseURL: origin, apiKey: key, ...anthropicOptions(policy) }).messages
-        .create(askClaude)
-        .catch((e: unknown) => e),
-      await generateText({
-        model: createOpenAI({ baseURL: `${origin}/v1`, apiKey: key, ...aiSdkOptions(policy) }).chat('m'),
-        prompt: 'hello',
-        maxRetries: 0,
-      }).catch((e: unknown) => e),
-    ];
+    const errors = await presetErrors(origin, key);
     for (const error of errors) {
       const converted = toHttpStatusError(error);
       assert.equal(converted?.status, 401, String(error));
