@@ -22,7 +22,15 @@
  */
 
 import * as z from 'zod/mini';
-import { abortReason, Call, CREDENTIAL_HEADER, hasOneShotBody, type Middleware, type Next } from './call.ts';
+import {
+  abortReason,
+  Call,
+  CREDENTIAL_HEADER,
+  dropBody,
+  hasOneShotBody,
+  type Middleware,
+  type Next,
+} from './call.ts';
 import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
 import { functionOption, isFunction, validate } from './options.ts';
 import { MAX_DELAY_MS } from './timing.ts';
@@ -284,8 +292,7 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
       for (const name of [...CROSS_ORIGIN_HEADERS, ...named]) headers.delete(name);
       foreign = true;
     }
-    // A custom fetch's body may have no cancel() (node-fetch's is a Node stream).
-    response.body?.cancel?.().catch(() => {});
+    dropBody(response);
     // Fetch fails a redirect to any scheme but http(s) (Fetch standard, HTTP-redirect
     // fetch): fetch() itself would read a data: URL, and on Deno and Bun a file: one (a
     // local file). Any other scheme starting so, fetch rejects.
@@ -520,22 +527,16 @@ export function auth(options: AuthOptions): Middleware {
     // 307 / 308 moves the request, which did not run); of fetch's own, only the last
     // answer is seen, so any redirect counts.
     const oneShot = hasOneShotBody(call) || (foreign === false && !call.isIdempotent);
-    // Frees the 401's connection. Not awaited: a cancel settles only once the body's
-    // source has cancelled, which a relayed stream (a custom fetch, a proxy, a mock) may
-    // take long to do, or never, and nobody reads this answer; waiting held up the refresh
-    // and the caller's abort.
-    const drop = (): void => {
-      response.body?.cancel?.().catch(() => {});
-    };
-    // A 401 that is resent is dropped either way now: freed before waiting on a refresh.
-    if (!oneShot) drop();
+    // A 401 that is resent is dropped either way now: its connection freed before waiting on
+    // a refresh, not waited for (that held up the refresh and the caller's abort).
+    if (!oneShot) dropBody(response);
     // A pass that is over is neither refreshed for nor resent: a timeout above ended it
     // (its deadline, the caller's abort) and put its outer signal back on the call while
     // this 401 came late (a fetch that ignores the signal), or a retry above has started
     // the next attempt. A refresh for nobody hits the token endpoint and, with rotating
     // refresh tokens, spends one.
     if (signal?.aborted) {
-      drop();
+      dropBody(response);
       throw abortReason(signal);
     }
     // Only a 401 for the newest token says that token is bad; for an older one, another
@@ -562,7 +563,7 @@ export function auth(options: AuthOptions): Middleware {
           signal?.aborted ||
           (error as BreakwaterError | undefined)?.code !== 'AUTH_REFRESH_FAILED'
         ) {
-          drop();
+          dropBody(response);
           throw error;
         }
       }

@@ -92,6 +92,25 @@ export function hasOneShotBody(call: Call): boolean {
   return typeof body?.getReader === 'function' || typeof body?.[Symbol.asyncIterator] === 'function';
 }
 
+/**
+ * Lets go of a response nobody will read, so its connection is freed. A web stream is
+ * cancelled, not waited for: a cancel settles only once the body's source has cancelled,
+ * which a relayed stream (a custom fetch, a proxy, a mock) may take long to do, or never.
+ * A Node stream (node-fetch v2 and v3's body) has no cancel(): it is read on and dropped,
+ * as Node's docs ask of an answer not read, or its connection stays taken for good
+ * (destroying it would not do for v2, whose body is a pipe's end: the socket's stream
+ * stays paused). Never throws: `timeout()` runs it where nothing would catch it, on
+ * whatever a broken layer below resolved with.
+ */
+export function dropBody(response: Response): void {
+  try {
+    const body = response.body as (ReadableStream & { resume?: () => void }) | null;
+    body?.cancel ? body.cancel().catch(() => {}) : body?.resume?.();
+  } catch {
+    // Not a Response: nothing to free.
+  }
+}
+
 /** The methods RFC 9110 §9.2.2 defines as idempotent. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 

@@ -19,7 +19,7 @@ import {
   type Jitter,
   withDefaults,
 } from './backoff.ts';
-import { abortReason, type Call, hasOneShotBody, type Middleware, type Next } from './call.ts';
+import { abortReason, type Call, dropBody, hasOneShotBody, type Middleware, type Next } from './call.ts';
 import { type Classification, classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
 import { BreakwaterError, RetryAfterTooLongError, requestSummary, TimeoutError } from './errors.ts';
 import type { GiveUpReason } from './events.ts';
@@ -331,8 +331,7 @@ export function retry(options: RetryOptions = {}): Retry {
       // its error: no give-up or retry event for a call already reported, and no token
       // from the server's budget for a retry the caller left.
       if (signal?.aborted) {
-        // Cancelled, not waited for (see below).
-        if ('response' in outcome) outcome.response.body?.cancel?.().catch(() => {});
+        if ('response' in outcome) dropBody(outcome.response);
         throw abortReason(signal);
       }
       const budget = budgetFor(call.key);
@@ -379,12 +378,9 @@ export function retry(options: RetryOptions = {}): Retry {
         throw tooLong;
       }
 
-      // The dropped answer's body is cancelled, so its connection is freed, but not waited
-      // for: a cancel settles only once the body's source has cancelled, which a relayed
-      // stream (a custom fetch, a proxy, a mock) may take long to do, or never, and nobody
-      // reads that answer. A caller's abort must end the call at once. A custom fetch's body
-      // may have no cancel() (node-fetch's is a Node stream).
-      if ('response' in outcome) outcome.response.body?.cancel?.().catch(() => {});
+      // The dropped answer's connection is freed, not waited for: a caller's abort must end
+      // the call at once.
+      if ('response' in outcome) dropBody(outcome.response);
       // No retry event for a pass the cancel ended either: the body's source is told at
       // once, and its cancel may abort. (Not throwIfAborted(): a custom fetch may take a
       // polyfill's signal, which lacks it.)

@@ -14,7 +14,15 @@
  */
 
 import * as z from 'zod/mini';
-import { abortReason, BODY_READ, type Call, CREDENTIAL_HEADER, type Middleware, type Next } from './call.ts';
+import {
+  abortReason,
+  BODY_READ,
+  type Call,
+  CREDENTIAL_HEADER,
+  dropBody,
+  type Middleware,
+  type Next,
+} from './call.ts';
 import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
@@ -386,12 +394,7 @@ export async function statusError(
   statuses?: readonly number[],
 ): Promise<HttpStatusError> {
   const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(call, response));
-  // Started, not waited for: a relayed body's cancel may settle late or never (as in retry()).
-  // A Node stream (node-fetch's body) has no cancel(): read on and dropped (as Node's docs ask of
-  // an answer not read), or its connection stays taken for good. node-fetch v2's is a pipe's end:
-  // destroying it would leave the socket's stream paused.
-  const body = response.body as (ReadableStream & { resume?: () => void }) | null;
-  body?.cancel ? body.cancel().catch(() => {}) : body?.resume?.();
+  dropBody(response);
   const { status, headers } = response;
   return new HttpStatusError({
     status,

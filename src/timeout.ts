@@ -20,6 +20,7 @@ import {
   abortReason,
   BODY_READ,
   type Call,
+  dropBody,
   ENDED,
   type MarkedCall,
   type Middleware,
@@ -135,19 +136,6 @@ function keepAlive(response: Response, controller: AbortController): void {
 }
 
 /**
- * Frees a response that came after the wait for it ended: nobody will read it, and its
- * connection must go. Never throws: it runs where nothing would catch it, and a broken
- * layer below may resolve with something that is no Response at all.
- */
-function drop(response: Response): void {
-  try {
-    response.body?.cancel().catch(() => {});
-  } catch {
-    // Not a Response: nothing to free.
-  }
-}
-
-/**
  * Deadlines for response headers: per pass (`attemptMs`) and for the whole call
  * (`totalMs`). A missed deadline rejects with `TimeoutError` (`scope` says which)
  * and aborts the request; the caller's own abort still comes back as its own reason.
@@ -247,7 +235,7 @@ export function timeout(options: TimeoutOptions): Middleware {
         // A rejection after the deadline is dropped here (so none goes unhandled); a
         // response after it has its body cancelled, freeing the connection.
         next(call).then((response) => {
-          if (expired) drop(response);
+          if (expired) dropBody(response);
           else resolve(response);
         }, reject);
       });

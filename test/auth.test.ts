@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import type { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
 import type { Middleware } from '../src/call.ts';
@@ -8,7 +9,7 @@ import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { deadline, timeout } from '../src/timeout.ts';
-import { nodeFetchShaped } from './helpers/node-fetch.ts';
+import { nodeFetchOverHttp, nodeFetchShaped } from './helpers/node-fetch.ts';
 import { always, type Handler, lateFirstAnswer, type TestServer, withServer } from './helpers/server.ts';
 
 const OLD = 'sk-old-0123456789';
@@ -1547,4 +1548,32 @@ test('an abort from a polyfill signal that calls its listeners as functions (abo
     assert.deepEqual([await within(Promise.all(calls), 200), thrown], [[reason, reason], []]);
     assert.equal(listeners.length, 0);
   });
+});
+
+test("a base fetch whose body is a Node stream (node-fetch v2): a dropped 401's connection (and a followed 3xx's) is let go, its big body read to its end, not left open", async () => {
+  // Dropping the 401 (or the 3xx a key auth() follows) skipped the body's cancel(), which a
+  // Node stream has not, and the body was neither read nor let go: its connection stayed
+  // taken for good.
+  const body = 'x'.repeat(1024 * 1024);
+  for (const options of [{}, { header: 'x-api-key', scheme: '' }]) {
+    const nodeFetch = nodeFetchOverHttp();
+    await withServer(
+      (req) =>
+        req.url === '/a'
+          ? { status: 302, headers: { location: '/b' }, body }
+          : req.headers.authorization === `Bearer ${NEW}` || req.headers['x-api-key'] === NEW
+            ? { status: 200 }
+            : { status: 401, body },
+      async (server) => {
+        const fetch = createFetch({
+          fetch: nodeFetch.fetch,
+          use: [auth({ token: OLD, refresh: countingRefresh().refresh, ...options })],
+        });
+        const response = await fetch(`${server.origin}/${options.header ? 'a' : 'b'}`);
+        assert.equal(response.status, 200, JSON.stringify(options));
+        (response.body as unknown as Readable).resume();
+        assert.equal(await nodeFetch.open(), 0, `a connection left open: ${JSON.stringify(options)}`);
+      },
+    );
+  }
 });

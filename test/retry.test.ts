@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import type { Readable } from 'node:stream';
 import { test } from 'node:test';
 import type { FetchLike, Middleware } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
@@ -11,7 +12,7 @@ import { retry } from '../src/retry.ts';
 import { sleep } from '../src/sleep.ts';
 import { throwOnStatus } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
-import { nodeFetchShaped } from './helpers/node-fetch.ts';
+import { nodeFetchOverHttp, nodeFetchShaped } from './helpers/node-fetch.ts';
 import { always, closedPort, lateFirstAnswer, sequence, withServer } from './helpers/server.ts';
 
 /** Short schedules: the behaviour is under test, not the default timings. */
@@ -1023,4 +1024,21 @@ test('options passed through as undefined (exactOptionalPropertyTypes) are the d
       assert.equal(server.requests.length, 3);
     });
   }
+});
+
+test("a base fetch whose body is a Node stream (node-fetch v2): a dropped 503's connection is let go, its 1 MiB body read to its end, not left open", async () => {
+  // Dropping the 503 skipped the body's cancel(), which a Node stream has not, and the body
+  // was neither read nor let go: each retried failure kept its connection for good.
+  const nodeFetch = nodeFetchOverHttp();
+  const body = 'x'.repeat(1024 * 1024);
+  await withServer(
+    sequence({ status: 503, body }, { status: 503, body }, { status: 200 }),
+    async (server) => {
+      const fetch = createFetch({ fetch: nodeFetch.fetch, use: [retry({ backoff: fast })] });
+      const response = await fetch(server.origin);
+      assert.equal(response.status, 200);
+      (response.body as unknown as Readable).resume();
+      assert.equal(await nodeFetch.open(), 0, 'a connection left open');
+    },
+  );
 });
