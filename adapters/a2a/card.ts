@@ -12,7 +12,7 @@
  */
 
 import * as z from 'zod/mini';
-import { abortReason, Call, type FetchLike } from '../../src/call.ts';
+import { abortReason, Call, dropBody, type FetchLike } from '../../src/call.ts';
 import {
   BreakwaterError,
   isAbort,
@@ -392,7 +392,7 @@ async function readCapped(
   if (declared > maxBytes || body === null) {
     // Started, not waited for: a relayed body's cancel may settle late or never (as in
     // statusError() and retry()), and under a policy no deadline would end the wait.
-    body?.cancel().catch(() => {});
+    dropBody(response);
     if (body === null) return new Uint8Array();
     throw tooLarge();
   }
@@ -540,7 +540,7 @@ export async function resolveAgentCard(
       )
         break;
       else {
-        response.body?.cancel().catch(() => {});
+        dropBody(response);
         // A Location that is no URL (which fetch would fail on) is refused as plain http is.
         try {
           at = new URL(location, at).href;

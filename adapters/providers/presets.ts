@@ -12,7 +12,7 @@
 
 import * as z from 'zod/mini';
 import { cappedFailure } from '../../src/body-limit.ts';
-import { abortReason, type Call, type FetchLike, type Next } from '../../src/call.ts';
+import { abortReason, type Call, dropBody, type FetchLike, type Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions, PolicyConfig } from '../../src/policy.ts';
@@ -96,7 +96,7 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
             .catch(() => ''),
     );
     // Unread when the snapshot held it all, or an event stream (else cappedFailure let it go).
-    response.body?.cancel().catch(() => {});
+    dropBody(response);
     // A caller who gave up while the body was read gets the abort, not a status error.
     // Not throwIfAborted(): a polyfill's signal (the AI SDK passes the caller's on) has none.
     const signal = call.callerSignal;
