@@ -37,11 +37,13 @@ export const SECRET_HEADERS: readonly string[] = [
  * match exactly: `content-type`, `content-length`, `date`, `retry-after`,
  * `retry-after-ms`, `x-should-retry`, `ratelimit`, `ratelimit-policy`,
  * `ratelimit-limit` / `-remaining` / `-reset` (also with `x-rate-limit-`),
- * `x-request-id`, `request-id`, `x-amzn-requestid`, `cf-ray`, `www-authenticate`.
+ * `x-request-id`, `request-id`, `x-amzn-requestid`, `cf-ray`, `www-authenticate`, and
+ * `idempotent-replayed` (a stored answer replayed: the breaker counts it as nothing, also
+ * when it arrives as an `HttpStatusError` thrown below the breaker).
  * Anchored alternatives of literals, no nested quantifiers: linear time on any name.
  */
 const SAFE_HEADER =
-  /^(?:x-|anthropic-)ratelimit-|^(?:content-(?:type|length)|date|retry-after(?:-ms)?|x-should-retry|(?:x-rate-limit|ratelimit)-(?:limit|remaining|reset)|ratelimit(?:-policy)?|(?:x-)?request-id|x-amzn-requestid|cf-ray|www-authenticate)$/;
+  /^(?:x-|anthropic-)ratelimit-|^(?:content-(?:type|length)|date|retry-after(?:-ms)?|x-should-retry|(?:x-rate-limit|ratelimit)-(?:limit|remaining|reset)|ratelimit(?:-policy)?|(?:x-)?request-id|x-amzn-requestid|cf-ray|www-authenticate|idempotent-replayed)$/;
 
 /** The longest header value kept; longer ones are cut, so a hostile header cannot bloat an error. */
 const MAX_HEADER_VALUE_CHARS = 256;

@@ -15,6 +15,7 @@ import {
 import type { BreakerEvent, BreakwaterEvent } from '../src/events.ts';
 import { idempotencyKey } from '../src/idempotency-key.ts';
 import { retry } from '../src/retry.ts';
+import { throwOnStatus } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
 import { withApp } from './helpers/hono-server.ts';
 import { assertNoToken, refusedAfter, withReasonPhrase } from './helpers/reason-phrase.ts';
@@ -1171,6 +1172,37 @@ test('a replayed answer (Idempotent-Replayed: true, from breakwater/hono idempot
       const response = await fetch(`${origin}/orders`, { method: 'POST', body: '{}' });
       await response.body?.cancel();
       assert.equal(response.status, 500);
+    }
+    assert.equal(runs, 4);
+    assert.equal(breaker.stats('shop')?.consecutiveFailures, 4);
+    const health = await fetch(`${origin}/health`);
+    assert.equal(await health.text(), 'ok');
+    assert.equal(breaker.stats('shop')?.consecutiveFailures, 0);
+  });
+});
+
+test('a replayed answer thrown as an HttpStatusError inside the breaker (throwOnStatus() below it) counts for nothing too', async () => {
+  // The error's headers are an allowlist: without Idempotent-Replayed, the replay of the
+  // stored 500 that retry's resend got counted as a second failure.
+  let runs = 0;
+  const app = new Hono();
+  app.use('/orders', idempotency());
+  app.post('/orders', (c) => {
+    runs++;
+    return c.json({ error: 'down' }, 500);
+  });
+  app.get('/health', (c) => c.text('ok'));
+  await withApp(app, async ({ origin }) => {
+    const breaker = circuitBreaker();
+    const fetch = createFetch({
+      key: 'shop',
+      use: [retry({ backoff: { initialMs: 1, jitter: 'none' } }), idempotencyKey(), breaker, throwOnStatus()],
+    });
+    for (let call = 1; call <= 4; call++) {
+      await assert.rejects(fetch(`${origin}/orders`, { method: 'POST', body: '{}' }), (error: unknown) => {
+        assert.ok(error instanceof HttpStatusError && error.status === 500, String(error));
+        return true;
+      });
     }
     assert.equal(runs, 4);
     assert.equal(breaker.stats('shop')?.consecutiveFailures, 4);

@@ -976,6 +976,20 @@ test('safeHeaders keeps timing, rate-limit, request-id and content headers', () 
   assert.deepEqual(safeHeaders(new Headers(kept)), kept);
 });
 
+test('an HttpStatusError built from a replayed answer keeps Idempotent-Replayed: the breaker reads it to count the replay as nothing', async () => {
+  // Dropped by the allowlist, a replay thrown inside circuitBreaker() (throwOnStatus() below
+  // it) read as a fresh failure.
+  await withServer(always({ status: 500, headers: { 'idempotent-replayed': 'true' } }), async (server) => {
+    const fetch = createFetch({ use: [throwOnStatus()] });
+    const error = await fetch(`${server.origin}/orders`, { method: 'POST', body: '{}' }).then(
+      () => assert.fail('a 500 passed'),
+      (thrown: unknown) => thrown,
+    );
+    assert.ok(error instanceof HttpStatusError, String(error));
+    assert.equal(error.headers['idempotent-replayed'], 'true');
+  });
+});
+
 test('safeHeaders drops every secret header', () => {
   const headers = new Headers();
   for (const name of SECRET_HEADERS) headers.set(name, 'secret-value-1');
