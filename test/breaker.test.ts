@@ -1150,10 +1150,16 @@ test('a reason phrase that quotes the credential the call sent shows none of it 
   });
 });
 
-test('a replayed answer (Idempotent-Replayed: true, from breakwater/hono idempotency() or Stripe) counts for nothing: retry’s resend of a keyed POST answered 500 is one failure, not two', async () => {
-  // The replay is the stored first answer: it says nothing about the server's health now.
-  // Counted, each failing POST was 2 failures (the 500, then its replay), so the third
-  // opened the circuit and the healthy GET beside it was refused.
+/**
+ * Four keyed POSTs through `[retry, idempotencyKey, breaker, ...below]` to a real
+ * `idempotency()` app whose handler always fails 500: `post` sends one and checks its
+ * outcome. Each run is one failure, retry's resend getting the replay counts for nothing,
+ * and a healthy GET beside them still goes and closes the count.
+ */
+async function assertReplaysCountForNothing(
+  below: Middleware[],
+  post: (fetch: FetchLike, url: string) => Promise<void>,
+): Promise<void> {
   let runs = 0;
   const app = new Hono();
   app.use('/orders', idempotency());
@@ -1166,48 +1172,35 @@ test('a replayed answer (Idempotent-Replayed: true, from breakwater/hono idempot
     const breaker = circuitBreaker();
     const fetch = createFetch({
       key: 'shop',
-      use: [retry({ backoff: { initialMs: 1, jitter: 'none' } }), idempotencyKey(), breaker],
+      use: [retry({ backoff: { initialMs: 1, jitter: 'none' } }), idempotencyKey(), breaker, ...below],
     });
-    for (let call = 1; call <= 4; call++) {
-      const response = await fetch(`${origin}/orders`, { method: 'POST', body: '{}' });
-      await response.body?.cancel();
-      assert.equal(response.status, 500);
-    }
+    for (let call = 1; call <= 4; call++) await post(fetch, `${origin}/orders`);
     assert.equal(runs, 4);
     assert.equal(breaker.stats('shop')?.consecutiveFailures, 4);
     const health = await fetch(`${origin}/health`);
     assert.equal(await health.text(), 'ok');
     assert.equal(breaker.stats('shop')?.consecutiveFailures, 0);
+  });
+}
+
+test('a replayed answer (Idempotent-Replayed: true, from breakwater/hono idempotency() or Stripe) counts for nothing: retry’s resend of a keyed POST answered 500 is one failure, not two', async () => {
+  // The replay is the stored first answer: it says nothing about the server's health now.
+  // Counted, each failing POST was 2 failures (the 500, then its replay), so the third
+  // opened the circuit and the healthy GET beside it was refused.
+  await assertReplaysCountForNothing([], async (fetch, url) => {
+    const response = await fetch(url, { method: 'POST', body: '{}' });
+    await response.body?.cancel();
+    assert.equal(response.status, 500);
   });
 });
 
 test('a replayed answer thrown as an HttpStatusError inside the breaker (throwOnStatus() below it) counts for nothing too', async () => {
   // The error's headers are an allowlist: without Idempotent-Replayed, the replay of the
   // stored 500 that retry's resend got counted as a second failure.
-  let runs = 0;
-  const app = new Hono();
-  app.use('/orders', idempotency());
-  app.post('/orders', (c) => {
-    runs++;
-    return c.json({ error: 'down' }, 500);
-  });
-  app.get('/health', (c) => c.text('ok'));
-  await withApp(app, async ({ origin }) => {
-    const breaker = circuitBreaker();
-    const fetch = createFetch({
-      key: 'shop',
-      use: [retry({ backoff: { initialMs: 1, jitter: 'none' } }), idempotencyKey(), breaker, throwOnStatus()],
+  await assertReplaysCountForNothing([throwOnStatus()], async (fetch, url) => {
+    await assert.rejects(fetch(url, { method: 'POST', body: '{}' }), (error: unknown) => {
+      assert.ok(error instanceof HttpStatusError && error.status === 500, String(error));
+      return true;
     });
-    for (let call = 1; call <= 4; call++) {
-      await assert.rejects(fetch(`${origin}/orders`, { method: 'POST', body: '{}' }), (error: unknown) => {
-        assert.ok(error instanceof HttpStatusError && error.status === 500, String(error));
-        return true;
-      });
-    }
-    assert.equal(runs, 4);
-    assert.equal(breaker.stats('shop')?.consecutiveFailures, 4);
-    const health = await fetch(`${origin}/health`);
-    assert.equal(await health.text(), 'ok');
-    assert.equal(breaker.stats('shop')?.consecutiveFailures, 0);
   });
 });
