@@ -800,15 +800,6 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * answer releases the key.
    */
   function settle(c: Circuit, call: Call, epoch: number, answer: Answer): void {
-    // A stored answer replayed to a repeat of a keyed request (`Idempotent-Replayed: true`:
-    // Stripe, breakwater/hono's idempotency()) says nothing about the server's health now,
-    // either way: no failure (retry's resend of a POST answered 500 got that 500 again, so
-    // each failing call counted twice and the circuit opened after 3 calls, not 5), no
-    // success, no pause. It is judged as an error that says nothing (a user abort) is.
-    if (readHeader(answer.headers, 'idempotent-replayed')?.toLowerCase() === 'true') {
-      settleError(c, call, epoch, undefined);
-      return;
-    }
     const status = answer.status;
     if (status === 429) {
       let askedMs = delayOf(answer);
@@ -830,6 +821,18 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       }
       pace(c, call, answer, askedMs, fromServer);
       succeed(c, call, epoch);
+    } else if (
+      (status === 408 || status >= 500) &&
+      readHeader(answer.headers, 'idempotent-replayed')?.toLowerCase() === 'true'
+    ) {
+      // A stored failure replayed to a repeat of a keyed request (`Idempotent-Replayed:
+      // true`: Stripe, breakwater/hono's idempotency()) says nothing about the server's
+      // health now: no failure (retry's resend of a POST answered 500 got that 500 again,
+      // so each failing call counted twice and the circuit opened after 3 calls, not 5), no
+      // pause. It is judged as an error that says nothing (a user abort) is. Only failures
+      // are looked at: the header read stays off the path of answers that succeed.
+      settleError(c, call, epoch, undefined);
+      return;
     } else {
       // Any answer but a 429 ends a run of 429s: the next one starts the pause schedule over.
       c.pauseSteps = 0;
