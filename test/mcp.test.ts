@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { test } from 'node:test';
+import { inspect } from 'node:util';
 // @ts-types="@modelcontextprotocol/sdk/client/index"
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 // @ts-types="@modelcontextprotocol/sdk/client/streamableHttp"
@@ -1838,6 +1839,92 @@ test('resilientMcpClient: close() resolves when the server answers the DELETE wi
       await server.forget();
     }
   });
+});
+
+/** A credential in the server's URL, as services that take their key in the query have it. */
+const URL_SECRET = 'Sk9vQ2hLmP4xRt7WzY3nBc';
+
+/**
+ * `inner`, ending the connection without an answer (with a TCP reset, or a plain close:
+ * Deno's message quotes the URL for the close only) of each request `cuts(method, body)`
+ * picks; each tools/call is held 300 ms first, time for its caller to cancel it.
+ */
+function cuttingApp(inner: FetchApp, cuts: (method: string, body: string) => boolean, reset: boolean) {
+  return {
+    async fetch(request: Request, env: { incoming: { socket: Socket } }): Promise<Response> {
+      const body = await request.clone().text();
+      if (cuts(request.method, body)) {
+        const { socket } = env.incoming;
+        if (reset && typeof socket.resetAndDestroy === 'function') socket.resetAndDestroy();
+        else socket.destroy();
+        return new Response(null);
+      }
+      if (body.includes('"tools/call"')) await new Promise((resolve) => setTimeout(resolve, 300));
+      return inner.fetch(request);
+    },
+  };
+}
+
+/** Asserts no way a logger shows `errors` (util.inspect, JSON, each cause's fields) quotes {@link URL_SECRET}. */
+function assertSecretHidden(errors: unknown[]): void {
+  for (const error of errors) {
+    const shown = [inspect(error, { depth: 5 }), String(error)];
+    try {
+      shown.push(JSON.stringify(error));
+    } catch {}
+    for (let link = error, i = 0; link instanceof Object && i < 8; i++) {
+      for (const field of ['message', 'stack', 'path', 'input', 'url'])
+        shown.push(String(Reflect.get(link, field)));
+      link = Reflect.get(link, 'cause');
+    }
+    for (const text of shown) assert.ok(!text.includes(URL_SECRET), `the URL's secret is shown: ${text}`);
+  }
+}
+
+test('resilientMcpClient: a cancellation or a DELETE whose connection is reset or closed reaches client.onerror without the secret in the URL’s query', async () => {
+  // With how many failures other than the cancelled call's AbortError the SDK reports the
+  // cut: the transport's own and, for a cancellation, the Protocol's "Failed to send cancellation".
+  for (const [cuts, failures, reset] of [
+    [(_method: string, body: string) => body.includes('notifications/cancelled'), 2, true],
+    [(_method: string, body: string) => body.includes('notifications/cancelled'), 2, false],
+    [(method: string) => method === 'DELETE', 1, true],
+    [(method: string) => method === 'DELETE', 1, false],
+  ] as const) {
+    const server = sessionApp();
+    await withApp(cuttingApp(server, cuts, reset), async ({ origin }) => {
+      const url = new URL(`${origin}/mcp?api_key=${URL_SECRET}`);
+      const mcp = resilientMcpClient({
+        client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+        transport: (fetch: FetchLike) => new StreamableHTTPClientTransport(url, { fetch }),
+        policy: definePolicy({ name: 'tools', retry: { backoff: fast } }),
+        gate: createGate({ key: 'tools', schedule: quickGate }),
+      });
+      const errors: unknown[] = [];
+      try {
+        const client = await mcp.connect();
+        client.onerror = (error) => errors.push(error);
+        const cancel = new AbortController();
+        const call = client.callTool({ name: 'echo', arguments: {} }, undefined, { signal: cancel.signal });
+        cancel.abort(new Error('stop'));
+        await assert.rejects(call, /stop/);
+        // Closing (the DELETE) also waits for the cancellation's failure to be reported.
+        assert.equal(await settledWithin(mcp.close(), 3_000), undefined, 'close() did not resolve');
+        const reported = () => errors.filter((error) => (error as Error).name !== 'AbortError').length;
+        for (let i = 0; i < 100 && reported() < failures; i++)
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        assert.equal(reported(), failures, `the reset was not reported: ${inspect(errors)}`);
+        assertSecretHidden(errors);
+        // As the policy's chain reports a network failure: a NetworkError naming the request.
+        assert.ok(
+          errors.some((error) => error instanceof NetworkError && error.message.includes('api_key=')),
+          inspect(errors),
+        );
+      } finally {
+        await mcp.close();
+        await server.forget();
+      }
+    });
+  }
 });
 
 test('resilientMcpClient: close() that cuts a connect whose initialize the server has run ends the session that initialize opened', async () => {

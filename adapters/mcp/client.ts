@@ -11,8 +11,9 @@
 import * as z from 'zod/mini';
 import { PROBE_LEASE_MS } from '../../src/breaker.ts';
 import type { FetchLike } from '../../src/call.ts';
-import { TimeoutError } from '../../src/errors.ts';
+import { isAbort, requestSummary, TimeoutError } from '../../src/errors.ts';
 import { createGate, type Gate } from '../../src/gate.ts';
+import { fetchFailure } from '../../src/network.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
@@ -251,6 +252,22 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   const closeMs = closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
   const fetch = mcpFetch(policy, fetchOptions);
   const name = typeof options.key === 'string' ? options.key : policy.resolved.name;
+  /**
+   * The base fetch, for what goes past the policy (see `open()`), its failures made what the
+   * chain makes them (a `NetworkError`, the URL's query redacted): Deno's and Bun's own quote
+   * the URL, `?api_key=` and all, and the SDK hands them to `client.onerror`.
+   */
+  const direct: FetchLike = (input, init) =>
+    (fetchOptions.fetch ?? globalThis.fetch)(input, init).catch((error) => {
+      // The caller's abort goes up as it is, as through the chain. The input is the
+      // transport's URL object (which parsed), and every such request has an init.
+      throw isAbort(error, init?.signal)
+        ? error
+        : fetchFailure(
+            error,
+            requestSummary(name ?? new URL(input as URL).origin, String(init?.method), input as URL),
+          );
+    });
   const gate = given ?? createGate({ key: name ?? DEFAULT_KEY });
   let current: T | undefined;
   let connecting: Promise<C> | undefined;
@@ -456,11 +473,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
             cancels.set(id, cancel);
           }
         } catch {}
-        return (
-          (cancelling || init?.method === 'DELETE') && !fetchOptions.auth
-            ? (fetchOptions.fetch ?? globalThis.fetch)
-            : fetch
-        )(input, init)
+        return ((cancelling || init?.method === 'DELETE') && !fetchOptions.auth ? direct : fetch)(input, init)
           .then((response) => {
             const get = init?.method === 'GET';
             if (
