@@ -310,7 +310,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       // @hono/node-server gives every request but GET and HEAD a body stream, even one that
       // came with none (RFC 9112 §6.3: no Content-Length nor Transfer-Encoding, or a length
       // of 0): sent on, it made a bodiless DELETE unreplayable (the policy never retried its
-      // 503) and went chunked from Deno. Only such a request is read ahead, so an HTTP/2
+      // 503) and went chunked from Deno; only such a request is read ahead, so an HTTP/2
       // body without a length still goes on; it ends at once over HTTP/1.1.
       if (
         body !== null &&
