@@ -240,6 +240,24 @@ function read(value: unknown, key: string): unknown {
   }
 }
 
+/**
+ * Adds to `chain` the error and everything under it, outermost first: `cause` links and
+ * the members of an `AggregateError` (Node's happy-eyeballs connect reports one error per
+ * address; a hedge's `Promise.any` one per send). Each once (a cycle ends), and only the
+ * first MAX_CHAIN_ERRORS: bounded. Throws on a revoked Proxy or hostile `errors` list.
+ */
+function collect(error: unknown, chain: unknown[]): void {
+  const queue: unknown[] = [error];
+  for (let i = 0; i < queue.length && chain.length < MAX_CHAIN_ERRORS; i++) {
+    const current = queue[i];
+    if (typeof current !== 'object' || current === null || chain.includes(current)) continue;
+    chain.push(current);
+    const members = read(current, 'errors');
+    if (Array.isArray(members)) queue.push(...members.slice(0, MAX_CHAIN_ERRORS));
+    queue.push(read(current, 'cause'));
+  }
+}
+
 /** Reads a string property (as {@link read}); anything else reads as `''`. */
 function readString(value: unknown, key: string): string {
   const field = read(value, key);
@@ -286,21 +304,10 @@ export function normalizeNetworkError(
   request?: RequestSummary,
   stage?: FetchStage,
 ): NetworkError | undefined {
-  // The error and everything under it, outermost first: `cause` links and the members
-  // of an `AggregateError` (Node's happy-eyeballs connect reports one error per
-  // address). The queue stays bounded: only the first MAX_CHAIN_ERRORS errors add to it.
   const chain: unknown[] = [];
   try {
     if (error instanceof NetworkError) return error;
-    const queue: unknown[] = [error];
-    for (let i = 0; i < queue.length && chain.length < MAX_CHAIN_ERRORS; i++) {
-      const current = queue[i];
-      if (typeof current !== 'object' || current === null || chain.includes(current)) continue;
-      chain.push(current);
-      const members = read(current, 'errors');
-      if (Array.isArray(members)) queue.push(...members.slice(0, MAX_CHAIN_ERRORS));
-      queue.push(read(current, 'cause'));
-    }
+    collect(error, chain);
   } catch {
     // A thrown value whose proxy traps throw (revoked, hostile getPrototypeOf or an
     // `errors` list that cannot be read) says nothing we can trust: not normalised.
@@ -390,8 +397,15 @@ export function normalizeNetworkError(
  */
 export function redactCauses(error: unknown): void {
   // Any object, not `instanceof Object`: an error of another realm (Jest runs tests in a
-  // node:vm context, fetch lives outside it) is none, and went up unredacted.
-  for (let link = error, i = 0; i < MAX_CHAIN_ERRORS && Object(link) === link; i++) {
+  // node:vm context, fetch lives outside it) is none, and went up unredacted. The members
+  // of an AggregateError too: util.inspect prints them whole.
+  const chain: unknown[] = [];
+  try {
+    collect(error, chain);
+  } catch {
+    // A hostile Proxy: what was reached before it is redacted.
+  }
+  for (const link of chain) {
     for (const field of ['message', 'stack', 'path', 'input']) {
       const text = read(link, field);
       try {
@@ -400,7 +414,6 @@ export function redactCauses(error: unknown): void {
         // Frozen, or a getter only: what it says stays.
       }
     }
-    link = read(link, 'cause');
   }
 }
 

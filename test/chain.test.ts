@@ -304,6 +304,27 @@ test('a middleware that throws does not show a credential its error quotes: neit
   }
 });
 
+test('a middleware that throws an AggregateError (a hedge: Promise.any) does not show a credential its members quote', async () => {
+  // redactCauses() walked the cause links only: the members of an AggregateError, which
+  // util.inspect prints whole (Deno's fetch quotes the URL, Bun's keeps it in path), kept theirs.
+  const secret = 'Tok3nInTheQuery9';
+  const url = `http://127.0.0.1:${await closedPort()}/v1/models?api_key=${secret}`;
+  const hedge: Middleware = async function hedge() {
+    return Promise.any([
+      globalThis.fetch(url),
+      Promise.reject(new Error(`mirror failed: GET ${url}`, { cause: new Error(`at ${url}`) })),
+    ]);
+  };
+  const fetch = createFetch({ fetch: async () => new Response('ok'), use: [hedge] });
+  const error = await fetch('http://127.0.0.1:9/').then(
+    () => assert.fail('the hedge failed'),
+    (thrown: unknown) => thrown,
+  );
+  assert.ok(error instanceof BreakwaterError && error.code === 'MIDDLEWARE_FAILED', String(error));
+  const shown = inspect(error, { depth: 8 });
+  assert.ok(!shown.includes(secret), `the credential shown: ${shown}`);
+});
+
 test('a middleware that returns something other than a Response is reported by name', async () => {
   const wrong = async function forgetful(call: Call, next: (call: Call) => Promise<Response>) {
     await next(call);
