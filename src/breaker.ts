@@ -431,6 +431,15 @@ function failureLabel(call: Call, failure: Failure): string {
 }
 
 /**
+ * Whether `answer` is a stored one replayed to a repeat of a keyed request
+ * (`Idempotent-Replayed: true`: Stripe, breakwater/hono's idempotency()): it says
+ * nothing about the server now, neither a failure nor a quota used up.
+ */
+function replayed(answer: Answer): boolean {
+  return readHeader(answer.headers, 'idempotent-replayed')?.toLowerCase() === 'true';
+}
+
+/**
  * What a failure or pause reports as its cause: an error as is, a response as a new
  * `HttpStatusError` (built only now, when a circuit opens or a key is paced).
  */
@@ -821,10 +830,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       }
       pace(c, call, answer, askedMs, fromServer);
       succeed(c, call, epoch);
-    } else if (
-      (status === 408 || status >= 500) &&
-      readHeader(answer.headers, 'idempotent-replayed')?.toLowerCase() === 'true'
-    ) {
+    } else if ((status === 408 || status >= 500) && replayed(answer)) {
       // A stored failure replayed to a repeat of a keyed request (`Idempotent-Replayed:
       // true`: Stripe, breakwater/hono's idempotency()) says nothing about the server's
       // health now: no failure (retry's resend of a POST answered 500 got that 500 again,
@@ -850,10 +856,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         // refusal, and a server that reports 0 yet keeps serving must not cost its
         // callers minutes of failing fast. A quota that resets later is passed over, so it
         // cannot hide one at 0 that resets in time. Only on answers that are not failures:
-        // on a 408 or 5xx the server's delay is retryDelay()'s, as retry() reads it.
+        // on a 408 or 5xx the server's delay is retryDelay()'s, as retry() reads it. Not
+        // on a replay: its quota is the first answer's, perhaps a day old.
         const probe = c.paceProbe === call;
         const quota = quotaPacing && quotaLeft(answer.headers, now(), !probe, maxRetryAfterMs);
-        if (quota && (!quota.remaining || (probe && quota.remaining < (c.waiters?.size ?? 0)))) {
+        if (
+          quota &&
+          (!quota.remaining || (probe && quota.remaining < (c.waiters?.size ?? 0))) &&
+          !replayed(answer)
+        ) {
           pace(c, call, answer, quota.resetMs, true, quota.remaining);
         }
       }

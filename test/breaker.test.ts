@@ -1204,3 +1204,32 @@ test('a replayed answer thrown as an HttpStatusError inside the breaker (throwOn
     });
   });
 });
+
+test('a replayed 200 whose stored headers say a quota was used up pauses nothing: the quota was the first answer’s, an hour ago', async () => {
+  // A gateway's idempotency() stores a proxied model answer with the provider's quota
+  // headers (remaining 0, reset in 20 s). Its replay to a repeat an hour later carries
+  // them as they were: read as fresh, they paused the key for 20 s, and every caller of
+  // it waited for a quota that had reset long before.
+  let runs = 0;
+  const app = new Hono();
+  app.use('/chat', idempotency());
+  app.post('/chat', (c) => {
+    runs++;
+    c.header('x-ratelimit-remaining-requests', '0');
+    c.header('x-ratelimit-reset-requests', '20s');
+    return c.json({ answer: 42 });
+  });
+  await withApp(app, async ({ origin }) => {
+    const { clock, breaker } = clocked();
+    const fetch = createFetch({ key: 'model', use: [breaker] });
+    const post = { method: 'POST', body: '{}', headers: { 'idempotency-key': '"chat-1"' } };
+    assert.equal(await send(fetch, `${origin}/chat`, post), 200);
+    assert.equal(breaker.stats('model')?.pausedUntil?.getTime(), START + 20_000, 'the first answer pauses');
+    clock.t += 3_600_000;
+    const replay = await fetch(`${origin}/chat`, post);
+    await replay.text();
+    assert.equal(replay.headers.get('idempotent-replayed'), 'true');
+    assert.equal(runs, 1);
+    assert.equal(breaker.stats('model')?.pausedUntil, undefined);
+  });
+});
