@@ -147,11 +147,18 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
         }
         // Kept as the cause, which a logger prints whole: hidden as a fetch failure's is.
         redactCauses(error);
-        throw new BreakwaterError(
-          `${name} threw: ${redactText(error instanceof Error ? error.message : String(error))}`,
-          'MIDDLEWARE_FAILED',
-          { cause: error, request: summary(call) },
-        );
+        // A message getter that throws, or a value String() cannot convert (no prototype),
+        // must not replace this error with its own.
+        let said = '';
+        try {
+          said = error instanceof Error ? error.message : String(error);
+        } catch {
+          // Said nothing readable: named by the middleware alone.
+        }
+        throw new BreakwaterError(`${name} threw: ${redactText(said)}`, 'MIDDLEWARE_FAILED', {
+          cause: error,
+          request: summary(call),
+        });
       }
       // A fetch `Response`, from this realm or another fetch implementation. (Read through
       // casts, not a typed alias, which the minifier would keep as a second variable.)

@@ -325,6 +325,29 @@ test('a middleware that throws an AggregateError (a hedge: Promise.any) does not
   assert.ok(!shown.includes(secret), `the credential shown: ${shown}`);
 });
 
+test('a middleware that throws an error whose message cannot be read is still reported as MIDDLEWARE_FAILED', async () => {
+  // The message was read bare: a getter that throws (or a value String() cannot convert)
+  // replaced MIDDLEWARE_FAILED with its own error.
+  const unreadable = new Error('hidden');
+  Object.defineProperty(unreadable, 'message', {
+    get() {
+      throw new Error('getter broke');
+    },
+  });
+  for (const thrown of [unreadable, Object.create(null)]) {
+    const broken: Middleware = async function broken() {
+      throw thrown;
+    };
+    const fetch = createFetch({ fetch: async () => new Response('ok'), use: [broken] });
+    const error = await fetch('http://127.0.0.1:9/').then(
+      () => assert.fail('the middleware threw'),
+      (caught: unknown) => caught,
+    );
+    assert.ok(error instanceof BreakwaterError && error.code === 'MIDDLEWARE_FAILED', String(error));
+    assert.equal(error.cause, thrown);
+  }
+});
+
 test('a middleware that returns something other than a Response is reported by name', async () => {
   const wrong = async function forgetful(call: Call, next: (call: Call) => Promise<Response>) {
     await next(call);
