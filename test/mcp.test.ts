@@ -3309,3 +3309,50 @@ test('resilientMcpClient: a cancellation the server redirects within its origin 
     }
   });
 });
+
+test('resilientMcpClient: a cancellation a browser answers with an opaque redirect (status 0) reaches the SDK as that answer, not as a RangeError', async () => {
+  // A browser hides a manual redirect (the SDK asks for one): status 0, no headers, no body.
+  // new Response(null, { status: 0 }) throws a RangeError, which the SDK reported instead.
+  const opaque = (): Response =>
+    Object.defineProperty(Response.error(), 'type', { value: 'opaqueredirect' }) as Response;
+  const answer = async (_input: unknown, init?: RequestInit): Promise<Response> => {
+    if (init?.method !== 'POST') return new Response(null, { status: 405 });
+    const message = JSON.parse(String(init.body));
+    if (message.method === 'notifications/cancelled') return opaque();
+    if (message.id === undefined) return new Response(null, { status: 202 });
+    const result =
+      message.method === 'initialize'
+        ? {
+            protocolVersion: message.params.protocolVersion,
+            capabilities: { tools: {} },
+            serverInfo: { name: 'tools', version: '1.0.0' },
+          }
+        : { content: [] };
+    return Response.json({ jsonrpc: '2.0', id: message.id, result }, { headers: { 'mcp-session-id': 's' } });
+  };
+  const mcp = resilientMcpClient({
+    client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+    transport: (fetch: FetchLike) =>
+      new StreamableHTTPClientTransport(new URL('http://127.0.0.1:9/mcp'), { fetch }),
+    policy: definePolicy({ name: 'tools' }),
+    fetch: answer,
+  });
+  const errors: unknown[] = [];
+  try {
+    const client = await mcp.connect();
+    client.onerror = (error) => errors.push(error);
+    const cancel = new AbortController();
+    const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
+    cancel.abort(new Error('stop'));
+    await assert.rejects(call, /stop/);
+    for (let i = 0; i < 50 && errors.length === 0; i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.ok(
+      errors.some((error) => `${(error as Error).message}`.includes('Redirect not followed')),
+      inspect(errors),
+    );
+    assert.ok(!errors.some((error) => error instanceof RangeError), inspect(errors));
+  } finally {
+    await mcp.close();
+  }
+});

@@ -486,8 +486,10 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
             // The SDK reads a failure's body whole, and past the policy nothing caps it: an
             // endless one would grow memory without end. Its status is all the SDK reports; the
             // headers stay, a redirect's Location too, which the SDK follows within the origin.
-            if (cancelling && !response.ok) {
-              response.body?.cancel().catch(() => {});
+            // One without a body goes as it is: a browser's opaque redirect (status 0) has none,
+            // and a Response cannot be built with its status.
+            if (cancelling && !response.ok && response.body) {
+              response.body.cancel().catch(() => {});
               return new Response(null, response);
             }
             if (response.body) Object.assign(response.body, { [LINK]: cancel });
