@@ -3356,3 +3356,34 @@ test('resilientMcpClient: a cancellation a browser answers with an opaque redire
     await mcp.close();
   }
 });
+
+test('resilientMcpClient: a transport whose requests carry no abort signal still has a call its caller cancels while retry waits out a 429 let go: the tool never runs', async () => {
+  const seen = counts();
+  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
+  await withApp(mcpApp(seen, failFirst('tools/call:add', fault)), async ({ origin }) => {
+    const mcp = resilientMcpClient({
+      client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+      // As a custom transport (or a fetch wrapper that builds its own init) sends them.
+      transport: (fetch: FetchLike) =>
+        new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), {
+          fetch: (input, init) => fetch(input, { ...init, signal: null }),
+        }),
+      policy: definePolicy({ name: 'tools', retry: { backoff: fast } }),
+      gate: createGate({ key: 'tools', schedule: quickGate }),
+    });
+    try {
+      const client = await mcp.connect();
+      const cancel = new AbortController();
+      const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
+      setTimeout(() => cancel.abort(new Error('the user moved on')), 50);
+      await assert.rejects(call, /the user moved on/);
+      // Past the server's delay: a resend would have run the tool by now.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
+      assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
+      assert.equal(seen.runs.add, undefined);
+    } finally {
+      await mcp.close();
+    }
+  });
+});

@@ -455,16 +455,17 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
             cancelling = true;
           }
           // Only the client's own requests: an answer to a server's request carries the server's id.
-          else if (sent.method && sent.id !== undefined && init?.signal) {
-            const closed = init.signal;
-            if (linked !== closed) {
+          // One without the transport's signal still gets its own abort, for its cancellation and the DELETE.
+          else if (sent.method && sent.id !== undefined) {
+            const closed = init?.signal;
+            if (closed && linked !== closed) {
               linked = closed;
               closed.addEventListener('abort', () => {
                 for (const link of links) link.deref()?.abort(closed.reason);
               });
             }
             cancel = new AbortController();
-            if (closed.aborted) cancel.abort(closed.reason);
+            if (closed?.aborted) cancel.abort(closed.reason);
             const link = new WeakRef(cancel);
             links.add(link);
             unlink.register(cancel, link);
