@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import type { Readable } from 'node:stream';
 import { test } from 'node:test';
+import { inspect } from 'node:util';
 import { auth } from '../src/auth.ts';
 import type { Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
@@ -10,7 +11,14 @@ import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { deadline, timeout } from '../src/timeout.ts';
 import { nodeFetchOverHttp, nodeFetchShaped } from './helpers/node-fetch.ts';
-import { always, type Handler, lateFirstAnswer, type TestServer, withServer } from './helpers/server.ts';
+import {
+  always,
+  closedPort,
+  type Handler,
+  lateFirstAnswer,
+  type TestServer,
+  withServer,
+} from './helpers/server.ts';
 
 const OLD = 'sk-old-0123456789';
 const NEW = 'sk-new-9876543210';
@@ -1576,4 +1584,30 @@ test("a base fetch whose body is a Node stream (node-fetch v2): a dropped 401's 
       },
     );
   }
+});
+
+test('a refresh() or token() that fails quoting its token endpoint URL shows no secret of it in the AUTH_* error’s causes', async () => {
+  // Deno's fetch quotes the URL in its message, Bun's keeps it in `path`: util.inspect (and
+  // loggers walking `cause`) printed ?client_secret= whole.
+  const secret = 'S3cretOfTheClient9';
+  const tokenUrl = `http://127.0.0.1:${await closedPort()}/oauth/token?client_secret=${secret}`;
+  const failing = async (): Promise<string> => {
+    await globalThis.fetch(tokenUrl);
+    return 'never';
+  };
+  await withServer(always({ status: 401 }), async (server) => {
+    for (const options of [{ token: failing }, { token: 'old-token-value', refresh: failing }]) {
+      const fetch = createFetch({ use: [auth(options)] });
+      const error = await fetch(server.origin).then(
+        () => assert.fail('the token endpoint is down'),
+        (thrown: unknown) => thrown,
+      );
+      assert.ok(
+        error instanceof BreakwaterError && /^AUTH_(TOKEN|REFRESH)_FAILED$/.test(error.code),
+        String(error),
+      );
+      const shown = inspect(error, { depth: 8 });
+      assert.ok(!shown.includes(secret), `the secret shown: ${shown}`);
+    }
+  });
 });
