@@ -3387,3 +3387,59 @@ test('resilientMcpClient: a transport whose requests carry no abort signal still
     }
   });
 });
+
+test('resilientMcpClient: a transport that gives each request its own signal (a per-request timeout) ends only that request when it aborts, not every other in flight', async () => {
+  const answer = async (_input: unknown, init?: RequestInit): Promise<Response> => {
+    if (init?.method !== 'POST') return new Response(null, { status: 405 });
+    const message = JSON.parse(String(init.body));
+    if (message.id === undefined) return new Response(null, { status: 202 });
+    if (message.method === 'tools/call') {
+      // 'slow' outlasts its request's timeout; 'quick' ends well within its own.
+      const ms = message.params.name === 'slow' ? 1_000 : 250;
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(resolve, ms);
+        init.signal?.addEventListener('abort', () => {
+          clearTimeout(timer);
+          reject(init.signal?.reason);
+        });
+      });
+    }
+    const result =
+      message.method === 'initialize'
+        ? {
+            protocolVersion: message.params.protocolVersion,
+            capabilities: { tools: {} },
+            serverInfo: { name: 'tools', version: '1.0.0' },
+          }
+        : { content: [] };
+    return Response.json({ jsonrpc: '2.0', id: message.id, result }, { headers: { 'mcp-session-id': 's' } });
+  };
+  const mcp = resilientMcpClient({
+    client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+    transport: (fetch: FetchLike) =>
+      new StreamableHTTPClientTransport(new URL('http://127.0.0.1:9/mcp'), {
+        fetch: (input, init) => {
+          const own = new AbortController();
+          const timer = setTimeout(
+            () => own.abort(new DOMException('request timed out', 'TimeoutError')),
+            300,
+          );
+          init?.signal?.addEventListener('abort', () => own.abort(init.signal?.reason));
+          return fetch(input, { ...init, signal: own.signal }).finally(() => clearTimeout(timer));
+        },
+      }),
+    policy: definePolicy({ name: 'tools', retry: false }),
+    fetch: answer,
+  });
+  try {
+    const client = await mcp.connect();
+    const slow = client.callTool({ name: 'slow', arguments: {} }).catch((error: unknown) => error);
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    // Sent at 150 ms, answered at 400 ms: within its own 300 ms, past the slow call's.
+    const quick = await client.callTool({ name: 'quick', arguments: {} }).catch((error: unknown) => error);
+    assert.deepEqual((quick as { content?: unknown }).content, [], inspect(quick));
+    assert.match(String(await slow), /timed out/);
+  } finally {
+    await mcp.close();
+  }
+});

@@ -411,12 +411,13 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
      */
     const cancels = new Map<unknown, AbortController>();
     /**
-     * Those aborts, weakly (each answer's body keeps its own alive): the transport's signal,
-     * aborted when it closes, aborts them all, which also ends each answer's stream. Not
+     * Those aborts, weakly (each answer's body keeps its own alive), with the signal their
+     * request came with: the transport's, aborted when it closes, aborts those it came with,
+     * which also ends each answer's stream. Not
      * `AbortSignal.any()` with it: Node 20 and Deno keep every signal so made from one that
      * lives as long as the session, about 1.5 KB a call, for good.
      */
-    const links = new Set<WeakRef<AbortController>>();
+    const links = new Map<WeakRef<AbortController>, unknown>();
     const unlink = new FinalizationRegistry<WeakRef<AbortController>>((link) => links.delete(link));
     /** The transport's signal, once it has its one listener (the SSE transport makes a new one when it authenticates again). */
     let linked: AbortSignal | undefined;
@@ -461,13 +462,14 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
             if (closed && linked !== closed) {
               linked = closed;
               closed.addEventListener('abort', () => {
-                for (const link of links) link.deref()?.abort(closed.reason);
+                // Only the requests it was given to: a transport may give each request its own.
+                for (const [link, signal] of links) if (signal === closed) link.deref()?.abort(closed.reason);
               });
             }
             cancel = new AbortController();
             if (closed?.aborted) cancel.abort(closed.reason);
             const link = new WeakRef(cancel);
-            links.add(link);
+            links.set(link, closed);
             unlink.register(cancel, link);
             init = { ...init, signal: cancel.signal };
             id = sent.id;
