@@ -76,7 +76,7 @@ const cases = [
     // 22,550 until the last fixes of that session (22,512 -> 22,791 B): relative URLs
     // with JSON-escaped ?, = and & (+165), webhook tokens in host-less paths (+86), a
     // caller's abort ending the failure body read (+28).
-    // 22,830 until the seventh review (2026-11-30, sixth session), 22,802 -> 23,246 B:
+    // 22,830 until the seventh review (2026-11-30, sixth session), 22,802 -> 23,253 B:
     // auth() (+~185: a 401 behind a 303 after a POST not answered by resending the POST,
     // a 401 from another origin fetch followed to, Location read as UTF-8, the header
     // name's case, a token's line break named, one abort listener per shared signal),
@@ -110,7 +110,7 @@ const cases = [
     // host-less webhook paths +86, the failure body read's abort +32).
     // 13,750 until retry's resend rule and give-up report became one function each
     // instead of two copies (27 B smaller minified, +35 B gzip).
-    // 13,790 until the seventh review (13,751 -> 13,915 B: retry's count of resends
+    // 13,790 until the seventh review (13,751 -> 13,910 B: retry's count of resends
     // +~55, fetch's own refusals +~45, refused header values +38, MIDDLEWARE_FAILED's
     // cause +7, node-fetch bodies +~20).
     ceiling: 13_950,
@@ -135,7 +135,7 @@ const cases = [
     // URLs +~110, headers too large +23, classify +15; the size pass gave 24 back).
     // 6,920 until the last fixes (6,885 -> 7,144 B: escaped relative URLs +182,
     // host-less webhook paths +77).
-    // 7,180 until the seventh review (7,144 -> 7,235 B: fetch's own refusals +~40,
+    // 7,180 until the seventh review (7,144 -> 7,247 B: fetch's own refusals +~40,
     // refused header values redacted +47, MIDDLEWARE_FAILED's cause +6).
     ceiling: 7_270,
   },
@@ -211,7 +211,7 @@ const cases = [
     // retryAt during a probe (+25), and the core's error names and network redaction.
     // 13,740 until the last fixes (13,697 -> 13,977 B: the session DELETE sent once
     // (+31), the core's escaped relative URLs and host-less webhook paths).
-    // 14,010 until the seventh review (13,977 -> 14,489 B): resilientMcpClient's
+    // 14,010 until the seventh review (13,977 -> 14,486 B): resilientMcpClient's
     // cancellations (a cancelled call never resent after a wait, the notice sent at once,
     // its failure answers bounded and redirect-followed, its network errors redacted:
     // +~230), per-call aborts without a session-long AbortSignal.any() leak (+143),
@@ -247,7 +247,7 @@ const cases = [
     // AgentCardError's name, and the core's credentials, redaction and error names.
     // 15,090 until the last fixes (15,048 -> 15,329 B: the core's redaction and the
     // failure body read's abort).
-    // 15,370 until the seventh review (15,329 -> 15,628 B): gRPC interfaces and 0.3
+    // 15,370 until the seventh review (15,329 -> 15,622 B): gRPC interfaces and 0.3
     // cards preferring gRPC (+93), event streams a call did not ask for limited as one
     // body (+62), createA2AClient matching this call's failures only (+32), and the core's.
     ceiling: 15_670,
@@ -273,7 +273,7 @@ const cases = [
     // the presets loads through definePolicy() anyway).
     // 10,720 until the last fixes (10,684 -> 10,992 B: the core's redaction and the
     // failure body read's abort).
-    // 11,030 until the seventh review (10,992 -> 11,117 B: a reason phrase hidden (+7),
+    // 11,030 until the seventh review (10,992 -> 11,104 B: a reason phrase hidden (+7),
     // polyfill signals (+2), and the core's).
     ceiling: 11_150,
   },
