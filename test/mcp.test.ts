@@ -1166,6 +1166,38 @@ test('resilientMcpClient: an answer to a server request with the id of a call in
   });
 });
 
+/**
+ * An in-process MCP server's answer to a JSON-RPC request it took (`message`): the
+ * `initialize` result, else an empty tool result, in session `s`. No socket: for tests
+ * that send thousands of calls or answer as no real server can.
+ */
+function inProcessAnswer(message: {
+  id: unknown;
+  method: string;
+  params: { protocolVersion?: string };
+}): Response {
+  const result =
+    message.method === 'initialize'
+      ? {
+          protocolVersion: message.params.protocolVersion,
+          capabilities: { tools: {} },
+          serverInfo: { name: 'tools', version: '1.0.0' },
+        }
+      : { content: [] };
+  return Response.json({ jsonrpc: '2.0', id: message.id, result }, { headers: { 'mcp-session-id': 's' } });
+}
+
+/** A resilientMcpClient (policy 'tools') whose base fetch is `answer`, an in-process server. */
+function inProcess(answer: FetchLike) {
+  return resilientMcpClient({
+    client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+    transport: (fetch: FetchLike) =>
+      new StreamableHTTPClientTransport(new URL('http://127.0.0.1:9/mcp'), { fetch }),
+    policy: definePolicy({ name: 'tools' }),
+    fetch: answer,
+  });
+}
+
 test('resilientMcpClient: 20,000 tool calls in one session keep memory flat: the session-long signal keeps no call’s own abort', async () => {
   // Each call's fetch gets its own abort (a notifications/cancelled ends it), tied to the
   // transport's signal, which lives as long as the session. With AbortSignal.any(), Node
@@ -1174,23 +1206,9 @@ test('resilientMcpClient: 20,000 tool calls in one session keep memory flat: the
   const answer = async (_input: unknown, init?: RequestInit): Promise<Response> => {
     const message = JSON.parse(String(init?.body));
     if (message.id === undefined) return new Response(null, { status: 202 });
-    const result =
-      message.method === 'initialize'
-        ? {
-            protocolVersion: message.params.protocolVersion,
-            capabilities: { tools: {} },
-            serverInfo: { name: 'tools', version: '1.0.0' },
-          }
-        : { content: [] };
-    return Response.json({ jsonrpc: '2.0', id: message.id, result }, { headers: { 'mcp-session-id': 's' } });
+    return inProcessAnswer(message);
   };
-  const mcp = resilientMcpClient({
-    client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
-    transport: (fetch: FetchLike) =>
-      new StreamableHTTPClientTransport(new URL('http://127.0.0.1:9/mcp'), { fetch }),
-    policy: definePolicy({ name: 'tools' }),
-    fetch: answer,
-  });
+  const mcp = inProcess(answer);
   const gc = collector();
   const settle = async () => {
     gc();
@@ -3320,23 +3338,9 @@ test('resilientMcpClient: a cancellation a browser answers with an opaque redire
     const message = JSON.parse(String(init.body));
     if (message.method === 'notifications/cancelled') return opaque();
     if (message.id === undefined) return new Response(null, { status: 202 });
-    const result =
-      message.method === 'initialize'
-        ? {
-            protocolVersion: message.params.protocolVersion,
-            capabilities: { tools: {} },
-            serverInfo: { name: 'tools', version: '1.0.0' },
-          }
-        : { content: [] };
-    return Response.json({ jsonrpc: '2.0', id: message.id, result }, { headers: { 'mcp-session-id': 's' } });
+    return inProcessAnswer(message);
   };
-  const mcp = resilientMcpClient({
-    client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
-    transport: (fetch: FetchLike) =>
-      new StreamableHTTPClientTransport(new URL('http://127.0.0.1:9/mcp'), { fetch }),
-    policy: definePolicy({ name: 'tools' }),
-    fetch: answer,
-  });
+  const mcp = inProcess(answer);
   const errors: unknown[] = [];
   try {
     const client = await mcp.connect();
@@ -3404,15 +3408,7 @@ test('resilientMcpClient: a transport that gives each request its own signal (a 
         });
       });
     }
-    const result =
-      message.method === 'initialize'
-        ? {
-            protocolVersion: message.params.protocolVersion,
-            capabilities: { tools: {} },
-            serverInfo: { name: 'tools', version: '1.0.0' },
-          }
-        : { content: [] };
-    return Response.json({ jsonrpc: '2.0', id: message.id, result }, { headers: { 'mcp-session-id': 's' } });
+    return inProcessAnswer(message);
   };
   const mcp = resilientMcpClient({
     client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
