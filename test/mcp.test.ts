@@ -1052,6 +1052,14 @@ test('resilientMcpClient: listTools() teaches which tools are resent, and call e
   assert.deepEqual(seen.runs, { lookup: 2, add: 1 });
 });
 
+/** Calls the tool `add` and cancels the call 50 ms in, as a user who moved on: it rejects with that. */
+async function cancelledAdd(client: Client): Promise<void> {
+  const cancel = new AbortController();
+  const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
+  setTimeout(() => cancel.abort(new Error('the user moved on')), 50);
+  await assert.rejects(call, /the user moved on/);
+}
+
 test('resilientMcpClient: a tools/call the caller cancels while retry waits out a 429 is not sent again: the tool never runs', async () => {
   const seen = counts();
   const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
@@ -1059,10 +1067,7 @@ test('resilientMcpClient: a tools/call the caller cancels while retry waits out 
     const mcp = resilient(app.origin);
     try {
       const client = await mcp.connect();
-      const cancel = new AbortController();
-      const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
-      setTimeout(() => cancel.abort(new Error('the user moved on')), 50);
-      await assert.rejects(call, /the user moved on/);
+      await cancelledAdd(client);
       // Past the server's delay: a resend would have run the tool by now.
       await new Promise((resolve) => setTimeout(resolve, 400));
       assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
@@ -3315,10 +3320,7 @@ test('resilientMcpClient: a cancellation the server redirects within its origin 
     const mcp = resilient(origin);
     try {
       const client = await mcp.connect();
-      const cancel = new AbortController();
-      const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
-      setTimeout(() => cancel.abort(new Error('the user moved on')), 50);
-      await assert.rejects(call, /the user moved on/);
+      await cancelledAdd(client);
       await new Promise((resolve) => setTimeout(resolve, 100));
       assert.equal(seen.posts['notifications/cancelled'], 1, 'the server was told');
       assert.equal(seen.runs.add, undefined);
@@ -3377,10 +3379,7 @@ test('resilientMcpClient: a transport whose requests carry no abort signal still
     });
     try {
       const client = await mcp.connect();
-      const cancel = new AbortController();
-      const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
-      setTimeout(() => cancel.abort(new Error('the user moved on')), 50);
-      await assert.rejects(call, /the user moved on/);
+      await cancelledAdd(client);
       // Past the server's delay: a resend would have run the tool by now.
       await new Promise((resolve) => setTimeout(resolve, 400));
       assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
