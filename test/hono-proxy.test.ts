@@ -478,6 +478,36 @@ test('errors that are not breakwater errors go on to app.onError', async () => {
   assert.equal(await res.text(), 'onError: no route for this tenant');
 });
 
+test("an upstream answer whose headers Node's fetch refuses (over undici's 16 KiB) is a 502 problem naming no URL, not onError's 500; Deno and Bun read it and pass it on", async () => {
+  // Tracing headers and cookies: ~20 KB, under the 64 KB Deno and Bun read.
+  const headers = { 'x-trace': 'a'.repeat(20_000) };
+  await withServer(always({ status: 200, headers, body: 'ok' }), async (up) => {
+    const app = proxyApp(up.origin, definePolicy({ name: 'models', retry: { attempts: 1 } }));
+    app.onError((err, c) => c.text(`onError: ${err.message}`, 500));
+    await withApp(app, async (server) => {
+      for (const method of ['GET', 'POST']) {
+        const res = await fetch(`${server.origin}/api/v1/models?token=s3cr3t-value`, {
+          method,
+          ...(method === 'POST' ? { body: '{}' } : {}),
+        });
+        if (typeof process.versions.bun === 'string' || 'Deno' in globalThis) {
+          assert.equal(res.status, 200);
+          assert.equal(res.headers.get('x-trace'), headers['x-trace']);
+          assert.equal(await res.text(), 'ok');
+          continue;
+        }
+        const problem = await problemOf(res);
+        assert.equal(problem.status, 502);
+        assert.ok(!problem.text.includes(String(up.port)), `leaked the upstream address: ${problem.text}`);
+        assert.ok(!problem.text.includes('s3cr3t'), problem.text);
+        // The upstream ran the POST: a resend would run it again.
+        assert.equal(res.headers.get('x-should-retry'), method === 'POST' ? 'false' : null);
+      }
+    });
+    assert.equal(up.requests.length, 2, 'sent once each, not retried');
+  });
+});
+
 test('proxy() rejects bad options with a TypeError', () => {
   assert.throws(
     () => proxy('http://127.0.0.1:1', {} as never),

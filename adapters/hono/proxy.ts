@@ -196,8 +196,9 @@ const targetSchema = z.custom<ProxyTarget>(
  *   with its `Retry-After`, in delay-seconds and at most `maxRetryAfterMs`); so do
  *   redirects, unfollowed.
  * - Breakwater errors become problem responses, exactly as `errorResponses()` maps
- *   them (open circuit → 503 + `Retry-After`, timeout → 504, network → 502); any
- *   other error is thrown on to `app.onError`. A 504, or a 502 for a failure after the
+ *   them (open circuit → 503 + `Retry-After`, timeout → 504, network → 502); so does
+ *   any other failure of the upstream call (an answer Node's fetch refuses: over 16 KiB
+ *   of headers) as a 502 naming no URL. Any other error is thrown on to `app.onError`. A 504, or a 502 for a failure after the
  *   request may have reached the upstream, to a request a resend could run twice (a
  *   POST or PATCH without `Idempotency-Key`) says `x-should-retry: false`.
  * - Each forwarded request carries this proxy's `Via` entry; a request that comes
@@ -276,6 +277,8 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     let accepted = ACCEPT_ENCODING;
     /** Whether a resend of what was forwarded could run it twice: no idempotent method, no Idempotency-Key. */
     let once = false;
+    /** Whether the upstream call itself threw (its fetch's failure), not an app's code. */
+    let failed = false;
 
     /** hono/proxy built the request (hop-by-hop headers gone); send it on through the policy. */
     async function send(request: Request): Promise<Response> {
@@ -335,7 +338,10 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         init.body = body;
         init.duplex = 'half';
       }
-      const response = await chained(request.url, init);
+      const response = await chained(request.url, init).catch((error) => {
+        failed = true;
+        throw error;
+      });
       sent = response.headers;
       return response;
     }
@@ -427,6 +433,16 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
           response.headers.set('x-should-retry', 'false');
         }
         return response;
+      }
+      // A failure of fetch's own that is no network failure (Node's fetch refuses an answer
+      // with over 16 KiB of headers, which Deno and Bun read): still the upstream's, a 502
+      // as above, naming no URL; the upstream may have run it.
+      if (failed) {
+        return problemResponse(
+          { status: 502, title: 'Bad Gateway', detail: 'the upstream could not be read' },
+          undefined,
+          once ? NOT_RETRYABLE : undefined,
+        );
       }
       throw error;
     }
