@@ -3438,3 +3438,49 @@ test('resilientMcpClient: a transport that gives each request its own signal (a 
     await mcp.close();
   }
 });
+
+test('resilientMcpClient: a tools/call body over maxBodyChars is not parsed on its way out, and cancelled while retry waits out a 429 it is still not sent again', async () => {
+  const big = 'x'.repeat(2_000_000);
+  let bigPosts = 0;
+  const cancelled: unknown[] = [];
+  const answer = async (_input: unknown, init?: RequestInit): Promise<Response> => {
+    const body = String(init?.body);
+    if (body.length > big.length) {
+      // Answered without parsing it here either: only the client's parses are counted.
+      bigPosts++;
+      if (body.includes('"slow"'))
+        return new Response(null, { status: 429, headers: { 'retry-after-ms': '300' } });
+      const id = Number(/"id":(\d+)\}$/.exec(body)?.[1]);
+      return Response.json({ jsonrpc: '2.0', id, result: { content: [] } });
+    }
+    const message = JSON.parse(body);
+    if (message.method === 'notifications/cancelled') cancelled.push(message.params.requestId);
+    if (message.id === undefined) return new Response(null, { status: 202 });
+    return inProcessAnswer(message);
+  };
+  const mcp = inProcess(answer);
+  const parse = JSON.parse;
+  let bigParses = 0;
+  try {
+    const client = await mcp.connect();
+    JSON.parse = (text: string, reviver?: Parameters<typeof parse>[1]) => {
+      if (text.length > big.length) bigParses++;
+      return parse(text, reviver);
+    };
+    await client.callTool({ name: 'add', arguments: { big } });
+    assert.equal(bigParses, 0, 'a body over maxBodyChars is not parsed');
+    const cancel = new AbortController();
+    const call = client.callTool({ name: 'add', arguments: { big, slow: true } }, undefined, {
+      signal: cancel.signal,
+    });
+    setTimeout(() => cancel.abort(new Error('the user moved on')), 50);
+    await assert.rejects(call, /the user moved on/);
+    // Past the server's delay: a resend would have been sent by now.
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    assert.equal(cancelled.length, 1, 'the SDK told the server');
+    assert.equal(bigPosts, 2, 'the cancelled call was not sent again');
+  } finally {
+    JSON.parse = parse;
+    await mcp.close();
+  }
+});

@@ -18,7 +18,7 @@ import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { type McpFetch, type McpFetchOptions, mcpFetch } from './fetch.ts';
-import type { McpToolsList } from './resend.ts';
+import { DEFAULT_MAX_BODY_CHARS, type McpToolsList } from './resend.ts';
 
 /** The gate's key when neither `key` nor the policy's `name` gives one. */
 const DEFAULT_KEY = 'mcp';
@@ -449,11 +449,24 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         // again while the DELETE is awaited, only to fail once the transport closes.
         if (init?.method === 'DELETE') for (const request of cancels.values()) request.abort(closedError());
         try {
-          // Not JSON (a GET has no body): neither a request nor a cancellation.
-          const sent = JSON.parse(init?.body as string) as Message & { params?: { requestId?: unknown } };
+          const body = init?.body;
+          // Not JSON (a GET has no body): neither a request nor a cancellation. A body too long
+          // to parse on every send (a tool's multi-MB argument) is kept by itself as its id, and
+          // parsed only for a cancellation that names no other: few calls are ever cancelled.
+          const sent = (
+            (body as string)?.length > DEFAULT_MAX_BODY_CHARS
+              ? { method: 1, id: body }
+              : JSON.parse(body as string)
+          ) as Message & { params?: { requestId?: unknown } };
           if (sent.method === CANCELLED) {
-            cancels.get(sent.params?.requestId)?.abort();
+            const named = sent.params?.requestId;
             cancelling = true;
+            for (const [key, request] of cancels)
+              if (
+                key === named ||
+                ((key as string).length > DEFAULT_MAX_BODY_CHARS && JSON.parse(key as string).id === named)
+              )
+                request.abort();
           }
           // Only the client's own requests: an answer to a server's request carries the server's id.
           // One without the transport's signal still gets its own abort, for its cancellation and the DELETE.
