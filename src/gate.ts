@@ -190,7 +190,9 @@ export function createGate(options?: GateOptions): Gate {
     const event: GateEvent = { type: 'gate', key, state };
     if (at !== undefined) event.retryAt = new Date(at);
     try {
-      listener(event);
+      // An async listener's rejection (a log sink that is down) is ignored as a throw is:
+      // unhandled, it would end a Node process.
+      (listener(event) as PromiseLike<void> | undefined)?.then?.(undefined, () => {});
     } catch {
       // An observer must not be able to fail the operation it observes.
     }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import process from 'node:process';
 import { test } from 'node:test';
 import { createFetch } from '../src/chain.ts';
 import {
@@ -592,6 +593,30 @@ test("a listener told 'cleared' finds the gate cleared, and may run at once", as
   assert.equal(await attempt(), 'connected');
   assert.deepEqual(seen, [{ armed: false, failures: 0, probing: false }]);
   assert.equal(await inside, 'reconnected');
+});
+
+test('an async onEvent listener that rejects (a log sink that is down) is ignored as one that throws is: no unhandled rejection', async () => {
+  // An unhandled rejection ends a Node process: an observer must not take the agent down.
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown): void => {
+    unhandled.push(reason);
+  };
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    const { clock, attempt } = fixture({
+      onEvent: async () => {
+        throw new Error('log sink down');
+      },
+    });
+    await assert.rejects(attempt(unavailable()), HttpStatusError);
+    await assert.rejects(attempt(), GateClosedError);
+    clock.t += 500;
+    assert.equal(await attempt(), 'connected');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.deepEqual(unhandled, []);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
 });
 
 test('a rejection the gate cannot inspect comes back unchanged, and isCrashLoop alone judges whether it arms', async () => {
