@@ -159,12 +159,21 @@ const optionsSchema = z.optional(
  * ```ts
  * import { createGate, GateClosedError } from 'breakwater';
  *
- * // `client` and `transport`: your MCP SDK client and its transport.
+ * // `client`: your MCP SDK client; `transport`: its transport, built with
+ * // `{ fetch }`, where `fetch = mcpFetch(policy)` (breakwater/mcp). The SDK throws its
+ * // own errors, which arm nothing: for a 503 a `StreamableHTTPError`, which
+ * // `fetch.toError()` turns into a retryable `HttpStatusError` with the server's
+ * // Retry-After; for a refused connection a bare `TypeError`, which the policy's fetch
+ * // turns into a `NetworkError`.
  * const gate = createGate({ key: 'mcp:github' });
  *
  * async function ensureConnected(): Promise<void> {
  *   try {
- *     await gate.run(() => client.connect(transport));
+ *     await gate.run(() =>
+ *       client.connect(transport).catch((error) => {
+ *         throw fetch.toError(error);
+ *       }),
+ *     );
  *   } catch (error) {
  *     if (error instanceof GateClosedError) {
  *       // error.retryAt: when the next connect may go. This turn goes on without the
