@@ -266,10 +266,12 @@ const RELATIVE_PATH_TOKEN = RegExp(
  * is an invalid header value.`, Deno's `Invalid header value: "<value>"` (Bun names only the
  * header). The value may be a credential with a line break in it (a token read from a CLI's
  * output), and the error goes up the chain as it is: hidden up to the last `"` (a JSON
- * credential holds some). Only at the start of the text (the message, or the stack after the
- * error's name): one match, linear time.
+ * credential holds some). Anywhere in the text: whoever rethrows it may put words before it
+ * (`request failed: Headers.append: ...`). One match, linear time: a start is tried only at
+ * the literal, the first with a `"` after it matches, and only the one whose own `"` is the
+ * text's last can fail after reading on.
  */
-const REFUSED_HEADER_VALUE = /^((?:\w+: )?(?:Headers\.\w+|[Ii]nvalid header value): ")[\s\S]*(?=")/;
+const REFUSED_HEADER_VALUE = /((?:Headers\.\w+|[Ii]nvalid header value): ")[\s\S]*(?=")/;
 
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[a-z\d+.-]$/i;

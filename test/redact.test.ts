@@ -1860,3 +1860,23 @@ test("a header value fetch refuses (a token with a line break in it) is not show
     assert.equal(server.requests.length, 0);
   });
 });
+
+test('redactText hides a refused header value fetch quotes after words put before it, and takes linear time on text shaped like one', () => {
+  // Only the start of the text was read: a rethrow's prefix ("request failed: ") kept the token.
+  const secret = `${MARK}Tok3nFromCliOutput`;
+  for (const text of [
+    `request failed: Headers.append: "Bearer ${secret}\nwarning" is an invalid header value.`,
+    `Error: auth: TypeError: Invalid header value: "Bearer ${secret}\n"`,
+  ]) {
+    const shown = redactText(text);
+    assert.ok(!shown.includes(MARK), shown);
+    assert.match(shown, /\[redacted\]/, shown);
+    assert.equal(redactText(shown), shown);
+  }
+  assertLinear([
+    (chars) => fill('Headers.a', chars),
+    (chars) => fill('Headers.a: "', chars),
+    (chars) => `${fill('invalid header value: "', chars)}x`,
+    (chars) => `Headers.append: "${fill('a', chars)}`,
+  ]);
+});
