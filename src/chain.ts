@@ -25,7 +25,7 @@ import {
 } from './call.ts';
 import { BreakwaterError, isAbort, type RequestSummary, requestSummary } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
-import { fetchFailure, redactCauses } from './network.ts';
+import { fetchFailure, redactedError } from './network.ts';
 import { functionOption, keyOptionSchema, onEventSchema, validate } from './options.ts';
 import { redactText, redactUrl } from './redact.ts';
 
@@ -146,7 +146,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
           throw error;
         }
         // Kept as the cause, which a logger prints whole: hidden as a fetch failure's is.
-        redactCauses(error);
+        const cause = redactedError(error);
         // A message getter that throws, or a value String() cannot convert (no prototype),
         // must not replace this error with its own.
         let said = '';
@@ -156,7 +156,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
           // Said nothing readable: named by the middleware alone.
         }
         throw new BreakwaterError(`${name} threw: ${redactText(said)}`, 'MIDDLEWARE_FAILED', {
-          cause: error,
+          cause,
           request: summary(call),
         });
       }

@@ -26,7 +26,7 @@
  * non-Error throwables).
  */
 
-import { BreakwaterError, NetworkError, type RequestSummary, type SentState } from './errors.ts';
+import { NetworkError, type RequestSummary, type SentState } from './errors.ts';
 import { redactText } from './redact.ts';
 
 /**
@@ -393,7 +393,7 @@ export function normalizeNetworkError(
  * cause walk). Deno's message and stack quote the URL (`error sending request for url
  * (<url>)`), Bun keeps it as `path`; Node's and Deno's refusal of a header value quote the
  * value (a token with a line break in it). A frozen error, or a getter only, keeps what it
- * says: the caller's message about it is redacted anyway.
+ * says ({@link redactedError} copies the error at the top).
  */
 export function redactCauses(error: unknown): void {
   // Any object, not `instanceof Object`: an error of another realm (Jest runs tests in a
@@ -418,28 +418,31 @@ export function redactCauses(error: unknown): void {
 }
 
 /**
+ * `error` redacted in place ({@link redactCauses}), or, when its message cannot be (a frozen
+ * error; a DOMException, whose message is read-only on Bun), a copy saying the same
+ * redacted, with its name and code: the error goes up the chain as a `cause`, which a logger
+ * prints whole. Read, not asked `instanceof Error`: a frozen error of another realm is none.
+ */
+export function redactedError(error: unknown): unknown {
+  redactCauses(error);
+  const message = read(error, 'message');
+  return typeof message !== 'string' || redactText(message) === message
+    ? error
+    : Object.assign(new TypeError(redactText(message)), {
+        name: read(error, 'name'),
+        code: read(error, 'code'),
+      });
+}
+
+/**
  * What a failure of `fetch()` (or of reading its body: `stage`) goes up the chain as: the
- * {@link NetworkError} it normalises to, or else the error itself, re-made with its
- * message's URLs redacted when it quotes one. A runtime's own refusal (Node's "Request
- * cannot be constructed from a URL that includes credentials: http://user:PASSWORD@...",
- * Bun's `ZlibError fetching "<url>"` for a corrupt gzip body) can quote the URL with its
- * userinfo and query values. The caller checks its own abort first.
+ * {@link NetworkError} it normalises to, or else the error itself, redacted (see
+ * {@link redactedError}). A runtime's own refusal (Node's "Request cannot be constructed
+ * from a URL that includes credentials: http://user:PASSWORD@...", Bun's `ZlibError
+ * fetching "<url>"` for a corrupt gzip body) can quote the URL with its userinfo and query
+ * values. The caller checks its own abort first.
  */
 export function fetchFailure(error: unknown, request: RequestSummary, stage?: FetchStage): unknown {
-  redactCauses(error);
-  const network = normalizeNetworkError(error, request, stage);
-  // breakwater's own errors (from a breakwater fetch passed as `fetch`) are redacted already.
-  // The message is read, not asked `instanceof Error`: a frozen error of another realm is
-  // none, and its message cannot be redacted in place.
-  const message = read(error, 'message');
-  if (
-    network !== undefined ||
-    typeof message !== 'string' ||
-    error instanceof BreakwaterError ||
-    redactText(message) === message
-  )
-    return network ?? error;
-  const safe = new TypeError(redactText(message));
-  safe.name = (error as Error).name;
-  return safe;
+  const safe = redactedError(error);
+  return normalizeNetworkError(error, request, stage) ?? safe;
 }

@@ -554,3 +554,49 @@ test('createFetch() takes a middleware list written as const or held readonly (f
     assert.deepEqual(seen, [server.origin, server.origin]);
   });
 });
+
+test('a middleware error that cannot be redacted in place (frozen, a DOMException) or that quotes a refused header value after a prefix shows no credential in the MIDDLEWARE_FAILED', async () => {
+  // The refused-value rule read only the start of the text ("request failed: Headers.append:
+  // ..." kept the token), and a frozen error or Bun's DOMException (read-only message) kept
+  // its secret in the cause that util.inspect and pino print whole.
+  const secret = 'Tok3nFromCliOutput9';
+  const middlewares: Middleware[] = [
+    async function rethrows() {
+      try {
+        new Headers({ authorization: `Bearer ${secret}\nwarning: update available` });
+      } catch (error) {
+        throw new Error(`request failed: ${(error as Error).message}`);
+      }
+      throw new Error(`request failed: Headers.append: "Bearer ${secret}\n" is an invalid header value.`);
+    },
+    async function frozen() {
+      throw Object.freeze(
+        Object.assign(new Error(`no route for https://h/x?api_key=${secret}`), { code: 'E_ROUTE' }),
+      );
+    },
+    async function domException() {
+      throw new DOMException(`no route for https://h/x?api_key=${secret}`, 'NotFoundError');
+    },
+  ];
+  for (const broken of middlewares) {
+    const fetch = createFetch({ fetch: async () => new Response('ok'), use: [broken] });
+    const error = await fetch('http://127.0.0.1:9/').then(
+      () => assert.fail('the middleware threw'),
+      (thrown: unknown) => thrown,
+    );
+    assert.ok(error instanceof BreakwaterError && error.code === 'MIDDLEWARE_FAILED', String(error));
+    const cause = error.cause as Error & { code?: string };
+    for (const shown of [
+      inspect(error, { depth: 5 }),
+      JSON.stringify(error),
+      String(error),
+      String(error.stack),
+      String(cause.stack),
+      String(cause.message),
+    ]) {
+      assert.ok(!shown.includes(secret), `${broken.name}: the credential shown: ${shown}`);
+    }
+    if (broken.name === 'frozen') assert.deepEqual([cause.name, cause.code], ['Error', 'E_ROUTE']);
+    if (broken.name === 'domException') assert.equal(cause.name, 'NotFoundError');
+  }
+});
