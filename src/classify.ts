@@ -81,8 +81,9 @@ export function isRetryableStatus(
   headers?: HeadersLike,
   statuses: readonly number[] = DEFAULT_RETRYABLE_STATUSES,
 ): boolean {
-  const override = headers === undefined ? undefined : shouldRetryHeader(headers);
-  return !AUTH_STATUSES.includes(status) && (override ?? statuses.includes(status));
+  return (
+    !AUTH_STATUSES.includes(status) && ((headers && shouldRetryHeader(headers)) ?? statuses.includes(status))
+  );
 }
 
 /** Kinds fixed by the status alone; any other failure status is `transient` or `fatal`. */
@@ -124,7 +125,7 @@ function fromStatus(
   statuses: readonly number[],
 ): Classification {
   if (status < 400) return settled('ok', true);
-  const override = headers === undefined ? undefined : shouldRetryHeader(headers);
+  const override = headers && shouldRetryHeader(headers);
   // Auth failures are the auth middleware's to resend (401 after a refresh), or the user's.
   const retryable = isRetryableStatus(status, headers, statuses);
   // The server saying "retry" is the server saying it did not (or may again) execute it.
