@@ -209,7 +209,8 @@ const WORKERD_LOST = /^network connection lost/;
  * named by no row) and a body that fails the caller's `integrity` (undici's `integrity
  * mismatch`; Deno and Bun ignore the option). So does a streamed request body a 307 or 308
  * would need sent again (Deno's `can not redeliver a streaming request body`; Bun's message
- * is no network failure anyway; undici's `fetch failed` has an empty cause: not told apart).
+ * is no network failure anyway; undici's `fetch failed` has a bare cause: see `refused` in
+ * {@link normalizeNetworkError}).
  * So does a redirect to a URL with credentials (`Location: http://user:pass@host/`):
  * undici's `cross origin not allowed for request mode "cors"` (Deno and Bun follow it).
  */
@@ -321,6 +322,12 @@ export function normalizeNetworkError(
   // those `fetch` throws for network failures (see FETCH_FAILURE and WORKERD_LOST).
   const messages: string[] = [];
   let fetchFailure = false;
+  // undici's cause when `fetch` refuses by the Fetch standard's rules with no reason given: a
+  // plain `Error` of no message and no code (a network failure's names its socket's code, or
+  // says what broke). So undici refuses a streamed request body a 307 or 308 would need sent
+  // again, and a server's 407: the server answered, and a resend gets the same answer. As a
+  // LOCAL_REFUSAL, no network failure: it was ENETWORK "maybe sent", resent and counted.
+  let refused = false;
   for (const link of chain) {
     const name = readString(link, 'name');
     const code = readString(link, 'code');
@@ -330,6 +337,7 @@ export function normalizeNetworkError(
     fetchFailure ||=
       (name === 'TypeError' && FETCH_FAILURE.test(message)) ||
       (name === 'Error' && WORKERD_LOST.test(message));
+    refused ||= name === 'Error' && !message && !code;
     // The message without its URLs. Deno puts the request URL into the message, and a
     // URL is the caller's (or, after a redirect, the server's) text: a path such as
     // `/certificates/connection-refused` must not pass for a TLS or connect failure,
@@ -363,7 +371,7 @@ export function normalizeNetworkError(
   let verdict = byCode.find((v) => v[1] === 'maybe') ?? byCode[0];
   if (verdict === undefined) {
     // No code: a network failure only if `fetch` says so, and not its own refusal.
-    if (!fetchFailure || messages.some((message) => LOCAL_REFUSAL.test(message))) return undefined;
+    if (!fetchFailure || refused || messages.some((message) => LOCAL_REFUSAL.test(message))) return undefined;
     verdict = ['ENETWORK', 'maybe'];
     found: for (const message of messages) {
       for (const [head = '', ...fragments] of FAILURES) {

@@ -772,7 +772,7 @@ test("fetch's own refusal to resend a streamed request body after a 307 passes o
   // Deno says `Fetch failed: Can not redeliver a streaming request body after a redirect`,
   // Bun `Request body is a ReadableStream and cannot be replayed for this redirect`. Deno's
   // read as ENETWORK "maybe sent", which the breaker counted. Node's undici says `fetch
-  // failed` with an empty Error as its cause: nothing tells it from a network failure.
+  // failed` with a bare Error (no message, no code) as its cause: read so too.
   const policy = definePolicy({});
   await withServer(always({ status: 307, headers: { location: '/next' } }), async (server) => {
     const body = new ReadableStream({
@@ -786,8 +786,22 @@ test("fetch's own refusal to resend a streamed request body after a 307 passes o
       .fetch()(`${server.origin}/v1/upload`, init)
       .catch((error: unknown) => error);
     assert.equal(server.requests.length, 1);
-    if (runtime === 'node') return;
     assert.ok(outcome instanceof TypeError && !(outcome instanceof BreakwaterError), String(outcome));
+    assert.equal(policy.stats(server.origin).breaker?.consecutiveFailures ?? 0, 0);
+  });
+});
+
+test("Node's fetch refusing a server's 407 (undici's bare Error cause, as for a streamed body's 307) is no network failure: a GET is not resent nor counted", async () => {
+  // undici answers a 407 Proxy Authentication Required with `fetch failed` and a cause of no
+  // message and no code: read as ENETWORK "maybe sent", a policy sent the GET three times
+  // and its breaker counted three failures. Deno and Bun hand the 407 over.
+  const policy = definePolicy({});
+  await withServer(always({ status: 407 }), async (server) => {
+    const outcome = await policy
+      .fetch()(`${server.origin}/v1/models`)
+      .catch((error: unknown) => error);
+    assert.equal(server.requests.length, 1);
+    assert.ok(!(outcome instanceof NetworkError), String(outcome));
     assert.equal(policy.stats(server.origin).breaker?.consecutiveFailures ?? 0, 0);
   });
 });
