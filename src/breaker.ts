@@ -309,10 +309,10 @@ interface Circuit {
   allowance: number;
   /**
    * Wakers of the calls waiting on the key (a pause out, or the pace probe's outcome),
-   * in arrival order; each makes its call look at the key again. Undefined until the
-   * first waiter.
+   * in arrival order, each with its call's deadline by the breaker's clock; a waker
+   * makes its call look at the key again. Undefined until the first waiter.
    */
-  waiters: Set<() => void> | undefined;
+  waiters: Map<() => void, number> | undefined;
 }
 
 /** A closed, unpaused circuit; `list` fills its neighbours until it is linked in. */
@@ -365,27 +365,28 @@ function clearWindow(c: Circuit): void {
 }
 
 /**
- * Wakes every call waiting on the key, a pause out or for the pace probe's outcome
- * (each one looks at the key again: it goes, waits for a new pause or probe, or fails
- * fast), and drops the list. Called when what they wait for may have changed: a new
- * pause, the circuit opening, the probe settling, the key reset or forgotten.
+ * Wakes the `first` calls waiting on the key (a pause out, or for the pace probe's
+ * outcome), and any other whose deadline is not after `untilMs` (epoch ms): each looks
+ * at the key again (it goes, waits for a new pause or probe, or fails fast). Every
+ * waiter (the default) when what they wait for is gone: the circuit opened, the key was
+ * reset or forgotten. Only a few when one must act, so that a key's 1,000 waiters are
+ * not all woken by each of 1,000 pauses (quadratic: 11.6 s of CPU): the first of them,
+ * to wait out the new pause and probe it, or as many as may go now.
  */
-function wakeWaiters(c: Circuit): void {
-  const waiters = c.waiters;
-  if (!waiters) return;
-  c.waiters = undefined;
-  for (const wake of waiters) wake();
+function wakeWaiters(c: Circuit, first = Infinity, untilMs = -Infinity): void {
+  for (const [wake, deadline] of c.waiters ?? []) if (first-- > 0 || untilMs >= deadline) wake();
 }
 
 /**
- * Waits on the key (a pause out, or the pace probe's outcome): resolves `true` when
+ * Waits on the key (a pause out, or the pace probe's outcome) for a call whose deadline
+ * is `deadline` (epoch ms, by the breaker's clock): resolves `true` when
  * woken ({@link wakeWaiters}), `false` when `ms` pass first, and rejects with the
  * signal's reason ({@link abortReason}) on abort (at once if already aborted). The timer
  * and the listener are removed either way, and the waiter leaves the list.
  */
-function waitOn(c: Circuit, ms: number, signal: AbortSignal | undefined): Promise<boolean> {
+function waitOn(c: Circuit, ms: number, deadline: number, signal: AbortSignal | undefined): Promise<boolean> {
   return new Promise<boolean>((resolve, reject) => {
-    c.waiters ??= new Set();
+    c.waiters ??= new Map();
     const waiters = c.waiters;
     /** `true`: woken; `false`: timed out; undefined: aborted. */
     const settle = (woken?: boolean): void => {
@@ -398,7 +399,7 @@ function waitOn(c: Circuit, ms: number, signal: AbortSignal | undefined): Promis
     const wake = (): void => settle(true);
     const onAbort = (): void => settle();
     const timer = setTimeout(settle, ms, false);
-    waiters.add(wake);
+    waiters.set(wake, deadline);
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort);
   });
@@ -797,7 +798,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // A success that used up the quota failed nothing: there is no error to show as the cause.
     c.pauseCause = answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined);
     paced(c, call, 'start', delayMs);
-    wakeWaiters(c);
+    // Calls that may not wait it out fail fast now; of the others, as many as may go,
+    // and one to wait out its end and be its probe. The rest wait on, for that probe.
+    wakeWaiters(c, c.waitable ? c.allowance + 1 : Infinity, until);
   }
 
   /**
@@ -898,13 +901,13 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * The pace probe's outcome. A response that is no failure and started no new pause
    * (a new one would have superseded the probe already) releases the key (`release`):
    * every waiter goes at once. A failure (408, 5xx, network, timeout) or an abort does
-   * not: the waiters look again and the first of them becomes the next probe.
+   * not: the first waiter looks again and becomes the next probe; the rest wait on.
    */
   function paceSettled(c: Circuit, call: Call, release: boolean): void {
     if (c.paceProbe !== call) return;
     c.paceProbe = undefined;
     if (release) c.pausedUntilMs = 0;
-    wakeWaiters(c);
+    wakeWaiters(c, release ? Infinity : 1);
   }
 
   // -- admission ------------------------------------------------------------------
@@ -947,8 +950,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     const signal = call.signal;
     const mark = (call as MarkedCall)[ENDED];
     if (mark && left.has(mark)) throw mark.error;
-    /** The clock reading before the last wait: a clock that did not move (a test's) ends the wait. */
-    let sleptAt: number | undefined;
+    /** The end of the pause the last wait ran to: a timer's end ends that pause, on a clock that did not move (a test's) too. */
+    let sleptUntil: number | undefined;
     /** When this call stops waiting for pace probes, by the breaker's clock; set by its first such wait. */
     let probeWaitEndsAt: number | undefined;
     // After every wait, look the key up again: a key reset (or forgotten) meanwhile comes
@@ -975,21 +978,23 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         c.allowance--;
       } else if (pausedUntilMs) {
         const leftMs = pausedUntilMs - t;
-        if (leftMs > 0 && t !== sleptAt) {
-          if (!c.waitable || leftMs >= call.remainingMs()) {
+        const remainingMs = call.remainingMs();
+        if (leftMs > 0 && pausedUntilMs !== sleptUntil) {
+          if (!c.waitable || leftMs >= remainingMs) {
             const reason = c.waitable ? `${c.pauseReason}, past this call's deadline` : c.pauseReason;
             throw fastFail(c, call, reason, c.pauseCause, pausedUntilMs);
           }
           // The wait is on the key's list before anyone hears of it: a listener that resets
           // the key from the event wakes it (it waited out a pause that was gone).
-          const woken = waitOn(c, leftMs, signal);
+          const woken = waitOn(c, leftMs, t + remainingMs, signal);
           paced(c, call, 'wait', leftMs);
           probeWaitEndsAt = undefined;
           // Woken before the pause's end, not by a timer: the key was reset, the circuit
           // opened, or a response stretched the pause, perhaps past what this call may
           // wait. Look again at once, not at the end of a pause that may be gone.
-          // Timers may fire a little early against the wall clock: look again then too.
-          sleptAt = (await woken) ? undefined : t;
+          // Timers may fire a little early against the wall clock: the pause is over then
+          // too, unless a response stretched it meanwhile (waiters are not all woken for that).
+          sleptUntil = (await woken) ? undefined : pausedUntilMs;
           continue;
         }
         // The pause is over, but the server may still be overloaded: releasing every
@@ -1004,20 +1009,21 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         if (c.paceProbe !== call) {
           probeWaitEndsAt ??= t + maxRetryAfterMs;
           const capMs = probeWaitEndsAt - t;
-          const remainingMs = call.remainingMs();
           const byDeadline = remainingMs <= capMs;
           const waitMs = byDeadline ? remainingMs : capMs;
-          sleptAt = undefined;
+          const probe = c.paceProbe;
+          sleptUntil = undefined;
           // The wait ends with the probe's lease too, if that comes first.
           const leaseMs = c.paceProbeUntilMs - t;
           const byLease = leaseMs < waitMs;
           // Woken: released (the key goes), a new pause (wait it out), or the probe failed (be the next).
-          if (waitMs > 0 && (await waitOn(c, byLease ? leaseMs : waitMs, signal))) continue;
+          if (waitMs > 0 && (await waitOn(c, byLease ? leaseMs : waitMs, t + remainingMs, signal))) continue;
           // The probe's lease ran out: this call may be the next probe. A timer may fire a
           // little early against the wall clock: after a wait until the lease's end, look
-          // again unless the clock did not move at all (a test's).
+          // again unless the clock did not move at all (a test's). So when that probe is
+          // gone: a new pause does not wake every waiter.
           const later = now();
-          if (later >= c.paceProbeUntilMs || (byLease && later !== t)) continue;
+          if (c.paceProbe !== probe || later >= c.paceProbeUntilMs || (byLease && later !== t)) continue;
           const limit = byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`;
           throw fastFail(
             c,

@@ -1171,3 +1171,53 @@ test('a registry outgrown while every key had waiters shrinks back to maxKeys on
     assert.equal(breaker.size(), 2);
   });
 });
+
+test('50 callers waiting on a key whose server answers every call 429 are each woken a few times, not once for every pause', async () => {
+  // Each pace probe's 429 starts a new pause. Waking every waiter for each of them (to
+  // look at the key again and wait anew) made 50 waiters report 1,000 waits, and 1,000
+  // of them cost seconds of CPU: quadratic. One waiter is woken to wait the pause out and
+  // probe it; the others wait on for that probe.
+  await withServer(always(tooMany(2)), async (server) => {
+    const { fetch, events } = pacedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    const statuses = await concurrently(fetch, server.origin, 50);
+    assert.deepEqual(statuses, Array(50).fill(429), 'each went once, as a pace probe, and got its 429');
+    assert.equal(server.requests.length, 51);
+    const waits = events.filter((e) => e.type === 'paced' && e.phase === 'wait').length;
+    assert.ok(waits <= 150, `50 callers reported ${waits} waits`);
+  });
+});
+
+test('of the calls waiting for the pace probe, one whose deadline falls within the pause its 429 starts fails fast at once, while the others wait on', async () => {
+  const { handler } = stamped(async (index) => {
+    if (index === 0) return unavailable(30);
+    if (index === 1) {
+      await delay(30);
+      return tooMany(1000);
+    }
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const plain = createFetch({ use: [breaker], key: 'model' });
+    const hurried = createFetch({ use: [deadline, breaker], key: 'model' });
+    assert.equal(await send(plain, server.origin), 503);
+    await delay(40); // the pause is over
+    const probe = send(plain, server.origin);
+    const patient = [send(plain, server.origin), send(plain, server.origin)];
+    const started = Date.now();
+    await assert.rejects(send(hurried, server.origin), (e: unknown) => {
+      assert.ok(e instanceof CircuitOpenError);
+      assert.match(e.message, /past this call's deadline/);
+      return true;
+    });
+    const waited = Date.now() - started;
+    assert.ok(
+      waited >= 20 && waited < 90,
+      `failed after ${waited} ms: at the probe's 429, not at its 100 ms deadline`,
+    );
+    assert.equal(await probe, 429);
+    assert.deepEqual(await Promise.all(patient), [200, 200], 'the others waited the 1 s pause out');
+    assert.equal(server.requests.length, 4);
+  });
+});
