@@ -3484,3 +3484,72 @@ test('resilientMcpClient: a tools/call body over maxBodyChars is not parsed on i
     await mcp.close();
   }
 });
+
+test('mcpFetch(): a tools/call its client cancels while retry waits out a 429 is not sent again, and another session’s call with the same JSON-RPC id still is', async () => {
+  const seen = counts();
+  const inner = mcpApp(
+    seen,
+    failFirst('tools/call:add', { status: 429, headers: { 'retry-after-ms': '300' } }, 2),
+  );
+  // Each initialize opens a session of its own, named on every later request.
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const opening = request.headers.get('mcp-session-id') === null;
+      const response = await inner.fetch(request);
+      if (opening && response.ok) response.headers.set('mcp-session-id', crypto.randomUUID());
+      return response;
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
+    const connect = async () => {
+      const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
+      return client;
+    };
+    // Two clients on one fetch: their requests' ids clash (each counts from 0).
+    const [cancelling, waiting] = [await connect(), await connect()];
+    try {
+      const resent = waiting.callTool({ name: 'add', arguments: {} });
+      await cancelledAdd(cancelling);
+      await resent;
+      // Past the server's delay: a resend of the cancelled call would have run by now.
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
+      assert.equal(seen.posts['tools/call:add'], 3, 'only the call nobody cancelled was sent again');
+      assert.equal(seen.runs.add, 1);
+    } finally {
+      await cancelling.close();
+      await waiting.close();
+    }
+  });
+});
+
+test('mcpFetch(): 20,000 tool calls on one transport keep memory flat: its session-long signal keeps no call’s own abort', async () => {
+  // Answered in process, as for resilientMcpClient above.
+  const answer = async (_input: unknown, init?: RequestInit): Promise<Response> => {
+    const message = JSON.parse(String(init?.body));
+    if (message.id === undefined) return new Response(null, { status: 202 });
+    return inProcessAnswer(message);
+  };
+  const fetch = mcpFetch(definePolicy({ name: 'tools' }), { fetch: answer });
+  const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+  const gc = collector();
+  const settle = async () => {
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    gc();
+  };
+  try {
+    await client.connect(new StreamableHTTPClientTransport(new URL('http://127.0.0.1:9/mcp'), { fetch }));
+    for (let i = 0; i < 1000; i++) await client.callTool({ name: 'add', arguments: {} });
+    await settle();
+    const before = process.memoryUsage().heapUsed;
+    for (let i = 0; i < 20_000; i++) await client.callTool({ name: 'add', arguments: {} });
+    await settle();
+    const grew = process.memoryUsage().heapUsed - before;
+    assert.ok(grew < 6_000_000, `heapUsed grew ${(grew / 1e6).toFixed(1)} MB`);
+  } finally {
+    await client.close();
+  }
+});

@@ -17,7 +17,7 @@ import { fetchFailure } from '../../src/network.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
-import { type McpFetch, type McpFetchOptions, mcpFetch } from './fetch.ts';
+import { CANCELLED, type McpFetch, type McpFetchOptions, mcpFetch } from './fetch.ts';
 import { DEFAULT_MAX_BODY_CHARS, type McpToolsList } from './resend.ts';
 
 /** The gate's key when neither `key` nor the policy's `name` gives one. */
@@ -44,8 +44,6 @@ const SESSION_GONE = 404;
 const SESSION_HEADER = 'mcp-session-id';
 /** The server's word that its tools changed (MCP spec, Tools: List Changed Notification). */
 const TOOLS_CHANGED = 'notifications/tools/list_changed';
-/** The client's word that it gave up a request (MCP spec, Cancellation): its caller aborted, or it timed out. */
-const CANCELLED = 'notifications/cancelled';
 
 /** Where an answer's body keeps its request's own abort alive (see `links` in `open()`). */
 const LINK = Symbol('breakwater.link');

@@ -164,6 +164,56 @@ function answersCut(maxBytes: number, cuts: BreakwaterError[]): CutEnding {
   };
 }
 
+/** The header that names the session a request belongs to (MCP spec, Session Management). */
+const SESSION_HEADER = 'mcp-session-id';
+
+/** Where a caller's signal keeps the aborts that follow it (see {@link follow}). */
+const FOLLOWERS = Symbol('breakwater.mcp.followers');
+/** Keeps a call's own abort alive as long as its answer's body, which still follows the caller's signal. */
+const OWN_ABORT = Symbol('breakwater.mcp.abort');
+/** Dead entries of a follower set are dropped once it grows past this, then past twice what a prune left. */
+const PRUNE_AT = 64;
+type Followers = Set<WeakRef<AbortController>> & { pruneAt?: number };
+
+/**
+ * Makes `inner` abort (with the same reason) when `outer` aborts, through one listener per
+ * outer signal holding its followers weakly. Not `AbortSignal.any()`: Node 20 and Deno keep
+ * every signal it makes from one that lives as long as the session, about 1.5 KB a call.
+ */
+function follow(outer: AbortSignal & { [FOLLOWERS]?: Followers }, inner: AbortController): void {
+  let set = outer[FOLLOWERS];
+  if (!set) {
+    const made: Followers = new Set();
+    set = outer[FOLLOWERS] = made;
+    outer.addEventListener('abort', () => {
+      for (const ref of made) ref.deref()?.abort(outer.reason);
+    });
+  } else if (set.size >= (set.pruneAt ?? PRUNE_AT)) {
+    // Not again before the set has doubled: a scan costs the whole set (as in timeout()).
+    for (const ref of set) if (!ref.deref()) set.delete(ref);
+    set.pruneAt = Math.max(PRUNE_AT, 2 * set.size);
+  }
+  set.add(new WeakRef(inner));
+}
+
+/** A request waiting for its answer (see `letGo` in {@link mcpFetch}). */
+interface Waiting {
+  session: string | null;
+  /** Its JSON-RPC id as JSON; undefined for a body too long to parse on every send. */
+  id: string | undefined;
+  body: string;
+  abort: AbortController;
+}
+
+/** The client's word that it gave up a request (MCP spec, Cancellation): its caller aborted, or it timed out. */
+export const CANCELLED = 'notifications/cancelled';
+
+/** The id (as JSON) of a JSON-RPC request, parsed from its body when a string; undefined for anything else. */
+function requestId(message: unknown): string | undefined {
+  if (typeof message === 'string') message = JSON.parse(message);
+  return typeof own(message, 'method') === 'string' ? JSON.stringify(own(message, 'id')) : undefined;
+}
+
 /** When the server said the caller may try again: the response's arrival plus its delay. */
 function waitUntil(said: StatusSnapshot): number {
   return said.at + (said.retryAfterMs ?? 0);
@@ -261,11 +311,65 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     return limitedBody(response, maxBytes, call, ending);
   }
 
+  /**
+   * The requests waiting for their answer. The SDK lets the POST of a request it cancelled
+   * (its caller aborted, or it timed out) go on after it sent `notifications/cancelled`:
+   * retry then sent it again after a 429's or a 503's wait, and the tool ran for nobody.
+   * Several clients may share this fetch, their ids clashing: a cancellation lets go of the
+   * one request of its session (the `Mcp-Session-Id` it carries) with the id it names, and
+   * of none when two wait under one (clients without sessions).
+   */
+  const waiting = new Set<Waiting>();
+  const limit = maxBodyChars ?? DEFAULT_MAX_BODY_CHARS;
+
+  function letGo(call: Call, next: Next): Promise<Response> {
+    const body = call.body;
+    if (call.method !== 'POST' || typeof body !== 'string') return next(call);
+    const session = call.header(SESSION_HEADER);
+    let id: string | undefined;
+    try {
+      // A body too long to parse on every send (a tool's multi-MB argument) is parsed only
+      // when a cancellation comes: few requests are ever cancelled.
+      if (body.length <= limit) {
+        const sent: unknown = JSON.parse(body);
+        if (own(sent, 'method') === CANCELLED) {
+          const named = JSON.stringify(own(own(sent, 'params'), 'requestId'));
+          const found = [...waiting].filter(
+            (request) => request.session === session && (request.id ?? requestId(request.body)) === named,
+          );
+          if (found.length === 1) found[0]?.abort.abort();
+          return next(call);
+        }
+        // Only the client's own requests: an answer to a server's request carries the server's id.
+        id = requestId(sent);
+        if (id === undefined) return next(call);
+      }
+    } catch {
+      return next(call);
+    }
+    const abort = new AbortController();
+    const signal = call.signal;
+    if (signal) {
+      if (signal.aborted) abort.abort(signal.reason);
+      follow(signal, abort);
+    }
+    call.signal = abort.signal;
+    const request = { session, id, body, abort };
+    waiting.add(request);
+    return next(call)
+      .then((response) => {
+        // Its body still follows the caller's signal (a transport's close ends its stream) through this abort.
+        if (response.body) Object.assign(response.body, { [OWN_ABORT]: abort });
+        return response;
+      })
+      .finally(() => waiting.delete(request));
+  }
+
   const fetch = policy.fetch(base, {
     auth: valid.auth,
     key: valid.key,
     // Outermost, so retry's resend rule sees the mark on calls judged safe.
-    use: [resend, remember],
+    use: [resend, letGo, remember],
     onEvent,
   }) as McpFetch;
   fetch.learn = resend.learn;
