@@ -125,6 +125,47 @@ function ownSignal(input: string | URL | Request, init: RequestInit | undefined)
 }
 
 /**
+ * The controllers that follow a signal (the incoming request's, a caller's own), kept
+ * on the signal under a symbol: one `abort` listener per signal, however many calls
+ * share it (an hours-long SSE handler calling upstream every second, a process-wide
+ * shutdown signal). The entries are weak, so a finished call's controller is collected
+ * and pruned: a strong set kept about 1.6 KB per call for the request's life.
+ */
+const FOLLOWERS = Symbol('breakwater.upstream.followers');
+/** Keeps a call's controller alive as long as its response's body is reachable. */
+const CONTROLLER = Symbol('breakwater.upstream.controller');
+/** Prune dead entries once a follower set grows past this (and then past twice what a prune left). */
+const PRUNE_AT = 64;
+
+type Followers = Set<WeakRef<AbortController>> & { pruneAt: number };
+
+/** Makes `controller` abort (with the same reason) when `signal` does. */
+function follow(signal: AbortSignal & { [FOLLOWERS]?: Followers }, controller: AbortController): void {
+  if (signal.aborted) {
+    controller.abort(signal.reason);
+    return;
+  }
+  let set = signal[FOLLOWERS];
+  if (set === undefined) {
+    const created: Followers = Object.assign(new Set<WeakRef<AbortController>>(), { pruneAt: PRUNE_AT });
+    set = signal[FOLLOWERS] = created;
+    signal.addEventListener(
+      'abort',
+      () => {
+        for (const ref of created) ref.deref()?.abort(signal.reason);
+        created.clear();
+      },
+      { once: true },
+    );
+  } else if (set.size >= set.pruneAt) {
+    for (const ref of set) if (ref.deref() === undefined) set.delete(ref);
+    // Not again before the set has doubled: a scan costs the whole set.
+    set.pruneAt = Math.max(PRUNE_AT, 2 * set.size);
+  }
+  set.add(new WeakRef(controller));
+}
+
+/**
  * What the runtime rejects with when the incoming request is aborted: node-server
  * aborts with a string, and Hono sends only `Error`s to `onError`, so a non-Error
  * reason becomes an `AbortError`.
@@ -142,10 +183,10 @@ function abortError(reason: unknown): unknown {
  *
  * The chain is built once; per request it costs one closure. A call without a
  * signal of its own gets the incoming request's signal as is (no listener); a call
- * with one gets a small controller that follows both, through one listener on the
- * incoming signal per request and one on the caller's signal, removed once the call
- * has its answer and the request has ended. A call made after the handler returned
- * (a streaming handler's) still ends with its client.
+ * with one gets a small controller that follows both, through one listener per
+ * signal however many calls share it, held only as long as the call, its response or
+ * its body is. A call made after the handler returned (a streaming handler's) still
+ * ends with its client, and so does the body it is still reading.
  *
  * @example
  * ```ts
@@ -181,76 +222,37 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
   return async function upstream(c, next) {
     const raw = c.req.raw;
     const incoming = raw.signal;
-    /**
-     * Per-call controllers following the incoming signal (only calls with a signal of
-     * their own), kept as long as the request: one small object per such call.
-     */
-    const followers = new Set<AbortController>();
-    /** Unlinks of the calls that settled while the request ran: their bodies may stream until it ends. */
-    const settled: (() => void)[] = [];
-    let listening = false;
-    let ended = false;
-    const onIncomingAbort = (): void => {
-      for (const controller of followers) controller.abort(incoming.reason);
-    };
-
-    /** A signal that follows both `own` and the incoming request, and what unlinks it from them. */
-    function follow(own: AbortSignal): [AbortSignal, () => void] {
-      const controller = new AbortController();
-      if (!listening) {
-        listening = true;
-        // Never removed: it goes with the request, and a handler may still be calling
-        // after next() returned (streamSSE answers at once, then writes), its calls
-        // still owed to the client that may leave.
-        incoming.addEventListener('abort', onIncomingAbort, { once: true });
-      }
-      followers.add(controller);
-      const relay = (): void => controller.abort(own.reason);
-      if (own.aborted) relay();
-      else own.addEventListener('abort', relay, { once: true });
-      if (incoming.aborted) controller.abort(incoming.reason);
-      return [
-        controller.signal,
-        // Only the listener on `own` goes; the controller keeps following the client,
-        // since the call's body may still stream (a model's tokens relayed to an SSE
-        // stream, whose writes go nowhere once the client left): it must stop then too.
-        () => own.removeEventListener('abort', relay),
-      ];
-    }
 
     const fetch: FetchLike = async function upstreamFetch(input, init) {
       const own = ownSignal(input, init);
       // Asked at each call, not on entry: an idempotency() registered after this
       // middleware (a global upstream(), a keyed route) marks the request only later.
-      const [signal, unlink] = RUN_TO_END.has(raw)
-        ? [own ?? null]
-        : own === undefined || own === incoming
-          ? [incoming]
-          : follow(own);
-      const callInit: RequestInit = { ...init, signal };
+      const runToEnd = RUN_TO_END.has(raw);
+      let controller: AbortController | undefined;
+      if (!runToEnd && own !== undefined && own !== incoming) {
+        controller = new AbortController();
+        follow(own, controller);
+        follow(incoming, controller);
+      }
+      const callInit: RequestInit = {
+        ...init,
+        signal: controller?.signal ?? (runToEnd ? (own ?? null) : incoming),
+      };
       let response: Response;
       try {
         response = await chained(input, callInit);
       } catch (error) {
         throw incoming.aborted && error === incoming.reason ? abortError(error) : error;
-      } finally {
-        // A long-lived own signal (a shutdown signal) must not gather a listener per call:
-        // unlinked once the call settled and the request ended, whichever is later.
-        if (unlink !== undefined) {
-          if (ended) unlink();
-          else settled.push(unlink);
-        }
       }
+      // The body may stream on (a model's tokens relayed to an SSE stream, whose writes
+      // go nowhere once the client left): the controller lives as long as the body does.
+      const body = response.body as (ReadableStream & { [CONTROLLER]?: unknown }) | null;
+      if (body !== null) body[CONTROLLER] = controller;
       if (!fails(response.status)) return response;
       throw await statusError(new Call(input, callInit, keyOption, undefined), response);
     };
     c.set('fetch', fetch);
-    try {
-      await next();
-    } finally {
-      ended = true;
-      for (const unlink of settled) unlink();
-    }
+    await next();
   };
 }
 
