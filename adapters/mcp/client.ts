@@ -17,7 +17,7 @@ import { fetchFailure } from '../../src/network.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
-import { CANCELLED, type McpFetch, type McpFetchOptions, mcpFetch } from './fetch.ts';
+import { CANCELLED, LET_GO, type LetGo, type McpFetch, type McpFetchOptions, mcpFetch } from './fetch.ts';
 import { DEFAULT_MAX_BODY_CHARS, type McpToolsList } from './resend.ts';
 
 /** The gate's key when neither `key` nor the policy's `name` gives one. */
@@ -44,9 +44,6 @@ const SESSION_GONE = 404;
 const SESSION_HEADER = 'mcp-session-id';
 /** The server's word that its tools changed (MCP spec, Tools: List Changed Notification). */
 const TOOLS_CHANGED = 'notifications/tools/list_changed';
-
-/** Where an answer's body keeps its request's own abort alive (see `links` in `open()`). */
-const LINK = Symbol('breakwater.link');
 
 /** What this module needs of the MCP SDK's `Client` (any version with `connect` / `close`). */
 export interface McpClientLike {
@@ -76,7 +73,7 @@ interface Wired {
 interface Message {
   id?: unknown;
   method?: unknown;
-  params?: { cursor?: string } | null;
+  params?: { cursor?: string; requestId?: unknown } | null;
   result?: unknown;
 }
 
@@ -249,6 +246,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   const timeoutMs = connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const closeMs = closeTimeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
   const fetch = mcpFetch(policy, fetchOptions);
+  /** Lets go of the requests waiting in a session (see `mcpFetch()`): cancellations and the DELETE go past it. */
+  const letGo = (fetch as McpFetch & { [LET_GO]: LetGo })[LET_GO];
   const name = typeof options.key === 'string' ? options.key : policy.resolved.name;
   /**
    * The base fetch, for what goes past the policy (see `open()`), its failures made what the
@@ -401,24 +400,6 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // session is opened, since nothing would end it; a later connect owns the client now.
     if (!live()) return client;
     let gone: (missed?: boolean) => void = () => {};
-    /**
-     * What aborts each request's fetch while it runs, by JSON-RPC id. The SDK sends
-     * `notifications/cancelled` for a request whose caller aborted (or that timed out) but
-     * lets its POST go on: retry then sent it again after a 429's or a 503's wait, and the
-     * tool ran for nobody, after the server had been told it was cancelled.
-     */
-    const cancels = new Map<unknown, AbortController>();
-    /**
-     * Those aborts, weakly (each answer's body keeps its own alive), with the signal their
-     * request came with: the transport's, aborted when it closes, aborts those it came with,
-     * which also ends each answer's stream. Not
-     * `AbortSignal.any()` with it: Node 20 and Deno keep every signal so made from one that
-     * lives as long as the session, about 1.5 KB a call, for good.
-     */
-    const links = new Map<WeakRef<AbortController>, unknown>();
-    const unlink = new FinalizationRegistry<WeakRef<AbortController>>((link) => links.delete(link));
-    /** The transport's signal, once it has its one listener (the SSE transport makes a new one when it authenticates again). */
-    let linked: AbortSignal | undefined;
     /** Whether the server opened a GET stream in this session. */
     let streamed = false;
     // The session's DELETE (sent only while closing) goes once, past the policy: its retry
@@ -437,63 +418,29 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // where a 404 is a usual answer (metadata the server lacks).
     const transport = build(
       Object.assign((input: string | URL | Request, init?: RequestInit) => {
-        let id: unknown;
-        let cancel: AbortController | undefined;
+        const method = init?.method;
+        const session = new Headers(init?.headers).get(SESSION_HEADER);
+        const body = init?.body as string;
         let cancelling = false;
         // A GET once the session's stream was open: the SDK reopens a stream that ended, and
         // what the server sent meanwhile (a tools/list_changed) is lost unless it replays it.
-        if (streamed && init?.method === 'GET') gone(true);
+        if (streamed && method === 'GET') gone(true);
         // The session ends (closing): a request waiting out a 429 or a 503 must not be sent
         // again while the DELETE is awaited, only to fail once the transport closes.
-        if (init?.method === 'DELETE') for (const request of cancels.values()) request.abort(closedError());
+        if (method === 'DELETE') letGo(session, undefined, closedError());
         try {
-          const body = init?.body;
-          // Not JSON (a GET has no body): neither a request nor a cancellation. A body too long
-          // to parse on every send (a tool's multi-MB argument) is kept by itself as its id, and
-          // parsed only for a cancellation that names no other: few calls are ever cancelled.
-          const sent = (
-            (body as string)?.length > DEFAULT_MAX_BODY_CHARS
-              ? { method: 1, id: body }
-              : JSON.parse(body as string)
-          ) as Message & { params?: { requestId?: unknown } };
-          if (sent.method === CANCELLED) {
-            const named = sent.params?.requestId;
+          // Not JSON (a GET has no body): not a cancellation. A tool's multi-MB argument is
+          // not parsed again: a cancellation is small.
+          const sent = body?.length <= DEFAULT_MAX_BODY_CHARS && (JSON.parse(body) as Message);
+          if (sent && sent.method === CANCELLED) {
             cancelling = true;
-            for (const [key, request] of cancels)
-              if (
-                key === named ||
-                ((key as string).length > DEFAULT_MAX_BODY_CHARS && JSON.parse(key as string).id === named)
-              )
-                request.abort();
-          }
-          // Only the client's own requests: an answer to a server's request carries the server's id.
-          // One without the transport's signal still gets its own abort, for its cancellation and the DELETE.
-          else if (sent.method && sent.id !== undefined) {
-            const closed = init?.signal;
-            if (closed && linked !== closed) {
-              linked = closed;
-              closed.addEventListener('abort', () => {
-                // Only the requests it was given to: a transport may give each request its own.
-                for (const [link, signal] of links) if (signal === closed) link.deref()?.abort(closed.reason);
-              });
-            }
-            cancel = new AbortController();
-            if (closed?.aborted) cancel.abort(closed.reason);
-            const link = new WeakRef(cancel);
-            links.set(link, closed);
-            unlink.register(cancel, link);
-            init = { ...init, signal: cancel.signal };
-            id = sent.id;
-            cancels.set(id, cancel);
+            letGo(session, JSON.stringify(sent.params?.requestId));
           }
         } catch {}
-        return ((cancelling || init?.method === 'DELETE') && !fetchOptions.auth ? direct : fetch)(input, init)
-          .then((response) => {
-            const get = init?.method === 'GET';
-            if (
-              (response.status === SESSION_GONE || (get && response.ok)) &&
-              new Headers(init?.headers).has(SESSION_HEADER)
-            ) {
+        return ((cancelling || method === 'DELETE') && !fetchOptions.auth ? direct : fetch)(input, init).then(
+          (response) => {
+            const get = method === 'GET';
+            if ((response.status === SESSION_GONE || (get && response.ok)) && session !== null) {
               if (response.ok) streamed = true;
               else if (streamed || !get) gone();
             }
@@ -506,10 +453,9 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
               response.body.cancel().catch(() => {});
               return new Response(null, response);
             }
-            if (response.body) Object.assign(response.body, { [LINK]: cancel });
             return response;
-          })
-          .finally(() => cancels.delete(id));
+          },
+        );
       }, fetch),
     );
     let sending = false;

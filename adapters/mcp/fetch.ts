@@ -205,6 +205,17 @@ interface Waiting {
   abort: AbortController;
 }
 
+/**
+ * Where an `mcpFetch()` keeps its {@link LetGo}: `resilientMcpClient()` sends cancellations
+ * and the session's DELETE past the policy, so they never pass `letGo`.
+ */
+export const LET_GO: unique symbol = Symbol('breakwater.mcp.letGo');
+/**
+ * Lets go of requests waiting for their answer in `session`: the one with the JSON-RPC `id`
+ * (as JSON), if only one waits with it; with no `id`, all of them (`reason`: the abort's).
+ */
+export type LetGo = (session: string | null, id?: string, reason?: unknown) => void;
+
 /** The client's word that it gave up a request (MCP spec, Cancellation): its caller aborted, or it timed out. */
 export const CANCELLED = 'notifications/cancelled';
 
@@ -322,6 +333,16 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   const waiting = new Set<Waiting>();
   const limit = maxBodyChars ?? DEFAULT_MAX_BODY_CHARS;
 
+  const letGoOf: LetGo = (session, id, reason) => {
+    try {
+      const found = [...waiting].filter(
+        (request) =>
+          request.session === session && (id === undefined || (request.id ?? requestId(request.body)) === id),
+      );
+      if (id === undefined || found.length === 1) for (const request of found) request.abort.abort(reason);
+    } catch {}
+  };
+
   function letGo(call: Call, next: Next): Promise<Response> {
     const body = call.body;
     if (call.method !== 'POST' || typeof body !== 'string') return next(call);
@@ -333,11 +354,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       if (body.length <= limit) {
         const sent: unknown = JSON.parse(body);
         if (own(sent, 'method') === CANCELLED) {
-          const named = JSON.stringify(own(own(sent, 'params'), 'requestId'));
-          const found = [...waiting].filter(
-            (request) => request.session === session && (request.id ?? requestId(request.body)) === named,
-          );
-          if (found.length === 1) found[0]?.abort.abort();
+          letGoOf(session, JSON.stringify(own(own(sent, 'params'), 'requestId')));
           return next(call);
         }
         // Only the client's own requests: an answer to a server's request carries the server's id.
@@ -373,6 +390,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     onEvent,
   }) as McpFetch;
   fetch.learn = resend.learn;
+  (fetch as McpFetch & { [LET_GO]: LetGo })[LET_GO] = letGoOf;
   fetch.toError = (error, sent) => {
     const status = sdkStatus(error);
     if (status === undefined) {
