@@ -22,6 +22,7 @@
  */
 
 import * as z from 'zod/mini';
+import { FOLLOWS } from './breaker.ts';
 import {
   abortReason,
   Call,
@@ -263,6 +264,8 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, 
  * one-shot body to send again, more than {@link MAX_REDIRECTS}) is returned as is.
  */
 async function follow(call: Call, next: Next, named: Set<string>): Promise<Response> {
+  // A breaker below counts no redirect this follows as the server's answer.
+  call.bag.set(FOLLOWS, 1);
   let response = await next(call);
   let at = call;
   let foreign = false;
@@ -310,7 +313,7 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
     );
     hop.deadline = call.deadline;
     hop.totalMs = call.totalMs;
-    hop.bag.set(REDIRECTED, 1).set(CREDENTIAL_HEADER, named);
+    hop.bag.set(REDIRECTED, 1).set(CREDENTIAL_HEADER, named).set(FOLLOWS, 1);
     response = await next(hop);
     at = hop;
   }

@@ -93,6 +93,16 @@ const MAX_MAX_KEYS = 10_000_000;
  */
 export const PROBE_LEASE_MS: number = 60_000;
 
+/**
+ * The bag of a call whose redirects `auth()` follows itself (a token in a header fetch
+ * would carry to another origin), and of each hop it sends, holds this key: a redirect
+ * answering it is a step on the way, not the server's answer, and counts for nothing,
+ * as fetch's own redirects (never seen here) do. Else an endpoint that always redirects
+ * to a 503 had a success between every two failures, and never opened by their run.
+ * Internal (`src/auth.ts` sets it).
+ */
+export const FOLLOWS: unique symbol = Symbol('breakwater.follows');
+
 /** A circuit's state. */
 export type BreakerState = 'closed' | 'open' | 'half-open';
 
@@ -833,13 +843,17 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       }
       pace(c, call, answer, askedMs, fromServer);
       succeed(c, call, epoch);
-    } else if ((status === 408 || status >= 500) && replayed(answer)) {
+    } else if (
+      ((status === 408 || status >= 500) && replayed(answer)) ||
+      (status > 300 && status < 309 && status !== 304 && call.bag.has(FOLLOWS))
+    ) {
       // A stored failure replayed to a repeat of a keyed request (`Idempotent-Replayed:
       // true`: Stripe, breakwater/hono's idempotency()) says nothing about the server's
       // health now: no failure (retry's resend of a POST answered 500 got that 500 again,
       // so each failing call counted twice and the circuit opened after 3 calls, not 5), no
       // pause. It is judged as an error that says nothing (a user abort) is. Only failures
-      // are looked at: the header read stays off the path of answers that succeed.
+      // are looked at: the header read stays off the path of answers that succeed. So is
+      // a redirect auth() follows (see FOLLOWS): a probe's frees the slot for its hop.
       settleError(c, call, epoch, undefined);
       return;
     } else {

@@ -3,9 +3,10 @@ import type { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { inspect } from 'node:util';
 import { auth } from '../src/auth.ts';
+import { circuitBreaker } from '../src/breaker.ts';
 import type { Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
-import { BreakwaterError, TimeoutError } from '../src/errors.ts';
+import { BreakwaterError, CircuitOpenError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
@@ -1609,5 +1610,33 @@ test('a refresh() or token() that fails quoting its token endpoint URL shows no 
       const shown = inspect(error, { depth: 8 });
       assert.ok(!shown.includes(secret), `the secret shown: ${shown}`);
     }
+  });
+});
+
+test('a redirect a key auth() follows is no success for the breaker below it: an endpoint that always redirects to a 503 opens it after the consecutive failures', async () => {
+  // Each 302 passed the breaker as an answer of its own, a success between every two
+  // 503s, so the run of failures never grew and only the failure ratio could open it.
+  let down = true;
+  const handler: Handler = (req) =>
+    req.url === '/mcp' ? { status: 302, headers: { location: '/mcp/' } } : { status: down ? 503 : 200 };
+  await withServer(handler, async (server) => {
+    const clock = { t: Date.UTC(2026, 10, 30, 17, 0, 0) };
+    const breaker = circuitBreaker({ consecutiveFailures: 3, now: () => clock.t });
+    const fetch = createFetch({ use: [keyAuth(), breaker], key: 'mcp' });
+    const status = async () => {
+      const response = await fetch(`${server.origin}/mcp`);
+      await response.body?.cancel();
+      return response.status;
+    };
+    for (let i = 0; i < 3; i++) assert.equal(await status(), 503);
+    assert.equal(breaker.stats('mcp')?.state, 'open');
+    assert.equal(breaker.stats('mcp')?.consecutiveFailures, 3);
+    await assert.rejects(status(), CircuitOpenError);
+    assert.equal(server.requests.length, 6, 'nothing sent while open');
+    // Open time over: the call's redirect frees the probe's slot, and its hop probes.
+    clock.t += 60_000;
+    down = false;
+    assert.equal(await status(), 200);
+    assert.equal(breaker.stats('mcp')?.state, 'closed');
   });
 });
