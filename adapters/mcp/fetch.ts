@@ -257,6 +257,10 @@ function sdkStatus(error: unknown): number | undefined {
  *   `tools/call` above all, is resent only when the server proves it did not run it
  *   (a 429, `x-should-retry: true`, a refused connection). GET (the SSE stream) and
  *   DELETE (session end) are idempotent by method.
+ * - A request the SDK cancels (`notifications/cancelled`: its caller aborted, or it timed
+ *   out) while retry or pacing waits is let go with an `AbortError`, never sent again. One
+ *   fetch may serve several clients whose ids clash: the cancellation's `Mcp-Session-Id`
+ *   tells them apart; two requests waiting with one id and no session are both kept.
  * - Streams (`text/event-stream`) are never buffered, and only the wait for their
  *   headers is timed, as everywhere in breakwater.
  * - `toError(error)` turns the SDK's `StreamableHTTPError` back into an
