@@ -3553,3 +3553,29 @@ test('mcpFetch(): 20,000 tool calls on one transport keep memory flat: its sessi
     await client.close();
   }
 });
+
+test('mcpFetch(): clients of two endpoints without sessions share one fetch, their ids clashing: a cancellation lets go only of its own endpoint’s call', async () => {
+  const seen = counts();
+  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
+  await withApp(mcpApp(seen, failFirst('tools/call:add', fault, 2)), async ({ origin }) => {
+    const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
+    const connect = async (path: string) => {
+      const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+      // The legacy SSE transport, too, names its session in the URL, not in a header.
+      await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}${path}`), { fetch }));
+      return client;
+    };
+    const [cancelling, waiting] = [await connect('/a/mcp'), await connect('/b/mcp')];
+    try {
+      const resent = waiting.callTool({ name: 'add', arguments: {} });
+      await cancelledAdd(cancelling);
+      await resent;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.equal(seen.posts['tools/call:add'], 3, 'only the call nobody cancelled was sent again');
+      assert.equal(seen.runs.add, 1);
+    } finally {
+      await cancelling.close();
+      await waiting.close();
+    }
+  });
+});

@@ -427,14 +427,14 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         if (streamed && method === 'GET') gone(true);
         // The session ends (closing): a request waiting out a 429 or a 503 must not be sent
         // again while the DELETE is awaited, only to fail once the transport closes.
-        if (method === 'DELETE') letGo(session, undefined, closedError());
+        if (method === 'DELETE') letGo(`${input} ${session}`, undefined, closedError());
         try {
           // Not JSON (a GET has no body): not a cancellation. A tool's multi-MB argument is
           // not parsed again: a cancellation is small.
           const sent = body?.length <= DEFAULT_MAX_BODY_CHARS && (JSON.parse(body) as Message);
           if (sent && sent.method === CANCELLED) {
             cancelling = true;
-            letGo(session, JSON.stringify(sent.params?.requestId));
+            letGo(`${input} ${session}`, JSON.stringify(sent.params?.requestId));
           }
         } catch {}
         return ((cancelling || method === 'DELETE') && !fetchOptions.auth ? direct : fetch)(input, init).then(

@@ -198,7 +198,8 @@ function follow(outer: AbortSignal & { [FOLLOWERS]?: Followers }, inner: AbortCo
 
 /** A request waiting for its answer (see `letGo` in {@link mcpFetch}). */
 interface Waiting {
-  session: string | null;
+  /** The URL it went to and its `Mcp-Session-Id` (see {@link LetGo}). */
+  session: string;
   /** Its JSON-RPC id as JSON; undefined for a body too long to parse on every send. */
   id: string | undefined;
   body: string;
@@ -211,10 +212,11 @@ interface Waiting {
  */
 export const LET_GO: unique symbol = Symbol('breakwater.mcp.letGo');
 /**
- * Lets go of requests waiting for their answer in `session`: the one with the JSON-RPC `id`
- * (as JSON), if only one waits with it; with no `id`, all of them (`reason`: the abort's).
+ * Lets go of requests waiting for their answer in `session` (their URL and `Mcp-Session-Id`,
+ * space-separated): the one with the JSON-RPC `id` (as JSON), if only one waits with it; with
+ * no `id`, all of them (`reason`: the abort's).
  */
-export type LetGo = (session: string | null, id?: string, reason?: unknown) => void;
+export type LetGo = (session: string, id?: string, reason?: unknown) => void;
 
 /** The client's word that it gave up a request (MCP spec, Cancellation): its caller aborted, or it timed out. */
 export const CANCELLED = 'notifications/cancelled';
@@ -260,7 +262,8 @@ function sdkStatus(error: unknown): number | undefined {
  * - A request the SDK cancels (`notifications/cancelled`: its caller aborted, or it timed
  *   out) while retry or pacing waits is let go with an `AbortError`, never sent again. One
  *   fetch may serve several clients whose ids clash: the cancellation's `Mcp-Session-Id`
- *   tells them apart; two requests waiting with one id and no session are both kept.
+ *   (and the URL) tells them apart; two requests waiting with one id, at one URL and in no
+ *   session, are both kept.
  * - Streams (`text/event-stream`) are never buffered, and only the wait for their
  *   headers is timed, as everywhere in breakwater.
  * - `toError(error)` turns the SDK's `StreamableHTTPError` back into an
@@ -331,8 +334,9 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
    * (its caller aborted, or it timed out) go on after it sent `notifications/cancelled`:
    * retry then sent it again after a 429's or a 503's wait, and the tool ran for nobody.
    * Several clients may share this fetch, their ids clashing: a cancellation lets go of the
-   * one request of its session (the `Mcp-Session-Id` it carries) with the id it names, and
-   * of none when two wait under one (clients without sessions).
+   * one request of its session with the id it names (by the `Mcp-Session-Id` it carries and
+   * its URL, where the legacy SSE transport names its session), and of none when two wait
+   * under one (clients of one endpoint without sessions).
    */
   const waiting = new Set<Waiting>();
   const limit = maxBodyChars ?? DEFAULT_MAX_BODY_CHARS;
@@ -350,7 +354,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   function letGo(call: Call, next: Next): Promise<Response> {
     const body = call.body;
     if (call.method !== 'POST' || typeof body !== 'string') return next(call);
-    const session = call.header(SESSION_HEADER);
+    const session = `${call.href} ${call.header(SESSION_HEADER)}`;
     let id: string | undefined;
     try {
       // A body too long to parse on every send (a tool's multi-MB argument) is parsed only
