@@ -1126,13 +1126,20 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // Sent a microtask after admission: if another call's failure opened the circuit
       // meanwhile, this one is no probe of that opening and counts for nothing (-1), as
       // a call sent just before it would.
-      return admit(c, call).then((admitted) =>
-        send(
-          admitted,
-          call,
-          next,
-          admitted.state === 'closed' || admitted.probe === call ? admitted.epoch : -1,
-        ),
+      return admit(c, call).then(
+        (admitted) =>
+          send(
+            admitted,
+            call,
+            next,
+            admitted.state === 'closed' || admitted.probe === call ? admitted.epoch : -1,
+          ),
+        (error: unknown) => {
+          // A call refused (an abort, a deadline) may be the waiter woken to wait out a new
+          // pause and probe it, while the others wait for that probe: the next takes its place.
+          wakeWaiters(circuits.get(call.key) ?? c, 1);
+          throw error;
+        },
       );
     } catch (error) {
       return Promise.reject(error);

@@ -1221,3 +1221,29 @@ test('of the calls waiting for the pace probe, one whose deadline falls within t
     assert.equal(server.requests.length, 4);
   });
 });
+
+test('when the waiter woken to wait out a new pause and probe it is aborted, the next waiter takes its place: the rest go when the pause ends', async () => {
+  const { handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(50);
+    if (index === 1) {
+      await delay(30);
+      return tooMany(100);
+    }
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    // maxRetryAfterMs bounds a wait for a probe that never comes: the test fails in 1 s, not 60.
+    const { fetch } = pacedClient({ maxRetryAfterMs: 1000 });
+    assert.equal(await send(fetch, server.origin), 429);
+    const controller = new AbortController();
+    const probe = send(fetch, server.origin);
+    const first = send(fetch, server.origin, { signal: controller.signal });
+    const rest = [send(fetch, server.origin), send(fetch, server.origin)];
+    assert.equal(await probe, 429); // the new pause wakes `first` alone, to wait it out
+    const started = Date.now();
+    controller.abort();
+    await assert.rejects(first, { name: 'AbortError' });
+    assert.deepEqual(await Promise.all(rest), [200, 200]);
+    assert.ok(Date.now() - started < 500, `the others went ${Date.now() - started} ms after the abort`);
+  });
+});
