@@ -93,19 +93,48 @@ export function hasOneShotBody(call: Call): boolean {
 }
 
 /**
+ * How long a dropped Node stream body is read on before it is destroyed (ms): an answer of
+ * ordinary length ends well within it, and its connection is reused; an endless one (an
+ * event stream a `timeout()` dropped) was read for good.
+ */
+const MAX_DROP_READ_MS = 1000;
+
+/**
  * Lets go of a response nobody will read, so its connection is freed. A web stream is
  * cancelled, not waited for: a cancel settles only once the body's source has cancelled,
  * which a relayed stream (a custom fetch, a proxy, a mock) may take long to do, or never.
  * A Node stream (node-fetch v2 and v3's body) has no cancel(): it is read on and dropped,
- * as Node's docs ask of an answer not read, or its connection stays taken for good
- * (destroying it would not do for v2, whose body is a pipe's end: the socket's stream
- * stays paused). Never throws: `timeout()` runs it where nothing would catch it, on
- * whatever a broken layer below resolved with.
+ * as Node's docs ask of an answer not read, or its connection stays taken for good; one
+ * not ended within {@link MAX_DROP_READ_MS} is destroyed, and so is the stream piped into
+ * it (v2's body is a pipe's end: destroyed alone, it left the socket's stream paused).
+ * Never throws: `timeout()` runs it where nothing would catch it, on whatever a broken
+ * layer below resolved with.
  */
 export function dropBody(response: Response): void {
   try {
-    const body = response.body as (ReadableStream & { resume?: () => void }) | null;
-    body?.cancel ? body.cancel().catch(() => {}) : body?.resume?.();
+    // A Node stream's methods used here (node-fetch's body), typed without Node's types.
+    const body = response.body as
+      | (ReadableStream & {
+          resume?: () => void;
+          once: (event: string, listener: (source: { destroy?: () => void }) => void) => void;
+          destroy?: () => void;
+        })
+      | null;
+    if (body?.cancel) body.cancel().catch(() => {});
+    else if (body?.resume) {
+      body.resume();
+      const timer = setTimeout(() => {
+        try {
+          body.once('unpipe', (source) => source.destroy?.());
+          body.destroy?.();
+        } catch {
+          // A stream-like body of another shape: nothing more to free.
+        }
+      }, MAX_DROP_READ_MS);
+      // Nothing to wait for: the process may exit before it fires.
+      (timer as { unref?: () => void }).unref?.();
+      body.once('end', () => clearTimeout(timer));
+    }
   } catch {
     // Not a Response: nothing to free.
   }

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
+import { PassThrough, Readable } from 'node:stream';
 import { test } from 'node:test';
 import fc from 'fast-check';
-import { Call, type FetchLike } from '../src/call.ts';
+import { Call, dropBody, type FetchLike } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { retry } from '../src/retry.ts';
 import { timeout } from '../src/timeout.ts';
@@ -399,4 +400,37 @@ test('init signal: null stays no signal on every attempt: the Request input’s 
     await response.body?.cancel();
     assert.equal(server.requests.length, 2);
   });
+});
+
+test('dropBody() of a Node stream that never ends (node-fetch v2: a pipe from the socket) stops reading within a bound and lets the socket go; a short one is read to its end', async () => {
+  // A dropped body was read on (resume()) until it ended: an endless one (an event stream a
+  // timeout() dropped) was read for good, and its connection never freed.
+  let chunks = 0;
+  const socket = new Readable({
+    read() {
+      chunks++;
+      setTimeout(() => this.push('data: ping\n\n'), 1);
+    },
+  });
+  const body = socket.pipe(new PassThrough());
+  dropBody({ body } as never);
+  try {
+    // The bound is 1 s (MAX_DROP_READ_MS in call.ts).
+    await new Promise((resolve) => setTimeout(resolve, 1300));
+    assert.ok(body.destroyed && socket.destroyed, `still read: ${chunks} chunks`);
+    const read = chunks;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(chunks, read, 'read on after it was let go');
+  } finally {
+    socket.destroy();
+  }
+
+  const short = Readable.from(['a', 'b']).pipe(new PassThrough());
+  let ended = false;
+  short.on('end', () => {
+    ended = true;
+  });
+  dropBody({ body: short } as never);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.ok(ended, 'a short body was not read to its end');
 });
