@@ -3579,3 +3579,33 @@ test('mcpFetch(): clients of two endpoints without sessions share one fetch, the
     }
   });
 });
+
+test('a notifications/cancelled that names no requestId (the SDK’s schema allows it) lets go of no request: the waiting tools/call is still sent after the 429’s wait, through mcpFetch() and resilientMcpClient', async () => {
+  const seen = counts();
+  const fault = { status: 429, headers: { 'retry-after-ms': '200' } };
+  // Each client's call is answered 429 first, then runs.
+  const faults = (what: string, nth: number) =>
+    what === 'tools/call:add' && nth % 2 === 1 ? fault : undefined;
+  await withApp(mcpApp(seen, faults), async ({ origin }) => {
+    const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
+    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
+    const mcp = resilient(origin);
+    try {
+      for (const caller of [client, await mcp.connect()]) {
+        const call = caller.callTool({ name: 'add', arguments: {} }).then(
+          () => 'ran',
+          (error: Error) => error.message,
+        );
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        await caller.notification({ method: 'notifications/cancelled', params: { reason: 'no id' } });
+        assert.equal(await call, 'ran');
+      }
+      assert.equal(seen.posts['tools/call:add'], 4);
+      assert.equal(seen.runs.add, 2);
+    } finally {
+      await client.close();
+      await mcp.close();
+    }
+  });
+});

@@ -434,7 +434,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
           const sent = body?.length <= DEFAULT_MAX_BODY_CHARS && (JSON.parse(body) as Message);
           if (sent && sent.method === CANCELLED) {
             cancelling = true;
-            letGo(`${input} ${session}`, JSON.stringify(sent.params?.requestId));
+            // One without a requestId names none (not all, as the DELETE's): 'undefined' is no id.
+            letGo(`${input} ${session}`, `${JSON.stringify(sent.params?.requestId)}`);
           }
         } catch {}
         return ((cancelling || method === 'DELETE') && !fetchOptions.auth ? direct : fetch)(input, init).then(

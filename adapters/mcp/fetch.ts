@@ -362,7 +362,8 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       if (body.length <= limit) {
         const sent: unknown = JSON.parse(body);
         if (own(sent, 'method') === CANCELLED) {
-          letGoOf(session, JSON.stringify(own(own(sent, 'params'), 'requestId')));
+          // One without a requestId (the SDK's schema allows it) names none: 'undefined' is no id.
+          letGoOf(session, `${JSON.stringify(own(own(sent, 'params'), 'requestId'))}`);
           return next(call);
         }
         // Only the client's own requests: an answer to a server's request carries the server's id.
