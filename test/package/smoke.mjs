@@ -1,7 +1,12 @@
 // Packs breakwater as npm would publish it, installs the tarball into an empty
 // project, and loads every public entry point through both ESM `import` and CJS
 // `require`, so a broken `exports` map or a missing file fails here, not for users.
-import { execFileSync } from 'node:child_process';
+// Then TypeScript consumers compile against it under each moduleResolution a project
+// may use (node10, node16 and nodenext from CommonJS and ESM, bundler) with
+// skipLibCheck off and no DOM lib, and each must see the declarations of its own
+// format: `.d.cts` where `require` loads the CommonJS build, `.d.ts` where `import`
+// loads the ESM one.
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,8 +35,9 @@ try {
     join(work, 'package.json'),
     JSON.stringify({ name: 'pack-smoke', private: true, type: 'module' }),
   );
-  // The optional peers the adapters import, at the versions the suite uses.
-  const peers = ['hono'].map(
+  // The optional peers the adapters import (and whose types their declarations name),
+  // at the versions the suite uses.
+  const peers = ['hono', 'ky', '@a2a-js/sdk'].map(
     (name) =>
       `${name}@${JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')).version}`,
   );
@@ -67,7 +73,75 @@ try {
       throw new Error(`${name} loaded with no exports (esm ${esm.trim()}, cjs ${cjs.trim()})`);
     console.log(`ok ${name}: esm ${esm.trim()} exports, cjs ${cjs.trim()} exports`);
   }
+  typescriptConsumers();
   console.log(`packed ${filename}: ${shipped.length} files`);
 } finally {
   rmSync(work, { recursive: true, force: true });
+}
+
+/**
+ * Compiles one consumer file per module setting with the repository's TypeScript (the
+ * types of `node` from its node_modules: a Node project's, with no DOM lib), and
+ * checks which of breakwater's declaration files each one read.
+ */
+function typescriptConsumers() {
+  const source = [
+    "import { createFetch, retry, BreakwaterError, type FetchLike } from 'breakwater';",
+    "import { upstream } from 'breakwater/hono';",
+    "import { mcpFetch } from 'breakwater/mcp';",
+    "import { createA2AClient } from 'breakwater/a2a';",
+    "import { openaiOptions } from 'breakwater/providers';",
+    "import { kyOptions } from 'breakwater/ky';",
+    'const fetch: FetchLike = createFetch({ use: [retry()] });',
+    'export const used: unknown[] = [fetch, BreakwaterError, upstream, mcpFetch, createA2AClient, openaiOptions, kyOptions];',
+    '',
+  ].join('\n');
+  for (const ext of ['ts', 'mts', 'cts']) writeFileSync(join(work, `consumer.${ext}`), source);
+  const base = {
+    strict: true,
+    noEmit: true,
+    skipLibCheck: false,
+    target: 'es2022',
+    lib: ['es2022'],
+    typeRoots: [join(root, 'node_modules', '@types')],
+    types: ['node'],
+  };
+  // [name, compilerOptions, file, the declaration format it must read]
+  const consumers = [
+    ['node10', { module: 'commonjs', moduleResolution: 'node10' }, 'consumer.ts', '.d.ts'],
+    ['node16 from ESM', { module: 'node16', verbatimModuleSyntax: true }, 'consumer.mts', '.d.ts'],
+    ['nodenext from CommonJS', { module: 'nodenext' }, 'consumer.cts', '.d.cts'],
+    ['nodenext from ESM', { module: 'nodenext', isolatedModules: true }, 'consumer.mts', '.d.ts'],
+    [
+      'bundler',
+      { module: 'preserve', moduleResolution: 'bundler', verbatimModuleSyntax: true },
+      'consumer.ts',
+      '.d.ts',
+    ],
+  ];
+  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+  const failures = [];
+  for (const [name, options, file, format] of consumers) {
+    const config = join(work, `tsconfig.${name.replace(/\W+/g, '-')}.json`);
+    writeFileSync(config, JSON.stringify({ compilerOptions: { ...base, ...options }, files: [file] }));
+    const run = spawnSync(process.execPath, [tsc, '-p', config, '--listFiles'], {
+      cwd: work,
+      encoding: 'utf8',
+    });
+    // --listFiles prints each file read as an absolute path, one a line.
+    const read = run.stdout
+      .split('\n')
+      .filter((line) => line.startsWith('/') && line.includes('/node_modules/breakwater/'));
+    const errors = run.stdout.split('\n').filter((line) => /error TS\d+/.test(line));
+    const wrong = read.filter((path) => !path.endsWith(format));
+    if (run.status !== 0 || read.length === 0 || wrong.length > 0) {
+      failures.push(
+        `${name}: ${errors.length} errors${errors.length > 0 ? `\n    ${errors.slice(0, 6).join('\n    ')}` : ''}` +
+          `${wrong.length > 0 ? `\n    reads ${wrong.map((p) => p.replace(/.*node_modules\//, '')).join(', ')}, not ${format}` : ''}`,
+      );
+    } else {
+      console.log(`ok TypeScript ${name}: compiles, reads ${read.length} ${format} files`);
+    }
+  }
+  if (failures.length > 0) throw new Error(`TypeScript consumers fail:\n  ${failures.join('\n  ')}`);
 }
