@@ -399,8 +399,8 @@ export function normalizeNetworkError(
  * Redacts, in place, what an error the chain goes on to keep as a `cause` and its own causes
  * say (see {@link redactText}): a logger prints them (console.error, util.inspect, pino's
  * cause walk). Deno's message and stack quote the URL (`error sending request for url
- * (<url>)`), Bun keeps it as `path`; Node's and Deno's refusal of a header value quote the
- * value (a token with a line break in it). A frozen error, or a getter only, keeps what it
+ * (<url>)`), Bun keeps it as `path`, an app's error often as `url`; Node's and Deno's
+ * refusal of a header value quote the value (a token with a line break in it). A frozen error, or a getter only, keeps what it
  * says ({@link redactedError} copies the error at the top).
  */
 export function redactCauses(error: unknown): void {
@@ -414,7 +414,7 @@ export function redactCauses(error: unknown): void {
     // A hostile Proxy: what was reached before it is redacted.
   }
   for (const link of chain) {
-    for (const field of ['message', 'stack', 'path', 'input']) {
+    for (const field of ['message', 'stack', 'path', 'input', 'url']) {
       const text = read(link, field);
       try {
         if (typeof text === 'string') (link as Record<string, string>)[field] = redactText(text);
@@ -432,6 +432,8 @@ export function redactCauses(error: unknown): void {
  * prints whole. Read, not asked `instanceof Error`: a frozen error of another realm is none.
  */
 export function redactedError(error: unknown): unknown {
+  // A thrown string (`throw \`failed for ${url}\``) is printed as it is.
+  if (typeof error === 'string') return redactText(error);
   redactCauses(error);
   const message = read(error, 'message');
   return typeof message !== 'string' || redactText(message) === message

@@ -600,3 +600,29 @@ test('a middleware error that cannot be redacted in place (frozen, a DOMExceptio
     if (broken.name === 'domException') assert.equal(cause.name, 'NotFoundError');
   }
 });
+
+test('a middleware that throws a string or a plain object quoting a URL shows no query secret in the MIDDLEWARE_FAILED’s cause', async () => {
+  // The message hid it, but the cause was kept as thrown: a string went up as it was, and an
+  // object's `url` was never read; util.inspect, pino and JSON.stringify(error.cause) print them.
+  const secret = 'Tok3nInTheQuery9';
+  const url = `https://api.example.com/v1/models?api_key=${secret}`;
+  for (const thrown of [`lookup failed for ${url}`, { message: `lookup failed for ${url}`, url }]) {
+    const fetch = createFetch({
+      fetch: async () => new Response('ok'),
+      use: [
+        async function lookup() {
+          throw thrown;
+        },
+      ],
+    });
+    const error = await fetch('http://127.0.0.1:9/').then(
+      () => assert.fail('the middleware threw'),
+      (caught: unknown) => caught,
+    );
+    assert.ok(error instanceof BreakwaterError && error.code === 'MIDDLEWARE_FAILED', String(error));
+    for (const shown of [inspect(error, { depth: 5 }), JSON.stringify(error.cause), String(error.cause)]) {
+      assert.ok(!shown.includes(secret), `the credential shown: ${shown}`);
+    }
+    assert.match(inspect(error.cause), /api_key=\[redacted\]/);
+  }
+});
