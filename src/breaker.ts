@@ -1037,7 +1037,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
           // again unless the clock did not move at all (a test's). So when that probe is
           // gone: a new pause does not wake every waiter.
           const later = now();
-          if (c.paceProbe !== probe || later >= c.paceProbeUntilMs || (byLease && later !== t)) continue;
+          if (c.paceProbe !== probe) {
+            // Answered in time: the limit on a wait for a probe starts over, as after a pause.
+            probeWaitEndsAt = undefined;
+            continue;
+          }
+          if (later >= c.paceProbeUntilMs || (byLease && later !== t)) continue;
           const limit = byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`;
           throw fastFail(
             c,

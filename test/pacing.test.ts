@@ -1247,3 +1247,20 @@ test('when the waiter woken to wait out a new pause and probe it is aborted, the
     assert.ok(Date.now() - started < 500, `the others went ${Date.now() - started} ms after the abort`);
   });
 });
+
+test('a call waiting for pace probes through many pauses is not refused after maxRetryAfterMs while each of those probes was answered in time', async () => {
+  // Every probe's 429 starts a new pause; a waiter not woken for it waits on. The limit
+  // on a wait for a probe is for one probe that hangs, not for the queue ahead of it.
+  const handler: Handler = async () => {
+    await delay(100);
+    return tooMany(20);
+  };
+  await withServer(handler, async (server) => {
+    const { fetch } = pacedClient({ maxRetryAfterMs: 150 });
+    assert.equal(await send(fetch, server.origin), 429);
+    const statuses = await Promise.all(
+      Array.from({ length: 6 }, () => send(fetch, server.origin).catch((e: Error) => e.message)),
+    );
+    assert.deepEqual(statuses, Array(6).fill(429), 'each went once, as a pace probe');
+  });
+});
