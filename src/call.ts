@@ -68,6 +68,17 @@ export const BODY_READ: unique symbol = Symbol('breakwater.bodyRead');
 export const CREDENTIAL_HEADER: unique symbol = Symbol('breakwater.credentialHeader');
 
 /**
+ * Hands `event` to an `onEvent` listener, if any. A listener that throws, or an async
+ * one that rejects (a log sink that is down), is ignored: an observer must not fail
+ * what it observes, and an unhandled rejection ends a Node process.
+ */
+export function notify<E>(listener: ((event: E) => unknown) | undefined, event: E): void {
+  try {
+    (listener?.(event) as PromiseLike<unknown> | undefined)?.then?.(undefined, () => {});
+  } catch {}
+}
+
+/**
  * What a call that `signal` aborted rejects with: the caller's own reason (DESIGN §4),
  * or, for a signal that has none (node-fetch v2's `abort-controller` and older
  * polyfills have `aborted` and an `abort` event only), the runtime's own `AbortError`
@@ -408,11 +419,7 @@ export class Call {
 
   /** Sends an event to the chain's `onEvent`, if any; a throwing listener never breaks the call. */
   emit(event: BreakwaterEvent): void {
-    try {
-      this.onEvent?.(event);
-    } catch {
-      // An observer must not be able to fail the request it observes.
-    }
+    notify(this.onEvent, event);
   }
 
   #writableHeaders(): Headers {

@@ -21,6 +21,7 @@ import {
   withDefaults,
 } from './backoff.ts';
 import { comeBack, PROBE_LEASE_MS } from './breaker.ts';
+import { notify } from './call.ts';
 import {
   GateClosedError,
   HttpStatusError,
@@ -198,13 +199,7 @@ export function createGate(options?: GateOptions): Gate {
     if (!listener) return;
     const event: GateEvent = { type: 'gate', key, state };
     if (at !== undefined) event.retryAt = new Date(at);
-    try {
-      // An async listener's rejection (a log sink that is down) is ignored as a throw is:
-      // unhandled, it would end a Node process.
-      (listener(event) as PromiseLike<void> | undefined)?.then?.(undefined, () => {});
-    } catch {
-      // An observer must not be able to fail the operation it observes.
-    }
+    notify(listener, event);
   }
 
   let failures = 0;

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import process from 'node:process';
 import { test } from 'node:test';
 import type { Middleware } from '../src/call.ts';
 import { CircuitOpenError, TimeoutError } from '../src/errors.ts';
@@ -384,4 +385,27 @@ test('policy.fetch() takes a use list written as const, and resolved.timeout typ
     const attempts: number = policy.resolved.retry.attempts;
     assert.equal(attempts, 3);
   });
+});
+
+test('an async onEvent listener that rejects (a log sink that is down) is ignored as one that throws is: the call succeeds, no unhandled rejection', async () => {
+  const unhandled: unknown[] = [];
+  const onUnhandled = (reason: unknown): void => {
+    unhandled.push(reason);
+  };
+  process.on('unhandledRejection', onUnhandled);
+  try {
+    await withServer(always({ status: 200, body: 'ok' }), async (server) => {
+      const fetch = definePolicy().fetch(undefined, {
+        onEvent: async () => {
+          throw new Error('log sink down');
+        },
+      });
+      const response = await fetch(server.origin);
+      assert.equal(await response.text(), 'ok');
+    });
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.deepEqual(unhandled, []);
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
+  }
 });
