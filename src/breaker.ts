@@ -968,105 +968,118 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     let sleptUntil: number | undefined;
     /** When this call stops waiting for pace probes, by the breaker's clock; set by its first such wait. */
     let probeWaitEndsAt: number | undefined;
-    // After every wait, look the key up again: a key reset (or forgotten) meanwhile comes
-    // back closed and unpaused, and goes.
-    for (let c = first; ; c = lookup(call.key)) {
-      if (signal?.aborted) throw abortReason(signal);
-      const t = rebase(c);
-      if (c.state === 'open' && t < c.retryAtMs) {
-        throw fastFail(c, call, `after ${c.openReason}`, c.cause, c.retryAtMs);
-      }
-      // Half-open, a probe holds the slot until it settles or its lease ends (retryAtMs).
-      if (c.state === 'half-open' && c.probe && t < c.retryAtMs) {
-        throw fastFail(
-          c,
-          call,
-          `while its probe is in flight, after ${c.openReason}`,
-          c.cause,
-          comeBack(t, c.retryAtMs, c.lastOpenMs as number),
-        );
-      }
-      const pausedUntilMs = c.pausedUntilMs;
-      if (pausedUntilMs && pausedUntilMs > t && c.allowance > 0) {
-        // The pace probe's answer said this many more may go before the quota resets.
-        c.allowance--;
-      } else if (pausedUntilMs) {
-        const leftMs = pausedUntilMs - t;
-        const remainingMs = call.remainingMs();
-        if (leftMs > 0 && pausedUntilMs !== sleptUntil) {
-          if (!c.waitable || leftMs >= remainingMs) {
-            const reason = c.waitable ? `${c.pauseReason}, past this call's deadline` : c.pauseReason;
-            throw fastFail(c, call, reason, c.pauseCause, pausedUntilMs);
-          }
-          // The wait is on the key's list before anyone hears of it: a listener that resets
-          // the key from the event wakes it (it waited out a pause that was gone).
-          const woken = waitOn(c, leftMs, t + remainingMs, signal);
-          paced(c, call, 'wait', leftMs);
-          probeWaitEndsAt = undefined;
-          // Woken before the pause's end, not by a timer: the key was reset, the circuit
-          // opened, or a response stretched the pause, perhaps past what this call may
-          // wait. Look again at once, not at the end of a pause that may be gone.
-          // Timers may fire a little early against the wall clock: the pause is over then
-          // too, unless a response stretched it meanwhile (waiters are not all woken for that).
-          sleptUntil = (await woken) ? undefined : pausedUntilMs;
-          continue;
+    /** Whether this call has waited on the key. */
+    let waited = false;
+    let c = first;
+    try {
+      // After every wait, look the key up again: a key reset (or forgotten) meanwhile comes
+      // back closed and unpaused, and goes.
+      for (; ; c = lookup(call.key)) {
+        if (signal?.aborted) throw abortReason(signal);
+        const t = rebase(c);
+        if (c.state === 'open' && t < c.retryAtMs) {
+          throw fastFail(c, call, `after ${c.openReason}`, c.cause, c.retryAtMs);
         }
-        // The pause is over, but the server may still be overloaded: releasing every
-        // waiting caller at once would be a thundering herd. As half-open does, the
-        // first call through is the probe; unlike half-open, the others wait for its
-        // outcome (abortably, while their deadline and maxRetryAfterMs allow).
-        // A pace probe that has not settled within its lease gives way to this call.
-        if (c.paceProbe === undefined || t >= c.paceProbeUntilMs) {
-          c.paceProbe = call;
-          c.paceProbeUntilMs = t + PROBE_LEASE_MS;
-        }
-        if (c.paceProbe !== call) {
-          probeWaitEndsAt ??= t + maxRetryAfterMs;
-          const capMs = probeWaitEndsAt - t;
-          const byDeadline = remainingMs <= capMs;
-          const waitMs = byDeadline ? remainingMs : capMs;
-          const probe = c.paceProbe;
-          sleptUntil = undefined;
-          // The wait ends with the probe's lease too, if that comes first.
-          const leaseMs = c.paceProbeUntilMs - t;
-          const byLease = leaseMs < waitMs;
-          // Woken: released (the key goes), a new pause (wait it out), or the probe failed (be the next).
-          if (waitMs > 0 && (await waitOn(c, byLease ? leaseMs : waitMs, t + remainingMs, signal))) continue;
-          // The probe's lease ran out: this call may be the next probe. A timer may fire a
-          // little early against the wall clock: after a wait until the lease's end, look
-          // again unless the clock did not move at all (a test's). So when that probe is
-          // gone: a new pause does not wake every waiter.
-          const later = now();
-          if (c.paceProbe !== probe) {
-            // Answered in time: the limit on a wait for a probe starts over, as after a pause.
-            probeWaitEndsAt = undefined;
-            continue;
-          }
-          if (later >= c.paceProbeUntilMs || (byLease && later !== t)) continue;
-          const limit = byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`;
+        // Half-open, a probe holds the slot until it settles or its lease ends (retryAtMs).
+        if (c.state === 'half-open' && c.probe && t < c.retryAtMs) {
           throw fastFail(
             c,
             call,
-            `${c.pauseReason}; its pace probe is still in flight ${limit}`,
-            c.pauseCause,
-            comeBack(later, c.paceProbeUntilMs, c.pausedForMs),
+            `while its probe is in flight, after ${c.openReason}`,
+            c.cause,
+            comeBack(t, c.retryAtMs, c.lastOpenMs as number),
           );
         }
+        const pausedUntilMs = c.pausedUntilMs;
+        if (pausedUntilMs && pausedUntilMs > t && c.allowance > 0) {
+          // The pace probe's answer said this many more may go before the quota resets.
+          c.allowance--;
+        } else if (pausedUntilMs) {
+          const leftMs = pausedUntilMs - t;
+          const remainingMs = call.remainingMs();
+          if (leftMs > 0 && pausedUntilMs !== sleptUntil) {
+            if (!c.waitable || leftMs >= remainingMs) {
+              const reason = c.waitable ? `${c.pauseReason}, past this call's deadline` : c.pauseReason;
+              throw fastFail(c, call, reason, c.pauseCause, pausedUntilMs);
+            }
+            // The wait is on the key's list before anyone hears of it: a listener that resets
+            // the key from the event wakes it (it waited out a pause that was gone).
+            const woken = waitOn(c, leftMs, t + remainingMs, signal);
+            waited = true;
+            paced(c, call, 'wait', leftMs);
+            probeWaitEndsAt = undefined;
+            // Woken before the pause's end, not by a timer: the key was reset, the circuit
+            // opened, or a response stretched the pause, perhaps past what this call may
+            // wait. Look again at once, not at the end of a pause that may be gone.
+            // Timers may fire a little early against the wall clock: the pause is over then
+            // too, unless a response stretched it meanwhile (waiters are not all woken for that).
+            sleptUntil = (await woken) ? undefined : pausedUntilMs;
+            continue;
+          }
+          // The pause is over, but the server may still be overloaded: releasing every
+          // waiting caller at once would be a thundering herd. As half-open does, the
+          // first call through is the probe; unlike half-open, the others wait for its
+          // outcome (abortably, while their deadline and maxRetryAfterMs allow).
+          // A pace probe that has not settled within its lease gives way to this call.
+          if (c.paceProbe === undefined || t >= c.paceProbeUntilMs) {
+            c.paceProbe = call;
+            c.paceProbeUntilMs = t + PROBE_LEASE_MS;
+          }
+          if (c.paceProbe !== call) {
+            probeWaitEndsAt ??= t + maxRetryAfterMs;
+            const capMs = probeWaitEndsAt - t;
+            const byDeadline = remainingMs <= capMs;
+            const waitMs = byDeadline ? remainingMs : capMs;
+            const probe = c.paceProbe;
+            sleptUntil = undefined;
+            waited = true;
+            // The wait ends with the probe's lease too, if that comes first.
+            const leaseMs = c.paceProbeUntilMs - t;
+            const byLease = leaseMs < waitMs;
+            // Woken: released (the key goes), a new pause (wait it out), or the probe failed (be the next).
+            if (waitMs > 0 && (await waitOn(c, byLease ? leaseMs : waitMs, t + remainingMs, signal)))
+              continue;
+            // The probe's lease ran out: this call may be the next probe. A timer may fire a
+            // little early against the wall clock: after a wait until the lease's end, look
+            // again unless the clock did not move at all (a test's). So when that probe is
+            // gone: a new pause does not wake every waiter.
+            const later = now();
+            if (c.paceProbe !== probe) {
+              // Answered in time: the limit on a wait for a probe starts over, as after a pause.
+              probeWaitEndsAt = undefined;
+              continue;
+            }
+            if (later >= c.paceProbeUntilMs || (byLease && later !== t)) continue;
+            const limit = byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`;
+            throw fastFail(
+              c,
+              call,
+              `${c.pauseReason}; its pace probe is still in flight ${limit}`,
+              c.pauseCause,
+              comeBack(later, c.paceProbeUntilMs, c.pausedForMs),
+            );
+          }
+        }
+        if (c.state !== 'closed') {
+          // From open (no probe), or from half-open with a probe whose lease ran out.
+          const why = c.probe
+            ? `the probe did not settle within ${PROBE_LEASE_MS} ms`
+            : c.state === 'open' && 'open time passed';
+          // The slot is the probe's before anyone hears of it: a listener that sends a call
+          // to this key from the event (a health check) ran inside this admission and was
+          // let through as a second probe.
+          c.probe = call;
+          c.retryInMs = PROBE_LEASE_MS;
+          c.retryAtMs = t + PROBE_LEASE_MS;
+          if (why) become(c, call, 'half-open', `${why}; letting one probe through`);
+        }
+        return c;
       }
-      if (c.state !== 'closed') {
-        // From open (no probe), or from half-open with a probe whose lease ran out.
-        const why = c.probe
-          ? `the probe did not settle within ${PROBE_LEASE_MS} ms`
-          : c.state === 'open' && 'open time passed';
-        // The slot is the probe's before anyone hears of it: a listener that sends a call
-        // to this key from the event (a health check) ran inside this admission and was
-        // let through as a second probe.
-        c.probe = call;
-        c.retryInMs = PROBE_LEASE_MS;
-        c.retryAtMs = t + PROBE_LEASE_MS;
-        if (why) become(c, call, 'half-open', `${why}; letting one probe through`);
-      }
-      return c;
+    } catch (error) {
+      // A waiter refused (an abort, a deadline) may be the one woken to wait out a new pause
+      // and probe it, while the others wait for that probe: the next takes its place.
+      if (waited) wakeWaiters(c, 1);
+      throw error;
     }
   }
 
@@ -1131,20 +1144,13 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // Sent a microtask after admission: if another call's failure opened the circuit
       // meanwhile, this one is no probe of that opening and counts for nothing (-1), as
       // a call sent just before it would.
-      return admit(c, call).then(
-        (admitted) =>
-          send(
-            admitted,
-            call,
-            next,
-            admitted.state === 'closed' || admitted.probe === call ? admitted.epoch : -1,
-          ),
-        (error: unknown) => {
-          // A call refused (an abort, a deadline) may be the waiter woken to wait out a new
-          // pause and probe it, while the others wait for that probe: the next takes its place.
-          wakeWaiters(circuits.get(call.key) ?? c, 1);
-          throw error;
-        },
+      return admit(c, call).then((admitted) =>
+        send(
+          admitted,
+          call,
+          next,
+          admitted.state === 'closed' || admitted.probe === call ? admitted.epoch : -1,
+        ),
       );
     } catch (error) {
       return Promise.reject(error);

@@ -1264,3 +1264,19 @@ test('a call waiting for pace probes through many pauses is not refused after ma
     assert.deepEqual(statuses, Array(6).fill(429), 'each went once, as a pace probe');
   });
 });
+
+test('calls refused on a paused key (their deadline comes first) make no call that waits it out report its wait again', async () => {
+  await withServer(sequence(tooMany(300), { status: 200 }), async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const breaker = circuitBreaker({ open: OPEN });
+    const onEvent = (e: BreakwaterEvent) => events.push(e);
+    const plain = createFetch({ use: [breaker], key: 'model', onEvent });
+    const hurried = createFetch({ use: [deadline, breaker], key: 'model', onEvent });
+    assert.equal(await send(plain, server.origin), 429);
+    const waiting = send(plain, server.origin);
+    for (let i = 0; i < 5; i++) await assert.rejects(send(hurried, server.origin), CircuitOpenError);
+    assert.equal(await waiting, 200);
+    const waits = events.filter((e) => e.type === 'paced' && e.phase === 'wait');
+    assert.equal(waits.length, 1, 'one call waited the pause out, once');
+  });
+});
