@@ -3609,3 +3609,51 @@ test('a notifications/cancelled that names no requestId (the SDK’s schema allo
     }
   });
 });
+
+test('mcpFetch(): two clients of one endpoint without sessions share one fetch, their ids clashing: cancelling a call whose SSE answer already streams lets go of no other client’s call waiting out a 429', async () => {
+  const seen = counts();
+  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
+  let release = () => {};
+  const released = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  const build = () => {
+    const server = fourTools(seen);
+    // Runs until the test is over: its answer's SSE stream stays open meanwhile.
+    server.registerTool('slow', { description: 'slow' }, async () => {
+      await released;
+      return { content: [{ type: 'text' as const, text: 'slow ran' }] };
+    });
+    return server;
+  };
+  await withApp(
+    mcpApp(seen, failFirst('tools/call:add', fault), build, { sse: true }),
+    async ({ origin }) => {
+      const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
+      const connect = async () => {
+        const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+        await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
+        return client;
+      };
+      const [cancelling, waiting] = [await connect(), await connect()];
+      try {
+        const stop = new AbortController();
+        // Each client's first call: both id 1. The slow call's POST is answered (an SSE stream) at once.
+        const slow = cancelling.callTool({ name: 'slow', arguments: {} }, undefined, { signal: stop.signal });
+        const add = waiting.callTool({ name: 'add', arguments: {} }).then(
+          () => 'ran',
+          (error: Error) => error.message,
+        );
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        stop.abort(new Error('the user moved on'));
+        await assert.rejects(slow, /the user moved on/);
+        assert.equal(await add, 'ran', 'the other client’s call was sent after the wait');
+        assert.equal(seen.posts['tools/call:add'], 2);
+      } finally {
+        release();
+        await cancelling.close();
+        await waiting.close();
+      }
+    },
+  );
+});

@@ -200,6 +200,8 @@ function follow(outer: AbortSignal & { [FOLLOWERS]?: Followers }, inner: AbortCo
 interface Waiting {
   /** The URL it went to and its `Mcp-Session-Id` (see {@link LetGo}). */
   session: string;
+  /** Without an `Mcp-Session-Id`, the caller's signal: each SDK transport passes its own (see {@link LetGo}). */
+  from: AbortSignal | undefined;
   /** Its JSON-RPC id as JSON; undefined for a body too long to parse on every send. */
   id: string | undefined;
   body: string;
@@ -213,10 +215,12 @@ interface Waiting {
 export const LET_GO: unique symbol = Symbol('breakwater.mcp.letGo');
 /**
  * Lets go of requests waiting for their answer in `session` (their URL and `Mcp-Session-Id`,
- * space-separated): the one with the JSON-RPC `id` (as JSON), if only one waits with it; with
- * no `id`, all of them (`reason`: the abort's).
+ * space-separated), and sent with the signal `from` if given (without an `Mcp-Session-Id`:
+ * each SDK transport passes its own, which tells apart clients of one endpoint): the one
+ * with the JSON-RPC `id` (as JSON), if only one waits with it; with no `id`, all of them
+ * (`reason`: the abort's).
  */
-export type LetGo = (session: string, id?: string, reason?: unknown) => void;
+export type LetGo = (session: string, id?: string, reason?: unknown, from?: AbortSignal) => void;
 
 /** The client's word that it gave up a request (MCP spec, Cancellation): its caller aborted, or it timed out. */
 export const CANCELLED = 'notifications/cancelled';
@@ -262,8 +266,9 @@ function sdkStatus(error: unknown): number | undefined {
  * - A request the SDK cancels (`notifications/cancelled`: its caller aborted, or it timed
  *   out) while retry or pacing waits is let go with an `AbortError`, never sent again. One
  *   fetch may serve several clients whose ids clash: the cancellation's `Mcp-Session-Id`
- *   (and the URL) tells them apart; two requests waiting with one id, at one URL and in no
- *   session, are both kept.
+ *   (and the URL) tells them apart, else the signal each SDK transport passes its fetch (a
+ *   fetch wrapper giving each request a signal of its own lets none go); two requests
+ *   waiting with one id, at one URL and in no session, are both kept.
  * - Streams (`text/event-stream`) are never buffered, and only the wait for their
  *   headers is timed, as everywhere in breakwater.
  * - `toError(error)` turns the SDK's `StreamableHTTPError` back into an
@@ -341,11 +346,13 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   const waiting = new Set<Waiting>();
   const limit = maxBodyChars ?? DEFAULT_MAX_BODY_CHARS;
 
-  const letGoOf: LetGo = (session, id, reason) => {
+  const letGoOf: LetGo = (session, id, reason, from) => {
     try {
       const found = [...waiting].filter(
         (request) =>
-          request.session === session && (id === undefined || (request.id ?? requestId(request.body)) === id),
+          request.session === session &&
+          (!from || request.from === from) &&
+          (id === undefined || (request.id ?? requestId(request.body)) === id),
       );
       if (id === undefined || found.length === 1) for (const request of found) request.abort.abort(reason);
     } catch {}
@@ -354,7 +361,12 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   function letGo(call: Call, next: Next): Promise<Response> {
     const body = call.body;
     if (call.method !== 'POST' || typeof body !== 'string') return next(call);
-    const session = `${call.href} ${call.header(SESSION_HEADER)}`;
+    const named = call.header(SESSION_HEADER);
+    const session = `${call.href} ${named}`;
+    const signal = call.signal;
+    // Clients of one endpoint without sessions, their ids clashing: one's cancellation of a
+    // call whose POST was already answered (an SSE stream) let go of another's waiting call.
+    const from = named ? undefined : signal;
     let id: string | undefined;
     try {
       // A body too long to parse on every send (a tool's multi-MB argument) is parsed only
@@ -363,7 +375,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
         const sent: unknown = JSON.parse(body);
         if (own(sent, 'method') === CANCELLED) {
           // One without a requestId (the SDK's schema allows it) names none: 'undefined' is no id.
-          letGoOf(session, `${JSON.stringify(own(own(sent, 'params'), 'requestId'))}`);
+          letGoOf(session, `${JSON.stringify(own(own(sent, 'params'), 'requestId'))}`, undefined, from);
           return next(call);
         }
         // Only the client's own requests: an answer to a server's request carries the server's id.
@@ -374,13 +386,12 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       return next(call);
     }
     const abort = new AbortController();
-    const signal = call.signal;
     if (signal) {
       if (signal.aborted) abort.abort(signal.reason);
       follow(signal, abort);
     }
     call.signal = abort.signal;
-    const request = { session, id, body, abort };
+    const request = { session, from, id, body, abort };
     waiting.add(request);
     return next(call)
       .then((response) => {
