@@ -3657,3 +3657,37 @@ test('mcpFetch(): two clients of one endpoint without sessions share one fetch, 
     },
   );
 });
+
+test('resilientMcpClient: 20 tool calls with bodies over maxBodyChars, cancelled together while retry waits out their 429s, have each body parsed once, not once per cancellation', async () => {
+  const big = 'x'.repeat(300_000);
+  const answer = async (_input: unknown, init?: RequestInit): Promise<Response> => {
+    const body = String(init?.body);
+    if (body.length > big.length)
+      return new Response(null, { status: 429, headers: { 'retry-after-ms': '300' } });
+    const message = JSON.parse(body);
+    if (message.id === undefined) return new Response(null, { status: 202 });
+    return inProcessAnswer(message);
+  };
+  const mcp = inProcess(answer);
+  const parse = JSON.parse;
+  let bigParses = 0;
+  try {
+    const client = await mcp.connect();
+    JSON.parse = (text: string, reviver?: Parameters<typeof parse>[1]) => {
+      if (text.length > big.length) bigParses++;
+      return parse(text, reviver);
+    };
+    const cancel = new AbortController();
+    const calls = Array.from({ length: 20 }, () =>
+      client.callTool({ name: 'add', arguments: { big } }, undefined, { signal: cancel.signal }),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    cancel.abort(new Error('the user moved on'));
+    for (const call of calls) await assert.rejects(call, /the user moved on/);
+    // Each cancellation looked for its id among all 20 bodies, parsing every one again: 400 parses.
+    assert.ok(bigParses <= 20, `${bigParses} parses of the big bodies`);
+  } finally {
+    JSON.parse = parse;
+    await mcp.close();
+  }
+});

@@ -202,7 +202,7 @@ interface Waiting {
   session: string;
   /** Without an `Mcp-Session-Id`, the caller's signal: each SDK transport passes its own (see {@link LetGo}). */
   from: AbortSignal | undefined;
-  /** Its JSON-RPC id as JSON; undefined for a body too long to parse on every send. */
+  /** Its JSON-RPC id as JSON; undefined for a body too long to parse on every send, until a cancellation parses it. */
   id: string | undefined;
   body: string;
   abort: AbortController;
@@ -348,12 +348,12 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
 
   const letGoOf: LetGo = (session, id, reason, from) => {
     try {
-      const found = [...waiting].filter(
-        (request) =>
-          request.session === session &&
-          (!from || request.from === from) &&
-          (id === undefined || (request.id ?? requestId(request.body)) === id),
-      );
+      const found = [...waiting].filter((request) => {
+        if (request.session !== session || (from && request.from !== from)) return false;
+        // A long body is parsed once, at the first cancellation: not again for every later one.
+        if (id !== undefined) request.id ??= requestId(request.body);
+        return id === undefined || request.id === id;
+      });
       if (id === undefined || found.length === 1) for (const request of found) request.abort.abort(reason);
     } catch {}
   };
