@@ -5,11 +5,14 @@
 // may use (node10, node16 and nodenext from CommonJS and ESM, bundler) with
 // skipLibCheck off and no DOM lib, and each must see the declarations of its own
 // format: `.d.cts` where `require` loads the CommonJS build, `.d.ts` where `import`
-// loads the ESM one.
+// loads the ESM one. Last, a bundler that imports a few names from the package must
+// leave out the rest as well as it does from the sources (bench/size.mjs's figures).
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { build } from 'esbuild';
 
 const root = new URL('../..', import.meta.url).pathname;
 const subpaths = [
@@ -74,6 +77,7 @@ try {
     console.log(`ok ${name}: esm ${esm.trim()} exports, cjs ${cjs.trim()} exports`);
   }
   typescriptConsumers();
+  await treeShaking();
   console.log(`packed ${filename}: ${shipped.length} files`);
 } finally {
   rmSync(work, { recursive: true, force: true });
@@ -144,4 +148,45 @@ function typescriptConsumers() {
     }
   }
   if (failures.length > 0) throw new Error(`TypeScript consumers fail:\n  ${failures.join('\n  ')}`);
+}
+
+/**
+ * A few names bundled from the installed package (esbuild, as bench/size.mjs bundles
+ * the sources: minified, platform neutral, zod external) must cost no more than from
+ * the sources, give or take the chunk boundaries (SLACK). "sideEffects": false lets a
+ * bundler drop a module none of whose names it uses, but not the top-level calls (zod
+ * schemas) of a module it keeps: a dist whose chunks merge many source files keeps
+ * all their schemas.
+ */
+async function treeShaking() {
+  const SLACK = 1.02;
+  const bundle = async (code, resolveDir) => {
+    const result = await build({
+      stdin: { contents: code, resolveDir, loader: 'ts' },
+      bundle: true,
+      minify: true,
+      format: 'esm',
+      platform: 'neutral',
+      external: ['zod', 'hono', 'ky', '@modelcontextprotocol/sdk', '@a2a-js/sdk'],
+      write: false,
+      logLevel: 'error',
+    });
+    return gzipSync(result.outputFiles[0].contents, { level: 9 }).byteLength;
+  };
+  const cases = [
+    ['createFetch', 'breakwater', 'src/index.ts'],
+    ['retryDelay', 'breakwater', 'src/index.ts'],
+    ['BreakwaterError, HttpStatusError', 'breakwater', 'src/index.ts'],
+    ['mcpFetch', 'breakwater/mcp', 'adapters/mcp/index.ts'],
+  ];
+  const failures = [];
+  for (const [names, name, source] of cases) {
+    const packed = await bundle(`export { ${names} } from '${name}';`, work);
+    const sources = await bundle(`export { ${names} } from '${join(root, source)}';`, root);
+    const line = `{ ${names} } from ${name}: ${packed} B gzip from the package, ${sources} B from the sources`;
+    if (packed > sources * SLACK) failures.push(line);
+    else console.log(`ok ${line}`);
+  }
+  if (failures.length > 0)
+    throw new Error(`the package tree-shakes worse than its sources:\n  ${failures.join('\n  ')}`);
 }
