@@ -3691,3 +3691,23 @@ test('resilientMcpClient: 20 tool calls with bodies over maxBodyChars, cancelled
     await mcp.close();
   }
 });
+
+test('mcpFetch() with maxBodyChars 0 (no request parsed for resend) still lets go of a tools/call its client cancels while retry waits out a 429', async () => {
+  const seen = counts();
+  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
+  await withApp(mcpApp(seen, failFirst('tools/call:add', fault)), async ({ origin }) => {
+    const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }), { maxBodyChars: 0 });
+    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
+    try {
+      await cancelledAdd(client);
+      // Past the server's delay: a resend would have run the tool by now.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
+      assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
+      assert.equal(seen.runs.add, undefined);
+    } finally {
+      await client.close();
+    }
+  });
+});

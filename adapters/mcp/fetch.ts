@@ -344,7 +344,6 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
    * under one (clients of one endpoint without sessions).
    */
   const waiting = new Set<Waiting>();
-  const limit = maxBodyChars ?? DEFAULT_MAX_BODY_CHARS;
 
   const letGoOf: LetGo = (session, id, reason, from) => {
     try {
@@ -371,7 +370,9 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     try {
       // A body too long to parse on every send (a tool's multi-MB argument) is parsed only
       // when a cancellation comes: few requests are ever cancelled.
-      if (body.length <= limit) {
+      // Not the caller's maxBodyChars, which bounds what mcpResend() parses: a cancellation
+      // passed unseen under a small one (0: nothing marked), and its request was sent again.
+      if (body.length <= DEFAULT_MAX_BODY_CHARS) {
         const sent: unknown = JSON.parse(body);
         if (own(sent, 'method') === CANCELLED) {
           // One without a requestId (the SDK's schema allows it) names none: 'undefined' is no id.
