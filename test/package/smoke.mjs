@@ -113,6 +113,7 @@ function typescriptConsumers() {
   // [name, compilerOptions, file, the declaration format it must read]
   const consumers = [
     ['node10', { module: 'commonjs', moduleResolution: 'node10' }, 'consumer.ts', '.d.ts'],
+    ['node16 from CommonJS', { module: 'node16' }, 'consumer.cts', '.d.cts'],
     ['node16 from ESM', { module: 'node16', verbatimModuleSyntax: true }, 'consumer.mts', '.d.ts'],
     ['nodenext from CommonJS', { module: 'nodenext' }, 'consumer.cts', '.d.cts'],
     ['nodenext from ESM', { module: 'nodenext', isolatedModules: true }, 'consumer.mts', '.d.ts'],
