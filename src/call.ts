@@ -110,34 +110,43 @@ export function hasOneShotBody(call: Call): boolean {
  */
 const MAX_DROP_READ_MS = 1000;
 
+/** A Node stream's methods used here (node-fetch's body), typed without Node's types. */
+interface NodeStream {
+  resume?: () => void;
+  once: (event: string, listener: (source: NodeStream) => void) => void;
+  destroy: () => void;
+}
+
+/**
+ * Destroys `stream` and, as each lets go of it, every stream piped into it down to the
+ * socket's: node-fetch v2's body is a pipe's end, one pipe from the socket's stream or two
+ * for a compressed answer (PassThrough, then Gunzip); destroyed alone, each left the one
+ * before it paused and the connection taken for good.
+ */
+function destroyPiped(stream: NodeStream): void {
+  stream.once('unpipe', destroyPiped);
+  stream.destroy();
+}
+
 /**
  * Lets go of a response nobody will read, so its connection is freed. A web stream is
  * cancelled, not waited for: a cancel settles only once the body's source has cancelled,
  * which a relayed stream (a custom fetch, a proxy, a mock) may take long to do, or never.
  * A Node stream (node-fetch v2 and v3's body) has no cancel(): it is read on and dropped,
  * as Node's docs ask of an answer not read, or its connection stays taken for good; one
- * not ended within {@link MAX_DROP_READ_MS} is destroyed, and so is the stream piped into
- * it (v2's body is a pipe's end: destroyed alone, it left the socket's stream paused).
+ * not ended within {@link MAX_DROP_READ_MS} is destroyed (see {@link destroyPiped}).
  * Never throws: `timeout()` runs it where nothing would catch it, on whatever a broken
  * layer below resolved with.
  */
 export function dropBody(response: Response): void {
   try {
-    // A Node stream's methods used here (node-fetch's body), typed without Node's types.
-    const body = response.body as
-      | (ReadableStream & {
-          resume?: () => void;
-          once: (event: string, listener: (source: { destroy?: () => void }) => void) => void;
-          destroy?: () => void;
-        })
-      | null;
+    const body = response.body as (ReadableStream & NodeStream) | null;
     if (body?.cancel) body.cancel().catch(() => {});
     else if (body?.resume) {
       body.resume();
       const timer = setTimeout(() => {
         try {
-          body.once('unpipe', (source) => source.destroy?.());
-          body.destroy?.();
+          destroyPiped(body);
         } catch {
           // A stream-like body of another shape: nothing more to free.
         }

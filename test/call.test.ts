@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
+import { type IncomingMessage, request } from 'node:http';
 import { PassThrough, Readable } from 'node:stream';
 import { test } from 'node:test';
+import { createGunzip, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { Call, dropBody, type FetchLike } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { retry } from '../src/retry.ts';
 import { timeout } from '../src/timeout.ts';
-import { sequence, withServer } from './helpers/server.ts';
+import { always, sequence, withServer } from './helpers/server.ts';
 
 // What a Call reads from (input, init) is what fetch itself would send: the init's
 // member, else the Request input's. These cases are the edges of that rule.
@@ -433,4 +435,27 @@ test('dropBody() of a Node stream that never ends (node-fetch v2: a pipe from th
   dropBody({ body: short } as never);
   await new Promise((resolve) => setTimeout(resolve, 20));
   assert.ok(ended, 'a short body was not read to its end');
+});
+
+test('dropBody() of a compressed body that never ends (node-fetch v2: socket, PassThrough, Gunzip) lets the socket go', async () => {
+  // node-fetch v2 pipes a gzip answer twice (res.pipe(PassThrough).pipe(Gunzip)): only the
+  // body and the stream piped into it were destroyed, so the socket's stream stayed paused
+  // and the connection taken for good.
+  await withServer(
+    always({
+      stall: 'mid-body',
+      headers: { 'content-type': 'text/event-stream', 'content-encoding': 'gzip', 'content-length': '100' },
+      // The start of a compressed event: the decoder waits for the rest.
+      body: gzipSync('data: ping\n\n').subarray(0, 20) as never,
+    }),
+    async (server) => {
+      const answer = await new Promise<IncomingMessage>((resolve, reject) => {
+        request(server.origin, { agent: false }, resolve).on('error', reject).end();
+      });
+      dropBody({ body: answer.pipe(new PassThrough()).pipe(createGunzip()) } as never);
+      // The bound is 1 s (MAX_DROP_READ_MS in call.ts).
+      await new Promise((resolve) => setTimeout(resolve, 1300));
+      assert.ok(answer.socket?.destroyed ?? answer.destroyed, 'the connection is still taken');
+    },
+  );
 });
