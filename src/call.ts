@@ -114,6 +114,7 @@ const MAX_DROP_READ_MS = 1000;
 interface NodeStream {
   resume?: () => void;
   once: (event: string, listener: (source: NodeStream) => void) => void;
+  listenerCount: (event: string) => number;
   destroy: () => void;
 }
 
@@ -121,10 +122,12 @@ interface NodeStream {
  * Destroys `stream` and, as each lets go of it, every stream piped into it down to the
  * socket's: node-fetch v2's body is a pipe's end, one pipe from the socket's stream or two
  * for a compressed answer (PassThrough, then Gunzip); destroyed alone, each left the one
- * before it paused and the connection taken for good.
+ * before it paused and the connection taken for good. Not a stream another reader still
+ * takes from: node-fetch's `clone()` pipes one stream into both bodies, and the clone's
+ * reader would wait for good.
  */
 function destroyPiped(stream: NodeStream): void {
-  stream.once('unpipe', destroyPiped);
+  stream.once('unpipe', (source) => source.listenerCount('data') || destroyPiped(source));
   stream.destroy();
 }
 

@@ -459,3 +459,30 @@ test('dropBody() of a compressed body that never ends (node-fetch v2: socket, Pa
     },
   );
 });
+
+test('dropBody() of a Node stream body whose clone is being read (node-fetch v2 and v3 pipe one stream into both) leaves the clone its stream to the end', async () => {
+  // node-fetch's clone() pipes the body's stream into two: past the bound, the stream piped
+  // into the dropped one was destroyed with it, and the clone's reader waited for good.
+  let sent = 0;
+  const source = new Readable({
+    read() {
+      setTimeout(() => this.push(++sent > 15 ? null : `chunk ${sent}\n`), 100);
+    },
+  });
+  const body = source.pipe(new PassThrough());
+  const clone = source.pipe(new PassThrough());
+  dropBody({ body } as never);
+  let text = '';
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const ended = await new Promise<boolean>((resolve) => {
+    clone.on('data', (chunk: Uint8Array) => {
+      text += chunk;
+    });
+    clone.on('end', () => resolve(true));
+    timer = setTimeout(() => resolve(false), 3000);
+  });
+  clearTimeout(timer);
+  source.destroy();
+  assert.ok(ended, `the clone's reader waits for good after: ${JSON.stringify(text)}`);
+  assert.match(text, /chunk 15\n$/);
+});
