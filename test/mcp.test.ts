@@ -3711,3 +3711,28 @@ test('mcpFetch() with maxBodyChars 0 (no request parsed for resend) still lets g
     }
   });
 });
+
+test('mcpFetch() behind a fetch wrapper that gives each request a signal of its own still lets go of a tools/call its client cancels while retry waits out a 429, at an endpoint without sessions', async () => {
+  const seen = counts();
+  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
+  await withApp(mcpApp(seen, failFirst('tools/call:add', fault)), async ({ origin }) => {
+    const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
+    // A per-request deadline on top of the transport's signal, as a wrapper may add one.
+    const wrapped = (input: string | URL | Request, init?: RequestInit) => {
+      const own = new AbortController();
+      init?.signal?.addEventListener('abort', () => own.abort(init.signal?.reason));
+      return fetch(input, { ...init, signal: own.signal });
+    };
+    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch: wrapped }));
+    try {
+      await cancelledAdd(client);
+      // Past the server's delay: a resend would have run the tool by now.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
+      assert.equal(seen.runs.add, undefined);
+    } finally {
+      await client.close();
+    }
+  });
+});

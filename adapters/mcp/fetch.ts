@@ -266,9 +266,9 @@ function sdkStatus(error: unknown): number | undefined {
  * - A request the SDK cancels (`notifications/cancelled`: its caller aborted, or it timed
  *   out) while retry or pacing waits is let go with an `AbortError`, never sent again. One
  *   fetch may serve several clients whose ids clash: the cancellation's `Mcp-Session-Id`
- *   (and the URL) tells them apart, else the signal each SDK transport passes its fetch (a
- *   fetch wrapper giving each request a signal of its own lets none go); two requests
- *   waiting with one id, at one URL and in no session, are both kept.
+ *   (and the URL) tells them apart, else the signal each SDK transport passes its fetch
+ *   (behind a fetch wrapper giving each request a signal of its own, the URL alone); two
+ *   requests waiting with one id, at one URL and in no session, are both kept.
  * - Streams (`text/event-stream`) are never buffered, and only the wait for their
  *   headers is timed, as everywhere in breakwater.
  * - `toError(error)` turns the SDK's `StreamableHTTPError` back into an
@@ -344,6 +344,8 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
    * under one (clients of one endpoint without sessions).
    */
   const waiting = new Set<Waiting>();
+  /** The signals requests came with (each SDK transport passes one to all of its own). */
+  const signals = new WeakSet<AbortSignal>();
 
   const letGoOf: LetGo = (session, id, reason, from) => {
     try {
@@ -365,7 +367,8 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     const signal = call.signal;
     // Clients of one endpoint without sessions, their ids clashing: one's cancellation of a
     // call whose POST was already answered (an SSE stream) let go of another's waiting call.
-    const from = named ? undefined : signal;
+    // Only a signal its requests came with too: a fetch wrapper may give each its own.
+    const from = named || !signals.has(signal as AbortSignal) ? undefined : signal;
     let id: string | undefined;
     try {
       // A body too long to parse on every send (a tool's multi-MB argument) is parsed only
@@ -392,7 +395,8 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       follow(signal, abort);
     }
     call.signal = abort.signal;
-    const request = { session, from, id, body, abort };
+    if (signal) signals.add(signal);
+    const request = { session, from: named ? undefined : signal, id, body, abort };
     waiting.add(request);
     return next(call)
       .then((response) => {
