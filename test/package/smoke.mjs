@@ -23,6 +23,16 @@ const subpaths = [
   'breakwater/providers',
   'breakwater/ky',
 ];
+
+// dist/ is not committed: `npm publish` from a fresh clone must build it first, or the
+// package ships without its code (`files` lists dist/, which npm then quietly skips).
+const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+if (!/\bnpm run build\b/.test(manifest.scripts.prepublishOnly ?? '')) {
+  throw new Error(
+    'package.json has no prepublishOnly build: npm publish would ship whatever dist/ holds, or none',
+  );
+}
+
 const work = mkdtempSync(join(tmpdir(), 'breakwater-pack-'));
 
 try {
