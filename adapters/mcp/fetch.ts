@@ -268,7 +268,7 @@ function sdkStatus(error: unknown): number | undefined {
  *   fetch may serve several clients whose ids clash: the cancellation's `Mcp-Session-Id`
  *   (and the URL) tells them apart, else the signal each SDK transport passes its fetch
  *   (behind a fetch wrapper giving each request a signal of its own, the URL alone); two
- *   requests waiting with one id, at one URL and in no session, are both kept.
+ *   requests waiting with one id that nothing tells apart are both kept.
  * - Streams (`text/event-stream`) are never buffered, and only the wait for their
  *   headers is timed, as everywhere in breakwater.
  * - `toError(error)` turns the SDK's `StreamableHTTPError` back into an
@@ -340,8 +340,8 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
    * retry then sent it again after a 429's or a 503's wait, and the tool ran for nobody.
    * Several clients may share this fetch, their ids clashing: a cancellation lets go of the
    * one request of its session with the id it names (by the `Mcp-Session-Id` it carries and
-   * its URL, where the legacy SSE transport names its session), and of none when two wait
-   * under one (clients of one endpoint without sessions).
+   * its URL, where the legacy SSE transport names its session; without one, by the signal its
+   * transport passes), and of none when two wait under one (see {@link LetGo}).
    */
   const waiting = new Set<Waiting>();
   /** The signals requests came with (each SDK transport passes one to all of its own). */
