@@ -72,6 +72,9 @@ export interface MemoryStore<V extends JsonValue = JsonValue> extends Store<V> {
   readonly size: number;
 }
 
+/** What a number, boolean or null counts towards `maxBytes`: a JS number takes 8 bytes. */
+const PRIMITIVE_BYTES = 8;
+
 /** Options for {@link memoryStore}. */
 export interface MemoryStoreOptions {
   /**
@@ -79,6 +82,17 @@ export interface MemoryStoreOptions {
    * used. Default 10,000; at most 10,000,000.
    */
   maxEntries?: number | undefined;
+  /**
+   * The most the entries may weigh together; past it, entries go as past `maxEntries`.
+   * An entry weighs its key's length plus its value's: the JSON text's length for an
+   * object or array, the length of a string, 8 for a number, boolean or null. That is
+   * characters, about bytes (a character takes 1 or 2 bytes in memory, a few tens
+   * of bytes per entry on top). Default: no limit, as a count bounds memory when every
+   * value is small. Set it when some values can be large: one entry heavier than this
+   * on its own is refused (the write rejects with a `RangeError` and changes nothing),
+   * rather than evicting every other entry to keep it.
+   */
+  maxBytes?: number | undefined;
   /** The clock, epoch ms. Default `Date.now`; inject one in tests. */
   now?: (() => number) | undefined;
 }
@@ -88,6 +102,7 @@ const optionsSchema = z.optional(
     maxEntries: z.optional(
       z.number().check(z.int('must be a whole number'), z.minimum(1), z.maximum(MAX_ENTRIES_LIMIT)),
     ),
+    maxBytes: z.optional(z.number().check(z.int('must be a whole number'), z.minimum(1))),
     now: z.optional(functionOption<() => number>()),
   }),
 );
@@ -188,6 +203,7 @@ function expiry(ttlMs: unknown, at: number, method: string): number {
 export function memoryStore<V extends JsonValue = JsonValue>(options?: MemoryStoreOptions): MemoryStore<V> {
   const valid = validate(optionsSchema, options, 'memoryStore()');
   const maxEntries = valid?.maxEntries ?? DEFAULT_MAX_ENTRIES;
+  const maxBytes = valid?.maxBytes ?? NEVER;
   const now = valid?.now ?? Date.now;
   /** Inserts between two sweeps, at least: a sweep reads every entry once. */
   const sweepGap = Math.max(1, Math.floor(maxEntries / 2));
@@ -211,15 +227,37 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
   /** No entry expires before this (a lower bound: deletes do not raise it). */
   let earliestExpiry = NEVER;
   let insertsSinceSweep = 0;
+  /** What the entries weigh together (see `maxBytes`), kept exact by `put` and `drop`. */
+  let bytes = 0;
+
+  /** What the entry `entry` under `key` counts towards `maxBytes`. `increment` never changes it. */
+  function weight(key: string, entry: Entry): number {
+    return key.length + (typeof entry.v === 'string' ? entry.v.length : PRIMITIVE_BYTES);
+  }
+
+  /** Puts `entry` under `key`, which holds nothing, at the most recently used end. */
+  function put(key: string, entry: Entry): void {
+    entries.set(key, entry);
+    bytes += weight(key, entry);
+  }
+
+  /** Removes `key`, resolving what it held. */
+  function drop(key: string): Entry | undefined {
+    const entry = entries.get(key);
+    if (entry !== undefined) {
+      entries.delete(key);
+      bytes -= weight(key, entry);
+    }
+    return entry;
+  }
 
   /** The live entry under `key`, moved to the most recently used end; expired ones are dropped. */
   function live(key: string, at: number): Entry | undefined {
-    const entry = entries.get(key);
+    const entry = drop(key);
     if (entry === undefined) return undefined;
     moved();
-    entries.delete(key);
     if (entry.exp <= at) return undefined;
-    entries.set(key, entry);
+    put(key, entry);
     return entry;
   }
 
@@ -227,7 +265,7 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
     let earliest = NEVER;
     // Deleting the entry being visited is safe while iterating a Map.
     for (const [key, entry] of entries) {
-      if (entry.exp <= at) entries.delete(key);
+      if (entry.exp <= at) drop(key);
       else if (entry.exp < earliest) earliest = entry.exp;
     }
     earliestExpiry = earliest;
@@ -239,16 +277,21 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
     if (++idle > sweepGap) cursor = undefined;
   }
 
-  function write(key: string, entry: Entry, at: number): void {
+  function write(key: string, entry: Entry, at: number, method: string): void {
+    // Checked before anything changes. Kept, it would evict every other entry (the
+    // bytes bound) and then still be over, so it is refused, as memcached refuses an
+    // item over its size limit.
+    const size = weight(key, entry);
+    if (size > maxBytes) fail(method, `the entry weighs ${size}, over maxBytes (${maxBytes})`, RangeError);
     moved();
-    const existed = entries.delete(key);
-    entries.set(key, entry);
+    // A replaced entry is no insert (the count stays), but may weigh more than before.
+    if (drop(key) === undefined) insertsSinceSweep += 1;
+    put(key, entry);
     if (entry.exp < earliestExpiry) earliestExpiry = entry.exp;
-    if (existed) return;
-    insertsSinceSweep += 1;
-    if (entries.size <= maxEntries) return;
+    if (entries.size <= maxEntries && bytes <= maxBytes) return;
     if (at >= earliestExpiry && insertsSinceSweep >= sweepGap) sweep(at);
-    while (entries.size > maxEntries) {
+    // The entry just written is the most recently used, and fits alone: it is never evicted.
+    while (entries.size > maxEntries || bytes > maxBytes) {
       idle = 0;
       let oldest = cursor?.next();
       // None (never started, or dropped while idle), or one that reached the end (an
@@ -257,7 +300,7 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
         cursor = entries.keys();
         oldest = cursor.next();
       }
-      entries.delete(oldest.value as string);
+      drop(oldest.value as string);
     }
   }
 
@@ -275,14 +318,14 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
     async set(key: string, value: V, ttlMs?: number): Promise<void> {
       checkKey(key, 'set');
       const at = now();
-      write(key, encode(value, 'set', ttlMs, at), at);
+      write(key, encode(value, 'set', ttlMs, at), at, 'set');
     },
 
     async delete(key: string): Promise<boolean> {
       checkKey(key, 'delete');
-      const entry = entries.get(key);
+      const entry = drop(key);
       // An expired entry was already gone as far as callers can tell.
-      return entries.delete(key) && (entry as Entry).exp > now();
+      return entry !== undefined && entry.exp > now();
     },
 
     async increment(key: string, by = 1, ttlMs?: number): Promise<number> {
@@ -294,7 +337,7 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
       const exp = expiry(ttlMs, at, method);
       const entry = live(key, at);
       if (entry === undefined) {
-        write(key, { v: by, j: false, exp }, at);
+        write(key, { v: by, j: false, exp }, at, method);
         return by;
       }
       // JSON text is a string, so this also refuses objects and arrays.
@@ -317,7 +360,7 @@ export function memoryStore<V extends JsonValue = JsonValue>(options?: MemorySto
       // A stored `v` is never undefined, so with `expected === undefined` this matches
       // exactly when the key is absent, and otherwise when value and kind are the same.
       const matches = current?.v === wanted?.v && current?.j === wanted?.j;
-      if (matches) write(key, entry, at);
+      if (matches) write(key, entry, at, method);
       return matches;
     },
   };

@@ -368,3 +368,212 @@ test('an array element JSON would write as null (a hole, undefined, a function, 
   await store.set('k', { a: 1, b: undefined } as unknown as JsonValue);
   assert.deepEqual(await store.get('k'), { a: 1 });
 });
+
+test('over maxBytes the least recently used entries go until the rest fit, the one just written never', async () => {
+  // Each entry weighs its key's length plus its value's: the JSON text, a string's length, 8 for a number.
+  const store = memoryStore({ maxBytes: 40 });
+  await store.set('a', 'x'.repeat(9)); // 10
+  await store.set('b', 1); // 9
+  await store.set('c', { s: 'yy' }); // 1 + 10 = 11
+  await store.get('a');
+  await store.set('d', 'z'.repeat(10)); // 11: 41 in all, so b (the least recently used) goes
+  assert.equal(await store.get('b'), undefined);
+  assert.equal(store.size, 3);
+  await store.set('e', 'w'.repeat(29)); // 30: c, a and d go, e stays alone
+  assert.deepEqual(
+    [await store.get('a'), await store.get('c'), await store.get('d'), await store.get('e')],
+    [undefined, undefined, undefined, 'w'.repeat(29)],
+  );
+  assert.equal(store.size, 1);
+});
+
+test('a value replaced by a heavier one under the same key evicts by weight, as an insert does', async () => {
+  const store = memoryStore({ maxBytes: 30 });
+  await store.set('a', 1); // 9
+  await store.set('b', 2); // 9
+  await store.set('c', 3); // 9
+  // An idempotency claim becoming its record: the same key, a much larger value.
+  await store.set('c', 'r'.repeat(19)); // 20: a goes (9 + 9 + 20 = 38 > 30), then b (29 fits)
+  assert.equal(await store.get('a'), undefined);
+  assert.equal(await store.get('b'), 2);
+  assert.equal(await store.get('c'), 'r'.repeat(19));
+});
+
+test('an entry heavier than maxBytes on its own is refused with a RangeError and changes nothing, rather than evicting every other entry', async () => {
+  const store = memoryStore({ maxBytes: 100 });
+  await store.set('a', 'kept');
+  await store.set('b', { n: 1 });
+  const huge = 'h'.repeat(100);
+  await assert.rejects(store.set('c', huge), (error: unknown) => {
+    assert.ok(error instanceof RangeError);
+    assert.equal(error.message, 'store.set(): the entry weighs 101, over maxBytes (100)');
+    return true;
+  });
+  await assert.rejects(store.set('a', huge), RangeError);
+  await assert.rejects(
+    store.compareAndSet('b', { n: 1 }, { big: huge }),
+    /store\.compareAndSet\(\): the entry weighs/,
+  );
+  await assert.rejects(store.increment('k'.repeat(93)), /store\.increment\(\): the entry weighs 101/);
+  assert.equal(store.size, 2);
+  assert.equal(await store.get('a'), 'kept', 'a refused write leaves the old value');
+  assert.deepEqual(await store.get('b'), { n: 1 });
+  await store.set('c', 'h'.repeat(99)); // weighs exactly 100: fits, alone
+  assert.equal(store.size, 1);
+});
+
+test('maxBytes must be a whole number of at least 1', () => {
+  for (const maxBytes of [0, -1, 1.5, Number.POSITIVE_INFINITY, Number.NaN, '1' as never]) {
+    assert.throws(
+      () => memoryStore({ maxBytes }),
+      (error: unknown) =>
+        error instanceof TypeError && /memoryStore\(\)\.maxBytes: .*got/.test(error.message),
+      `maxBytes ${String(maxBytes)}`,
+    );
+  }
+  assert.equal(memoryStore({ maxBytes: 1, maxEntries: 1 }).size, 0);
+});
+
+/** One step of the weighted LRU property below. */
+type WeightedOp =
+  | { op: 'set'; key: string; value: JsonValue; ttlMs: number | undefined }
+  | { op: 'get'; key: string }
+  | { op: 'delete'; key: string }
+  | { op: 'increment'; key: string; by: number; ttlMs: number | undefined }
+  | { op: 'cas'; key: string; expected: JsonValue | undefined; next: JsonValue; ttlMs: number | undefined }
+  | { op: 'advance'; ms: number };
+
+test('under maxBytes, any sequence of writes, replaces, expiries, deletes and increments evicts exactly as an LRU whose weight is recomputed from scratch', async () => {
+  // The store keeps a running total; the model sums its entries again at every step.
+  // A total that drifted on any path (a replace, an expiry found on access, a delete,
+  // an eviction) would evict more or less than the model, and a read below would differ.
+  const maxBytes = 40;
+  const keys = ['a', 'bb', 'ccc', 'dddd'];
+  const key = fc.constantFrom(...keys);
+  const ttl = fc.option(fc.integer({ min: 1, max: 50 }), { nil: undefined });
+  const value: fc.Arbitrary<JsonValue> = fc.oneof(
+    fc.integer({ min: -3, max: 3 }),
+    fc.string({ maxLength: 40 }),
+    fc.string({ maxLength: 30 }).map((s) => ({ s })),
+    fc.constantFrom(null, true, [1, 'x']),
+  );
+  const op: fc.Arbitrary<WeightedOp> = fc.oneof(
+    fc.record({ op: fc.constant('set' as const), key, value, ttlMs: ttl }),
+    fc.record({ op: fc.constant('get' as const), key }),
+    fc.record({ op: fc.constant('delete' as const), key }),
+    fc.record({
+      op: fc.constant('increment' as const),
+      key,
+      by: fc.integer({ min: -3, max: 3 }),
+      ttlMs: ttl,
+    }),
+    fc.record({
+      op: fc.constant('cas' as const),
+      key,
+      expected: fc.option(fc.integer({ min: -3, max: 3 }), { nil: undefined }),
+      next: value,
+      ttlMs: ttl,
+    }),
+    fc.record({ op: fc.constant('advance' as const), ms: fc.integer({ min: 0, max: 40 }) }),
+  );
+  const weigh = (k: string, v: JsonValue): number =>
+    k.length +
+    (typeof v === 'string' ? v.length : typeof v === 'object' && v !== null ? JSON.stringify(v).length : 8);
+  await fc.assert(
+    fc.asyncProperty(fc.array(op, { maxLength: 60 }), async (ops) => {
+      const clock = manualClock();
+      // maxEntries far above what 4 keys need: no count eviction, and no sweep (it needs 500 inserts).
+      const store = memoryStore({ maxBytes, maxEntries: 1000, now: clock.now });
+      // Insertion order is use order, as in the store: a use deletes and sets the key again.
+      const model = new Map<string, { value: JsonValue; expiresAt: number }>();
+      const total = (): number => [...model].reduce((sum, [k, e]) => sum + weigh(k, e.value), 0);
+      const until = (ttlMs: number | undefined): number =>
+        ttlMs === undefined ? Number.POSITIVE_INFINITY : clock.now() + ttlMs;
+      /** The model's live value, moved to the most recently used end; an expired one is dropped. */
+      const touch = (k: string): JsonValue | undefined => {
+        const e = model.get(k);
+        if (e === undefined) return undefined;
+        model.delete(k);
+        if (e.expiresAt <= clock.now()) return undefined;
+        model.set(k, e);
+        return e.value;
+      };
+      /** Writes as the store does: refused when too heavy alone, else in, then the least recently used out. */
+      const write = (k: string, v: JsonValue, expiresAt: number): boolean => {
+        if (weigh(k, v) > maxBytes) return false;
+        model.delete(k);
+        model.set(k, { value: v, expiresAt });
+        while (total() > maxBytes) model.delete(model.keys().next().value as string);
+        return true;
+      };
+      for (const step of ops) {
+        switch (step.op) {
+          case 'set': {
+            const written = write(step.key, step.value, until(step.ttlMs));
+            const setting = store.set(step.key, step.value, step.ttlMs);
+            await (written ? setting : assert.rejects(setting, RangeError));
+            break;
+          }
+          case 'get':
+            assert.deepEqual(await store.get(step.key), touch(step.key));
+            break;
+          case 'delete': {
+            const was = model.get(step.key);
+            model.delete(step.key);
+            assert.equal(await store.delete(step.key), was !== undefined && was.expiresAt > clock.now());
+            break;
+          }
+          case 'increment': {
+            const expiresAt = model.get(step.key)?.expiresAt ?? 0;
+            const before = touch(step.key);
+            const incrementing = store.increment(step.key, step.by, step.ttlMs);
+            if (before !== undefined && typeof before !== 'number') {
+              await assert.rejects(incrementing, TypeError);
+            } else if (before === undefined) {
+              assert.ok(write(step.key, step.by, until(step.ttlMs)));
+              assert.equal(await incrementing, step.by);
+            } else {
+              // The value changes in place: same weight, same TTL, same place.
+              model.set(step.key, { value: before + step.by, expiresAt });
+              assert.equal(await incrementing, before + step.by);
+            }
+            break;
+          }
+          case 'cas': {
+            const matches = touch(step.key) === step.expected;
+            const setting = store.compareAndSet(step.key, step.expected, step.next, step.ttlMs);
+            if (matches && !write(step.key, step.next, until(step.ttlMs)))
+              await assert.rejects(setting, RangeError);
+            else assert.equal(await setting, matches);
+            break;
+          }
+          case 'advance':
+            clock.advance(step.ms);
+            break;
+        }
+        // Every key read back, in a fixed order (each read is a use, in both).
+        for (const k of keys) assert.deepEqual(await store.get(k), touch(k), `key ${k} after ${step.op}`);
+        assert.equal(store.size, model.size);
+        assert.ok(total() <= maxBytes);
+      }
+    }),
+    { numRuns: 300 },
+  );
+});
+
+test('expired entries swept to make room give back their weight: no live entry goes for them', async () => {
+  const clock = manualClock();
+  // maxEntries 4 sweeps (at most) every 2 inserts.
+  const store = memoryStore({ maxEntries: 4, maxBytes: 40, now: clock.now });
+  await store.set('a', 'x'.repeat(9), 10); // 10
+  await store.set('b', 'x'.repeat(9), 10); // 10
+  await store.set('c', 1); // 9
+  await store.set('d', 2); // 9
+  clock.advance(20);
+  await store.set('e', 3); // 9: over both bounds, so the sweep removes a and b (27 left)
+  await store.set('f', 'y'.repeat(9)); // 10: 37 in all, under both
+  assert.deepEqual(
+    [await store.get('c'), await store.get('d'), await store.get('e'), await store.get('f')],
+    [1, 2, 3, 'y'.repeat(9)],
+  );
+});
