@@ -86,6 +86,25 @@ try {
       throw new Error(`${name} loaded with no exports (esm ${esm.trim()}, cjs ${cjs.trim()})`);
     console.log(`ok ${name}: esm ${esm.trim()} exports, cjs ${cjs.trim()} exports`);
   }
+  // One process that both imports and requires breakwater (an ESM app, a CommonJS
+  // dependency) loads both builds: each one's errors must be the other's too.
+  const dual = execFileSync(
+    'node',
+    [
+      '--input-type=module',
+      '-e',
+      [
+        "import { createRequire } from 'node:module';",
+        "const esm = await import('breakwater'), cjs = createRequire(import.meta.url)('breakwater');",
+        'const a = new cjs.HttpStatusError({ status: 503 }), b = new esm.NetworkError({ code: "ECONNRESET", phase: "send", sent: "maybe" });',
+        'console.log(esm.BreakwaterError !== cjs.BreakwaterError, a instanceof esm.HttpStatusError, a instanceof esm.BreakwaterError, b instanceof cjs.NetworkError, esm.classify({ error: a }).retryable);',
+      ].join('\n'),
+    ],
+    { cwd: work, encoding: 'utf8' },
+  ).trim();
+  if (dual !== 'true true true true true')
+    throw new Error(`the ESM and CommonJS builds' errors differ: ${dual}`);
+  console.log('ok one process with both builds: each build’s errors are instances of the other’s classes');
   typescriptConsumers();
   await treeShaking();
   console.log(`packed ${filename}: ${shipped.length} files`);
