@@ -200,7 +200,7 @@ function follow(outer: AbortSignal & { [FOLLOWERS]?: Followers }, inner: AbortCo
 interface Waiting {
   /** The URL it went to and its `Mcp-Session-Id` (see {@link LetGo}). */
   session: string;
-  /** Without an `Mcp-Session-Id`, the caller's signal: each SDK transport passes its own (see {@link LetGo}). */
+  /** The caller's signal: each SDK transport passes its own (see {@link LetGo}). */
   from: AbortSignal | undefined;
   /** Its JSON-RPC id as JSON; undefined for a body too long to parse on every send, until a cancellation parses it. */
   id: string | undefined;
@@ -393,10 +393,10 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     if (signal) {
       if (signal.aborted) abort.abort(signal.reason);
       follow(signal, abort);
+      signals.add(signal);
     }
     call.signal = abort.signal;
-    if (signal) signals.add(signal);
-    const request = { session, from: named ? undefined : signal, id, body, abort };
+    const request = { session, from: signal, id, body, abort };
     waiting.add(request);
     return next(call)
       .then((response) => {
