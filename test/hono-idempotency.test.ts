@@ -1408,11 +1408,11 @@ test('a live claim is renewed while its handler runs past the lease: a repeat st
   assert.equal(runs, 1);
 });
 
-test('a running claim the store drops to make room for newer keys (LRU, as the default store does past 4,096) still holds its key: a repeat gets 409, not a second run, and the answer is replayed after', async () => {
+test('a running claim the store drops to make room for newer keys (LRU, as the default store does when full) still holds its key: a repeat gets 409, not a second run, and the answer is replayed after', async () => {
   const release = gate();
   let runs = 0;
   const app = new Hono();
-  // The default store's 4,096 records, scaled down: the same eviction, in a few requests.
+  // The default store's 65,536 records, scaled down: the same eviction, in a few requests.
   const maxEntries = 8;
   app.use('*', idempotency({ store: memoryStore({ maxEntries }) }));
   app.post('/orders', async (c) => {
@@ -2026,4 +2026,55 @@ test('a claim written by an earlier version (no id) holds its key until its leas
     assert.equal(await (await (b as Promise<Response>)).text(), 'run 2');
   });
   assert.equal(runs(), 2);
+});
+
+test('with the default store, a keyed POST retried after 5,000 other small keyed requests is replayed, not run again', async () => {
+  // At 100 keyed requests a second that is 50 s: within a client's retries (Retry-After
+  // waits up to 60 s), past the 4,096 records the default store used to keep.
+  const { app, runs } = ordersApp();
+  const first = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(first.status, 201);
+  await first.text();
+  for (let i = 0; i < 5000; i++) {
+    await (await app.request('/orders', post(`{"item":"other-${i}"}`, `"other-${i}"`))).text();
+  }
+  assert.equal(runs(), 5001);
+  const retry = await app.request('/orders', post('{"item":"tea"}'));
+  assert.equal(retry.headers.get(REPLAYED_HEADER), 'true', `handler runs: ${runs()}`);
+  assert.deepEqual(await retry.json(), { id: 'order-1', item: 'tea' });
+  assert.equal(runs(), 5001);
+});
+
+test('the default store bounds its records by weight: 256 KiB responses past 32 MiB push the oldest out, while the newest are replayed', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('*', idempotency());
+  // A maximal body (the default maxBodyBytes), stored as text: a record of about 256 Ki characters.
+  app.post('/report', (c) => c.text(`${++runs}`.padEnd(262_144, '.')));
+  for (let i = 0; i < 160; i++)
+    await (await app.request('/report', post('{}', `"report-${i}"`))).arrayBuffer();
+  // 160 × 256 Ki is 40 MiB: about 127 fit in 32 MiB. (4,096 of them, as the count alone allowed, were 1 GiB.)
+  const newest = await app.request('/report', post('{}', '"report-159"'));
+  assert.equal(newest.headers.get(REPLAYED_HEADER), 'true');
+  assert.ok((await newest.text()).startsWith('160.'));
+  const oldest = await app.request('/report', post('{}', '"report-0"'));
+  assert.equal(oldest.headers.get(REPLAYED_HEADER), null);
+  assert.ok((await oldest.text()).startsWith('161.'), 'its record was evicted, so it ran again');
+});
+
+test('with the default store, a record larger than 32 MiB (a raised maxBodyBytes, a body JSON escapes 6 to 1) is still kept and replayed', async () => {
+  let runs = 0;
+  const app = new Hono();
+  const maxBodyBytes = 6 * 1024 * 1024;
+  app.use('*', idempotency({ maxBodyBytes }));
+  // Control characters: valid UTF-8, stored as text, each written \u0001 in the record's JSON (36 Mi characters).
+  app.post('/dump', (c) => {
+    runs++;
+    return c.body('\u0001'.repeat(maxBodyBytes), 200, { 'content-type': 'application/octet-stream' });
+  });
+  await (await app.request('/dump', post('{}'))).arrayBuffer();
+  const repeat = await app.request('/dump', post('{}'));
+  assert.equal(repeat.headers.get(REPLAYED_HEADER), 'true', `handler runs: ${runs}`);
+  assert.equal((await repeat.arrayBuffer()).byteLength, maxBodyBytes);
+  assert.equal(runs, 1);
 });

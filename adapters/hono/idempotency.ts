@@ -29,12 +29,7 @@ export const DEFAULT_TTL_MS = 86_400_000;
 export const DEFAULT_METHODS: readonly string[] = ['POST', 'PATCH'];
 /**
  * The largest request body fingerprinted, and response body stored, by default
- * (256 KiB): tool calls and JSON-RPC bodies are far smaller. With
- * {@link DEFAULT_MAX_RECORDS} it bounds the default store at about 1.3 GiB when every
- * record holds a maximal body of plain text or binary (base64), and more for text
- * that JSON escapes heavily (a body of control characters takes 6 characters a byte:
- * about 6 GiB). On a small machine, lower `maxBodyBytes` or pass a store with fewer
- * entries.
+ * (256 KiB): tool calls and JSON-RPC bodies are far smaller.
  */
 export const DEFAULT_MAX_BODY_BYTES = 262_144;
 /**
@@ -62,8 +57,29 @@ const RENEWALS_PER_LEASE = 3;
  * feed, a long poll) is not read, nor its key held, for good.
  */
 export const DEFAULT_DRAIN_MS = 60_000;
-/** Records the default in-memory store keeps (least recently used dropped first). */
-export const DEFAULT_MAX_RECORDS = 4096;
+/**
+ * Records the default in-memory store keeps at most (least recently used dropped
+ * first). A record of a small response is about 340 characters, so 65,536 of them fit
+ * in {@link DEFAULT_STORE_BYTES}: at 100 keyed requests a second a record lasts about
+ * 11 minutes, far past any client's retries (4,096 lasted 40 s, less than one
+ * Retry-After wait of 60 s, and a retry after that ran its handler again).
+ */
+export const DEFAULT_MAX_RECORDS = 65_536;
+/**
+ * What the default store's records may weigh together (32 MiB, in characters of
+ * JSON; see `memoryStore()`'s `maxBytes`): the count alone let 4,096 records of
+ * maximal bodies take 1.3 GiB (6 GiB for text JSON escapes heavily). Raised to
+ * {@link RECORD_CHARS_PER_BODY_BYTE} × `maxBodyBytes` when that is more, so one
+ * maximal record always fits: the store refuses a larger one, and its key would run
+ * again once the claim's lease lapsed.
+ */
+export const DEFAULT_STORE_BYTES = 33_554_432;
+/**
+ * The most characters a record takes per body byte, and then some: JSON writes a
+ * control character as 6 (`\u0001`), and the rest (status, headers, fingerprint)
+ * fits in the other 2.
+ */
+const RECORD_CHARS_PER_BODY_BYTE = 8;
 /** The longest key accepted, in characters of content (the draft sets none; this bounds store keys). */
 export const MAX_KEY_CHARS = 255;
 /** The header that marks a replayed response (Stripe's name, which clients already know). */
@@ -118,12 +134,13 @@ const NULL_BODY_STATUSES: ReadonlySet<number> = new Set([204, 205, 304]);
 /** Options for {@link idempotency}. */
 export interface IdempotencyOptions<E extends Env = Env> {
   /**
-   * Where records are kept. Default: a fresh `memoryStore({ maxEntries: 4096 })`
-   * (LRU + TTL) per `idempotency()` call. Pass a shared store (Redis or the like) when
-   * several instances serve the same clients: a retry may reach another instance. A
-   * record holds one response body of at most `maxBodyBytes` (as text, or base64 for
-   * binary), so the default store holds at most about 4,096 × `maxBodyBytes`: lower
-   * either for large responses.
+   * Where records are kept. Default: a fresh `memoryStore({ maxEntries: 65_536,
+   * maxBytes: 32 MiB })` (LRU + TTL) per `idempotency()` call, `maxBytes` raised to 8 ×
+   * `maxBodyBytes` if that is more, so a maximal record fits. A record of a small
+   * response is about 340 characters: 65,536 of them last about 11 minutes at 100 keyed
+   * requests a second; records of large responses go sooner (128 of 256 KiB). Pass a
+   * shared store (Redis or the like) when several instances serve the same clients: a
+   * retry may reach another instance.
    */
   store?: Store | undefined;
   /**
@@ -538,7 +555,13 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
 // biome-ignore lint/suspicious/noExplicitAny: Hono's MiddlewareHandler default, so scope's c reads the app's variables
 export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>): MiddlewareHandler<E> {
   const valid = validate(optionsSchema, options, 'idempotency()');
-  const given: Store = valid?.store ?? memoryStore({ maxEntries: DEFAULT_MAX_RECORDS });
+  const maxBodyBytes = valid?.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const given: Store =
+    valid?.store ??
+    memoryStore({
+      maxEntries: DEFAULT_MAX_RECORDS,
+      maxBytes: Math.max(DEFAULT_STORE_BYTES, RECORD_CHARS_PER_BODY_BYTE * maxBodyBytes),
+    });
   /**
    * The store's calls as promises, whatever the store does: a method that throws where
    * it is called (a hand-written adapter's "client closed" guard) fails like one that
@@ -555,14 +578,13 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
   );
   const required = valid?.required ?? false;
   const scope = options?.scope;
-  const maxBodyBytes = valid?.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const storeTimeoutMs = valid?.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   const leaseMs = Math.min(valid?.leaseMs ?? DEFAULT_LEASE_MS, ttlMs);
   const drainMs = valid?.drainMs ?? DEFAULT_DRAIN_MS;
   /**
    * This instance's claims in force, by record key, until their outcome is written.
    * A bounded store drops its least recently used entries, and a claim renewed every
-   * 10 s is one of them once enough newer keys arrive (4,096 for the default store):
+   * 10 s is one of them once enough newer keys arrive (65,536 small records, or 32 MiB, for the default store):
    * its repeat then found the key free and ran the handler a second time. Checked
    * before the store; as large as the requests in flight.
    */
