@@ -185,17 +185,18 @@ function expiry(ttlMs: unknown, at: number, method: string): number {
  *
  * - Every operation is O(1) amortised. A `Map` keeps the entries in use order: a
  *   read or write moves its key to the end, eviction takes from the front.
- * - Expired entries are removed when accessed. When an insert takes the store past
- *   `maxEntries`, expired entries go first: a sweep removes them, at most once per
- *   `maxEntries / 2` inserts and only when something can have expired (which is what
- *   keeps the sweep's cost amortised O(1)). If still over, the least recently used go.
+ * - Expired entries are removed when accessed. When a write takes the store past
+ *   `maxEntries` or `maxBytes`, expired entries go first: a sweep removes them, at most
+ *   once per `maxEntries / 2` inserts and only when something can have expired (which
+ *   is what keeps the sweep's cost amortised O(1)). If still over, the least recently
+ *   used go.
  * - Values are copied in and out as JSON, exactly as a remote store would see them.
  *
  * @example
  * ```ts
  * import { memoryStore } from 'breakwater';
  *
- * const store = memoryStore({ maxEntries: 1000 });
+ * const store = memoryStore({ maxEntries: 1000, maxBytes: 1_048_576 });
  * const inWindow = await store.increment('rate:api.example.com', 1, 60_000); // 1, expires in 60 s
  * await store.compareAndSet('lock:job-7', undefined, 'worker-a', 30_000); // true: it was free
  * ```
