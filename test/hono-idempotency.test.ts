@@ -2078,3 +2078,21 @@ test('with the default store, a record larger than 32 MiB (a raised maxBodyBytes
   assert.equal((await repeat.arrayBuffer()).byteLength, maxBodyBytes);
   assert.equal(runs, 1);
 });
+
+test('a record its store refuses for its size (a memoryStore whose maxBytes is under the response) is kept as not replayable: a repeat after the lease gets 409, never a second run', async () => {
+  let runs = 0;
+  const app = new Hono();
+  // memoryStore's doc says to set maxBytes when values can be large; this one is under a 150 KB answer.
+  app.use('*', idempotency({ store: memoryStore({ maxBytes: 100_000 }), leaseMs: 50 }));
+  app.post('/report', (c) => c.text(`${++runs}`.padEnd(150_000, '.')));
+  const first = await app.request('/report', post('{}'));
+  assert.equal(first.status, 200);
+  assert.equal((await first.text()).length, 150_000, 'the client still gets its answer');
+  // The claim is no longer renewed: without a record it lapses, and the key would run again.
+  await new Promise((resolve) => setTimeout(resolve, 120));
+  const repeat = await app.request('/report', post('{}'));
+  assert.equal(repeat.status, 409, `handler runs: ${runs}`);
+  assert.equal(repeat.headers.get('x-should-retry'), 'false');
+  assert.match(((await repeat.json()) as { detail: string }).detail, /too large to keep/);
+  assert.equal(runs, 1);
+});

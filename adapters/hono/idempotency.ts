@@ -138,7 +138,9 @@ export interface IdempotencyOptions<E extends Env = Env> {
    * maxBytes: 32 MiB })` (LRU + TTL) per `idempotency()` call, `maxBytes` raised to 8 ×
    * `maxBodyBytes` if that is more, so a maximal record fits. A record of a small
    * response is about 340 characters: 65,536 of them last about 11 minutes at 100 keyed
-   * requests a second; records of large responses go sooner (128 of 256 KiB). Pass a
+   * requests a second; records of large responses go sooner (128 of 256 KiB). A record
+   * a store refuses with a `RangeError` (a `memoryStore` whose `maxBytes` it exceeds) is
+   * kept as too large: repeats get 409, as for a body over `maxBodyBytes`. Pass a
    * shared store (Redis or the like) when several instances serve the same clients: a
    * retry may reach another instance.
    */
@@ -910,7 +912,15 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
           .compareAndSet(recordKey, { ...running }, record, ttlMs)
           .then((ours) => ours || store.compareAndSet(recordKey, undefined, record, ttlMs)),
       )
-        .catch(() => false)
+        .catch(
+          // A record the store refuses for its size (memoryStore's maxBytes) would leave the
+          // claim to lapse and a repeat to run the handler again: it is kept as too large, as
+          // a body over maxBodyBytes is (a record smaller than the claim was).
+          (error: unknown) =>
+            error instanceof RangeError &&
+            record.state === 'done' &&
+            save({ state: 'unreplayable', fingerprint, status: record.status, reason: 'too-large' }),
+        )
         .finally(forget);
     };
     let sent: Response;
