@@ -596,3 +596,94 @@ test('a streaming handler that calls upstream with its own signal again and agai
   });
   assert.ok(grew < 4_000_000, `heapUsed grew ${(grew / 1e6).toFixed(2)} MB over ${calls} calls`);
 });
+
+test('a call with its own signal still ends with its client after full collections, both while it waits for its answer and while its body is relayed', async () => {
+  // Its controller is held weakly on the signals it follows: only the call and then its
+  // response body keep it alive. Collected early, the client's leaving would reach nobody.
+  const collect = collector();
+  const gc = async (): Promise<void> => {
+    for (let i = 0; i < 3; i++) {
+      collect();
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  };
+  const up = hangingUpstream();
+  await withApp(up.app, async (upServer) => {
+    const { app, settled, handlerDone } = agentBehindUpstream();
+    app.get('/wait', async (c) => {
+      try {
+        return c.text(
+          await (await c.var.fetch(upServer.origin, { signal: new AbortController().signal })).text(),
+        );
+      } finally {
+        settled();
+      }
+    });
+    await withApp(app, async (server) => {
+      const controller = new AbortController();
+      const call = fetch(`${server.origin}/wait`, { signal: controller.signal });
+      await up.received;
+      await gc();
+      const abortedAt = Date.now();
+      controller.abort();
+      await assert.rejects(call);
+      await assertClosedSoon(up.closed, abortedAt);
+      await handlerDone;
+    });
+  });
+
+  let closed: (at: number) => void = () => {};
+  const upstreamClosed = new Promise<number>((resolve) => {
+    closed = resolve;
+  });
+  const tokens = new Hono();
+  tokens.get('/tokens', () => {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        return new Promise<void>((resolve) => {
+          timer = setTimeout(() => {
+            controller.enqueue(new TextEncoder().encode('token '));
+            resolve();
+          }, 20);
+        });
+      },
+      cancel() {
+        clearTimeout(timer);
+        closed(Date.now());
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'text/plain' } });
+  });
+  await withApp(tokens, async (upServer) => {
+    const { app, settled, handlerDone } = agentBehindUpstream();
+    app.get('/events', (c) =>
+      streamSSE(c, async (stream) => {
+        try {
+          const res = await c.var.fetch(`${upServer.origin}/tokens`, {
+            signal: new AbortController().signal,
+          });
+          // The reader alone holds the body (and so the call's controller) from here on.
+          const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+          for (let read = await reader.read(); !read.done; read = await reader.read()) {
+            await stream.writeSSE({ data: new TextDecoder().decode(read.value) });
+          }
+        } catch {
+          // The abort that ends the relay.
+        } finally {
+          settled();
+        }
+      }),
+    );
+    await withApp(app, async (server) => {
+      const controller = new AbortController();
+      const res = await fetch(`${server.origin}/events`, { signal: controller.signal });
+      await res.body?.getReader().read();
+      await gc();
+      const abortedAt = Date.now();
+      controller.abort();
+      await assertClosedSoon(upstreamClosed, abortedAt);
+      await handlerDone;
+    });
+  });
+});
