@@ -103,6 +103,14 @@ export const PROBE_LEASE_MS: number = 60_000;
  */
 export const FOLLOWS: unique symbol = Symbol('breakwater.follows');
 
+/**
+ * Calls waiting on a key that one answer lets go after a pace probe answered faster than
+ * the pause lasted (slow start, as TCP's): the probe's answer lets 2 go, and each answer
+ * to a call on the released key 2 more, so the calls in flight double every round trip
+ * until none waits, or a 429 pauses the key again.
+ */
+const SLOW_START_WAKES = 2;
+
 /** A circuit's state. */
 export type BreakerState = 'closed' | 'open' | 'half-open';
 
@@ -515,13 +523,17 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   most `maxRetryAfterMs` and never past their deadline (then they fail fast with
  *   `CircuitOpenError`, its `retryAt` one pause on, later the longer the probe hangs,
  *   never past its lease). A response that is no failure and starts no new pause
- *   releases them all at once, unless its rate-limit headers leave fewer requests in the quota than calls
- *   are waiting and the quota resets within `maxRetryAfterMs`: then that many go, and
- *   the rest wait for the quota's reset (a new pause; a later 429 ends what is left
- *   of that allowance). A 429 / 503 with a delay pauses the key again and they wait
- *   that pause out (or fail fast, as above); any other failure (a 408 or 5xx, network,
- *   timeout) or an abort makes the first of them the next probe. An open circuit fails them fast, as it fails
- *   every call.
+ *   releases them: all at once when it came slower than the pause lasted (a slow server),
+ *   else in doubling steps (slow start: 2 go, and each answer on the key lets 2 more go,
+ *   1 for a failure or an abort, until none waits or a 429 pauses the key again), so a
+ *   server with room for a few meets a few, not every waiter. Unless its rate-limit
+ *   headers leave fewer requests in the quota than calls are waiting and the quota
+ *   resets within `maxRetryAfterMs`: then that many go, and the rest wait for the
+ *   quota's reset (a new pause; a later 429 ends what is left of that allowance). A
+ *   429 / 503 with a delay pauses the key again and they wait that pause out (or fail
+ *   fast, as above); any other failure (a 408 or 5xx, network, timeout) or an abort
+ *   makes the first of them the next probe. An open circuit fails them fast, as it
+ *   fails every call.
  *   As with half-open, pair the breaker with an attempt timeout: a hung pace probe holds
  *   its waiters until their own limits, and the key for 60 s, after which the next call
  *   (or a waiter whose wait ends) is the pace probe.
@@ -912,16 +924,30 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   }
 
   /**
-   * The pace probe's outcome. A response that is no failure and started no new pause
+   * The pace probe's outcome, or another call's on a key it released while waiters
+   * are still held (slow start). A response that is no failure and started no new pause
    * (a new one would have superseded the probe already) releases the key (`release`):
-   * every waiter goes at once. A failure (408, 5xx, network, timeout) or an abort does
-   * not: the first waiter looks again and becomes the next probe; the rest wait on.
+   * 2 waiters go, or every one (see below). A failure (408, 5xx, network, timeout) or an
+   * abort does not: the first waiter looks again and becomes the next probe; the rest wait on.
    */
   function paceSettled(c: Circuit, call: Call, release: boolean): void {
-    if (c.paceProbe !== call) return;
+    if (c.paceProbe !== call) {
+      // Slow start: the key is released, and calls its probe's answer did not let go are
+      // still held. Each answer lets 2 more go (1 for an answer that is no green light, to
+      // take the place of its call), so the calls in flight double every round trip.
+      if (!c.pausedUntilMs && c.waiters?.size) wakeWaiters(c, release ? SLOW_START_WAKES : 1);
+      return;
+    }
     c.paceProbe = undefined;
     if (release) c.pausedUntilMs = 0;
-    wakeWaiters(c, release ? Infinity : 1);
+    // A probe answered faster than the pause lasted starts slow: the server may have room
+    // for only a few (100 callers through retry() of one allowing 4 calls per 200 ms, all
+    // at once: 265 429s, 84 callers ending on one; in doubling steps about 70 and 8). A
+    // slower answer releases every waiter at once: a slow start would cost more round
+    // trips than the pause did (1 s answers after a 200 ms pause: 2.4 s for 100 calls at
+    // once, 7.4 s in doubling steps).
+    const slow = now() + PROBE_LEASE_MS - c.paceProbeUntilMs < c.pausedForMs;
+    wakeWaiters(c, release ? (slow ? SLOW_START_WAKES : Infinity) : 1);
   }
 
   // -- admission ------------------------------------------------------------------

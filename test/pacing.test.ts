@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { type CircuitBreaker, type CircuitBreakerOptions, circuitBreaker } from '../src/breaker.ts';
 import type { FetchLike, Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
-import { CircuitOpenError, HttpStatusError, NetworkError } from '../src/errors.ts';
+import { CircuitOpenError, HttpStatusError, NetworkError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent, PacedEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
@@ -299,7 +299,7 @@ test('a 503 with a delay both pauses the key and counts as a failure', async () 
   });
 });
 
-test('when a pause ends, exactly one of 20 waiters reaches the server first, and the others only after its response', async () => {
+test('when a pause ends, exactly one of 20 waiters reaches the server first, and the others only after its response: all at once when it answered slower than the pause lasted', async () => {
   let answeredAt = 0;
   // The other 19 are held at the server until all of them are there: released together,
   // they all are; released one by one, the first is answered only after 5 s (time paid only
@@ -314,7 +314,8 @@ test('when a pause ends, exactly one of 20 waiters reaches the server first, and
   const { arrivals, handler } = stamped(async (index) => {
     if (index === 0) return unavailable(200);
     if (index === 1) {
-      await delay(100);
+      // Slower than the 200 ms pause: a slow server, not one short of quota.
+      await delay(250);
       answeredAt = Date.now();
       return { status: 200 };
     }
@@ -335,7 +336,7 @@ test('when a pause ends, exactly one of 20 waiters reaches the server first, and
       probeAt - at(arrivals, 0) >= 190,
       `the probe went ${probeAt - at(arrivals, 0)} ms after the 503`,
     );
-    assert.ok(answeredAt - probeAt >= 99, 'the probe took 100 ms to answer');
+    assert.ok(answeredAt - probeAt >= 249, 'the probe took 250 ms to answer');
     const rest = arrivals.slice(2);
     assert.equal(rest.length, 19);
     for (const t of rest) {
@@ -1278,5 +1279,142 @@ test('calls refused on a paused key (their deadline comes first) make no call th
     assert.equal(await waiting, 200);
     const waits = events.filter((e) => e.type === 'paced' && e.phase === 'wait');
     assert.equal(waits.length, 1, 'one call waited the pause out, once');
+  });
+});
+
+/**
+ * A server on loopback that allows `limit` requests per fixed window of `windowMs` (from
+ * the first request after the last window ended), and answers the rest 429 with
+ * `retry-after-ms` until the window's end, as a quota per window does. `refused[n]` is
+ * how many 429s its n-th window gave.
+ */
+function quotaServer(limit: number, windowMs: number): { handler: Handler; refused: number[] } {
+  let windowStart = 0;
+  let used = 0;
+  const refused: number[] = [];
+  const handler: Handler = () => {
+    const t = Date.now();
+    if (t - windowStart >= windowMs) {
+      windowStart = t;
+      used = 0;
+      refused.push(0);
+    }
+    if (++used <= limit) return { status: 200 };
+    refused[refused.length - 1] = (refused.at(-1) ?? 0) + 1;
+    return tooMany(windowStart + windowMs - t);
+  };
+  return { handler, refused };
+}
+
+test('after a fast pace probe’s 200, 30 callers of a server allowing 4 calls per 250 ms go in doubling steps: far fewer 429s, and fewer callers ending on one, than if all went at once', async () => {
+  const quota = quotaServer(4, 250);
+  await withServer(quota.handler, async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const prime = createFetch({ use: [breaker], key: 'model' });
+    // No retry budget: every caller makes its 3 attempts, so how many end on a 429 is the
+    // pacing's doing alone.
+    const fetch = createFetch({ use: [retry({ budget: false }), breaker], key: 'model' });
+    // Use the window up: its 429 pauses the key until the window's end; the 30 wait it out.
+    while ((await send(prime, server.origin)) !== 429);
+    const windows = quota.refused.length;
+    const statuses = await concurrently(fetch, server.origin, 30);
+    const refused = quota.refused.slice(windows);
+    const total = refused.reduce((a, b) => a + b, 0);
+    const endedOn429 = statuses.filter((s) => s === 429).length;
+    assert.deepEqual(
+      statuses.filter((s) => s !== 200 && s !== 429),
+      [],
+      'every caller ended on a 200 or a 429',
+    );
+    // All 29 at once after the probe: 26 429s in its window, then 22 and 18 as the
+    // callers' retries meet the next windows, also at once: 66 in all, 18 callers ending on
+    // one. In doubling steps (the probe's 200 lets 2 go, each 200 2 more) about 5 a window,
+    // when a 429 pauses the key again: 30 to 32 in all, 4 to 6 ending on one.
+    assert.ok(total <= 45, `${total} 429s (each window's: ${refused})`);
+    assert.ok(Math.max(...refused) <= 13, `429s in each window after the pause: ${refused}`);
+    assert.ok(endedOn429 <= 11, `${endedOn429} callers ended on a 429`);
+  });
+});
+
+/**
+ * A server whose first answer is a 429 pausing the key 100 ms, whose second (the pace
+ * probe) is a 200 at once (faster than the pause: a slow start), and whose later ones are
+ * `later`, sent after `ms`. `inFlight()` is the most requests it held at once after the probe.
+ */
+function fastProbe(later: Behaviour, ms: number): { handler: Handler; inFlight: () => number } {
+  let holding = 0;
+  let most = 0;
+  const { handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(100);
+    if (index === 1) return { status: 200 };
+    most = Math.max(most, ++holding);
+    await delay(ms);
+    holding--;
+    return later;
+  });
+  return { handler, inFlight: () => most };
+}
+
+test('after a pace probe answered faster than the pause lasted, its 200 lets 2 waiters go and each 200 2 more: the calls in flight double every round trip', async () => {
+  const { handler, inFlight } = fastProbe({ status: 200 }, 150);
+  let arrivedBeforeAnAnswer = 0;
+  let answers = 0;
+  await withServer(
+    async (req, index) => {
+      if (index > 1 && answers === 0) arrivedBeforeAnAnswer++;
+      const behaviour = await handler(req, index);
+      if (index > 1) answers++;
+      return behaviour;
+    },
+    async (server) => {
+      const { fetch } = pacedClient();
+      assert.equal(await send(fetch, server.origin), 429);
+      // 1 probe and 14 waiters: 2, then 4, then 8 (all at once: 14 in flight).
+      assert.deepEqual(await concurrently(fetch, server.origin, 15), Array(15).fill(200));
+      assert.equal(server.requests.length, 16);
+      assert.equal(arrivedBeforeAnAnswer, 2, 'the probe’s 200 let 2 go');
+      assert.equal(inFlight(), 8, 'at most 8 in flight: 2, then 4, then 8');
+    },
+  );
+});
+
+test('waiters a slow start holds still end at once on their abort, and by their deadline; every other caller goes', async () => {
+  const { handler } = fastProbe({ status: 200 }, 200);
+  await withServer(handler, async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    const bounded = createFetch({ use: [timeout({ totalMs: 250 }), breaker], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 429);
+    const controller = new AbortController();
+    const reason = new Error('the user left');
+    // The probe, 2 the probe's 200 lets go, and 3 held until their 200s, 200 ms on; the
+    // last two wait behind them.
+    const plain = Array.from({ length: 6 }, () => send(fetch, server.origin));
+    const aborted = send(fetch, `${server.origin}/aborted`, { signal: controller.signal });
+    const late = send(bounded, `${server.origin}/late`);
+    await delay(170); // the pause (100 ms) is over, the probe answered, 2 in flight for 200 ms
+    controller.abort(reason);
+    await assert.rejects(aborted, (error) => error === reason);
+    // Held past its deadline (250 ms): its timeout ends it (or, a timer a hair later, right
+    // after it is sent).
+    await assert.rejects(late, TimeoutError);
+    assert.deepEqual(await Promise.all(plain), Array(6).fill(200));
+    assert.ok(!server.requests.some((r) => r.url === '/aborted'), 'the aborted call was not sent');
+  });
+});
+
+test('waiters a slow start holds go when the calls it let go fail: each failure lets one more go, so none is left waiting', async () => {
+  const { handler } = fastProbe({ status: 500 }, 50);
+  await withServer(handler, async (server) => {
+    const breaker = circuitBreaker({ open: OPEN, consecutiveFailures: 100 });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 429);
+    // A deadline far past the 5 rounds of 50 ms they need, far short of maxRetryAfterMs
+    // (60 s), when a waiter left behind would go: it ends in a TimeoutError instead.
+    const bounded = createFetch({ use: [timeout({ totalMs: 3_000 }), breaker], key: 'model' });
+    const statuses = await concurrently(bounded, server.origin, 10);
+    assert.deepEqual([...statuses].sort(), [200, ...Array(9).fill(500)]);
+    assert.equal(server.requests.length, 11);
+    assert.equal(breaker.stats('model')?.state, 'closed');
   });
 });
