@@ -33,7 +33,7 @@ import {
   type Next,
 } from './call.ts';
 import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
-import { redactCauses } from './network.ts';
+import { redactedError } from './network.ts';
 import { functionOption, isFunction, validate } from './options.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
@@ -179,11 +179,11 @@ const WAITS = new WeakMap<AbortSignal, (() => void) & { waits: Set<() => void> }
 /** The error for a failed `token()` or `refresh()` (`cause`): `code`, saying `what` and naming the request. */
 function failure(call: Call, code: string, what: string, cause: unknown): BreakwaterError {
   // A token endpoint's failure quotes its URL (Deno's fetch in the message, Bun's in `path`),
-  // `?client_secret=` included: util.inspect and loggers walking `cause` print it.
-  redactCauses(cause);
+  // `?client_secret=` included: util.inspect and loggers walking `cause` print it. A thrown
+  // string, or a frozen error, cannot be redacted in place: a redacted copy goes up instead.
   const request = requestSummary(call.key, call.method, call.href);
   const where = `for server "${request.key}" (${request.method} ${request.url})`;
-  return new BreakwaterError(`auth(): ${what} ${where}`, code, { cause, request });
+  return new BreakwaterError(`auth(): ${what} ${where}`, code, { cause: redactedError(cause), request });
 }
 
 /**

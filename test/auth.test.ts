@@ -1613,6 +1613,38 @@ test('a refresh() or token() that fails quoting its token endpoint URL shows no 
   });
 });
 
+test('a refresh() or token() that throws a string or a frozen error quoting its token endpoint URL shows no secret of it in the AUTH_* error', async () => {
+  // Only errors that could be redacted in place were: a thrown string, or a frozen error
+  // (or a DOMException on Bun, whose message is read-only), went up as it was thrown.
+  const secret = 'S3cretOfTheClient9';
+  const tokenUrl = `https://idp.example/oauth/token?client_secret=${secret}`;
+  const throwers = [
+    () => `token endpoint failed: ${tokenUrl}`,
+    () => Object.freeze(new Error(`token endpoint failed: ${tokenUrl}`)),
+  ];
+  await withServer(always({ status: 401 }), async (server) => {
+    for (const thrown of throwers) {
+      const failing = async (): Promise<string> => {
+        throw thrown();
+      };
+      for (const options of [{ token: failing }, { token: 'old-token-value', refresh: failing }]) {
+        const fetch = createFetch({ use: [auth(options)] });
+        const error = await fetch(server.origin).then(
+          () => assert.fail('the token endpoint is down'),
+          (caught: unknown) => caught,
+        );
+        assert.ok(
+          error instanceof BreakwaterError && /^AUTH_(TOKEN|REFRESH)_FAILED$/.test(error.code),
+          String(error),
+        );
+        const shown = inspect(error, { depth: 8 });
+        assert.ok(!shown.includes(secret), `the secret shown: ${shown}`);
+        assert.ok(shown.includes('token endpoint failed'), `the cause still says what failed: ${shown}`);
+      }
+    }
+  });
+});
+
 test('a redirect a key auth() follows is no success for the breaker below it: an endpoint that always redirects to a 503 opens it after the consecutive failures', async () => {
   // Each 302 passed the breaker as an answer of its own, a success between every two
   // 503s, so the run of failures never grew and only the failure ratio could open it.
