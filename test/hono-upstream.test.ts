@@ -687,3 +687,50 @@ test('a call with its own signal still ends with its client after full collectio
     });
   });
 });
+
+test('a streaming handler whose calls each pass an AbortSignal.any() of signals that never abort keeps no memory per finished call', async () => {
+  // A runtime keeps a signal from AbortSignal.any() alive while it has an abort listener
+  // and can still abort (Node's gcPersistentSignals, Bun too): a listener left on each
+  // call's own signal kept that signal, and what follows it, for good.
+  const calls = 8000;
+  const collect = collector();
+  const gc = async (): Promise<void> => {
+    collect();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    collect();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    collect();
+  };
+  const up = new Hono();
+  up.get('/', (c) => c.text('ok'));
+  let grew = Number.NaN;
+  await withApp(up, async (upServer) => {
+    const { app, settled, handlerDone } = agentBehindUpstream();
+    const shutdown = new AbortController();
+    app.get('/events', (c) =>
+      streamSSE(c, async (stream) => {
+        const call = async (): Promise<void> => {
+          const signal = AbortSignal.any([shutdown.signal, c.req.raw.signal]);
+          await (await c.var.fetch(upServer.origin, { signal })).text();
+        };
+        try {
+          for (let i = 0; i < 500; i++) await call();
+          await gc();
+          const before = process.memoryUsage().heapUsed;
+          for (let i = 0; i < calls; i++) await call();
+          await gc();
+          grew = process.memoryUsage().heapUsed - before;
+          await stream.writeSSE({ data: 'done' });
+        } finally {
+          settled();
+        }
+      }),
+    );
+    await withApp(app, async (server) => {
+      const res = await fetch(`${server.origin}/events`);
+      assert.match(await res.text(), /data: done/);
+      await handlerDone;
+    });
+  });
+  assert.ok(grew < 4_000_000, `heapUsed grew ${(grew / 1e6).toFixed(2)} MB over ${calls} calls`);
+});

@@ -129,15 +129,22 @@ function ownSignal(input: string | URL | Request, init: RequestInit | undefined)
  * on the signal under a symbol: one `abort` listener per signal, however many calls
  * share it (an hours-long SSE handler calling upstream every second, a process-wide
  * shutdown signal). The entries are weak, so a finished call's controller is collected
- * and pruned: a strong set kept about 1.6 KB per call for the request's life.
+ * and its entry goes with it: a strong set kept about 1.6 KB per call for the request's
+ * life. The listener goes with the last entry: a runtime keeps a signal that has one
+ * and can still abort (Node and Bun, for `AbortSignal.any()` and `AbortSignal.timeout()`),
+ * so a call's own `AbortSignal.any()` of signals that never abort was kept for good.
  */
 const FOLLOWERS = Symbol('breakwater.upstream.followers');
 /** Keeps a call's controller alive as long as its response's body is reachable. */
 const CONTROLLER = Symbol('breakwater.upstream.controller');
-/** Prune dead entries once a follower set grows past this (and then past twice what a prune left). */
-const PRUNE_AT = 64;
 
-type Followers = Set<WeakRef<AbortController>> & { pruneAt: number };
+/** A signal's followers, and what takes its listener off. */
+type Followers = Set<WeakRef<AbortController>> & { off: () => void };
+
+/** Drops a collected controller's entry, and its signal's listener with the last one (not again after an abort emptied the set). */
+const unfollowed = new FinalizationRegistry<[Followers, WeakRef<AbortController>]>(([set, ref]) => {
+  if (set.delete(ref) && set.size === 0) set.off();
+});
 
 /** Makes `controller` abort (with the same reason) when `signal` does. */
 function follow(signal: AbortSignal & { [FOLLOWERS]?: Followers }, controller: AbortController): void {
@@ -147,22 +154,22 @@ function follow(signal: AbortSignal & { [FOLLOWERS]?: Followers }, controller: A
   }
   let set = signal[FOLLOWERS];
   if (set === undefined) {
-    const created: Followers = Object.assign(new Set<WeakRef<AbortController>>(), { pruneAt: PRUNE_AT });
-    set = signal[FOLLOWERS] = created;
-    signal.addEventListener(
-      'abort',
-      () => {
-        for (const ref of created) ref.deref()?.abort(signal.reason);
-        created.clear();
+    const relay = (): void => {
+      for (const ref of created) ref.deref()?.abort(signal.reason);
+      created.clear();
+    };
+    const created: Followers = Object.assign(new Set<WeakRef<AbortController>>(), {
+      off: (): void => {
+        signal.removeEventListener('abort', relay);
+        delete signal[FOLLOWERS];
       },
-      { once: true },
-    );
-  } else if (set.size >= set.pruneAt) {
-    for (const ref of set) if (ref.deref() === undefined) set.delete(ref);
-    // Not again before the set has doubled: a scan costs the whole set.
-    set.pruneAt = Math.max(PRUNE_AT, 2 * set.size);
+    });
+    set = signal[FOLLOWERS] = created;
+    signal.addEventListener('abort', relay, { once: true });
   }
-  set.add(new WeakRef(controller));
+  const ref = new WeakRef(controller);
+  set.add(ref);
+  unfollowed.register(controller, [set, ref]);
 }
 
 /**
