@@ -1292,7 +1292,9 @@ function quotaServer(limit: number, windowMs: number): { handler: Handler; refus
   let windowStart = 0;
   let used = 0;
   const refused: number[] = [];
-  const handler: Handler = () => {
+  const handler: Handler = (req) => {
+    // Not counted: opens the connection the next calls reuse.
+    if (req.url === '/warm') return { status: 200 };
     const t = Date.now();
     if (t - windowStart >= windowMs) {
       windowStart = t;
@@ -1314,7 +1316,10 @@ test('after a fast pace probe’s 200, 30 callers of a server allowing 4 calls p
     // No retry budget: every caller makes its 3 attempts, so how many end on a 429 is the
     // pacing's doing alone.
     const fetch = createFetch({ use: [retry({ budget: false }), breaker], key: 'model' });
-    // Use the window up: its 429 pauses the key until the window's end; the 30 wait it out.
+    // Use a window up at once (a connection open), so that its 429 pauses the key for most
+    // of it: a probe slower than the pause (a cold start's) would release every waiter.
+    // The 30 wait it out.
+    await send(prime, `${server.origin}/warm`);
     while ((await send(prime, server.origin)) !== 429);
     const windows = quota.refused.length;
     const statuses = await concurrently(fetch, server.origin, 30);
@@ -1338,15 +1343,23 @@ test('after a fast pace probe’s 200, 30 callers of a server allowing 4 calls p
 
 /**
  * A server whose first answer is a 429 pausing the key 100 ms, whose second (the pace
- * probe) is a 200 at once (faster than the pause: a slow start), and whose later ones are
- * `later`, sent after `ms`. `inFlight()` is the most requests it held at once after the probe.
+ * probe) is a 200 at once (faster than the pause: a slow start; after `probe()` settles,
+ * if given), and whose later ones are `later`, sent after `ms`. `inFlight()` is the most
+ * requests it held at once after the probe.
  */
-function fastProbe(later: Behaviour, ms: number): { handler: Handler; inFlight: () => number } {
+function fastProbe(
+  later: Behaviour,
+  ms: number,
+  probe?: () => Promise<void>,
+): { handler: Handler; inFlight: () => number } {
   let holding = 0;
   let most = 0;
   const { handler } = stamped(async (index) => {
     if (index === 0) return tooMany(100);
-    if (index === 1) return { status: 200 };
+    if (index === 1) {
+      await probe?.();
+      return { status: 200 };
+    }
     most = Math.max(most, ++holding);
     await delay(ms);
     holding--;
@@ -1379,26 +1392,45 @@ test('after a pace probe answered faster than the pause lasted, its 200 lets 2 w
 });
 
 test('waiters a slow start holds still end at once on their abort, and by their deadline; every other caller goes', async () => {
-  const { handler } = fastProbe({ status: 200 }, 200);
+  let probeArrived: () => void = () => {};
+  const arrived = new Promise<void>((resolve) => {
+    probeArrived = resolve;
+  });
+  let answerProbe: () => void = () => {};
+  const answered = new Promise<void>((resolve) => {
+    answerProbe = resolve;
+  });
+  const { handler } = fastProbe({ status: 200 }, 200, () => {
+    probeArrived();
+    return answered;
+  });
   await withServer(handler, async (server) => {
     const breaker = circuitBreaker({ open: OPEN });
     const fetch = createFetch({ use: [breaker], key: 'model' });
-    const bounded = createFetch({ use: [timeout({ totalMs: 250 }), breaker], key: 'model' });
     assert.equal(await send(fetch, server.origin), 429);
+    // The probe and 5 more wait the pause out; the probe's 200 lets 2 go, held 200 ms at
+    // the server, and holds 3.
+    const plain = Array.from({ length: 6 }, () => send(fetch, server.origin));
+    await arrived;
+    // Two more join while the probe is in flight: they wait for it, behind those 5.
     const controller = new AbortController();
     const reason = new Error('the user left');
-    // The probe, 2 the probe's 200 lets go, and 3 held until their 200s, 200 ms on; the
-    // last two wait behind them.
-    const plain = Array.from({ length: 6 }, () => send(fetch, server.origin));
     const aborted = send(fetch, `${server.origin}/aborted`, { signal: controller.signal });
+    const bounded = createFetch({ use: [timeout({ totalMs: 150 }), breaker], key: 'model' });
     const late = send(bounded, `${server.origin}/late`);
-    await delay(170); // the pause (100 ms) is over, the probe answered, 2 in flight for 200 ms
+    await delay(20);
+    answerProbe();
+    await delay(50);
     controller.abort(reason);
-    await assert.rejects(aborted, (error) => error === reason);
-    // Held past its deadline (250 ms): its timeout ends it (or, a timer a hair later, right
-    // after it is sent).
-    await assert.rejects(late, TimeoutError);
-    assert.deepEqual(await Promise.all(plain), Array(6).fill(200));
+    const [abortedOutcome, lateOutcome, ...rest] = await Promise.allSettled([aborted, late, ...plain]);
+    assert.deepEqual(abortedOutcome, { status: 'rejected', reason });
+    // Held past its deadline (150 ms; the first 200s come 200 ms after the probe's): its
+    // timeout ends it (or, a timer a hair later, right after it is sent).
+    assert.ok(
+      lateOutcome?.status === 'rejected' && lateOutcome.reason instanceof TimeoutError,
+      String(lateOutcome?.status === 'rejected' ? lateOutcome.reason : lateOutcome?.value),
+    );
+    assert.deepEqual(rest, Array(6).fill({ status: 'fulfilled', value: 200 }));
     assert.ok(!server.requests.some((r) => r.url === '/aborted'), 'the aborted call was not sent');
   });
 });
