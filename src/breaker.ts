@@ -12,7 +12,8 @@
  * it pauses the whole key instead, for every caller. When the pause ends, one call
  * goes first (the pace probe) and the rest follow only once it is answered, so a
  * server that is still overloaded meets one request, not every waiting caller at once;
- * and no more of them than its answer says its quota has left. A success that says the
+ * then, when it answered faster than the pause lasted, in doubling steps (slow start); and
+ * no more of them than its answer says its quota has left. A success that says the
  * quota is used up (`remaining: 0` and a reset) pauses the key too: model providers
  * send that on the last allowed request, and the next one would only earn a 429.
  *
@@ -525,8 +526,9 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   never past its lease). A response that is no failure and starts no new pause
  *   releases them: all at once when it came slower than the pause lasted (a slow server),
  *   else in doubling steps (slow start: 2 go, and each answer on the key lets 2 more go,
- *   1 for a failure or an abort, until none waits or a 429 pauses the key again), so a
- *   server with room for a few meets a few, not every waiter. Unless its rate-limit
+ *   1 for a failure or an abort, until none waits or a 429 pauses the key again; a call
+ *   arriving meanwhile goes at once, as on any key not paused), so a server with room
+ *   for a few meets a few, not every waiter. Unless its rate-limit
  *   headers leave fewer requests in the quota than calls are waiting and the quota
  *   resets within `maxRetryAfterMs`: then that many go, and the rest wait for the
  *   quota's reset (a new pause; a later 429 ends what is left of that allowance). A
