@@ -1072,19 +1072,25 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             // again unless the clock did not move at all (a test's). So when that probe is
             // gone: a new pause does not wake every waiter.
             const later = now();
-            if (c.paceProbe !== probe) {
-              // Answered in time: the limit on a wait for a probe starts over, as after a pause.
+            const gone = c.paceProbe !== probe;
+            // Answered in time: the limit on a wait for a probe starts over, as after a pause.
+            // Unless this call's own deadline ended the wait (a slow start held it): it
+            // would go with no time left (Bun's reached the server), for a caller who gets a
+            // TimeoutError, or, with no timer at the deadline, an answer past it.
+            if (gone && !(byDeadline && !byLease)) {
               probeWaitEndsAt = undefined;
               continue;
             }
-            if (later >= c.paceProbeUntilMs || (byLease && later !== t)) continue;
+            if (!gone && (later >= c.paceProbeUntilMs || (byLease && later !== t))) continue;
             const limit = byDeadline ? "at this call's deadline" : `after the ${maxRetryAfterMs} ms allowed`;
             throw fastFail(
               c,
               call,
-              `${c.pauseReason}; its pace probe is still in flight ${limit}`,
+              gone
+                ? `${c.pauseReason}, past this call's deadline`
+                : `${c.pauseReason}; its pace probe is still in flight ${limit}`,
               c.pauseCause,
-              comeBack(later, c.paceProbeUntilMs, c.pausedForMs),
+              gone ? later : comeBack(later, c.paceProbeUntilMs, c.pausedForMs),
             );
           }
         }

@@ -1412,7 +1412,9 @@ test('waiters a slow start holds still end at once on their abort, and by their 
     // the server, and holds 3.
     const plain = Array.from({ length: 6 }, () => send(fetch, server.origin));
     await arrived;
-    // Two more join while the probe is in flight: they wait for it, behind those 5.
+    // Two more join while the probe is in flight: they wait for it, behind those 5 (whose
+    // timers at the pause's end have all fired by then).
+    await delay(10);
     const controller = new AbortController();
     const reason = new Error('the user left');
     const aborted = send(fetch, `${server.origin}/aborted`, { signal: controller.signal });
@@ -1425,13 +1427,49 @@ test('waiters a slow start holds still end at once on their abort, and by their 
     const [abortedOutcome, lateOutcome, ...rest] = await Promise.allSettled([aborted, late, ...plain]);
     assert.deepEqual(abortedOutcome, { status: 'rejected', reason });
     // Held past its deadline (150 ms; the first 200s come 200 ms after the probe's): its
-    // timeout ends it (or, a timer a hair later, right after it is sent).
+    // timeout ends it, or the breaker refuses it then (whichever timer fires first).
     assert.ok(
-      lateOutcome?.status === 'rejected' && lateOutcome.reason instanceof TimeoutError,
+      lateOutcome?.status === 'rejected' &&
+        (lateOutcome.reason instanceof TimeoutError || lateOutcome.reason instanceof CircuitOpenError),
       String(lateOutcome?.status === 'rejected' ? lateOutcome.reason : lateOutcome?.value),
     );
     assert.deepEqual(rest, Array(6).fill({ status: 'fulfilled', value: 200 }));
-    assert.ok(!server.requests.some((r) => r.url === '/aborted'), 'the aborted call was not sent');
+    assert.deepEqual(
+      server.requests.filter((r) => r.url !== '/').map((r) => r.url),
+      [],
+      'neither the aborted call nor the late one was sent',
+    );
+  });
+});
+
+test('a waiter a slow start holds until its deadline is refused then, not sent with no time left', async () => {
+  let probeArrived: () => void = () => {};
+  const arrived = new Promise<void>((resolve) => {
+    probeArrived = resolve;
+  });
+  const { handler } = fastProbe({ status: 200 }, 200, async () => {
+    probeArrived();
+    await delay(40);
+  });
+  await withServer(handler, async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    const fetch = createFetch({ use: [breaker], key: 'model' });
+    assert.equal(await send(fetch, server.origin), 429);
+    const plain = Array.from({ length: 6 }, () => send(fetch, server.origin));
+    await arrived;
+    await delay(10);
+    // Joins while the probe is in flight, behind 5 others (whose timers at the pause's end
+    // have all fired by then): its deadline (100 ms, with no
+    // timer of its own, as definePolicy()'s total deadline) comes while it is held, before
+    // the first 200s the probe's let go (200 ms on) let more go.
+    const late = createFetch({ use: [deadline, breaker], key: 'model' });
+    await assert.rejects(send(late, `${server.origin}/late`), (error: unknown) => {
+      assert.ok(error instanceof CircuitOpenError, String(error));
+      assert.match(error.message, /past this call's deadline/);
+      return true;
+    });
+    assert.deepEqual(await Promise.all(plain), Array(6).fill(200));
+    assert.ok(!server.requests.some((r) => r.url === '/late'), 'the late call was not sent');
   });
 });
 
