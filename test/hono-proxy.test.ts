@@ -3,6 +3,7 @@ import { request as httpRequest, type IncomingHttpHeaders } from 'node:http';
 import { test } from 'node:test';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { type Context, Hono } from 'hono';
+import { cors } from 'hono/cors';
 import OpenAI from 'openai';
 import { type ProxyHeaders, proxy } from '../adapters/hono/proxy.ts';
 import { definePolicy, type Policy } from '../src/policy.ts';
@@ -1060,4 +1061,25 @@ test('a POST the upstream may have run (reset after it was sent, or timed out) g
     assert.equal(res.headers.get('x-should-retry'), null);
     await res.body?.cancel();
   });
+});
+
+test("behind hono's cors(), an upstream's 429 reaches a page on another origin with its Retry-After and RateLimit named in Access-Control-Expose-Headers", async () => {
+  await withServer(
+    always({ status: 429, headers: { 'retry-after': '7', ratelimit: '"q";r=0;t=7' }, body: 'slow down' }),
+    async (up) => {
+      const app = new Hono();
+      app.use('*', cors());
+      app.all('*', proxy(up.origin, { policy: definePolicy({ name: 'things', retry: { attempts: 1 } }) }));
+      await withApp(app, async ({ origin }) => {
+        const response = await fetch(`${origin}/x`, { headers: { origin: 'http://127.0.0.1:1' } });
+        await response.text();
+        assert.equal(response.status, 429);
+        assert.equal(response.headers.get('retry-after'), '7');
+        const names = (response.headers.get('access-control-expose-headers') ?? '')
+          .toLowerCase()
+          .split(/\s*,\s*/);
+        assert.ok(names.includes('retry-after') && names.includes('ratelimit'), `exposed: ${names}`);
+      });
+    },
+  );
 });

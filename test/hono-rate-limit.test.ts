@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { type Context, Hono } from 'hono';
+import { cors } from 'hono/cors';
 import { proxy } from '../adapters/hono/proxy.ts';
 import { rateLimit } from '../adapters/hono/rate-limit.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -745,4 +746,51 @@ test("a shorter wait a client reads before Retry-After's delay-seconds is raised
       });
     },
   );
+});
+
+/** The names in a response's `Access-Control-Expose-Headers`, lower case. */
+function exposed(response: Response): string[] {
+  return (response.headers.get('access-control-expose-headers') ?? '')
+    .toLowerCase()
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '');
+}
+
+test("behind hono's cors(), the 429 and the answers before it name Retry-After and RateLimit in Access-Control-Expose-Headers, once, so a page on another origin can read them", async () => {
+  const app = new Hono();
+  app.use('*', cors({ exposeHeaders: ['X-Request-Id'] }));
+  // Stacked: each would add the names; they are listed once.
+  app.use('*', rateLimit({ limit: 5, windowMs: 60_000, key: () => 'k' }));
+  app.use('*', rateLimit({ limit: 1, windowMs: 60_000, key: () => 'k' }));
+  app.get('/', (c) => c.text('ok'));
+  await withApp(app, async ({ origin }) => {
+    const headers = { origin: 'http://127.0.0.1:1' };
+    const ok = await fetch(origin, { headers });
+    await ok.text();
+    const refused = await fetch(origin, { headers });
+    await refused.text();
+    assert.equal(ok.status, 200);
+    assert.equal(refused.status, 429);
+    for (const response of [ok, refused]) {
+      const names = exposed(response);
+      for (const name of ['x-request-id', 'retry-after', 'ratelimit', 'ratelimit-policy']) {
+        assert.equal(names.filter((n) => n === name).length, 1, `${response.status}: ${name} in ${names}`);
+      }
+    }
+  });
+});
+
+test('a response no other origin may read (no cors(), or an origin it refused) gets no Access-Control-Expose-Headers', async () => {
+  const app = new Hono();
+  app.use('/cors/*', cors({ origin: 'https://ui.example' }));
+  app.use('*', rateLimit({ limit: 1, windowMs: 60_000, key: () => 'k' }));
+  app.get('*', (c) => c.text('ok'));
+  await withApp(app, async ({ origin }) => {
+    for (const path of ['/', '/cors/', '/cors/']) {
+      const response = await fetch(`${origin}${path}`, { headers: { origin: 'https://elsewhere.example' } });
+      await response.text();
+      assert.equal(response.headers.get('access-control-expose-headers'), null, path);
+    }
+  });
 });

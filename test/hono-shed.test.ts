@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Hono } from 'hono';
+import { cors } from 'hono/cors';
 import { shed } from '../adapters/hono/shed.ts';
 import { retryDelay, shouldRetryHeader } from '../src/timing.ts';
 import { withApp } from './helpers/hono-server.ts';
@@ -296,5 +297,30 @@ test('over a real server, a queued request whose client disconnects leaves the q
     assert.deepEqual(await settle(a), { status: 200, text: 'done a' });
     assert.deepEqual(await settle(c), { status: 200, text: 'done c' });
     assert.deepEqual(t.entered, ['a', 'c'], 'the abandoned request never ran');
+  });
+});
+
+test("behind hono's cors(), the 503 names Retry-After and x-should-retry in Access-Control-Expose-Headers, so a page on another origin can read them", async () => {
+  const busy = deferred();
+  const entered = deferred();
+  const app = new Hono();
+  app.use('*', cors());
+  app.use('*', shed({ maxInFlight: 1 }));
+  app.get('/', async (c) => {
+    entered.resolve();
+    await busy.promise;
+    return c.text('ok');
+  });
+  await withApp(app, async ({ origin }) => {
+    const headers = { origin: 'http://127.0.0.1:1' };
+    const first = fetch(origin, { headers });
+    await within(entered.promise, 'the first request');
+    const refused = await fetch(origin, { headers });
+    await refused.text();
+    busy.resolve();
+    await (await first).text();
+    assert.equal(refused.status, 503);
+    const names = (refused.headers.get('access-control-expose-headers') ?? '').toLowerCase().split(/\s*,\s*/);
+    assert.ok(names.includes('retry-after') && names.includes('x-should-retry'), `exposed: ${names}`);
   });
 });

@@ -6,6 +6,7 @@
  * these two functions.
  */
 
+import type { Context } from 'hono';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 
 /**
@@ -14,6 +15,37 @@ import { MAX_DELAY_MS } from '../../src/timing.ts';
  * Request" is the established way to tell this case from a server failure.
  */
 export const CLIENT_CLOSED_STATUS = 499;
+
+/**
+ * The response headers breakwater's client reads to know when, and whether, to come
+ * back. None is a CORS-safelisted response-header name (the Fetch standard lists only
+ * Cache-Control, Content-Language, Content-Length, Content-Type, Expires, Last-Modified
+ * and Pragma): a browser hides them from a page on another origin unless
+ * `Access-Control-Expose-Headers` names them, and its client, seeing a bare 429 or 503,
+ * would fall back to its own backoff (measured in headless Chromium 156: `null`).
+ */
+const CLIENT_HEADERS =
+  'retry-after, retry-after-ms, ratelimit, ratelimit-policy, x-should-retry, idempotent-replayed';
+const EXPOSE = 'access-control-expose-headers';
+
+/**
+ * Adds {@link CLIENT_HEADERS} to `Access-Control-Expose-Headers` when the response being
+ * built lets the request's origin read it (a `cors()` in front set
+ * `Access-Control-Allow-Origin`): that page reads the body, which says the same. Called
+ * before `next()`, the headers go on whatever answer comes back, this middleware's or the
+ * handler's. Only for a request with an `Origin`, which a cross-origin read always has:
+ * others are not charged for building `c.res`.
+ */
+export function exposeClientHeaders(c: Context): void {
+  // Once, however many middlewares ask (stacked limiters).
+  if (
+    c.req.raw.headers.has('origin') &&
+    c.res.headers.has('access-control-allow-origin') &&
+    !c.res.headers.get(EXPOSE)?.includes(CLIENT_HEADERS)
+  ) {
+    c.header(EXPOSE, CLIENT_HEADERS, { append: true });
+  }
+}
 
 /** The media type of RFC 9457 problem details. */
 export const PROBLEM_JSON = 'application/problem+json';

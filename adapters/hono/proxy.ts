@@ -26,7 +26,7 @@ import {
 } from '../../src/options.ts';
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { MAX_DELAY_MS, retryDelay } from '../../src/timing.ts';
-import { problemResponse, retryAfterSeconds } from './problem.ts';
+import { exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
 import { errorResponses, RUN_TO_END } from './upstream.ts';
 
 /**
@@ -260,6 +260,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
   let via: string | undefined;
 
   return async function proxy(c) {
+    exposeClientHeaders(c);
     via ??= `1.1 breakwater-${crypto.randomUUID().slice(0, 8)}`;
     if (c.req.header('via')?.includes(via)) {
       return problemResponse({

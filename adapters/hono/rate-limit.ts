@@ -14,7 +14,7 @@ import { functionOption, isFunction, validate } from '../../src/options.ts';
 import { memoryStore, type Store } from '../../src/store.ts';
 import { MAX_DELAY_MS, retryDelay } from '../../src/timing.ts';
 import { sha256Hex } from './digest.ts';
-import { problemResponse, retryAfterSeconds } from './problem.ts';
+import { exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
 
 /**
  * The policy name the headers used for every unnamed limiter before names came from
@@ -294,6 +294,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
   }
 
   return async function rateLimit(c, next) {
+    exposeClientHeaders(c);
     const given = await identity(c);
     if (given === undefined) {
       return problemResponse({

@@ -12,7 +12,7 @@ import type { MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import { validate } from '../../src/options.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
-import { CLIENT_CLOSED_STATUS, problemResponse } from './problem.ts';
+import { CLIENT_CLOSED_STATUS, exposeClientHeaders, problemResponse } from './problem.ts';
 
 /** Requests that may wait for a slot by default: none (refuse at once when full). */
 const DEFAULT_MAX_QUEUE = 0;
@@ -128,6 +128,7 @@ export function shed(options: ShedOptions): MiddlewareHandler {
   }
 
   return async function shed(c, next) {
+    exposeClientHeaders(c);
     if (inFlight < maxInFlight) {
       inFlight++;
     } else if (queue.size < maxQueue) {
