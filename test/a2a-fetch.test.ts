@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { gzipSync } from 'node:zlib';
 // @ts-types="@a2a-js/sdk/client"
-import { DefaultAgentCardResolver } from '@a2a-js/sdk/client';
+import { DefaultAgentCardResolver, RestTransportFactory } from '@a2a-js/sdk/client';
 import { Hono } from 'hono';
 import { AgentCardError, a2aFetch, a2aIdempotent, resolveAgentCard } from '../adapters/a2a/index.ts';
 import type { FetchLike } from '../src/call.ts';
@@ -370,6 +370,40 @@ test('reads are marked in A2A 1.0 and 0.3 names alike; writes in either never ar
   ]) {
     assert.equal(await marked({ method: 'POST', body: rpc(method) }), false, method);
   }
+});
+
+test('an HTTP+JSON agent’s SubscribeToTask (the SDK’s bodiless POST …/tasks/{id}:subscribe) answered 503 is resent, as over JSON-RPC; its CancelTask is not', async () => {
+  const seen: string[] = [];
+  const app = new Hono();
+  app.post('/rest/*', (c) => {
+    const path = new URL(c.req.url).pathname;
+    seen.push(path);
+    if (seen.filter((p) => p === path).length === 1)
+      return c.json({ error: { code: 503, message: 'restarting' } }, 503);
+    const task = { id: 't1', contextId: 'c1', status: { state: 'TASK_STATE_WORKING' } };
+    if (path.endsWith(':cancel')) return c.json(task);
+    return c.body(`data: ${JSON.stringify({ task })}\n\n`, 200, { 'content-type': 'text/event-stream' });
+  });
+  await withApp(app, async ({ origin }) => {
+    const fetchImpl = a2aFetch(definePolicy({ retry: { backoff: fast }, breaker: false })) as typeof fetch;
+    const transport = await new RestTransportFactory({ fetchImpl }).create(`${origin}/rest`, {} as never);
+    const events: unknown[] = [];
+    for await (const event of transport.resubscribeTask({ id: 't1' } as never)) events.push(event);
+    assert.equal(events.length, 1);
+    assert.deepEqual(seen, ['/rest/tasks/t1:subscribe', '/rest/tasks/t1:subscribe']);
+    const error = await transport.cancelTask({ id: 't1' } as never).catch((e: unknown) => e);
+    assert.ok(error instanceof Error, String(error));
+    assert.deepEqual(seen.slice(2), ['/rest/tasks/t1:cancel']);
+  });
+});
+
+test('a POST is marked a subscribe only without a body and with :subscribe ending its path', async () => {
+  assert.equal(await marked({ method: 'POST' }, 'http://agent.test/v1/tasks/t%3A1:subscribe'), true);
+  assert.equal(await marked({ method: 'POST' }, 'http://agent.test/tenant/tasks/t1:subscribe?x=1'), true);
+  assert.equal(await marked({ method: 'POST', body: '{}' }, 'http://agent.test/tasks/t1:subscribe'), false);
+  assert.equal(await marked({ method: 'POST' }, 'http://agent.test/tasks/t1:subscribe/message:send'), false);
+  assert.equal(await marked({ method: 'POST' }, 'http://agent.test/tasks/t1:cancel'), false);
+  assert.equal(await marked({ method: 'POST' }, 'http://agent.test/message:send'), false);
 });
 
 test('method names match exactly: odd casing and whitespace are not reads', async () => {

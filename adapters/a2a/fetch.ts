@@ -48,6 +48,13 @@ export const A2A_READ_ONLY_METHODS: ReadonlySet<string> = new Set([
  */
 const MAX_INSPECTED_CHARS = 64 * 1024;
 
+/**
+ * The HTTP+JSON binding's SubscribeToTask as the SDK sends it: a POST without a body to
+ * `…/tasks/{id}:subscribe` (the id is percent-encoded, so `:subscribe` ends the path only
+ * as the verb). The one read that binding sends as a POST; its other reads are GETs.
+ */
+const REST_SUBSCRIBE = /\/tasks\/[^/?#]+:subscribe(?:[?#]|$)/;
+
 const optionsSchema = z.optional(
   z.strictObject({ ...clientOptionsShape, maxResponseBytes: maxResponseBytesSchema }),
 );
@@ -85,7 +92,9 @@ function readsOnly(body: string): boolean {
  * Middleware that marks read-only A2A JSON-RPC calls idempotent, so `retry()` may
  * resend them after a 5xx or a reset. Put it before (outside) `retry()`. Only POSTs
  * with a string body of at most 64 KiB are parsed (the SDK sends `JSON.stringify`'d
- * bodies); anything else, garbage included, passes through untouched and unmarked.
+ * bodies); anything else, garbage included, passes through untouched and unmarked, but
+ * for the HTTP+JSON binding's SubscribeToTask (a POST without a body to
+ * `…/tasks/{id}:subscribe`; that binding's other reads are GETs, idempotent already).
  *
  * @example
  * ```ts
@@ -102,6 +111,7 @@ export function a2aIdempotent(): Middleware {
       const body = call.body;
       if (call.method === 'POST' && typeof body === 'string' && body.length <= MAX_INSPECTED_CHARS)
         call.idempotent ||= readsOnly(body);
+      else if (call.method === 'POST' && body == null) call.idempotent ||= REST_SUBSCRIBE.test(call.href);
     } catch {
       // Not JSON, or a getter on the caller's init that throws: not ours to judge (the
       // fetch underneath reports the init's problem itself).
