@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { inspect } from 'node:util';
 // @ts-types="@a2a-js/sdk"
 import { Role, TaskState } from '@a2a-js/sdk';
 // @ts-types="@a2a-js/sdk/server"
@@ -505,6 +506,26 @@ test('a REST agent’s typed A2A error (TaskNotFound, 404) still passes through 
     assert.ok(!(error instanceof HttpStatusError), String(error));
     assert.equal((error as Error).name, 'TaskNotFoundError');
   });
+});
+
+test('a REST agent’s failure that sets a cookie (a 503, a typed 404) shows its value nowhere in the error a call gets, its cause’s headers included', async () => {
+  const cookie = { 'set-cookie': 'session=SESSION-SECRET-4711; HttpOnly', 'retry-after': '5' };
+  const unavailable = { code: 503, status: 'UNAVAILABLE', message: 'down' };
+  for (const [status, body] of [
+    [503, unavailable],
+    [404, taskNotFound()],
+  ] as const) {
+    await withApp(restAgent(status, body, cookie), async (app) => {
+      const client = await createA2AClient(app.origin, { policy: definePolicy({ retry: false }) });
+      const error = await client.getTask({ id: 'task-1' } as never).catch((e: unknown) => e);
+      assert.ok(error instanceof Error, String(error));
+      const shown = inspect(error, { depth: Infinity });
+      assert.ok(!shown.includes('SESSION-SECRET'), `${status}: ${shown}`);
+      // The SDK's error keeps the other headers it read.
+      const sdkError = (status === 503 ? error.cause : error) as { headers?: Record<string, string> };
+      assert.equal(sdkError.headers?.['retry-after'], '5', String(status));
+    });
+  }
 });
 
 test('a card fetch’s TypeError with no URL in its message reaches the caller as it was thrown, cause and all', async () => {

@@ -308,7 +308,14 @@ export async function createA2AClient(
   try {
     return mapErrors(await factory.createFromAgentCard(card as never), () => {
       const last = failures.at(-1);
-      return (error) => toStatus(error, last);
+      return (error) => {
+        // The REST binding's errors keep every header of the response (`headers`), a
+        // session's Set-Cookie too, which a logged error (util.inspect, pino) would show.
+        try {
+          delete (error as { headers: Record<string, string> }).headers['set-cookie'];
+        } catch {}
+        return toStatus(error, last);
+      };
     });
   } catch (error) {
     throw toStatus(error);
