@@ -996,7 +996,12 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     let sleptUntil: number | undefined;
     /** When this call stops waiting for pace probes, by the breaker's clock; set by its first such wait. */
     let probeWaitEndsAt: number | undefined;
-    /** Whether this call has waited on the key. */
+    /**
+     * Whether this call has a part others wait for, to hand on if it is refused: it waits a
+     * pause out (one of those waiting is to probe it), or was woken (to go, or to probe). Not
+     * a call held for a probe's outcome: its abort or deadline let a held waiter go, and a
+     * slow start's aborted waiters sent the rest at once.
+     */
     let waited = false;
     let c = first;
     try {
@@ -1060,13 +1065,13 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             const waitMs = byDeadline ? remainingMs : capMs;
             const probe = c.paceProbe;
             sleptUntil = undefined;
-            waited = true;
             // The wait ends with the probe's lease too, if that comes first.
             const leaseMs = c.paceProbeUntilMs - t;
             const byLease = leaseMs < waitMs;
             // Woken: released (the key goes), a new pause (wait it out), or the probe failed (be the next).
-            if (waitMs > 0 && (await waitOn(c, byLease ? leaseMs : waitMs, t + remainingMs, signal)))
-              continue;
+            waited = false;
+            waited = waitMs > 0 && (await waitOn(c, byLease ? leaseMs : waitMs, t + remainingMs, signal));
+            if (waited) continue;
             // The probe's lease ran out: this call may be the next probe. A timer may fire a
             // little early against the wall clock: after a wait until the lease's end, look
             // again unless the clock did not move at all (a test's). So when that probe is
