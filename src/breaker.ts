@@ -994,6 +994,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (mark && left.has(mark)) throw mark.error;
     /** The end of the pause the last wait ran to: a timer's end ends that pause, on a clock that did not move (a test's) too. */
     let sleptUntil: number | undefined;
+    /** The end of the pause this call last reported a wait for. */
+    let told: number | undefined;
     /** When this call stops waiting for pace probes, by the breaker's clock; set by its first such wait. */
     let probeWaitEndsAt: number | undefined;
     /**
@@ -1039,7 +1041,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             // the key from the event wakes it (it waited out a pause that was gone).
             const woken = waitOn(c, leftMs, t + remainingMs, signal);
             waited = true;
-            paced(c, call, 'wait', leftMs);
+            // Once a pause: woken for nothing (another waiter of it refused), it waits on.
+            if (told !== pausedUntilMs) paced(c, call, 'wait', leftMs);
+            told = pausedUntilMs;
             probeWaitEndsAt = undefined;
             // Woken before the pause's end, not by a timer: the key was reset, the circuit
             // opened, or a response stretched the pause, perhaps past what this call may

@@ -1510,3 +1510,19 @@ test('waiters a slow start holds that are aborted let no other held waiter go: o
     assert.equal(inFlight(), 4, 'at most 4 in flight: 2, then 4');
   });
 });
+
+test('a call waiting out a pause reports its wait once when another waiter of that pause is aborted', async () => {
+  await withServer(sequence(tooMany(300), { status: 200 }), async (server) => {
+    const { fetch, events } = pacedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    const controller = new AbortController();
+    const aborted = send(fetch, server.origin, { signal: controller.signal });
+    const waiting = send(fetch, server.origin);
+    await delay(50);
+    controller.abort();
+    await assert.rejects(aborted, { name: 'AbortError' });
+    assert.equal(await waiting, 200);
+    const waits = events.filter((e) => e.type === 'paced' && e.phase === 'wait');
+    assert.equal(waits.length, 2, 'each of the 2 calls reported its wait once');
+  });
+});
