@@ -1083,3 +1083,30 @@ test("behind hono's cors(), an upstream's 429 reaches a page on another origin w
     },
   );
 });
+
+test("behind hono's cors(), the names an upstream exposes stay exposed beside breakwater's", async () => {
+  await withServer(
+    always({ status: 200, headers: { 'access-control-expose-headers': 'X-Up-Trace' }, body: 'ok' }),
+    async (up) => {
+      const app = new Hono();
+      app.use('*', cors({ exposeHeaders: ['X-Front'] }));
+      app.all('*', proxy(up.origin, { policy: definePolicy({ name: 'things' }) }));
+      const plain = new Hono();
+      plain.use('*', cors());
+      plain.all('*', proxy(up.origin, { policy: definePolicy({ name: 'things' }) }));
+      for (const [front, names] of [
+        [app, ['x-front', 'x-up-trace', 'retry-after']],
+        [plain, ['x-up-trace', 'retry-after']],
+      ] as const) {
+        await withApp(front, async ({ origin }) => {
+          const response = await fetch(`${origin}/x`, { headers: { origin: 'http://127.0.0.1:1' } });
+          await response.text();
+          const exposed = (response.headers.get('access-control-expose-headers') ?? '')
+            .toLowerCase()
+            .split(/\s*,\s*/);
+          for (const name of names) assert.ok(exposed.includes(name), `${name} in ${exposed}`);
+        });
+      }
+    },
+  );
+});

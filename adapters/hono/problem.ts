@@ -29,21 +29,23 @@ const CLIENT_HEADERS =
 const EXPOSE = 'access-control-expose-headers';
 
 /**
- * Adds {@link CLIENT_HEADERS} to `Access-Control-Expose-Headers` when the response being
- * built lets the request's origin read it (a `cors()` in front set
- * `Access-Control-Allow-Origin`): that page reads the body, which says the same. Called
- * before `next()`, the headers go on whatever answer comes back, this middleware's or the
- * handler's. Only for a request with an `Origin`, which a cross-origin read always has:
- * others are not charged for building `c.res`.
+ * Adds `names` ({@link CLIENT_HEADERS} by default) to `Access-Control-Expose-Headers`
+ * when the response being built lets the request's origin read it (a `cors()` in front
+ * set `Access-Control-Allow-Origin`): that page reads the body, which says the same.
+ * Called before `next()`, the names go on whatever answer comes back, this middleware's
+ * or the handler's (Hono sets the headers built so far over a returned response's). Only
+ * for a request with an `Origin`, which a cross-origin read always has: others are not
+ * charged for building `c.res`. No `names` (`null`, `''`): nothing to add.
  */
-export function exposeClientHeaders(c: Context): void {
+export function exposeClientHeaders(c: Context, names: string | null = CLIENT_HEADERS): void {
   // Once, however many middlewares ask (stacked limiters).
   if (
+    names &&
     c.req.raw.headers.has('origin') &&
     c.res.headers.has('access-control-allow-origin') &&
-    !c.res.headers.get(EXPOSE)?.includes(CLIENT_HEADERS)
+    !c.res.headers.get(EXPOSE)?.includes(names)
   ) {
-    c.header(EXPOSE, CLIENT_HEADERS, { append: true });
+    c.header(EXPOSE, names, { append: true });
   }
 }
 

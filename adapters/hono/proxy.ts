@@ -423,6 +423,9 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         headers.set('retry-after', retryAfterSeconds(ms));
         if (headers.has('retry-after-ms')) headers.set('retry-after-ms', String(ms));
       }
+      // The names the upstream exposes stay exposed: Hono sets the front's list (cors()'s,
+      // breakwater's) over the upstream's when it takes this response.
+      exposeClientHeaders(c, headers.get('access-control-expose-headers'));
       return response;
     } catch (error) {
       if (error instanceof BreakwaterError || isAbort(error, c.req.raw.signal)) {
