@@ -867,8 +867,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // so each failing call counted twice and the circuit opened after 3 calls, not 5), no
       // pause. It is judged as an error that says nothing (a user abort) is. Only failures
       // are looked at: the header read stays off the path of answers that succeed. So is
-      // a redirect auth() follows (see FOLLOWS): a probe's frees the slot for its hop.
-      settleError(c, call, epoch, undefined);
+      // a redirect auth() follows (see FOLLOWS): a probe's frees the slot for its hop. For
+      // pacing it is an answer, no 429: it releases the key for its hop, else each waiter
+      // was sent alone in turn (the probe handed on), its hop queued behind the rest.
+      settleError(c, call, epoch, undefined, status < 400);
       return;
     } else {
       // Any answer but a 429 ends a run of 429s: the next one starts the pause schedule over.
@@ -905,7 +907,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     paceSettled(c, call, !(status === 408 || status >= 500));
   }
 
-  function settleError(c: Circuit, call: Call, epoch: number, error: unknown): void {
+  function settleError(c: Circuit, call: Call, epoch: number, error: unknown, release = false): void {
     // `throwOnStatus()` inside the breaker: judge the status it carries (the server answered).
     if (error instanceof HttpStatusError) {
       settle(c, call, epoch, error);
@@ -922,7 +924,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       c.retryAtMs = now();
     }
     // No answer: a pace probe hands its role on to the next waiter.
-    paceSettled(c, call, false);
+    paceSettled(c, call, release);
   }
 
   /**

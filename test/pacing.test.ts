@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { auth } from '../src/auth.ts';
 import { type CircuitBreaker, type CircuitBreakerOptions, circuitBreaker } from '../src/breaker.ts';
 import type { FetchLike, Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
@@ -1524,5 +1525,33 @@ test('a call waiting out a pause reports its wait once when another waiter of th
     assert.equal(await waiting, 200);
     const waits = events.filter((e) => e.type === 'paced' && e.phase === 'wait');
     assert.equal(waits.length, 2, 'each of the 2 calls reported its wait once');
+  });
+});
+
+test('a pace probe answered by a redirect auth() follows releases the key as its answer would: the waiters are not sent one at a time, each behind the last one’s redirect', async () => {
+  const log: string[] = [];
+  let paused = false;
+  const handler: Handler = async (req) => {
+    log.push(req.url ?? '');
+    if (!paused) {
+      paused = true;
+      return tooMany(100);
+    }
+    await delay(50);
+    return req.url === '/a' ? { status: 302, headers: { location: '/b' } } : { status: 200 };
+  };
+  await withServer(handler, async (server) => {
+    const breaker = circuitBreaker({ open: OPEN });
+    // A key in another header than Authorization: auth() follows redirects itself.
+    const fetch = createFetch({
+      use: [auth({ token: 'k-1234567890', header: 'x-api-key', scheme: '' }), breaker],
+      key: 'model',
+    });
+    assert.equal(await send(fetch, `${server.origin}/a`), 429);
+    assert.deepEqual(await concurrently(fetch, `${server.origin}/a`, 8), Array(8).fill(200));
+    // The probe's 302 counted for nothing, so it handed the probe on to the next waiter,
+    // whose 302 handed it on again: all 8 /a one at a time (each 50 ms), then the hops.
+    // As the redirect it is, its hop goes at once, and the slow start lets 2 waiters go.
+    assert.ok(log.indexOf('/b') <= 5, `arrivals: ${log.join(' ')}`);
   });
 });
