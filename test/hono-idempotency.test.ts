@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import process from 'node:process';
 import { test } from 'node:test';
 import { Hono } from 'hono';
+import { cors } from 'hono/cors';
 import { streamText } from 'hono/streaming';
 import { DEFAULT_LEASE_MS, idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
 import { proxy } from '../adapters/hono/proxy.ts';
@@ -2095,4 +2096,20 @@ test('a record its store refuses for its size (a memoryStore whose maxBytes is u
   assert.equal(repeat.headers.get('x-should-retry'), 'false');
   assert.match(((await repeat.json()) as { detail: string }).detail, /too large to keep/);
   assert.equal(runs, 1);
+});
+
+test("behind hono's cors(), a replay names Idempotent-Replayed in Access-Control-Expose-Headers, so a page on another origin can read it", async () => {
+  const app = new Hono();
+  app.use('*', cors());
+  app.use('*', idempotency());
+  app.post('/orders', (c) => c.json({ id: 1 }, 201));
+  await withApp(app, async ({ origin }) => {
+    const init = { method: 'POST', headers: { origin: 'http://127.0.0.1:1', 'idempotency-key': '"k-cors"' } };
+    await (await fetch(`${origin}/orders`, init)).text();
+    const replay = await fetch(`${origin}/orders`, init);
+    await replay.text();
+    assert.equal(replay.headers.get(REPLAYED_HEADER), 'true');
+    const names = (replay.headers.get('access-control-expose-headers') ?? '').toLowerCase().split(/\s*,\s*/);
+    assert.ok(names.includes(REPLAYED_HEADER.toLowerCase()), `exposed: ${names}`);
+  });
 });

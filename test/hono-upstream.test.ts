@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Hono } from 'hono';
+import { cors } from 'hono/cors';
 import { HTTPException } from 'hono/http-exception';
 import { streamSSE } from 'hono/streaming';
 import { idempotency } from '../adapters/hono/idempotency.ts';
@@ -733,4 +734,23 @@ test('a streaming handler whose calls each pass an AbortSignal.any() of signals 
     });
   });
   assert.ok(grew < 4_000_000, `heapUsed grew ${(grew / 1e6).toFixed(2)} MB over ${calls} calls`);
+});
+
+test("behind hono's cors(), errorResponses()' 503 for an upstream's 429 names Retry-After in Access-Control-Expose-Headers", async () => {
+  await withServer(always({ status: 429, headers: { 'retry-after': '7' } }), async (server) => {
+    const policy = definePolicy({ retry: { attempts: 1 } });
+    const app = new Hono<UpstreamEnv>();
+    app.use('*', cors());
+    app.use(upstream(policy, { throwOnStatus: true }));
+    app.get('/call', async (c) => c.text(await (await c.var.fetch(server.origin)).text()));
+    app.onError(errorResponses({ policy }));
+    await withApp(app, async ({ origin }) => {
+      const res = await fetch(`${origin}/call`, { headers: { origin: 'http://127.0.0.1:1' } });
+      await res.text();
+      assert.equal(res.status, 503);
+      assert.equal(res.headers.get('retry-after'), '7');
+      const names = (res.headers.get('access-control-expose-headers') ?? '').toLowerCase().split(/\s*,\s*/);
+      assert.ok(names.includes('retry-after'), `exposed: ${names}`);
+    });
+  });
 });

@@ -20,7 +20,7 @@ import { functionOption, isFunction, validate } from '../../src/options.ts';
 import { type JsonValue, memoryStore, type Store } from '../../src/store.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { sha256Hex } from './digest.ts';
-import { problemResponse } from './problem.ts';
+import { exposeClientHeaders, problemResponse } from './problem.ts';
 import { RUN_TO_END } from './upstream.ts';
 
 /** How long a record is kept (24 h): long enough for any client's retries, as Stripe keeps keys. */
@@ -809,6 +809,8 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
 
   return async function idempotency(c, next) {
     if (!methods.has(c.req.method)) return next();
+    // Behind cors(): a page on another origin sees Idempotent-Replayed and Retry-After.
+    exposeClientHeaders(c);
     const header = c.req.header(KEY_HEADER);
     if (header === undefined) {
       if (!required) return next();

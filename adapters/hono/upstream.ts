@@ -35,7 +35,7 @@ import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../../src/retry.ts';
 import { statusError, statusesSchema } from '../../src/status.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
-import { CLIENT_CLOSED_STATUS, problemResponse, retryAfterSeconds } from './problem.ts';
+import { CLIENT_CLOSED_STATUS, exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
 
 /** The statuses whose server delay an upstream answer passes on to our client as a 503 with `Retry-After`. */
 const DELAY_STATUSES: ReadonlySet<number> = new Set([429, 503]);
@@ -227,6 +227,8 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
     failing === undefined ? throwing === true && status >= 400 : failing.has(status);
 
   return async function upstream(c, next) {
+    // Behind cors(): a page on another origin sees errorResponses()' Retry-After.
+    exposeClientHeaders(c);
     const raw = c.req.raw;
     const incoming = raw.signal;
 
