@@ -16,7 +16,13 @@ import process from 'node:process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type RunSummary, reportHtml } from '../examples/demo/report.ts';
-import { CALL_HEADER, type StormScript, startStorm, stormScript } from '../examples/demo/storm.ts';
+import {
+  CALL_HEADER,
+  SENT_AT_HEADER,
+  type StormScript,
+  startStorm,
+  stormScript,
+} from '../examples/demo/storm.ts';
 import { type ExampleRun, runExample } from './helpers/example.ts';
 import { allowSlowTests } from './helpers/slow-tests.ts';
 
@@ -331,4 +337,34 @@ test('the HTML report charts a run with more requests than a call can take argum
     requests,
   );
   assert.equal(buckets.length, 95, 'up to the last arrival (9.0 s), past it to the next 0.5 s');
+});
+
+test('the storm counts a call resent inside the Retry-After its own 503 named, however soon it comes (the grace is for other calls’ requests already on their way)', async () => {
+  const overloaded: StormScript = {
+    seed: 7,
+    stormMs: 2000,
+    phases: [{ name: 'overloaded', fromMs: 0, toMs: Number.POSITIVE_INFINITY, what: 'overloaded' }],
+  };
+  const storm = await startStorm(overloaded);
+  try {
+    storm.begin();
+    const send = async (call: number): Promise<number> => {
+      const response = await fetch(`${storm.origin}/items/${call}`, {
+        headers: { [CALL_HEADER]: String(call), [SENT_AT_HEADER]: String(Date.now()) },
+      });
+      await response.body?.cancel();
+      return response.status;
+    };
+    let call = 0;
+    while ((await send(call)) !== 503) call++;
+    const before = storm.ledger.inWindow;
+    // Another call right after the 503: it may have left before the answer was read.
+    await send(call + 1000);
+    assert.equal(storm.ledger.inWindow, before, 'another call within the grace is not counted');
+    // The same call again at once: a loop that ignored `Retry-After: 1` (it read the 503).
+    await send(call);
+    assert.equal(storm.ledger.inWindow, before + 1, 'the resend of the call told to wait is counted');
+  } finally {
+    await storm.close();
+  }
 });

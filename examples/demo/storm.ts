@@ -44,7 +44,8 @@ export const CALL_HEADER = 'x-demo-call';
  * counted as inside its window: the answer was on its way, not yet read, and no client
  * could have held them back. Loopback takes well under a millisecond; 100 ms is
  * generous on purpose, so that a count above zero means a client ignored what it had
- * been told.
+ * been told. A resend of the very call that got the 503 / 429 has no grace: it was
+ * sent after that answer was read.
  */
 export const RETRY_AFTER_GRACE_MS = 100;
 /** The wait an overloaded server asks for: `Retry-After: 1` (RFC 9110 §10.2.3 delay-seconds). */
@@ -170,7 +171,8 @@ export interface Ledger {
   arrivals: number[];
   /**
    * Requests sent inside a Retry-After window the server had opened: at or after the
-   * 503 / 429 plus {@link RETRY_AFTER_GRACE_MS}, and before the delay it named ran out.
+   * 503 / 429 plus {@link RETRY_AFTER_GRACE_MS} (at once for a resend of the call that
+   * got it), and before the delay it named ran out.
    */
   inWindow: number;
   /** How requests were answered. */
@@ -217,6 +219,8 @@ export function stormApp(
   // decreasing), and the latest end of any window opened up to then.
   const openedAt: number[] = [];
   const coveredUntil: number[] = [];
+  /** Per call: when the window its own last 503 / 429 named ends. */
+  const ownWindowEnd = new Map<string, number>();
   let limitWindow = -1;
   let limitUsed = 0;
 
@@ -235,27 +239,33 @@ export function stormApp(
     return lo > 0 && sentAt < (coveredUntil[lo - 1] as number);
   }
 
-  /** Counts an arrival; the send time comes from the wire layer's stamp (else the arrival). */
-  function arrive(t: number, stamp: string | undefined): void {
+  /**
+   * Counts an arrival of `call`; the send time comes from the wire layer's stamp (else
+   * the arrival). A call's next request follows its previous answer, so it is inside
+   * the window that answer named whenever it was sent before its end, grace or not.
+   */
+  function arrive(t: number, stamp: string | undefined, call: string): void {
     ledger.arrivals.push(t - startedAt());
-    const sentAt = Number(stamp);
-    if (insideWindow(Number.isSafeInteger(sentAt) && sentAt <= t ? sentAt : t)) ledger.inWindow++;
+    const stamped = Number(stamp);
+    const sentAt = Number.isSafeInteger(stamped) && stamped <= t ? stamped : t;
+    if (insideWindow(sentAt) || sentAt < (ownWindowEnd.get(call) ?? 0)) ledger.inWindow++;
   }
 
-  function openWindow(delayMs: number): void {
+  function openWindow(delayMs: number, call: string): void {
     const at = Math.max(Date.now(), openedAt.at(-1) ?? 0);
     openedAt.push(at);
     coveredUntil.push(Math.max(at + delayMs, coveredUntil.at(-1) ?? 0));
+    ownWindowEnd.set(call, at + delayMs);
   }
 
   const app = new Hono<{ Bindings: HttpBindings }>();
 
   app.use(async function storm(c, next) {
     const t = Date.now();
-    arrive(t, c.req.header(SENT_AT_HEADER));
+    const call = c.req.header(CALL_HEADER) ?? `arrival ${ledger.arrivals.length + 1}`;
+    arrive(t, c.req.header(SENT_AT_HEADER), call);
     const phase = phaseAt(script, t - startedAt()).name;
     // This request's draws: the same for the same call's n-th request in every run.
-    const call = c.req.header(CALL_HEADER) ?? `arrival ${ledger.arrivals.length}`;
     const nth = (requestsOf.get(call) ?? 0) + 1;
     requestsOf.set(call, nth);
     const random = mulberry32(script.seed ^ fnv1a(`${call} ${nth}`));
@@ -265,7 +275,7 @@ export function stormApp(
 
     if (phase === 'overloaded' && draw < OVERLOADED_SHED_RATIO) {
       ledger.answers.shed503++;
-      openWindow(OVERLOADED_RETRY_AFTER_MS);
+      openWindow(OVERLOADED_RETRY_AFTER_MS, call);
       return problemResponse(
         { status: 503, title: 'Service Unavailable', detail: 'overloaded, shedding load' },
         OVERLOADED_RETRY_AFTER_MS,
@@ -280,7 +290,7 @@ export function stormApp(
       if (++limitUsed > RATE_LIMIT_QUOTA) {
         const waitMs = (window + 1) * RATE_LIMIT_WINDOW_MS - t;
         ledger.answers.limited429++;
-        openWindow(waitMs);
+        openWindow(waitMs, call);
         // retry-after-ms: the millisecond form OpenAI and Anthropic send.
         return problemResponse({ status: 429, title: 'Too Many Requests' }, undefined, {
           'retry-after-ms': String(waitMs),
