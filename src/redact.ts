@@ -180,20 +180,27 @@ function redactEncodedQuery(run: string): string {
   // of its own. Each piece holds no `?`, so it comes back here once: no text is read twice.
   return head.includes('?') && !/%(?:25){0,3}3D/i.test(run.slice(head.indexOf('?')))
     ? run.replace(/[^?]+/g, (piece) => piece.replace(ENCODED_PATH, redactEncodedQuery))
-    : path +
-        mark +
-        query
-          .join('')
-          .split(/(&|%(?:25){0,3}26)/i)
-          .map((part, i) => {
-            const [name = '', equals, ...value] = part.split(/(=|%(?:25){0,3}3D)/i);
-            return i % 2
-              ? part
-              : equals
-                ? (/^[\w.~-]*$/.test(name) ? name : REDACTED) + equals + (value.join('') && REDACTED)
-                : part && REDACTED;
-          })
-          .join('');
+    : path + mark + hideValues(query.join(''), /(&|%(?:25){0,3}26)/i, /(=|%(?:25){0,3}3D)/i);
+}
+
+/**
+ * `query` with each parameter's value shown as `[redacted]`: parameters split at `amp`,
+ * names at `equals` (patterns with one group, so the separators are kept as they are
+ * written). A name other than letters, digits and `._~-`, or a parameter with no `=`, is
+ * `[redacted]` too; an empty value stays empty.
+ */
+function hideValues(query: string, amp: RegExp, equals: RegExp): string {
+  return query
+    .split(amp)
+    .map((part, i) => {
+      const [name = '', sign, ...value] = part.split(equals);
+      return i % 2
+        ? part
+        : sign
+          ? (/^[\w.~-]*$/.test(name) ? name : REDACTED) + sign + (value.join('') && REDACTED)
+          : part && REDACTED;
+    })
+    .join('');
 }
 
 /**
@@ -223,21 +230,7 @@ function redactEscapedQuery(word: string): string {
   const query = word.slice(from, end);
   const trailer = word.slice(end);
   if (!/=|\\u003[Dd]/.test(query)) return word;
-  return (
-    word.slice(0, from) +
-    query
-      .split(/(&|\\u0026)/)
-      .map((part, i) => {
-        const [name = '', equals, ...value] = part.split(/(=|\\u003[Dd])/);
-        return i % 2
-          ? part
-          : equals
-            ? (/^[\w.~-]*$/.test(name) ? name : REDACTED) + equals + (value.join('') && REDACTED)
-            : part && REDACTED;
-      })
-      .join('') +
-    trailer
-  );
+  return word.slice(0, from) + hideValues(query, /(&|\\u0026)/, /(=|\\u003[Dd])/) + trailer;
 }
 
 /**
