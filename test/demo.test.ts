@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import process from 'node:process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { makeClient } from '../examples/demo/clients.ts';
 import { type RunSummary, reportHtml } from '../examples/demo/report.ts';
 import {
   CALL_HEADER,
@@ -24,6 +25,7 @@ import {
   stormScript,
 } from '../examples/demo/storm.ts';
 import { type ExampleRun, runExample } from './helpers/example.ts';
+import { type Handler, withServer } from './helpers/server.ts';
 import { allowSlowTests } from './helpers/slow-tests.ts';
 
 await allowSlowTests();
@@ -367,4 +369,43 @@ test('the storm counts a call resent inside the Retry-After its own 503 named, h
   } finally {
     await storm.close();
   }
+});
+
+test('the demo’s breakwater client does not open its breaker on the 503s a shedding server gives every call already in flight: those calls wait out Retry-After and succeed', async () => {
+  // A busy event loop (client and server share it) lets the demo's 32 calls pile up on
+  // the wire; the storm turning to "overloaded" then sheds them all before the first
+  // 503 is read: failures in a row that no client could have held back. A healthy
+  // start (as in the storm) keeps the failure ratio under half.
+  const healthy = 40;
+  const inFlight = 32;
+  let arrived = 0;
+  let allArrived: () => void = () => {};
+  const barrier = new Promise<void>((resolve) => {
+    allArrived = resolve;
+  });
+  const handler: Handler = async (_req, index) => {
+    if (index < healthy || index >= healthy + inFlight) return { status: 200, body: 'ok' };
+    if (++arrived === inFlight) allArrived();
+    await barrier;
+    return { status: 503, headers: { 'retry-after': '1' } };
+  };
+  await withServer(handler, async (server) => {
+    const client = makeClient('breakwater', inFlight);
+    const calls = async (count: number): Promise<string[]> =>
+      Promise.all(
+        Array.from({ length: count }, async (_, i) => {
+          try {
+            const response = await client.fetch(`${server.origin}/items/${i}`);
+            await response.body?.cancel();
+            return String(response.status);
+          } catch (error) {
+            return (error as { code?: string }).code ?? String(error);
+          }
+        }),
+      );
+    for (let i = 0; i < healthy; i += 8) await calls(8);
+    const statuses = await calls(inFlight);
+    assert.deepEqual(statuses, Array(inFlight).fill('200'));
+    assert.equal(client.breakerOpens(), 0, 'breaker opens');
+  });
 });

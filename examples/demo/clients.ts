@@ -18,6 +18,8 @@ import { SENT_AT_HEADER } from './storm.ts';
 const NAIVE_ATTEMPTS = 3;
 /** The naive loop's fixed pause between attempts. */
 const NAIVE_PAUSE_MS = 100;
+/** breakwater's breaker opens after this many failures in a row, at least (see the policy). */
+const BREAKER_CONSECUTIVE_FAILURES = 10;
 
 /** A client under test. */
 export interface DemoClient {
@@ -90,8 +92,8 @@ export function naiveClient(): DemoClient {
   };
 }
 
-/** breakwater, with the policy explained field by field. */
-export function breakwaterClient(): DemoClient {
+/** breakwater, with the policy explained field by field; `inFlight`: the most calls the workload has in flight at once. */
+export function breakwaterClient(inFlight: number): DemoClient {
   const policy = definePolicy({
     name: 'storm',
     // The server runs idempotency() on POST /orders, so a keyed order may be resent
@@ -111,9 +113,12 @@ export function breakwaterClient(): DemoClient {
     breaker: {
       // In the flaky phase the server is up (4 requests in 5 succeed), yet with 32 calls
       // in flight a run of 5 resets in a row turned up now and then; 10 in a row does
-      // not. A real outage still opens it, by this rule or by the failure ratio (half
-      // of the last 20+ calls).
-      consecutiveFailures: 10,
+      // not. A server that starts shedding answers every call already on the wire with a
+      // 503 before the first one is read (a busy event loop lets up to `inFlight` pile
+      // up): failures in a row no client could have held back, and an open breaker would
+      // fail calls fast instead of waiting out the Retry-After. A real outage still opens
+      // it, by this rule or by the failure ratio (half of the last 20+ calls).
+      consecutiveFailures: Math.max(BREAKER_CONSECUTIVE_FAILURES, inFlight + 1),
     },
     timeout: {
       // Longer than the storm's slowest answer (900 ms): an attempt timeout on a
@@ -133,9 +138,9 @@ export function breakwaterClient(): DemoClient {
   };
 }
 
-/** A fresh client by name. */
-export function makeClient(name: ClientName): DemoClient {
+/** A fresh client by name, for a workload with at most `inFlight` calls in flight. */
+export function makeClient(name: ClientName, inFlight: number): DemoClient {
   if (name === 'plain fetch') return plainClient();
   if (name === 'naive retry') return naiveClient();
-  return breakwaterClient();
+  return breakwaterClient(inFlight);
 }

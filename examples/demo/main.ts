@@ -297,7 +297,7 @@ async function runStorm(settings: Settings, report: ReportFile | undefined): Pro
   );
   const runs: RunSummary[] = [];
   for (const name of CLIENT_NAMES) {
-    const client = makeClient(name);
+    const client = makeClient(name, settings.concurrency);
     const storm = await startStorm(script);
     const progress = progressLine(name, settings.quiet);
     let last: Progress = { done: 0, ok: 0, failed: 0, total: plan.length };
