@@ -120,10 +120,11 @@ function settled(kind: OutcomeKind, safeToResend = false): Classification {
 function fromStatus(
   status: number,
   headers: HeadersLike | undefined,
-  retryAfterMs: number | undefined,
+  retryAfterMs: () => number | undefined,
   call: Call | undefined,
   statuses: readonly number[],
 ): Classification {
+  // `retryAfterMs` is asked only here: success pays for no header parsing (most responses).
   if (status < 400) return settled('ok', true);
   const override = headers && shouldRetryHeader(headers);
   // Auth failures are the auth middleware's to resend (401 after a refresh), or the user's.
@@ -131,7 +132,7 @@ function fromStatus(
   // The server saying "retry" is the server saying it did not (or may again) execute it.
   const notRun = override === true || REJECTED_BEFORE_EXECUTION.has(status);
   const kind = STATUS_KINDS[status] ?? (retryable ? 'transient' : 'fatal');
-  return verdict(kind, retryable, notRun, call, retryAfterMs);
+  return verdict(kind, retryable, notRun, call, retryAfterMs());
 }
 
 /**
@@ -149,14 +150,12 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
   const statuses = options.statuses ?? DEFAULT_RETRYABLE_STATUSES;
   if ('response' in outcome) {
     const { response } = outcome;
-    // Success pays for no header parsing: the happy path is most responses.
-    if (response.status < 400) return settled('ok', true);
-    return fromStatus(response.status, response.headers, retryDelay(response.headers), call, statuses);
+    return fromStatus(response.status, response.headers, () => retryDelay(response.headers), call, statuses);
   }
   const { error } = outcome;
   if (isAbort(error, call?.signal)) return settled('cancelled');
   if (error instanceof HttpStatusError) {
-    return fromStatus(error.status, error.headers, error.retryAfterMs, call, statuses);
+    return fromStatus(error.status, error.headers, () => error.retryAfterMs, call, statuses);
   }
   if (error instanceof NetworkError) {
     return verdict('transient', true, error.sent === 'no', call);
