@@ -396,52 +396,66 @@ export function normalizeNetworkError(
 }
 
 /**
- * Redacts, in place, what an error the chain goes on to keep as a `cause` and its own causes
- * say (see {@link redactText}): a logger prints them (console.error, util.inspect, pino's
- * cause walk). Deno's message and stack quote the URL (`error sending request for url
- * (<url>)`), Bun keeps it as `path`, an app's error often as `url`; Node's and Deno's
- * refusal of a header value quote the value (a token with a line break in it). A frozen error, or a getter only, keeps what it
- * says ({@link redactedError} copies the error at the top).
+ * `error` redacted (see {@link redactText}), as the chain goes on to keep it as a `cause`,
+ * which a logger prints whole with its own causes (console.error, util.inspect, pino's cause
+ * walk). Deno's message and stack quote the URL (`error sending request for url (<url>)`),
+ * Bun keeps it as `path`, an app's error often as `url`; Node's and Deno's refusal of a
+ * header value quote the value (a token with a line break in it). Redacted in place, its
+ * `cause` and the members of an AggregateError (util.inspect prints them whole) too; a member
+ * that cannot be (a thrown string; frozen; a DOMException, whose message is read-only on Bun)
+ * is replaced in its parent by its redacted copy, and a parent that takes no replacement is
+ * copied itself: a TypeError saying the same redacted, with its name, code and redacted cause.
+ * Any object, not `instanceof Error`: an error of another realm (Jest runs tests in a node:vm
+ * context, fetch lives outside it) is none. Each error once (a cause looping back ends the
+ * walk), and only the first MAX_CHAIN_ERRORS: bounded.
  */
-export function redactCauses(error: unknown): void {
-  // Any object, not `instanceof Object`: an error of another realm (Jest runs tests in a
-  // node:vm context, fetch lives outside it) is none, and went up unredacted. The members
-  // of an AggregateError too: util.inspect prints them whole.
-  const chain: unknown[] = [];
+export function redactedError(error: unknown, seen: unknown[] = []): unknown {
+  // A thrown string (`throw \`failed for ${url}\``) is printed as it is.
+  if (typeof error === 'string') return redactText(error);
+  if (
+    typeof error !== 'object' ||
+    error === null ||
+    seen.includes(error) ||
+    seen.length >= MAX_CHAIN_ERRORS
+  ) {
+    return error;
+  }
+  seen.push(error);
+  // Whether something the error shows still quotes a secret: then it is copied.
+  let kept = false;
+  const replace = (owner: object, key: string, value: unknown, safe: unknown): void => {
+    if (safe === value) return;
+    try {
+      (owner as Record<string, unknown>)[key] = safe;
+    } catch {
+      // Frozen, or a getter only: told by reading it back.
+    }
+    kept ||= read(owner, key) !== safe;
+  };
+  for (const field of ['message', 'stack', 'path', 'input', 'url']) {
+    const text = read(error, field);
+    if (typeof text === 'string') replace(error, field, text, redactText(text));
+  }
   try {
-    collect(error, chain);
+    const members = read(error, 'errors');
+    if (Array.isArray(members)) {
+      for (const [i, member] of members.slice(0, MAX_CHAIN_ERRORS).entries()) {
+        replace(members, `${i}`, member, redactedError(member, seen));
+      }
+    }
   } catch {
     // A hostile Proxy: what was reached before it is redacted.
   }
-  for (const link of chain) {
-    for (const field of ['message', 'stack', 'path', 'input', 'url']) {
-      const text = read(link, field);
-      try {
-        if (typeof text === 'string') (link as Record<string, string>)[field] = redactText(text);
-      } catch {
-        // Frozen, or a getter only: what it says stays.
-      }
-    }
-  }
-}
-
-/**
- * `error` redacted in place ({@link redactCauses}), or, when its message cannot be (a frozen
- * error; a DOMException, whose message is read-only on Bun), a copy saying the same
- * redacted, with its name and code: the error goes up the chain as a `cause`, which a logger
- * prints whole. Read, not asked `instanceof Error`: a frozen error of another realm is none.
- */
-export function redactedError(error: unknown): unknown {
-  // A thrown string (`throw \`failed for ${url}\``) is printed as it is.
-  if (typeof error === 'string') return redactText(error);
-  redactCauses(error);
-  const message = read(error, 'message');
-  return typeof message !== 'string' || redactText(message) === message
-    ? error
-    : Object.assign(new TypeError(redactText(message)), {
+  const cause = read(error, 'cause');
+  const safe = redactedError(cause, seen);
+  replace(error, 'cause', cause, safe);
+  return kept
+    ? Object.assign(new TypeError(redactText(readString(error, 'message'))), {
         name: read(error, 'name'),
         code: read(error, 'code'),
-      });
+        cause: safe,
+      })
+    : error;
 }
 
 /**

@@ -1645,6 +1645,46 @@ test('a refresh() or token() that throws a string or a frozen error quoting its 
   });
 });
 
+test('a refresh() or token() whose error carries its token endpoint URL deeper (a frozen or string cause, a frozen error with it in path, a frozen AggregateError member, a cause looping back) shows no secret of it in the AUTH_* error', async () => {
+  // Only the thrown error itself was copied when it could not be redacted: what it kept
+  // under it, frozen or a string, went up as it was.
+  const secret = 'S3cretOfTheClient9';
+  const tokenUrl = `https://idp.example/oauth/token?client_secret=${secret}`;
+  const looped = (): Error => {
+    const error = new Error(`token endpoint failed: ${tokenUrl}`);
+    error.cause = Object.freeze(new Error('retried', { cause: error }));
+    return error;
+  };
+  const throwers = [
+    () => new Error('token endpoint failed', { cause: Object.freeze(new Error(`connect to ${tokenUrl}`)) }),
+    () => new Error('token endpoint failed', { cause: `connect to ${tokenUrl}` }),
+    () => Object.freeze(Object.assign(new Error('token endpoint failed'), { path: tokenUrl })),
+    () => new AggregateError([Object.freeze(new Error(`connect to ${tokenUrl}`))], 'token endpoint failed'),
+    looped,
+  ];
+  await withServer(always({ status: 401 }), async (server) => {
+    for (const thrown of throwers) {
+      const failing = async (): Promise<string> => {
+        throw thrown();
+      };
+      for (const options of [{ token: failing }, { token: 'old-token-value', refresh: failing }]) {
+        const fetch = createFetch({ use: [auth(options)] });
+        const error = await fetch(server.origin).then(
+          () => assert.fail('the token endpoint is down'),
+          (caught: unknown) => caught,
+        );
+        assert.ok(
+          error instanceof BreakwaterError && /^AUTH_(TOKEN|REFRESH)_FAILED$/.test(error.code),
+          String(error),
+        );
+        const shown = inspect(error, { depth: 8 });
+        assert.ok(!shown.includes(secret), `the secret shown: ${shown}`);
+        assert.ok(shown.includes('token endpoint failed'), `the cause still says what failed: ${shown}`);
+      }
+    }
+  });
+});
+
 test('a redirect a key auth() follows is no success for the breaker below it: an endpoint that always redirects to a 503 opens it after the consecutive failures', async () => {
   // Each 302 passed the breaker as an answer of its own, a success between every two
   // 503s, so the run of failures never grew and only the failure ratio could open it.
