@@ -408,19 +408,16 @@ export function normalizeNetworkError(
  * Any object, not `instanceof Error`: an error of another realm (Jest runs tests in a node:vm
  * context, fetch lives outside it) is none. Each error once (a cause looping back ends the
  * walk), and only the first MAX_CHAIN_ERRORS: bounded.
+ *
+ * @param seen the walk's own: each error met so far and what it goes up as. Callers pass none.
  */
-export function redactedError(error: unknown, seen: unknown[] = []): unknown {
+export function redactedError(error: unknown, seen: Map<unknown, unknown> = new Map()): unknown {
   // A thrown string (`throw \`failed for ${url}\``) is printed as it is.
   if (typeof error === 'string') return redactText(error);
-  if (
-    typeof error !== 'object' ||
-    error === null ||
-    seen.includes(error) ||
-    seen.length >= MAX_CHAIN_ERRORS
-  ) {
-    return error;
+  if (typeof error !== 'object' || error === null || seen.has(error) || seen.size >= MAX_CHAIN_ERRORS) {
+    return seen.get(error) ?? error;
   }
-  seen.push(error);
+  seen.set(error, error);
   // Whether something the error shows still quotes a secret: then it is copied.
   let kept = false;
   const replace = (owner: object, key: string, value: unknown, safe: unknown): void => {
@@ -436,6 +433,12 @@ export function redactedError(error: unknown, seen: unknown[] = []): unknown {
     const text = read(error, field);
     if (typeof text === 'string') replace(error, field, text, redactText(text));
   }
+  const copy = Object.assign(new TypeError(redactText(readString(error, 'message'))), {
+    name: read(error, 'name'),
+    code: read(error, 'code'),
+  });
+  // A cause looping back to an error that keeps what it says gets its copy.
+  if (kept) seen.set(error, copy);
   try {
     const members = read(error, 'errors');
     if (Array.isArray(members)) {
@@ -447,15 +450,11 @@ export function redactedError(error: unknown, seen: unknown[] = []): unknown {
     // A hostile Proxy: what was reached before it is redacted.
   }
   const cause = read(error, 'cause');
+  // A copy's cause looping back is left out: it may lead to an error that keeps a secret.
+  const looped = seen.has(cause);
   const safe = redactedError(cause, seen);
   replace(error, 'cause', cause, safe);
-  return kept
-    ? Object.assign(new TypeError(redactText(readString(error, 'message'))), {
-        name: read(error, 'name'),
-        code: read(error, 'code'),
-        cause: safe,
-      })
-    : error;
+  return kept ? Object.assign(copy, { cause: looped ? undefined : safe }) : error;
 }
 
 /**

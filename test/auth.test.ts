@@ -1650,9 +1650,11 @@ test('a refresh() or token() whose error carries its token endpoint URL deeper (
   // under it, frozen or a string, went up as it was.
   const secret = 'S3cretOfTheClient9';
   const tokenUrl = `https://idp.example/oauth/token?client_secret=${secret}`;
-  const looped = (): Error => {
+  // Causes looping back: through a frozen error, to a frozen error quoting the URL (itself, or
+  // through a writable one).
+  const looped = (cause: (error: Error) => unknown) => (): Error => {
     const error = new Error(`token endpoint failed: ${tokenUrl}`);
-    error.cause = Object.freeze(new Error('retried', { cause: error }));
+    error.cause = cause(error);
     return error;
   };
   const throwers = [
@@ -1660,7 +1662,9 @@ test('a refresh() or token() whose error carries its token endpoint URL deeper (
     () => new Error('token endpoint failed', { cause: `connect to ${tokenUrl}` }),
     () => Object.freeze(Object.assign(new Error('token endpoint failed'), { path: tokenUrl })),
     () => new AggregateError([Object.freeze(new Error(`connect to ${tokenUrl}`))], 'token endpoint failed'),
-    looped,
+    looped((error) => Object.freeze(new Error('retried', { cause: error }))),
+    () => Object.freeze(looped((error) => error)()),
+    () => Object.freeze(looped((error) => new Error('retried', { cause: error }))()),
   ];
   await withServer(always({ status: 401 }), async (server) => {
     for (const thrown of throwers) {
