@@ -1203,6 +1203,44 @@ function inProcess(answer: FetchLike) {
   });
 }
 
+test('mcpFetch: requests that each pass an AbortSignal.any() of a signal that never aborts keep no memory per finished request', async () => {
+  // Each request's own abort follows the caller's signal through one listener on it. A
+  // runtime keeps a signal that has one and can still abort (Node's gcPersistentSignals,
+  // Bun too, for AbortSignal.any() and AbortSignal.timeout()): a listener left on a fetch
+  // wrapper's per-request signal kept that signal, and its followers, for good.
+  const calls = 12_000;
+  const collect = collector();
+  // Four collections, a task apart (see the resilientMcpClient test of 20,000 tool calls).
+  const gc = async (): Promise<void> => {
+    for (let i = 0; i < 4; i++) {
+      collect();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  };
+  const answer = {
+    headers: { 'content-type': 'application/json' },
+    body: '{"jsonrpc":"2.0","id":1,"result":{}}',
+  };
+  await withServer(always(answer), async (server) => {
+    const fetch = mcpFetch(definePolicy({ name: 'tools' }));
+    const long = new AbortController();
+    const init = { method: 'POST', headers: { 'content-type': 'application/json' } };
+    const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' });
+    const call = async (): Promise<void> => {
+      await (await fetch(server.origin, { ...init, body, signal: AbortSignal.any([long.signal]) })).text();
+      // The server's own record of each request is not what is measured.
+      server.requests.length = 0;
+    };
+    for (let i = 0; i < 500; i++) await call();
+    await gc();
+    const before = process.memoryUsage().heapUsed;
+    for (let i = 0; i < calls; i++) await call();
+    await gc();
+    const grew = process.memoryUsage().heapUsed - before;
+    assert.ok(grew < 4_000_000, `heapUsed grew ${(grew / 1e6).toFixed(2)} MB over ${calls} calls`);
+  });
+});
+
 test('resilientMcpClient: 20,000 tool calls in one session keep memory flat: the session-long signal keeps no call’s own abort', async () => {
   // Each call's fetch gets its own abort (a notifications/cancelled ends it), tied to the
   // transport's signal, which lives as long as the session. With AbortSignal.any(), Node
@@ -1215,11 +1253,15 @@ test('resilientMcpClient: 20,000 tool calls in one session keep memory flat: the
   };
   const mcp = inProcess(answer);
   const gc = collector();
+  // Four collections, a task apart: a WeakRef keeps its target to the end of the task
+  // that made it (these calls are answered in process, all in one task), and a follower's
+  // entry, with its signal's listener, goes in a FinalizationRegistry callback, which runs
+  // only after a collection found it dead: what the entry held goes at a later one.
   const settle = async () => {
-    gc();
-    // Lets finalizers run.
-    await new Promise((resolve) => setTimeout(resolve, 10));
-    gc();
+    for (let i = 0; i < 4; i++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
   };
   try {
     const client = await mcp.connect();
@@ -3535,10 +3577,12 @@ test('mcpFetch(): 20,000 tool calls on one transport keep memory flat: its sessi
   const fetch = mcpFetch(definePolicy({ name: 'tools' }), { fetch: answer });
   const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
   const gc = collector();
+  // Four collections, a task apart (see the resilientMcpClient test of 20,000 tool calls).
   const settle = async () => {
-    gc();
-    await new Promise((resolve) => setTimeout(resolve, 10));
-    gc();
+    for (let i = 0; i < 4; i++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
   };
   try {
     await client.connect(new StreamableHTTPClientTransport(new URL('http://127.0.0.1:9/mcp'), { fetch }));

@@ -171,29 +171,45 @@ const SESSION_HEADER = 'mcp-session-id';
 const FOLLOWERS = Symbol('breakwater.mcp.followers');
 /** Keeps a call's own abort alive as long as its answer's body, which still follows the caller's signal. */
 const OWN_ABORT = Symbol('breakwater.mcp.abort');
-/** Dead entries of a follower set are dropped once it grows past this, then past twice what a prune left. */
-const PRUNE_AT = 64;
-type Followers = Set<WeakRef<AbortController>> & { pruneAt?: number };
+/** A signal's followers, and what takes its listener off. */
+type Followers = Set<WeakRef<AbortController>> & { off: () => void };
+type Followed = AbortSignal & { [FOLLOWERS]?: Followers | undefined };
+
+/**
+ * Drops a collected abort's entry, and its signal's listener with the last one: a runtime
+ * keeps a signal that has one and can still abort (Node and Bun, for `AbortSignal.any()`
+ * and `AbortSignal.timeout()`), so a fetch wrapper's per-request `AbortSignal.any()` of a
+ * signal that never aborts was kept for good, about 1.6 KB a request on Node. Made at the
+ * first follow, not at import: workerd before `compatibility_date` 2025-05-05 has none.
+ */
+let unfollowed: FinalizationRegistry<[Followers, WeakRef<AbortController>]> | undefined;
 
 /**
  * Makes `inner` abort (with the same reason) when `outer` aborts, through one listener per
  * outer signal holding its followers weakly. Not `AbortSignal.any()`: Node 20 and Deno keep
  * every signal it makes from one that lives as long as the session, about 1.5 KB a call.
  */
-function follow(outer: AbortSignal & { [FOLLOWERS]?: Followers }, inner: AbortController): void {
+function follow(outer: Followed, inner: AbortController): void {
   let set = outer[FOLLOWERS];
   if (!set) {
-    const made: Followers = new Set();
-    set = outer[FOLLOWERS] = made;
-    outer.addEventListener('abort', () => {
+    const relay = (): void => {
       for (const ref of made) ref.deref()?.abort(outer.reason);
+    };
+    const made: Followers = Object.assign(new Set<WeakRef<AbortController>>(), {
+      off: (): void => {
+        outer.removeEventListener('abort', relay);
+        outer[FOLLOWERS] = undefined;
+      },
     });
-  } else if (set.size >= (set.pruneAt ?? PRUNE_AT)) {
-    // Not again before the set has doubled: a scan costs the whole set (as in timeout()).
-    for (const ref of set) if (!ref.deref()) set.delete(ref);
-    set.pruneAt = Math.max(PRUNE_AT, 2 * set.size);
+    set = outer[FOLLOWERS] = made;
+    outer.addEventListener('abort', relay);
   }
-  set.add(new WeakRef(inner));
+  const ref = new WeakRef(inner);
+  set.add(ref);
+  unfollowed ??= new FinalizationRegistry(([followers, dead]) => {
+    if (followers.delete(dead) && followers.size === 0) followers.off();
+  });
+  unfollowed.register(inner, [set, ref]);
 }
 
 /** A request waiting for its answer (see `letGo` in {@link mcpFetch}). */
