@@ -67,6 +67,78 @@ export const BODY_READ: unique symbol = Symbol('breakwater.bodyRead');
  */
 export const CREDENTIAL_HEADER: unique symbol = Symbol('breakwater.credentialHeader');
 
+/** Where a signal keeps the controllers that follow it (see {@link follow}). */
+const FOLLOWERS = Symbol('breakwater.followers');
+
+/**
+ * Set on a follower while it waits, called by {@link follow}'s shared listener when the
+ * signal aborts: `timeout()` ends its wait for headers with it, so a caller's abort ends
+ * the call even when a layer below ignores the signal, at no listener of its own.
+ */
+export const END: unique symbol = Symbol('breakwater.end');
+
+/** A controller that follows a signal (see {@link follow}). */
+export type Follower = AbortController & { [END]?: (() => void) | undefined };
+/** A signal's followers, and what takes its listener off. */
+type Followers = Set<WeakRef<Follower>> & { off: () => void };
+type Followed = AbortSignal & { [FOLLOWERS]?: Followers | undefined };
+
+/**
+ * Drops a collected follower's entry, and its signal's listener with the last one (not
+ * again after an abort emptied the set). Made at the first follow, not at import:
+ * workerd before `compatibility_date` 2025-05-05 has no `FinalizationRegistry`, and
+ * every entry must still load there.
+ */
+let unfollowed: FinalizationRegistry<[Followers, WeakRef<Follower>]> | undefined;
+
+/**
+ * Makes `controller` abort (with the same reason) when `signal` does: `timeout()`'s
+ * passes, `mcpFetch()`'s per-request aborts and `upstream()`'s calls follow a caller's
+ * or a request's signal this way, and keep following it while a response body streams.
+ * Not `AbortSignal.any()`: Node 20 and Deno keep every signal it makes from one that
+ * lives long (a session's, a shutdown signal), about 1.5 KB a call. One `abort`
+ * listener per signal, however many calls share it, holding its followers weakly, so a
+ * finished call's controller is collected and its entry goes with it (module WeakMaps
+ * keyed per call kept their grown tables: about 12 MB after a million calls). The
+ * listener goes with the last entry: a runtime keeps a signal that has one and can
+ * still abort (Node and Bun, for `AbortSignal.any()` and `AbortSignal.timeout()`), so a
+ * call's own `AbortSignal.any()` of a signal that never aborts was kept for good,
+ * about 1.6 KB a call on Node. The caller keeps `controller` alive as long as it
+ * matters (the call, then its response body).
+ */
+export function follow(signal: AbortSignal, controller: Follower): void {
+  if (signal.aborted) {
+    controller.abort(signal.reason);
+    return;
+  }
+  const outer = signal as Followed;
+  let set = outer[FOLLOWERS];
+  if (set === undefined) {
+    const relay = (): void => {
+      for (const ref of created) {
+        const follower = ref.deref();
+        follower?.abort(outer.reason);
+        follower?.[END]?.();
+      }
+      created.clear();
+    };
+    const created: Followers = Object.assign(new Set<WeakRef<Follower>>(), {
+      off: (): void => {
+        outer.removeEventListener('abort', relay);
+        outer[FOLLOWERS] = undefined;
+      },
+    });
+    set = outer[FOLLOWERS] = created;
+    outer.addEventListener('abort', relay, { once: true });
+  }
+  const ref = new WeakRef(controller);
+  set.add(ref);
+  unfollowed ??= new FinalizationRegistry(([followers, dead]) => {
+    if (followers.delete(dead) && followers.size === 0) followers.off();
+  });
+  unfollowed.register(controller, [set, ref]);
+}
+
 /**
  * Hands `event` to an `onEvent` listener, if any. A listener that throws, or an async
  * one that rejects (a log sink that is down), is ignored: an observer must not fail

@@ -21,7 +21,10 @@ import {
   BODY_READ,
   type Call,
   dropBody,
+  END,
   ENDED,
+  type Follower,
+  follow,
   type MarkedCall,
   type Middleware,
   type Next,
@@ -54,75 +57,11 @@ export const timeoutSchema: z.ZodMiniType<TimeoutOptions> = z.strictObject({
   totalMs: msSchema,
 }) as z.ZodMiniType<TimeoutOptions>;
 
-/**
- * The controllers that follow a caller signal, kept on the signal itself under a
- * symbol: one `abort` listener per caller signal, however many calls share it. The
- * entries are weak, so a finished call's controller is collected and its entry goes
- * with it. (Module WeakMaps keyed per call were measured to keep their grown tables
- * after the entries died: about 12 MB after a million calls.) The listener goes with
- * the last entry: a runtime keeps a signal that has one and can still abort (Node and
- * Bun, for `AbortSignal.any()` and `AbortSignal.timeout()`), so a call's own
- * `AbortSignal.any()` of a signal that never aborts was kept for good, with its
- * followers: about 1.6 KB a call on Node.
- */
-const FOLLOWERS = Symbol('breakwater.followers');
-
 /** Keeps a call's controller alive as long as its response or body is reachable. */
 const CONTROLLER = Symbol('breakwater.controller');
 
-/**
- * Ends a pass's wait for headers at once, set on its controller while it waits: the
- * shared listener of {@link follow} calls it, so a caller's abort ends the call even
- * when a layer below ignores the signal, at no listener of its own.
- */
-const END = Symbol('breakwater.end');
-
-type Pass = AbortController & { [END]?: (() => void) | undefined };
-/** A caller signal's followers, and what takes its listener off. */
-type Followers = Set<WeakRef<Pass>> & { off: () => void };
-type Followed = AbortSignal & { [FOLLOWERS]?: Followers | undefined };
-
-/**
- * Drops a collected controller's entry, and its signal's listener with the last one (not
- * again after an abort emptied the set). Made at the first call with a signal, not at
- * import: workerd before `compatibility_date` 2025-05-05 has no `FinalizationRegistry`,
- * and the core must still load there.
- */
-let unfollowed: FinalizationRegistry<[Followers, WeakRef<Pass>]> | undefined;
-
-/**
- * Makes `controller` abort (with the same reason) when `outer` aborts, through one
- * shared listener per outer signal. The body of a response keeps following the
- * caller's signal after the headers arrived, so an SDK that aborts to close a
- * stream still closes it.
- */
-function follow(outer: Followed, controller: Pass): void {
-  let set = outer[FOLLOWERS];
-  if (set === undefined) {
-    const relay = (): void => {
-      for (const ref of created) {
-        const pass = ref.deref();
-        pass?.abort(outer.reason);
-        pass?.[END]?.();
-      }
-      created.clear();
-    };
-    const created: Followers = Object.assign(new Set<WeakRef<Pass>>(), {
-      off: (): void => {
-        outer.removeEventListener('abort', relay);
-        outer[FOLLOWERS] = undefined;
-      },
-    });
-    set = outer[FOLLOWERS] = created;
-    outer.addEventListener('abort', relay, { once: true });
-  }
-  const ref = new WeakRef(controller);
-  set.add(ref);
-  unfollowed ??= new FinalizationRegistry(([followers, dead]) => {
-    if (followers.delete(dead) && followers.size === 0) followers.off();
-  });
-  unfollowed.register(controller, [set, ref]);
-}
+/** A pass's controller: {@link follow} ends its wait for headers through `END`. */
+type Pass = Follower;
 
 /**
  * Sets the call's total deadline, unless one already set (an outer timeout or deadline,

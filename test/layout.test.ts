@@ -35,6 +35,17 @@ test('adapters/ use no node:, Deno or Bun APIs', () => {
   assert.deepEqual(offenders, []);
 });
 
+test('no entry makes a WeakRef or FinalizationRegistry at import: workerd before compatibility_date 2025-05-05 has neither, and importing must still work there', () => {
+  const offenders: string[] = [];
+  for (const file of [...sources('src'), ...sources('adapters')]) {
+    const text = readFileSync(join(root, file), 'utf8');
+    // A module-level statement (no indentation) that constructs one.
+    const found = text.match(/^[^\s/*].*\bnew (WeakRef|FinalizationRegistry)\b/m);
+    if (found) offenders.push(`${file}: ${found[0]}`);
+  }
+  assert.deepEqual(offenders, []);
+});
+
 test('every public entry point in package.json has a matching Deno export and tsup entry', () => {
   const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
     exports: Record<string, unknown>;

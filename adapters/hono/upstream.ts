@@ -11,7 +11,7 @@
 import type { Context, ErrorHandler, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { AuthOptions } from '../../src/auth.ts';
-import { Call, type FetchLike, type KeyOption } from '../../src/call.ts';
+import { Call, type FetchLike, follow, type KeyOption } from '../../src/call.ts';
 import {
   BreakwaterError,
   CircuitOpenError,
@@ -124,53 +124,8 @@ function ownSignal(input: string | URL | Request, init: RequestInit | undefined)
   return init?.signal ?? (input instanceof Request ? input.signal : undefined);
 }
 
-/**
- * The controllers that follow a signal (the incoming request's, a caller's own), kept
- * on the signal under a symbol: one `abort` listener per signal, however many calls
- * share it (an hours-long SSE handler calling upstream every second, a process-wide
- * shutdown signal). The entries are weak, so a finished call's controller is collected
- * and its entry goes with it: a strong set kept about 1.6 KB per call for the request's
- * life. The listener goes with the last entry: a runtime keeps a signal that has one
- * and can still abort (Node and Bun, for `AbortSignal.any()` and `AbortSignal.timeout()`),
- * so a call's own `AbortSignal.any()` of signals that never abort was kept for good.
- */
-const FOLLOWERS = Symbol('breakwater.upstream.followers');
 /** Keeps a call's controller alive as long as its response's body is reachable. */
 const CONTROLLER = Symbol('breakwater.upstream.controller');
-
-/** A signal's followers, and what takes its listener off. */
-type Followers = Set<WeakRef<AbortController>> & { off: () => void };
-
-/** Drops a collected controller's entry, and its signal's listener with the last one (not again after an abort emptied the set). */
-const unfollowed = new FinalizationRegistry<[Followers, WeakRef<AbortController>]>(([set, ref]) => {
-  if (set.delete(ref) && set.size === 0) set.off();
-});
-
-/** Makes `controller` abort (with the same reason) when `signal` does. */
-function follow(signal: AbortSignal & { [FOLLOWERS]?: Followers }, controller: AbortController): void {
-  if (signal.aborted) {
-    controller.abort(signal.reason);
-    return;
-  }
-  let set = signal[FOLLOWERS];
-  if (set === undefined) {
-    const relay = (): void => {
-      for (const ref of created) ref.deref()?.abort(signal.reason);
-      created.clear();
-    };
-    const created: Followers = Object.assign(new Set<WeakRef<AbortController>>(), {
-      off: (): void => {
-        signal.removeEventListener('abort', relay);
-        delete signal[FOLLOWERS];
-      },
-    });
-    set = signal[FOLLOWERS] = created;
-    signal.addEventListener('abort', relay, { once: true });
-  }
-  const ref = new WeakRef(controller);
-  set.add(ref);
-  unfollowed.register(controller, [set, ref]);
-}
 
 /**
  * What the runtime rejects with when the incoming request is aborted: node-server

@@ -21,7 +21,7 @@ import {
   limitedBody,
   maxResponseBytesSchema,
 } from '../../src/body-limit.ts';
-import type { Call, FetchLike, Next } from '../../src/call.ts';
+import { type Call, type FetchLike, follow, type Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS, type StatusSnapshot } from '../../src/capture.ts';
 import { type BreakwaterError, oneLine } from '../../src/errors.ts';
 import { clientOptionsShape, validate } from '../../src/options.ts';
@@ -167,50 +167,8 @@ function answersCut(maxBytes: number, cuts: BreakwaterError[]): CutEnding {
 /** The header that names the session a request belongs to (MCP spec, Session Management). */
 const SESSION_HEADER = 'mcp-session-id';
 
-/** Where a caller's signal keeps the aborts that follow it (see {@link follow}). */
-const FOLLOWERS = Symbol('breakwater.mcp.followers');
 /** Keeps a call's own abort alive as long as its answer's body, which still follows the caller's signal. */
 const OWN_ABORT = Symbol('breakwater.mcp.abort');
-/** A signal's followers, and what takes its listener off. */
-type Followers = Set<WeakRef<AbortController>> & { off: () => void };
-type Followed = AbortSignal & { [FOLLOWERS]?: Followers | undefined };
-
-/**
- * Drops a collected abort's entry, and its signal's listener with the last one: a runtime
- * keeps a signal that has one and can still abort (Node and Bun, for `AbortSignal.any()`
- * and `AbortSignal.timeout()`), so a fetch wrapper's per-request `AbortSignal.any()` of a
- * signal that never aborts was kept for good, about 1.6 KB a request on Node. Made at the
- * first follow, not at import: workerd before `compatibility_date` 2025-05-05 has none.
- */
-let unfollowed: FinalizationRegistry<[Followers, WeakRef<AbortController>]> | undefined;
-
-/**
- * Makes `inner` abort (with the same reason) when `outer` aborts, through one listener per
- * outer signal holding its followers weakly. Not `AbortSignal.any()`: Node 20 and Deno keep
- * every signal it makes from one that lives as long as the session, about 1.5 KB a call.
- */
-function follow(outer: Followed, inner: AbortController): void {
-  let set = outer[FOLLOWERS];
-  if (!set) {
-    const relay = (): void => {
-      for (const ref of made) ref.deref()?.abort(outer.reason);
-    };
-    const made: Followers = Object.assign(new Set<WeakRef<AbortController>>(), {
-      off: (): void => {
-        outer.removeEventListener('abort', relay);
-        outer[FOLLOWERS] = undefined;
-      },
-    });
-    set = outer[FOLLOWERS] = made;
-    outer.addEventListener('abort', relay);
-  }
-  const ref = new WeakRef(inner);
-  set.add(ref);
-  unfollowed ??= new FinalizationRegistry(([followers, dead]) => {
-    if (followers.delete(dead) && followers.size === 0) followers.off();
-  });
-  unfollowed.register(inner, [set, ref]);
-}
 
 /** A request waiting for its answer (see `letGo` in {@link mcpFetch}). */
 interface Waiting {
@@ -407,7 +365,6 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     }
     const abort = new AbortController();
     if (signal) {
-      if (signal.aborted) abort.abort(signal.reason);
       follow(signal, abort);
       signals.add(signal);
     }
