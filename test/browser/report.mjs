@@ -97,5 +97,10 @@ try {
     `browser check ok: ${lines.length} chart lines (${lines.map((l) => l.length).join(', ')} points), screenshot ${statSync(shot).size} bytes`,
   );
 } finally {
-  rmSync(work, { recursive: true, force: true });
+  // Best effort, as in cors.ts: Chromium's helpers may still be writing the profile.
+  try {
+    rmSync(work, { recursive: true, force: true, maxRetries: 50, retryDelay: 100 });
+  } catch (error) {
+    console.warn(`browser check: left ${work} behind (${error.message})`);
+  }
 }
