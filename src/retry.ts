@@ -92,8 +92,11 @@ export interface Retry extends Middleware {
 
 /** Counters for one server. */
 export interface RetryStats {
-  /** Tokens left in the budget bucket. */
-  tokens: number;
+  /**
+   * Tokens left in the budget bucket, or `undefined` when retry has no budget
+   * (`budget: false`): retries are then never refused for the budget, which 0 would deny.
+   */
+  tokens: number | undefined;
   /** Resends made: sent on, not refused unsent by a breaker or gate below. */
   retries: number;
   /** Calls that ended in a failure retry could not or would not resend. */
@@ -408,7 +411,8 @@ export function retry(options: RetryOptions = {}): Retry {
 
   middleware.stats = (key) => {
     const budget = budgets.get(key);
-    return budget === undefined ? undefined : { ...budget };
+    // No bucket (budget: false) reads as none, not as an empty one (0 tokens: no retries).
+    return budget && { ...budget, tokens: budgetTokens ? budget.tokens : undefined };
   };
   return middleware;
 }

@@ -460,6 +460,20 @@ test('successes refill the budget', async () => {
   );
 });
 
+test('with budget: false, stats report no budget (tokens undefined), not an empty one', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const policy = retry({ attempts: 2, backoff: fast, budget: false });
+    const fetch = createFetch({ use: [policy], key: 'k' });
+    for (let i = 0; i < 3; i++) await (await fetch(server.origin)).body?.cancel();
+    assert.equal(server.requests.length, 6, 'every failing call retried: no budget refuses');
+    assert.deepEqual(policy.stats('k'), { tokens: undefined, retries: 3, giveUps: 3 });
+    // Through a policy too, and in what a dashboard would serialise: no tokens field.
+    const fromPolicy = definePolicy({ retry: { attempts: 2, backoff: fast, budget: false } });
+    await (await fromPolicy.fetch(undefined, { key: 'p' })(server.origin)).body?.cancel();
+    assert.equal(JSON.stringify(fromPolicy.stats('p').retry), '{"retries":1,"giveUps":1}');
+  });
+});
+
 test('an abort during a 30 s backoff rejects within 50 ms with the caller’s reason', async () => {
   await withServer(always({ status: 503, headers: { 'retry-after': '30' } }), async (server) => {
     const controller = new AbortController();
