@@ -29,7 +29,7 @@ export type Middleware = (call: Call, next: Next) => Promise<Response>;
  * A middleware that hands out fetches of its own (`capture.scope()`) may carry a
  * method under this symbol: `createFetch()` calls it with the chain's fetch.
  */
-export const ATTACH: unique symbol = Symbol('breakwater.attach');
+export const ATTACH: unique symbol = Symbol();
 
 /**
  * Where `timeout()` marks a call whose pass it ended at its own deadline while the
@@ -38,7 +38,7 @@ export const ATTACH: unique symbol = Symbol('breakwater.attach');
  * is not retried or resent for a caller who already has its `TimeoutError`. Only the
  * timeout that set it lifts it, when a layer above starts a new pass. Internal.
  */
-export const ENDED: unique symbol = Symbol('breakwater.ended');
+export const ENDED: unique symbol = Symbol();
 
 /** The mark under {@link ENDED}: which timeout ended the pass, and what a refused send throws. */
 export interface Ended {
@@ -57,7 +57,7 @@ export type MarkedCall = Call & { [ENDED]?: Ended | undefined };
  * response through. Else a 429 whose body trickles became a
  * `TimeoutError` ("maybe sent": a POST not resent, a key not paced).
  */
-export const BODY_READ: unique symbol = Symbol('breakwater.bodyRead');
+export const BODY_READ: unique symbol = Symbol();
 
 /**
  * The call's bag holds, under this key, the names (a `Set`) of the headers `auth()`
@@ -65,9 +65,14 @@ export const BODY_READ: unique symbol = Symbol('breakwater.bodyRead');
  * per such `auth()` in the chain, so a failure body that quotes a token back is
  * redacted as for the well-known credential headers.
  */
-export const CREDENTIAL_HEADER: unique symbol = Symbol('breakwater.credentialHeader');
+export const CREDENTIAL_HEADER: unique symbol = Symbol();
 
-/** Where a signal keeps the controllers that follow it (see {@link follow}). */
+/**
+ * Where a signal keeps the controllers that follow it (see {@link follow}). The one
+ * symbol here with a description: it lands on the caller's own `AbortSignal`, where a
+ * person inspecting it should see whose it is. The others mark breakwater's own objects
+ * (calls, bags, middleware) and go without: a description ships in every bundle.
+ */
 const FOLLOWERS = Symbol('breakwater.followers');
 
 /**
@@ -75,7 +80,7 @@ const FOLLOWERS = Symbol('breakwater.followers');
  * signal aborts: `timeout()` ends its wait for headers with it, so a caller's abort ends
  * the call even when a layer below ignores the signal, at no listener of its own.
  */
-export const END: unique symbol = Symbol('breakwater.end');
+export const END: unique symbol = Symbol();
 
 /** A controller that follows a signal (see {@link follow}). */
 export type Follower = AbortController & { [END]?: (() => void) | undefined };
