@@ -37,11 +37,18 @@ export const DEFAULT_BODY_WAIT_MS = 1000;
 /** `serverMessage` fallback (a non-JSON body) is cut to this many characters. */
 const MAX_MESSAGE_CHARS = 400;
 /**
- * Credential values shorter than this are not hidden: a test key `abc` or a cookie `1`
- * would blank every `abc` and `1` in the body. It is also the shortest start of a
- * credential hidden where the body snippet ends inside one.
+ * Credential values this long are hidden wherever the body quotes them. A shorter one is
+ * hidden only where it stands as a word (no letter, digit, `-` or `+` next to it), and only
+ * when a header sent it (a token, a Basic password, an API key: always a secret, unlike a
+ * cookie `theme=dark`), and when at least {@link MIN_WORD_CHARS} long. It is also the
+ * shortest start of a credential hidden where the body snippet ends inside one.
  */
 const MIN_CREDENTIAL_CHARS = 8;
+/**
+ * Header credentials shorter than this are not hidden: a 3-character secret is guessed
+ * anyway, and a test key `abc` would blank every word `abc` in the body.
+ */
+const MIN_WORD_CHARS = 4;
 /** What a hidden credential reads as (as a redacted URL part does). */
 const HIDDEN = '[redacted]';
 /**
@@ -193,12 +200,14 @@ function withoutCutUrl(text: string): string {
  * `text` without the credentials `call` sent, each run of hidden characters shown as
  * {@link HIDDEN}: each value of {@link SECRET_HEADERS} (and of the headers `auth()`
  * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its scheme (the
- * token of `Bearer <token>`; a Basic one decoded, and its password), each cookie value and
- * each query value of the request URL named as a credential ({@link SECRET_QUERY_NAME}) or
- * random-looking ({@link RANDOM_QUERY_VALUE}). Looked for in the text with JSON's
- * and URLs' escapes read ({@link readPieces}), so a credential is found as written or with
- * any character escaped (`\/` from PHP's `json_encode`, `\u002B` from .NET's
- * `System.Text.Json`, `%2F` from `encodeURIComponent`), and hidden as the server wrote it. A credential's start of at least {@link MIN_CREDENTIAL_CHARS}
+ * token of `Bearer <token>`; a Basic one decoded, and its password; each base64-encoded),
+ * each cookie value and each query value of the request URL named as a credential
+ * ({@link SECRET_QUERY_NAME}) or random-looking ({@link RANDOM_QUERY_VALUE}). Looked for in
+ * the text with JSON's and URLs' escapes read ({@link readPieces}), so a credential is found
+ * as written or with any character escaped (`\/` from PHP's `json_encode`, `\u002B` from
+ * .NET's `System.Text.Json`, `%2F` from `encodeURIComponent`), without base64's padding, in
+ * either base64 alphabet, and hidden as the server wrote it; a short one only as
+ * {@link MIN_CREDENTIAL_CHARS} says. A credential's start of at least {@link MIN_CREDENTIAL_CHARS}
  * characters that ends the text goes too: the body snippet is cut at `bodyBytes`, maybe
  * inside a token. Run only for a failure response, on the text as the server wrote it
  * (before parsing, redaction and `oneLine()`); `[redacted]` keeps a JSON string valid.
@@ -216,14 +225,18 @@ export function hideSent(call: Call, text: string): string {
     // whole or the password alone (a user name is no secret, and stays). atob() gives
     // bytes as Latin-1 characters; a password sent as UTF-8 (RFC 7617's charset="UTF-8")
     // is quoted back as UTF-8 text, so it is decoded so too (a stray byte as U+FFFD).
+    // A server may quote any of them base64-encoded too (a header value is Latin-1 bytes).
     try {
       const binary = /^basic\s/i.test(value) ? atob(token) : '';
       const utf8 = new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0)));
       for (const decoded of [binary, utf8]) sent.push(decoded, decoded.slice(decoded.indexOf(':') + 1));
+      sent.push(btoa(value), btoa(token));
     } catch {
-      // Not base64: nothing decoded to hide.
+      // Not base64, or not Latin-1: nothing more to hide.
     }
   }
+  // Those are a header's credentials: secrets at any length (see MIN_CREDENTIAL_CHARS).
+  const words = sent.length;
   // Each query value the call sent that is a credential (`?key=AIza…`: Gemini, Maps), by
   // its name or its look: URLs shown lose every value, and a body quoting one of these alone
   // does too. The others stay: a server quotes them to say what was wrong (Azure's "The
@@ -244,15 +257,19 @@ export function hideSent(call: Call, text: string): string {
   // Characters are marked rather than replaced, so a credential that holds another (a
   // signed cookie `<id>.<signature>`, the id sent as a token too) is hidden whole.
   const hidden = pieces.map(() => false);
-  for (const written of sent) {
+  for (const [i, written] of sent.entries()) {
     // Read as the text is: a cookie sent percent-encoded (express's `s%3A<id>.<signature>`)
-    // is found where the server quotes it back decoded, and as it was sent.
+    // is found where the server quotes it back decoded, and as it was sent; without base64's
+    // `=` padding, which a server may drop (what it pads stays shown).
     const credential = readPieces(written)
       .map((piece) => piece[1])
-      .join('');
-    if (credential.length < MIN_CREDENTIAL_CHARS) continue;
+      .join('')
+      .replace(/=+$/, '');
+    const short = credential.length < MIN_CREDENTIAL_CHARS;
+    if (short && (credential.length < MIN_WORD_CHARS || i >= words)) continue;
     for (let at = read.indexOf(credential); at >= 0; at = read.indexOf(credential, at + credential.length))
-      hidden.fill(true, at, at + credential.length);
+      if (!short || !/[\w+]/.test(read.charAt(at - 1) + read.charAt(at + credential.length)))
+        hidden.fill(true, at, at + credential.length);
     // Only a start shorter than the credential may end the text: a full one is found above.
     const head = credential.slice(0, MIN_CREDENTIAL_CHARS);
     let at = read.indexOf(head, read.length - credential.length + 1);
@@ -266,13 +283,16 @@ export function hideSent(call: Call, text: string): string {
  * `text` in pieces, each one character as written and as read: a `\uXXXX` or `\x` JSON
  * escape, a `%XX` percent escape (a server quoting a credential in a URL or a form encodes
  * its `/`, `+` and `=`: `encodeURIComponent`, in either case), or a character as it is (a
- * cut escape, `\u00` or `%2`, reads as itself).
+ * cut escape, `\u00` or `%2`, reads as itself). base64url's `-` and `_` read as base64's
+ * `+` and `/`: a credential is found in either alphabet.
  */
 function readPieces(text: string): string[][] {
   return [...text.matchAll(/\\u([\da-f]{4})|%([\da-f]{2})|\\?([\s\S])/gi)].map(
     ([written, hex, percent, c]) => [
       written,
-      c ?? String.fromCharCode(Number.parseInt((hex ?? percent) as string, 16)),
+      (c ?? String.fromCharCode(Number.parseInt((hex ?? percent) as string, 16)))
+        .replace('-', '+')
+        .replace('_', '/'),
     ],
   );
 }

@@ -941,6 +941,76 @@ test('the password of a Basic Authorization sent as UTF-8 (RFC 7617 charset="UTF
   );
 });
 
+/** The serverMessage of the 401 a loopback server answers a call sending `headers` with, its text `say(request headers)`. */
+async function quotedBack(
+  headers: Record<string, string>,
+  say: (h: (name: string) => string) => string,
+): Promise<string | undefined> {
+  return withServer(
+    (req) => ({ status: 401, body: say((name) => String(req.headers[name] ?? '')) }),
+    async (server) => {
+      const error = await createFetch({ use: [throwOnStatus()] })(server.origin, { headers }).catch(
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.serverMessage, error.body);
+      return error.serverMessage;
+    },
+  );
+}
+
+/** Base64 without its `=` padding, and in base64url's alphabet. */
+const unpadded = (base64: string): string => base64.replace(/=+$/, '');
+const base64url = (base64: string): string => unpadded(base64).replaceAll('+', '-').replaceAll('/', '_');
+
+test('a bearer token or a Basic credential quoted back base64-encoded (padded or not, in base64url too) is hidden', async () => {
+  // '?>' makes base64 hold '/' and '+', which base64url writes '_' and '-'.
+  const token = 'tok-a?>a?>-012345678';
+  const basic = btoa('alice:a?>Secret!');
+  const padded = 'QmVhcmVyIHNlY3JldC10b2tlbg=='; // a token that is base64 itself, padded
+  const said = await quotedBack(
+    { authorization: `Bearer ${token}`, 'proxy-authorization': `Basic ${basic}`, 'x-api-key': padded },
+    (h) => {
+      const bearer = h('authorization');
+      const b64 = btoa(bearer.slice('Bearer '.length));
+      return [
+        `key ${unpadded(h('x-api-key'))}`,
+        `token ${b64} ${unpadded(b64)} ${base64url(b64)}`,
+        `header ${btoa(bearer)}`,
+        `basic ${unpadded(basic)} ${base64url(basic)}.`,
+      ].join('; ');
+    },
+  );
+  assert.equal(
+    said,
+    'key [redacted]; token [redacted]= [redacted] [redacted]; header [redacted]; basic [redacted] [redacted].',
+  );
+});
+
+test('a header credential of 4 to 7 characters (a short API key, a Basic password) is hidden where it stands as a word, never inside one; shorter ones, and cookie values under 8, stay', async () => {
+  // The rule: 8 characters or more, hidden wherever quoted (as before). A header's credential
+  // of 4 to 7 is hidden where no letter, digit, '-' or '+' is next to it: a password 'pass'
+  // leaves 'password' alone. Under 4, nothing is hidden: 'abc' would blank every word 'abc'.
+  // Cookie values under 8 are no secret as a rule ('theme=dark') and stay.
+  const said = await quotedBack(
+    {
+      authorization: `Basic ${btoa('alice:hunter2')}`,
+      'x-api-key': 'k3y7',
+      'api-key': 'abc',
+      'x-goog-api-key': 'Ab3dE6g8',
+      cookie: 'theme=dark',
+    },
+    () =>
+      'password hunter2 ("hunter2"), key k3y7. not hunter22, my-hunter2, k3y7s; ' +
+      'abc abcdef; theme dark; long key Ab3dE6g8 and xAb3dE6g8x',
+  );
+  assert.equal(
+    said,
+    'password [redacted] ("[redacted]"), key [redacted]. not hunter22, my-hunter2, k3y7s; ' +
+      'abc abcdef; theme dark; long key [redacted] and x[redacted]x',
+  );
+});
+
 test('a body cut inside an escape of a credential it quotes (%2F, \\u002B) shows no part of the credential', async () => {
   // The snippet ends at 2048 bytes: here in the middle of the '%2F' or the '\u002B' of the token.
   const encoded = encodeURIComponent(TOKEN);
