@@ -182,8 +182,8 @@ function failure(call: Call, code: string, what: string, cause: unknown): Breakw
   // `?client_secret=` included: util.inspect and loggers walking `cause` print it. A thrown
   // string, or a frozen error, cannot be redacted in place: a redacted copy goes up instead.
   const request = requestSummary(call.key, call.method, call.href);
-  const where = `for server "${request.key}" (${request.method} ${request.url})`;
-  return new BreakwaterError(`auth(): ${what} ${where}`, code, { cause: redactedError(cause), request });
+  const where = `${request.method} ${request.url} (server "${request.key}")`;
+  return new BreakwaterError(`auth(): ${what}: ${where}`, code, { cause: redactedError(cause), request });
 }
 
 /**
