@@ -118,7 +118,7 @@ export const backoffSchema: z.ZodMiniType<BackoffOptions> = /* @__PURE__ */ (() 
       jitter: z.optional(
         z.custom<Jitter>(
           isJitter,
-          `must be 'full', 'equal', 'decorrelated', 'none' or '+x%' (0 ≤ x ≤ ${MAX_SPREAD_PERCENT})`,
+          `must be 'full', 'equal', 'decorrelated', 'none' or '+x%' (0 <= x <= ${MAX_SPREAD_PERCENT})`,
         ),
       ),
     })
