@@ -28,6 +28,7 @@ import {
   Call,
   CREDENTIAL_HEADER,
   dropBody,
+  HTTP_TOKEN,
   hasOneShotBody,
   type Middleware,
   type Next,
@@ -123,9 +124,6 @@ const TOKEN_VALUE = /^[!-~]([\t -~]*[!-~])?$/;
 function isTokenValue(value: unknown): value is string {
   return typeof value === 'string' && TOKEN_VALUE.test(value);
 }
-
-/** An RFC 9110 §5.6.2 token: what header names and auth schemes are made of. */
-const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 const optionsSchema = z.strictObject({
   token: z.custom<TokenSource>(

@@ -240,6 +240,12 @@ export function dropBody(response: Response): void {
   }
 }
 
+/**
+ * An RFC 9110 §5.6.2 token: what method names, header names and auth schemes are made
+ * of. One pattern for every option that takes one (`auth()`, `idempotencyKey()`).
+ */
+export const HTTP_TOKEN: RegExp = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
 /** The methods RFC 9110 §9.2.2 defines as idempotent. */
 const IDEMPOTENT_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS', 'TRACE', 'PUT', 'DELETE']);
 

@@ -9,7 +9,7 @@
  */
 
 import * as z from 'zod/mini';
-import type { Call, Middleware, Next } from './call.ts';
+import { type Call, HTTP_TOKEN, type Middleware, type Next } from './call.ts';
 import { describeValue, functionOption, validate } from './options.ts';
 
 /** The header's name (draft-ietf-httpapi-idempotency-key-header §2). */
@@ -31,9 +31,6 @@ export interface IdempotencyKeyOptions {
    */
   generate?: (() => string) | undefined;
 }
-
-/** An RFC 9110 §5.6.2 token: what method names are made of. */
-const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 const optionsSchema = z.optional(
   z.strictObject({
