@@ -92,7 +92,8 @@ const DECODED_EVERYWHERE = ['gzip', 'br'];
 /**
  * Codings, in any case, that some runtime's fetch decodes and another passes on encoded
  * (see {@link ACCEPT_ENCODING}; a list of them only Node decodes): a response in these
- * alone may or may not have been decoded here, and neither label could be trusted.
+ * alone may or may not have been decoded here, and neither label could be trusted
+ * (but `deflate` alone, whose bytes tell: see `proxy()`).
  */
 const DECODED_SOMEWHERE = ['x-gzip', 'deflate', 'zstd', ...DECODED_EVERYWHERE];
 /** Tokens that name no coding: Bun decodes a list around them, Node and Deno do not. */
@@ -145,6 +146,39 @@ export interface ProxyOptions {
   strictConnectionProcessing?: boolean | undefined;
   /** The longest `Retry-After` sent back, in ms. Default: the policy's `retry.maxRetryAfterMs`. */
   maxRetryAfterMs?: number | undefined;
+}
+
+/**
+ * Reads `body` until `bytes` bytes came or it ended: what came, and a stream of the
+ * whole body again (`null` when it had none).
+ */
+async function readAhead(
+  body: ReadableStream<Uint8Array<ArrayBuffer>>,
+  bytes: number,
+): Promise<[Uint8Array<ArrayBuffer>, ReadableStream<Uint8Array<ArrayBuffer>> | null]> {
+  const reader = body.getReader();
+  let head = new Uint8Array();
+  let done = false;
+  while (head.length < bytes && !done) {
+    const next = await reader.read();
+    done = next.done;
+    if (next.value) head = head.length > 0 ? new Uint8Array([...head, ...next.value]) : next.value;
+  }
+  // Empty only when it ended; a reader that ended reads as ended again.
+  return [
+    head,
+    head.length > 0
+      ? new ReadableStream({
+          start: (sink) => sink.enqueue(head),
+          pull: async (sink) => {
+            const next = await reader.read();
+            if (next.done) sink.close();
+            else sink.enqueue(next.value);
+          },
+          cancel: (reason) => reader.cancel(reason),
+        })
+      : null,
+  ];
 }
 
 /** Whether fetch can send these header changes: else every request would fail with a 500. */
@@ -209,8 +243,13 @@ const targetSchema = z.custom<ProxyTarget>(
  * - The upstream is asked for `Accept-Encoding: gzip, br`, which every runtime's fetch
  *   decodes, so the client gets the body decoded. An upstream that answers in a coding
  *   no fetch decodes (`x-custom`) passes it on with its `Content-Encoding` and
- *   `Content-Length`; one that answers in a coding some runtime decodes and another
- *   does not (`deflate`, `x-gzip`, `zstd`, `GZIP`, a list) gets a 502 problem: whether its
+ *   `Content-Length`. `deflate` (any case) reaches the client decoded too: Node's and Bun's
+ *   fetch decode it, Deno's and workerd's do not, and bytes still in its zlib format are
+ *   told by the header they start with and decoded here. Content that itself starts
+ *   with a zlib header (a zlib file sent deflated) would be decoded once too often on
+ *   Node and Bun, and raw deflate (no zlib header, against RFC 9110) passes on still
+ *   encoded from Deno and workerd. One that answers in another coding some runtime decodes and
+ *   another does not (`x-gzip`, `zstd`, `GZIP`, a list) gets a 502 problem: whether its
  *   bytes were decoded here cannot be told, and either label could be wrong. Unless the
  *   upstream's answer was one to retry (a 503), it says `x-should-retry: false`: a resend
  *   would run it upstream again, for the same answer.
@@ -321,19 +360,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         !(Number(c.req.header('content-length')) > 0) &&
         !c.req.header('transfer-encoding')
       ) {
-        const reader = body.getReader();
-        const first = await reader.read();
-        body = first.done
-          ? null
-          : new ReadableStream({
-              start: (sink) => sink.enqueue(first.value),
-              pull: async (sink) => {
-                const next = await reader.read();
-                if (next.done) sink.close();
-                else sink.enqueue(next.value);
-              },
-              cancel: (reason) => reader.cancel(reason),
-            });
+        [, body] = await readAhead(body, 1);
       }
       if (body !== null) {
         init.body = body;
@@ -369,7 +396,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         raw.headers.set('content-length', String(body.size));
         if (form && body.type) raw.headers.set('content-type', body.type);
       }
-      const response = await honoProxy(url, {
+      let response = await honoProxy(url, {
         raw,
         customFetch: send,
         strictConnectionProcessing: strict,
@@ -377,7 +404,6 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       // An answer the policy did not wait out passes on its wait: as delay-seconds (an
       // HTTP-date depends on the client's clock), and no longer than the cap, so an
       // upstream cannot send every client away for a day. hono/proxy's headers are mutable.
-      const { headers } = response;
       const coding = sent?.get('content-encoding');
       // One coding every fetch decodes, in lower case (workerd's test is case-sensitive),
       // unless the request said identity: hono/proxy rightly removed its label and length.
@@ -388,7 +414,18 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
           .split(',')
           .map((token) => token.trim())
           .filter((token) => !NO_CODING.includes(token));
-        if (codings.length > 0 && codings.every((token) => DECODED_SOMEWHERE.includes(token))) {
+        if (accepted !== IDENTITY && codings.join() === 'deflate' && response.body !== null) {
+          // Node's and Bun's fetch decode deflate, Deno's and workerd's pass it on: bytes
+          // still in the zlib format (RFC 9110 §8.4.1.2) start with its header, which
+          // the rest decodes here, as Node and Bun did.
+          const [[cmf = 0, flg = 0], body] = await readAhead(response.body, 2);
+          // CM 8 with a window of at most 32 KiB, no preset dictionary, and the check bits.
+          const zlib = (cmf & 0x8f) === 8 && !(flg & 0x20) && ((cmf << 8) | flg) % 31 === 0;
+          response = new Response(
+            zlib ? body?.pipeThrough(new DecompressionStream('deflate')) : body,
+            response,
+          );
+        } else if (codings.length > 0 && codings.every((token) => DECODED_SOMEWHERE.includes(token))) {
           // An answer with no body (to HEAD, a 204, a 304) has no bytes a fetch could have
           // left encoded: it goes on without the label, as gzip's does (a cache updating
           // its stored copy's headers from a 304 must not relabel the body it keeps).
@@ -408,11 +445,12 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         } else {
           // No fetch decodes a coding it does not know (undici stops at the first): the
           // bytes are the upstream's, so are their label and length.
-          headers.set('content-encoding', coding);
+          response.headers.set('content-encoding', coding);
           const length = sent?.get('content-length');
-          if (length != null) headers.set('content-length', length);
+          if (length != null) response.headers.set('content-length', length);
         }
       }
+      const { headers } = response;
       headers.delete('proxy-connection');
       // RFC 9110 §11.7.3: for the next client only, as Proxy-Authenticate (which hono/proxy drops).
       headers.delete('proxy-authentication-info');
