@@ -1079,7 +1079,14 @@ test('resilientMcpClient: a tools/call the caller cancels while retry waits out 
   });
 });
 
-test('resilientMcpClient: a cancellation reaches the server at once while a 429 paces the server’s other requests', async () => {
+/**
+ * Cancels a call of the destructive tool `wipe` (a 300 ms run) while a 429 asking for 2 s
+ * paces the key (past `maxRetryAfterMs`), on a `resilient()` client with `options`: when
+ * the server heard of it, in ms after the abort (`Infinity`: never), and the credential it came with.
+ */
+async function cancelledWhilePaused(
+  options: Parameters<typeof resilient>[3] = {},
+): Promise<{ ms: number; authorization: string | null }> {
   const seen = counts();
   const slow = () => {
     const server = new McpServer({ name: 'slow', version: '1.0.0' });
@@ -1092,14 +1099,19 @@ test('resilientMcpClient: a cancellation reaches the server at once while a 429 
   const fault = { status: 429, headers: { 'retry-after-ms': '2000' } };
   const inner = mcpApp(seen, failFirst('tools/list', fault), slow);
   let cancelledAt = 0;
+  let authorization: string | null = null;
   const app = {
     async fetch(request: Request): Promise<Response> {
-      if ((await request.clone().text()).includes('notifications/cancelled')) cancelledAt = Date.now();
+      if ((await request.clone().text()).includes('notifications/cancelled')) {
+        cancelledAt = Date.now();
+        authorization = request.headers.get('authorization');
+      }
       return inner.fetch(request);
     },
   };
+  let ms = Infinity;
   await withApp(app, async ({ origin }) => {
-    const mcp = resilient(origin, [], { retry: { backoff: fast, maxRetryAfterMs: 100 } });
+    const mcp = resilient(origin, [], { retry: { backoff: fast, maxRetryAfterMs: 100 } }, options);
     try {
       const client = await mcp.connect();
       const cancel = new AbortController();
@@ -1111,12 +1123,25 @@ test('resilientMcpClient: a cancellation reaches the server at once while a 429 
       await assert.rejects(call, /stop the wipe/);
       // Till the tool's run is over.
       await new Promise((resolve) => setTimeout(resolve, 400));
-      assert.ok(cancelledAt >= abortedAt, 'the server was told the call is cancelled');
-      assert.ok(cancelledAt - abortedAt < 1000, `told ${cancelledAt - abortedAt} ms after the abort`);
+      if (cancelledAt >= abortedAt) ms = cancelledAt - abortedAt;
     } finally {
       await mcp.close();
     }
   });
+  return { ms, authorization };
+}
+
+test('resilientMcpClient: a cancellation reaches the server at once while a 429 paces the server’s other requests', async () => {
+  const { ms } = await cancelledWhilePaused();
+  assert.ok(ms < Infinity, 'the server was told the call is cancelled');
+  assert.ok(ms < 1000, `told ${ms} ms after the abort`);
+});
+
+test('resilientMcpClient: with the auth option, a cancellation reaches the server at once, with the token, while a 429 paces the server’s other requests', async () => {
+  const { ms, authorization } = await cancelledWhilePaused({ auth: { token: 'sk-cancel-1' } });
+  assert.ok(ms < Infinity, 'the server was told the call is cancelled');
+  assert.ok(ms < 1000, `told ${ms} ms after the abort`);
+  assert.equal(authorization, 'Bearer sk-cancel-1');
 });
 
 test('resilientMcpClient: an answer to a server request with the id of a call in flight does not stop a cancellation of that call', async () => {
@@ -3249,7 +3274,11 @@ test('a JSON answer whose connection breaks mid-way fails the request with a Net
   );
 });
 
-test('resilientMcpClient: close() against a server that is down sends the DELETE once and resolves well before closeTimeoutMs', async () => {
+/**
+ * Connects a `resilient()` client with `options` (the policy's default retry), stops its
+ * server, and closes it: close() must resolve well before closeTimeoutMs, its DELETE tried once.
+ */
+async function assertClosesOnceWhenDown(options: Parameters<typeof resilient>[3] = {}): Promise<void> {
   // The policy's default retry (500 ms backoff) would resend a refused DELETE (a refused
   // connect counts as not sent) until closeTimeoutMs (2 s) let it go.
   const server = sessionApp();
@@ -3261,7 +3290,7 @@ test('resilientMcpClient: close() against a server that is down sends the DELETE
   let mcp: ReturnType<typeof resilient> | undefined;
   try {
     await withApp(server, async ({ origin }) => {
-      mcp = resilient(origin, [], { retry: {} }, { fetch: counting });
+      mcp = resilient(origin, [], { retry: {} }, { ...options, fetch: counting });
       await mcp.connect();
     });
     // The server is gone now: its port refuses.
@@ -3274,6 +3303,59 @@ test('resilientMcpClient: close() against a server that is down sends the DELETE
     await mcp?.close();
     await server.forget();
   }
+}
+
+test('resilientMcpClient: close() against a server that is down sends the DELETE once and resolves well before closeTimeoutMs', async () => {
+  await assertClosesOnceWhenDown();
+});
+
+test('resilientMcpClient: with the auth option, close() against a server that is down sends the DELETE once and resolves well before closeTimeoutMs', async () => {
+  await assertClosesOnceWhenDown({ auth: { token: 'sk-close-2' } });
+});
+
+test('resilientMcpClient: with the auth option, a cancellation answered 401 for the token it carried goes again through the policy, which refreshes it: the server hears it with the new token', async () => {
+  const seen = counts();
+  const slow = () => {
+    const server = new McpServer({ name: 'slow', version: '1.0.0' });
+    server.registerTool('wipe', { description: 'wipe' }, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return { content: [{ type: 'text' as const, text: 'wiped' }] };
+    });
+    return server;
+  };
+  const inner = mcpApp(seen, undefined, slow);
+  // The old token expires once the call is sent.
+  let expired = false;
+  const cancellations: (string | null)[] = [];
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      const text = await request.clone().text();
+      const authorization = request.headers.get('authorization');
+      if (text.includes('notifications/cancelled')) cancellations.push(authorization);
+      if (expired && authorization !== 'Bearer sk-new') return new Response(null, { status: 401 });
+      if (text.includes('tools/call')) expired = true;
+      return inner.fetch(request);
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const mcp = resilient(origin, [], {}, { auth: { token: 'sk-old', refresh: () => 'sk-new' } });
+    try {
+      const client = await mcp.connect();
+      const cancel = new AbortController();
+      const call = client.callTool({ name: 'wipe', arguments: {} }, undefined, { signal: cancel.signal });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      cancel.abort(new Error('stop the wipe'));
+      await assert.rejects(call, /stop the wipe/);
+      // Till the tool's run is over.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      // Its old token's 401 said nothing yet to the policy's auth(), which sends it once more first.
+      assert.equal(cancellations[0], 'Bearer sk-old');
+      assert.equal(cancellations.at(-1), 'Bearer sk-new');
+      assert.equal(seen.posts['notifications/cancelled'], 1, 'the server heard it once');
+    } finally {
+      await mcp.close();
+    }
+  });
 });
 
 test('resilientMcpClient: with the auth option, close() stamps the policy’s token on the DELETE', async () => {

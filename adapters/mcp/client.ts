@@ -17,7 +17,16 @@ import { fetchFailure } from '../../src/network.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
-import { CANCELLED, LET_GO, type LetGo, type McpFetch, type McpFetchOptions, mcpFetch } from './fetch.ts';
+import {
+  CANCELLED,
+  LET_GO,
+  type LetGo,
+  type McpFetch,
+  type McpFetchOptions,
+  mcpFetch,
+  STAMPED,
+  type Stamped,
+} from './fetch.ts';
 import { DEFAULT_MAX_BODY_CHARS, type McpToolsList } from './resend.ts';
 
 /** The gate's key when neither `key` nor the policy's `name` gives one. */
@@ -113,8 +122,9 @@ export interface ResilientMcpClientOptions<C extends McpClientLike, T extends Mc
    * connect that timed out: it had `connectTimeoutMs` to answer). Past this the DELETE
    * is let go, the transport closes all the same, and the server's session stays until
    * it expires. The DELETE is sent once, straight to `fetch` (past the policy's retry and
-   * breaker: a server that is down refuses it at once), unless the `auth` option is set,
-   * whose token only the policy's chain stamps.
+   * breaker: a server that is down refuses it at once). With the `auth` option it carries
+   * the token the policy last stamped, and goes through the policy only when that one is
+   * answered 401 (refreshed) or redirected, or before any was stamped.
    */
   closeTimeoutMs?: number | undefined;
 }
@@ -202,7 +212,8 @@ const optionsSchema = z.looseObject({
  *   tools again.
  * - A request the SDK cancels (its caller aborted, or it timed out) is let go: never sent
  *   again after a 429's or a 503's wait. Its `notifications/cancelled` goes once, straight
- *   to `fetch` as the DELETE does, so a pause the server asked for does not hold it.
+ *   to `fetch` as the DELETE does (with the `auth` option too, see `closeTimeoutMs`), so a
+ *   pause the server asked for does not hold it.
  * - Closing ends the server's session with a DELETE first (MCP spec: clients that no
  *   longer need a session SHOULD), within `closeTimeoutMs` (default 2 s); see `close()`.
  *
@@ -248,6 +259,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   const fetch = mcpFetch(policy, fetchOptions);
   /** Lets go of the requests waiting in a session (see `mcpFetch()`): cancellations and the DELETE go past it. */
   const letGo = (fetch as McpFetch & { [LET_GO]: LetGo })[LET_GO];
+  /** The `auth` option's credential as its chain last stamped it (see `mcpFetch()`). */
+  const stamped = (fetch as McpFetch & { [STAMPED]: Stamped })[STAMPED];
   const name = typeof options.key === 'string' ? options.key : policy.resolved.name;
   /**
    * The base fetch, for what goes past the policy (see `open()`), its failures made what the
@@ -407,8 +420,10 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     // so close() against a server that is down took all of it. So does a cancellation:
     // while a 429 paces the key, the policy held it for the pause, or refused it at once
     // (a pause past maxRetryAfterMs), and the server ran on a tool the user had stopped.
-    // The SDK stamps its own OAuth token on both; the policy's `auth` is stamped only
-    // through the policy, so with it they keep that path, retries and all.
+    // The SDK stamps its own OAuth token on both. The policy's `auth` stamps its own only
+    // through the policy: past it they carry the one it last stamped, not following a
+    // redirect (another origin must not get it), and go through the policy (its refresh,
+    // its redirects) only when that answers 401 or redirects, or none was stamped yet.
     //
     // Every answer passes here, a GET stream's too, whose reconnect the SDK reports to
     // onerror only, without its status: a 404 there means the session is gone as well.
@@ -419,7 +434,8 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     const transport = build(
       Object.assign((input: string | URL | Request, init?: RequestInit) => {
         const method = init?.method;
-        const session = new Headers(init?.headers).get(SESSION_HEADER);
+        const headers = new Headers(init?.headers);
+        const session = headers.get(SESSION_HEADER);
         const body = init?.body as string;
         let cancelling = false;
         // A GET once the session's stream was open: the SDK reopens a stream that ended, and
@@ -438,25 +454,36 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
             letGo(`${input} ${session}`, `${JSON.stringify(sent.params?.requestId)}`);
           }
         } catch {}
-        return ((cancelling || method === 'DELETE') && !fetchOptions.auth ? direct : fetch)(input, init).then(
-          (response) => {
-            const get = method === 'GET';
-            if ((response.status === SESSION_GONE || (get && response.ok)) && session !== null) {
-              if (response.ok) streamed = true;
-              else if (streamed || !get) gone();
-            }
-            // The SDK reads a failure's body whole, and past the policy nothing caps it: an
-            // endless one would grow memory without end. Its status is all the SDK reports; the
-            // headers stay, a redirect's Location too, which the SDK follows within the origin.
-            // One without a body goes as it is: a browser's opaque redirect (status 0) has none,
-            // and a Response cannot be built with its status.
-            if (cancelling && !response.ok && response.body) {
-              response.body.cancel().catch(() => {});
-              return new Response(null, response);
-            }
-            return response;
-          },
-        );
+        const past = cancelling || method === 'DELETE';
+        const stamp = past && stamped();
+        if (stamp) headers.set(...stamp);
+        const sending = stamp
+          ? direct(input, { ...init, headers, redirect: 'manual' }).then((response) => {
+              const { status } = response;
+              // A browser hides a redirect it did not follow: status 0.
+              if (status && status !== 401 && (status < 300 || status > 399)) return response;
+              // Freed, as retry frees a response it drops (a node-fetch body has no cancel()).
+              response.body?.cancel?.().catch(() => {});
+              return fetch(input, init);
+            })
+          : (past && !fetchOptions.auth ? direct : fetch)(input, init);
+        return sending.then((response) => {
+          const get = method === 'GET';
+          if ((response.status === SESSION_GONE || (get && response.ok)) && session !== null) {
+            if (response.ok) streamed = true;
+            else if (streamed || !get) gone();
+          }
+          // The SDK reads a failure's body whole, and past the policy nothing caps it: an
+          // endless one would grow memory without end. Its status is all the SDK reports; the
+          // headers stay, a redirect's Location too, which the SDK follows within the origin.
+          // One without a body goes as it is: a browser's opaque redirect (status 0) has none,
+          // and a Response cannot be built with its status.
+          if (cancelling && !response.ok && response.body) {
+            response.body.cancel().catch(() => {});
+            return new Response(null, response);
+          }
+          return response;
+        });
       }, fetch),
     );
     let sending = false;

@@ -196,6 +196,15 @@ export const LET_GO: unique symbol = Symbol('breakwater.mcp.letGo');
  */
 export type LetGo = (session: string, id?: string, reason?: unknown, from?: AbortSignal) => void;
 
+/**
+ * Where an `mcpFetch()` with the `auth` option keeps what gives the credential its chain
+ * last stamped on a request the server did not answer 401 (`[header, value]`), if any:
+ * `resilientMcpClient()` sends cancellations and the session's DELETE past the policy with it.
+ */
+export const STAMPED: unique symbol = Symbol('breakwater.mcp.stamped');
+/** What {@link STAMPED} holds. */
+export type Stamped = () => [header: string, value: string] | undefined;
+
 /** The client's word that it gave up a request (MCP spec, Cancellation): its caller aborted, or it timed out. */
 export const CANCELLED = 'notifications/cancelled';
 
@@ -285,6 +294,10 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   const ending = answersCut(maxBytes, cuts);
   /** The latest failure responses handed to the SDK, oldest first. */
   const failures: Failure[] = [];
+  /** The header `auth` stamps, and the value it last stamped on a request not answered 401 (see {@link STAMPED}). */
+  // auth()'s default header, named here: importing it would bundle auth() itself.
+  const header = valid.auth && (valid.auth.header ?? 'authorization').toLowerCase();
+  let stamp: string | null = null;
 
   /**
    * Records each failure response the SDK gets (outside retry: the last attempt's, the
@@ -294,6 +307,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
    */
   async function remember(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
+    if (header && response.status !== 401) stamp = call.header(header) ?? stamp;
     const said = (response as Snapshotted)[SNAPSHOT];
     if (said) {
       let ids: string[] = [];
@@ -389,6 +403,8 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   }) as McpFetch;
   fetch.learn = resend.learn;
   (fetch as McpFetch & { [LET_GO]: LetGo })[LET_GO] = letGoOf;
+  (fetch as McpFetch & { [STAMPED]: Stamped })[STAMPED] = () =>
+    header && stamp ? [header, stamp] : undefined;
   fetch.toError = (error, sent) => {
     const status = sdkStatus(error);
     if (status === undefined) {
