@@ -1179,3 +1179,91 @@ test("behind hono's cors(), the names an upstream exposes stay exposed beside br
     },
   );
 });
+
+/** The Access-Control-* names on a response, lower case, sorted. */
+const corsNames = (res: Response): string[] =>
+  [...res.headers.keys()].filter((name) => name.startsWith('access-control-')).sort();
+
+test("an upstream's own Access-Control-* headers never reach the client: who may read the proxy's answers is its cors()'s to say; the names the upstream exposes stay for origins cors() allows", async () => {
+  // An upstream that lets any origin read, with credentials (it echoes the Origin), and
+  // answers preflights itself.
+  await withServer(
+    (req) => ({
+      status: req.method === 'OPTIONS' ? 204 : 200,
+      headers: {
+        'access-control-allow-origin': String(req.headers.origin ?? '*'),
+        'access-control-allow-credentials': 'true',
+        'access-control-allow-methods': 'GET, POST, DELETE',
+        'access-control-allow-headers': 'authorization',
+        'access-control-max-age': '86400',
+        'access-control-allow-private-network': 'true',
+        'access-control-expose-headers': 'X-Up-Trace',
+        'x-up-trace': 't1',
+      },
+      body: req.method === 'OPTIONS' ? '' : 'private data',
+    }),
+    async (up) => {
+      const policy = definePolicy({ name: 'things', retry: { attempts: 1 } });
+      const front = new Hono();
+      front.use('*', cors({ origin: 'http://allowed.example' }));
+      front.all('*', proxy(up.origin, { policy }));
+      // No cors() at all: a same-origin app, or a server-to-server gateway.
+      const bare = new Hono();
+      bare.all('*', proxy(up.origin, { policy }));
+      await withApp(front, async ({ origin }) => {
+        // A page cors() refuses: before, the upstream's echo let it read, with cookies.
+        const refused = await fetch(`${origin}/x`, { headers: { origin: 'http://evil.example' } });
+        assert.equal(await refused.text(), 'private data');
+        assert.deepEqual(corsNames(refused), []);
+        assert.equal(refused.headers.get('x-up-trace'), 't1');
+        // The page cors() allows: cors()'s answer, without the upstream's credentials.
+        const allowed = await fetch(`${origin}/x`, { headers: { origin: 'http://allowed.example' } });
+        await allowed.text();
+        assert.equal(allowed.headers.get('access-control-allow-origin'), 'http://allowed.example');
+        assert.deepEqual(corsNames(allowed), [
+          'access-control-allow-origin',
+          'access-control-expose-headers',
+        ]);
+        const exposed = String(allowed.headers.get('access-control-expose-headers'))
+          .toLowerCase()
+          .split(/\s*,\s*/);
+        assert.ok(exposed.includes('x-up-trace') && exposed.includes('retry-after'), `${exposed}`);
+      });
+      await withApp(bare, async ({ origin }) => {
+        const res = await fetch(`${origin}/x`, { headers: { origin: 'http://evil.example' } });
+        assert.equal(await res.text(), 'private data');
+        assert.deepEqual(corsNames(res), []);
+        // A preflight reaches the upstream (no cors() answers it), and its answer no page.
+        const preflight = await fetch(`${origin}/x`, {
+          method: 'OPTIONS',
+          headers: {
+            origin: 'http://evil.example',
+            'access-control-request-method': 'DELETE',
+            'access-control-request-headers': 'authorization',
+          },
+        });
+        await preflight.body?.cancel();
+        assert.equal(preflight.status, 204);
+        assert.deepEqual(corsNames(preflight), []);
+      });
+      assert.equal(up.requests.filter((seen) => seen.method === 'OPTIONS').length, 1);
+    },
+  );
+});
+
+test("behind cors({ credentials: true }), an allowed origin gets cors()'s Access-Control-Allow-Credentials, whatever the upstream says", async () => {
+  await withServer(
+    always({ status: 200, headers: { 'access-control-allow-origin': '*' }, body: 'ok' }),
+    async (up) => {
+      const front = new Hono();
+      front.use('*', cors({ origin: 'http://allowed.example', credentials: true }));
+      front.all('*', proxy(up.origin, { policy: definePolicy({ name: 'things', retry: { attempts: 1 } }) }));
+      await withApp(front, async ({ origin }) => {
+        const res = await fetch(`${origin}/x`, { headers: { origin: 'http://allowed.example' } });
+        assert.equal(await res.text(), 'ok');
+        assert.equal(res.headers.get('access-control-allow-origin'), 'http://allowed.example');
+        assert.equal(res.headers.get('access-control-allow-credentials'), 'true');
+      });
+    },
+  );
+});

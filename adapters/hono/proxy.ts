@@ -461,9 +461,17 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         headers.set('retry-after', retryAfterSeconds(ms));
         if (headers.has('retry-after-ms')) headers.set('retry-after-ms', String(ms));
       }
-      // The names the upstream exposes stay exposed: Hono sets the front's list (cors()'s,
-      // breakwater's) over the upstream's when it takes this response.
-      exposeClientHeaders(c, headers.get('access-control-expose-headers'));
+      // Which origins may read this answer, with credentials or not, is this server's to
+      // say (its cors()): the upstream's Access-Control-* were written for its own origin,
+      // and an upstream allowing any origin, or echoing it with credentials, would open
+      // the proxy's answers (read with the proxy origin's cookies) to every page. Only the
+      // names the upstream exposes stay, added to the front's list (cors()'s, breakwater's,
+      // which Hono sets over this response's) when the front lets this origin read.
+      const exposed = headers.get('access-control-expose-headers');
+      for (const name of [...headers.keys()]) {
+        if (name.startsWith('access-control-')) headers.delete(name);
+      }
+      exposeClientHeaders(c, exposed);
       return response;
     } catch (error) {
       if (error instanceof BreakwaterError || isAbort(error, c.req.raw.signal)) {
