@@ -501,7 +501,7 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   Outcomes of calls sent before the circuit last opened or closed count for nothing.
  *   A call whose signal has aborted (before or while it waits here) takes no slot,
  *   reports no wait and changes no state: it is refused with its abort reason.
- * - **Pacing**: a 429 or 503 naming a delay (`Retry-After` and friends), or a 429 naming
+ * - **Pacing**: a 429, 503 or 529 naming a delay (`Retry-After` and friends), or a 429 naming
  *   none (then the next step of `open`, only for one meeting a key unpaused or
  *   answering the pace probe: not for the calls in flight together when the key was
  *   paused, however late they answer), pauses the whole key. A later call waits the
@@ -510,8 +510,8 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   waiting looks again at once when the key is reset, the circuit opens or a response
  *   stretches the pause (past what it may wait: it fails fast then). A server
  *   delay above `maxRetryAfterMs` pauses the key for `maxRetryAfterMs` only, and calls
- *   fail fast meanwhile (waiting would only meet another 429). A 503 with a delay both
- *   pauses the key and counts as a failure. Any answer that is not a failure (a 200
+ *   fail fast meanwhile (waiting would only meet another 429). A 503 or 529 with a delay
+ *   both pauses the key and counts as a failure. Any answer that is not a failure (a 200
  *   included; 408 and 5xx are judged by their `retryDelay()`, as retry() does) whose
  *   rate-limit headers say a quota is used up (`remaining: 0` beside a reset: OpenAI's,
  *   Anthropic's, `RateLimit`, `X-RateLimit-*`) pauses the key until the reset, so the
@@ -829,7 +829,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
 
   /**
    * Judges what the server answered. A 429 paces the key and counts as a success (the
-   * server is up); 408 and 5xx count as failures, and a 503 naming a delay also paces.
+   * server is up); 408 and 5xx count as failures, and a 503 or 529 naming a delay also paces.
    * Any other answer that is not a failure and says a quota is used up (a 200 with
    * `remaining: 0` and a reset within `maxRetryAfterMs`) paces the key until the reset:
    * the next call would only earn a 429. Then, if this call was the pace probe, its
@@ -879,7 +879,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       if (status === 408 || status >= 500) {
         const askedMs = delayOf(answer);
         fail(c, call, epoch, answer, askedMs);
-        if (status === 503 && askedMs !== undefined) pace(c, call, answer, askedMs, true);
+        // A 529 (Anthropic's "overloaded") with a delay asks for quiet as a 503 does.
+        if ((status === 503 || status === 529) && askedMs !== undefined) pace(c, call, answer, askedMs, true);
       } else {
         succeed(c, call, epoch);
         // A quota used up pauses the key until its reset. So does one with fewer requests

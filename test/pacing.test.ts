@@ -300,6 +300,27 @@ test('a 503 with a delay both pauses the key and counts as a failure', async () 
   });
 });
 
+test('a 529 with a delay both pauses the key and counts as a failure, as a 503 does', async () => {
+  // Anthropic's "overloaded": retryable as a 503 is (DESIGN §5), and its Retry-After is the
+  // same request for quiet. Before, only a 503 paced: a 529's waiters were all sent into it.
+  const overloaded = { status: 529, headers: { 'retry-after-ms': '300' } };
+  await withServer(sequence(overloaded, { status: 200 }), async (server) => {
+    const { fetch, events, breaker } = pacedClient();
+    const started = Date.now();
+    assert.equal(await send(fetch, server.origin), 529);
+    const stats = breaker.stats('model');
+    assert.equal(stats?.consecutiveFailures, 1);
+    assert.notEqual(stats?.pausedUntil, undefined, 'the key is paused');
+    assert.equal(await send(fetch, server.origin), 200);
+    assert.ok(Date.now() - started >= 300, 'the second call waited out the pause');
+    const starts = events.filter((e): e is PacedEvent => e.type === 'paced' && e.phase === 'start');
+    assert.deepEqual(
+      starts.map((e) => e.delayMs),
+      [300],
+    );
+  });
+});
+
 test('when a pause ends, exactly one of 20 waiters reaches the server first, and the others only after its response: all at once when it answered slower than the pause lasted', async () => {
   let answeredAt = 0;
   // The other 19 are held at the server until all of them are there: released together,
