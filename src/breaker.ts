@@ -296,6 +296,12 @@ interface Circuit {
   pausedUntilMs: number;
   /** How long the pause was set for: a clock that steps back never makes it longer. */
   pausedForMs: number;
+  /**
+   * Pauses set so far (each start or stretch). A call remembers the count it was sent at:
+   * an answer to a call sent before the latest pause began is the refusal that pause
+   * already acts on, told again (see `settle()`).
+   */
+  pauses: number;
   /** Openings since last closed (the backoff step). */
   opens: number;
   /** The last open-time step, for decorrelated jitter. */
@@ -349,6 +355,7 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     ring: undefined,
     pausedUntilMs: 0,
     pausedForMs: 0,
+    pauses: 0,
     opens: 0,
     lastOpenMs: undefined,
     retryAtMs: 0,
@@ -482,7 +489,10 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   5xx responses (529 included), `NetworkError`, `TimeoutError`. Never other 4xx,
  *   401/403/407, user aborts or `CircuitOpenError`. Any other response (429 included:
  *   the server is up) is a success and ends a run of failures; other thrown errors
- *   count as nothing.
+ *   count as nothing. A 503 or 529 naming a delay, answered to a call sent before the
+ *   key's latest pause began, counts for nothing: a server that starts shedding with 32
+ *   calls on the wire tells one refusal 32 times, and that pause already acts on it
+ *   (each pace probe's shed counts, so a server that keeps shedding still opens it).
  * - **Opens** after `consecutiveFailures` in a row, or when failures make up at least
  *   `failureRatio` of the sliding window's calls (once it holds `minimumThroughput`).
  *   The n-th opening in a row lasts `backoff(open)(n)`, stretched to the failure's own
@@ -753,11 +763,23 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     }
   }
 
-  function fail(c: Circuit, call: Call, epoch: number, failure: Failure, serverDelayMs?: number): void {
+  function fail(
+    c: Circuit,
+    call: Call,
+    epoch: number,
+    failure: Failure,
+    serverDelayMs?: number,
+    told?: boolean,
+  ): void {
     // Sent before the circuit last opened or closed: says nothing about it now.
     if (epoch !== c.epoch) return;
     let reason = '';
     if (c.state === 'closed') {
+      // A shed (503, 529 with a delay) of a call sent before the key's latest pause began:
+      // the storm that pause acts on, told again, counts once. 32 calls on the wire when a
+      // server starts shedding made 32 failures in a row (and 32 of 32 in the window), and
+      // opened the circuit: the calls that would have waited the pause out failed fast.
+      if (told) return;
       record(c, 1);
       if (++c.streak >= threshold) reason = `${c.streak} consecutive failures`;
       else if (c.total >= minimumThroughput && c.failed / c.total >= failureRatio)
@@ -812,6 +834,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (!(delayMs > 0) || (until <= c.pausedUntilMs && c.paceProbe !== call)) return;
     c.pausedUntilMs = until;
     c.pausedForMs = delayMs;
+    c.pauses++;
     // A new pause supersedes the pace probe in flight (the pause's end gets its own),
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.
     c.paceProbe = undefined;
@@ -835,8 +858,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * the next call would only earn a 429. Then, if this call was the pace probe, its
    * answer releases the key.
    */
-  function settle(c: Circuit, call: Call, epoch: number, answer: Answer): void {
+  function settle(c: Circuit, call: Call, epoch: number, sent: number, answer: Answer): void {
     const status = answer.status;
+    // A pause began after this call was sent (`sent`: the count of pauses then).
+    const late = sent !== c.pauses;
     if (status === 429) {
       let askedMs = delayOf(answer);
       const fromServer = askedMs !== undefined;
@@ -870,7 +895,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // a redirect auth() follows (see FOLLOWS): a probe's frees the slot for its hop. For
       // pacing it is an answer, no 429: it releases the key for its hop, else each waiter
       // was sent alone in turn (the probe handed on), its hop queued behind the rest.
-      settleError(c, call, epoch, undefined, status < 400);
+      settleError(c, call, epoch, sent, undefined, status < 400);
       return;
     } else {
       // Any answer but a 429 ends a run of 429s: the next one starts the pause schedule over.
@@ -878,9 +903,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       c.lastPauseMs = undefined;
       if (status === 408 || status >= 500) {
         const askedMs = delayOf(answer);
-        fail(c, call, epoch, answer, askedMs);
         // A 529 (Anthropic's "overloaded") with a delay asks for quiet as a 503 does.
-        if ((status === 503 || status === 529) && askedMs !== undefined) pace(c, call, answer, askedMs, true);
+        const shed = (status === 503 || status === 529) && askedMs !== undefined;
+        fail(c, call, epoch, answer, askedMs, shed && late);
+        if (shed) pace(c, call, answer, askedMs, true);
       } else {
         succeed(c, call, epoch);
         // A quota used up pauses the key until its reset. So does one with fewer requests
@@ -908,10 +934,17 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     paceSettled(c, call, !(status === 408 || status >= 500));
   }
 
-  function settleError(c: Circuit, call: Call, epoch: number, error: unknown, release = false): void {
+  function settleError(
+    c: Circuit,
+    call: Call,
+    epoch: number,
+    sent: number,
+    error: unknown,
+    release = false,
+  ): void {
     // `throwOnStatus()` inside the breaker: judge the status it carries (the server answered).
     if (error instanceof HttpStatusError) {
-      settle(c, call, epoch, error);
+      settle(c, call, epoch, sent, error);
       return;
     }
     // Our own deadline firing means the server was slow, even when a timeout
@@ -1158,22 +1191,24 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // (whose waits end with the pass). A timeout above that ends the pass puts its outer
     // signal back on the call before a late answer arrives.
     const signal = call.signal;
+    // The key's pauses so far: an answer after another began is from before it.
+    const sent = c.pauses;
     let pending: Promise<Response>;
     try {
       pending = next(call);
     } catch (error) {
-      settleError(c, call, epoch, error);
+      settleError(c, call, epoch, sent, error);
       return Promise.reject(error);
     }
     return pending.then(
       (response) => {
         // The happy path: a window bump and a field write or two.
-        settle(c, call, epoch, response);
+        settle(c, call, epoch, sent, response);
         ended(call, signal);
         return response;
       },
       (error: unknown) => {
-        settleError(c, call, epoch, error);
+        settleError(c, call, epoch, sent, error);
         ended(call, signal);
         throw error;
       },

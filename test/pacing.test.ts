@@ -321,6 +321,58 @@ test('a 529 with a delay both pauses the key and counts as a failure, as a 503 d
   });
 });
 
+/**
+ * A handler that holds the first `n` requests until all `n` have arrived, then answers
+ * each with `shed`; every later request gets a 200. A server that starts shedding with
+ * `n` calls on the wire.
+ */
+function shedsInFlight(n: number, shed: Behaviour): Handler {
+  const held: Array<() => void> = [];
+  return (_req, index) => {
+    if (index >= n) return { status: 200 };
+    return new Promise<Behaviour>((resolve) => {
+      held.push(() => resolve(shed));
+      if (held.length === n) for (const go of held) go();
+    });
+  };
+}
+
+test('a shedding server’s 503s with a delay to 32 calls already in flight count as one failure: the circuit stays closed, and later calls wait the pause out', async () => {
+  // The demo's storm (e196b1e): 32 calls on the wire when the server starts shedding. The
+  // first 503 read pauses the key; the other 31 were sent before that pause began, the same
+  // refusal told again. Each counted, they made 32 failures in a row (and 32 of 32 in the
+  // window) and opened the circuit: the calls that should have waited failed fast.
+  await withServer(shedsInFlight(32, unavailable(200)), async (server) => {
+    const { fetch, events, breaker } = pacedClient();
+    assert.deepEqual(await concurrently(fetch, server.origin, 32), Array(32).fill(503));
+    const stats = breaker.stats('model');
+    assert.equal(stats?.state, 'closed');
+    assert.equal(stats?.consecutiveFailures, 1, 'the storm counts once');
+    assert.equal(stats?.windowFailures, 1);
+    assert.deepEqual(await concurrently(fetch, server.origin, 32), Array(32).fill(200), 'none failed fast');
+    assert.deepEqual(
+      events.filter((e) => e.type === 'breaker'),
+      [],
+    );
+  });
+});
+
+test('a server that keeps shedding with a delay still opens the circuit: the 503 of each call sent after a pause began counts', async () => {
+  // Only answers to calls sent before the key's latest pause began count for nothing: each
+  // pace probe's 503 is a new failure, so 8 in flight and then 4 probes make 5 in a row.
+  await withServer(always(unavailable(20)), async (server) => {
+    const { fetch, breaker } = pacedClient();
+    assert.deepEqual(await concurrently(fetch, server.origin, 8), Array(8).fill(503));
+    for (let failures = 2; failures <= 5; failures++) {
+      assert.equal(await send(fetch, server.origin), 503);
+      assert.equal(breaker.stats('model')?.consecutiveFailures, failures);
+    }
+    assert.equal(breaker.stats('model')?.state, 'open');
+    await assert.rejects(send(fetch, server.origin), CircuitOpenError);
+    assert.equal(server.requests.length, 12);
+  });
+});
+
 test('when a pause ends, exactly one of 20 waiters reaches the server first, and the others only after its response: all at once when it answered slower than the pause lasted', async () => {
   let answeredAt = 0;
   // The other 19 are held at the server until all of them are there: released together,
