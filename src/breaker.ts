@@ -521,7 +521,9 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   stretches the pause (past what it may wait: it fails fast then). A server
  *   delay above `maxRetryAfterMs` pauses the key for `maxRetryAfterMs` only, and calls
  *   fail fast meanwhile (waiting would only meet another 429). A 503 or 529 with a delay
- *   both pauses the key and counts as a failure. Any answer that is not a failure (a 200
+ *   both pauses the key and counts as a failure. An answer to a call sent before a pause
+ *   that its pace probe's answer has since ended pauses nothing: the probe's is newer.
+ *   Any answer that is not a failure (a 200
  *   included; 408 and 5xx are judged by their `retryDelay()`, as retry() does) whose
  *   rate-limit headers say a quota is used up (`remaining: 0` beside a reset: OpenAI's,
  *   Anthropic's, `RateLimit`, `X-RateLimit-*`) pauses the key until the reset, so the
@@ -862,6 +864,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     const status = answer.status;
     // A pause began after this call was sent (`sent`: the count of pauses then).
     const late = sent !== c.pauses;
+    // ... and is over, released by its pace probe's answer: newer news than this answer,
+    // which pauses nothing (a 429 of a call sent before that pause, read after the probe's
+    // 200, paused every caller again).
+    const paces = !late || !!c.pausedUntilMs;
     if (status === 429) {
       let askedMs = delayOf(answer);
       const fromServer = askedMs !== undefined;
@@ -873,14 +879,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // opened, it moves nothing: 0, and the pause stands as it is. Nor once that pause
       // has ended: until the pace probe is answered (pausedUntilMs stays set), only the
       // probe (and a quota's allowance) went after it, so a slow server's 429s to a burst,
-      // arriving over more than a step, stepped up again each time a step had passed.
+      // arriving over more than a step, stepped up again each time a step had passed. Nor
+      // once the pace probe's answer has released the key (`late`, not paused): see `paces`.
       if (askedMs === undefined) {
         askedMs = 0;
-        if (!c.pausedUntilMs || c.paceProbe === call) {
+        if (!late && (!c.pausedUntilMs || c.paceProbe === call)) {
           askedMs = c.lastPauseMs = schedule(++c.pauseSteps, c.lastPauseMs);
         }
       }
-      pace(c, call, answer, askedMs, fromServer);
+      if (paces) pace(c, call, answer, askedMs, fromServer);
       succeed(c, call, epoch);
     } else if (
       ((status === 408 || status >= 500) && replayed(answer)) ||
@@ -906,7 +913,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         // A 529 (Anthropic's "overloaded") with a delay asks for quiet as a 503 does.
         const shed = (status === 503 || status === 529) && askedMs !== undefined;
         fail(c, call, epoch, answer, askedMs, shed && late);
-        if (shed) pace(c, call, answer, askedMs, true);
+        if (shed && paces) pace(c, call, answer, askedMs, true);
       } else {
         succeed(c, call, epoch);
         // A quota used up pauses the key until its reset. So does one with fewer requests
@@ -921,6 +928,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         const probe = c.paceProbe === call;
         const quota = quotaPacing && quotaLeft(answer.headers, now(), !probe, maxRetryAfterMs);
         if (
+          paces &&
           quota &&
           (!quota.remaining || (probe && quota.remaining < (c.waiters?.size ?? 0))) &&
           !replayed(answer)

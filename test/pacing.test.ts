@@ -269,6 +269,35 @@ test('429s without a delay of calls sent before the pause began step nothing eve
   });
 });
 
+test('a 429 or 503 to a call sent before a pause began, answered after the pace probe’s 200 ended that pause, pauses nothing: the probe’s answer is newer', async () => {
+  // Two calls are on the wire when a third's 429 pauses the key; the pause ends, its pace
+  // probe is answered 200 and releases the key. Then the two old calls are answered: a
+  // refusal from before that pause, which the probe's 200 has since superseded. Before,
+  // each started a new pause (or stepped the schedule up), holding every caller again.
+  for (const stale of [tooMany(1_000), { status: 429 }, unavailable(1_000)]) {
+    const answers: Array<(behaviour: Behaviour) => void> = [];
+    const handler: Handler = (_req, index) =>
+      index === 0
+        ? new Promise<Behaviour>((resolve) => answers.push(resolve))
+        : index === 1
+          ? tooMany(50)
+          : {};
+    await withServer(handler, async (server) => {
+      const { fetch, events, breaker } = pacedClient();
+      const early = send(fetch, server.origin);
+      while (answers.length < 1) await delay(2);
+      assert.equal(await send(fetch, server.origin), 429, 'pauses the key');
+      assert.equal(await send(fetch, server.origin), 200, 'the pace probe');
+      answers[0]?.(stale);
+      assert.equal(await early, stale.status);
+      assert.equal(breaker.stats('model')?.pausedUntil, undefined, `${JSON.stringify(stale)} paused the key`);
+      const starts = events.filter((e) => e.type === 'paced' && e.phase === 'start');
+      assert.equal(starts.length, 1, 'one pause, the 429’s');
+      assert.equal(await send(fetch, server.origin), 200);
+    });
+  }
+});
+
 test('429s never open the circuit', async () => {
   await withServer(always(tooMany(0)), async (server) => {
     const breaker = circuitBreaker({ open: OPEN, consecutiveFailures: 2, minimumThroughput: 2 });
