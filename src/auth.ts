@@ -34,6 +34,7 @@ import {
   type Next,
 } from './call.ts';
 import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
+import { DEFAULT_REFRESH_TIMEOUT_MS, MAX_REDIRECTS } from './limits.ts';
 import { redactedError } from './network.ts';
 import { functionOption, isFunction, validate } from './options.ts';
 import { MAX_DELAY_MS } from './timing.ts';
@@ -42,18 +43,9 @@ import { MAX_DELAY_MS } from './timing.ts';
 export const DEFAULT_AUTH_HEADER = 'authorization';
 /** The scheme put before a token that has none, by default (RFC 6750 §2.1). */
 export const DEFAULT_AUTH_SCHEME = 'Bearer';
-/**
- * How long one shared `refresh()` may hold its slot before it is abandoned, in ms, by
- * default: 30 s, as long as `definePolicy()` gives one request (`DEFAULT_ATTEMPT_MS`).
- * A token endpoint answers in well under a second; abandoning a slow one that still
- * works costs a second refresh, which may spend a rotating refresh token for nothing.
- */
-export const DEFAULT_REFRESH_TIMEOUT_MS = 30_000;
 
 /** The statuses fetch follows as redirects (Fetch standard, "redirect status"). */
 const REDIRECT_STATUSES = [301, 302, 303, 307, 308];
-/** How many redirects a call follows, as fetch does (Fetch standard, HTTP-redirect fetch). */
-const MAX_REDIRECTS = 20;
 /**
  * What fetch drops on a redirect to another origin: the Fetch standard names
  * Authorization; Node (undici), Deno and Bun drop Cookie and Proxy-Authorization too.

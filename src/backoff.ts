@@ -12,21 +12,18 @@
  */
 
 import * as z from 'zod/mini';
+import {
+  DECORRELATED_GROWTH,
+  DEFAULT_FACTOR,
+  DEFAULT_INITIAL_MS,
+  DEFAULT_MAX_MS,
+  MAX_SPREAD_PERCENT,
+} from './limits.ts';
 import { validate } from './options.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
-/** First delay, in ms, by default: long enough to skip a blip, short enough not to be felt. */
-export const DEFAULT_INITIAL_MS = 500;
-/** Growth per attempt by default: doubling reaches the cap in six steps. */
-export const DEFAULT_FACTOR = 2;
-/** Longest delay, in ms, by default: past half a minute a caller is better told than kept waiting. */
-export const DEFAULT_MAX_MS = 32_000;
 /** Jitter by default (retry's default; the breaker and the start gate pass `'+30%'`). */
 export const DEFAULT_JITTER: Jitter = 'decorrelated';
-/** The widest `+x%` spread accepted: beyond 10× the schedule stops meaning anything. */
-const MAX_SPREAD_PERCENT = 1000;
-/** Decorrelated jitter draws up to this multiple of the previous delay (AWS's `sleep * 3`). */
-const DECORRELATED_GROWTH = 3;
 
 /**
  * How a delay is spread around the exponential step `base`:

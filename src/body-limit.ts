@@ -10,25 +10,10 @@
 import * as z from 'zod/mini';
 import { abortReason, type Call } from './call.ts';
 import { BreakwaterError, requestSummary } from './errors.ts';
+import { CR, DEFAULT_MAX_RESPONSE_BYTES, LF, MAX_FAILURE_BODY_BYTES } from './limits.ts';
 import { fetchFailure } from './network.ts';
 
-/**
- * The most bytes of a failure body an SDK is given (64 KiB). The MCP and A2A SDKs read
- * a failure's whole body into the error they throw (`Error POSTing to endpoint: <body>`,
- * `HTTP error for GetTask! ... Response: <body>`): an error page that never ends (a
- * proxy's, a hostile server's) would grow the client's memory without bound and keep
- * the request open. Real error bodies, OAuth's JSON errors included, are far smaller.
- */
-export const MAX_FAILURE_BODY_BYTES: number = 64 * 1024;
-
-/**
- * The largest success body, or SSE event, an SDK is given by default, in bytes (32 MiB).
- * Generous on purpose: an MCP tool result may carry a base64 image or file of several
- * MB (base64 adds a third), and cutting a real answer is worse than holding it. What it
- * stops is the answer that never ends (a broken or hostile server), which the SDKs would
- * buffer until the process runs out of memory.
- */
-export const DEFAULT_MAX_RESPONSE_BYTES: number = 32 * 1024 * 1024;
+export { DEFAULT_MAX_RESPONSE_BYTES, MAX_FAILURE_BODY_BYTES };
 
 /** `maxResponseBytes`: a whole number of bytes above 0, or `Infinity` for no limit. */
 export const maxResponseBytesSchema: z.ZodMiniOptional<z.ZodMiniType<number>> = /* @__PURE__ */ z.optional(
@@ -37,10 +22,6 @@ export const maxResponseBytesSchema: z.ZodMiniOptional<z.ZodMiniType<number>> = 
     'must be a whole number of bytes above 0, or Infinity (no limit)',
   ),
 );
-
-/** The bytes that end an SSE line: LF and CR (a CRLF pair ends one line). */
-const LF = 10;
-const CR = 13;
 
 /**
  * The type given to an SSE event cut past the limit when the stream is ended with

@@ -11,6 +11,7 @@
  */
 
 import type { BreakwaterEvent } from './events.ts';
+import { MAX_DROP_READ_MS } from './limits.ts';
 
 /** fetch's own call forms: what breakwater accepts and what it hands to SDKs. */
 export type FetchLike = (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
@@ -179,13 +180,6 @@ export function hasOneShotBody(call: Call): boolean {
   const body = call.body as { getReader?: unknown; [Symbol.asyncIterator]?: unknown } | null | undefined;
   return typeof body?.getReader === 'function' || typeof body?.[Symbol.asyncIterator] === 'function';
 }
-
-/**
- * How long a dropped Node stream body is read on before it is destroyed (ms): an answer of
- * ordinary length ends well within it, and its connection is reused; an endless one (an
- * event stream a `timeout()` dropped) was read for good.
- */
-const MAX_DROP_READ_MS = 1000;
 
 /** A Node stream's methods used here (node-fetch's body), typed without Node's types. */
 interface NodeStream {

@@ -14,6 +14,7 @@
 
 import * as z from 'zod/mini';
 import { ATTACH, type Call, type FetchLike, type Middleware, type Next } from './call.ts';
+import { MAX_BODY_BYTES, MAX_BODY_WAIT_MS, MAX_KEYS, MAX_SCOPE_SNAPSHOTS } from './limits.ts';
 import { validate } from './options.ts';
 import { redactText, redactUrl, safeHeaders } from './redact.ts';
 import {
@@ -26,19 +27,6 @@ import {
 } from './status.ts';
 
 export { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS };
-
-/** The most body bytes a snapshot may be configured to keep: a snapshot is a hint, not a copy. */
-const MAX_BODY_BYTES = 64 * 1024;
-/** The longest configurable wait: a snapshot must never hold a response back for long. */
-const MAX_BODY_WAIT_MS = 30_000;
-/** How many servers' last snapshots are kept (least recently written dropped first). */
-const MAX_KEYS = 1000;
-/**
- * How many snapshots a scope keeps (the oldest dropped first). A scope is meant for one
- * operation, but one kept for a client's whole life must not grow without end; an
- * operation that fails more often than this has its latest failures kept.
- */
-const MAX_SCOPE_SNAPSHOTS = 100;
 
 /** What a failing server said, frozen at the moment the response headers arrived. */
 export interface StatusSnapshot {

@@ -27,6 +27,7 @@
  */
 
 import { NetworkError, type RequestSummary, type SentState } from './errors.ts';
+import { MAX_CHAIN_ERRORS } from './limits.ts';
 import { redactText } from './redact.ts';
 
 /**
@@ -67,13 +68,6 @@ export type FetchStage = 'headers' | 'body';
  * two and the stage (see {@link normalizeNetworkError}), so it is not stored.
  */
 type Verdict = readonly [code: NetworkErrorCode, sent: SentState, ...rest: unknown[]];
-
-/**
- * How many errors of a `cause` / `AggregateError.errors` chain are looked at. Real
- * chains are 2 to 4 deep (SDK error → `TypeError('fetch failed')` → `AggregateError`
- * → system errors); the cap keeps a cyclic or hostile chain from running away.
- */
-const MAX_CHAIN_ERRORS = 16;
 
 /**
  * Each normalised code with whether the request can have been sent (`no`: failed

@@ -13,15 +13,9 @@
  */
 
 import * as z from 'zod/mini';
+import { DEFAULT_MAX_ENTRIES, MAX_ENTRIES_LIMIT, PRIMITIVE_BYTES } from './limits.ts';
 import { describeValue, functionOption, validate } from './options.ts';
 
-/** How many entries a memory store holds by default. */
-export const DEFAULT_MAX_ENTRIES = 10_000;
-/**
- * The largest `maxEntries` accepted. V8's `Map` (Node, Deno) holds at most 2^24
- * entries and throws past that; this leaves headroom.
- */
-const MAX_ENTRIES_LIMIT = 10_000_000;
 /** The expiry of an entry without a TTL. */
 const NEVER = Infinity;
 
@@ -71,9 +65,6 @@ export interface MemoryStore<V extends JsonValue = JsonValue> extends Store<V> {
   /** Entries held right now, expired ones included until they are removed. At most `maxEntries`. */
   readonly size: number;
 }
-
-/** What a number, boolean or null counts towards `maxBytes`: a JS number takes 8 bytes. */
-const PRIMITIVE_BYTES = 8;
 
 /** Options for {@link memoryStore}. */
 export interface MemoryStoreOptions {
