@@ -49,6 +49,13 @@ const EPOCH_RESET_THRESHOLD_SECONDS = 1_704_067_200;
  */
 const TWO_DIGIT_YEAR_FUTURE_WINDOW = 50;
 
+/**
+ * Fraction digits beyond this are below a nanosecond for every Go unit up to `h` and are
+ * dropped, as Go does. (Up here with the other numbers: esbuild inlines a constant only
+ * above a module's first other statement.)
+ */
+const MAX_FRACTION_DIGITS = 13;
+
 /** Capture groups of a bare item in SF_ITEM and SF_PARAMETER (see SF_BARE_ITEM). */
 const SF_INTEGER = 2;
 const SF_STRING = 3;
@@ -77,9 +84,6 @@ const GO_DURATION_UNITS_NS: Readonly<Record<string, number>> = {
  * so a failed match backtracks at most once over each digit.
  */
 const GO_DURATION_TERM = /(\d*)(?:\.(\d*))?([nu\u00b5\u03bcm]?s|m|h)/y;
-
-/** Fraction digits beyond this are below a nanosecond for every Go unit up to `h` and are dropped, as Go does. */
-const MAX_FRACTION_DIGITS = 13;
 
 /** A quota header field: the window's size, what is left of it, and when it is restored. */
 export type QuotaField = 'limit' | 'remaining' | 'reset';
