@@ -74,6 +74,7 @@ export type {
   PolicyClientOptions,
   PolicyConfig,
   PolicyFetchOptions,
+  PolicyJson,
   PolicyStats,
   ResolvedPolicyConfig,
 } from './policy.ts';

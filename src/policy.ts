@@ -72,6 +72,49 @@ export interface PolicyConfig {
   capture?: { bodyBytes?: number | undefined; bodyWaitMs?: number | undefined } | undefined;
 }
 
+/** `T` as TypeScript types it in a JSON file: its words widened to `string`, its `false` to `boolean`. */
+type Widened<T> = T extends string
+  ? string
+  : T extends boolean
+    ? boolean
+    : T extends readonly (infer E)[]
+      ? readonly Widened<E>[]
+      : T extends object
+        ? { [K in keyof T]: Widened<T[K]> }
+        : T;
+
+/**
+ * A {@link PolicyConfig} as TypeScript types one read from a JSON file
+ * (`import config from './policy.json' with { type: 'json' }`): `'never'` is a `string`
+ * there and `false` a `boolean`. `definePolicy()` takes it as it is and checks its
+ * values at run time, as it checks every config.
+ */
+export type PolicyJson = Widened<PolicyConfig>;
+
+/**
+ * `C` (a config typed in code, or read from JSON) with the words it spells out checked
+ * against `P`, the {@link PolicyConfig} type at that place: a word typed only as
+ * `string` or `boolean` (read from JSON) is left to the run-time check, but a typo
+ * spelt out in code (`resend: 'nevr'`) or an unknown key stays a compile error.
+ */
+type WordsChecked<C, P> = [C] extends [string]
+  ? string extends C
+    ? C
+    : Extract<P, string>
+  : [C] extends [boolean]
+    ? boolean extends C
+      ? C
+      : Extract<P, boolean>
+    : C extends readonly unknown[]
+      ? C
+      : C extends object
+        ? {
+            [K in keyof C]: K extends keyof Extract<P, object>
+              ? WordsChecked<C[K], Extract<P, object>[K]>
+              : never;
+          }
+        : C;
+
 /** The config with every default filled in: what the chain is built from. */
 export interface ResolvedPolicyConfig {
   name: string | undefined;
@@ -213,6 +256,8 @@ function resolve(config: PolicyConfig): ResolvedPolicyConfig {
 /**
  * Validates a policy config and returns a {@link Policy}. Bad config throws one
  * `TypeError` listing every offending path and value; unknown keys are rejected.
+ * A config read from JSON ({@link PolicyJson}: its words typed `string`) is taken
+ * without a cast, and checked the same way.
  *
  * @example
  * ```ts
@@ -224,7 +269,15 @@ function resolve(config: PolicyConfig): ResolvedPolicyConfig {
  * const { retry, breaker, lastFailure } = policy.stats('github-mcp'); // budget, circuit, last failure
  * ```
  */
-export function definePolicy(config: PolicyConfig = {}): Policy {
+export function definePolicy(config?: PolicyConfig): Policy;
+/**
+ * Validates a policy config read from JSON (`import config from './policy.json' with
+ * { type: 'json' }`), whose words TypeScript types as `string`: they are checked at run
+ * time, and bad config throws one `TypeError` listing every offending path and value.
+ * Words spelt out in code are still checked at compile time.
+ */
+export function definePolicy<const C extends PolicyJson>(config: C & WordsChecked<C, PolicyConfig>): Policy;
+export function definePolicy(config: PolicyConfig | PolicyJson = {}): Policy {
   // A copy through JSON, not structuredClone: the policy is exactly what its JSON says.
   // A field given as undefined (optional fields built in code) is dropped as JSON drops
   // it, so it can no longer override a default the chain derives from another section

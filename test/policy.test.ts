@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import type { Middleware } from '../src/call.ts';
 import { CircuitOpenError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
-import { definePolicy } from '../src/policy.ts';
+import { definePolicy, type PolicyConfig, type PolicyJson } from '../src/policy.ts';
 import { always, sequence, withServer } from './helpers/server.ts';
 
 const fast = { initialMs: 5, factor: 2, maxMs: 20, jitter: 'none' } as const;
@@ -68,6 +68,48 @@ test('a policy is JSON-serialisable and round-trips to the same config', () => {
   assert.ok(Object.isFrozen(policy.config));
   config.retry.attempts = 9;
   assert.equal(policy.resolved.retry.attempts, 4, 'later changes to the input do not leak in');
+});
+
+test('a config read from JSON is taken without a cast, and checked at run time; words spelt out in code are still checked at compile time', () => {
+  // A const object literal is typed as TypeScript types a JSON module
+  // (`import config from './policy.json' with { type: 'json' }`): its words widened to
+  // string, its false to boolean. Before, this line needed `as PolicyConfig` (tsc, deno check).
+  const fromJson = {
+    name: 'svc',
+    retry: { attempts: 4, resend: 'never', budget: false, statuses: [429, 503], backoff: { jitter: '+30%' } },
+    breaker: { open: { jitter: 'full' } },
+    timeout: false,
+    capture: { bodyBytes: 1024 },
+  };
+  const policy = definePolicy(fromJson);
+  assert.equal(policy.resolved.retry.resend, 'never');
+  assert.equal(policy.resolved.retry.budget, false);
+  assert.equal(policy.resolved.timeout, false);
+  const asJson: PolicyJson = JSON.parse(JSON.stringify(policy));
+  assert.deepEqual(definePolicy(asJson).config, policy.config);
+  // A bad word from JSON reaches definePolicy()'s run-time check, as any bad config does.
+  const badJson = { retry: { resend: 'nevr', budget: true }, timeout: true };
+  assert.throws(
+    () => definePolicy(badJson),
+    (error: unknown) =>
+      error instanceof TypeError &&
+      /retry\.resend: .*"nevr"/.test(error.message) &&
+      /retry\.budget: .*true/.test(error.message) &&
+      /timeout: .*true/.test(error.message),
+  );
+  // Written in code, the same mistakes stay compile errors (tsc and deno check fail on an
+  // unused @ts-expect-error), and a typed config keeps its literal types.
+  // @ts-expect-error 'nevr' is not a ResendRule
+  assert.throws(() => definePolicy({ retry: { resend: 'nevr' } }), TypeError);
+  // @ts-expect-error a budget is an object or false
+  assert.throws(() => definePolicy({ retry: { budget: true } }), TypeError);
+  // @ts-expect-error an unknown key
+  assert.throws(() => definePolicy({ retyr: {} }), TypeError);
+  // @ts-expect-error an unknown key, from JSON too
+  assert.throws(() => definePolicy({ ...fromJson, retyr: {} }), TypeError);
+  const typed: PolicyConfig = { retry: { resend: 'always', backoff: { jitter: 'decorrelated' } } };
+  assert.equal(definePolicy(typed).resolved.retry.resend, 'always');
+  assert.equal(definePolicy().resolved.retry.resend, 'safe');
 });
 
 test('bad config is one TypeError listing every offending path and value', () => {
