@@ -398,20 +398,25 @@ export function normalizeNetworkError(
  * `cause` and the members of an AggregateError (util.inspect prints them whole) too; a member
  * that cannot be (a thrown string; frozen; a DOMException, whose message is read-only on Bun)
  * is replaced in its parent by its redacted copy, and a parent that takes no replacement is
- * copied itself: a TypeError saying the same redacted, with its name, code and redacted cause.
+ * copied itself (see {@link copyOf}), with its redacted cause.
  * Any object, not `instanceof Error`: an error of another realm (Jest runs tests in a node:vm
- * context, fetch lives outside it) is none. Each error once (a cause looping back ends the
- * walk), and only the first MAX_CHAIN_ERRORS: bounded.
+ * context, fetch lives outside it) is none. Each error once, and only the first
+ * MAX_CHAIN_ERRORS (and MAX_CHAIN_ERRORS members of each list): bounded. What lies past
+ * that bound, and a cause looping back to an error still walked (a frozen one there may yet
+ * be copied, and its original keep a secret), goes up as a copy without its cause: the
+ * chain is cut there, and a list of members past the bound is cut too.
  *
- * @param seen the walk's own: each error met so far and what it goes up as. Callers pass none.
+ * @param seen the walk's own: each error met so far and what it goes up as (`undefined`
+ *   while its walk is in progress). Callers pass none.
  */
 export function redactedError(error: unknown, seen: Map<unknown, unknown> = new Map()): unknown {
   // A thrown string (`throw \`failed for ${url}\``) is printed as it is.
   if (typeof error === 'string') return redactText(error);
-  if (typeof error !== 'object' || error === null || seen.has(error) || seen.size >= MAX_CHAIN_ERRORS) {
-    return seen.get(error) ?? error;
-  }
-  seen.set(error, error);
+  if (typeof error !== 'object' || error === null) return error;
+  // Met before: what it went up as. Still walked (a cause looping back) or past the bound: a
+  // copy without its cause, the chain cut there.
+  if (seen.has(error) || seen.size >= MAX_CHAIN_ERRORS) return seen.get(error) ?? copyOf(error);
+  seen.set(error, undefined);
   // Whether something the error shows still quotes a secret: then it is copied.
   let kept = false;
   const replace = (owner: object, key: string, value: unknown, safe: unknown): void => {
@@ -427,28 +432,32 @@ export function redactedError(error: unknown, seen: Map<unknown, unknown> = new 
     const text = read(error, field);
     if (typeof text === 'string') replace(error, field, text, redactText(text));
   }
-  const copy = Object.assign(new TypeError(redactText(readString(error, 'message'))), {
-    name: read(error, 'name'),
-    code: read(error, 'code'),
-  });
-  // A cause looping back to an error that keeps what it says gets its copy.
-  if (kept) seen.set(error, copy);
   try {
     const members = read(error, 'errors');
     if (Array.isArray(members)) {
-      for (const [i, member] of members.slice(0, MAX_CHAIN_ERRORS).entries()) {
-        replace(members, `${i}`, member, redactedError(member, seen));
-      }
+      const list = members.length > MAX_CHAIN_ERRORS ? members.slice(0, MAX_CHAIN_ERRORS) : members;
+      replace(error, 'errors', members, list);
+      for (const [i, member] of list.entries()) replace(list, `${i}`, member, redactedError(member, seen));
     }
   } catch {
     // A hostile Proxy: what was reached before it is redacted.
   }
   const cause = read(error, 'cause');
-  // A copy's cause looping back is left out: it may lead to an error that keeps a secret.
-  const looped = seen.has(cause);
   const safe = redactedError(cause, seen);
   replace(error, 'cause', cause, safe);
-  return kept ? Object.assign(copy, { cause: looped ? undefined : safe }) : error;
+  // What it goes up as, for every later reach of it too.
+  return seen.set(error, kept ? copyOf(error, safe) : error).get(error);
+}
+
+/**
+ * What an error that keeps a secret goes up as: a TypeError saying the same redacted, with
+ * its name, its code and `cause` (see {@link redactedError}).
+ */
+function copyOf(error: object, cause?: unknown): TypeError {
+  return Object.assign(new TypeError(redactText(readString(error, 'message')), { cause }), {
+    name: read(error, 'name'),
+    code: read(error, 'code'),
+  });
 }
 
 /**

@@ -1,0 +1,176 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { inspect } from 'node:util';
+import { createFetch } from '../src/chain.ts';
+import { BreakwaterError } from '../src/errors.ts';
+
+// What a middleware (or fetch) throws goes up as a redacted cause (redactedError() in
+// src/network.ts), which util.inspect, pino and other loggers print whole: every cause and
+// AggregateError member, however the chain is built. The walk is bounded (16 errors, 16
+// members a list); what lies past the bound must not show a secret either.
+
+const SECRET = 'S3cretInTheChain9';
+const URL_WITH_SECRET = `https://api.example.com/v1/x?api_key=${SECRET}`;
+
+/** The MIDDLEWARE_FAILED a chain whose middleware throws `thrown()` rejects with. */
+async function failureOf(thrown: () => unknown): Promise<BreakwaterError> {
+  const fetch = createFetch({
+    fetch: async () => new Response('ok'),
+    use: [
+      async function broken() {
+        throw thrown();
+      },
+    ],
+  });
+  const error = await fetch('http://127.0.0.1:9/').then(
+    () => assert.fail('the middleware threw'),
+    (caught: unknown) => caught,
+  );
+  assert.ok(error instanceof BreakwaterError && error.code === 'MIDDLEWARE_FAILED', String(error));
+  return error;
+}
+
+/**
+ * Every text reachable from `error` through `cause` and `errors` (each object once, at most
+ * `limit`), as a logger walking it would find them; fails when one shows the secret.
+ */
+function assertNoSecret(error: unknown, shape: string, limit = 10_000): void {
+  const seen = new Set<unknown>();
+  const queue = [error];
+  for (let i = 0; i < queue.length && seen.size < limit; i++) {
+    const value = queue[i];
+    if (typeof value === 'string') assert.ok(!value.includes(SECRET), `${shape}: shown in ${value}`);
+    if (typeof value !== 'object' || value === null || seen.has(value)) continue;
+    seen.add(value);
+    const fields = value as Record<string, unknown>;
+    for (const field of ['message', 'stack', 'path', 'url', 'input', 'cause']) queue.push(fields[field]);
+    if (Array.isArray(fields.errors)) for (const member of fields.errors.slice(0, limit)) queue.push(member);
+  }
+  const shown = inspect(error, { depth: Number.POSITIVE_INFINITY, maxArrayLength: 1000 });
+  assert.ok(!shown.includes(SECRET), `${shape}: shown by util.inspect: ${shown}`);
+}
+
+/** The shapes among `shapes` whose MIDDLEWARE_FAILED shows the secret (see {@link assertNoSecret}). */
+async function leaking(shapes: [string, () => unknown][]): Promise<string[]> {
+  const leaks: string[] = [];
+  for (const [shape, thrown] of shapes) {
+    try {
+      assertNoSecret(await failureOf(thrown), shape);
+    } catch (error) {
+      leaks.push(String((error as Error).message).slice(0, 160));
+    }
+  }
+  return leaks;
+}
+
+/** A chain of `length` errors, outermost first; the `at`-th (1-based) quotes the secret. */
+function chain(length: number, at: number, frozen: (i: number) => boolean): Error {
+  let error: Error | undefined;
+  for (let i = length; i >= 1; i--) {
+    const next: Error = new Error(i === at ? `connect to ${URL_WITH_SECRET}` : `step ${i}`, { cause: error });
+    error = frozen(i) ? Object.freeze(next) : next;
+  }
+  return error as Error;
+}
+
+test('a cause chain deeper than the walk’s bound shows no secret past it: the cause past the bound goes up as a redacted copy (its parent frozen: wrapped)', async () => {
+  // The walk stopped at 16 errors and left the rest as they were: a secret in the 17th or a
+  // later one was printed whole.
+  const shapes: [string, () => unknown][] = [
+    ['20 writable errors, the 17th quoting it', () => chain(20, 17, () => false)],
+    ['20 writable errors, the 20th quoting it', () => chain(20, 20, () => false)],
+    ['20 frozen errors, the 18th quoting it', () => chain(20, 18, () => true)],
+    ['the 16th frozen, the 17th writable and quoting it', () => chain(17, 17, (i) => i === 16)],
+    ['every other one frozen, 40 deep, the 33rd quoting it', () => chain(40, 33, (i) => i % 2 === 0)],
+  ];
+  assert.deepEqual(await leaking(shapes), []);
+  // What failed first is still said.
+  assert.match(inspect(await failureOf(() => chain(20, 17, () => false)), { depth: 4 }), /step 1/);
+});
+
+test('an AggregateError with more members than the walk’s bound shows no secret in a member past it: the list is cut (a frozen one: the error copied)', async () => {
+  // Only the first 16 members were redacted; util.inspect prints up to 100 of them.
+  const members = (): Error[] =>
+    Array.from(
+      { length: 20 },
+      (_, i) => new Error(i === 17 ? `connect to ${URL_WITH_SECRET}` : `address ${i}`),
+    );
+  const shapes: [string, () => unknown][] = [
+    ['20 members, the 18th quoting it', () => new AggregateError(members(), 'all failed')],
+    ['frozen, 20 members', () => Object.freeze(new AggregateError(members(), 'all failed'))],
+    [
+      'a frozen list of 20 members',
+      () => Object.assign(new AggregateError([], 'all failed'), { errors: Object.freeze(members()) }),
+    ],
+  ];
+  assert.deepEqual(await leaking(shapes), []);
+});
+
+test('a cause looping back through frozen errors, or a frozen error reached twice, shows no secret', async () => {
+  // A cause looping back to a frozen error still walked got the original, and a frozen error
+  // copied only for its cause was handed out as the original on its next reach: both kept
+  // the secret of the frozen error under them.
+  const shapes: [string, () => unknown][] = [
+    [
+      'frozen A -> frozen B quoting it -> writable C -> A',
+      () => {
+        const c = new Error('retried');
+        const a = Object.freeze(
+          new Error('outer', {
+            cause: Object.freeze(new Error(`connect to ${URL_WITH_SECRET}`, { cause: c })),
+          }),
+        );
+        c.cause = a;
+        return a;
+      },
+    ],
+    [
+      'writable A -> frozen B -> frozen C quoting it -> B',
+      () => {
+        const b = new Error('middle');
+        const c = Object.freeze(new Error(`connect to ${URL_WITH_SECRET}`, { cause: b }));
+        b.cause = c;
+        return new Error('outer', { cause: Object.freeze(b) });
+      },
+    ],
+    [
+      'two members, one frozen error twice, its cause frozen and quoting it',
+      () => {
+        const twice = Object.freeze(
+          new Error('attempt', { cause: Object.freeze(new Error(`connect to ${URL_WITH_SECRET}`)) }),
+        );
+        return new AggregateError([twice, twice], 'all failed');
+      },
+    ],
+    [
+      'a frozen error as a member and as the cause',
+      () => {
+        const twice = Object.freeze(
+          new Error('attempt', { cause: Object.freeze(new Error(`connect to ${URL_WITH_SECRET}`)) }),
+        );
+        return new AggregateError([twice], 'all failed', { cause: twice });
+      },
+    ],
+  ];
+  assert.deepEqual(await leaking(shapes), []);
+});
+
+test('a hostile chain stays bounded and shows no secret: a cause getter that makes a new error at every read, and an AggregateError of 1,000,000 members', async () => {
+  let made = 0;
+  const endless = (): Error => {
+    made++;
+    const error = new Error(`hop ${made} ${URL_WITH_SECRET}`);
+    Object.defineProperty(error, 'cause', { get: endless });
+    return error;
+  };
+  // One frozen error a million times: the members past the bound were left as they were.
+  const frozen = Object.freeze(new Error(`connect to ${URL_WITH_SECRET}`));
+  const shapes: [string, () => unknown][] = [
+    ['endless causes', endless],
+    ['a million members', () => new AggregateError(new Array(1_000_000).fill(frozen), 'all failed')],
+  ];
+  assert.deepEqual(await leaking(shapes), []);
+  // The walk reads the cause of at most 16 errors, twice each (once more to see whether it
+  // took the redacted one); what went up holds no getter.
+  assert.ok(made <= 40, `errors made while walking: ${made}`);
+});
