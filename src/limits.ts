@@ -91,3 +91,28 @@ export const DEFAULT_MAX_RESPONSE_BYTES: number = 32 * 1024 * 1024;
 /** The bytes that end an SSE line: LF and CR (a CRLF pair ends one line). */
 export const LF: number = 10;
 export const CR: number = 13;
+
+// retry.ts
+/** Total attempts, the first included. */
+export const DEFAULT_ATTEMPTS: number = 3;
+/** The longest server-requested wait honoured (60 s); longer ones fail at once. */
+export const DEFAULT_MAX_RETRY_AFTER_MS: number = 60_000;
+/** How many servers' budgets are kept (least recently used dropped first). */
+export const MAX_BUDGET_KEYS: number = 1000;
+/** The most attempts one call may be configured to make. */
+export const MAX_ATTEMPTS: number = 100;
+
+// policy.ts
+/** The wait for each attempt's response headers (30 s): long enough for a slow model's first byte. */
+export const DEFAULT_ATTEMPT_MS: number = 30_000;
+/** The wait for the whole call, retries included (120 s). */
+export const DEFAULT_TOTAL_MS: number = 120_000;
+
+// options.ts
+/** The longest value shown in an error before it is cut. */
+export const MAX_SHOWN_CHARS: number = 60;
+/**
+ * The characters of a string read to describe it: enough to hold a URL's userinfo and
+ * a whole token word that starts among the first `MAX_SHOWN_CHARS`.
+ */
+export const MAX_READ_CHARS: number = 1000;

@@ -10,6 +10,7 @@ import * as z from 'zod/mini';
 import type { AuthOptions } from './auth.ts';
 import type { FetchLike } from './call.ts';
 import type { BreakwaterEvent } from './events.ts';
+import { MAX_READ_CHARS, MAX_SHOWN_CHARS } from './limits.ts';
 import type { Policy } from './policy.ts';
 import { redactText } from './redact.ts';
 
@@ -100,15 +101,6 @@ const RANDOM_CHARS = /[A-Z]{2}|(?=[\dA-Za-z+=%]{4})[\dA-Za-z+=%]{0,3}[\d+=%]/;
  * key, Basic's base64 `user:pass`), and the scheme says what it is.
  */
 const AUTH_SCHEME = /\b(?:bearer|basic) +\S/i;
-
-/** The longest value shown in an error before it is cut. */
-const MAX_SHOWN_CHARS = 60;
-
-/**
- * The characters of a string read to describe it: enough to hold a URL's userinfo and
- * a whole token word that starts among the first `MAX_SHOWN_CHARS`.
- */
-const MAX_READ_CHARS = 1000;
 
 /** The marker for "no message of the schema's own": explain() then says what was expected. */
 const DEFAULT_MESSAGE = 'Invalid input';

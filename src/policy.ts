@@ -34,11 +34,15 @@ import { createFetch } from './chain.ts';
 import { DEFAULT_RETRYABLE_STATUSES } from './classify.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { idempotencyKey } from './idempotency-key.ts';
+import {
+  DEFAULT_ATTEMPT_MS,
+  DEFAULT_ATTEMPTS,
+  DEFAULT_MAX_RETRY_AFTER_MS,
+  DEFAULT_TOTAL_MS,
+} from './limits.ts';
 import { authOptionSchema, functionOption, keyOptionSchema, onEventSchema, validate } from './options.ts';
 import {
-  DEFAULT_ATTEMPTS,
   DEFAULT_BUDGET,
-  DEFAULT_MAX_RETRY_AFTER_MS,
   DEFAULT_RETRY_JITTER,
   type Retry,
   type RetryOptions,
@@ -47,11 +51,6 @@ import {
   retrySchema,
 } from './retry.ts';
 import { deadline, type TimeoutOptions, timeout, timeoutSchema } from './timeout.ts';
-
-/** The wait for each attempt's response headers (30 s): long enough for a slow model's first byte. */
-export const DEFAULT_ATTEMPT_MS = 30_000;
-/** The wait for the whole call, retries included (120 s). */
-export const DEFAULT_TOTAL_MS = 120_000;
 
 /** What a policy file holds. Every field is optional; `{}` is a good default for an agent talking to a remote server. */
 export interface PolicyConfig {

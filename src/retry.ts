@@ -23,14 +23,13 @@ import { abortReason, type Call, dropBody, hasOneShotBody, type Middleware, type
 import { type Classification, classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
 import { BreakwaterError, RetryAfterTooLongError, requestSummary, TimeoutError } from './errors.ts';
 import type { GiveUpReason } from './events.ts';
+import { DEFAULT_ATTEMPTS, DEFAULT_MAX_RETRY_AFTER_MS, MAX_ATTEMPTS, MAX_BUDGET_KEYS } from './limits.ts';
 import { validate } from './options.ts';
 import { sleep } from './sleep.ts';
 import { statusError, statusesSchema } from './status.ts';
 
-/** Total attempts, the first included. */
-export const DEFAULT_ATTEMPTS = 3;
-/** The longest server-requested wait honoured (60 s); longer ones fail at once. */
-export const DEFAULT_MAX_RETRY_AFTER_MS = 60_000;
+export { DEFAULT_MAX_RETRY_AFTER_MS };
+
 /** gRPC-style retry budget: bucket size, and what one success puts back. */
 export const DEFAULT_BUDGET = { tokens: 10, refund: 0.1 } as const;
 /**
@@ -38,10 +37,6 @@ export const DEFAULT_BUDGET = { tokens: 10, refund: 0.1 } as const;
  * schedule is backoff's default (500 ms ×2 to 32 s, see withDefaults).
  */
 export const DEFAULT_RETRY_JITTER: Jitter = 'decorrelated';
-/** How many servers' budgets are kept (least recently used dropped first). */
-const MAX_BUDGET_KEYS = 1000;
-/** The most attempts one call may be configured to make. */
-const MAX_ATTEMPTS = 100;
 
 /** How resend safety is judged. */
 export type ResendRule = 'safe' | 'never' | 'always';
