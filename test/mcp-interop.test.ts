@@ -66,9 +66,25 @@ function mcpApp(faults: number, shouldRetry: boolean, seen: Seen) {
   };
 }
 
-test('the MCP SDK on breakwater’s fetch: a 503 with x-should-retry before initialize is waited out, then a tool call works', async () => {
-  const seen: Seen = { methods: [], handled: 0 };
-  await withApp(mcpApp(1, true, seen), async (app) => {
+/** What a test gets from {@link withSdkClient}. */
+interface Sdk {
+  policy: ReturnType<typeof definePolicy>;
+  events: BreakwaterEvent[];
+  transport: StreamableHTTPClientTransport;
+  client: Client;
+}
+
+/**
+ * Serves `mcpApp(1, shouldRetry, seen)` and runs `fn` with an SDK client, not yet connected,
+ * on the fetch of a policy `mcp-test` whose events are recorded; then closes the client and
+ * its transport.
+ */
+async function withSdkClient(
+  seen: Seen,
+  shouldRetry: boolean,
+  fn: (sdk: Sdk) => Promise<void>,
+): Promise<void> {
+  await withApp(mcpApp(1, shouldRetry, seen), async (app) => {
     const policy = definePolicy({ name: 'mcp-test', retry: { backoff: fast } });
     const events: BreakwaterEvent[] = [];
     const transport = new StreamableHTTPClientTransport(new URL(`${app.origin}/mcp`), {
@@ -83,37 +99,44 @@ test('the MCP SDK on breakwater’s fetch: a 503 with x-should-retry before init
     });
     const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
     try {
-      const started = performance.now();
-      await client.connect(transport);
-      assert.ok(performance.now() - started >= 45, 'the server’s 50 ms delay was waited out');
-      assert.equal(client.getServerVersion()?.name, 'adder');
-      assert.deepEqual(seen.methods.slice(0, 2), ['POST', 'POST'], 'the initialize POST was resent once');
-
-      const result = await client.callTool({ name: 'add', arguments: { a: 2, b: 3 } });
-      assert.deepEqual(result.content, [{ type: 'text', text: '5' }]);
-
-      // The resend waited the server's delay, not a backoff step.
-      assert.deepEqual(
-        events.filter((event) => event.type === 'retry'),
-        [
-          {
-            type: 'retry',
-            key: 'mcp-test',
-            attempt: 1,
-            delayMs: 50,
-            delaySource: 'server',
-            reason: 'HTTP 503',
-          },
-        ],
-      );
-      const captured = events.flatMap((event) => (event.type === 'captured' ? [event.snapshot] : []));
-      assert.equal(captured[0]?.status, 503);
-      assert.equal(captured[0]?.retryAfterMs, 50);
-      assert.equal(policy.stats('mcp-test').retry?.retries, 1);
+      await fn({ policy, events, transport, client });
     } finally {
       await client.close();
       await transport.close();
     }
+  });
+}
+
+test('the MCP SDK on breakwater’s fetch: a 503 with x-should-retry before initialize is waited out, then a tool call works', async () => {
+  const seen: Seen = { methods: [], handled: 0 };
+  await withSdkClient(seen, true, async ({ policy, events, transport, client }) => {
+    const started = performance.now();
+    await client.connect(transport);
+    assert.ok(performance.now() - started >= 45, 'the server’s 50 ms delay was waited out');
+    assert.equal(client.getServerVersion()?.name, 'adder');
+    assert.deepEqual(seen.methods.slice(0, 2), ['POST', 'POST'], 'the initialize POST was resent once');
+
+    const result = await client.callTool({ name: 'add', arguments: { a: 2, b: 3 } });
+    assert.deepEqual(result.content, [{ type: 'text', text: '5' }]);
+
+    // The resend waited the server's delay, not a backoff step.
+    assert.deepEqual(
+      events.filter((event) => event.type === 'retry'),
+      [
+        {
+          type: 'retry',
+          key: 'mcp-test',
+          attempt: 1,
+          delayMs: 50,
+          delaySource: 'server',
+          reason: 'HTTP 503',
+        },
+      ],
+    );
+    const captured = events.flatMap((event) => (event.type === 'captured' ? [event.snapshot] : []));
+    assert.equal(captured[0]?.status, 503);
+    assert.equal(captured[0]?.retryAfterMs, 50);
+    assert.equal(policy.stats('mcp-test').retry?.retries, 1);
   });
   // initialize, notifications/initialized and tools/call reached the MCP server; the fault did not.
   assert.equal(seen.handled, 3);
@@ -121,37 +144,22 @@ test('the MCP SDK on breakwater’s fetch: a 503 with x-should-retry before init
 
 test('the MCP SDK on breakwater’s fetch: a 503 without x-should-retry is not resent, and capture keeps the status and delay', async () => {
   const seen: Seen = { methods: [], handled: 0 };
-  await withApp(mcpApp(1, false, seen), async (app) => {
-    const policy = definePolicy({ name: 'mcp-test', retry: { backoff: fast } });
-    const events: BreakwaterEvent[] = [];
-    const transport = new StreamableHTTPClientTransport(new URL(`${app.origin}/mcp`), {
-      fetch: policy.fetch(undefined, { onEvent: (event) => events.push(event) }),
-    });
-    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
-    try {
-      // The SDK's error keeps the status (as `code`) and the raw body in its message, not the server's delay.
-      await assert.rejects(
-        client.connect(transport),
-        (error: unknown) => error instanceof StreamableHTTPError && error.code === 503,
-      );
-      assert.deepEqual(
-        seen.methods,
-        ['POST'],
-        'initialize may have run: not resent without the server’s word',
-      );
-      assert.equal(seen.handled, 0);
-      const failure = policy.stats('mcp-test').lastFailure;
-      assert.equal(failure?.status, 503);
-      assert.equal(failure?.retryAfterMs, 50);
-      assert.equal(failure?.method, 'POST');
-      assert.equal(failure?.serverMessage, 'overloaded, try again');
-      assert.deepEqual(
-        events.flatMap((event) => (event.type === 'give-up' ? [event.why] : [])),
-        ['unsafe-to-resend'],
-      );
-    } finally {
-      await client.close();
-      await transport.close();
-    }
+  await withSdkClient(seen, false, async ({ policy, events, client, transport }) => {
+    // The SDK's error keeps the status (as `code`) and the raw body in its message, not the server's delay.
+    await assert.rejects(
+      client.connect(transport),
+      (error: unknown) => error instanceof StreamableHTTPError && error.code === 503,
+    );
+    assert.deepEqual(seen.methods, ['POST'], 'initialize may have run: not resent without the server’s word');
+    assert.equal(seen.handled, 0);
+    const failure = policy.stats('mcp-test').lastFailure;
+    assert.equal(failure?.status, 503);
+    assert.equal(failure?.retryAfterMs, 50);
+    assert.equal(failure?.method, 'POST');
+    assert.equal(failure?.serverMessage, 'overloaded, try again');
+    assert.deepEqual(
+      events.flatMap((event) => (event.type === 'give-up' ? [event.why] : [])),
+      ['unsafe-to-resend'],
+    );
   });
 });

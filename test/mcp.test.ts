@@ -1060,23 +1060,77 @@ async function cancelledAdd(client: Client): Promise<void> {
   await assert.rejects(call, /the user moved on/);
 }
 
-test('resilientMcpClient: a tools/call the caller cancels while retry waits out a 429 is not sent again: the tool never runs', async () => {
+/** What the cancellation tests' server answers a tools/call of `add` with first: a 429 asking for 300 ms, ample time for {@link cancelledAdd}. */
+const SLOW_DOWN = { status: 429, headers: { 'retry-after-ms': '300' } };
+
+/** Waits past {@link SLOW_DOWN}'s delay (by default): a resend would have run the tool by then. */
+async function pastDelay(ms = 400): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * Serves `mcpApp()` (behind `wrap`) with its first `times` tools/call of `add` answered
+ * {@link SLOW_DOWN}, and runs `fn` on its origin: what the server saw.
+ */
+async function slowedAdd(
+  fn: (origin: string) => Promise<void>,
+  { times = 1, wrap = (app) => app }: { times?: number; wrap?: (app: FetchApp) => FetchApp } = {},
+): Promise<Counts> {
   const seen = counts();
-  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
-  await withApp(mcpApp(seen, failFirst('tools/call:add', fault)), async (app) => {
-    const mcp = resilient(app.origin);
-    try {
-      const client = await mcp.connect();
-      await cancelledAdd(client);
-      // Past the server's delay: a resend would have run the tool by now.
-      await new Promise((resolve) => setTimeout(resolve, 400));
-      assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
-      assert.equal(seen.runs.add, undefined);
-      assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
-    } finally {
-      await mcp.close();
-    }
+  await withApp(wrap(mcpApp(seen, failFirst('tools/call:add', SLOW_DOWN, times))), ({ origin }) =>
+    fn(origin),
+  );
+  return seen;
+}
+
+/** Runs `fn` with `opened` (a client, or a `resilientMcpClient()`), and closes it afterwards. */
+async function closing<C extends { close(): Promise<unknown> }>(
+  opened: C,
+  fn: (opened: C) => Promise<void>,
+): Promise<void> {
+  try {
+    await fn(opened);
+  } finally {
+    await opened.close();
+  }
+}
+
+/** An SDK client connected to `url` on `fetch`. */
+async function sdkClient(url: string, fetch: FetchLike): Promise<Client> {
+  const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { fetch }));
+  return client;
+}
+
+/**
+ * Two SDK clients of `origin` (at `paths`) on one `mcpFetch()`, their ids clashing (each
+ * counts from 0): the second calls `add` and the first's call of it is cancelled
+ * ({@link cancelledAdd}) while both wait out their 429; once the second's call ran, a wait
+ * of 100 ms, in which a resend of the cancelled call would have run too.
+ */
+async function cancelledBesideWaiting(origin: string, paths: [string, string]): Promise<void> {
+  const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
+  const cancelling = await sdkClient(`${origin}${paths[0]}`, fetch);
+  await closing(await sdkClient(`${origin}${paths[1]}`, fetch), async (waiting) => {
+    await closing(cancelling, async () => {
+      const resent = waiting.callTool({ name: 'add', arguments: {} });
+      await cancelledAdd(cancelling);
+      await resent;
+      await pastDelay(100);
+    });
   });
+}
+
+test('resilientMcpClient: a tools/call the caller cancels while retry waits out a 429 is not sent again: the tool never runs', async () => {
+  const seen = await slowedAdd((origin) =>
+    closing(resilient(origin), async (mcp) => {
+      await cancelledAdd(await mcp.connect());
+      await pastDelay();
+    }),
+  );
+  assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
+  assert.equal(seen.runs.add, undefined);
+  assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
 });
 
 /**
@@ -1266,17 +1320,18 @@ test('mcpFetch: requests that each pass an AbortSignal.any() of a signal that ne
   });
 });
 
-test('resilientMcpClient: 20,000 tool calls in one session keep memory flat: the session-long signal keeps no call’s own abort', async () => {
-  // Each call's fetch gets its own abort (a notifications/cancelled ends it), tied to the
-  // transport's signal, which lives as long as the session. With AbortSignal.any(), Node
-  // 20 and Deno kept every signal so made: about 1.5 KB a call (32 MB here), for good.
-  // Answered in process: 20,000 calls over loopback take half a minute.
-  const answer = async (_input: unknown, init?: RequestInit): Promise<Response> => {
-    const message = JSON.parse(String(init?.body));
-    if (message.id === undefined) return new Response(null, { status: 202 });
-    return inProcessAnswer(message);
-  };
-  const mcp = inProcess(answer);
+/** Answers every request in process: a notification 202, a request {@link inProcessAnswer}. */
+async function answerAll(_input: unknown, init?: RequestInit): Promise<Response> {
+  const message = JSON.parse(String(init?.body));
+  if (message.id === undefined) return new Response(null, { status: 202 });
+  return inProcessAnswer(message);
+}
+
+/**
+ * Calls `add` 1,000 times on `client` (an in-process server: 20,000 calls over loopback
+ * take half a minute), then 20,000 more: in bytes, how much the heap grew over those.
+ */
+async function heapGrowthOf20kCalls(client: Client): Promise<number> {
   const gc = collector();
   // Four collections, a task apart: a WeakRef keeps its target to the end of the task
   // that made it (these calls are answered in process, all in one task), and a follower's
@@ -1288,18 +1343,22 @@ test('resilientMcpClient: 20,000 tool calls in one session keep memory flat: the
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
   };
-  try {
-    const client = await mcp.connect();
-    for (let i = 0; i < 1000; i++) await client.callTool({ name: 'add', arguments: {} });
-    await settle();
-    const before = process.memoryUsage().heapUsed;
-    for (let i = 0; i < 20_000; i++) await client.callTool({ name: 'add', arguments: {} });
-    await settle();
-    const grew = process.memoryUsage().heapUsed - before;
+  for (let i = 0; i < 1000; i++) await client.callTool({ name: 'add', arguments: {} });
+  await settle();
+  const before = process.memoryUsage().heapUsed;
+  for (let i = 0; i < 20_000; i++) await client.callTool({ name: 'add', arguments: {} });
+  await settle();
+  return process.memoryUsage().heapUsed - before;
+}
+
+test('resilientMcpClient: 20,000 tool calls in one session keep memory flat: the session-long signal keeps no call’s own abort', async () => {
+  // Each call's fetch gets its own abort (a notifications/cancelled ends it), tied to the
+  // transport's signal, which lives as long as the session. With AbortSignal.any(), Node
+  // 20 and Deno kept every signal so made: about 1.5 KB a call (32 MB here), for good.
+  await closing(inProcess(answerAll), async (mcp) => {
+    const grew = await heapGrowthOf20kCalls(await mcp.connect());
     assert.ok(grew < 6_000_000, `heapUsed grew ${(grew / 1e6).toFixed(1)} MB`);
-  } finally {
-    await mcp.close();
-  }
+  });
 });
 
 /** A transport that sends nothing: the test plays the server's messages to `onmessage`. */
@@ -3402,11 +3461,8 @@ test('resilientMcpClient: a tools/call waiting out a 429 when close() begins is 
 });
 
 test('resilientMcpClient: a transport that replaces its abort signal (the SSE transport after a 401) still has its calls ended by close()', async () => {
-  const seen = counts();
-  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
-  await withApp(mcpApp(seen, failFirst('tools/call:add', fault)), async (app) => {
-    const mcp = resilient(app.origin);
-    try {
+  const seen = await slowedAdd((origin) =>
+    closing(resilient(origin), async (mcp) => {
       const client = await mcp.connect();
       await client.callTool({ name: 'lookup', arguments: {} });
       // As SSEClientTransport's _startOrAuth() does when it authenticates again.
@@ -3416,21 +3472,15 @@ test('resilientMcpClient: a transport that replaces its abort signal (the SSE tr
       await new Promise((resolve) => setTimeout(resolve, 50));
       await mcp.close();
       await call;
-      // Past the server's delay: a resend would have run the tool by now.
-      await new Promise((resolve) => setTimeout(resolve, 400));
-      assert.equal(seen.posts['tools/call:add'], 1, 'the call was not sent again after close()');
-      assert.equal(seen.runs.add, undefined);
-    } finally {
-      await mcp.close();
-    }
-  });
+      await pastDelay();
+    }),
+  );
+  assert.equal(seen.posts['tools/call:add'], 1, 'the call was not sent again after close()');
+  assert.equal(seen.runs.add, undefined);
 });
 
 test('resilientMcpClient: a cancellation the server redirects within its origin (/mcp to /mcp/) is followed there and reaches it', async () => {
-  const seen = counts();
-  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
-  const tools = mcpApp(seen, failFirst('tools/call:add', fault));
-  const app = {
+  const redirecting = (tools: FetchApp): FetchApp => ({
     async fetch(request: Request): Promise<Response> {
       // As a server mounted at /mcp/ answers a path without its slash (Starlette's redirect_slashes).
       if (new URL(request.url).pathname === '/mcp') {
@@ -3439,19 +3489,17 @@ test('resilientMcpClient: a cancellation the server redirects within its origin 
       }
       return tools.fetch(request);
     },
-  };
-  await withApp(app, async ({ origin }) => {
-    const mcp = resilient(origin);
-    try {
-      const client = await mcp.connect();
-      await cancelledAdd(client);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      assert.equal(seen.posts['notifications/cancelled'], 1, 'the server was told');
-      assert.equal(seen.runs.add, undefined);
-    } finally {
-      await mcp.close();
-    }
   });
+  const seen = await slowedAdd(
+    (origin) =>
+      closing(resilient(origin), async (mcp) => {
+        await cancelledAdd(await mcp.connect());
+        await pastDelay(100);
+      }),
+    { wrap: redirecting },
+  );
+  assert.equal(seen.posts['notifications/cancelled'], 1, 'the server was told');
+  assert.equal(seen.runs.add, undefined);
 });
 
 test('resilientMcpClient: a cancellation a browser answers with an opaque redirect (status 0) reaches the SDK as that answer, not as a RangeError', async () => {
@@ -3488,10 +3536,8 @@ test('resilientMcpClient: a cancellation a browser answers with an opaque redire
 });
 
 test('resilientMcpClient: a transport whose requests carry no abort signal still has a call its caller cancels while retry waits out a 429 let go: the tool never runs', async () => {
-  const seen = counts();
-  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
-  await withApp(mcpApp(seen, failFirst('tools/call:add', fault)), async ({ origin }) => {
-    const mcp = resilientMcpClient({
+  const unsignalled = (origin: string) =>
+    resilientMcpClient({
       client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
       // As a custom transport (or a fetch wrapper that builds its own init) sends them.
       transport: (fetch: FetchLike) =>
@@ -3501,18 +3547,15 @@ test('resilientMcpClient: a transport whose requests carry no abort signal still
       policy: definePolicy({ name: 'tools', retry: { backoff: fast } }),
       gate: createGate({ key: 'tools', schedule: quickGate }),
     });
-    try {
-      const client = await mcp.connect();
-      await cancelledAdd(client);
-      // Past the server's delay: a resend would have run the tool by now.
-      await new Promise((resolve) => setTimeout(resolve, 400));
-      assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
-      assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
-      assert.equal(seen.runs.add, undefined);
-    } finally {
-      await mcp.close();
-    }
-  });
+  const seen = await slowedAdd((origin) =>
+    closing(unsignalled(origin), async (mcp) => {
+      await cancelledAdd(await mcp.connect());
+      await pastDelay();
+    }),
+  );
+  assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
+  assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
+  assert.equal(seen.runs.add, undefined);
 });
 
 test('resilientMcpClient: a transport that gives each request its own signal (a per-request timeout) ends only that request when it aborts, not every other in flight', async () => {
@@ -3610,100 +3653,39 @@ test('resilientMcpClient: a tools/call body over maxBodyChars is not parsed on i
 });
 
 test('mcpFetch(): a tools/call its client cancels while retry waits out a 429 is not sent again, and another session’s call with the same JSON-RPC id still is', async () => {
-  const seen = counts();
-  const inner = mcpApp(
-    seen,
-    failFirst('tools/call:add', { status: 429, headers: { 'retry-after-ms': '300' } }, 2),
-  );
   // Each initialize opens a session of its own, named on every later request.
-  const app = {
+  const sessions = (inner: FetchApp): FetchApp => ({
     async fetch(request: Request): Promise<Response> {
       const opening = request.headers.get('mcp-session-id') === null;
       const response = await inner.fetch(request);
       if (opening && response.ok) response.headers.set('mcp-session-id', crypto.randomUUID());
       return response;
     },
-  };
-  await withApp(app, async ({ origin }) => {
-    const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
-    const connect = async () => {
-      const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
-      await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
-      return client;
-    };
-    // Two clients on one fetch: their requests' ids clash (each counts from 0).
-    const [cancelling, waiting] = [await connect(), await connect()];
-    try {
-      const resent = waiting.callTool({ name: 'add', arguments: {} });
-      await cancelledAdd(cancelling);
-      await resent;
-      // Past the server's delay: a resend of the cancelled call would have run by now.
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
-      assert.equal(seen.posts['tools/call:add'], 3, 'only the call nobody cancelled was sent again');
-      assert.equal(seen.runs.add, 1);
-    } finally {
-      await cancelling.close();
-      await waiting.close();
-    }
   });
+  const seen = await slowedAdd((origin) => cancelledBesideWaiting(origin, ['/mcp', '/mcp']), {
+    times: 2,
+    wrap: sessions,
+  });
+  assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
+  assert.equal(seen.posts['tools/call:add'], 3, 'only the call nobody cancelled was sent again');
+  assert.equal(seen.runs.add, 1);
 });
 
 test('mcpFetch(): 20,000 tool calls on one transport keep memory flat: its session-long signal keeps no call’s own abort', async () => {
-  // Answered in process, as for resilientMcpClient above.
-  const answer = async (_input: unknown, init?: RequestInit): Promise<Response> => {
-    const message = JSON.parse(String(init?.body));
-    if (message.id === undefined) return new Response(null, { status: 202 });
-    return inProcessAnswer(message);
-  };
-  const fetch = mcpFetch(definePolicy({ name: 'tools' }), { fetch: answer });
-  const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
-  const gc = collector();
-  // Four collections, a task apart (see the resilientMcpClient test of 20,000 tool calls).
-  const settle = async () => {
-    for (let i = 0; i < 4; i++) {
-      gc();
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  };
-  try {
-    await client.connect(new StreamableHTTPClientTransport(new URL('http://127.0.0.1:9/mcp'), { fetch }));
-    for (let i = 0; i < 1000; i++) await client.callTool({ name: 'add', arguments: {} });
-    await settle();
-    const before = process.memoryUsage().heapUsed;
-    for (let i = 0; i < 20_000; i++) await client.callTool({ name: 'add', arguments: {} });
-    await settle();
-    const grew = process.memoryUsage().heapUsed - before;
+  const fetch = mcpFetch(definePolicy({ name: 'tools' }), { fetch: answerAll });
+  await closing(await sdkClient('http://127.0.0.1:9/mcp', fetch), async (client) => {
+    const grew = await heapGrowthOf20kCalls(client);
     assert.ok(grew < 6_000_000, `heapUsed grew ${(grew / 1e6).toFixed(1)} MB`);
-  } finally {
-    await client.close();
-  }
+  });
 });
 
 test('mcpFetch(): clients of two endpoints without sessions share one fetch, their ids clashing: a cancellation lets go only of its own endpoint’s call', async () => {
-  const seen = counts();
-  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
-  await withApp(mcpApp(seen, failFirst('tools/call:add', fault, 2)), async ({ origin }) => {
-    const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
-    const connect = async (path: string) => {
-      const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
-      // The legacy SSE transport, too, names its session in the URL, not in a header.
-      await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}${path}`), { fetch }));
-      return client;
-    };
-    const [cancelling, waiting] = [await connect('/a/mcp'), await connect('/b/mcp')];
-    try {
-      const resent = waiting.callTool({ name: 'add', arguments: {} });
-      await cancelledAdd(cancelling);
-      await resent;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-      assert.equal(seen.posts['tools/call:add'], 3, 'only the call nobody cancelled was sent again');
-      assert.equal(seen.runs.add, 1);
-    } finally {
-      await cancelling.close();
-      await waiting.close();
-    }
+  // The legacy SSE transport, too, names its session in the URL, not in a header.
+  const seen = await slowedAdd((origin) => cancelledBesideWaiting(origin, ['/a/mcp', '/b/mcp']), {
+    times: 2,
   });
+  assert.equal(seen.posts['tools/call:add'], 3, 'only the call nobody cancelled was sent again');
+  assert.equal(seen.runs.add, 1);
 });
 
 test('a notifications/cancelled that names no requestId (the SDK’s schema allows it) lets go of no request: the waiting tools/call is still sent after the 429’s wait, through mcpFetch() and resilientMcpClient', async () => {
@@ -3714,8 +3696,7 @@ test('a notifications/cancelled that names no requestId (the SDK’s schema allo
     what === 'tools/call:add' && nth % 2 === 1 ? fault : undefined;
   await withApp(mcpApp(seen, faults), async ({ origin }) => {
     const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
-    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
+    const client = await sdkClient(`${origin}/mcp`, fetch);
     const mcp = resilient(origin);
     try {
       for (const caller of [client, await mcp.connect()]) {
@@ -3738,7 +3719,6 @@ test('a notifications/cancelled that names no requestId (the SDK’s schema allo
 
 test('mcpFetch(): two clients of one endpoint without sessions share one fetch, their ids clashing: cancelling a call whose SSE answer already streams lets go of no other client’s call waiting out a 429', async () => {
   const seen = counts();
-  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
   let release = () => {};
   const released = new Promise<void>((resolve) => {
     release = resolve;
@@ -3753,15 +3733,13 @@ test('mcpFetch(): two clients of one endpoint without sessions share one fetch, 
     return server;
   };
   await withApp(
-    mcpApp(seen, failFirst('tools/call:add', fault), build, { sse: true }),
+    mcpApp(seen, failFirst('tools/call:add', SLOW_DOWN), build, { sse: true }),
     async ({ origin }) => {
       const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
-      const connect = async () => {
-        const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
-        await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
-        return client;
-      };
-      const [cancelling, waiting] = [await connect(), await connect()];
+      const [cancelling, waiting] = [
+        await sdkClient(`${origin}/mcp`, fetch),
+        await sdkClient(`${origin}/mcp`, fetch),
+      ];
       try {
         const stop = new AbortController();
         // Each client's first call: both id 1. The slow call's POST is answered (an SSE stream) at once.
@@ -3819,46 +3797,36 @@ test('resilientMcpClient: 20 tool calls with bodies over maxBodyChars, cancelled
 });
 
 test('mcpFetch() with maxBodyChars 0 (no request parsed for resend) still lets go of a tools/call its client cancels while retry waits out a 429', async () => {
-  const seen = counts();
-  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
-  await withApp(mcpApp(seen, failFirst('tools/call:add', fault)), async ({ origin }) => {
-    const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }), { maxBodyChars: 0 });
-    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch }));
-    try {
-      await cancelledAdd(client);
-      // Past the server's delay: a resend would have run the tool by now.
-      await new Promise((resolve) => setTimeout(resolve, 400));
-      assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
-      assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
-      assert.equal(seen.runs.add, undefined);
-    } finally {
-      await client.close();
-    }
-  });
+  const seen = await slowedAdd((origin) =>
+    withClient(
+      origin,
+      {},
+      async (client) => {
+        await cancelledAdd(client);
+        await pastDelay();
+      },
+      { maxBodyChars: 0 },
+    ),
+  );
+  assert.equal(seen.posts['notifications/cancelled'], 1, 'the SDK told the server');
+  assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
+  assert.equal(seen.runs.add, undefined);
 });
 
 test('mcpFetch() behind a fetch wrapper that gives each request a signal of its own still lets go of a tools/call its client cancels while retry waits out a 429, at an endpoint without sessions', async () => {
-  const seen = counts();
-  const fault = { status: 429, headers: { 'retry-after-ms': '300' } };
-  await withApp(mcpApp(seen, failFirst('tools/call:add', fault)), async ({ origin }) => {
-    const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
-    // A per-request deadline on top of the transport's signal, as a wrapper may add one.
-    const wrapped = (input: string | URL | Request, init?: RequestInit) => {
-      const own = new AbortController();
-      init?.signal?.addEventListener('abort', () => own.abort(init.signal?.reason));
-      return fetch(input, { ...init, signal: own.signal });
-    };
-    const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), { fetch: wrapped }));
-    try {
+  const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
+  // A per-request deadline on top of the transport's signal, as a wrapper may add one.
+  const wrapped = (input: string | URL | Request, init?: RequestInit) => {
+    const own = new AbortController();
+    init?.signal?.addEventListener('abort', () => own.abort(init.signal?.reason));
+    return fetch(input, { ...init, signal: own.signal });
+  };
+  const seen = await slowedAdd(async (origin) =>
+    closing(await sdkClient(`${origin}/mcp`, wrapped), async (client) => {
       await cancelledAdd(client);
-      // Past the server's delay: a resend would have run the tool by now.
-      await new Promise((resolve) => setTimeout(resolve, 400));
-      assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
-      assert.equal(seen.runs.add, undefined);
-    } finally {
-      await client.close();
-    }
-  });
+      await pastDelay();
+    }),
+  );
+  assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
+  assert.equal(seen.runs.add, undefined);
 });
