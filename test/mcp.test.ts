@@ -45,6 +45,10 @@ import { FLOOD_BYTES, flood } from './helpers/flood.ts';
 import { collector } from './helpers/gc.ts';
 import { answeringPosts, type FetchApp, withApp } from './helpers/hono-server.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
+import { allowSlowTests } from './helpers/slow-tests.ts';
+
+// Memory tests make 20,000 calls each: seconds under Bun on a loaded machine.
+await allowSlowTests();
 
 const fast = { initialMs: 5, maxMs: 20, jitter: 'none' } as const;
 const quickGate = { initialMs: 20, maxMs: 20, jitter: 'none' } as const;

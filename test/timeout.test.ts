@@ -9,6 +9,10 @@ import { retry } from '../src/retry.ts';
 import { type TimeoutOptions, timeout } from '../src/timeout.ts';
 import { collector } from './helpers/gc.ts';
 import { always, sequence, withServer } from './helpers/server.ts';
+import { allowSlowTests } from './helpers/slow-tests.ts';
+
+// The memory tests make thousands of calls: seconds under Bun on a loaded machine.
+await allowSlowTests();
 
 test('an attempt deadline rejects with TimeoutError (scope attempt) when headers are late', async () => {
   await withServer(always({ hang: true }), async (server) => {
@@ -349,7 +353,8 @@ test('calls that each pass an AbortSignal.any() of a signal that never aborts ke
     for (let i = 0; i < calls; i++) await call();
     await gc();
     const grew = process.memoryUsage().heapUsed - before;
-    assert.ok(grew < 3_000_000, `heapUsed grew ${(grew / 1e6).toFixed(2)} MB over ${calls} calls`);
+    // The leak kept about 1.6 KB a call (19 MB here); a loaded machine's noise reached 5.5 MB.
+    assert.ok(grew < 8_000_000, `heapUsed grew ${(grew / 1e6).toFixed(2)} MB over ${calls} calls`);
   });
 });
 
