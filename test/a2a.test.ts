@@ -1246,7 +1246,7 @@ test('createA2AClient refuses a signal that is not an AbortSignal with a TypeErr
   await assert.rejects(
     createA2AClient('http://127.0.0.1:9/', { signal: 'stop' as never }),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       assert.match(error.message, /createA2AClient\(\)\.signal: must be an AbortSignal/);
       return true;
     },
@@ -1593,7 +1593,7 @@ test('AgentCardError keeps its class name in a minified bundle, also one that as
       const fromCjs = new cjs.AgentCardError('AGENT_CARD_NOT_JSON', 'is not JSON', request);
       assert.equal(fromCjs.name, 'AgentCardError');
       assert.notEqual(esm.AgentCardError, cjs.AgentCardError);
-      assert.ok(fromCjs instanceof esm.AgentCardError);
+      assert.ok(fromCjs instanceof esm.AgentCardError, 'fromCjs instanceof esm.AgentCardError');
       assert.equal(new Error('x') instanceof esm.AgentCardError, false);
     }),
   );

@@ -248,7 +248,7 @@ test('a failed refresh rejects with AUTH_REFRESH_FAILED naming the server, never
       onEvent: (e) => events.push(e),
     });
     await assert.rejects(fetch(`${server.origin}/mcp?api_key=${OLD}`), (error: unknown) => {
-      assert.ok(error instanceof BreakwaterError);
+      assert.ok(error instanceof BreakwaterError, 'error instanceof BreakwaterError');
       assert.equal(error.code, 'AUTH_REFRESH_FAILED');
       assert.equal(error.cause, cause);
       assert.match(error.message, new RegExp(`server "${server.origin}"`));
@@ -271,9 +271,9 @@ test('a refresh that returns an invalid token fails the same way without echoing
     const bad = `${NEW}\r\nx-evil: 1`;
     const fetch = createFetch({ use: [auth({ token: OLD, refresh: () => bad })] });
     await assert.rejects(fetch(server.origin), (error: unknown) => {
-      assert.ok(error instanceof BreakwaterError);
+      assert.ok(error instanceof BreakwaterError, 'error instanceof BreakwaterError');
       assert.equal(error.code, 'AUTH_REFRESH_FAILED');
-      assert.ok(error.cause instanceof TypeError);
+      assert.ok(error.cause instanceof TypeError, 'error.cause instanceof TypeError');
       const shown = `${error.message} ${JSON.stringify(error)} ${error.cause.message}`;
       assert.ok(!shown.includes(NEW) && !shown.includes(OLD), `a token leaked into: ${shown}`);
       return true;
@@ -290,7 +290,7 @@ test('no event carries a token', async () => {
       onEvent: (e) => events.push(e),
     });
     await (await fetch(`${server.origin}/x`, { method: 'POST', body: 'b' })).text();
-    assert.ok(events.length >= 3);
+    assert.ok(events.length >= 3, 'events.length >= 3');
     const logged = JSON.stringify(events);
     assert.ok(!logged.includes(OLD) && !logged.includes(NEW), logged);
   });
@@ -552,9 +552,12 @@ test('a token() that throws or returns a bad value fails with AUTH_TOKEN_FAILED 
     await assert.rejects(throwing(server.origin), { code: 'AUTH_TOKEN_FAILED' });
     const bad = createFetch({ use: [auth({ token: () => `${OLD}\n` })] });
     await assert.rejects(bad(server.origin), (error: unknown) => {
-      assert.ok(error instanceof BreakwaterError);
+      assert.ok(error instanceof BreakwaterError, 'error instanceof BreakwaterError');
       assert.equal(error.code, 'AUTH_TOKEN_FAILED');
-      assert.ok(!JSON.stringify(error).includes(OLD) && !error.message.includes(OLD));
+      assert.ok(
+        !JSON.stringify(error).includes(OLD) && !error.message.includes(OLD),
+        '!JSON.stringify(error).includes(OLD) && !error.message.includes(OLD)',
+      );
       return true;
     });
     assert.equal(server.requests.length, 0);
@@ -571,7 +574,7 @@ test('bad options are a TypeError listing every problem, never printing a token'
         extra: 1,
       } as never),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       assert.match(error.message, /auth\(\)\.token: must be a non-empty string/);
       assert.match(error.message, /auth\(\)\.refresh: must be a function/);
       assert.match(error.message, /auth\(\)\.header: must be a header name/);
@@ -583,7 +586,7 @@ test('bad options are a TypeError listing every problem, never printing a token'
     assert.throws(
       () => auth({ token }),
       (error: unknown) => {
-        assert.ok(error instanceof TypeError);
+        assert.ok(error instanceof TypeError, 'error instanceof TypeError');
         assert.match(error.message, /auth\(\)\.token: .*\(got a string \(not shown\)\)/);
         if (token !== '') assert.ok(!error.message.includes(OLD), error.message);
         return true;
@@ -597,7 +600,7 @@ test('bad options are a TypeError listing every problem, never printing a token'
 test('auth is a named middleware', () => {
   const middleware: Middleware = auth({ token: OLD });
   assert.equal(middleware.name, 'auth');
-  assert.ok(!String(middleware).includes(OLD));
+  assert.ok(!String(middleware).includes(OLD), '!String(middleware).includes(OLD)');
 });
 
 /** Counts the abort listeners on `signal` (added minus removed) from now on: one left behind holds what it closes over. */
@@ -1484,7 +1487,7 @@ test('a token() or refresh() that returns a token with a line break (a CLI’s o
       [{ token: () => `${OLD}é` }, 'AUTH_TOKEN_FAILED'],
     ] as const) {
       await assert.rejects(createFetch({ use: [auth(options)] })(server.origin), (error: unknown) => {
-        assert.ok(error instanceof BreakwaterError);
+        assert.ok(error instanceof BreakwaterError, 'error instanceof BreakwaterError');
         assert.equal(error.code, code);
         const said = String((error.cause as Error).message);
         assert.match(said, /printable ASCII/);

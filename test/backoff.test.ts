@@ -195,7 +195,7 @@ test('bad options are one TypeError naming every path and value', () => {
   assert.throws(
     () => backoff({ initialMs: -1, factor: 0.5, maxMs: Number.POSITIVE_INFINITY, jitter: '+2000%' }),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       assert.match(error.message, /backoff\(\)\.initialMs: .*\(got -1\)/);
       assert.match(error.message, /backoff\(\)\.factor: .*\(got 0\.5\)/);
       assert.match(error.message, /backoff\(\)\.maxMs: .*\(got Infinity\)/);

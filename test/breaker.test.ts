@@ -136,7 +136,7 @@ test('the CircuitOpenError names the key and the last failure, with retryAt and 
     const fetch = createFetch({ use: [breaker], key: 'github-mcp' });
     await sendMany(fetch, `${server.origin}/mcp`, 5);
     await assert.rejects(fetch(`${server.origin}/mcp`), (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.equal(e.code, 'CIRCUIT_OPEN');
       assert.equal(e.key, 'github-mcp');
       assert.equal(e.retryAt.getTime(), START + 100);
@@ -145,7 +145,7 @@ test('the CircuitOpenError names the key and the last failure, with retryAt and 
         'circuit "github-mcp" is open after 5 consecutive failures (last: HTTP 503 Service Unavailable); ' +
           'next attempt at 2026-11-29T17:03:00.100Z (in 0.1 s)',
       );
-      assert.ok(e.cause instanceof HttpStatusError);
+      assert.ok(e.cause instanceof HttpStatusError, 'e.cause instanceof HttpStatusError');
       assert.equal(e.cause.status, 503);
       return true;
     });
@@ -179,7 +179,7 @@ test('callers that arrive while the probe is in flight fail fast, naming the pro
     const probe = send(fetch, server.origin);
     assert.equal(breaker.stats(server.origin)?.state, 'half-open');
     await assert.rejects(fetch(server.origin), (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.match(e.message, /is open while its probe is in flight, after 1 consecutive failures/);
       return true;
     });
@@ -205,7 +205,7 @@ test('a failed probe opens the circuit again for twice as long', async () => {
     assert.equal(stats?.opens, 3);
     assert.equal(stats?.retryAt?.getTime(), clock.t + 400);
     await assert.rejects(fetch(server.origin), (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.match(e.message, /is open after a failed probe \(last: HTTP 500 Internal Server Error\)/);
       return true;
     });
@@ -276,7 +276,10 @@ test('404, 400, 401 and 403 responses never open the circuit (20 of each)', asyn
     const fetch = createFetch({ use: [breaker], key: 'api' });
     for (const status of [404, 400, 401, 403]) {
       const statuses = await sendMany(fetch, `${server.origin}/${status}`, 20);
-      assert.ok(statuses.every((s) => s === status));
+      assert.ok(
+        statuses.every((s) => s === status),
+        'statuses.every((s) => s === status)',
+      );
     }
     const stats = breaker.stats('api');
     assert.equal(stats?.state, 'closed');
@@ -302,7 +305,7 @@ test('408 and 529 responses count as failures', async () => {
     const fetch = createFetch({ use: [breaker] });
     await sendMany(fetch, server.origin, 2);
     await assert.rejects(fetch(server.origin), (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.match(e.message, /after 2 consecutive failures \(last: HTTP 529/);
       return true;
     });
@@ -316,9 +319,9 @@ test('network errors (connection refused) count as failures', async () => {
   const fetch = createFetch({ use: [breaker] });
   for (let i = 0; i < 3; i++) await assert.rejects(fetch(url), NetworkError);
   await assert.rejects(fetch(url), (e: unknown) => {
-    assert.ok(e instanceof CircuitOpenError);
+    assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
     assert.match(e.message, /after 3 consecutive failures \(last: network error ECONNREFUSED\)/);
-    assert.ok(e.cause instanceof NetworkError);
+    assert.ok(e.cause instanceof NetworkError, 'e.cause instanceof NetworkError');
     return true;
   });
 });
@@ -420,7 +423,7 @@ test('the circuit opens when the failure ratio over the window reaches failureRa
       stats = breaker.stats('flaky');
       assert.equal(stats?.state, 'open');
       await assert.rejects(fetch(server.origin), (e: unknown) => {
-        assert.ok(e instanceof CircuitOpenError);
+        assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
         assert.match(
           e.message,
           /is open after 5 of the last 10 calls failed \(last: HTTP 500 Internal Server Error\)/,
@@ -466,7 +469,7 @@ test('a Retry-After beyond maxRetryAfterMs stretches the open time only up to th
     const fetch = createFetch({ use: [breaker] });
     await send(fetch, server.origin);
     await assert.rejects(fetch(server.origin), (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.equal(e.retryAt.getTime(), START + 1000);
       return true;
     });
@@ -575,7 +578,7 @@ test('bad options throw one TypeError naming every offending path', () => {
         colour: 'red',
       } as CircuitBreakerOptions),
     (e: unknown) => {
-      assert.ok(e instanceof TypeError);
+      assert.ok(e instanceof TypeError, 'e instanceof TypeError');
       for (const path of [
         'circuitBreaker().consecutiveFailures',
         'circuitBreaker().failureRatio',
@@ -751,7 +754,7 @@ test('an HttpStatusError with a NaN retryAfterMs opens the circuit for the sched
   assert.equal(await outcome(fetch, URL_A), 'HttpStatusError');
   assert.equal(breaker.stats('api')?.retryAt?.getTime(), START + 100);
   await assert.rejects(fetch(URL_A), (e: unknown) => {
-    assert.ok(e instanceof CircuitOpenError);
+    assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
     assert.equal(e.retryAt.getTime(), clock.t + 100);
     return true;
   });
@@ -776,11 +779,14 @@ test('an open circuit whose clock steps back an hour still probes after its open
   assert.equal(await outcome(fetch, URL_A), 503);
   clock.t -= 3_600_000; // NTP corrects a clock that ran an hour fast
   await assert.rejects(fetch(URL_A), (e: unknown) => {
-    assert.ok(e instanceof CircuitOpenError);
+    assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
     assert.ok(e.retryAt.getTime() - clock.t <= 100, `retryAt is ${e.retryAt.getTime() - clock.t} ms away`);
     return true;
   });
-  assert.ok((breaker.stats('api')?.retryAt?.getTime() ?? 0) - clock.t <= 100);
+  assert.ok(
+    (breaker.stats('api')?.retryAt?.getTime() ?? 0) - clock.t <= 100,
+    "(breaker.stats('api')?.retryAt?.getTime() ?? 0) - clock.t <= 100",
+  );
   clock.t += 100;
   assert.equal(await outcome(fetch, URL_A), 200, 'the probe went after the open time');
   assert.equal(breaker.stats('api')?.state, 'closed');
@@ -796,7 +802,10 @@ test('a paused key whose clock steps back an hour is paused for what is left of 
   const fetch = createFetch({ fetch: stub.fetch, use: [deadline, breaker], key: 'api' });
   assert.equal(await outcome(fetch, URL_A), 429);
   clock.t -= 3_600_000;
-  assert.ok((breaker.stats('api')?.pausedUntil?.getTime() ?? 0) - clock.t <= 50);
+  assert.ok(
+    (breaker.stats('api')?.pausedUntil?.getTime() ?? 0) - clock.t <= 50,
+    "(breaker.stats('api')?.pausedUntil?.getTime() ?? 0) - clock.t <= 50",
+  );
   assert.equal(await outcome(fetch, URL_A), 200, 'the call waited 50 ms, within its 1 s deadline, and went');
 });
 
@@ -830,7 +839,7 @@ test('a window of a microsecond on a sub-millisecond clock counts calls instead 
     for (let i = 0; i < 5; i++) assert.equal(await send(fetch, server.origin), 500);
     const stats = breaker.stats('api');
     assert.equal(stats?.consecutiveFailures, 5);
-    assert.ok((stats?.windowTotal ?? -1) >= 0);
+    assert.ok((stats?.windowTotal ?? -1) >= 0, '(stats?.windowTotal ?? -1) >= 0');
   });
 });
 
@@ -998,7 +1007,7 @@ test('a probe answered with a streaming body that never ends closes the circuit 
   const reader = (res.body as ReadableStream<Uint8Array>).getReader();
   assert.equal(new TextDecoder().decode((await reader.read()).value), 'data: hello\n\n');
   await reader.cancel();
-  assert.ok(cancelled);
+  assert.ok(cancelled, 'cancelled');
 });
 
 test('a call admitted while closed that goes out just after another call opened the circuit is no probe of it', async () => {

@@ -36,7 +36,7 @@ test('an init member set to undefined counts as absent: the Request input’s ow
   );
   assert.equal(call.method, 'PUT');
   assert.equal(call.header('x-a'), '1');
-  assert.ok(call.body instanceof ReadableStream);
+  assert.ok(call.body instanceof ReadableStream, 'call.body instanceof ReadableStream');
 });
 
 test('init signal: null means no signal, even when the Request input carries one', () => {

@@ -32,7 +32,7 @@ test('a failure response is snapshotted with status, Retry-After, server message
       const res = await fetch(`${server.origin}/v1/x?key=secret`);
       assert.equal(await res.text(), body, 'the caller still reads the whole body');
       const snapshot = capture.last(server.origin);
-      assert.ok(snapshot);
+      assert.ok(snapshot, 'snapshot');
       assert.equal(snapshot.status, 503);
       assert.equal(snapshot.statusText, 'Service Unavailable');
       assert.equal(snapshot.retryAfterMs, 7000);
@@ -42,7 +42,7 @@ test('a failure response is snapshotted with status, Retry-After, server message
       assert.equal(snapshot.url, `${server.origin}/v1/x?key=[redacted]`);
       assert.equal(snapshot.headers['x-request-id'], 'req-1');
       assert.equal(snapshot.headers['set-cookie'], undefined);
-      assert.ok(Object.isFrozen(snapshot));
+      assert.ok(Object.isFrozen(snapshot), 'Object.isFrozen(snapshot)');
     },
   );
 });
@@ -401,7 +401,7 @@ test('a reason phrase that quotes the credential the call sent shows none of it 
     const response = await fetch(origin, SENDS_TOKEN);
     await response.body?.cancel();
     const snapshot = capture.last(origin);
-    assert.ok(snapshot);
+    assert.ok(snapshot, 'snapshot');
     const captured = events.find((e) => e.type === 'captured');
     assertNoToken([snapshot.statusText, JSON.stringify(snapshot), JSON.stringify(captured)]);
     if (snapshot.statusText !== 'Unauthorized') assert.equal(snapshot.statusText, 'Invalid token [redacted]');

@@ -271,7 +271,7 @@ test('a middleware that throws is reported by name, with the original error as c
   };
   const fetch = createFetch({ fetch: async () => new Response('ok'), use: [broken] });
   await assert.rejects(fetch('http://127.0.0.1:9/'), (error: unknown) => {
-    assert.ok(error instanceof BreakwaterError);
+    assert.ok(error instanceof BreakwaterError, 'error instanceof BreakwaterError');
     assert.equal(error.code, 'MIDDLEWARE_FAILED');
     assert.match(error.message, /middleware "brokenAuth" threw: kaboom/);
     assert.equal(error.cause, boom);
@@ -368,7 +368,7 @@ test('calling next twice for the same attempt is rejected and the request is sen
     };
     const fetch = createFetch({ use: [twice] });
     await assert.rejects(fetch(server.origin), (error: unknown) => {
-      assert.ok(error instanceof BreakwaterError);
+      assert.ok(error instanceof BreakwaterError, 'error instanceof BreakwaterError');
       assert.equal(error.code, 'NEXT_CALLED_TWICE');
       assert.match(error.message, /"greedy" called next\(\) twice for attempt 1/);
       return true;
@@ -405,7 +405,7 @@ test('a refused connection comes out of the chain as a typed NetworkError', asyn
   const port = await closedPort();
   const fetch = createFetch({ use: [passThrough] });
   await assert.rejects(fetch(`http://127.0.0.1:${port}/`), (error: unknown) => {
-    assert.ok(error instanceof NetworkError);
+    assert.ok(error instanceof NetworkError, 'error instanceof NetworkError');
     assert.equal(error.code, 'ECONNREFUSED');
     assert.equal(error.sent, 'no');
     return true;
@@ -489,7 +489,7 @@ test("option errors keep breakwater's wording when the app has loaded zod's Engl
   assert.throws(
     () => createFetch({ use: [], key: '' } as never),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       assert.match(error.message, /createFetch\(\)\.key: must be a non-empty string/);
       return true;
     },
@@ -497,7 +497,7 @@ test("option errors keep breakwater's wording when the app has loaded zod's Engl
   assert.throws(
     () => backoff({ initialMs: -1, factor: 'x' } as never),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       assert.match(error.message, /backoff\(\)\.initialMs: must be at least 0 \(got -1\)/);
       assert.match(error.message, /backoff\(\)\.factor: must be a number \(got "x"\)/);
       return true;
@@ -509,7 +509,7 @@ test('an option given as a bigint is shown with its n suffix, not as the number 
   assert.throws(
     () => backoff({ initialMs: 5n } as never),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       assert.match(error.message, /backoff\(\)\.initialMs: must be a number \(got 5n\)/);
       return true;
     },

@@ -542,6 +542,7 @@ test('a GateClosedError is not retryable and safe to resend, with retryAfterMs u
   assert.equal(verdict.safeToResend, true);
   assert.ok(
     verdict.retryAfterMs !== undefined && verdict.retryAfterMs > 1_000 && verdict.retryAfterMs <= 2_000,
+    'verdict.retryAfterMs !== undefined && verdict.retryAfterMs > 1_000 && verdict.retryAfterMs <= 2_000',
   );
 });
 
@@ -753,6 +754,6 @@ test('an error whose name cannot be read (a revoked Proxy, a throwing getter) is
     } catch (caught) {
       thrown = caught;
     }
-    assert.ok(thrown === error);
+    assert.ok(thrown === error, 'thrown === error');
   }
 });

@@ -318,7 +318,7 @@ test('HttpStatusError.headers keeps only the allowlisted headers, frozen', () =>
     'x-request-id': 'req_1',
     'x-should-retry': 'true',
   });
-  assert.ok(Object.isFrozen(error.headers));
+  assert.ok(Object.isFrozen(error.headers), 'Object.isFrozen(error.headers)');
 });
 
 // --- toJSON ---
@@ -618,12 +618,13 @@ test('an error thrown by the CommonJS build is an instance of the ESM build’s 
       assert.notEqual(esm.HttpStatusError, cjs.HttpStatusError);
 
       const fromCjs = new cjs.HttpStatusError({ status: 503 });
-      assert.ok(fromCjs instanceof esm.HttpStatusError);
-      assert.ok(fromCjs instanceof esm.BreakwaterError);
+      assert.ok(fromCjs instanceof esm.HttpStatusError, 'fromCjs instanceof esm.HttpStatusError');
+      assert.ok(fromCjs instanceof esm.BreakwaterError, 'fromCjs instanceof esm.BreakwaterError');
       assert.equal(fromCjs instanceof esm.NetworkError, false);
       assert.ok(
         new cjs.NetworkError({ code: 'ECONNRESET', phase: 'send', sent: 'maybe' }) instanceof
           esm.NetworkError,
+        "new cjs.NetworkError({ code: 'ECONNRESET', phase: 'send', sent: 'maybe' }) instanceof esm.NetworkErr...",
       );
       // Another library's error of the same name is not breakwater's.
       class TimeoutError extends Error {}
@@ -654,22 +655,31 @@ test('two subclasses an app wrote that share a name (anonymous, or made by one f
   const Dropped = (() => class extends NetworkError {})();
   const dropped = new Dropped({ code: 'ECONNRESET', phase: 'send', sent: 'maybe' });
   assert.equal(dropped instanceof RateLimited, false);
-  assert.ok(dropped instanceof NetworkError);
+  assert.ok(dropped instanceof NetworkError, 'dropped instanceof NetworkError');
   const factory = () => class ApiError extends HttpStatusError {};
   const First = factory();
   const Second = factory();
   assert.equal(new Second({ status: 500 }) instanceof First, false);
-  assert.ok(new First({ status: 500 }) instanceof First);
+  assert.ok(new First({ status: 500 }) instanceof First, 'new First({ status: 500 }) instanceof First');
   // An app's own class named HttpStatusError, derived from breakwater's base only.
   const Own = class HttpStatusError extends BreakwaterError {};
   assert.equal(Own.name, 'HttpStatusError');
   assert.equal(new Own('no status here', 'OWN') instanceof HttpStatusError, false);
-  assert.ok(new Own('no status here', 'OWN') instanceof BreakwaterError);
+  assert.ok(
+    new Own('no status here', 'OWN') instanceof BreakwaterError,
+    "new Own('no status here', 'OWN') instanceof BreakwaterError",
+  );
   // A subclass both ways, and a bare prototype, as plain instanceof answers.
   class MyError extends HttpStatusError {}
-  assert.ok(new MyError({ status: 500 }) instanceof HttpStatusError);
+  assert.ok(
+    new MyError({ status: 500 }) instanceof HttpStatusError,
+    'new MyError({ status: 500 }) instanceof HttpStatusError',
+  );
   assert.equal(new HttpStatusError({ status: 500 }) instanceof MyError, false);
-  assert.ok(Object.create(HttpStatusError.prototype) instanceof HttpStatusError);
+  assert.ok(
+    Object.create(HttpStatusError.prototype) instanceof HttpStatusError,
+    'Object.create(HttpStatusError.prototype) instanceof HttpStatusError',
+  );
 });
 
 test('breakwater loads and its errors keep their names where class fields are assigned, not defined (useDefineForClassFields: false, Babel loose)', async () => {
@@ -682,7 +692,7 @@ test('breakwater loads and its errors keep their names where class fields are as
     const error = new assigned.HttpStatusError({ status: 503 });
     assert.equal(error.name, 'HttpStatusError');
     assert.equal(assigned.NetworkError.name, 'NetworkError');
-    assert.ok(error instanceof assigned.BreakwaterError);
+    assert.ok(error instanceof assigned.BreakwaterError, 'error instanceof assigned.BreakwaterError');
     assert.equal(error instanceof assigned.NetworkError, false);
   });
 });

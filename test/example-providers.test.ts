@@ -66,7 +66,7 @@ test('the providers example: on openaiOptions(policy) nothing is sent inside an 
     `the SDK as shipped showed neither harm: inside ${sdkInside}, twice ${sdkTwice}`,
   );
   assert.match(sdkAnswered ?? '', /^\d+ \/ 4$/);
-  assert.ok((sdkOk ?? 0) > 0 && (sdkOk ?? 0) <= CALLS);
+  assert.ok((sdkOk ?? 0) > 0 && (sdkOk ?? 0) <= CALLS, '(sdkOk ?? 0) > 0 && (sdkOk ?? 0) <= CALLS');
 
   // readRateLimits() of a real response: the Go-duration reset and the request id.
   assert.match(out, /\{"requests":\{"limit":3,"remaining":2,"resetMs":\d+\},"requestId":"req_\d+"\}/);

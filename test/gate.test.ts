@@ -82,8 +82,8 @@ test('the GateClosedError carries the key, retryAt and the failure that armed th
   await assert.rejects(attempt(error));
   clock.t += 100;
   await assert.rejects(attempt(), (e: unknown) => {
-    assert.ok(e instanceof GateClosedError);
-    assert.ok(e instanceof BreakwaterError);
+    assert.ok(e instanceof GateClosedError, 'e instanceof GateClosedError');
+    assert.ok(e instanceof BreakwaterError, 'e instanceof BreakwaterError');
     assert.equal(e.code, 'GATE_CLOSED');
     assert.equal(e.key, 'mcp:github');
     assert.equal(e.retryAt.getTime(), START + 500);
@@ -492,7 +492,7 @@ test('bad createGate options are one TypeError naming every path and value', () 
         now: 5 as never,
       }),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       assert.match(error.message, /createGate\(\)\.key: .*\(got ""\)/);
       assert.match(error.message, /createGate\(\)\.maxRetryAfterMs: .*\(got -1\)/);
       assert.match(error.message, /createGate\(\)\.schedule\.factor: .*\(got 0\)/);
@@ -737,7 +737,10 @@ test('runs in flight together when the gate arms arm it once: 20 sessions connec
   const fetch = createFetch({ use: [] });
   const connect = () => fetch(`http://127.0.0.1:${port}/mcp`, { method: 'POST', body: '{}' });
   const outcomes = await Promise.allSettled(Array.from({ length: 20 }, () => gate.run(connect)));
-  assert.ok(outcomes.every((o) => o.status === 'rejected' && o.reason instanceof NetworkError));
+  assert.ok(
+    outcomes.every((o) => o.status === 'rejected' && o.reason instanceof NetworkError),
+    "outcomes.every((o) => o.status === 'rejected' && o.reason instanceof NetworkError)",
+  );
   assert.equal(gate.state().failures, 1);
   assert.equal(gate.state().retryAt?.getTime(), START + 500);
   clock.t += 500;

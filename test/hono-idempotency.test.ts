@@ -621,7 +621,7 @@ test('a store that throws fails closed: 503 with Retry-After and x-should-retry,
   assert.equal(res.headers.get('x-should-retry'), 'true');
   assert.equal((await problemOf(res)).title, 'Idempotency store unavailable');
   assert.equal(runs(), 0);
-  assert.ok(store.calls >= 1);
+  assert.ok(store.calls >= 1, 'store.calls >= 1');
 });
 
 test('a store that fails on the final write still returns the handler response; repeats get 409 while its claim lasts, not a second run', async () => {
@@ -764,7 +764,7 @@ test('bad options are a TypeError naming each one', () => {
         drainMs: -1,
       }),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       for (const name of [
         'ttlMs',
         'methods',
@@ -1682,7 +1682,7 @@ test('a response body that breaks while it is drained after its client left leav
   await again.body?.cancel();
   // Past drainMs: a timer left running would now try to record the key as unreplayable.
   await new Promise((resolve) => setTimeout(resolve, drainMs + 50));
-  assert.ok(writes.includes('done'));
+  assert.ok(writes.includes('done'), "writes.includes('done')");
   assert.ok(!writes.includes('unreplayable'), `writes: ${writes.join(', ')}`);
 });
 
@@ -2057,7 +2057,7 @@ test('the default store bounds its records by weight: 256 KiB responses past 32 
   // 160 × 256 Ki is 40 MiB: about 127 fit in 32 MiB. (4,096 of them, as the count alone allowed, were 1 GiB.)
   const newest = await app.request('/report', post('{}', '"report-159"'));
   assert.equal(newest.headers.get(REPLAYED_HEADER), 'true');
-  assert.ok((await newest.text()).startsWith('160.'));
+  assert.ok((await newest.text()).startsWith('160.'), "(await newest.text()).startsWith('160.')");
   const oldest = await app.request('/report', post('{}', '"report-0"'));
   assert.equal(oldest.headers.get(REPLAYED_HEADER), null);
   assert.ok((await oldest.text()).startsWith('161.'), 'its record was evicted, so it ran again');

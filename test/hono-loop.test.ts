@@ -145,7 +145,10 @@ test('with idempotency(), 1,000 keyed POSTs through 500s, resets and shedding ea
 
   // Every fault happened, and the client resent through them.
   for (const fault of ['shed', 'fail', 'reset', 'ok'] as const) assert.ok(arrivals[fault] > 0, fault);
-  assert.ok(arrivals.shed + arrivals.fail + arrivals.reset + arrivals.ok > LOGICAL_POSTS);
+  assert.ok(
+    arrivals.shed + arrivals.fail + arrivals.reset + arrivals.ok > LOGICAL_POSTS,
+    'arrivals.shed + arrivals.fail + arrivals.reset + arrivals.ok > LOGICAL_POSTS',
+  );
 
   // No effect lost, none doubled.
   assert.equal(total(effects), LOGICAL_POSTS);
@@ -170,7 +173,10 @@ test('without idempotency(), the same run (same seed) takes some POSTs effect mo
   const { effects, endings } = await runLoop(false);
   const doubled = [...effects.values()].filter((count) => count > 1).length;
   assert.ok(total(effects) > LOGICAL_POSTS, `effects: ${total(effects)}`);
-  assert.ok(doubled > 0);
+  assert.ok(doubled > 0, 'doubled > 0');
   // And the client, retrying keyed POSTs as it was told it safely could, mostly "succeeds".
-  assert.ok([...endings.values()].filter((e) => e.status === 200).length > LOGICAL_POSTS * 0.9);
+  assert.ok(
+    [...endings.values()].filter((e) => e.status === 200).length > LOGICAL_POSTS * 0.9,
+    '[...endings.values()].filter((e) => e.status === 200).length > LOGICAL_POSTS * 0.9',
+  );
 });

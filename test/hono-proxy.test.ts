@@ -216,6 +216,7 @@ test('a body an earlier middleware read as JSON or text goes on byte for byte, w
       assert.equal(sent?.headers['content-type'], types[path], path);
       assert.ok(
         [undefined, String(sent?.body.byteLength)].includes(sent?.headers['content-length'] as string),
+        "[undefined, String(sent?.body.byteLength)].includes(sent?.headers['content-length'] as string)",
       );
     }
   });
@@ -410,7 +411,7 @@ test('an upstream wait longer than the policy allows becomes a 503 problem cappe
       assert.equal(problem.retryAfter, '5');
       assert.equal(problem.body.code, 'RETRY_AFTER_TOO_LONG');
       assert.equal(problem.body.upstream, 'models');
-      assert.ok(!problem.text.includes('SECRET'));
+      assert.ok(!problem.text.includes('SECRET'), "!problem.text.includes('SECRET')");
     });
     assert.equal(up.requests.length, 1, 'no pointless wait, no resend');
   });

@@ -645,7 +645,7 @@ test('a short id is stored as given, readable in the store; an id of digest form
   id = 'x'.repeat(1000);
   assert.equal(await statusOf(app), 200);
   id = (keys[1] ?? '').split(':').slice(2, -1).join(':');
-  assert.ok(id.length > 0);
+  assert.ok(id.length > 0, 'id.length > 0');
   assert.equal(await statusOf(app), 200);
   assert.notEqual(keys[2], keys[1]);
 });

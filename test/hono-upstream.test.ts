@@ -318,7 +318,10 @@ test("errorResponses turns RetryAfterTooLongError into a 503 capped by the polic
   assert.equal(problem.retryAfter, '20');
   assert.equal(problem.body.code, 'RETRY_AFTER_TOO_LONG');
   assert.equal(problem.body.upstream, 'github-mcp');
-  assert.ok(!problem.text.includes('redacted') && !problem.text.includes('api.example.com'));
+  assert.ok(
+    !problem.text.includes('redacted') && !problem.text.includes('api.example.com'),
+    "!problem.text.includes('redacted') && !problem.text.includes('api.example.com')",
+  );
 });
 
 test('errorResponses maps an upstream 429 with a delay to 503, and other statuses to 502', async () => {
@@ -330,7 +333,7 @@ test('errorResponses maps an upstream 429 with a delay to 503, and other statuse
   const bad = await problemOf(await throwing(broken).request('/'));
   assert.equal(bad.status, 502);
   assert.equal(bad.retryAfter, null);
-  assert.ok(!bad.text.includes('stack trace'));
+  assert.ok(!bad.text.includes('stack trace'), "!bad.text.includes('stack trace')");
   const timeout = await problemOf(
     await throwing(new TimeoutError({ scope: 'total', ms: 5000, request })).request('/'),
   );

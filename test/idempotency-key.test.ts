@@ -154,8 +154,8 @@ test('a generated key outside printable ASCII fails the call before anything is 
     for (const generate of [() => 'ключ', () => 'a\nb', () => '', () => 7 as unknown as string]) {
       const fetch = createFetch({ use: [idempotencyKey({ generate })] });
       await assert.rejects(fetch(server.origin, { method: 'POST' }), (error: unknown) => {
-        assert.ok(error instanceof BreakwaterError);
-        assert.ok(error.cause instanceof TypeError);
+        assert.ok(error instanceof BreakwaterError, 'error instanceof BreakwaterError');
+        assert.ok(error.cause instanceof TypeError, 'error.cause instanceof TypeError');
         return true;
       });
     }
@@ -169,7 +169,10 @@ test('sfString quotes any printable ASCII so that unescaping gives it back', () 
       fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)) }),
       (s) => {
         const quoted = sfString(s);
-        assert.ok(quoted.startsWith('"') && quoted.endsWith('"'));
+        assert.ok(
+          quoted.startsWith('"') && quoted.endsWith('"'),
+          "quoted.startsWith('\"') && quoted.endsWith('\"')",
+        );
         const inner = quoted.slice(1, -1);
         let unescaped = '';
         for (let i = 0; i < inner.length; i++) {
@@ -193,7 +196,7 @@ test('bad options are a TypeError listing every problem', () => {
   assert.throws(
     () => idempotencyKey({ methods: 'POST', generate: 'uuid', header: 'X-Key' } as never),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       assert.match(error.message, /idempotencyKey\(\)\.methods: /);
       assert.match(error.message, /idempotencyKey\(\)\.generate: must be a function/);
       assert.match(error.message, /unknown option "header"/);

@@ -71,7 +71,7 @@ test('a GET answered 503 every time reaches the server exactly the policy’s at
   await withApp(app, async (server) => {
     const api = ky.create(kyOptions(definePolicy({ retry: { attempts: 3, backoff: fast, budget: false } })));
     const error = await api.get(`${server.origin}/things`).catch((e: unknown) => e);
-    assert.ok(isHTTPError(error));
+    assert.ok(isHTTPError(error), 'isHTTPError(error)');
     assert.equal(error.response.status, 503);
     await error.response.body?.cancel();
     // ky alone retries twice per call: 3 policy attempts × 3 ky tries would be 9.
@@ -86,7 +86,7 @@ test('a POST answered 503 is sent once and ky throws its HTTPError by default', 
     const error = await api
       .post(`${server.origin}/orders`, { json: { item: 'book' } })
       .catch((e: unknown) => e);
-    assert.ok(error instanceof HTTPError);
+    assert.ok(error instanceof HTTPError, 'error instanceof HTTPError');
     assert.equal(error.response.status, 503);
     assert.equal(retryDelay(error.response.headers), 7000, 'the server’s wait, read with the core’s parser');
     assert.deepEqual(await error.response.json(), { error: { message: 'model overloaded' } });
@@ -214,7 +214,7 @@ test('the user’s hooks given before kyOptions run, and their beforeError sees 
       })
       .extend(kyOptions(definePolicy({ retry: false }), { errors: 'breakwater' }));
     const error = await api.post('orders', { json: {} }).catch((e: unknown) => e);
-    assert.ok(error instanceof HttpStatusError);
+    assert.ok(error instanceof HttpStatusError, 'error instanceof HttpStatusError');
     assert.deepEqual(ran, ['afterResponse 503', 'beforeError HTTPError']);
     assert.equal(seen[0]?.headers.get('x-user'), 'yes');
   });
@@ -304,7 +304,7 @@ test('kyOptions with bad option types throws a TypeError naming every path', () 
   assert.throws(
     () => kyOptions(policy, { errors: 'yes', fetch: 1, onEvent: 'log', extra: true } as never),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       assert.match(error.message, /kyOptions\(\)\.errors: must be "ky" or "breakwater" \(got "yes"\)/);
       assert.match(error.message, /kyOptions\(\)\.fetch: must be a function \(got 1\)/);
       assert.match(error.message, /kyOptions\(\)\.onEvent: must be a function/);
@@ -344,7 +344,7 @@ test('a keyed FormData POST is sent once when the policy does not buffer stream 
     const body = new FormData();
     body.set('name', 'report.txt');
     const error = await api.post(`${server.origin}/upload`, { body }).catch((e: unknown) => e);
-    assert.ok(isHTTPError(error));
+    assert.ok(isHTTPError(error), 'isHTTPError(error)');
     await error.response.body?.cancel();
     assert.equal(seen.length, 1);
   });
@@ -356,7 +356,7 @@ test('an open circuit fails fast through ky with CircuitOpenError, nothing sent'
     const policy = definePolicy({ retry: false, breaker: { consecutiveFailures: 1 } });
     const api = ky.create(kyOptions(policy));
     const first = await api.get(`${server.origin}/things`).catch((e: unknown) => e);
-    assert.ok(isHTTPError(first));
+    assert.ok(isHTTPError(first), 'isHTTPError(first)');
     await first.response.body?.cancel();
     const second = await api.get(`${server.origin}/things`).catch((e: unknown) => e);
     assert.ok(second instanceof CircuitOpenError, String(second));
@@ -418,7 +418,7 @@ test('a later extend({ retry: { methods } }) keeps ky’s own retries off', asyn
     const policy = definePolicy({ retry: { attempts: 2, backoff: fast, budget: false } });
     const api = ky.create(kyOptions(policy)).extend({ retry: { methods: ['get', 'post'] } });
     const error = await api.get(`${server.origin}/things`).catch((e: unknown) => e);
-    assert.ok(isHTTPError(error));
+    assert.ok(isHTTPError(error), 'isHTTPError(error)');
     await error.response.body?.cancel();
     assert.equal(seen.length, 2, 'the policy’s 2 attempts, no ky retry on top');
   });
@@ -453,7 +453,7 @@ test('with errors: breakwater, a status the policy retries is reported retryable
     const policy = definePolicy({ retry: { statuses: [420], backoff: fast } });
     const api = ky.create(kyOptions(policy, { errors: 'breakwater' }));
     await assert.rejects(api.get(`${server.origin}/calm`), (error: unknown) => {
-      assert.ok(error instanceof HttpStatusError);
+      assert.ok(error instanceof HttpStatusError, 'error instanceof HttpStatusError');
       assert.equal(error.status, 420);
       assert.equal(error.retryable, true, 'the policy retried it: it is retryable by its rules');
       return true;

@@ -369,14 +369,14 @@ test('toError() gives a 503’s status, Retry-After and server message back, wit
         () => undefined,
         (caught: unknown) => fetch.toError(caught),
       );
-      assert.ok(error instanceof HttpStatusError);
+      assert.ok(error instanceof HttpStatusError, 'error instanceof HttpStatusError');
       assert.equal(error.status, 503);
       assert.equal(error.retryAfterMs, 7000);
       assert.equal(error.serverMessage, 'database is down');
       assert.equal(error.retryable, true);
       assert.equal(error.request?.key, 'mcp');
       assert.equal(error.request?.method, 'POST');
-      assert.ok(error.cause instanceof StreamableHTTPError);
+      assert.ok(error.cause instanceof StreamableHTTPError, 'error.cause instanceof StreamableHTTPError');
       assert.equal(error.cause.code, 503);
     });
   });
@@ -387,7 +387,7 @@ test('toError() gives a 429’s Retry-After back when the policy does not retry'
   await withApp(mcpApp(counts(), failFirst('tools/call:add', fault)), async (app) => {
     await withClient(app.origin, { retry: false, breaker: false }, async (client, fetch) => {
       const error = await client.callTool({ name: 'add', arguments: {} }).catch(fetch.toError);
-      assert.ok(error instanceof HttpStatusError);
+      assert.ok(error instanceof HttpStatusError, 'error instanceof HttpStatusError');
       assert.equal(error.status, 429);
       assert.equal(error.retryAfterMs, 3000);
       assert.equal(error.serverMessage, 'slow down');
@@ -407,7 +407,7 @@ test('toError() does not lend an old failure’s Retry-After to a later error of
       Date.now = () => later;
       try {
         const stale = fetch.toError(caught);
-        assert.ok(stale instanceof HttpStatusError);
+        assert.ok(stale instanceof HttpStatusError, 'stale instanceof HttpStatusError');
         assert.equal(stale.status, 429);
         assert.equal(stale.retryAfterMs, undefined);
         assert.equal(stale.serverMessage, undefined);
@@ -428,7 +428,7 @@ test('toError() leaves errors that are not the SDK’s HTTP errors unchanged', (
   assert.equal(fetch.toError(null), null);
   // An SDK HTTP error with no failure seen by this fetch still keeps its status.
   const bare = fetch.toError(new StreamableHTTPError(502, 'Error POSTing to endpoint: bad gateway'));
-  assert.ok(bare instanceof HttpStatusError);
+  assert.ok(bare instanceof HttpStatusError, 'bare instanceof HttpStatusError');
   assert.equal(bare.status, 502);
 });
 
@@ -891,7 +891,7 @@ test('an SSE response slower than the attempt timeout is not cut', async () => {
     held = new Promise((resolve) => setTimeout(resolve, totalMs + 100));
     const response = await fetch(url, init);
     const text = await response.text();
-    assert.ok(performance.now() - started >= totalMs + 90);
+    assert.ok(performance.now() - started >= totalMs + 90, 'performance.now() - started >= totalMs + 90');
     assert.match(text, /"result":\{\}/);
   });
 });
@@ -976,10 +976,10 @@ test('resilientMcpClient: a 503 arms the gate for the server’s delay; after it
     const mcp = resilient(app.origin, [], { retry: false });
     try {
       const error = await mcp.connect().catch((caught: unknown) => caught);
-      assert.ok(error instanceof HttpStatusError);
+      assert.ok(error instanceof HttpStatusError, 'error instanceof HttpStatusError');
       assert.equal(error.status, 503);
       assert.equal(error.retryAfterMs, 60);
-      assert.ok(error.cause instanceof StreamableHTTPError);
+      assert.ok(error.cause instanceof StreamableHTTPError, 'error.cause instanceof StreamableHTTPError');
       const { retryAt } = mcp.gate.state();
       assert.ok((retryAt?.getTime() ?? 0) - Date.now() > 30, 'the window is the server’s 60 ms');
 
@@ -1045,10 +1045,10 @@ test('resilientMcpClient: listTools() teaches which tools are resent, and call e
       await client.listTools();
       await client.callTool({ name: 'lookup', arguments: {} });
       const error = await client.callTool({ name: 'add', arguments: {} }).catch((caught: unknown) => caught);
-      assert.ok(error instanceof HttpStatusError);
+      assert.ok(error instanceof HttpStatusError, 'error instanceof HttpStatusError');
       assert.equal(error.status, 503);
       assert.equal(error.retryAfterMs, 0);
-      assert.ok(error.cause instanceof StreamableHTTPError);
+      assert.ok(error.cause instanceof StreamableHTTPError, 'error.cause instanceof StreamableHTTPError');
     } finally {
       await mcp.close();
     }
@@ -1236,7 +1236,7 @@ test('resilientMcpClient: an answer to a server request with the id of a call in
     });
     try {
       await mcp.connect();
-      assert.ok(post);
+      assert.ok(post, 'post');
       const call = post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add' } }).catch(
         (error: unknown) => error,
       );
@@ -1594,7 +1594,10 @@ test('resilientMcpClient: a call to a tool learned read-only that fails after no
       release();
       const error = await call;
       assert.equal(seen.runs.lookup, 1, 'lookup ran twice: resent after the server said its tools changed');
-      assert.ok(error instanceof HttpStatusError && error.status === 503);
+      assert.ok(
+        error instanceof HttpStatusError && error.status === 503,
+        'error instanceof HttpStatusError && error.status === 503',
+      );
     } finally {
       release();
       await mcp.close();
@@ -1737,7 +1740,7 @@ test('resilientMcpClient: a 404 for a session the server forgot closes the clien
   await withResilient(app, app, {}, async (mcp) => {
     const client = await mcp.connect();
     const first = (mcp.transport as StreamableHTTPClientTransport | undefined)?.sessionId;
-    assert.ok(first);
+    assert.ok(first, 'first');
     await app.forget();
     await assert.rejects(
       client.callTool({ name: 'echo', arguments: {} }),
@@ -1751,7 +1754,7 @@ test('resilientMcpClient: a 404 for a session the server forgot closes the clien
 
     const again = await mcp.connect();
     const second = (mcp.transport as StreamableHTTPClientTransport | undefined)?.sessionId;
-    assert.ok(second && second !== first);
+    assert.ok(second && second !== first, 'second && second !== first');
     await assertEchoes(again);
     assert.equal(app.initializes(), 2);
   });
@@ -2203,7 +2206,7 @@ test('resilientMcpClient: a 404 on the reconnecting GET stream (the server lost 
       assert.equal(app.lostGets(), 1);
       assert.equal(mcp.transport, undefined, 'still on the session the server lost');
       const again = await mcp.connect();
-      assert.ok(mcp.transport && mcp.transport !== first);
+      assert.ok(mcp.transport && mcp.transport !== first, 'mcp.transport && mcp.transport !== first');
       await assertEchoes(again);
       assert.equal(app.initializes(), 2);
     } finally {
@@ -2231,7 +2234,7 @@ test('resilientMcpClient: once the GET stream reopens, the hints are forgotten: 
       // The server ends its GET stream (a proxy's idle cut, a deploy), and says its tools
       // changed before the SDK has reopened it: no stream carries the notification.
       const [server] = app.sessions.values();
-      assert.ok(server);
+      assert.ok(server, 'server');
       (server.server.transport as WebStandardStreamableHTTPServerTransport).closeStandaloneSSEStream();
       await server.sendToolListChanged();
       await waitFor(2);
@@ -2334,7 +2337,10 @@ test('toError() gives each of two 503s its own Retry-After and message, told apa
       const wipe = await client.callTool({ name: 'wipe', arguments: {} }).catch((e: unknown) => e);
       // Judged after both failed, as an agent that ran them in parallel would.
       const [addError, wipeError] = [fetch.toError(add), fetch.toError(wipe)];
-      assert.ok(addError instanceof HttpStatusError && wipeError instanceof HttpStatusError);
+      assert.ok(
+        addError instanceof HttpStatusError && wipeError instanceof HttpStatusError,
+        'addError instanceof HttpStatusError && wipeError instanceof HttpStatusError',
+      );
       assert.deepEqual([addError.retryAfterMs, addError.serverMessage], [7000, 'add is overloaded']);
       assert.deepEqual([wipeError.retryAfterMs, wipeError.serverMessage], [2000, 'wipe is paused']);
     });
@@ -2429,7 +2435,10 @@ test('toError() tells two 503s apart by their bodies even when the bodies quote 
       const wipe = await client.callTool({ name: 'wipe', arguments: {} }).catch((e: unknown) => e);
       // Judged after both failed, as an agent that ran them in parallel would.
       const [addError, wipeError] = [fetch.toError(add), fetch.toError(wipe)];
-      assert.ok(addError instanceof HttpStatusError && wipeError instanceof HttpStatusError);
+      assert.ok(
+        addError instanceof HttpStatusError && wipeError instanceof HttpStatusError,
+        'addError instanceof HttpStatusError && wipeError instanceof HttpStatusError',
+      );
       assert.equal(addError.retryAfterMs, 7000, 'add got the Retry-After of another failure');
       assert.match(String(addError.serverMessage), /^add is overloaded/);
       assert.equal(wipeError.retryAfterMs, 2000);
@@ -2526,7 +2535,10 @@ test('toError() without the request gives each of two indistinguishable failures
       );
       // Judged after both failed: the SDK's errors hold the status and the same body, nothing more.
       const [firstError, secondError] = [fetch.toError(first), fetch.toError(second)];
-      assert.ok(firstError instanceof HttpStatusError && secondError instanceof HttpStatusError);
+      assert.ok(
+        firstError instanceof HttpStatusError && secondError instanceof HttpStatusError,
+        'firstError instanceof HttpStatusError && secondError instanceof HttpStatusError',
+      );
       assert.equal(firstError.retryAfterMs, 30_000, 'first was told to wait less than its server asked');
       assert.equal(secondError.retryAfterMs, 30_000);
       assert.equal(firstError.serverMessage, 'overloaded');
@@ -2640,7 +2652,7 @@ test('toError() never throws on the message it is given: an id JSON cannot write
     assert.doesNotThrow(() => {
       converted = fetch.toError(error, sent);
     });
-    assert.ok(converted instanceof HttpStatusError);
+    assert.ok(converted instanceof HttpStatusError, 'converted instanceof HttpStatusError');
     assert.equal(converted.status, 503);
   }
 });
@@ -2721,7 +2733,7 @@ test('resilientMcpClient: a connect that never settles fails every caller with T
       // Armed by the timeout (its window, 20 ms, may be over by now on a loaded machine).
       const { failures, cause, retryAt } = mcp.gate.state();
       assert.equal(failures, 1, 'a connect that timed out arms the gate');
-      assert.ok(cause instanceof TimeoutError);
+      assert.ok(cause instanceof TimeoutError, 'cause instanceof TimeoutError');
       hanging = false;
       await until(retryAt);
       // A new connect: a new initialize, which the server answers.
@@ -2884,7 +2896,7 @@ test('resilientMcpClient: an SSE answer whose event never ends fails the call at
         .callTool({ name: 'flood', arguments: {} }, undefined, { timeout: 3000 })
         .catch((e: unknown) => e);
       assert.ok(cutAnswer(caught, FLOOD_LIMIT), String(caught).slice(0, 300));
-      assert.ok(performance.now() - started < 1000);
+      assert.ok(performance.now() - started < 1000, 'performance.now() - started < 1000');
     } finally {
       await mcp.close();
     }
@@ -3114,7 +3126,7 @@ test('a cut SSE answer on a resumable stream fails the call at once; the SDK the
           .callTool({ name: 'big', arguments: {} }, undefined, { timeout: 3000 })
           .catch((e: unknown) => e);
         assert.ok(cutAnswer(caught, FLOOD_LIMIT), String(caught).slice(0, 300));
-        assert.ok(performance.now() - started < 1000);
+        assert.ok(performance.now() - started < 1000, 'performance.now() - started < 1000');
         assert.notEqual(await settledWithin(resume, 1000), 'hung', 'the SDK did not resume');
         // A replayed event would come right after the resume.
         await new Promise((resolve) => setTimeout(resolve, 100));

@@ -192,7 +192,7 @@ test('a normalised error names the request, redacted, and keeps the raw error as
   const url = `http://user:secret@127.0.0.1:${port}/v1/things?token=abc`;
   const error = await rejection(() => fetch(`http://127.0.0.1:${port}/v1/things?token=abc`));
   const normalised = normalizeNetworkError(error, requestSummary('local', 'post', url));
-  assert.ok(normalised instanceof NetworkError);
+  assert.ok(normalised instanceof NetworkError, 'normalised instanceof NetworkError');
   assert.equal(normalised.cause, error);
   assert.equal(normalised.request?.method, 'POST');
   assert.match(normalised.message, /POST .*\/v1\/things/);

@@ -153,14 +153,14 @@ test('a pause the server wants longer than maxRetryAfterMs fails the next call f
     const pausedUntil = breaker.stats('model')?.pausedUntil;
     const started = Date.now();
     await assert.rejects(fetch(server.origin), (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.equal(e.key, 'model');
       assert.equal(e.retryAt.getTime(), pausedUntil?.getTime(), 'retryAt is the end of the (capped) pause');
       assert.match(
         e.message,
         /^circuit "model" is open paced: the server asked to wait \(HTTP 429 Too Many Requests\): 5000 ms is longer than the 200 ms allowed; next attempt at /,
       );
-      assert.ok(e.cause instanceof HttpStatusError);
+      assert.ok(e.cause instanceof HttpStatusError, 'e.cause instanceof HttpStatusError');
       assert.equal(e.cause.status, 429);
       return true;
     });
@@ -175,12 +175,12 @@ test('a pause longer than the call’s remaining deadline fails the call fast', 
     assert.equal(await send(fetch, server.origin), 429);
     const started = Date.now();
     await assert.rejects(fetch(server.origin), (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.match(
         e.message,
         /is open paced: the server asked to wait \(HTTP 429 Too Many Requests\), past this call's deadline;/,
       );
-      assert.ok(e.retryAt.getTime() - Date.now() > 300);
+      assert.ok(e.retryAt.getTime() - Date.now() > 300, 'e.retryAt.getTime() - Date.now() > 300');
       return true;
     });
     assert.ok(Date.now() - started < 50, 'failed at once');
@@ -212,7 +212,7 @@ test('a 429 without a delay pauses the key for the next step of the open schedul
     assert.equal(await send(fetch, server.origin), 429);
     assert.equal(await send(fetch, server.origin), 429, 'sent after waiting 100 ms');
     assert.equal(await send(fetch, server.origin), 200, 'sent after waiting 200 ms more');
-    assert.ok(Date.now() - started >= 300);
+    assert.ok(Date.now() - started >= 300, 'Date.now() - started >= 300');
     const starts = events.filter((e): e is PacedEvent => e.type === 'paced' && e.phase === 'start');
     assert.deepEqual(
       starts.map((e) => e.delayMs),
@@ -524,7 +524,7 @@ test('a pace probe that meets a network error hands the probe to the next waiter
     const outcomes = await Promise.allSettled(Array.from({ length: 6 }, () => send(fetch, server.origin)));
     const failed = outcomes.filter((o) => o.status === 'rejected');
     assert.equal(failed.length, 1, 'only the first probe failed');
-    assert.ok(failed[0]?.reason instanceof NetworkError);
+    assert.ok(failed[0]?.reason instanceof NetworkError, 'failed[0]?.reason instanceof NetworkError');
     assert.deepEqual(
       outcomes.filter((o) => o.status === 'fulfilled').map((o) => o.value),
       Array(5).fill(200),
@@ -661,9 +661,9 @@ test('a call whose deadline passes while it waits for the pace probe fails fast 
     await delay(80); // the pause is over and the probe is in flight
     const started = Date.now();
     await assert.rejects(send(hurried, server.origin), (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.match(e.message, /pace probe is still in flight at this call's deadline/);
-      assert.ok(e.cause instanceof HttpStatusError);
+      assert.ok(e.cause instanceof HttpStatusError, 'e.cause instanceof HttpStatusError');
       assert.equal(e.cause.status, 503);
       return true;
     });
@@ -737,7 +737,7 @@ test('a call that cannot wait out a used-up quota fails fast with a CircuitOpenE
     const hurried = createFetch({ use: [deadline, breaker], key: 'model' });
     assert.equal(await send(plain, server.origin), 200);
     await assert.rejects(send(hurried, server.origin), (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.match(
         e.message,
         /the server said its quota is used up \(HTTP 200 OK\), past this call's deadline/,
@@ -1098,7 +1098,7 @@ test('an open circuit on a paused key fails fast with retryAt at the end of the 
     const pausedUntil = stats?.pausedUntil?.getTime() ?? 0;
     assert.ok(pausedUntil > (stats?.retryAt?.getTime() ?? 0), 'the pause outlasts the open time');
     await assert.rejects(fetch(server.origin), (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.equal(e.retryAt.getTime(), pausedUntil, 'no call may go before the pause ends');
       return true;
     });
@@ -1160,7 +1160,7 @@ test('a call waiting out a pause fails fast as soon as a response stretches it p
     assert.equal(await slow, 429);
     const started = Date.now();
     await assert.rejects(waiting, (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.match(e.message, /3600000 ms is longer than the 10000 ms allowed/);
       return true;
     });
@@ -1311,7 +1311,7 @@ test('of the calls waiting for the pace probe, one whose deadline falls within t
     const patient = [send(plain, server.origin), send(plain, server.origin)];
     const started = Date.now();
     await assert.rejects(send(hurried, server.origin), (e: unknown) => {
-      assert.ok(e instanceof CircuitOpenError);
+      assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.match(e.message, /past this call's deadline/);
       return true;
     });

@@ -65,7 +65,7 @@ test('a policy is JSON-serialisable and round-trips to the same config', () => {
   const again = definePolicy(JSON.parse(JSON.stringify(policy)));
   assert.deepEqual(again.config, policy.config);
   assert.deepEqual(again.resolved, policy.resolved);
-  assert.ok(Object.isFrozen(policy.config));
+  assert.ok(Object.isFrozen(policy.config), 'Object.isFrozen(policy.config)');
   config.retry.attempts = 9;
   assert.equal(policy.resolved.retry.attempts, 4, 'later changes to the input do not leak in');
 });
@@ -122,7 +122,7 @@ test('bad config is one TypeError listing every offending path and value', () =>
         retires: 3,
       } as never),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       assert.match(error.message, /definePolicy\(\)\.retry\.attempts.*got "three"/);
       assert.match(error.message, /definePolicy\(\)\.breaker\.failureRatio.*got 2/);
       assert.match(error.message, /definePolicy\(\)\.timeout\.attemptMs.*got -1/);
@@ -271,12 +271,12 @@ test('the policy’s total deadline bounds each attempt and names itself when it
     const fetch = definePolicy({ retry: false, timeout: { attemptMs: 5_000, totalMs: 80 } }).fetch();
     const started = performance.now();
     await assert.rejects(fetch(server.origin), (error: unknown) => {
-      assert.ok(error instanceof TimeoutError);
+      assert.ok(error instanceof TimeoutError, 'error instanceof TimeoutError');
       assert.equal(error.scope, 'total');
       assert.equal(error.ms, 80);
       return true;
     });
-    assert.ok(performance.now() - started < 1000);
+    assert.ok(performance.now() - started < 1000, 'performance.now() - started < 1000');
   });
 });
 

@@ -1084,7 +1084,7 @@ test('secret response headers never reach the error, its JSON, the snapshot or t
           ['attempt', 'captured'],
         );
         const snapshot = capture.last(server.origin);
-        assert.ok(snapshot !== undefined);
+        assert.ok(snapshot !== undefined, 'snapshot !== undefined');
         for (const text of everythingShown(error, snapshot, events)) {
           assert.equal(shows(text, secret), false, `secret shown in: ${text}`);
         }
@@ -1114,7 +1114,7 @@ test('URL query values never reach the error, its JSON, the snapshot or the even
           assert.ok(error instanceof HttpStatusError, String(error));
           assert.equal(error.request?.url, `${server.origin}/p?token=${REDACTED}&mode=${REDACTED}`);
           const snapshot = capture.last(server.origin);
-          assert.ok(snapshot !== undefined);
+          assert.ok(snapshot !== undefined, 'snapshot !== undefined');
           for (const text of everythingShown(error, snapshot, events)) {
             assert.equal(shows(text, secret), false, `secret shown in: ${text}`);
           }

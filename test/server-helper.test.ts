@@ -37,7 +37,7 @@ test('the test server delays the response headers by delayMs', async () => {
     const started = performance.now();
     const res = await fetch(server.origin);
     await res.text();
-    assert.ok(performance.now() - started >= 50);
+    assert.ok(performance.now() - started >= 50, 'performance.now() - started >= 50');
   });
 });
 
@@ -47,7 +47,7 @@ test('a server that resets before reading the request makes fetch reject', async
     async (server) => {
       await assert.rejects(fetch(server.origin));
       assert.equal(server.requests.length, 0);
-      assert.ok(server.connections() >= 1);
+      assert.ok(server.connections() >= 1, 'server.connections() >= 1');
     },
     { onConnect: 'reset' },
   );

@@ -187,7 +187,7 @@ test('throwOnStatus() cancels the failure body so the connection is freed', asyn
       use: [throwOnStatus()],
     });
     await assert.rejects(fetch(`${server.origin}/big`), HttpStatusError);
-    assert.ok(seen !== undefined);
+    assert.ok(seen !== undefined, 'seen !== undefined');
     assert.equal(seen.bodyUsed, true, 'the body was cancelled');
     await assert.rejects(seen.text(), TypeError);
   });
@@ -198,7 +198,7 @@ test('throwOnStatus() outside captureStatus() reuses its snapshot', async () => 
     const capture = captureStatus();
     const fetch = createFetch({ use: [throwOnStatus(), capture] });
     const error = await fetch(`${server.origin}/x`).catch((thrown: unknown) => thrown);
-    assert.ok(error instanceof HttpStatusError);
+    assert.ok(error instanceof HttpStatusError, 'error instanceof HttpStatusError');
     const snapshot = capture.last(server.origin);
     assert.equal(snapshot?.serverMessage, 'warming up');
     assert.equal(error.serverMessage, snapshot?.serverMessage);
@@ -289,7 +289,7 @@ test('wrapHttpError() from a captureStatus() snapshot keeps the server’s messa
     const fetch = createFetch({ use: [capture], key: 'mcp' });
     await (await fetch(`${server.origin}/rpc?token=hunter2`, { method: 'POST', body: '{}' })).body?.cancel();
     const said = capture.last('mcp');
-    assert.ok(said);
+    assert.ok(said, 'said');
     const cause = new Error('Streamable HTTP error: 503');
     const error = wrapHttpError(said.status, said, cause);
     assert.equal(error.status, 503);
@@ -370,7 +370,7 @@ test('wrapHttpError() keeps the SDK error as cause', () => {
   const cause = new Error('Failed to fetch Agent Card: 503');
   const error = wrapHttpError(503, undefined, cause);
   assert.equal(error.cause, cause);
-  assert.ok(error instanceof HttpStatusError);
+  assert.ok(error instanceof HttpStatusError, 'error instanceof HttpStatusError');
 });
 
 test('wrapHttpError() with a bad status throws a TypeError naming it', () => {
@@ -395,7 +395,7 @@ test('a body cut inside a URL’s userinfo shows no part of the password: the un
         () => assert.fail('expected an HttpStatusError'),
         (e: unknown) => e,
       );
-      assert.ok(error instanceof HttpStatusError);
+      assert.ok(error instanceof HttpStatusError, 'error instanceof HttpStatusError');
       const snapshot = capture.last(server.origin);
       for (const shown of [
         snapshot?.body,
@@ -546,11 +546,11 @@ test('wrapHttpError() with headers that are not an object (a raw header block, a
   const cause = new Error('the SDK’s error');
   for (const source of ['retry-after: 5\r\nauthorization: Bearer sk-live-1', 42, true, Symbol('headers')]) {
     const error = wrapHttpError(503, source as unknown as Headers, cause);
-    assert.ok(error instanceof HttpStatusError);
+    assert.ok(error instanceof HttpStatusError, 'error instanceof HttpStatusError');
     assert.equal(error.status, 503);
     assert.equal(error.retryAfterMs, undefined);
     assert.equal(error.cause, cause);
-    assert.ok(!JSON.stringify(error).includes('sk-live-1'));
+    assert.ok(!JSON.stringify(error).includes('sk-live-1'), "!JSON.stringify(error).includes('sk-live-1')");
   }
 });
 
@@ -677,7 +677,7 @@ test('a failure body quoting the credentials the call sent (Authorization, x-api
         assertNoCredential([error.message, error.body, error.serverMessage, error]);
       }
       const snapshot = capture.last(server.origin);
-      assert.ok(snapshot);
+      assert.ok(snapshot, 'snapshot');
       assertNoCredential([snapshot, events]);
       if (path === '/json') {
         assert.match(snapshot.serverMessage ?? '', /^Incorrect API key provided: \[redacted\] \[redacted\]/);

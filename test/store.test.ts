@@ -120,13 +120,13 @@ test('increment’s error for a key that holds no number shows a long key cut sh
   await store.set(long, 'text');
   await store.set(secret, 'text');
   await assert.rejects(store.increment(long), (error: unknown) => {
-    assert.ok(error instanceof TypeError);
+    assert.ok(error instanceof TypeError, 'error instanceof TypeError');
     assert.ok(error.message.length < 200, `a message of ${error.message.length} characters`);
     assert.match(error.message, /^store\.increment\(\): key "rl:k+…" does not hold a number$/);
     return true;
   });
   await assert.rejects(store.increment(secret), (error: unknown) => {
-    assert.ok(error instanceof TypeError);
+    assert.ok(error instanceof TypeError, 'error instanceof TypeError');
     assert.ok(!error.message.includes('sk-live-4f9Qx7Lm2Za8Rt5Kp1Vb'), error.message);
     return true;
   });
@@ -247,7 +247,7 @@ test('bad options are a TypeError listing every problem', () => {
   assert.throws(
     () => memoryStore({ maxEntries: 0, now: 5 as unknown as () => number, ttl: 1 } as never),
     (error: unknown) => {
-      assert.ok(error instanceof TypeError);
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
       assert.match(error.message, /memoryStore\(\)\.maxEntries: must be at least 1 \(got 0\)/);
       assert.match(error.message, /memoryStore\(\)\.now: must be a function/);
       assert.match(error.message, /unknown option "ttl"/);
@@ -405,7 +405,7 @@ test('an entry heavier than maxBytes on its own is refused with a RangeError and
   await store.set('b', { n: 1 });
   const huge = 'h'.repeat(100);
   await assert.rejects(store.set('c', huge), (error: unknown) => {
-    assert.ok(error instanceof RangeError);
+    assert.ok(error instanceof RangeError, 'error instanceof RangeError');
     assert.equal(error.message, 'store.set(): the entry weighs 101, over maxBytes (100)');
     return true;
   });
@@ -530,7 +530,10 @@ test('under maxBytes, any sequence of writes, replaces, expiries, deletes and in
             if (before !== undefined && typeof before !== 'number') {
               await assert.rejects(incrementing, TypeError);
             } else if (before === undefined) {
-              assert.ok(write(step.key, step.by, until(step.ttlMs)));
+              assert.ok(
+                write(step.key, step.by, until(step.ttlMs)),
+                'write(step.key, step.by, until(step.ttlMs))',
+              );
               assert.equal(await incrementing, step.by);
             } else {
               // The value changes in place: same weight, same TTL, same place.
@@ -554,7 +557,7 @@ test('under maxBytes, any sequence of writes, replaces, expiries, deletes and in
         // Every key read back, in a fixed order (each read is a use, in both).
         for (const k of keys) assert.deepEqual(await store.get(k), touch(k), `key ${k} after ${step.op}`);
         assert.equal(store.size, model.size);
-        assert.ok(total() <= maxBytes);
+        assert.ok(total() <= maxBytes, 'total() <= maxBytes');
       }
     }),
     { numRuns: 300 },

@@ -68,7 +68,7 @@ test('an empty Retry-After asks for nothing', () => {
 test('a 400-digit Retry-After is capped at MAX_DELAY_MS', () => {
   const ms = delay({ 'retry-after': '9'.repeat(400) });
   assert.equal(ms, MAX_DELAY_MS);
-  assert.ok(Number.isFinite(ms));
+  assert.ok(Number.isFinite(ms), 'Number.isFinite(ms)');
 });
 
 test('a Retry-After just over the cap returns the cap', () => {
@@ -520,7 +520,7 @@ test('an over-long all-digit Retry-After is judged by a bounded prefix: megabyte
 async function assertFailsFastWithLongestWait(server: TestServer): Promise<void> {
   const fetch = createFetch({ use: [retry({ backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })] });
   await assert.rejects(fetch(server.origin), (error: unknown) => {
-    assert.ok(error instanceof RetryAfterTooLongError);
+    assert.ok(error instanceof RetryAfterTooLongError, 'error instanceof RetryAfterTooLongError');
     assert.equal(error.retryAfterMs, MAX_DELAY_MS);
     return true;
   });
@@ -704,10 +704,12 @@ function assertDelay(ms: number | undefined): void {
 function assertRateLimitInfo(info: ReturnType<typeof parseRateLimit>): void {
   if (info === undefined) return;
   for (const l of info.limits) {
-    for (const n of [l.remaining, l.resetSeconds ?? 0]) assert.ok(Number.isSafeInteger(n) && n >= 0);
+    for (const n of [l.remaining, l.resetSeconds ?? 0])
+      assert.ok(Number.isSafeInteger(n) && n >= 0, 'Number.isSafeInteger(n) && n >= 0');
   }
   for (const p of info.policies) {
-    for (const n of [p.quota, p.windowSeconds ?? 0]) assert.ok(Number.isSafeInteger(n) && n >= 0);
+    for (const n of [p.quota, p.windowSeconds ?? 0])
+      assert.ok(Number.isSafeInteger(n) && n >= 0, 'Number.isSafeInteger(n) && n >= 0');
   }
 }
 
@@ -725,7 +727,10 @@ test('any string in any timing header yields undefined or an integer delay withi
       assertDelay(retryDelay(headers, NOW));
       assertDelay(retryDelay(new Headers(Object.entries(headers).filter(([, v]) => isByteString(v))), NOW));
       const verdict = shouldRetryHeader(headers);
-      assert.ok(verdict === undefined || typeof verdict === 'boolean');
+      assert.ok(
+        verdict === undefined || typeof verdict === 'boolean',
+        "verdict === undefined || typeof verdict === 'boolean'",
+      );
       assertRateLimitInfo(parseRateLimit(headers));
     }),
     { numRuns: 400 },
@@ -940,8 +945,14 @@ test('quotaLeft on any generated headers never throws and returns a bounded wait
       (headers) => {
         const quota = quotaLeft(headers, NOW);
         if (quota === undefined) return;
-        assert.ok(Number.isInteger(quota.remaining) && quota.remaining >= 0);
-        assert.ok(Number.isInteger(quota.resetMs) && quota.resetMs >= 0 && quota.resetMs <= MAX_DELAY_MS);
+        assert.ok(
+          Number.isInteger(quota.remaining) && quota.remaining >= 0,
+          'Number.isInteger(quota.remaining) && quota.remaining >= 0',
+        );
+        assert.ok(
+          Number.isInteger(quota.resetMs) && quota.resetMs >= 0 && quota.resetMs <= MAX_DELAY_MS,
+          'Number.isInteger(quota.resetMs) && quota.resetMs >= 0 && quota.resetMs <= MAX_DELAY_MS',
+        );
       },
     ),
   );
@@ -991,9 +1002,18 @@ test('a Headers whose methods throw (a subclass, or a Proxy around one) reads as
   assert.equal(quotaLeft(hostile, NOW, true), undefined);
   // Node's and Bun's Headers methods check their receiver and throw on a Proxy; Deno's read through it.
   const proxy = new Proxy(new Headers(fields), {});
-  assert.ok([undefined, 100].includes(retryDelay(proxy, NOW)));
-  assert.ok([undefined, 100].includes(quotaLeft(proxy, NOW)?.resetMs));
-  assert.ok([undefined, 100].includes(quotaLeft(proxy, NOW, true)?.resetMs));
+  assert.ok(
+    [undefined, 100].includes(retryDelay(proxy, NOW)),
+    '[undefined, 100].includes(retryDelay(proxy, NOW))',
+  );
+  assert.ok(
+    [undefined, 100].includes(quotaLeft(proxy, NOW)?.resetMs),
+    '[undefined, 100].includes(quotaLeft(proxy, NOW)?.resetMs)',
+  );
+  assert.ok(
+    [undefined, 100].includes(quotaLeft(proxy, NOW, true)?.resetMs),
+    '[undefined, 100].includes(quotaLeft(proxy, NOW, true)?.resetMs)',
+  );
   const untyped = new Proxy(new Headers(fields), {
     getPrototypeOf() {
       throw new Error('trap');

@@ -70,6 +70,6 @@ export async function refusedAfter(
   assert.equal(answered.status, status);
   const error = await fetch(origin, SENDS_TOKEN).catch((e: unknown) => e);
   assert.ok(error instanceof CircuitOpenError, String(error));
-  assert.ok(error.cause instanceof HttpStatusError);
+  assert.ok(error.cause instanceof HttpStatusError, 'error.cause instanceof HttpStatusError');
   return error as CircuitOpenError & { cause: HttpStatusError };
 }

@@ -16,7 +16,7 @@ export function refusedRetryAt(call: Promise<unknown>, refusal: Refusal): Promis
   return call.then(
     () => assert.fail('refused'),
     (e: unknown) => {
-      assert.ok(e instanceof refusal);
+      assert.ok(e instanceof refusal, 'e instanceof refusal');
       return e.retryAt.getTime();
     },
   );
