@@ -3,7 +3,10 @@ import { test } from 'node:test';
 import { Hono } from 'hono';
 import { cors } from 'hono/cors';
 import { shed } from '../adapters/hono/shed.ts';
+import type { BreakwaterEvent } from '../src/events.ts';
+import { definePolicy } from '../src/policy.ts';
 import { retryDelay, shouldRetryHeader } from '../src/timing.ts';
+import { announcedWindows } from './helpers/announced-windows.ts';
 import { withApp } from './helpers/hono-server.ts';
 
 /** A promise the test resolves by hand. */
@@ -322,5 +325,67 @@ test("behind hono's cors(), the 503 names Retry-After and x-should-retry in Acce
     assert.equal(refused.status, 503);
     const names = (refused.headers.get('access-control-expose-headers') ?? '').toLowerCase().split(/\s*,\s*/);
     assert.ok(names.includes('retry-after') && names.includes('x-should-retry'), `exposed: ${names}`);
+  });
+});
+
+test("32 callers through one policy's client (default breaker) against shed({ maxInFlight: 4 }): the shed 503s to calls in flight never open the circuit, every call ends 200, and none is sent inside an announced Retry-After", async () => {
+  const ledger = announcedWindows((c) => c.req.query('id') ?? '');
+  const app = new Hono();
+  app.use(ledger.middleware);
+  // The first 4 handlers hold their slots until the other 28 calls were shed (at most
+  // 2 s): all 32 were on the wire when the server started shedding, whatever the order in
+  // which the runtime sends them. Every handler then takes a moment (50 ms).
+  const storm = deferred();
+  let shedCount = 0;
+  let served = 0;
+  app.use(async (c, next) => {
+    await next();
+    if (c.res.status === 503 && ++shedCount === 28) storm.resolve();
+  });
+  // Retry-After: 1 (200 ms rounded up to whole seconds).
+  app.use(shed({ maxInFlight: 4, retryAfterMs: 200 }));
+  app.get('/', async (c) => {
+    if (served++ < 4) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([storm.promise, new Promise((resolve) => (timer = setTimeout(resolve, 2000)))]);
+      clearTimeout(timer);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    return c.text('ok');
+  });
+  await withApp(app, async (server) => {
+    const events: BreakwaterEvent[] = [];
+    // The default breaker. Retry has 5 attempts, not 3: after each pause the calls let go
+    // double per answer (slow start) past the 4 slots, and those at the back of the queue
+    // are shed again; with 3 attempts 2-3 of the 32 end on the 503, each having waited out
+    // every Retry-After (66 requests, about 3.7 s).
+    const policy = definePolicy({ retry: { attempts: 5 } });
+    const fetch = policy.fetch(ledger.stamp(), { onEvent: (e) => events.push(e) });
+    const outcomes = await within(
+      Promise.all(
+        Array.from({ length: 32 }, (_, i) =>
+          fetch(`${server.origin}/?id=${i}`).then(
+            async (res) => `${res.status} ${await res.text()}`,
+            (error: Error) => `${error.name}: ${error.message}`,
+          ),
+        ),
+      ),
+      '32 calls',
+    );
+    assert.ok(
+      ledger.requests.some((r) => r.status === 503),
+      'the server shed some of them (else this shows nothing)',
+    );
+    assert.deepEqual(
+      events.filter((e) => e.type === 'breaker'),
+      [],
+      'the circuit never left closed (16adf09: it opened on the in-flight 503s)',
+    );
+    assert.deepEqual(outcomes, Array(32).fill('200 ok'));
+    assert.deepEqual(
+      ledger.inside(),
+      [],
+      'no request was sent inside a Retry-After window announced before it',
+    );
   });
 });
