@@ -25,6 +25,7 @@ import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
 import { definePolicy, type Policy } from '../src/policy.ts';
 import { throwOnStatus } from '../src/status.ts';
 import { MAX_DELAY_MS } from '../src/timing.ts';
+import { announcedWindows } from './helpers/announced-windows.ts';
 import { type AppServer, withApp } from './helpers/hono-server.ts';
 import { always, type Handler, sequence, withServer } from './helpers/server.ts';
 import { settledWithin } from './helpers/settled.ts';
@@ -792,6 +793,83 @@ test('anthropicOptions: a message that uses up the request quota holds the next 
     assert.equal(arrivals.length, 2);
     const gap = (arrivals[1] ?? 0) - (arrivals[0] ?? 0);
     assert.ok(gap >= QUOTA_MS - 10, `the second call went ${gap} ms after the first, before the reset`);
+  });
+});
+
+/**
+ * A fake Anthropic API that is overloaded for `overloadMs` after its first request (the
+ * default: for good): it answers 529 `overloaded_error` with `retry-after: 1` and
+ * `x-should-retry: true`, as Anthropic does, then the message. Each call is named by its
+ * prompt; the ledger counts the requests sent inside an announced Retry-After.
+ */
+function overloadedAnthropic(overloadMs = Number.POSITIVE_INFINITY) {
+  const ledger = announcedWindows(
+    async (c) => ((await c.req.json()) as { messages: { content: string }[] }).messages[0]?.content ?? '',
+  );
+  let first: number | undefined;
+  const app = new Hono();
+  app.use(ledger.middleware);
+  app.post('/v1/messages', (c) => {
+    first ??= Date.now();
+    if (Date.now() - first >= overloadMs) return c.json(message);
+    return c.json(anthropicError('overloaded_error', 'Overloaded'), 529 as 503, {
+      'retry-after': '1',
+      'x-should-retry': 'true',
+    });
+  });
+  const client = (server: AppServer, policy: Policy) =>
+    new Anthropic({
+      baseURL: server.origin,
+      apiKey: 'sk-ant-test',
+      ...anthropicOptions(policy, { fetch: ledger.stamp() }),
+    });
+  const ask = (claude: Anthropic, prompt: string) =>
+    claude.messages.create({ ...askClaude, messages: [{ role: 'user', content: prompt }] });
+  return { app, ledger, client, ask };
+}
+
+test('anthropicOptions: a 529 overloaded_error with retry-after pauses the key: calls made meanwhile wait it out, none is sent into it, and every one gets its message', async () => {
+  // Overloaded for 500 ms: over by the time the 1 s the first 529 asked for has passed.
+  const anthropic = overloadedAnthropic(500);
+  await withApp(anthropic.app, async (server) => {
+    const policy = definePolicy(providerConfig());
+    const claude = anthropic.client(server, policy);
+    const calls = [anthropic.ask(claude, 'call 0')];
+    while (anthropic.ledger.windows.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    // Five more calls while the server is overloaded, 50 ms apart, as an agent makes them.
+    for (let i = 1; i <= 5; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      calls.push(anthropic.ask(claude, `call ${i}`));
+    }
+    // Every call settles before any assertion: none is left running into the next test.
+    const results = await Promise.allSettled(calls);
+    assert.deepEqual(
+      results.map((r) => (r.status === 'fulfilled' ? r.value.content : String(r.reason))),
+      Array(6).fill([{ type: 'text', text: 'hi' }]),
+    );
+    assert.deepEqual(anthropic.ledger.inside(), [], 'no request inside the announced Retry-After');
+    // The first call twice (its 529, then its message), the other five once, after the pause.
+    assert.deepEqual(
+      anthropic.ledger.requests.map((r) => r.status),
+      [529, 200, 200, 200, 200, 200, 200],
+    );
+    assert.equal(policy.stats(server.origin).breaker?.state, 'closed');
+  });
+});
+
+test('anthropicOptions: a 529 that lasts past the retry attempts reaches the caller as the SDK’s 529 error, each resend after the announced wait; toHttpStatusError gives 529 and the wait', async () => {
+  const anthropic = overloadedAnthropic();
+  await withApp(anthropic.app, async (server) => {
+    const claude = anthropic.client(server, definePolicy(providerConfig()));
+    const error = await anthropic.ask(claude, 'call 0').catch((e: unknown) => e);
+    assert.ok(error instanceof Anthropic.APIError && error.status === 529, String(error));
+    assert.equal(anthropic.ledger.requests.length, 3, 'the default 3 attempts');
+    assert.deepEqual(anthropic.ledger.inside(), [], 'each resend waited out the Retry-After');
+    const converted = toHttpStatusError(error);
+    assert.equal(converted?.status, 529);
+    assert.equal(converted?.retryAfterMs, 1000);
+    assert.equal(converted?.retryable, true);
+    assert.equal(converted?.serverMessage, 'Overloaded');
   });
 });
 
