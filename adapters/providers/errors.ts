@@ -129,7 +129,7 @@ function fromSdkError(error: Error & SdkErrorShape): HttpStatusError | undefined
  * looks through `cause` and `lastError` (the AI SDK's `RetryError`). The SDKs wrap
  * what breakwater's fetch throws in their connection error (`APIConnectionError`,
  * message "Connection error."): an `HttpStatusError` in there is returned as is, and
- * so is the 429 or 503 under a `RetryAfterTooLongError` (the server asked for a
+ * so is the 429, 503 or 529 under a `RetryAfterTooLongError` (the server asked for a
  * longer wait than the policy allows, so the policy failed fast instead of returning
  * the response). An open circuit or a closed gate gives `undefined`: that call was
  * never sent, and the status in its `cause` belongs to an earlier call.
