@@ -398,9 +398,9 @@ test('toHttpStatusError on the OpenAI SDK’s RateLimitError gives the status, t
   await withApp(app, async (server) => {
     const client = openaiClient(server, definePolicy({ retry: false }));
     const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
-    assert.ok(error instanceof OpenAI.RateLimitError);
+    assert.ok(error instanceof OpenAI.RateLimitError, 'error instanceof OpenAI.RateLimitError');
     const converted = toHttpStatusError(error);
-    assert.ok(converted instanceof HttpStatusError);
+    assert.ok(converted instanceof HttpStatusError, 'converted instanceof HttpStatusError');
     assert.equal(converted.status, 429);
     assert.equal(converted.retryable, true);
     assert.equal(converted.retryAfterMs, 1500);
@@ -420,7 +420,7 @@ test('toHttpStatusError on the Anthropic SDK’s 529 error gives the status, the
   await withApp(app, async (server) => {
     const client = anthropicClient(server, definePolicy({ retry: false }));
     const error = await client.messages.create(askClaude).catch((e: unknown) => e);
-    assert.ok(error instanceof Anthropic.APIError);
+    assert.ok(error instanceof Anthropic.APIError, 'error instanceof Anthropic.APIError');
     const converted = toHttpStatusError(error);
     assert.equal(converted?.status, 529);
     assert.equal(converted?.retryable, true);
@@ -440,7 +440,7 @@ test('toHttpStatusError on the AI SDK’s APICallError reads statusCode, respons
       prompt: 'hello',
       maxRetries: 0,
     }).catch((e: unknown) => e);
-    assert.ok(APICallError.isInstance(error));
+    assert.ok(APICallError.isInstance(error), 'APICallError.isInstance(error)');
     const converted = toHttpStatusError(error);
     assert.equal(converted?.status, 503);
     assert.equal(converted?.retryAfterMs, 3000);
@@ -458,7 +458,7 @@ test('toHttpStatusError returns breakwater’s own HttpStatusError from inside t
     const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
     assert.ok(error instanceof OpenAI.APIConnectionError, String(error));
     const converted = toHttpStatusError(error);
-    assert.ok(converted instanceof HttpStatusError);
+    assert.ok(converted instanceof HttpStatusError, 'converted instanceof HttpStatusError');
     assert.equal(converted, (error as Error).cause);
     assert.equal(converted.status, 503);
   });
@@ -471,7 +471,7 @@ test('toHttpStatusError returns undefined for what carries no failure status', a
     ...openaiOptions(definePolicy({ retry: false })),
   });
   const refused = await client.chat.completions.create(ask).catch((e: unknown) => e);
-  assert.ok(refused instanceof OpenAI.APIConnectionError);
+  assert.ok(refused instanceof OpenAI.APIConnectionError, 'refused instanceof OpenAI.APIConnectionError');
   assert.equal(toHttpStatusError(refused), undefined);
   const looped: Error & { cause?: unknown } = new Error('loop');
   looped.cause = looped;
@@ -527,7 +527,7 @@ test('toHttpStatusError returns undefined when the policy’s paused key failed 
     await client.chat.completions.create(ask).catch(() => {});
     const error = await client.chat.completions.create(ask).catch((e: unknown) => e);
     assert.equal(seen.length, 1, 'the second call was not sent');
-    assert.ok(error instanceof OpenAI.APIConnectionError);
+    assert.ok(error instanceof OpenAI.APIConnectionError, 'error instanceof OpenAI.APIConnectionError');
     assert.equal((error as Error).cause instanceof CircuitOpenError, true);
     assert.equal(toHttpStatusError(error), undefined);
   });
@@ -544,7 +544,7 @@ test('toHttpStatusError finds the status under the AI SDK’s RetryError when it
       prompt: 'hello',
       maxRetries: 1,
     }).catch((e: unknown) => e);
-    assert.ok(RetryError.isInstance(error));
+    assert.ok(RetryError.isInstance(error), 'RetryError.isInstance(error)');
     assert.equal(seen.length, 2, 'the AI SDK retried once on its own');
     assert.equal(toHttpStatusError(error)?.status, 503);
   });
@@ -1345,7 +1345,10 @@ test('an error body longer than capture.bodyBytes still reaches each SDK as its 
   );
   await withApp(app, async (server) => {
     const policy = definePolicy({ retry: false, breaker: false });
-    assert.ok(JSON.stringify(longDetail).length > policy.resolved.capture.bodyBytes);
+    assert.ok(
+      JSON.stringify(longDetail).length > policy.resolved.capture.bodyBytes,
+      'JSON.stringify(longDetail).length > policy.resolved.capture.bodyBytes',
+    );
     const openai = await openaiClient(server, policy)
       .chat.completions.create(ask)
       .catch((e: unknown) => e);
