@@ -333,11 +333,22 @@ interface Circuit {
    */
   allowance: number;
   /**
-   * Wakers of the calls waiting on the key (a pause out, or the pace probe's outcome),
-   * in arrival order, each with its call's deadline by the breaker's clock; a waker
-   * makes its call look at the key again. Undefined until the first waiter.
+   * Slow start's count of the calls out since its pace probe's answer released the key
+   * (each answer lets 2 go and takes 1 off); 0 when no slow start runs.
    */
-  waiters: Map<() => void, number> | undefined;
+  flying: number;
+  /**
+   * Where slow start stops doubling (TCP's ssthresh): half the calls out when a slow start
+   * last met a refusal (a 429, 503 or 529 with a delay). Past it, each answer lets 1 go.
+   */
+  ceiling: number;
+  /**
+   * Wakers of the calls waiting on the key (a pause out, or the pace probe's outcome),
+   * in arrival order, each with its call's deadline by the breaker's clock and its place
+   * (see {@link waitOn}); a waker makes its call look at the key again.
+   * Undefined until the first waiter.
+   */
+  waiters: Map<() => void, [deadline: number, place: number]> | undefined;
 }
 
 /** A closed, unpaused circuit; `list` fills its neighbours until it is linked in. */
@@ -371,6 +382,8 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     paceProbe: undefined,
     paceProbeUntilMs: 0,
     allowance: 0,
+    flying: 0,
+    ceiling: Infinity,
     waiters: undefined,
   };
 }
@@ -400,7 +413,7 @@ function clearWindow(c: Circuit): void {
  * to wait out the new pause and probe it, or as many as may go now.
  */
 function wakeWaiters(c: Circuit, first = Infinity, untilMs = -Infinity): void {
-  for (const [wake, deadline] of c.waiters ?? []) if (first-- > 0 || untilMs >= deadline) wake();
+  for (const [wake, [deadline]] of c.waiters ?? []) if (first-- > 0 || untilMs >= deadline) wake();
 }
 
 /**
@@ -408,24 +421,36 @@ function wakeWaiters(c: Circuit, first = Infinity, untilMs = -Infinity): void {
  * is `deadline` (epoch ms, by the breaker's clock): resolves `true` when
  * woken ({@link wakeWaiters}), `false` when `ms` pass first, and rejects with the
  * signal's reason ({@link abortReason}) on abort (at once if already aborted). The timer
- * and the listener are removed either way, and the waiter leaves the list.
+ * and the listener are removed either way, and the waiter leaves the list. `place` is the
+ * call's first arrival on a waiting list; a call let go before, whose resend waits again
+ * (shed: a 503 or 429 with a delay), takes its place by it, ahead of the calls that came
+ * later (else slow start's overshoot shed the same calls at the back each time, and they
+ * ran out of attempts having waited out every Retry-After).
  */
-function waitOn(c: Circuit, ms: number, deadline: number, signal: AbortSignal | undefined): Promise<boolean> {
+function waitOn(
+  c: Circuit,
+  ms: number,
+  deadline: number,
+  signal: AbortSignal | undefined,
+  place: number,
+  front: boolean,
+): Promise<boolean> {
   return new Promise<boolean>((resolve, reject) => {
-    c.waiters ??= new Map();
-    const waiters = c.waiters;
     /** `true`: woken; `false`: timed out; undefined: aborted. */
     const settle = (woken?: boolean): void => {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
-      waiters.delete(wake);
+      c.waiters?.delete(wake);
       if (woken === undefined) reject(abortReason(signal));
       else resolve(woken);
     };
     const wake = (): void => settle(true);
     const onAbort = (): void => settle();
     const timer = setTimeout(settle, ms, false);
-    waiters.set(wake, deadline);
+    c.waiters ??= new Map();
+    const waiters = c.waiters.set(wake, [deadline, place]);
+    // Array sort is stable: the rest keep their order.
+    if (front) c.waiters = new Map([...waiters].sort((a, b) => a[1][1] - b[1][1]));
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort);
   });
@@ -837,6 +862,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.pausedUntilMs = until;
     c.pausedForMs = delayMs;
     c.pauses++;
+    // A slow start that overshot: the next one doubles only up to half of what was out.
+    if (c.flying) c.ceiling = c.flying >> 1 || 1;
+    c.flying = 0;
     // A new pause supersedes the pace probe in flight (the pause's end gets its own),
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.
     c.paceProbe = undefined;
@@ -980,8 +1008,13 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (c.paceProbe !== call) {
       // Slow start: the key is released, and calls its probe's answer did not let go are
       // still held. Each answer lets 2 more go (1 for an answer that is no green light, to
-      // take the place of its call), so the calls in flight double every round trip.
-      if (!c.pausedUntilMs && c.waiters?.size) wakeWaiters(c, release ? SLOW_START_WAKES : 1);
+      // take the place of its call), so the calls in flight double every round trip, up
+      // to the ceiling a slow start met a refusal at; past it, each answer lets 1 go.
+      if (!c.pausedUntilMs && c.waiters?.size) {
+        const n = release && c.flying < c.ceiling ? SLOW_START_WAKES : 1;
+        c.flying += n - 1;
+        wakeWaiters(c, n);
+      }
       return;
     }
     c.paceProbe = undefined;
@@ -993,6 +1026,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // trips than the pause did (1 s answers after a 200 ms pause: 2.4 s for 100 calls at
     // once, 7.4 s in doubling steps).
     const slow = now() + PROBE_LEASE_MS - c.paceProbeUntilMs < c.pausedForMs;
+    if (release) c.flying = slow ? SLOW_START_WAKES : 0;
     wakeWaiters(c, release ? (slow ? SLOW_START_WAKES : Infinity) : 1);
   }
 
@@ -1049,6 +1083,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
      * slow start's aborted waiters sent the rest at once.
      */
     let waited = false;
+    /** This call's place on waiting lists (see {@link waitOn}); `front`: it came here in an earlier pass (a resend). */
+    const front = places.has(call);
+    const place = places.get(call) ?? ++arrivals;
+    places.set(call, place);
     let c = first;
     try {
       // After every wait, look the key up again: a key reset (or forgotten) meanwhile comes
@@ -1083,7 +1121,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             }
             // The wait is on the key's list before anyone hears of it: a listener that resets
             // the key from the event wakes it (it waited out a pause that was gone).
-            const woken = waitOn(c, leftMs, t + remainingMs, signal);
+            const woken = waitOn(c, leftMs, t + remainingMs, signal, place, front);
             waited = true;
             // Once a pause: woken for nothing (another waiter of it refused), it waits on.
             if (told !== pausedUntilMs) paced(c, call, 'wait', leftMs);
@@ -1118,7 +1156,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             const byLease = leaseMs < waitMs;
             // Woken: released (the key goes), a new pause (wait it out), or the probe failed (be the next).
             waited = false;
-            waited = waitMs > 0 && (await waitOn(c, byLease ? leaseMs : waitMs, t + remainingMs, signal));
+            waited =
+              waitMs > 0 &&
+              (await waitOn(c, byLease ? leaseMs : waitMs, t + remainingMs, signal, place, front));
             if (waited) continue;
             // The probe's lease ran out: this call may be the next probe. A timer may fire a
             // little early against the wall clock: after a wait until the lease's end, look
@@ -1182,6 +1222,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * above sends it through here again before that timeout lifts its mark.
    */
   const left = new WeakSet<Ended>();
+
+  /** Each call's place on waiting lists: the count of calls that came to admission before it, and it. */
+  const places = new WeakMap<Call, number>();
+  let arrivals = 0;
 
   /** Notes the mark of a pass that ended above the breaker while the call was here (see {@link left}). */
   function ended(call: Call, signal: AbortSignal | undefined): void {
