@@ -98,7 +98,14 @@ const cases = [
     // stream (+~100), Node's bare 'fetch failed' as fetch's refusal (+13), onEvent
     // rejections ignored (+~15), one follow() for timeout(), mcpFetch() and upstream()
     // (+~20); the size pass gave 33 back.
-    ceiling: 23_830,
+    // 23,830 until the ninth review (2026-11-30, eighth session), 23,807 -> 23,938 B:
+    // the breaker counting a shed storm once, 529 pacing like 503, stale answers pausing
+    // nothing (+61), slow start's ceiling after a refused step and resends keeping their
+    // place (+136), credentials quoted back base64-encoded or short (+77), the cause
+    // chain's bounds and lazy copy (+9), retry stats without a budget (+6); two size
+    // passes (numeric limits in src/limits.ts, which esbuild inlines: -115; symbols,
+    // shared patterns, messages: -47) and classify() without a closure (-5) gave back.
+    ceiling: 23_960,
   },
   {
     name: 'createFetch + retry + retryDelay',
@@ -195,7 +202,9 @@ const cases = [
     // CORS Access-Control-Expose-Headers in every middleware (+~130), idempotency()'s
     // byte-bounded default store and its refused-record fix (+~60), upstream()'s weakly
     // held controllers (+~80).
-    ceiling: 18_230,
+    // 18,230 until the ninth review (18,202 -> 18,449 B): proxy() decoding deflate
+    // (+~185) and dropping the upstream's Access-Control-* (+~30), the core's share.
+    ceiling: 18_470,
   },
   {
     name: 'breakwater/mcp',
@@ -240,7 +249,10 @@ const cases = [
     // request the SDK cancels (+401, its review +59; resilientMcpClient reusing it gave
     // 185 back), no second parse of big bodies (+62), the caller-signal listener freed
     // (+35), the core's share (+~130), one shared follow() (+50).
-    ceiling: 15_110,
+    // 15,110 until the ninth review (15,077 -> 15,223 B): resilientMcpClient's
+    // cancellation and DELETE carrying auth()'s token straight to fetch (+201), the
+    // size passes (-73).
+    ceiling: 15_250,
   },
   {
     name: 'breakwater/a2a',
@@ -275,7 +287,9 @@ const cases = [
     // body (+62), createA2AClient matching this call's failures only (+32), and the core's.
     // 15,670 until the eighth review (15,622 -> 15,928 B): the core's share (+~250), the
     // REST binding's SubscribeToTask resent (+34), set-cookie dropped from SDK errors (+18).
-    ceiling: 15_950,
+    // 15,950 until the ninth review (15,928 -> 15,993 B: the core's share, base64 and
+    // short credentials hidden).
+    ceiling: 16_020,
   },
   {
     name: 'breakwater/providers',
@@ -301,7 +315,8 @@ const cases = [
     // 11,030 until the seventh review (10,992 -> 11,104 B: a reason phrase hidden (+7),
     // polyfill signals (+2), and the core's).
     // 11,150 until the eighth review (11,104 -> 11,337 B: the core's share).
-    ceiling: 11_360,
+    // 11,360 until the ninth review (11,337 -> 11,373 B: the core's share).
+    ceiling: 11_400,
   },
   {
     name: 'breakwater/ky',
@@ -325,7 +340,8 @@ const cases = [
     // 9,010 until the seventh review (8,978 -> 9,127 B: errors: 'breakwater' finding the
     // chain's call to hide the policy's token (+67), and the core's).
     // 9,160 until the eighth review (9,127 -> 9,210 B: dropBody(), the core's share).
-    ceiling: 9_230,
+    // 9,230 until the ninth review (9,210 -> 9,273 B: the core's share).
+    ceiling: 9_300,
   },
 ];
 
