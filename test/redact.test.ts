@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
 import process from 'node:process';
+import { test } from 'node:test';
 import { inspect } from 'node:util';
 import fc from 'fast-check';
 import { captureStatus, type StatusSnapshot } from '../src/capture.ts';
