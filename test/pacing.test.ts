@@ -1397,8 +1397,9 @@ test('calls refused on a paused key (their deadline comes first) make no call th
 /**
  * A server on loopback that allows `limit` requests per fixed window of `windowMs` (from
  * the first request after the last window ended), and answers the rest 429 with
- * `retry-after-ms` until the window's end, as a quota per window does. `refused[n]` is
- * how many 429s its n-th window gave.
+ * `retry-after-ms` until the window's end, as a quota per window does. Its first window
+ * starts used up (others used it), so the first request's 429 asks for all of it.
+ * `refused[n]` is how many 429s its n-th window gave.
  */
 function quotaServer(limit: number, windowMs: number): { handler: Handler; refused: number[] } {
   let windowStart = 0;
@@ -1410,7 +1411,7 @@ function quotaServer(limit: number, windowMs: number): { handler: Handler; refus
     const t = Date.now();
     if (t - windowStart >= windowMs) {
       windowStart = t;
-      used = 0;
+      used = refused.length ? 0 : limit;
       refused.push(0);
     }
     if (++used <= limit) return { status: 200 };
@@ -1428,11 +1429,11 @@ test('after a fast pace probe’s 200, 30 callers of a server allowing 4 calls p
     // No retry budget: every caller makes its 3 attempts, so how many end on a 429 is the
     // pacing's doing alone.
     const fetch = createFetch({ use: [retry({ budget: false }), breaker], key: 'model' });
-    // Use a window up at once (a connection open), so that its 429 pauses the key for most
-    // of it: a probe slower than the pause (a cold start's) would release every waiter.
-    // The 30 wait it out.
+    // A connection open, then a 429 that pauses the key for a whole window: a probe slower
+    // than the pause would release every waiter (a pause cut short by a slow loop that used
+    // the window up did, on a loaded CI machine). The 30 wait it out.
     await send(prime, `${server.origin}/warm`);
-    while ((await send(prime, server.origin)) !== 429);
+    assert.equal(await send(prime, server.origin), 429);
     const windows = quota.refused.length;
     const statuses = await concurrently(fetch, server.origin, 30);
     const refused = quota.refused.slice(windows);
@@ -1454,9 +1455,9 @@ test('after a fast pace probe’s 200, 30 callers of a server allowing 4 calls p
 });
 
 /**
- * A server whose first answer is a 429 pausing the key 100 ms, whose second (the pace
- * probe) is a 200 at once (faster than the pause: a slow start; after `probe()` settles,
- * if given), and whose later ones are `later`, sent after `ms`. `inFlight()` is the most
+ * A server whose first answer is a 429 pausing the key 250 ms, whose second (the pace
+ * probe) is a 200 at once (faster than the pause, even on a loaded machine: a slow start;
+ * after `probe()` settles, if given), and whose later ones are `later`, sent after `ms`. `inFlight()` is the most
  * requests it held at once after the probe.
  */
 function fastProbe(
@@ -1467,7 +1468,7 @@ function fastProbe(
   let holding = 0;
   let most = 0;
   const { handler } = stamped(async (index) => {
-    if (index === 0) return tooMany(100);
+    if (index === 0) return tooMany(250);
     if (index === 1) {
       await probe?.();
       return { status: 200 };
