@@ -297,6 +297,12 @@ interface Circuit {
   /** How long the pause was set for: a clock that steps back never makes it longer. */
   pausedForMs: number;
   /**
+   * The longest pause since the key was last released: what a pace probe's round trip is
+   * weighed against (a 1 ms pause, for a probe sent just before a quota window ended,
+   * made any probe after it look slow, and let every waiter go at once).
+   */
+  heldForMs: number;
+  /**
    * Pauses set so far (each start or stretch). A call remembers the count it was sent at:
    * an answer to a call sent before the latest pause began is the refusal that pause
    * already acts on, told again (see `settle()`).
@@ -366,6 +372,7 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     ring: undefined,
     pausedUntilMs: 0,
     pausedForMs: 0,
+    heldForMs: 0,
     pauses: 0,
     opens: 0,
     lastOpenMs: undefined,
@@ -859,6 +866,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // over (the probe went after it), though a clock stepped back puts it ahead again,
     // where a shorter new one paused nothing and the probe's 429 released every waiter.
     if (!(delayMs > 0) || (until <= c.pausedUntilMs && c.paceProbe !== call)) return;
+    // Still held (not released since the last pause): the waiters have waited that one out too.
+    c.heldForMs = c.pausedUntilMs ? Math.max(c.heldForMs, delayMs) : delayMs;
     c.pausedUntilMs = until;
     c.pausedForMs = delayMs;
     c.pauses++;
@@ -1019,13 +1028,14 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     }
     c.paceProbe = undefined;
     if (release) c.pausedUntilMs = 0;
-    // A probe answered faster than the pause lasted starts slow: the server may have room
+    // A probe answered faster than the pause lasted (the longest one since the key was last
+    // released: see heldForMs) starts slow: the server may have room
     // for only a few (100 callers through retry() of one allowing 4 calls per 200 ms, all
     // at once: 265 429s, 84 callers ending on one; in doubling steps about 70 and 8). A
     // slower answer releases every waiter at once: a slow start would cost more round
     // trips than the pause did (1 s answers after a 200 ms pause: 2.4 s for 100 calls at
     // once, 7.4 s in doubling steps).
-    const slow = now() + PROBE_LEASE_MS - c.paceProbeUntilMs < c.pausedForMs;
+    const slow = now() + PROBE_LEASE_MS - c.paceProbeUntilMs < c.heldForMs;
     if (release) c.flying = slow ? SLOW_START_WAKES : 0;
     wakeWaiters(c, release ? (slow ? SLOW_START_WAKES : Infinity) : 1);
   }

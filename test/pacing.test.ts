@@ -1504,6 +1504,34 @@ test('after a pace probe answered faster than the pause lasted, its 200 lets 2 w
   );
 });
 
+test('a pace probe answered 429 with a pause of 1 ms (it came just before a quota window ended) still has the next probe’s 200 start slow: its round trip is weighed against the 250 ms the waiters were held', async () => {
+  let holding = 0;
+  let most = 0;
+  const { handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(250);
+    if (index === 1) return tooMany(1);
+    // The next probe: 20 ms, longer than the 1 ms pause, far shorter than 250 ms.
+    if (index === 2) await delay(20);
+    else {
+      most = Math.max(most, ++holding);
+      await delay(150);
+      holding--;
+    }
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const { fetch } = pacedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    // The first probe's caller gets its 429 (no retry here); the second probe's 200 lets
+    // 2 of the 13 left go, then 4, then the 7 left. All 13 at once before: a 1 ms pause
+    // that ended a 250 ms wait made a 20 ms probe look slow.
+    const statuses = await concurrently(fetch, server.origin, 15);
+    assert.deepEqual([...statuses].sort(), [200, ...Array(13).fill(200), 429].sort());
+    assert.equal(server.requests.length, 16);
+    assert.ok(most <= 8, `${most} in flight at once after the probe’s 200`);
+  });
+});
+
 test('waiters a slow start holds still end at once on their abort, and by their deadline; every other caller goes', async () => {
   let probeArrived: () => void = () => {};
   const arrived = new Promise<void>((resolve) => {
