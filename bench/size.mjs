@@ -105,7 +105,11 @@ const cases = [
     // chain's bounds and lazy copy (+9), retry stats without a budget (+6); two size
     // passes (numeric limits in src/limits.ts, which esbuild inlines: -115; symbols,
     // shared patterns, messages: -47) and classify() without a closure (-5) gave back.
-    ceiling: 23_960,
+    // 23,960 until the tenth review (2026-12-01, ninth session), 23,938 -> 24,045 B:
+    // slow start weighing a probe against the longest pause since the key was released
+    // (+20), and holding a pause's waiters whose timers fire after the probe's answer
+    // released the key (+87; the flake of two fresh-clone CI runs, 12 in flight where 2).
+    ceiling: 24_060,
   },
   {
     name: 'createFetch + retry + retryDelay',

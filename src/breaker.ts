@@ -456,8 +456,20 @@ function waitOn(
     const timer = setTimeout(settle, ms, false);
     c.waiters ??= new Map();
     const waiters = c.waiters.set(wake, [deadline, place]);
-    // Array sort is stable: the rest keep their order.
-    if (front) c.waiters = new Map([...waiters].sort((a, b) => a[1][1] - b[1][1]));
+    // A resend goes ahead of the calls that came later: from the first of them on, each
+    // moves behind it, in its order (a sort of the whole list on each resend's wait cost
+    // n log n and a new Map, about n² log n for n waiters that each resend).
+    if (front) {
+      let behind = false;
+      for (const [other, entry] of waiters) {
+        if (other === wake) break;
+        if (entry[1] > place) behind = true;
+        if (behind) {
+          waiters.delete(other);
+          waiters.set(other, entry);
+        }
+      }
+    }
     if (signal?.aborted) onAbort();
     else signal?.addEventListener('abort', onAbort);
   });
@@ -1116,6 +1128,31 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             c.cause,
             comeBack(t, c.retryAtMs, c.lastOpenMs as number),
           );
+        }
+        // A pause's waiter whose timer fired after the pace probe's answer released the key
+        // into a slow start is one of the calls that start holds: it waits for an answer to
+        // let it go, at its place. Timers of one pause fire some ms apart on a busy machine
+        // (each counts from the loop's clock when set), and the first one's probe came back
+        // first: 9 of 15 waiters went at once where the slow start let 2 go.
+        if (sleptUntil && !c.pausedUntilMs && c.flying && c.waiters?.size && c.state === 'closed') {
+          sleptUntil = undefined;
+          waited = false;
+          const remainingMs = call.remainingMs();
+          const byDeadline = remainingMs <= maxRetryAfterMs;
+          if (
+            !(await waitOn(
+              c,
+              byDeadline ? remainingMs : maxRetryAfterMs,
+              t + remainingMs,
+              signal,
+              place,
+              true,
+            )) &&
+            byDeadline
+          ) {
+            throw fastFail(c, call, `${c.pauseReason}, past this call's deadline`, c.pauseCause, now());
+          }
+          continue;
         }
         const pausedUntilMs = c.pausedUntilMs;
         if (pausedUntilMs && pausedUntilMs > t && c.allowance > 0) {

@@ -1532,6 +1532,37 @@ test('a pace probe answered 429 with a pause of 1 ms (it came just before a quot
   });
 });
 
+test('waiters of a pause whose timers fire after the pace probe’s 200 released the key are held by slow start as the others are, not all sent at once', async () => {
+  let holding = 0;
+  let most = 0;
+  const { handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(250);
+    if (index === 1) return { status: 200 };
+    most = Math.max(most, ++holding);
+    await delay(300);
+    holding--;
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const { clock, fetch } = clockedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    // 12 wait the whole 250 ms out. One more joins 200 ms on by the breaker's clock: its
+    // timer fires 200 ms before theirs, so it probes, and its 200 comes before their
+    // timers fire (timers of one pause fire some ms apart on a busy machine: the same).
+    const held = concurrently(fetch, server.origin, 12);
+    await delay(20);
+    clock.t += 200;
+    const statuses = await Promise.all([send(fetch, server.origin), held]);
+    assert.deepEqual(statuses.flat(), Array(13).fill(200));
+    assert.equal(server.requests.length, 14);
+    // The probe's 200 lets 2 go (held 300 ms at the server); the 10 whose timers fire
+    // meanwhile wait for their answers: 4 go, then 2 for each answer (6 to 8 in flight,
+    // as the answers and the next arrivals interleave). Before: those 10 went as their
+    // timers fired, 12 in flight at once.
+    assert.ok(most <= 8, `${most} in flight at once after the probe’s 200`);
+  });
+});
+
 test('waiters a slow start holds still end at once on their abort, and by their deadline; every other caller goes', async () => {
   let probeArrived: () => void = () => {};
   const arrived = new Promise<void>((resolve) => {
