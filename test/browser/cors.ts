@@ -122,8 +122,10 @@ try {
   });
   const uiServer = await startApp(ui);
   try {
+    // In a process group of its own, so that its helper processes end with it.
     chrome = spawn(browser, [...FLAGS, `--user-data-dir=${join(work, 'profile')}`, `${uiServer.origin}/`], {
       stdio: 'ignore',
+      detached: true,
     });
     const late = new Promise<never>((_, reject) => {
       timer = setTimeout(
@@ -161,15 +163,21 @@ try {
 } finally {
   if (chrome !== undefined && chrome.exitCode === null) {
     const exited = new Promise((resolve) => chrome?.once('exit', resolve));
-    chrome.kill();
+    // The whole group: Chromium's helpers (zygote, GPU, network) outlived a kill of the
+    // browser alone and went on writing into the profile, so removing it failed.
+    try {
+      if (chrome.pid !== undefined) process.kill(-chrome.pid);
+    } catch {
+      chrome.kill();
+    }
     await exited;
   }
   await apiServer.close();
-  // Chromium's helper processes can write into the profile for a moment after the browser
-  // exits (ENOTEMPTY in one CI run): the check's verdict is already given, so removing the
-  // scratch directory is best effort, retried for up to 5 s.
+  // Removing the scratch directory is best effort: the check's verdict is already given.
+  // Node retries with a linear backoff (the n-th retry waits n × retryDelay): 10 × 50 ms
+  // is under 3 s in all (50 × 100 ms was 127 s, the browser step's whole time when it failed).
   try {
-    rmSync(work, { recursive: true, force: true, maxRetries: 50, retryDelay: 100 });
+    rmSync(work, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
   } catch (error) {
     console.warn(`browser CORS check: left ${work} behind (${(error as Error).message})`);
   }

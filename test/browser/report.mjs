@@ -97,9 +97,10 @@ try {
     `browser check ok: ${lines.length} chart lines (${lines.map((l) => l.length).join(', ')} points), screenshot ${statSync(shot).size} bytes`,
   );
 } finally {
-  // Best effort, as in cors.ts: Chromium's helpers may still be writing the profile.
+  // Best effort, as in cors.ts: Chromium's helpers may still be writing the profile. The
+  // n-th retry waits n × retryDelay: under 3 s in all (50 × 100 ms could take 127 s).
   try {
-    rmSync(work, { recursive: true, force: true, maxRetries: 50, retryDelay: 100 });
+    rmSync(work, { recursive: true, force: true, maxRetries: 10, retryDelay: 50 });
   } catch (error) {
     console.warn(`browser check: left ${work} behind (${error.message})`);
   }
