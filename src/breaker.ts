@@ -1129,36 +1129,18 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             comeBack(t, c.retryAtMs, c.lastOpenMs as number),
           );
         }
+        const pausedUntilMs = c.pausedUntilMs;
         // A pause's waiter whose timer fired after the pace probe's answer released the key
         // into a slow start is one of the calls that start holds: it waits for an answer to
-        // let it go, at its place. Timers of one pause fire some ms apart on a busy machine
-        // (each counts from the loop's clock when set), and the first one's probe came back
-        // first: 9 of 15 waiters went at once where the slow start let 2 go.
-        if (sleptUntil && !c.pausedUntilMs && c.flying && c.waiters?.size && c.state === 'closed') {
-          sleptUntil = undefined;
-          waited = false;
-          const remainingMs = call.remainingMs();
-          const byDeadline = remainingMs <= maxRetryAfterMs;
-          if (
-            !(await waitOn(
-              c,
-              byDeadline ? remainingMs : maxRetryAfterMs,
-              t + remainingMs,
-              signal,
-              place,
-              true,
-            )) &&
-            byDeadline
-          ) {
-            throw fastFail(c, call, `${c.pauseReason}, past this call's deadline`, c.pauseCause, now());
-          }
-          continue;
-        }
-        const pausedUntilMs = c.pausedUntilMs;
+        // let it go, at its place, as a call held for the probe's outcome does. Timers of one
+        // pause fire some ms apart on a busy machine (each counts from the loop's clock when
+        // set), and the first one's probe came back first: 9 of 15 waiters went at once
+        // where the slow start let 2 go.
+        const held = !pausedUntilMs && sleptUntil && c.flying && c.waiters?.size && c.state === 'closed';
         if (pausedUntilMs && pausedUntilMs > t && c.allowance > 0) {
           // The pace probe's answer said this many more may go before the quota resets.
           c.allowance--;
-        } else if (pausedUntilMs) {
+        } else if (pausedUntilMs || held) {
           const leftMs = pausedUntilMs - t;
           const remainingMs = call.remainingMs();
           if (leftMs > 0 && pausedUntilMs !== sleptUntil) {
@@ -1187,7 +1169,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
           // first call through is the probe; unlike half-open, the others wait for its
           // outcome (abortably, while their deadline and maxRetryAfterMs allow).
           // A pace probe that has not settled within its lease gives way to this call.
-          if (c.paceProbe === undefined || t >= c.paceProbeUntilMs) {
+          if (!held && (c.paceProbe === undefined || t >= c.paceProbeUntilMs)) {
             c.paceProbe = call;
             c.paceProbeUntilMs = t + PROBE_LEASE_MS;
           }
@@ -1196,23 +1178,25 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             const capMs = probeWaitEndsAt - t;
             const byDeadline = remainingMs <= capMs;
             const waitMs = byDeadline ? remainingMs : capMs;
+            // None when a slow start holds the call.
             const probe = c.paceProbe;
             sleptUntil = undefined;
             // The wait ends with the probe's lease too, if that comes first.
-            const leaseMs = c.paceProbeUntilMs - t;
+            const leaseMs = probe ? c.paceProbeUntilMs - t : waitMs;
             const byLease = leaseMs < waitMs;
             // Woken: released (the key goes), a new pause (wait it out), or the probe failed (be the next).
             waited = false;
             waited =
               waitMs > 0 &&
-              (await waitOn(c, byLease ? leaseMs : waitMs, t + remainingMs, signal, place, front));
+              // A call held as its pause's timer fired keeps the place it waited at.
+              (await waitOn(c, byLease ? leaseMs : waitMs, t + remainingMs, signal, place, front || !probe));
             if (waited) continue;
             // The probe's lease ran out: this call may be the next probe. A timer may fire a
             // little early against the wall clock: after a wait until the lease's end, look
             // again unless the clock did not move at all (a test's). So when that probe is
             // gone: a new pause does not wake every waiter.
             const later = now();
-            const gone = c.paceProbe !== probe;
+            const gone = !probe || c.paceProbe !== probe;
             // Answered in time: the limit on a wait for a probe starts over, as after a pause.
             // Unless this call's own deadline ended the wait (a slow start held it): it
             // would go with no time left (Bun's reached the server), for a caller who gets a
