@@ -93,9 +93,20 @@ const DECODED_EVERYWHERE = ['gzip', 'br'];
  * Codings, in any case, that some runtime's fetch decodes and another passes on encoded
  * (see {@link ACCEPT_ENCODING}; a list of them only Node decodes): a response in these
  * alone may or may not have been decoded here, and neither label could be trusted
- * (but `deflate` alone, whose bytes tell: see `proxy()`).
+ * (but those of {@link TOLD_BY_BYTES}: see `proxy()`).
  */
 const DECODED_SOMEWHERE = ['x-gzip', 'deflate', 'zstd', ...DECODED_EVERYWHERE];
+/**
+ * Codings (in any case, alone or listed with identity) whose bytes tell whether fetch left
+ * them encoded, and the `DecompressionStream` format that decodes them here: the zlib
+ * format's header (RFC 9110 §8.4.1.2, RFC 1950 §2.2) and gzip's magic (RFC 1952 §2.3.1:
+ * 1f 8b, then CM 8), which no UTF-8 text starts with. x-gzip is gzip (RFC 9110 §8.4.1.3).
+ */
+const TOLD_BY_BYTES = new Map<string, CompressionFormat>([
+  ['deflate', 'deflate'],
+  ['gzip', 'gzip'],
+  ['x-gzip', 'gzip'],
+]);
 /** Tokens that name no coding: Bun decodes a list around them, Node and Deno do not. */
 const NO_CODING = ['identity', ''];
 /**
@@ -243,16 +254,20 @@ const targetSchema = z.custom<ProxyTarget>(
  * - The upstream is asked for `Accept-Encoding: gzip, br`, which every runtime's fetch
  *   decodes, so the client gets the body decoded. An upstream that answers in a coding
  *   no fetch decodes (`x-custom`) passes it on with its `Content-Encoding` and
- *   `Content-Length`. `deflate` (any case) reaches the client decoded too: Node's and Bun's
- *   fetch decode it, Deno's and workerd's do not, and bytes still in its zlib format are
- *   told by the header they start with and decoded here. Content that itself starts
- *   with a zlib header (a zlib file sent deflated) would be decoded once too often on
- *   Node and Bun, and raw deflate (no zlib header, against RFC 9110) passes on still
- *   encoded from Deno and workerd. One that answers in another coding some runtime decodes and
- *   another does not (`x-gzip`, `zstd`, `GZIP`, a list) gets a 502 problem: whether its
- *   bytes were decoded here cannot be told, and either label could be wrong. Unless the
- *   upstream's answer was one to retry (a 503), it says `x-should-retry: false`: a resend
- *   would run it upstream again, for the same answer.
+ *   `Content-Length`. `deflate`, `x-gzip` and `gzip` in any case (`GZIP`), alone or
+ *   listed with `identity`, reach the client decoded too: which fetch decodes them differs
+ *   (Node's and Bun's decode deflate and x-gzip, Deno's and workerd's do not; workerd's
+ *   leaves `GZIP`), and bytes still encoded are told by the header they start with (the
+ *   zlib format's; gzip's 1f 8b 08) and decoded here. Content that itself starts with
+ *   such a header (a zlib file sent deflated, a .gz file sent as x-gzip) would be decoded
+ *   once too often where fetch had decoded it (a .gz file sent as x-gzip reaches a client
+ *   of Node or Bun as what it holds, of Deno as the file), and raw deflate (no zlib
+ *   header, against RFC 9110) passes on still encoded from Deno and workerd. One that
+ *   answers in another coding some runtime decodes and another does not (`zstd`, a list:
+ *   `gzip, br`) gets a 502 problem: whether its bytes were decoded here cannot be told,
+ *   and either label could be wrong. Unless the upstream's answer was one to retry (a
+ *   503), it says `x-should-retry: false`: a resend would run it upstream again, for the
+ *   same answer.
  *   An answer with no body (to HEAD, a 204, a 304) has no such bytes: it goes on without
  *   the label.
  * - `headers` setting `Accept-Encoding` to exactly `identity` (any case) is the one
@@ -414,15 +429,19 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
           .split(',')
           .map((token) => token.trim())
           .filter((token) => !NO_CODING.includes(token));
-        if (accepted !== IDENTITY && codings.join() === 'deflate' && response.body !== null) {
-          // Node's and Bun's fetch decode deflate, Deno's and workerd's pass it on: bytes
-          // still in the zlib format (RFC 9110 §8.4.1.2) start with its header, which
-          // the rest decodes here, as Node and Bun did.
-          const [[cmf = 0, flg = 0], body] = await readAhead(response.body, 2);
-          // CM 8 with a window of at most 32 KiB, no preset dictionary, and the check bits.
-          const zlib = (cmf & 0x8f) === 8 && !(flg & 0x20) && ((cmf << 8) | flg) % 31 === 0;
+        const format = accepted === IDENTITY ? undefined : TOLD_BY_BYTES.get(codings.join());
+        if (format && response.body !== null) {
+          // Which fetch decodes these differs (deflate and x-gzip: Node and Bun; GZIP: all
+          // but workerd; gzip listed with identity: Bun): bytes still encoded start with
+          // their format's header, and the rest decodes here, as another fetch did.
+          const [[a = 0, b = 0, c = 0], body] = await readAhead(response.body, 3);
+          const encoded =
+            format === 'gzip'
+              ? a === 0x1f && b === 0x8b && c === 8
+              : // CM 8 with a window of at most 32 KiB, no preset dictionary, and the check bits.
+                (a & 0x8f) === 8 && !(b & 0x20) && ((a << 8) | b) % 31 === 0;
           response = new Response(
-            zlib ? body?.pipeThrough(new DecompressionStream('deflate')) : body,
+            encoded ? body?.pipeThrough(new DecompressionStream(format)) : body,
             response,
           );
         } else if (codings.length > 0 && codings.every((token) => DECODED_SOMEWHERE.includes(token))) {
