@@ -303,7 +303,7 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
     );
     hop.deadline = call.deadline;
     hop.totalMs = call.totalMs;
-    hop.bag.set(REDIRECTED, 1).set(CREDENTIAL_HEADER, named).set(FOLLOWS, 1);
+    hop.bag.set(REDIRECTED, 1).set(CREDENTIAL_HEADER, named).set(FOLLOWS, 2);
     response = await next(hop);
     at = hop;
   }

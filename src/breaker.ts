@@ -100,7 +100,8 @@ export const PROBE_LEASE_MS: number = 60_000;
  * answering it is a step on the way, not the server's answer, and counts for nothing,
  * as fetch's own redirects (never seen here) do. Else an endpoint that always redirects
  * to a 503 had a success between every two failures, and never opened by their run.
- * Internal (`src/auth.ts` sets it).
+ * 1 on the call, 2 on each hop: a hop is no new call, and a slow start does not hold it
+ * behind the calls waiting. Internal (`src/auth.ts` sets it).
  */
 export const FOLLOWS: unique symbol = Symbol('breakwater.follows');
 
@@ -1107,13 +1108,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     let waited = false;
     /** This call's place on waiting lists (see {@link waitOn}); `front`: it came here in an earlier pass (a resend). */
     const front = places.has(call);
+    /** A new call, on its first look at the key: not here before (a resend), nor a redirect's hop. */
+    let fresh = !front && call.bag.get(FOLLOWS) !== 2;
     const place = places.get(call) ?? ++arrivals;
     places.set(call, place);
     let c = first;
     try {
       // After every wait, look the key up again: a key reset (or forgotten) meanwhile comes
       // back closed and unpaused, and goes.
-      for (; ; c = lookup(call.key)) {
+      for (; ; c = lookup(call.key), fresh = false) {
         if (signal?.aborted) throw abortReason(signal);
         const t = rebase(c);
         if (c.state === 'open' && t < c.retryAtMs) {
@@ -1130,13 +1133,16 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
           );
         }
         const pausedUntilMs = c.pausedUntilMs;
-        // A pause's waiter whose timer fired after the pace probe's answer released the key
-        // into a slow start is one of the calls that start holds: it waits for an answer to
-        // let it go, at its place, as a call held for the probe's outcome does. Timers of one
-        // pause fire some ms apart on a busy machine (each counts from the loop's clock when
-        // set), and the first one's probe came back first: 9 of 15 waiters went at once
-        // where the slow start let 2 go.
-        const held = !pausedUntilMs && sleptUntil && c.flying && c.waiters?.size && c.state === 'closed';
+        // A slow start holds the calls waiting for answers to let them go (see paceSettled):
+        // a new call takes its place behind them, and so does a pause's waiter whose timer
+        // fired after the pace probe's answer released the key, at its own place, as a call
+        // held for the probe's outcome waits. Timers of one pause fire some ms apart on a
+        // busy machine (each counts from the loop's clock when set), and the first one's
+        // probe came back first: 9 of 15 waiters went at once where the slow start let 2
+        // go. New calls that went at once overtook the held ones and used the room up. A
+        // call here before (a resend, a redirect's hop) is not new: it goes.
+        const held =
+          !pausedUntilMs && (fresh || sleptUntil) && c.flying && c.waiters?.size && c.state === 'closed';
         if (pausedUntilMs && pausedUntilMs > t && c.allowance > 0) {
           // The pace probe's answer said this many more may go before the quota resets.
           c.allowance--;
@@ -1304,7 +1310,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   const breaker = function circuitBreaker(call: Call, next: Next): Promise<Response> {
     try {
       const c = lookup(call.key);
-      if (c.state === 'closed' && !c.pausedUntilMs) return send(c, call, next, c.epoch);
+      // Waiters on a closed, unpaused key: a slow start holds them (new calls queue behind).
+      if (c.state === 'closed' && !c.pausedUntilMs && !c.waiters?.size) return send(c, call, next, c.epoch);
       // Sent a microtask after admission: if another call's failure opened the circuit
       // meanwhile, this one is no probe of that opening and counts for nothing (-1), as
       // a call sent just before it would.
