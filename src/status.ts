@@ -49,6 +49,14 @@ const MIN_CREDENTIAL_CHARS = 8;
  * anyway, and a test key `abc` would blank every word `abc` in the body.
  */
 const MIN_WORD_CHARS = 4;
+/**
+ * A header whose token (after the scheme) is one of these carries no secret: a client whose
+ * token came out empty sends `Authorization: Bearer` (`Basic` with empty credentials,
+ * `token` GitHub-style, `DPoP`, RFC 9449), or `Bearer undefined` / `null` from a template
+ * given no token. Hidden as a credential, it would blank the very words a server says
+ * what is missing with ("Bearer token required"), or every `null` of a JSON body.
+ */
+const NO_SECRET = /^(?:basic|bearer|dpop|token|undefined|null)$/i;
 /** What a hidden credential reads as (as a redacted URL part does). */
 const HIDDEN = '[redacted]';
 /**
@@ -200,9 +208,11 @@ function withoutCutUrl(text: string): string {
  * `text` without the credentials `call` sent, each run of hidden characters shown as
  * {@link HIDDEN}: each value of {@link SECRET_HEADERS} (and of the headers `auth()`
  * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its scheme (the
- * token of `Bearer <token>`; a Basic one decoded, and its password; each base64-encoded),
- * each cookie value and each query value of the request URL named as a credential
- * ({@link SECRET_QUERY_NAME}) or random-looking ({@link RANDOM_QUERY_VALUE}). Looked for in
+ * token of `Bearer <token>`; a Basic one decoded, and its password), but not a scheme
+ * alone nor a token that is a placeholder ({@link NO_SECRET}); each cookie value and each query value of the request URL
+ * named as a credential ({@link SECRET_QUERY_NAME}) or random-looking
+ * ({@link RANDOM_QUERY_VALUE}); each also base64-encoded, alone or at any byte offset in a
+ * longer base64 text ({@link withBase64}). Looked for in
  * the text with JSON's and URLs' escapes read ({@link readPieces}), so a credential is found
  * as written or with any character escaped (`\/` from PHP's `json_encode`, `\u002B` from
  * .NET's `System.Text.Json`, `%2F` from `encodeURIComponent`), without base64's padding, in
@@ -220,19 +230,18 @@ export function hideSent(call: Call, text: string): string {
     const value = call.header(name)?.trim() ?? '';
     // After the scheme: at any whitespace, a tab too, as servers split it (Go's strings.Fields).
     const token = value.replace(/^\S+\s+/, '');
+    if (NO_SECRET.test(token)) continue;
     sent.push(value, token);
     // Basic (RFC 7617) sends `user:password` in base64: a server quotes it back decoded,
     // whole or the password alone (a user name is no secret, and stays). atob() gives
     // bytes as Latin-1 characters; a password sent as UTF-8 (RFC 7617's charset="UTF-8")
     // is quoted back as UTF-8 text, so it is decoded so too (a stray byte as U+FFFD).
-    // A server may quote any of them base64-encoded too (a header value is Latin-1 bytes).
     try {
       const binary = /^basic\s/i.test(value) ? atob(token) : '';
       const utf8 = new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0)));
       for (const decoded of [binary, utf8]) sent.push(decoded, decoded.slice(decoded.indexOf(':') + 1));
-      sent.push(btoa(value), btoa(token));
     } catch {
-      // Not base64, or not Latin-1: nothing more to hide.
+      // Not base64: nothing more to hide.
     }
   }
   // Those are a header's credentials: secrets at any length (see MIN_CREDENTIAL_CHARS).
@@ -257,26 +266,47 @@ export function hideSent(call: Call, text: string): string {
   // Characters are marked rather than replaced, so a credential that holds another (a
   // signed cookie `<id>.<signature>`, the id sent as a token too) is hidden whole.
   const hidden = pieces.map(() => false);
-  for (const [i, written] of sent.entries()) {
-    // Read as the text is: a cookie sent percent-encoded (express's `s%3A<id>.<signature>`)
-    // is found where the server quotes it back decoded, and as it was sent; without base64's
-    // `=` padding, which a server may drop (what it pads stays shown).
-    const credential = readPieces(written)
-      .map((piece) => piece[1])
-      .join('')
-      .replace(/=+$/, '');
-    const short = credential.length < MIN_CREDENTIAL_CHARS;
-    if (short && (credential.length < MIN_WORD_CHARS || i >= words)) continue;
-    for (let at = read.indexOf(credential); at >= 0; at = read.indexOf(credential, at + credential.length))
-      if (!short || !/[\w+]/.test(read.charAt(at - 1) + read.charAt(at + credential.length)))
-        hidden.fill(true, at, at + credential.length);
-    // Only a start shorter than the credential may end the text: a full one is found above.
-    const head = credential.slice(0, MIN_CREDENTIAL_CHARS);
-    let at = read.indexOf(head, read.length - credential.length + 1);
-    while (at >= 0 && !credential.startsWith(read.slice(at))) at = read.indexOf(head, at + 1);
-    if (at >= 0) hidden.fill(true, at);
-  }
+  // Each as sent and in base64: a server may quote it encoded, alone or in a blob.
+  for (const [i, value] of sent.entries())
+    for (const written of withBase64(value)) {
+      // Read as the text is: a cookie sent percent-encoded (express's `s%3A<id>.<signature>`)
+      // is found where the server quotes it back decoded, and as it was sent; without base64's
+      // `=` padding, which a server may drop (what it pads stays shown).
+      const credential = readPieces(written)
+        .map((piece) => piece[1])
+        .join('')
+        .replace(/=+$/, '');
+      const short = credential.length < MIN_CREDENTIAL_CHARS;
+      if (short && (credential.length < MIN_WORD_CHARS || i >= words)) continue;
+      for (let at = read.indexOf(credential); at >= 0; at = read.indexOf(credential, at + credential.length))
+        if (!short || !/[\w+]/.test(read.charAt(at - 1) + read.charAt(at + credential.length)))
+          hidden.fill(true, at, at + credential.length);
+      // Only a start shorter than the credential may end the text: a full one is found above.
+      const head = credential.slice(0, MIN_CREDENTIAL_CHARS);
+      let at = read.indexOf(head, read.length - credential.length + 1);
+      while (at >= 0 && !credential.startsWith(read.slice(at))) at = read.indexOf(head, at + 1);
+      if (at >= 0) hidden.fill(true, at);
+    }
   return pieces.map(([written], i) => (hidden[i] ? (hidden[i - 1] ? '' : HIDDEN) : written)).join('');
+}
+
+/**
+ * `value` and the base64 forms a server may quote it in (a header value is Latin-1 bytes):
+ * whole, and inside a longer base64 text at each byte offset k mod 3, without the characters
+ * that also encode the bytes around it (4 characters a 3 bytes: from ceil(4k/3) to
+ * floor(4(k + length)/3)); a blob that echoes a request holds it at any offset. Past
+ * Latin-1, btoa() throws: `value` alone.
+ */
+function withBase64(value: string): string[] {
+  const forms = [value];
+  try {
+    forms.push(btoa(value));
+    for (let k = 0; k < 3; k++)
+      forms.push(btoa('\0'.repeat(k) + value).slice(k && k + 1, ((k + value.length) * 4) / 3));
+  } catch {
+    // Not Latin-1.
+  }
+  return forms;
 }
 
 /**

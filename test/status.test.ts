@@ -987,6 +987,56 @@ test('a bearer token or a Basic credential quoted back base64-encoded (padded or
   );
 });
 
+test('a credential base64-encoded inside a longer base64 text, at any byte offset and with more bytes after it, is hidden', async () => {
+  // A server that echoes a request (or a token it minted around the one sent) in a base64
+  // blob puts the credential at any byte offset: each offset mod 3 has its own characters,
+  // and with bytes after it the last one differs from the credential's own base64 too.
+  const token = 'tok-a?>a?>-0123456789x'; // 22 bytes: its own base64 ends in a partial group
+  const befores = ['', 'a', 'ab', 'abc'];
+  const blobs = befores.map((before) => btoa(`${before}${token}zz`));
+  const said = await quotedBack({ authorization: `Bearer ${token}` }, () => `blobs ${blobs.join(' ')}`);
+  // Only the characters that also encode a byte around the token stay: 4 characters a 3 bytes.
+  const expected = befores.map((before, i) => {
+    const blob = blobs[i] as string;
+    return `${blob.slice(0, Math.ceil((before.length * 4) / 3))}[redacted]${blob.slice(Math.floor(((before.length + token.length) * 4) / 3))}`;
+  });
+  assert.equal(said, `blobs ${expected.join(' ')}`);
+});
+
+test('a cookie value or a secret query value quoted back base64-encoded is hidden, as a header credential is', async () => {
+  const sid = 'sess-9f8e7d6c5b4a3210';
+  const key = 'AIzaSyD-0123456789abcdef';
+  await withServer(
+    () => ({ status: 401, body: `session ${btoa(sid)}, key ${btoa(key)}` }),
+    async (server) => {
+      const fetch = createFetch({ use: [throwOnStatus()] });
+      const error = await fetch(`${server.origin}/v1?key=${key}`, {
+        headers: { cookie: `theme=dark; sid=${sid}` },
+      }).catch((e: unknown) => e);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.serverMessage, 'session [redacted], key [redacted]');
+    },
+  );
+});
+
+test('an Authorization of a scheme alone (Bearer with no token), or with a placeholder token (undefined, null), hides no word of the body: neither is a secret', async () => {
+  // A client whose token came out empty sends `Authorization: Bearer`; the server's answer
+  // names the scheme, and hiding it would blank the very words that say what is wrong.
+  const said = await quotedBack(
+    { authorization: 'Bearer', 'proxy-authorization': 'Basic', 'x-api-key': 'Token' },
+    () => 'Bearer token required (send Authorization: Bearer <token>); Basic realm; Token missing',
+  );
+  assert.equal(
+    said,
+    'Bearer token required (send Authorization: Bearer <token>); Basic realm; Token missing',
+  );
+  // `Bearer ${token}` given no token: hiding `null` blanked every null of the body.
+  for (const placeholder of ['undefined', 'null']) {
+    const body = `error: null; detail: token undefined is not valid; auth: Bearer ${placeholder}`;
+    assert.equal(await quotedBack({ authorization: `Bearer ${placeholder}` }, () => body), body);
+  }
+});
+
 test('a header credential of 4 to 7 characters (a short API key, a Basic password) is hidden where it stands as a word, never inside one; shorter ones, and cookie values under 8, stay', async () => {
   // The rule: 8 characters or more, hidden wherever quoted (as before). A header's credential
   // of 4 to 7 is hidden where no letter, digit, '-' or '+' is next to it: a password 'pass'
