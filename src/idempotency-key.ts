@@ -27,9 +27,25 @@ export interface IdempotencyKeyOptions {
   /**
    * Makes the key's content, once per call; breakwater adds the quotes (and escapes
    * `"` and `\`). Printable ASCII only (RFC 8941 §3.3.3), not empty. Default
-   * `crypto.randomUUID()`, a UUID v4 as the draft recommends.
+   * `crypto.randomUUID()`, a UUID v4 as the draft recommends (built from
+   * `crypto.getRandomValues()` where there is no `randomUUID`: a page on plain http).
    */
   generate?: (() => string) | undefined;
+}
+
+/**
+ * A UUID v4. A page served over plain http (no secure context: an intranet host, a LAN
+ * dev server) has no `crypto.randomUUID`, but has `crypto.getRandomValues`: without this
+ * fallback every POST there failed with "crypto.randomUUID is not a function". Each
+ * `0` / `1` becomes a random hex digit, each `8` one of `8`-`b` (the RFC 9562 variant).
+ */
+function uuid(): string {
+  return (
+    crypto.randomUUID?.() ??
+    '10000000-1000-4000-8000-100000000000'.replace(/[018]/g, (c) =>
+      (+c ^ ((crypto.getRandomValues(new Uint8Array(1))[0] as number) & (15 >> (+c / 4)))).toString(16),
+    )
+  );
 }
 
 const optionsSchema = z.optional(
@@ -85,7 +101,7 @@ export function idempotencyKey(options?: IdempotencyKeyOptions): Middleware {
   const methods: ReadonlySet<string> = new Set(
     (valid?.methods ?? DEFAULT_KEYED_METHODS).map((method) => method.toUpperCase()),
   );
-  const generate = valid?.generate ?? ((): string => crypto.randomUUID());
+  const generate = valid?.generate ?? uuid;
 
   return async function idempotencyKey(call: Call, next: Next): Promise<Response> {
     // Absent on the first attempt only: the header persists on the call, so every

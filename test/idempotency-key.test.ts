@@ -130,6 +130,38 @@ test('two calls get two different keys', async () => {
   });
 });
 
+test('without crypto.randomUUID (a page on plain http, no secure context) a POST still gets a quoted UUID v4, the same on every attempt', async () => {
+  // Browsers expose randomUUID only in secure contexts; getRandomValues everywhere.
+  Object.defineProperty(crypto, 'randomUUID', { value: undefined, configurable: true });
+  try {
+    assert.equal(typeof crypto.randomUUID, 'undefined');
+    await withServer(
+      (_req, index) => ({ status: index % 2 === 0 ? 503 : 200 }),
+      async (server) => {
+        const fetch = createFetch({
+          use: [
+            retry({ backoff: { initialMs: 1, maxMs: 1, jitter: 'none' }, budget: false }),
+            idempotencyKey(),
+          ],
+        });
+        for (let i = 0; i < 20; i++) {
+          const res = await fetch(server.origin, { method: 'POST', body: '{}' });
+          assert.equal(res.status, 200);
+          await res.text();
+        }
+        const keys = server.requests.map((r) => String(r.headers['idempotency-key']));
+        assert.equal(keys.length, 40);
+        for (const key of keys) assert.match(key, QUOTED_UUID_V4);
+        for (let i = 0; i < 40; i += 2) assert.equal(keys[i + 1], keys[i], 'the resend carries the same key');
+        assert.equal(new Set(keys).size, 20, 'each call has a key of its own');
+      },
+    );
+  } finally {
+    delete (crypto as { randomUUID?: unknown }).randomUUID;
+  }
+  assert.equal(typeof crypto.randomUUID, 'function');
+});
+
 test('the methods option chooses which methods get a key, in any case', async () => {
   await withServer(always({ status: 200 }), async (server) => {
     const fetch = createFetch({ use: [idempotencyKey({ methods: ['put'] })] });
