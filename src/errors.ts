@@ -181,6 +181,7 @@ export function statusLine(status: number, statusText: string | undefined): stri
 
 /** Fields of an {@link HttpStatusError}. */
 export interface HttpStatusErrorInit extends BreakwaterErrorOptions {
+  /** The response's HTTP status, an integer (100-599): the one treated as a failure. */
   status: number;
   /** The reason phrase; kept redacted (a URL in it shows no userinfo or query values). */
   statusText?: string | undefined;
@@ -198,14 +199,51 @@ export interface HttpStatusErrorInit extends BreakwaterErrorOptions {
 
 /** A response whose status the policy treats as a failure. */
 export class HttpStatusError extends BreakwaterError {
+  /**
+   * `'HttpStatusError'`, spelled out so `error.name` survives minifying (see {@link BreakwaterError.name}).
+   */
   static override get name(): string {
     return 'HttpStatusError';
   }
+  /** The response's HTTP status, an integer (100-599): usually >= 400, the one treated as a failure. */
   declare readonly status: number;
+  /**
+   * The reason phrase (`Service Unavailable`), redacted: a URL in it shows no userinfo or
+   * query values, and where breakwater built the error from a call (`throwOnStatus()`,
+   * `retry()`, the breaker) that call's credentials are hidden too, since an old app server
+   * may quote them there. `''` when the server sent none (HTTP/2 and HTTP/3 carry none) or
+   * whoever built the error passed none.
+   */
   declare readonly statusText: string;
+  /**
+   * Whether the status rule calls this status retryable: it is in the retryable list
+   * (default 408, 429, 500, 502, 503, 504, 529; `retry()` judges by its own `statuses`),
+   * with the server's `x-should-retry` overriding that both ways; never 401, 403 or 407.
+   * It says nothing about resend safety (`classify()` judges that). A start gate arms only
+   * on a retryable one. `false` when whoever built the error passed none.
+   */
   declare readonly retryable: boolean;
+  /**
+   * The wait the server asked for, in ms, read by `retryDelay()` from the response's timing
+   * headers (`retry-after-ms`, `Retry-After`, `RateLimit`, the `*-reset` families: DESIGN.md
+   * §3) as of when the response arrived. Undefined when the response named no wait (or none
+   * that parses), or whoever built the error passed none.
+   */
   declare readonly retryAfterMs: number | undefined;
+  /**
+   * The start of the response body, decoded, on one line (whitespace runs collapsed), cut
+   * on a character boundary to at most 2 KiB of UTF-8 (`capture.bodyBytes` may read less).
+   * Redacted: URLs lose userinfo and query values, and where breakwater built the error
+   * from a call, that call's credentials are hidden wherever the server quoted them.
+   * `''` when the body was empty or not read (a streaming body), or none was passed.
+   */
   declare readonly body: string;
+  /**
+   * What the server said went wrong: the message of a JSON error body (`{error:{message}}`,
+   * `{error}`, `{message}`, RFC 9457 `detail` / `title`), else the body's text cut to 400
+   * characters; redacted as `body` is, and shown in `message`. Undefined when the body was
+   * empty or not read, or whoever built the error had none (from headers alone, say).
+   */
   declare readonly serverMessage: string | undefined;
   /** Allowlisted response headers (timing, rate limits, request ids, content type). */
   declare readonly headers: Readonly<Record<string, string>>;
@@ -251,16 +289,33 @@ export type SentState = 'no' | 'maybe';
 export interface NetworkErrorInit extends BreakwaterErrorOptions {
   /** Normalised code: `ECONNREFUSED`, `ENOTFOUND`, `ECONNRESET`, `ETIMEDOUT`, `TLS`, ... */
   code: string;
+  /** How far the request got (see {@link NetworkError.phase}). */
   phase: NetworkPhase;
+  /** Whether the server may have received the request (see {@link NetworkError.sent}). */
   sent: SentState;
 }
 
 /** fetch threw before a usable response arrived (or the body stream broke). */
 export class NetworkError extends BreakwaterError {
+  /**
+   * `'NetworkError'`, spelled out so `error.name` survives minifying (see {@link BreakwaterError.name}).
+   */
   static override get name(): string {
     return 'NetworkError';
   }
+  /**
+   * How far the request got: `'connect'` (resolving, connecting or the TLS handshake
+   * failed: nothing was written), `'send'` (connected, or the runtime cannot say, and no
+   * response headers yet: the request was being written or awaited its answer), or
+   * `'response'` (the headers had arrived and reading the body broke).
+   */
   declare readonly phase: NetworkPhase;
+  /**
+   * Whether the server may have received, and so run, the request: `'no'` only when it
+   * provably never left (a `connect` failure), `'maybe'` otherwise, and wherever a runtime
+   * reports two cases alike (the safe side). It decides resend safety (DESIGN.md §5): a
+   * `'no'` is always safe to send again, a `'maybe'` only when the call is idempotent.
+   */
   declare readonly sent: SentState;
 
   constructor(init: NetworkErrorInit) {
@@ -279,10 +334,21 @@ export type TimeoutScope = 'attempt' | 'total';
 
 /** An attempt or total deadline ran out while waiting for response headers. */
 export class TimeoutError extends BreakwaterError {
+  /**
+   * `'TimeoutError'`, spelled out so `error.name` survives minifying (see {@link BreakwaterError.name}).
+   */
   static override get name(): string {
     return 'TimeoutError';
   }
+  /**
+   * Which deadline ran out: `'attempt'` (one attempt's wait for response headers,
+   * `timeout({ attemptMs })`, or an adapter's per-read limit such as the A2A card's
+   * `bodyTimeoutMs`: a new attempt may fit, so retry may resend it) or `'total'` (the whole
+   * call's budget across attempts and waits, `totalMs`, or an adapter's `timeoutMs` /
+   * `connectTimeoutMs`: nothing is left to retry with, so it is never retried).
+   */
   declare readonly scope: TimeoutScope;
+  /** The length of the deadline that ran out, in ms, as configured (not the time the call took). */
   declare readonly ms: number;
 
   constructor(init: BreakwaterErrorOptions & { scope: TimeoutScope; ms: number }) {
@@ -300,10 +366,20 @@ function until(retryAt: Date, now = Date.now()): string {
 
 /** A server's circuit is open (or server-paced): the call failed fast, nothing was sent. */
 export class CircuitOpenError extends BreakwaterError {
+  /**
+   * `'CircuitOpenError'`, spelled out so `error.name` survives minifying (see {@link BreakwaterError.name}).
+   */
   static override get name(): string {
     return 'CircuitOpenError';
   }
+  /** The server whose circuit is open or whose calls are paced (`call.key`: by default the URL's origin). */
   declare readonly key: string;
+  /**
+   * When to come back: the end of the open time (the next probe may go), the end of the
+   * key's pause, or while a probe is in flight a later look; never before a pause ends.
+   * A guide, not a promise: another caller may take the probe first. `classify()` reports
+   * the time left until it as `retryAfterMs`.
+   */
   declare readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; reason: string; now?: number }) {
@@ -319,10 +395,19 @@ export class CircuitOpenError extends BreakwaterError {
 
 /** A start gate is armed after a retryable failure: `fn` was not called. */
 export class GateClosedError extends BreakwaterError {
+  /**
+   * `'GateClosedError'`, spelled out so `error.name` survives minifying (see {@link BreakwaterError.name}).
+   */
   static override get name(): string {
     return 'GateClosedError';
   }
+  /** The gate's name (`createGate({ key })`; default `'gate'`, or an adapter's key such as `'mcp'`). */
   declare readonly key: string;
+  /**
+   * When to come back: the end of the gate's window, when the next `run()` may call `fn`
+   * as the probe, or, while a probe is in flight, a later look (never past its lease).
+   * The window follows the gate's backoff, stretched to the server's Retry-After (capped).
+   */
   declare readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; now?: number }) {
@@ -339,10 +424,15 @@ export class GateClosedError extends BreakwaterError {
 
 /** The server asked for a wait longer than the cap or the remaining deadline. */
 export class RetryAfterTooLongError extends BreakwaterError {
+  /**
+   * `'RetryAfterTooLongError'`, spelled out so `error.name` survives minifying (see {@link BreakwaterError.name}).
+   */
   static override get name(): string {
     return 'RetryAfterTooLongError';
   }
+  /** The wait the server asked for, in ms: longer than `maxRetryAfterMs` or the call's remaining deadline. */
   declare readonly retryAfterMs: number;
+  /** When the server's wait ends (now + `retryAfterMs`): the earliest a new call is worth making. */
   declare readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { retryAfterMs: number; limitMs: number; now?: number }) {
