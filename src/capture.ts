@@ -32,10 +32,16 @@ export { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS };
 export interface StatusSnapshot {
   /** The server's name in breakwater. */
   readonly key: string;
+  /** The request's HTTP method, upper-case. */
   readonly method: string;
   /** Redacted: no userinfo, no query values. */
   readonly url: string;
+  /** The response's HTTP status: always >= 400 (only failure responses are captured). */
   readonly status: number;
+  /**
+   * The reason phrase, redacted as `body` is (an old app server may quote the credential
+   * there); `''` when the server sent none (HTTP/2 and HTTP/3 carry none).
+   */
   readonly statusText: string;
   /** The server's requested wait (see `retryDelay`), or undefined. */
   readonly retryAfterMs: number | undefined;

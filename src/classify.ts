@@ -44,6 +44,14 @@ export type OutcomeKind =
 
 /** The verdict on one outcome. */
 export interface Classification {
+  /**
+   * What the outcome means, for logs, metrics and branching: `ok` (a status < 400),
+   * `transient` (a retryable status, a network error, a timeout, an open circuit or a
+   * closed gate), `rate-limited` (a 429, or a wait longer than allowed), `auth-recoverable`
+   * (401 or 407: a token refresh may fix it), `auth-user` (403: the user must fix it),
+   * `fatal` (any other failure status, or an error breakwater does not know) or
+   * `cancelled` (the caller aborted). Whether to try again is `retryable` and `safeToResend`.
+   */
   kind: OutcomeKind;
   /** Whether the policy would try again (given it is also safe to resend). */
   retryable: boolean;

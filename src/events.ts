@@ -8,28 +8,37 @@ import type { StatusSnapshot } from './capture.ts';
 
 /** A request is about to go to the real fetch (once per attempt). */
 export interface AttemptEvent {
+  /** Which event this is: what a {@link BreakwaterEvent} is told apart by. */
   type: 'attempt';
+  /** The server's name in breakwater (`call.key`: the policy's `name`, or by default the URL's origin). */
   key: string;
+  /** The HTTP method, upper-case. */
   method: string;
   /** Redacted URL: no userinfo, no query values. */
   url: string;
-  /** 1-based. */
+  /** 1-based: 1 for the first send, then one more per resend by `retry()` (or `auth()`'s one after a refresh). */
   attempt: number;
 }
 
 /** `captureStatus()` recorded a failure response. */
 export interface CapturedEvent {
+  /** Which event this is: what a {@link BreakwaterEvent} is told apart by. */
   type: 'captured';
+  /** The server's name in breakwater (`call.key`: the policy's `name`, or by default the URL's origin). */
   key: string;
+  /** What the server said (status, wait, body start, message, safe headers), redacted and frozen. */
   snapshot: StatusSnapshot;
 }
 
 /** `retry()` will send the call again after `delayMs`. */
 export interface RetryEvent {
+  /** Which event this is: what a {@link BreakwaterEvent} is told apart by. */
   type: 'retry';
+  /** The server's name in breakwater (`call.key`: the policy's `name`, or by default the URL's origin). */
   key: string;
   /** The attempt that failed (1-based); the next one is `attempt + 1`. */
   attempt: number;
+  /** How long retry waits before the next attempt, in ms (0: at once); the wait ends at once on abort. */
   delayMs: number;
   /** Whether the delay is the server's (`Retry-After` and friends) or a backoff step. */
   delaySource: 'server' | 'backoff';
@@ -37,7 +46,14 @@ export interface RetryEvent {
   reason: string;
 }
 
-/** Why `retry()` stopped trying. */
+/**
+ * Why `retry()` stopped trying: `'attempts'` (all `attempts` used), `'not-retryable'`
+ * (a status or error retry does not resend), `'unsafe-to-resend'` (it may have run and
+ * the call is not idempotent), `'body-not-replayable'` (a stream body that was not
+ * buffered), `'budget'` (the key's retry budget is below half), `'deadline'` (the wait
+ * would pass the call's deadline, or the total deadline passed), `'retry-after-too-long'`
+ * (the server asked for a wait past `maxRetryAfterMs` or the deadline).
+ */
 export type GiveUpReason =
   | 'attempts'
   | 'not-retryable'
@@ -49,17 +65,28 @@ export type GiveUpReason =
 
 /** `retry()` stopped with a failure: the last outcome goes back to the caller. */
 export interface GiveUpEvent {
+  /** Which event this is: what a {@link BreakwaterEvent} is told apart by. */
   type: 'give-up';
+  /** The server's name in breakwater (`call.key`: the policy's `name`, or by default the URL's origin). */
   key: string;
+  /** The last attempt made (1-based): its failure goes back to the caller. */
   attempt: number;
+  /** Why it was not resent (see {@link GiveUpReason}). */
   why: GiveUpReason;
+  /** What failed last, as in {@link RetryEvent.reason}: `HTTP 503`, `ECONNRESET`, ... */
   reason: string;
 }
 
 /** A server's circuit changed state. */
 export interface BreakerEvent {
+  /** Which event this is: what a {@link BreakwaterEvent} is told apart by. */
   type: 'breaker';
+  /** The server's name in breakwater (`call.key`: the policy's `name`, or by default the URL's origin). */
   key: string;
+  /**
+   * The new state: `'open'` (calls fail fast with `CircuitOpenError`), `'half-open'` (one
+   * probe call is let through), `'closed'` (a probe succeeded: calls flow again).
+   */
   state: 'open' | 'half-open' | 'closed';
   /** For `open`: when the next probe may go. */
   retryAt?: Date;
@@ -69,12 +96,15 @@ export interface BreakerEvent {
 
 /** A key is paused because its server asked for a wait (429/503 with a delay). */
 export interface PacedEvent {
+  /** Which event this is: what a {@link BreakwaterEvent} is told apart by. */
   type: 'paced';
+  /** The server's name in breakwater (`call.key`: the policy's `name`, or by default the URL's origin). */
   key: string;
   /** When calls to this key may go again. */
   until: Date;
   /** `'start'` when a response paused the key, `'wait'` when a call waits out a pause. */
   phase: 'start' | 'wait';
+  /** In ms: for `'start'`, how long the key is paused; for `'wait'`, how long this call waits. */
   delayMs: number;
   /** Why the key is paused: `paced: the server asked to wait (HTTP 429 Too Many Requests)`, `paced: the server said its quota is used up (HTTP 200 OK)`. */
   reason: string;
@@ -82,16 +112,31 @@ export interface PacedEvent {
 
 /** A start gate armed, cleared or refused a run. */
 export interface GateEvent {
+  /** Which event this is: what a {@link BreakwaterEvent} is told apart by. */
   type: 'gate';
+  /** The gate's name (`createGate({ key })`; default `'gate'`). */
   key: string;
+  /**
+   * What happened: `'armed'` (a retryable failure opened a window), `'cleared'` (a run
+   * succeeded or `reset()` ended the window), `'refused'` (a `run()` failed fast with
+   * `GateClosedError` without calling `fn`).
+   */
   state: 'armed' | 'cleared' | 'refused';
+  /** For `'armed'`: when the window ends; for `'refused'`: when to come back (as the error's `retryAt`). Undefined for `'cleared'`. */
   retryAt?: Date;
 }
 
 /** `auth()` refreshed a token after a 401 (one refresh shared by concurrent callers). */
 export interface AuthRefreshEvent {
+  /** Which event this is: what a {@link BreakwaterEvent} is told apart by. */
   type: 'auth-refresh';
+  /** The server's name in breakwater (`call.key`: the policy's `name`, or by default the URL's origin). */
   key: string;
+  /**
+   * `'refreshed'`: `refresh()` gave a token, which calls are now stamped with (a call
+   * answered 401 is resent once); `'failed'`: it threw, or did not settle within
+   * `refreshTimeoutMs`, or a later refresh's token was taken instead.
+   */
   outcome: 'refreshed' | 'failed';
 }
 

@@ -116,15 +116,34 @@ type WordsChecked<C, P> = [C] extends [string]
 
 /** The config with every default filled in: what the chain is built from. */
 export interface ResolvedPolicyConfig {
+  /**
+   * The policy's `name` as given: its clients' key unless `policy.fetch()` is given one.
+   * Undefined when not set: each call's key is then its URL's origin.
+   */
   name: string | undefined;
   // Each field set (`-?` and `Exclude`: a field typed `?: T | undefined` keeps its undefined under Required).
+  /**
+   * Retry options with every default filled in (see {@link PolicyConfig.retry}); `budget`
+   * is `false` when turned off, `replayBodyBytes` only when given. `retry: false` resolves
+   * to `attempts: 1` (no `retry()` is built), and `maxRetryAfterMs` still caps the breaker's
+   * waits unless the breaker sets its own.
+   */
   retry: {
     [K in Exclude<keyof RetryOptions, 'budget' | 'replayBodyBytes'>]-?: Exclude<RetryOptions[K], undefined>;
   } & Pick<RetryOptions, 'replayBodyBytes'> & { budget: { tokens: number; refund: number } | false };
+  /**
+   * The breaker options as given, or `false` for none. Not filled in: `circuitBreaker()`
+   * applies its own defaults, and takes `retry.maxRetryAfterMs` as its cap unless set here.
+   */
   breaker: BreakerConfig | false;
   /** Both deadlines, defaults filled in, or `false` for none. */
   timeout: { attemptMs: number; totalMs: number } | false;
+  /** Whether clients stamp an `Idempotency-Key` on POST and PATCH (`idempotencyKey()`); `false` unless set. */
   idempotencyKeys: boolean;
+  /**
+   * `captureStatus()` options: `bodyBytes` filled in (default 2048), `bodyWaitMs` as
+   * given (undefined: capture's own default, 1 s).
+   */
   capture: { bodyBytes: number; bodyWaitMs?: number | undefined };
 }
 
@@ -155,7 +174,16 @@ export interface PolicyClientOptions extends Omit<PolicyFetchOptions, 'use'> {
 
 /** What a policy knows about one server right now. */
 export interface PolicyStats {
+  /**
+   * The key's retry budget and counters. Undefined when the policy does not retry
+   * (`retry: false`, `attempts: 1`), or no call to the key has failed yet, or its
+   * counters were forgotten (retry keeps the 1000 keys that failed most recently).
+   */
   retry: RetryStats | undefined;
+  /**
+   * The key's circuit and pacing state. Undefined with `breaker: false`, or for a key
+   * never seen or forgotten (the registry keeps the `maxKeys` most recent, default 1000).
+   */
   breaker: BreakerStats | undefined;
   /** The latest failure response seen for the key. */
   lastFailure: StatusSnapshot | undefined;
