@@ -72,21 +72,33 @@ const CARD_LISTS = [
 
 /** One way to reach the agent (A2A 1.0 `supportedInterfaces[]`). */
 export interface AgentInterface {
+  /**
+   * Where the agent is reached: an absolute http: or https: URL without userinfo (only
+   * https: on a card fetched over https), or for a gRPC binding any gRPC target
+   * (`host:port`, `dns:///host:port`), which no fetch reaches.
+   */
   url: string;
   /** `JSONRPC`, `HTTP+JSON`, `GRPC`, or another binding's name. */
   protocolBinding: string;
   /** `1.0`, `0.3`, ... */
   protocolVersion?: string;
+  /** A2A 1.0: the tenant id to send in requests to this interface (several agents behind one endpoint). */
   tenant?: string;
+  /** Any other field the server sent, kept as sent and not checked. */
   [field: string]: unknown;
 }
 
 /** One skill the agent advertises. */
 export interface AgentSkill {
+  /** The skill's id, unique within the card (checked as a string, not for uniqueness). */
   id: string;
+  /** A name for people. */
   name: string;
+  /** What the skill does, for people and for a model choosing a skill; checked only when present. */
   description?: string;
+  /** Keywords for the skill; checked (strings) only when present. */
   tags?: string[];
+  /** Any other field the server sent (`examples`, `inputModes`, ...), kept as sent and not checked. */
   [field: string]: unknown;
 }
 
@@ -96,8 +108,11 @@ export interface AgentSkill {
  * `additionalInterfaces`). Every other field the server sent is kept as sent.
  */
 export interface AgentCard {
+  /** The agent's name, for people: a non-empty string. */
   name: string;
+  /** The agent's own version (not the protocol's): any string. */
   version: string;
+  /** What the agent does, for people; checked only when present. */
   description?: string;
   /** A2A 1.0: where and how to reach the agent, preferred first. */
   supportedInterfaces?: AgentInterface[];
@@ -109,15 +124,27 @@ export interface AgentCard {
   preferredTransport?: string;
   /** A2A 0.3: other ways to reach the agent, each with its binding as `transport`. */
   additionalInterfaces?: { url: string; transport: string; [field: string]: unknown }[];
+  /**
+   * What the agent supports, which decides the calls the SDK makes; required (may be `{}`),
+   * each flag checked as a boolean when present, absent meaning not supported.
+   */
   capabilities: {
+    /** Whether it can stream a task's progress and answer (Server-Sent Events). */
     streaming?: boolean;
+    /** Whether it can push task updates to a webhook the client registers. */
     pushNotifications?: boolean;
+    /** Whether an authenticated client may fetch a fuller card. */
     extendedAgentCard?: boolean;
+    /** Any other capability the server sent, kept as sent. */
     [field: string]: unknown;
   };
+  /** The skills the agent advertises; required (may be empty). */
   skills: AgentSkill[];
+  /** Media types the agent accepts for every skill (`text/plain`, `application/json`, ...), unless a skill says otherwise. */
   defaultInputModes?: string[];
+  /** Media types the agent answers in for every skill, unless a skill says otherwise. */
   defaultOutputModes?: string[];
+  /** Any other field the server sent (`provider`, `securitySchemes`, `signatures`, ...), kept as sent and not checked. */
   [field: string]: unknown;
 }
 
@@ -141,6 +168,12 @@ export class AgentCardError extends BreakwaterError {
   static override get name(): string {
     return 'AgentCardError';
   }
+  /**
+   * What is wrong with the card: `AGENT_CARD_TOO_LARGE` (the body passed `maxBytes`),
+   * `AGENT_CARD_NOT_JSON` (it does not parse), `AGENT_CARD_INVALID` (a field a client
+   * relies on is missing or mistyped, an endpoint is unsafe, the card lists more than
+   * 10,000 items, or an https request was redirected to http: see `issues`).
+   */
   declare readonly code: AgentCardErrorCode;
   /** One line per problem, `card.path: what is wrong (got ...)`; empty unless `AGENT_CARD_INVALID`. */
   declare readonly issues: readonly string[];

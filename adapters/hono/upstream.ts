@@ -55,6 +55,7 @@ export interface UpstreamVariables {
 
 /** The Hono env `upstream()` provides: `new Hono<UpstreamEnv>()`. */
 export interface UpstreamEnv {
+  /** What `c.var` (and `c.get()`) holds: `fetch`, through the policy (see {@link UpstreamVariables}). */
   Variables: UpstreamVariables;
 }
 

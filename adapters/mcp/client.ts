@@ -56,7 +56,17 @@ const TOOLS_CHANGED = 'notifications/tools/list_changed';
 
 /** What this module needs of the MCP SDK's `Client` (any version with `connect` / `close`). */
 export interface McpClientLike {
+  /**
+   * Starts a session over `transport` (the SDK's `Client.connect()`: the transport's start,
+   * then `initialize`); called once per `connect()` that opens a session, with the transport
+   * `options.transport` built. Typed `never` so any SDK version's transport type fits.
+   */
   connect(transport: never): Promise<void>;
+  /**
+   * Closes the client and its transport (the SDK's `Client.close()`); breakwater calls it to
+   * end a lost session, a connect that timed out, and on `close()`. The transport's close
+   * first ends the server's session with a DELETE (bounded by `closeTimeoutMs`).
+   */
   close(): Promise<void>;
   /** The connected transport; undefined once closed (the SDK's `Protocol.transport`). */
   readonly transport?: unknown;
@@ -64,7 +74,16 @@ export interface McpClientLike {
 
 /** What this module needs of an MCP SDK transport (`StreamableHTTPClientTransport`, `SSEClientTransport`). */
 export interface McpTransportLike {
+  /**
+   * Sends one JSON-RPC message (the SDK's `Transport.send()`). Wrapped once per transport:
+   * `tools/list` answers teach resend safety, failures come out as breakwater errors, and
+   * after closing began nothing more is sent. Typed `never` so any SDK version's types fit.
+   */
   send(message: never, options?: never): Promise<void>;
+  /**
+   * The server's session id (`Mcp-Session-Id`), once `initialize` was answered with one;
+   * undefined before, and for a server or transport without sessions (then no DELETE ends it).
+   */
   readonly sessionId?: string | undefined;
 }
 

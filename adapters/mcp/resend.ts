@@ -60,6 +60,7 @@ const SAFE_METHODS: ReadonlySet<string> = new Set([
 
 /** A tool as `tools/list` describes it: the part resend safety reads. */
 export interface McpToolInfo {
+  /** The tool's name, as `tools/call` names it (`params.name`): hints are learned per name. */
   name: string;
   /** The server's hints (MCP `ToolAnnotations`); only `readOnlyHint` and `idempotentHint` are read. */
   annotations?: { readOnlyHint?: boolean | undefined; idempotentHint?: boolean | undefined } | undefined;
@@ -85,6 +86,7 @@ export interface McpResendOptions {
 
 /** A `tools/list` result (`await client.listTools()`): one page of the server's tools. */
 export interface McpToolsList {
+  /** The tools on this page: only `name` and `annotations` are read; at most 4096 tools are remembered as safe. */
   tools: readonly McpToolInfo[];
   /** Where the listing goes on (MCP pagination); absent on its last page. */
   nextCursor?: string | undefined;
@@ -116,8 +118,11 @@ export interface McpResend extends Middleware {
 
 /** Shared by `mcpResend()` and `mcpFetch()`, whose options include these. */
 export const resendShape: {
+  /** Checks {@link McpResendOptions.tools}: an array of names or a function. */
   tools: z.ZodMiniOptional<z.ZodMiniType<string[] | ((name: string) => boolean)>>;
+  /** Checks {@link McpResendOptions.hints}: a boolean. */
   hints: z.ZodMiniOptional<z.ZodMiniType<boolean>>;
+  /** Checks {@link McpResendOptions.maxBodyChars}: a whole number, at least 0. */
   maxBodyChars: z.ZodMiniOptional<z.ZodMiniType<number>>;
 } = {
   tools: z.optional(
