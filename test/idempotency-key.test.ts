@@ -195,6 +195,30 @@ test('a generated key outside printable ASCII fails the call before anything is 
   });
 });
 
+test('a generate() that throws, or returns a promise, fails the call with a BreakwaterError before anything is sent', async () => {
+  await withServer(always({ status: 200 }), async (server) => {
+    const thrown = new Error('key service down');
+    const cases: [() => string, (cause: unknown) => boolean][] = [
+      [
+        () => {
+          throw thrown;
+        },
+        (cause) => cause === thrown,
+      ],
+      [() => Promise.resolve('k') as unknown as string, (cause) => cause instanceof TypeError],
+    ];
+    for (const [generate, isCause] of cases) {
+      const fetch = createFetch({ use: [idempotencyKey({ generate })] });
+      await assert.rejects(fetch(server.origin, { method: 'POST', body: '{}' }), (error: unknown) => {
+        assert.ok(error instanceof BreakwaterError, 'error instanceof BreakwaterError');
+        assert.ok(isCause(error.cause), 'the cause says what generate() did');
+        return true;
+      });
+    }
+    assert.equal(server.requests.length, 0);
+  });
+});
+
 test('sfString quotes any printable ASCII so that unescaping gives it back', () => {
   fc.assert(
     fc.property(
