@@ -1458,50 +1458,45 @@ test('after a fast pace probe’s 200, 30 callers of a server allowing 4 calls p
  * A server whose first answer is a 429 pausing the key 250 ms, whose second (the pace
  * probe) is a 200 at once (faster than the pause, even on a loaded machine: a slow start;
  * after `probe()` settles, if given), and whose later ones are `later`, sent after `ms`. `inFlight()` is the most
- * requests it held at once after the probe.
+ * requests it held at once after the probe; `beforeAnAnswer()` how many arrived after the
+ * probe before the first of them was answered.
  */
 function fastProbe(
   later: Behaviour,
   ms: number,
   probe?: () => Promise<void>,
-): { handler: Handler; inFlight: () => number } {
+): { handler: Handler; inFlight: () => number; beforeAnAnswer: () => number } {
   let holding = 0;
   let most = 0;
+  let before = 0;
+  let answers = 0;
   const { handler } = stamped(async (index) => {
     if (index === 0) return tooMany(250);
     if (index === 1) {
       await probe?.();
       return { status: 200 };
     }
+    if (answers === 0) before++;
     most = Math.max(most, ++holding);
     await delay(ms);
     holding--;
+    answers++;
     return later;
   });
-  return { handler, inFlight: () => most };
+  return { handler, inFlight: () => most, beforeAnAnswer: () => before };
 }
 
 test('after a pace probe answered faster than the pause lasted, its 200 lets 2 waiters go and each 200 2 more: the calls in flight double every round trip', async () => {
-  const { handler, inFlight } = fastProbe({ status: 200 }, 150);
-  let arrivedBeforeAnAnswer = 0;
-  let answers = 0;
-  await withServer(
-    async (req, index) => {
-      if (index > 1 && answers === 0) arrivedBeforeAnAnswer++;
-      const behaviour = await handler(req, index);
-      if (index > 1) answers++;
-      return behaviour;
-    },
-    async (server) => {
-      const { fetch } = pacedClient();
-      assert.equal(await send(fetch, server.origin), 429);
-      // 1 probe and 14 waiters: 2, then 4, then 8 (all at once: 14 in flight).
-      assert.deepEqual(await concurrently(fetch, server.origin, 15), Array(15).fill(200));
-      assert.equal(server.requests.length, 16);
-      assert.equal(arrivedBeforeAnAnswer, 2, 'the probe’s 200 let 2 go');
-      assert.equal(inFlight(), 8, 'at most 8 in flight: 2, then 4, then 8');
-    },
-  );
+  const { handler, inFlight, beforeAnAnswer } = fastProbe({ status: 200 }, 150);
+  await withServer(handler, async (server) => {
+    const { fetch } = pacedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    // 1 probe and 14 waiters: 2, then 4, then 8 (all at once: 14 in flight).
+    assert.deepEqual(await concurrently(fetch, server.origin, 15), Array(15).fill(200));
+    assert.equal(server.requests.length, 16);
+    assert.equal(beforeAnAnswer(), 2, 'the probe’s 200 let 2 go');
+    assert.equal(inFlight(), 8, 'at most 8 in flight: 2, then 4, then 8');
+  });
 });
 
 test('a pace probe answered 429 with a pause of 1 ms (it came just before a quota window ended) still has the next probe’s 200 start slow: its round trip is weighed against the 250 ms the waiters were held', async () => {
@@ -1564,46 +1559,33 @@ test('waiters of a pause whose timers fire after the pace probe’s 200 released
 });
 
 test('a new call while a slow start holds waiters takes its place behind them: it neither goes at once nor overtakes the calls that waited the pause out', async () => {
-  const { handler } = fastProbe({ status: 200 }, 150);
+  const { handler, beforeAnAnswer } = fastProbe({ status: 200 }, 150);
   /** Who reached the server after the probe, in arrival order: `w` a waiter of the pause, `n` a new call. */
   const order: string[] = [];
-  let arrivedBeforeAnAnswer = 0;
-  let answers = 0;
   let slowStarted: () => void = () => {};
   const started = new Promise<void>((resolve) => {
     slowStarted = resolve;
   });
-  await withServer(
-    async (req, index) => {
-      if (index > 1) {
-        order.push(req.url.slice(1, 2));
-        if (answers === 0) arrivedBeforeAnAnswer++;
-        if (index === 2) slowStarted();
-      }
-      const behaviour = await handler(req, index);
-      if (index > 1) answers++;
-      return behaviour;
-    },
-    async (server) => {
-      const { fetch } = pacedClient();
-      assert.equal(await send(fetch, server.origin), 429);
-      // 1 probe and 11 waiters; 10 new calls once the probe's 200 has let the first waiter go.
-      const waiters = Promise.all(Array.from({ length: 12 }, () => send(fetch, `${server.origin}/w`)));
-      await started;
-      const fresh = Promise.all(Array.from({ length: 10 }, () => send(fetch, `${server.origin}/n`)));
-      assert.deepEqual([...(await waiters), ...(await fresh)], Array(22).fill(200));
-      assert.equal(server.requests.length, 23);
-      // Before: the 10 new calls went at once, 12 in flight before the slow start's first
-      // answer, ahead of 9 held waiters.
-      assert.equal(
-        arrivedBeforeAnAnswer,
-        2,
-        'the probe’s 200 let 2 go, and nothing else went before an answer',
-      );
-      // The probe is a `w` and not in `order`: the 11 other waiters, then the 10 new calls.
-      assert.equal(order.join(''), `${'w'.repeat(11)}${'n'.repeat(10)}`);
-    },
-  );
+  const noting: Handler = (req, index) => {
+    if (index > 1) order.push(req.url.slice(1, 2));
+    if (index === 2) slowStarted();
+    return handler(req, index);
+  };
+  await withServer(noting, async (server) => {
+    const { fetch } = pacedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    // 1 probe and 11 waiters; 10 new calls once the probe's 200 has let the first waiter go.
+    const waiters = Promise.all(Array.from({ length: 12 }, () => send(fetch, `${server.origin}/w`)));
+    await started;
+    const fresh = Promise.all(Array.from({ length: 10 }, () => send(fetch, `${server.origin}/n`)));
+    assert.deepEqual([...(await waiters), ...(await fresh)], Array(22).fill(200));
+    assert.equal(server.requests.length, 23);
+    // Before: the 10 new calls went at once, 12 in flight before the slow start's first
+    // answer, ahead of 9 held waiters.
+    assert.equal(beforeAnAnswer(), 2, 'the probe’s 200 let 2 go, and nothing else went before an answer');
+    // The probe is a `w` and not in `order`: the 11 other waiters, then the 10 new calls.
+    assert.equal(order.join(''), `${'w'.repeat(11)}${'n'.repeat(10)}`);
+  });
 });
 
 test('waiters a slow start holds still end at once on their abort, and by their deadline; every other caller goes', async () => {
