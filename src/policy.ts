@@ -241,6 +241,13 @@ const fetchOptionsSchema = z.strictObject({
   key: keyOptionSchema,
 });
 
+/**
+ * `policy.fetch()`'s first argument, checked here: left to `createFetch()`, a base URL or
+ * options passed first (`policy.fetch({ onEvent })`) were told as `createFetch().fetch`,
+ * an option of a function the caller never called.
+ */
+const baseSchema = z.optional(functionOption<FetchLike>('must be a fetch function; options go second'));
+
 function deepFreeze<T>(value: T): T {
   if (value !== null && typeof value === 'object') {
     for (const inner of Object.values(value)) deepFreeze(inner);
@@ -333,6 +340,7 @@ export function definePolicy(config: PolicyConfig | PolicyJson = {}): Policy {
     resolved,
     capture,
     fetch(base?: FetchLike, options: PolicyFetchOptions = {}): FetchLike {
+      validate(baseSchema, base, 'policy.fetch(base)');
       const valid = validate(fetchOptionsSchema, options, 'policy.fetch()');
       const use = [
         ...valid.use,

@@ -198,6 +198,26 @@ test('policy.fetch() rejects an option it does not know, as definePolicy() does:
   );
 });
 
+test('policy.fetch() given its options first, or a base URL, is a TypeError naming policy.fetch(base), not createFetch()', () => {
+  const policy = definePolicy({});
+  for (const base of [{ onEvent: () => undefined }, 'https://api.example.com', null]) {
+    assert.throws(
+      () => policy.fetch(base as never),
+      (error: unknown) => {
+        assert.ok(error instanceof TypeError, 'error instanceof TypeError');
+        assert.match(
+          error.message,
+          /policy\.fetch\(base\): must be a fetch function; options go second \(got /,
+        );
+        assert.doesNotMatch(error.message, /createFetch/);
+        return true;
+      },
+    );
+  }
+  // A fetch, or none, is taken as before.
+  assert.equal(typeof policy.fetch(globalThis.fetch), 'function');
+  assert.equal(typeof policy.fetch(undefined, {}), 'function');
+});
 test('the breaker sits inside retry: once it opens, retries stop reaching the server', async () => {
   await withServer(always({ status: 503 }), async (server) => {
     const policy = definePolicy({
