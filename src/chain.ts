@@ -183,13 +183,16 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     input: string | URL | Request,
     init?: RequestInit,
   ): Promise<Response> {
-    // fetch reads any input but a Request as a string (WebIDL USVString), so another
-    // realm's URL or a polyfill's (whatwg-url) is fetched by its href there. Refusing them
-    // broke callers that plain fetch serves. A Symbol (no string) or a throwing toString
-    // rejects, with fetch's TypeError, and never throws synchronously.
-    if (typeof input !== 'string' && !(input instanceof URL) && !(input instanceof Request)) {
+    // fetch reads any input but a Request as a string (WebIDL USVString), when called: so
+    // here. A URL kept as the object was read again by every later send, and a caller's
+    // loop that sets `url.searchParams` before each call sent a call still waiting for
+    // a layer (a token, pacing), and every retry, to the last call's URL. Another realm's
+    // URL or a polyfill's (whatwg-url) is fetched by its href, as plain fetch serves it.
+    // A Symbol (no string) or a throwing toString rejects, with fetch's TypeError, and
+    // never throws synchronously.
+    if (typeof input !== 'string' && !(input instanceof Request)) {
       try {
-        input = `${input as string}`;
+        input = `${input}`;
       } catch (error) {
         return Promise.reject(error);
       }

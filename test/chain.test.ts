@@ -10,9 +10,10 @@ import {
   HttpStatusError,
   type Middleware,
   NetworkError,
+  retry,
   throwOnStatus,
 } from '../src/index.ts';
-import { always, closedPort, withServer } from './helpers/server.ts';
+import { always, closedPort, sequence, withServer } from './helpers/server.ts';
 
 /** A middleware that does nothing but pass the call on: the chain itself is under test. */
 const passThrough: Middleware = async function passThrough(call, next) {
@@ -129,7 +130,7 @@ test('a ky / hono-proxy call (a single Request with a stream body) arrives byte 
   });
 });
 
-test('the happy path hands the caller’s own input and init objects to the real fetch', async () => {
+test('the happy path hands the caller’s own init object and input (a URL as its string) to the real fetch', async () => {
   const seen: unknown[][] = [];
   const stub: FetchLike = async (...args) => {
     seen.push(args);
@@ -141,7 +142,8 @@ test('the happy path hands the caller’s own input and init objects to the real
   await fetch(url, init);
   const request = new Request('http://127.0.0.1:9/y');
   await fetch(request);
-  assert.equal(seen[0]?.[0], url);
+  // A URL goes as its string, read when called, as fetch itself reads it.
+  assert.equal(seen[0]?.[0], url.href);
   assert.equal(seen[0]?.[1], init);
   assert.equal(seen[1]?.[0], request);
   assert.equal(seen[1]?.length, 1, 'no init is invented when the caller passed none');
@@ -534,6 +536,39 @@ test('an input that is neither a Request nor a URL is read as fetch reads it, as
     await assert.rejects(called as Promise<Response>, TypeError);
     assert.equal(server.requests.length, 1);
   });
+});
+
+test('a URL the caller changes after the call (a loop setting searchParams) changes neither where the call goes nor where its retry goes', async () => {
+  await withServer(
+    sequence({ status: 503, headers: { 'retry-after': '0' } }, { status: 200 }),
+    async (server) => {
+      // A layer that waits before sending (a token read, a store), as auth() and pacing may.
+      const later: Middleware = async function later(call, next) {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        return next(call);
+      };
+      const fetch = createFetch({ use: [retry({ backoff: { initialMs: 1, jitter: 'none' } }), later] });
+      // fetch itself reads its input as a string when called: each call keeps its own id.
+      const url = new URL(`${server.origin}/items`);
+      const calls: Promise<Response>[] = [];
+      for (const id of ['a', 'b', 'c']) {
+        url.searchParams.set('id', id);
+        calls.push(fetch(url));
+      }
+      for (const res of await Promise.all(calls)) {
+      assert.equal(res.status, 200);
+      await res.body?.cancel();
+    }
+      const sent = server.requests.map((r) => r.url);
+      assert.equal(sent.length, 4, 'one 503 retried once');
+      // The three calls reach the server in any order; the one answered 503 was sent again to its own id.
+      assert.deepEqual(
+        [...sent].sort(),
+        ['/items?id=a', '/items?id=b', '/items?id=c', sent[0]].sort(),
+        'each call, and the retry, went to its own id',
+      );
+    },
+  );
 });
 
 test('createFetch() takes a middleware list written as const or held readonly (frozen too), and options passed through as undefined', async () => {
