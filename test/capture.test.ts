@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import {
   type BreakwaterEvent,
@@ -406,4 +408,61 @@ test('a reason phrase that quotes the credential the call sent shows none of it 
     assertNoToken([snapshot.statusText, JSON.stringify(snapshot), JSON.stringify(captured)]);
     if (snapshot.statusText !== 'Unauthorized') assert.equal(snapshot.statusText, 'Invalid token [redacted]');
   });
+});
+
+test('a caller’s abort during the body read lets the answer’s body go, through a fetch that ignores the signal too', async () => {
+  // A 500 whose body trickles on, through a fetch that drops the signal: the abort ends the
+  // capture's read and rejects the call; the answer reaches nobody, so its connection must
+  // be freed, not held for as long as the server keeps sending.
+  const deafFetch: FetchLike = (input, init) => {
+    const { signal: _ignored, ...rest } = init ?? {};
+    return globalThis.fetch(input, rest);
+  };
+  let closed: () => void = () => {};
+  const serverSawClose = new Promise<'closed'>((resolve) => {
+    closed = () => resolve('closed');
+  });
+  const server = createServer((_req, res) => {
+    res.writeHead(500, { 'content-type': 'text/plain' });
+    res.write('busy');
+    const timer = setInterval(() => res.write('.'), 20);
+    res.on('close', () => {
+      clearInterval(timer);
+      closed();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const { port } = server.address() as AddressInfo;
+    const controller = new AbortController();
+    const reason = new Error('the user left');
+    const fetch = createFetch({
+      fetch: deafFetch,
+      use: [
+        captureStatus({ bodyWaitMs: 10_000 }),
+        // The abort comes once the answer's headers are in, while the capture reads its body.
+        async function abortWhileRead(call, next) {
+          const response = await next(call);
+          setTimeout(() => controller.abort(reason), 20);
+          return response;
+        },
+      ],
+    });
+    await assert.rejects(
+      fetch(`http://127.0.0.1:${port}/`, { signal: controller.signal }),
+      (error) => error === reason,
+    );
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const outcome = await Promise.race([
+      serverSawClose,
+      new Promise<'held'>((resolve) => {
+        timer = setTimeout(() => resolve('held'), 3000);
+      }),
+    ]);
+    clearTimeout(timer);
+    assert.equal(outcome, 'closed', 'the connection was still held 3 s after the abort');
+  } finally {
+    server.closeAllConnections?.();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });
