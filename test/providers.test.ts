@@ -1454,3 +1454,104 @@ test('a failure body of type text/event-stream reaches the SDK empty and at once
     },
   );
 });
+
+test('the SDKs’ FormData check before their first upload (fetch("data:,")) is not the probe of a half-open circuit: the upload is, and other calls wait for its answer', async () => {
+  // The OpenAI and Anthropic SDKs ask their fetch once, before the first upload, whether it
+  // encodes FormData, by fetching `data:,` (internal/uploads.js, supportsFormData). Through
+  // the policy, under the provider's key (`name`), that local answer was a success: it
+  // closed a half-open circuit the provider had not answered, and the next call went out.
+  const sdks = [
+    {
+      name: 'openai',
+      client: (origin: string, policy: Policy, fetch: PresetOptions['fetch']) =>
+        new OpenAI({ baseURL: `${origin}/v1`, apiKey: 'sk-test', ...openaiOptions(policy, { fetch }) }),
+      list: (client: OpenAI) => client.models.list(),
+      upload: (client: OpenAI) =>
+        client.files.create({ file: new File(['{}\n'], 'batch.jsonl'), purpose: 'batch' }),
+      uploaded: {
+        id: 'file-1',
+        object: 'file',
+        bytes: 3,
+        created_at: 0,
+        filename: 'batch.jsonl',
+        purpose: 'batch',
+      },
+    },
+    {
+      name: 'anthropic',
+      client: (origin: string, policy: Policy, fetch: PresetOptions['fetch']) =>
+        new Anthropic({ baseURL: origin, apiKey: 'sk-ant-test', ...anthropicOptions(policy, { fetch }) }),
+      list: (client: Anthropic) => client.models.list(),
+      upload: (client: Anthropic) => client.beta.files.upload({ file: new File(['hi'], 'notes.txt') }),
+      uploaded: {
+        id: 'file_1',
+        type: 'file',
+        filename: 'notes.txt',
+        mime_type: 'text/plain',
+        size_bytes: 2,
+        created_at: '2026-01-01T00:00:00Z',
+      },
+    },
+  ] as const;
+  for (const sdk of sdks) {
+    let lists = 0;
+    // The fetch underneath answers `data:` itself with no body: the SDK reads only the
+    // response's constructor, and a body left unread fails Deno's resource sanitizer.
+    const checks: string[] = [];
+    const underneath: PresetOptions['fetch'] = (input, init) => {
+      if (String(input).startsWith('data:')) {
+        checks.push(String(input));
+        return Promise.resolve(new Response(null));
+      }
+      return fetch(input, init);
+    };
+    let arrived!: () => void;
+    const uploadArrived = new Promise<void>((resolve) => {
+      arrived = resolve;
+    });
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const app = new Hono();
+    app.get('/v1/models', (c) => {
+      lists++;
+      return c.json(openaiError('down'), 503);
+    });
+    app.post('/v1/files', async (c) => {
+      await c.req.text();
+      arrived();
+      await released;
+      return c.json(sdk.uploaded);
+    });
+    await withApp(app, async (server) => {
+      const policy = definePolicy({
+        name: sdk.name,
+        retry: false,
+        breaker: { consecutiveFailures: 1, open: { initialMs: 100, jitter: 'none' } },
+      });
+      // biome-ignore lint/suspicious/noExplicitAny: one loop over two SDKs' clients
+      const client = sdk.client(server.origin, policy, underneath) as any;
+      await assert.rejects(sdk.list(client)); // the 503 opens the circuit
+      assert.equal(policy.stats(sdk.name).breaker?.state, 'open');
+      await new Promise((resolve) => setTimeout(resolve, 250)); // past the 100 ms open time
+      const upload = sdk.upload(client);
+      try {
+        await uploadArrived;
+        // The upload is the half-open probe, still unanswered: another call fails fast.
+        const error = await sdk.list(client).catch((e: unknown) => e);
+        assert.equal((error as Error).cause instanceof CircuitOpenError, true, `${sdk.name}: ${error}`);
+        assert.equal(lists, 1, `${sdk.name}: nothing sent to the server while the probe is out`);
+      } finally {
+        release();
+        await upload;
+      }
+      assert.equal(
+        policy.stats(sdk.name).breaker?.state,
+        'closed',
+        `${sdk.name}: the upload's answer closed it`,
+      );
+      assert.deepEqual(checks, ['data:,'], `${sdk.name}: the SDK's check reached the fetch underneath, once`);
+    });
+  }
+});

@@ -114,7 +114,16 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
       url: { value: response.url },
     });
   };
-  return policy.fetch(fetch, { ...rest, use: [capFailures] });
+  const chained = policy.fetch(fetch, { ...rest, use: [capFailures] });
+  // Before their first upload the OpenAI and Anthropic SDKs fetch `data:,` to learn whether
+  // the fetch encodes FormData (internal/uploads.js, supportsFormData). No server answers
+  // that: through the policy it was a success on the provider's key, so it could close a
+  // half-open circuit or end a pause the provider never lifted. It goes to the fetch underneath.
+  return function providerFetch(input, init) {
+    return typeof input === 'string' && input.startsWith('data:')
+      ? (fetch ?? globalThis.fetch)(input, init)
+      : chained(input, init);
+  };
 }
 
 /**
