@@ -546,3 +546,32 @@ test('with errors: breakwater, a token the policy’s auth stamped and the serve
     }
   });
 });
+
+test('ky’s beforeRequest and afterResponse hooks run once per ky call, not per policy attempt: every attempt carries what beforeRequest set', async () => {
+  const { app, seen } = faulty(1, () => overloaded({ 'retry-after': '0' }));
+  await withApp(app, async (server) => {
+    const ran: string[] = [];
+    const api = ky.create(kyOptions(definePolicy({ retry: { backoff: fast } }))).extend({
+      hooks: {
+        beforeRequest: [
+          (request, _options, state) => {
+            ran.push(`beforeRequest ${state?.retryCount}`);
+            request.headers.set('x-signed-at', String(ran.length));
+          },
+        ],
+        afterResponse: [
+          (_request, _options, response) => {
+            ran.push(`afterResponse ${response.status}`);
+          },
+        ],
+      },
+    });
+    assert.deepEqual(await api.get(`${server.origin}/things`).json(), { ok: true });
+    assert.equal(seen.length, 2, 'the policy resent the 503');
+    assert.deepEqual(ran, ['beforeRequest 0', 'afterResponse 200']);
+    assert.deepEqual(
+      seen.map((s) => s.headers.get('x-signed-at')),
+      ['1', '1'],
+    );
+  });
+});
