@@ -17,14 +17,7 @@ import { ATTACH, type Call, dropBody, type FetchLike, type Middleware, type Next
 import { MAX_BODY_BYTES, MAX_BODY_WAIT_MS, MAX_KEYS, MAX_SCOPE_SNAPSHOTS } from './limits.ts';
 import { validate } from './options.ts';
 import { redactText, redactUrl, safeHeaders } from './redact.ts';
-import {
-  DEFAULT_BODY_BYTES,
-  DEFAULT_BODY_WAIT_MS,
-  hideSent,
-  readSaid,
-  SNAPSHOT,
-  type Snapshotted,
-} from './status.ts';
+import { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS, hideSent, readSaid, SNAPSHOT } from './status.ts';
 
 export { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS };
 
@@ -191,7 +184,9 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
     const scoped = (call.init as { [SCOPE]?: StatusSnapshot[] } | undefined)?.[SCOPE];
     if (scoped && scoped.push(snapshot) > MAX_SCOPE_SNAPSHOTS) scoped.shift();
     // For a throwOnStatus() or retry outside: they reuse it instead of reading the body again.
-    (response as Snapshotted)[SNAPSHOT] = snapshot;
+    // Reflect.set, not `=`: on a sealed Response (a mock's, a cache's) it fails quietly,
+    // where an assignment threw and the caller lost the answer to a BreakwaterError.
+    Reflect.set(response, SNAPSHOT, snapshot);
     call.emit({ type: 'captured', key: snapshot.key, snapshot });
     return response;
   } as CaptureStatus & { [ATTACH](fetch: FetchLike): void };

@@ -466,3 +466,19 @@ test('a caller’s abort during the body read lets the answer’s body go, throu
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+test('a sealed failure response (a mock’s, a cache’s: it takes no new properties) reaches the caller and is snapshotted: the capture only watches', async () => {
+  // Sealed, not frozen: Deno's own Response.clone() writes to the response it clones.
+  const sealed: FetchLike = async () =>
+    Object.seal(new Response('{"error":{"message":"down"}}', { status: 500 }));
+  const capture = captureStatus();
+  for (const fetch of [
+    createFetch({ fetch: sealed, use: [capture] }),
+    definePolicy({ retry: false }).fetch(sealed),
+  ]) {
+    const res = await fetch('http://breakwater-test.invalid/x');
+    assert.equal(res.status, 500);
+    assert.equal(await res.text(), '{"error":{"message":"down"}}');
+  }
+  assert.equal(capture.last('http://breakwater-test.invalid')?.serverMessage, 'down');
+});
