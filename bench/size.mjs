@@ -328,8 +328,9 @@ const cases = [
     // polyfill signals (+2), and the core's).
     // 11,150 until the eighth review (11,104 -> 11,337 B: the core's share).
     // 11,360 until the ninth review (11,337 -> 11,373 B: the core's share).
-    // 11,400 until the eleventh session (11,373 -> 11,461 B: the core's share).
-    ceiling: 11_480,
+    // 11,400 until the eleventh session (11,373 -> 11,495 B: the core's share, +88; the
+    // SDKs' data: probe kept off the policy's key, +34).
+    ceiling: 11_520,
   },
   {
     name: 'breakwater/ky',
