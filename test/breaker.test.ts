@@ -548,7 +548,7 @@ test('outcomes of calls sent before reset(key) neither open the forgotten circui
   });
 });
 
-test('the happy path hands the caller’s own input and init to fetch, and builds no Request', async () => {
+test('the happy path hands the caller’s own input (a URL as its href, read at the call, as fetch reads it) and init to fetch, and builds no Request', async () => {
   const seen: unknown[][] = [];
   const stub: FetchLike = async (...args) => {
     seen.push(args);
@@ -559,7 +559,7 @@ test('the happy path hands the caller’s own input and init to fetch, and build
   const init = { method: 'POST', body: '{}' };
   const res = await fetch(url, init);
   assert.equal(await res.text(), 'ok');
-  assert.equal(seen[0]?.[0], url);
+  assert.equal(seen[0]?.[0], url.href);
   assert.equal(seen[0]?.[1], init);
 });
 
