@@ -93,9 +93,6 @@ export interface CaptureStatusOptions {
   bodyWaitMs?: number | undefined;
 }
 
-/** Carries a scope's snapshot list from a scoped fetch into the chain, on the init object. */
-const SCOPE = Symbol.for('breakwater.captureScope');
-
 /**
  * The schema of {@link CaptureStatusOptions}: unknown keys are rejected. Exported so
  * `definePolicy()` validates `capture` with the very same rules. Built in a pure
@@ -136,6 +133,13 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
   const bodyBytes = valid?.bodyBytes ?? DEFAULT_BODY_BYTES;
   const bodyWaitMs = valid?.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
   const byKey = new Map<string, StatusSnapshot>();
+  /**
+   * Carries a scope's snapshot list from its fetch into the chain, on the init object.
+   * This capture's own key: with one shared by every capture, a second capture in the
+   * chain (the user's own in a policy client's `use`) added each failure to this one's
+   * scopes again.
+   */
+  const SCOPE = Symbol();
   /**
    * The chain this capture is part of, for `scope()` without a fetch; null once it is
    * part of several (a policy's clients, each with its own base fetch, key and token):

@@ -482,3 +482,21 @@ test('a sealed failure response (a mock’s, a cache’s: it takes no new proper
   }
   assert.equal(capture.last('http://breakwater-test.invalid')?.serverMessage, 'down');
 });
+
+test('a scope holds its own capture’s snapshots only: a second capture in the chain does not add each failure again', async () => {
+  const failing: FetchLike = async () => new Response('busy', { status: 503 });
+  // Two captures in one chain, and a capture of the user's own in a policy client's `use`.
+  const outer = captureStatus();
+  const inner = captureStatus();
+  const chain = createFetch({ fetch: failing, use: [outer, inner] });
+  const mine = captureStatus({ bodyBytes: 2 });
+  const client = definePolicy({ retry: false }).fetch(failing, { use: [mine] });
+  for (const scope of [outer.scope(chain), inner.scope(chain), mine.scope(client)]) {
+    await (await scope.fetch('http://breakwater-test.invalid/x')).text();
+    assert.equal(scope.all().length, 1, 'snapshots in the scope after one failure');
+  }
+  assert.equal(mine.scope(client).last(), undefined);
+  const scope = mine.scope(client);
+  await (await scope.fetch('http://breakwater-test.invalid/x')).text();
+  assert.equal(scope.last()?.body, 'bu', 'the scope’s last snapshot is its own capture’s');
+});
