@@ -471,3 +471,48 @@ test('an async onEvent listener that rejects (a log sink that is down) is ignore
     process.off('unhandledRejection', onUnhandled);
   }
 });
+
+test('stats(key) after a known sequence: two calls, two retries, one give-up; each attempt passes the breaker and the capture with one Idempotency-Key', async () => {
+  await withServer(
+    sequence({ status: 503 }, { status: 503 }, { status: 200 }, { status: 400, body: '{"error":"bad"}' }),
+    async (server) => {
+      const events: BreakwaterEvent[] = [];
+      const policy = definePolicy({ name: 'svc', retry: { backoff: fast }, idempotencyKeys: true });
+      const fetch = policy.fetch(undefined, { onEvent: (e) => events.push(e) });
+      for (const expected of [200, 400]) {
+        const res = await fetch(server.origin, { method: 'POST', body: 'x' });
+        await res.text();
+        assert.equal(res.status, expected);
+      }
+      assert.deepEqual(
+        events.map((e) => e.type),
+        ['attempt', 'captured', 'retry', 'attempt', 'captured', 'retry', 'attempt'].concat([
+          'attempt',
+          'captured',
+          'give-up',
+        ]),
+      );
+      const keys = server.requests.map((r) => r.headers['idempotency-key']);
+      assert.equal(new Set(keys.slice(0, 3)).size, 1, 'one key across the first call’s attempts');
+      assert.notEqual(keys[3], keys[0]);
+      const stats = policy.stats('svc');
+      // Two 503s took a token each, the 200 put 0.1 back; a 400 says nothing of the server's health.
+      assert.deepEqual(stats.retry, { tokens: 8.1, retries: 2, giveUps: 1 });
+      assert.equal(stats.breaker?.windowTotal, 4, 'the breaker saw every attempt');
+      assert.equal(stats.breaker?.windowFailures, 2);
+      assert.equal(stats.breaker?.state, 'closed');
+      assert.deepEqual([stats.lastFailure?.status, stats.lastFailure?.serverMessage], [400, 'bad']);
+      const giveUp = events.at(-1);
+      assert.deepEqual(giveUp?.type === 'give-up' && [giveUp.attempt, giveUp.why, giveUp.reason], [
+        1,
+        'not-retryable',
+        'HTTP 400',
+      ]);
+      assert.deepEqual(policy.stats('never-seen'), {
+        retry: undefined,
+        breaker: undefined,
+        lastFailure: undefined,
+      });
+    },
+  );
+});
