@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import process from 'node:process';
 import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
 import { auth } from '../src/auth.ts';
 import type { Call, FetchLike, Middleware, Next } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
@@ -677,4 +680,64 @@ test('timeout() takes a deadline passed through as undefined (exactOptionalPrope
       return true;
     });
   });
+});
+
+test('a process whose calls went through minute-long deadlines exits as soon as they are done: no timer is left running', async () => {
+  let retried = false;
+  await withServer(
+    (req) => {
+      if (req.url !== '/retry' || retried) return { status: 200, body: 'ok' };
+      retried = true;
+      return { status: 503, headers: { 'retry-after': '0' } };
+    },
+    async (server) => {
+      // The child runs on this runtime, as the test does.
+      const child = fileURLToPath(new URL('./helpers/timeout-exit.ts', import.meta.url));
+      const root = fileURLToPath(new URL('..', import.meta.url));
+      const [command, args] =
+        process.versions.deno !== undefined
+          ? [
+              'node_modules/.bin/deno',
+              [
+                'run',
+                '--allow-net=127.0.0.1',
+                '--allow-read',
+                '--allow-env',
+                '--import-map=test/deno-import-map.json',
+                child,
+              ],
+            ]
+          : process.versions.bun !== undefined
+            ? [process.execPath, [child]]
+            : [process.execPath, ['--import', 'tsx', child]];
+      const started = Date.now();
+      const { code, out } = await new Promise<{ code: number | null; out: string }>((resolve, reject) => {
+        const run = spawn(command, [...args, server.origin], {
+          cwd: root,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        let out = '';
+        run.stdout.on('data', (chunk) => {
+          out += chunk;
+        });
+        run.stderr.on('data', (chunk) => {
+          out += chunk;
+        });
+        // Well before the deadlines' minute: a timer left running would hold the child past it.
+        const guard = setTimeout(() => run.kill(), 30_000);
+        run.on('error', reject);
+        run.on('close', (code) => {
+          clearTimeout(guard);
+          resolve({ code, out });
+        });
+      });
+      assert.equal(
+        code,
+        0,
+        `the child exited by itself within 30 s (it took ${Date.now() - started} ms): ${out}`,
+      );
+      assert.match(out, /done/);
+      assert.equal(server.requests.length, 4, 'a success, a 503 and its retry, a call with a signal');
+    },
+  );
 });
