@@ -90,7 +90,12 @@ export interface BreakerEvent {
   state: 'open' | 'half-open' | 'closed';
   /** For `open`: when the next probe may go. */
   retryAt?: Date;
-  /** What made it change: `5 consecutive failures (last: HTTP 503)`, `probe succeeded`, ... */
+  /**
+   * What made it change. For `'open'`: `5 consecutive failures`, `12 of the last 20 calls
+   * failed` or `a failed probe`, each with the last failure (`(last: HTTP 503 Service
+   * Unavailable)`); for `'half-open'`: `open time passed; letting one probe through` (or
+   * the probe did not settle within its lease); for `'closed'`: `probe succeeded`.
+   */
   reason: string;
 }
 
