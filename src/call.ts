@@ -291,7 +291,10 @@ export class Call {
   // `input`, `init` and `onEvent` are `declare`d: the constructor assigns them, and a
   // declared field emits no class-field code (an ES2022 field is defined as `undefined`
   // first, then assigned: twice the bytes, and twice the stores on every call).
-  /** The first argument the caller passed to fetch, untouched. */
+  /**
+   * The first argument the caller passed to fetch, untouched, but for a `URL`: `createFetch()`
+   * reads it as its string when called, as fetch does, so a later change to it moves nothing.
+   */
   declare readonly input: string | URL | Request;
   /**
    * The init the real fetch will get: the caller's own object until something
