@@ -38,9 +38,16 @@ export const onEventSchema: z.ZodMiniOptional<z.ZodMiniType<(event: BreakwaterEv
 // The schemas below are marked pure so that a bundle which does not use them (the
 // core alone: `createFetch` never takes a policy) drops them with zod's calls.
 
-/** A policy from `definePolicy()`, as the adapters take it: anything with a `fetch()` method. */
+/**
+ * A policy from `definePolicy()`, as the adapters take it: anything with a `fetch()` method
+ * and the `resolved` config they read. A `fetch()` alone passed: options given in the
+ * policy's place (`openaiOptions({ fetch })`) then failed on `policy.resolved`, as
+ * "Cannot read properties of undefined".
+ */
 export const policySchema: z.ZodMiniType<Policy> = /* @__PURE__ */ z.custom<Policy>(
-  (value) => isFunction((value as Partial<Policy> | null)?.fetch),
+  (value) =>
+    isFunction((value as Partial<Policy> | null)?.fetch) &&
+    typeof (value as Partial<Policy>).resolved === 'object',
   'must be a policy from definePolicy()',
 );
 

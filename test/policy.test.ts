@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import process from 'node:process';
 import { test } from 'node:test';
+import { aiSdkOptions, openaiOptions } from '../adapters/providers/index.ts';
 import type { Middleware } from '../src/call.ts';
 import { CircuitOpenError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
+import { policySchema, validate } from '../src/options.ts';
 import { definePolicy, type PolicyConfig, type PolicyJson } from '../src/policy.ts';
 import { always, sequence, withServer } from './helpers/server.ts';
 
@@ -515,4 +517,25 @@ test('stats(key) after a known sequence: two calls, two retries, one give-up; ea
       });
     },
   );
+});
+
+test('an adapter given its options in the policy’s place ({ fetch } alone) says it wants a policy from definePolicy(), not "Cannot read properties of undefined"', () => {
+  for (const notAPolicy of [{ fetch: globalThis.fetch }, { fetch: () => undefined, resolved: undefined }]) {
+    for (const [where, build] of [
+      ['openaiOptions(policy)', () => openaiOptions(notAPolicy as never)],
+      ['aiSdkOptions(policy)', () => aiSdkOptions(notAPolicy as never)],
+      ['validate', () => validate(policySchema, notAPolicy, 'validate')],
+    ] as const) {
+      assert.throws(build, (error: unknown) => {
+        assert.ok(error instanceof TypeError, `${where}: error instanceof TypeError`);
+        assert.match(
+          error.message,
+          new RegExp(`${where.replace(/[()]/g, '\\$&')}: must be a policy from definePolicy\\(\\)`),
+        );
+        return true;
+      });
+    }
+  }
+  // A policy is taken, as before.
+  assert.equal(typeof openaiOptions(definePolicy({})).fetch, 'function');
 });
