@@ -905,6 +905,14 @@ test('bad options for mcpFetch() and mcpResend() throw a TypeError naming each p
       error.message.includes('mcpFetch().maxBodyChars'),
   );
   assert.throws(() => mcpResend({ hints: 'yes' } as never), /mcpResend\(\)\.hints/);
+  // Options or a fetch in the policy's place: named, not "Cannot read properties of undefined".
+  for (const notAPolicy of [{ fetch }, fetch, undefined])
+    assert.throws(
+      () => mcpFetch(notAPolicy as never),
+      (error: unknown) =>
+        error instanceof TypeError &&
+        /mcpFetch\(policy\): must be a policy from definePolicy\(\)/.test(error.message),
+    );
 });
 
 /** A resilient client for `origin`, with a quick gate and events recorded. */

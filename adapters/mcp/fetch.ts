@@ -24,7 +24,7 @@ import {
 import { type Call, type FetchLike, follow, type Next } from '../../src/call.ts';
 import { DEFAULT_BODY_WAIT_MS, type StatusSnapshot } from '../../src/capture.ts';
 import { type BreakwaterError, oneLine } from '../../src/errors.ts';
-import { clientOptionsShape, validate } from '../../src/options.ts';
+import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
 import { SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
@@ -284,6 +284,7 @@ function sdkStatus(error: unknown): number | undefined {
  * ```
  */
 export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
+  validate(policySchema, policy, 'mcpFetch(policy)');
   const valid = validate(optionsSchema, options, 'mcpFetch()') ?? {};
   const { tools, hints, maxBodyChars, fetch: base, onEvent, maxResponseBytes } = valid;
   const maxBytes = maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
