@@ -360,8 +360,11 @@ export async function readSaid(
   return {
     retryAfterMs,
     body: oneLine(redactText(text)),
+    // Cut between characters, not inside one: half an emoji's surrogate pair logs as U+FFFD.
     serverMessage:
-      message.length > MAX_MESSAGE_CHARS ? `${message.slice(0, MAX_MESSAGE_CHARS)}…` : message || undefined,
+      message.length > MAX_MESSAGE_CHARS
+        ? `${message.slice(0, MAX_MESSAGE_CHARS).replace(/[\uD800-\uDBFF]$/, '')}…`
+        : message || undefined,
   };
 }
 
@@ -443,8 +446,14 @@ export async function statusError(
   cause?: unknown,
   statuses?: readonly number[],
 ): Promise<HttpStatusError> {
-  const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(call, response));
-  dropBody(response);
+  let said: Said;
+  try {
+    said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(call, response));
+  } finally {
+    // Let go whatever the read ended with: the caller's abort ends it and the call, and
+    // through a fetch that ignores the signal nothing else would cancel a trickling body.
+    dropBody(response);
+  }
   const { status, headers } = response;
   return new HttpStatusError({
     status,

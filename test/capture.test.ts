@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import {
   type BreakwaterEvent,
@@ -14,6 +12,7 @@ import {
 } from '../src/index.ts';
 import { assertNoToken, SENDS_TOKEN, withReasonPhrase } from './helpers/reason-phrase.ts';
 import { always, type Behaviour, sequence, withServer } from './helpers/server.ts';
+import { abortWhileFailureBodyRead } from './helpers/trickle.ts';
 
 test('a failure response is snapshotted with status, Retry-After, server message and safe headers', async () => {
   const body = JSON.stringify({ error: { message: 'model overloaded', type: 'overloaded' } });
@@ -411,60 +410,10 @@ test('a reason phrase that quotes the credential the call sent shows none of it 
 });
 
 test('a caller’s abort during the body read lets the answer’s body go, through a fetch that ignores the signal too', async () => {
-  // A 500 whose body trickles on, through a fetch that drops the signal: the abort ends the
-  // capture's read and rejects the call; the answer reaches nobody, so its connection must
-  // be freed, not held for as long as the server keeps sending.
-  const deafFetch: FetchLike = (input, init) => {
-    const { signal: _ignored, ...rest } = init ?? {};
-    return globalThis.fetch(input, rest);
-  };
-  let closed: () => void = () => {};
-  const serverSawClose = new Promise<'closed'>((resolve) => {
-    closed = () => resolve('closed');
-  });
-  const server = createServer((_req, res) => {
-    res.writeHead(500, { 'content-type': 'text/plain' });
-    res.write('busy');
-    const timer = setInterval(() => res.write('.'), 20);
-    res.on('close', () => {
-      clearInterval(timer);
-      closed();
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  try {
-    const { port } = server.address() as AddressInfo;
-    const controller = new AbortController();
-    const reason = new Error('the user left');
-    const fetch = createFetch({
-      fetch: deafFetch,
-      use: [
-        captureStatus({ bodyWaitMs: 10_000 }),
-        // The abort comes once the answer's headers are in, while the capture reads its body.
-        async function abortWhileRead(call, next) {
-          const response = await next(call);
-          setTimeout(() => controller.abort(reason), 20);
-          return response;
-        },
-      ],
-    });
-    await assert.rejects(
-      fetch(`http://127.0.0.1:${port}/`, { signal: controller.signal }),
-      (error) => error === reason,
-    );
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const outcome = await Promise.race([
-      serverSawClose,
-      new Promise<'held'>((resolve) => {
-        timer = setTimeout(() => resolve('held'), 3000);
-      }),
-    ]);
-    clearTimeout(timer);
-    assert.equal(outcome, 'closed', 'the connection was still held 3 s after the abort');
-  } finally {
-    server.closeAllConnections?.();
-    await new Promise((resolve) => server.close(resolve));
-  }
+  // The abort ends the capture's read and rejects the call; the answer reaches nobody, so
+  // its connection must be freed, not held for as long as the server keeps sending.
+  const outcome = await abortWhileFailureBodyRead(captureStatus({ bodyWaitMs: 10_000 }));
+  assert.equal(outcome, 'closed', 'the connection was still held 3 s after the abort');
 });
 
 test('a sealed failure response (a mock’s, a cache’s: it takes no new properties) reaches the caller and is snapshotted: the capture only watches', async () => {

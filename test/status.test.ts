@@ -15,6 +15,7 @@ import { timeout } from '../src/timeout.ts';
 import { nodeFetchOverHttp, nodeFetchShaped } from './helpers/node-fetch.ts';
 import { withReasonPhrase } from './helpers/reason-phrase.ts';
 import { always, type Behaviour, withServer } from './helpers/server.ts';
+import { abortWhileFailureBodyRead } from './helpers/trickle.ts';
 
 const utf8Bytes = (text: string): number => new TextEncoder().encode(text).byteLength;
 
@@ -1218,4 +1219,20 @@ test("throwOnStatus() lets go of a failure's connection on a base fetch whose bo
     for (let i = 0; i < 3; i++) await assert.rejects(fetch(`${server.origin}/v1/items`), HttpStatusError);
     assert.equal(await nodeFetch.open(), 0, 'a connection left open');
   });
+});
+
+test('a caller’s abort while throwOnStatus() reads a failure body lets that body go, through a fetch that ignores the signal too', async () => {
+  // With no capture in the chain, throwOnStatus() reads the body itself: the abort ends
+  // that read and rejects the call, and the answer's connection must be freed.
+  const outcome = await abortWhileFailureBodyRead(throwOnStatus());
+  assert.equal(outcome, 'closed', 'the connection was still held 3 s after the abort');
+});
+
+test('a long serverMessage is cut between characters: never half of an emoji’s surrogate pair', async () => {
+  // A non-JSON body's message is cut at 400 UTF-16 units; an emoji there is two of them.
+  const text = `${'x'.repeat(399)}😀 and more after the cut`;
+  const error = await thrownBy({ status: 503, body: text });
+  assert.ok(error instanceof HttpStatusError, String(error));
+  assert.equal(error.serverMessage, `${'x'.repeat(399)}…`);
+  assert.equal(error.body, text);
 });
