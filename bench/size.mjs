@@ -173,7 +173,10 @@ const cases = [
     // refused header values redacted +47, MIDDLEWARE_FAILED's cause +6).
     // 7,270 until the eighth review (7,247 -> 7,385 B: cause-chain redaction +~130,
     // Node's bare cause +24; the size pass gave 19 back).
-    ceiling: 7_400,
+    // 7,400 until the eleventh session (7,382 -> 7,518 B: a late answer to a caller who
+    // aborted, through a fetch that ignores the signal, let go with dropBody(), which the
+    // core's other bundles had already (+142; a URL read at the call -6)).
+    ceiling: 7_540,
   },
   {
     name: 'breakwater/hono (everything)',

@@ -16,6 +16,7 @@ import {
   ATTACH,
   abortReason,
   Call,
+  dropBody,
   ENDED,
   type FetchLike,
   type KeyOption,
@@ -99,8 +100,9 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     // A local binding, so the runtime's fetch is called with no `this` (workerd and
     // browsers throw "Illegal invocation" when fetch is called as a method of another object).
     const real = base ?? globalThis.fetch;
+    let response: Response;
     try {
-      return await (call.init === undefined ? real(call.input) : real(call.input, call.init));
+      response = await (call.init === undefined ? real(call.input) : real(call.input, call.init));
     } catch (error) {
       if (isAbort(error, call.signal)) throw error;
       const typed = fetchFailure(error, summary(call));
@@ -108,6 +110,13 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       if (Object(typed) === typed) passedThrough.add(typed as object);
       throw typed;
     }
+    // A fetch that ignores the signal answers a caller who already left: as fetch would,
+    // the call ends with the abort's reason, and the answer (nobody's) is let go.
+    if (signal?.aborted) {
+      dropBody(response);
+      throw abortReason(signal);
+    }
+    return response;
   }
 
   function dispatch(index: number): Next {

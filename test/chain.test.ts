@@ -438,14 +438,15 @@ test('the caller’s abort reason comes back unwrapped', async () => {
 });
 
 test('once the caller has aborted, the chain’s end sends nothing, even through a fetch that ignores the signal', async () => {
-  // A resending middleware that does not look at the signal, over a fetch that drops
-  // it: the end of the chain refuses the resend, with the caller's own AbortError.
+  // A resending middleware that does not look at the signal (nor at why its first
+  // attempt failed: the late 503 ends with the abort too), over a fetch that drops it:
+  // the end of the chain refuses the resend, with the caller's own AbortError.
   await withServer(always({ status: 503, delayMs: 60 }), async (server) => {
     const controller = new AbortController();
     let resent: unknown = 'not yet';
     const again: Middleware = async function again(call, next) {
-      const first = await next(call);
-      await first.body?.cancel();
+      const first = await next(call).catch(() => undefined);
+      await first?.body?.cancel();
       call.attempt++;
       return next(call).catch((error: unknown) => {
         resent = error;
@@ -556,9 +557,9 @@ test('a URL the caller changes after the call (a loop setting searchParams) chan
         calls.push(fetch(url));
       }
       for (const res of await Promise.all(calls)) {
-      assert.equal(res.status, 200);
-      await res.body?.cancel();
-    }
+        assert.equal(res.status, 200);
+        await res.body?.cancel();
+      }
       const sent = server.requests.map((r) => r.url);
       assert.equal(sent.length, 4, 'one 503 retried once');
       // The three calls reach the server in any order; the one answered 503 was sent again to its own id.
@@ -660,4 +661,25 @@ test('a middleware that throws a string or a plain object quoting a URL shows no
     }
     assert.match(inspect(error.cause), /api_key=\[redacted\]/);
   }
+});
+
+test('a caller’s abort before the answer, through a fetch that ignores the signal, still ends the call with the abort’s reason; the late answer is let go', async () => {
+  // Plain fetch rejects once its signal aborts; a fetch that drops the signal answers
+  // later, and that answer went to a caller who had already left (and was not captured).
+  const deaf: FetchLike = (input, init) => {
+    const { signal: _ignored, ...rest } = init ?? {};
+    return globalThis.fetch(input, rest);
+  };
+  await withServer(always({ status: 200, body: 'late', delayMs: 150 }), async (server) => {
+    const controller = new AbortController();
+    const reason = new Error('the user left');
+    setTimeout(() => controller.abort(reason), 20);
+    const outcome = await createFetch({ fetch: deaf, use: [] })(server.origin, {
+      signal: controller.signal,
+    }).then(
+      async (res) => `answered ${res.status}: ${await res.text()}`,
+      (error: unknown) => error,
+    );
+    assert.equal(outcome, reason);
+  });
 });
