@@ -497,12 +497,13 @@ test('after the total deadline, auth() below it does not resend a POST when a la
 });
 
 test('after the caller’s abort, a middleware below timeout() that resends on a late answer sends nothing more', async () => {
-  // A resending layer that does not look at the signal itself (a hand-written retry):
-  // the chain's end must refuse for it, with the caller's own reason.
+  // A resending layer that does not look at the signal itself (a hand-written retry),
+  // nor at why its first attempt failed (the late 503 ends with the abort too): the
+  // chain's end must refuse for it, with the caller's own reason.
   let resent: unknown = 'not yet';
   const resendOnce: Middleware = async function resendOnce(call, next) {
-    const first = await next(call);
-    await first.body?.cancel();
+    const first = await next(call).catch(() => undefined);
+    await first?.body?.cancel();
     return sendAgain(call, next, (error) => {
       resent = error;
     });
