@@ -1560,32 +1560,42 @@ test('waiters of a pause whose timers fire after the pace probe’s 200 released
 
 test('a new call while a slow start holds waiters takes its place behind them: it neither goes at once nor overtakes the calls that waited the pause out', async () => {
   const { handler, beforeAnAnswer } = fastProbe({ status: 200 }, 150);
-  /** Who reached the server after the probe, in arrival order: `w` a waiter of the pause, `n` a new call. */
+  /**
+   * Which calls the breaker let go after the probe, in that order: `w` a waiter of the
+   * pause, `n` a new call. Taken below the breaker: the server sees calls let go together
+   * in the order their connections happen to open.
+   */
   const order: string[] = [];
   let slowStarted: () => void = () => {};
   const started = new Promise<void>((resolve) => {
     slowStarted = resolve;
   });
-  const noting: Handler = (req, index) => {
-    if (index > 1) order.push(req.url.slice(1, 2));
-    if (index === 2) slowStarted();
-    return handler(req, index);
+  const noting: Middleware = async function noting(call, next) {
+    order.push(call.href.slice(-1));
+    return next(call);
   };
-  await withServer(noting, async (server) => {
-    const { fetch } = pacedClient();
-    assert.equal(await send(fetch, server.origin), 429);
-    // 1 probe and 11 waiters; 10 new calls once the probe's 200 has let the first waiter go.
-    const waiters = Promise.all(Array.from({ length: 12 }, () => send(fetch, `${server.origin}/w`)));
-    await started;
-    const fresh = Promise.all(Array.from({ length: 10 }, () => send(fetch, `${server.origin}/n`)));
-    assert.deepEqual([...(await waiters), ...(await fresh)], Array(22).fill(200));
-    assert.equal(server.requests.length, 23);
-    // Before: the 10 new calls went at once, 12 in flight before the slow start's first
-    // answer, ahead of 9 held waiters.
-    assert.equal(beforeAnAnswer(), 2, 'the probe’s 200 let 2 go, and nothing else went before an answer');
-    // The probe is a `w` and not in `order`: the 11 other waiters, then the 10 new calls.
-    assert.equal(order.join(''), `${'w'.repeat(11)}${'n'.repeat(10)}`);
-  });
+  await withServer(
+    (req, index) => {
+      if (index === 2) slowStarted();
+      return handler(req, index);
+    },
+    async (server) => {
+      const fetch = createFetch({ use: [circuitBreaker({ open: OPEN }), noting], key: 'model' });
+      assert.equal(await send(fetch, server.origin), 429);
+      order.length = 0;
+      // 1 probe and 11 waiters; 10 new calls once the probe's 200 has let the first waiter go.
+      const waiters = Promise.all(Array.from({ length: 12 }, () => send(fetch, `${server.origin}/w`)));
+      await started;
+      const fresh = Promise.all(Array.from({ length: 10 }, () => send(fetch, `${server.origin}/n`)));
+      assert.deepEqual([...(await waiters), ...(await fresh)], Array(22).fill(200));
+      assert.equal(server.requests.length, 23);
+      // Before: the 10 new calls went at once, 12 in flight before the slow start's first
+      // answer, ahead of 9 held waiters.
+      assert.equal(beforeAnAnswer(), 2, 'the probe’s 200 let 2 go, and nothing else went before an answer');
+      // The probe, then the 11 other waiters, then the 10 new calls.
+      assert.equal(order.join(''), `${'w'.repeat(12)}${'n'.repeat(10)}`);
+    },
+  );
 });
 
 test('waiters a slow start holds still end at once on their abort, and by their deadline; every other caller goes', async () => {
