@@ -13,7 +13,7 @@
  */
 
 import * as z from 'zod/mini';
-import { ATTACH, type Call, dropBody, type FetchLike, type Middleware, type Next } from './call.ts';
+import { ATTACH, type Call, type FetchLike, type Middleware, type Next } from './call.ts';
 import { MAX_BODY_BYTES, MAX_BODY_WAIT_MS, MAX_KEYS, MAX_SCOPE_SNAPSHOTS } from './limits.ts';
 import { validate } from './options.ts';
 import { redactText, redactUrl, safeHeaders } from './redact.ts';
@@ -165,13 +165,9 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
     const response = await next(call);
     if (response.status < 400 || signal?.aborted) return response;
     const at = Date.now();
-    // The caller's abort ends the read, and the call, with its reason: nobody gets this
-    // answer, so its body is let go here. Through a fetch that ignores the signal, nothing
-    // else would: a trickling body kept its connection for as long as the server sent.
-    const said = await readSaid(call, response, bodyBytes, bodyWaitMs, at).catch((error: unknown) => {
-      dropBody(response);
-      throw error;
-    });
+    // The caller's abort ends the read, and the call, with its reason (readSaid() lets the
+    // answer's body go then).
+    const said = await readSaid(call, response, bodyBytes, bodyWaitMs, at);
     const snapshot: StatusSnapshot = Object.freeze({
       key: call.key,
       method: call.method,

@@ -116,6 +116,17 @@ export function errorMessageOf(parsed: unknown): string | undefined {
 }
 
 /**
+ * Lets go of `response`, whose read the caller's abort ended, and throws the abort's
+ * reason: nobody gets that answer, and through a fetch that ignores the signal nothing
+ * else would cancel its body (a trickling 500 kept its connection for as long as the
+ * server sent).
+ */
+function gone(response: Response, signal: AbortSignal): never {
+  dropBody(response);
+  throw abortReason(signal);
+}
+
+/**
  * Reads at most `bytes` bytes of a response's body, for at most `waitMs`, from a
  * clone it then cancels: the caller's body is never consumed. A body that may never
  * end (`text/event-stream`) is not read; a body that breaks yields what arrived.
@@ -136,7 +147,7 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
   )
     return text;
   const signal = call.signal;
-  if (signal?.aborted) throw abortReason(signal);
+  if (signal?.aborted) return gone(response, signal);
   const reader = (response.clone().body as ReadableStream<Uint8Array>).getReader();
   const decoder = new TextDecoder();
   let size = 0;
@@ -166,7 +177,7 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
     call.bag.delete(BODY_READ);
     reader.cancel().catch(() => {});
   }
-  if (signal?.aborted) throw abortReason(signal);
+  if (signal?.aborted) return gone(response, signal);
   // A cut (at the byte limit, at the wait limit, or where the body broke) may split a
   // UTF-8 sequence: stream mode held the partial character back instead of adding a
   // replacement character. Only a body read to its end is flushed: a chunk that ends
@@ -446,14 +457,8 @@ export async function statusError(
   cause?: unknown,
   statuses?: readonly number[],
 ): Promise<HttpStatusError> {
-  let said: Said;
-  try {
-    said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(call, response));
-  } finally {
-    // Let go whatever the read ended with: the caller's abort ends it and the call, and
-    // through a fetch that ignores the signal nothing else would cancel a trickling body.
-    dropBody(response);
-  }
+  const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(call, response));
+  dropBody(response);
   const { status, headers } = response;
   return new HttpStatusError({
     status,
