@@ -356,8 +356,9 @@ test('calls that each pass an AbortSignal.any() of a signal that never aborts ke
     for (let i = 0; i < calls; i++) await call();
     await gc();
     const grew = process.memoryUsage().heapUsed - before;
-    // The leak kept about 1.6 KB a call (19 MB here); a loaded machine's noise reached 5.5 MB.
-    assert.ok(grew < 8_000_000, `heapUsed grew ${(grew / 1e6).toFixed(2)} MB over ${calls} calls`);
+    // The leak kept about 1.6 KB a call (19 MB here); a loaded machine's noise reached 5.5
+    // MB, and 9.0 MB once in a fresh-clone CI run (it passed 3 of 3 alone right after).
+    assert.ok(grew < 12_000_000, `heapUsed grew ${(grew / 1e6).toFixed(2)} MB over ${calls} calls`);
   });
 });
 
