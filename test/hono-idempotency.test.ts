@@ -279,6 +279,42 @@ test('the same key on another path or method is another request, and runs', asyn
   assert.equal(runs, 3);
 });
 
+test('a path sent percent-encoded is the path Hono routes it on: the same key replays, over a real server, and a different path still runs', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/orders/*', idempotency());
+  app.post('/orders/:id', (c) => c.text(`run ${++runs}: ${c.req.param('id')}`, 201));
+  await withApp(app, async ({ origin }) => {
+    const send = async (path: string): Promise<{ replayed: boolean; body: string }> => {
+      const res = await fetch(`${origin}${path}`, post('{}'));
+      return { replayed: res.headers.get(REPLAYED_HEADER) === 'true', body: await res.text() };
+    };
+    assert.deepEqual(await send('/orders/a'), { replayed: false, body: 'run 1: a' });
+    // Hono decodes %61 to "a" (and hex in either case) before routing: the same handler, the same request.
+    for (const same of ['/orders/%61', '/orders/a']) {
+      assert.deepEqual(await send(same), { replayed: true, body: 'run 1: a' }, same);
+    }
+    assert.deepEqual(await send('/orders/%c3%a9'), { replayed: false, body: 'run 2: \u00e9' });
+    assert.deepEqual(await send('/orders/%C3%A9'), { replayed: true, body: 'run 2: \u00e9' });
+    // Hono keeps %25 encoded ("%2561" is the id "%61", not "a"), and a different id is a different order.
+    assert.deepEqual(await send('/orders/%2561'), { replayed: false, body: 'run 3: %61' });
+    assert.deepEqual(await send('/orders/b'), { replayed: false, body: 'run 4: b' });
+  });
+  assert.equal(runs, 4);
+});
+
+test('the path is the one the app routes on: with strict: false, a trailing slash is the same request', async () => {
+  let runs = 0;
+  const app = new Hono({ strict: false });
+  app.use('*', idempotency());
+  app.post('/orders', (c) => c.text(`run ${++runs}`, 201));
+  await (await app.request('/orders', post('{}'))).arrayBuffer();
+  const again = await app.request('/orders/', post('{}'));
+  assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+  assert.equal(await again.text(), 'run 1');
+  assert.equal(runs, 1);
+});
+
 test('a missing key passes through, unless required: then 400 problem+json and the handler does not run', async () => {
   const optional = ordersApp();
   for (let i = 0; i < 2; i++)

@@ -509,6 +509,8 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  *   `` !#$%&'*+-.^_`|~:/= ``), the same key as its quoted form. Anything else (a list of
  *   keys, whitespace or a stray quote in a bare key, an empty value) is 400. Without a
  *   key the request passes through, unless `required` (400).
+ * - **Path**: the one the app routed on (`c.req.path`, percent-decoded as Hono decodes
+ *   it), so `/orders/%61` is the same request as `/orders/a`, and `/orders/%2561` is not.
  * - **Fingerprint**: SHA-256 of method, path and query, and body (a multipart body's
  *   random boundary left out, so a resent form matches). The same key with a
  *   different request is 422; a repeat while the first is still running is 409 with
@@ -846,12 +848,15 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     if (typeof namespace !== 'string') {
       throw new TypeError(`idempotency(): scope() must return a string (got ${typeof namespace})`);
     }
-    const url = new URL(c.req.url);
     const method = c.req.method;
+    // The path the app routed on (Hono's getPath: percent-decoded but for %25 and the
+    // reserved characters), not the raw one: "/orders/%61" reaches the handler of
+    // "/orders/a", and keyed by its raw form it ran that handler a second time.
+    const path = c.req.path;
     // JSON keeps the four parts apart whatever they contain: ("a", "b/c") is not ("a/b", "c").
-    const recordKey = `idempotency:${JSON.stringify([namespace, method, url.pathname, key])}`;
+    const recordKey = `idempotency:${JSON.stringify([namespace, method, path, key])}`;
     const fingerprint = await sha256Hex(
-      `${method}\n${url.pathname}${url.search}\n`,
+      `${method}\n${path}${new URL(c.req.url).search}\n`,
       await fingerprintBody(body),
     );
     const running: RunningRecord = {
