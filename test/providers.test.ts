@@ -131,8 +131,44 @@ test('openaiOptions: a 429 with retry-after-ms is sent twice in all under a 2-at
     assert.equal(seen.length, 2, 'the SDK must not retry on top of the policy');
     assert.deepEqual(
       seen.map((s) => s.retryCount),
-      ['0', '0'],
-      'both requests come from the SDK’s first attempt',
+      ['0', '1'],
+      'the SDK’s one attempt, sent twice by the policy: the resend counts the request before it',
+    );
+  });
+});
+
+test('openaiOptions: each resend says in x-stainless-retry-count how many requests went before it, as the SDK’s own retries would', async () => {
+  // The SDK sends 0 on its first attempt; with its retries off every breakwater resend said 0
+  // too, and a server counting retries by the header saw none.
+  const { app, seen } = provider('/v1/chat/completions', [
+    json(429, openaiError('slow down'), { 'retry-after-ms': '5' }),
+    json(503, openaiError('busy'), { 'retry-after-ms': '5', 'x-should-retry': 'true' }),
+    json(200, completion),
+  ]);
+  await withApp(app, async (server) => {
+    const result = await openaiClient(server, definePolicy({ retry: FAST })).chat.completions.create(ask);
+    assert.equal(result.choices[0]?.message.content, 'hi');
+    assert.deepEqual(
+      seen.map((s) => s.retryCount),
+      ['0', '1', '2'],
+    );
+  });
+});
+
+test('openaiOptions: a resend after auth() refreshed the token on a 401 counts in x-stainless-retry-count too, and the next call starts again at 0', async () => {
+  const { app, seen } = provider('/v1/chat/completions', [
+    json(401, openaiError('expired')),
+    json(200, completion),
+  ]);
+  await withApp(app, async (server) => {
+    const client = openaiClient(server, definePolicy({ retry: FAST }), {
+      auth: { token: 'old-token', refresh: () => 'new-token' },
+    });
+    await client.chat.completions.create(ask);
+    await client.chat.completions.create(ask);
+    assert.deepEqual(
+      seen.map((s) => s.retryCount),
+      ['0', '1', '0'],
     );
   });
 });
@@ -290,7 +326,7 @@ test('anthropicOptions: a 529 with retry-after then a 200 gives the message afte
       seen.map((s) => [s.method, s.path, s.retryCount]),
       [
         ['POST', '/v1/messages', '0'],
-        ['POST', '/v1/messages', '0'],
+        ['POST', '/v1/messages', '1'],
       ],
     );
   });
@@ -319,6 +355,11 @@ test('aiSdkOptions: generateText through createOpenAI sees 2 requests for a 429 
     const result = await generateText({ model, prompt: 'hello', maxRetries: 0 });
     assert.equal(result.text, 'hi');
     assert.equal(seen.length, 2);
+    // The AI SDK sends no x-stainless-retry-count: none is added to the resend.
+    assert.deepEqual(
+      seen.map((s) => s.retryCount),
+      [null, null],
+    );
   });
 });
 

@@ -38,6 +38,12 @@ const PROVIDER_ATTEMPT_MS = 300_000;
  */
 const PROVIDER_TOTAL_MS = 540_000;
 
+/**
+ * Where the OpenAI and Anthropic SDKs (Stainless) put the number of their earlier attempts
+ * at a request, on every request: 0 on their first. Servers read it to tell retries apart.
+ */
+const RETRY_COUNT = 'x-stainless-retry-count';
+
 /** What {@link openaiOptions}, {@link anthropicOptions} and {@link aiSdkOptions} take besides the policy. */
 export interface PresetOptions extends PolicyClientOptions {}
 
@@ -73,8 +79,20 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
   validate(policySchema, policy, `${where}(policy)`);
   const { fetch, ...rest } = validate(presetOptionsSchema, options, `${where}(policy, options)`) ?? {};
   const waitMs = policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
+  /** Per call the SDK numbers, by the headers that call owns: the count its next request carries. */
+  const counts = new WeakMap<object, number>();
   // Outermost: only the response the SDK gets (retry cancels the bodies it drops).
   const capFailures = async function capFailures(call: Call, next: Next): Promise<Response> {
+    // With the SDK's retries off, every request says 0 in RETRY_COUNT, breakwater's resends
+    // too: a server counting retries by it saw none. The call gets headers of its own here
+    // (a copy, once per call the SDK numbers), in which the fetch underneath numbers each
+    // request it sends: resends that never went out (a breaker's refusal) count for nothing.
+    // A count that is no number (NaN) is left as the SDK wrote it.
+    const given = call.header(RETRY_COUNT);
+    if (given) {
+      call.setHeader(RETRY_COUNT, given);
+      counts.set((call.init as RequestInit).headers as Headers, +given);
+    }
     const response = await next(call);
     const { status, statusText, headers } = response;
     // The SDKs read the body of every answer that is not ok into their error: a 3xx fetch
@@ -114,7 +132,18 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
       url: { value: response.url },
     });
   };
-  const chained = policy.fetch(fetch, { ...rest, use: [capFailures] });
+  // Under the whole chain: each request sent, a resend (retry's, auth()'s after a 401) too,
+  // says how many of the call's went before it. The headers are the call's own (above).
+  const base: FetchLike = (input, init) => {
+    const headers = init?.headers as Headers;
+    const count = counts.get(headers) as number;
+    if (count >= 0) {
+      headers.set(RETRY_COUNT, `${count}`);
+      counts.set(headers, count + 1);
+    }
+    return (fetch ?? globalThis.fetch)(input, init);
+  };
+  const chained = policy.fetch(base, { ...rest, use: [capFailures] });
   // Before their first upload the OpenAI and Anthropic SDKs fetch `data:,` to learn whether
   // the fetch encodes FormData (internal/uploads.js, supportsFormData). No server answers
   // that: through the policy it was a success on the provider's key, so it could close a
