@@ -346,7 +346,9 @@ interface Circuit {
   flying: number;
   /**
    * Where slow start stops doubling (TCP's ssthresh): half the calls out when a slow start
-   * last met a refusal (a 429, 503 or 529 with a delay). Past it, each answer lets 1 go.
+   * last met a refusal (a 429, 503 or 529 with a delay). Past it, each answer raises it by
+   * 1/flying (so the calls out grow by 1 a round trip), and the answer that lifts it above
+   * the calls out lets 2 go.
    */
   ceiling: number;
   /**
@@ -1031,9 +1033,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // Slow start: the key is released, and calls its probe's answer did not let go are
       // still held. Each answer lets 2 more go (1 for an answer that is no green light, to
       // take the place of its call), so the calls in flight double every round trip, up
-      // to the ceiling a slow start met a refusal at; past it, each answer lets 1 go.
+      // to the ceiling a slow start met a refusal at. Past it they grow by 1 a round trip
+      // (TCP's congestion avoidance, RFC 5681 §3.1): each answer raises the ceiling by
+      // 1/flying. Without that, a ceiling set while the server had room for 2 held every
+      // later slow start at 2 calls out: closed-loop callers, whose next calls queue
+      // behind the held ones, stayed at 2 for good after the server had room for 16.
       if (!c.pausedUntilMs && c.waiters?.size) {
-        const n = release && c.flying < c.ceiling ? SLOW_START_WAKES : 1;
+        const grow = release && c.flying < c.ceiling;
+        if (release && !grow) c.ceiling += 1 / c.flying;
+        const n = grow ? SLOW_START_WAKES : 1;
         c.flying += n - 1;
         wakeWaiters(c, n);
       }

@@ -1772,3 +1772,44 @@ test('a pace probe answered by a redirect auth() follows releases the key as its
     assert.ok(log.indexOf('/b') <= 5, `arrivals: ${log.join(' ')}`);
   });
 });
+
+test('a slow start past the ceiling an earlier refusal set grows by 1 call a round trip: closed-loop callers reach the room a recovered server has, not the ceiling for good', async () => {
+  // The server: a 429 pausing the key 100 ms, then a fast 200 (a slow start), then room
+  // for 2 calls at once, refusing a third with a 100 ms pause (which sets the ceiling at 1
+  // or 2), and after that refusal room for all: each call held 30 ms.
+  let holding = 0;
+  let recovered = false;
+  /** The most calls the server held at once after it had room for all. */
+  let most = 0;
+  const { handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(100);
+    if (index === 1) return { status: 200 };
+    if (!recovered && holding >= 2) {
+      recovered = true;
+      return tooMany(100);
+    }
+    holding++;
+    if (recovered) most = Math.max(most, holding);
+    await delay(30);
+    holding--;
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const { fetch } = pacedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    // 12 callers, each sending its next call when the last one is answered: 240 calls.
+    // Their next calls queue behind the held ones, so the queue never drains by itself.
+    const statuses: number[] = [];
+    await Promise.all(
+      Array.from({ length: 12 }, async () => {
+        for (let i = 0; i < 20; i++) statuses.push(await send(fetch, server.origin));
+      }),
+    );
+    assert.ok(recovered, 'a call met the server’s first limit');
+    assert.equal(statuses.filter((s) => s !== 200).length <= 1, true, `statuses: ${statuses}`);
+    // Before: each answer past the ceiling let exactly 1 go, so the calls out stayed at
+    // the ceiling (2 or 3 in flight at once) for all 240 calls. Now 1 more per round trip:
+    // from 2 to 12 in about 10 round trips of the 20 each caller makes.
+    assert.ok(most >= 8, `${most} in flight at once after the server had room`);
+  });
+});
