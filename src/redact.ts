@@ -350,9 +350,10 @@ function redactEncoded(run: string, percent: string): string {
 /**
  * Whether `c` ends a URL: no URL holds it as it is (WHATWG URL percent-encodes it in
  * every part, and so does `encodeURIComponent`). Whitespace and control characters,
- * `"` (closing a JSON string), `<` and `>` (around a tag's attribute).
+ * `"` (closing a JSON string), `<` and `>` (around a tag's attribute). Also where a
+ * failure body's read was cut (`withoutCutUrl()` in status.ts).
  */
-function endsUrl(c: string): boolean {
+export function endsUrl(c: string): boolean {
   // '' (the end of the text) sorts before ' ' too.
   return c < ' ' || /[\s"<>\x7f]/.test(c);
 }

@@ -27,7 +27,7 @@ import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
 import { validate } from './options.ts';
-import { redactText, SCHEME_SEPARATOR, SECRET_HEADERS } from './redact.ts';
+import { endsUrl, redactText, SCHEME_SEPARATOR, SECRET_HEADERS } from './redact.ts';
 import { type HeadersLike, retryDelay } from './timing.ts';
 
 /** Body bytes read from a failure response by default (DESIGN.md §4: 2 KiB). */
@@ -193,8 +193,8 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
  * `text` without the URL the cut ran into, when it ran into the URL's authority: cut
  * inside its userinfo (`postgres://admin:1234`), the password's start reads as a port,
  * and redaction could no longer tell it from one. That URL is the last one of the last
- * word, where words end as redaction's URLs do (whitespace, control characters, `"`,
- * `<`, `>`; not a quote: `o'brien` is one user name); it is left out from its `://` on
+ * word, where words end as redaction's URLs do (redact.ts's `endsUrl()`: whitespace,
+ * control characters, `"`, `<`, `>`; not a quote: `o'brien` is one user name); it is left out from its `://` on
  * (`postgres…`), in any spelling redaction reads (redact.ts's `SCHEME_SEPARATOR`:
  * JSON-escaped, `\u003A//`, `%3A%2F%2F`). Once a `/`, `?` or `#` (or `%2F`, `%3F`, `%23`)
  * follows it, the authority is whole and redaction shows the URL as any other. The text before it is kept either way: a body
@@ -202,9 +202,7 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
  */
 function withoutCutUrl(text: string): string {
   let start = text.length;
-  for (let c = text.charAt(start - 1); start > 0 && c >= ' ' && !/[\s"<>\x7f]/.test(c); ) {
-    c = text.charAt(--start - 1);
-  }
+  while (start > 0 && !endsUrl(text.charAt(start - 1))) start--;
   const word = text.slice(start);
   // The authority ends at a `/`, `?` or `#`, written plainly or percent-encoded. The URL
   // cut is the first with none after it: a later one is in its userinfo (a password
