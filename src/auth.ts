@@ -34,9 +34,10 @@ import {
   type Next,
 } from './call.ts';
 import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
-import { DEFAULT_REFRESH_TIMEOUT_MS, MAX_REDIRECTS } from './limits.ts';
+import { DEFAULT_REFRESH_TIMEOUT_MS, MAX_CHAIN_ERRORS, MAX_REDIRECTS } from './limits.ts';
 import { redactedError } from './network.ts';
 import { functionOption, isFunction, validate } from './options.ts';
+import { hideSent } from './status.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
 /** The header a token goes in, by default (RFC 9110 §11.6.2). */
@@ -173,7 +174,46 @@ function failure(call: Call, code: string, what: string, cause: unknown): Breakw
   // string, or a frozen error, cannot be redacted in place: a redacted copy goes up instead.
   const request = requestSummary(call.key, call.method, call.href);
   const where = `${request.method} ${request.url} (server "${request.key}")`;
-  return new BreakwaterError(`auth(): ${what}: ${where}`, code, { cause: redactedError(cause), request });
+  let safe: unknown;
+  try {
+    safe = hideSentIn(call, redactedError(cause));
+  } catch {
+    // A getter that throws: no cause, rather than no error (a waiter left hanging).
+  }
+  return new BreakwaterError(`auth(): ${what}: ${where}`, code, { cause: safe, request });
+}
+
+/**
+ * `error` (a chain {@link redactedError} gave) without the credentials `call` sent
+ * ({@link hideSent}: the token this `auth()` stamped, whatever its shape) in the message,
+ * stack and cause of each error down its chain. A `refresh()` that fails saying which
+ * token it could not refresh (`invalid_grant for <token>`) put that token in every log
+ * printing the error's cause: it looks like no key, so redaction alone left it. Changed
+ * in place; an error that keeps it (frozen) goes up as a copy, with its name and code.
+ * redactedError() has cut the chain's loops and its length: the bound here is a guard.
+ * Throws where a field's getter does.
+ */
+function hideSentIn(call: Call, error: unknown, depth = 0): unknown {
+  if (typeof error === 'string') return hideSent(call, error);
+  if (typeof error !== 'object' || error === null) return error;
+  if (depth > MAX_CHAIN_ERRORS) return;
+  const e = error as Record<string, unknown>;
+  const hidden: Record<string, unknown> = { name: e.name, code: e.code };
+  let kept = false;
+  for (const field of ['message', 'stack', 'cause']) {
+    const value = e[field];
+    const safe =
+      field === 'cause'
+        ? hideSentIn(call, value, depth + 1)
+        : typeof value === 'string'
+          ? hideSent(call, value)
+          : value;
+    hidden[field] = safe;
+    // No throw where it cannot be written (frozen, a getter only): told by reading it back.
+    Reflect.set(e, field, safe);
+    kept ||= e[field] !== safe;
+  }
+  return kept ? Object.assign(new Error(), hidden) : e;
 }
 
 /**

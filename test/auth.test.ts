@@ -1719,3 +1719,70 @@ test('a redirect a key auth() follows is no success for the breaker below it: an
     assert.equal(breaker.stats('mcp')?.state, 'closed');
   });
 });
+
+test('a refresh() that fails quoting the token it could not refresh shows that token nowhere in the AUTH_REFRESH_FAILED error: message, String(), JSON, its causes', async () => {
+  // Not a well-known key shape: only auth() knows it is a secret (it sent it).
+  const token = 'plainOldToken7419';
+  const throwers = [
+    () => new Error(`bad token ${token}`),
+    () => new Error('refresh failed', { cause: new Error(`invalid_grant for Bearer ${token}`) }),
+    () => Object.freeze(new Error(`bad token ${token}`)),
+    () => `bad token ${token}`,
+  ];
+  await withServer(always({ status: 401 }), async (server) => {
+    for (const [i, thrower] of throwers.entries()) {
+      const fetch = createFetch({
+        use: [
+          auth({
+            token,
+            refresh: async () => {
+              throw thrower();
+            },
+          }),
+        ],
+      });
+      const error = await fetch(server.origin).then(
+        () => assert.fail('the refresh failed'),
+        (caught: unknown) => caught,
+      );
+      assert.ok(error instanceof BreakwaterError && error.code === 'AUTH_REFRESH_FAILED', String(error));
+      const cause = error.cause as Error | string;
+      const shown = [
+        String(error),
+        error.message,
+        JSON.stringify(error),
+        String(cause),
+        String((cause as Error).message),
+        String(((cause as Error).cause as Error | undefined)?.message),
+        inspect(error, { depth: 8 }),
+      ];
+      for (const text of shown) assert.ok(!text.includes(token), `thrower ${i}: the token shown: ${text}`);
+      assert.match(
+        inspect(error, { depth: 8 }),
+        /bad token|invalid_grant/,
+        'the cause still says what failed',
+      );
+    }
+  });
+});
+
+test('a refresh() error with nothing of the token in it stays the cause as thrown', async () => {
+  const thrown = new Error('token endpoint said invalid_grant');
+  await withServer(always({ status: 401 }), async (server) => {
+    const fetch = createFetch({
+      use: [
+        auth({
+          token: 'plainOldToken7419',
+          refresh: async () => {
+            throw thrown;
+          },
+        }),
+      ],
+    });
+    await assert.rejects(fetch(server.origin), (error: unknown) => {
+      assert.equal((error as Error).cause, thrown);
+      assert.equal(thrown.message, 'token endpoint said invalid_grant');
+      return true;
+    });
+  });
+});
