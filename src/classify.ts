@@ -62,7 +62,7 @@ export interface Classification {
   notRun: boolean;
   /** Whether sending the same request again cannot run the operation twice: `notRun`, or the call is idempotent. */
   safeToResend: boolean;
-  /** The server's requested wait, when it said one. */
+  /** The server's requested wait, when it said one; for an open circuit or a closed gate, the time until its `retryAt`. */
   retryAfterMs?: number;
 }
 
@@ -183,9 +183,10 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
     return verdict('transient', (error as TimeoutError).scope === 'attempt', false, call);
   }
   if (code === 'CIRCUIT_OPEN' || code === 'GATE_CLOSED') {
-    // Failed fast locally: nothing was sent. Waiting is the breaker's business, not retry's.
+    // Failed fast locally: nothing was sent, so trying again is safe once retryAt comes
+    // (retryAfterMs); sooner, the breaker or gate refuses it again.
     const { retryAt } = error as CircuitOpenError;
-    return verdict('transient', false, true, call, Math.max(0, retryAt.getTime() - Date.now()));
+    return verdict('transient', true, true, call, Math.max(0, retryAt.getTime() - Date.now()));
   }
   if (code === 'RETRY_AFTER_TOO_LONG') {
     return verdict('rate-limited', false, true, call, (error as RetryAfterTooLongError).retryAfterMs);

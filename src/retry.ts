@@ -43,7 +43,11 @@ export type ResendRule = 'safe' | 'never' | 'always';
 
 /** Options for {@link retry}. */
 export interface RetryOptions {
-  /** Total attempts, the first included. Default 3; 1 turns retrying off. */
+  /**
+   * Total attempts, the first included. Default 3; 1 turns retrying off. A pass an open
+   * circuit or armed gate below refused unsent is none (nothing reached the server); such
+   * refusals are capped at `attempts` too, apart.
+   */
   attempts?: number | undefined;
   /** The wait between attempts when the server names none. Default 500 ms ×2 to 32 s, decorrelated jitter. */
   backoff?: BackoffOptions | undefined;
@@ -214,6 +218,12 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
 /**
  * Retries what is retryable and safe to resend, honouring the server's delay.
  *
+ * A `CircuitOpenError` or `GateClosedError` from below (nothing was sent, so resending is
+ * always safe) is waited out until its `retryAt`, at least the backoff step, then sent
+ * again: resent sooner, the breaker refuses it again. A `retryAt` past `maxRetryAfterMs`
+ * or the deadline fails at once with that error itself (give-up `retry-after-too-long`),
+ * as the breaker fails a pause past the cap. A refusal uses no attempt and no budget token.
+ *
  * @example
  * ```ts
  * import { captureStatus, createFetch, retry } from 'breakwater';
@@ -264,17 +274,22 @@ export function retry(options: RetryOptions = {}): Retry {
     call.emit({ type: 'give-up', key: call.key, attempt: call.attempt, why, reason });
   }
 
-  /** Why a retryable failure is not resent (`invited`: by the server, see below), or undefined when it is. */
+  /**
+   * Why a retryable failure is not resent (`invited`: by the server, see below;
+   * `refusals`: passes refused unsent so far), or undefined when it is.
+   */
   function refusal(
     call: Call,
     verdict: Classification,
     budget: Budget,
     delay: number,
     invited: boolean,
+    refusals: number,
   ): GiveUpReason | undefined {
     const remaining = call.remainingMs();
     const serverDelay = verdict.retryAfterMs;
-    if (call.attempt >= attempts) return 'attempts';
+    // A refused pass reached no server: `attempts` caps the sends, and the refusals apart.
+    if (Math.max(call.attempt - refusals, refusals) >= attempts) return 'attempts';
     if (unsafe(call, verdict)) return 'unsafe-to-resend';
     if (hasOneShotBody(call)) return 'body-not-replayable';
     if (budgetTokens > 0 && !invited && budget.tokens <= budgetTokens / 2) return 'budget';
@@ -296,6 +311,8 @@ export function retry(options: RetryOptions = {}): Retry {
     let previousDelay: number | undefined;
     /** Whether this pass is a resend (every pass after the first). */
     let resent = false;
+    /** Passes a breaker or gate below refused unsent: no attempt, they reached no server. */
+    let refusals = 0;
     for (;;) {
       /** The attempt this pass sends as: a layer below that resends (auth() after a 401) numbers on. */
       const sentAs = call.attempt;
@@ -306,15 +323,16 @@ export function retry(options: RetryOptions = {}): Retry {
         outcome = { error };
       }
       const verdict = classify(outcome, call, classifyOptions);
+      // Refused unsent by a breaker or gate below (CircuitOpenError, GateClosedError): told by
+      // the stable code, so this bundle carries neither class. Read only from an error
+      // classify() knows (notRun): another's `code` may be a getter that throws.
+      const refused =
+        verdict.notRun &&
+        /^(CIRCUIT_OPEN|GATE_CLOSED)$/.test((outcome as { error?: { code: string } }).error?.code as string);
       // A resend counts once it went: not one the caller left during the wait (no pass), nor
-      // one a breaker or gate below refused unsent (the one transient outcome that is
-      // neither retryable nor sent). Not attempt > 1: auth() below counts its own resends.
-      // Refused after a layer below resent it (auth() after a 401), this one went.
-      if (
-        resent &&
-        (call.attempt > sentAs || !(verdict.notRun && verdict.kind === 'transient' && !verdict.retryable))
-      )
-        budgetFor(call.key).retries++;
+      // one a breaker or gate below refused unsent. Not attempt > 1: auth() below counts its
+      // own resends. Refused after a layer below resent it (auth() after a 401), this one went.
+      if (resent && (call.attempt > sentAs || !refused)) budgetFor(call.key).retries++;
       if (verdict.kind === 'ok') {
         // The happy path: refill the server's bucket if it has one, without touching
         // the registry's order (a Map delete + set per call costs microseconds).
@@ -332,6 +350,7 @@ export function retry(options: RetryOptions = {}): Retry {
         if ('response' in outcome) dropBody(outcome.response);
         throw abortReason(signal);
       }
+      if (refused) refusals++;
       const budget = budgetFor(call.key);
       // The budget guards against storms of our own making. A retry the server invited,
       // waited out exactly (and, with a breaker, by every caller of the key at once), is
@@ -340,25 +359,36 @@ export function retry(options: RetryOptions = {}): Retry {
       const serverDelay = verdict.retryAfterMs;
       // Invited: the server named a delay (429/503 + Retry-After). A delay of 0 invites no
       // pause, so it is no invitation: 1,000 calls answered `Retry-After: 0` would
-      // otherwise resend at once.
-      const invited = (serverDelay ?? 0) > 0;
+      // otherwise resend at once. A refusal is outside the budget too: it reached no
+      // server, and its wait is the breaker's (or gate's) for every caller of the key.
+      const invited = refused || (serverDelay ?? 0) > 0;
       if (verdict.retryable && !invited) {
         budget.tokens = Math.max(0, budget.tokens - 1);
       }
-      const delay = serverDelay ?? schedule(call.attempt, previousDelay);
+      // After a refusal, until its retryAt (classify()'s retryAfterMs), and never less than
+      // the backoff step: resent sooner, the breaker refuses it again, and one that is
+      // already past must not make a loop. A retryAt past maxRetryAfterMs or the deadline
+      // fails at once, as a server's too-long delay does, with the refusal itself (below).
+      const delay =
+        serverDelay !== undefined && !refused
+          ? serverDelay
+          : Math.max(serverDelay ?? 0, schedule(call.attempt, previousDelay));
       // A timeout of scope 'total' (the one classify() calls final: an attempt's is
       // retryable) is the call's deadline passing, which is what stops this retry: in
       // definePolicy()'s chain the total deadline has no timer of its own, and the attempt
       // timeout inside ends the last attempt at it.
       const why = verdict.retryable
-        ? refusal(call, verdict, budget, delay, invited)
+        ? refusal(call, verdict, budget, delay, invited, refusals)
         : (outcome as { error?: TimeoutError }).error?.scope === 'total'
           ? 'deadline'
           : 'not-retryable';
       const reason = describeOutcome(outcome);
       if (why !== undefined) {
         giveUp(call, budget, why, reason);
-        if (why !== 'retry-after-too-long') return settle(outcome);
+        // A refusal whose retryAt is too far stays the CircuitOpenError (or GateClosedError)
+        // it is, as the breaker's own refusal of a pause past maxRetryAfterMs: it has the
+        // retryAt, and a caller's `instanceof CircuitOpenError` keeps working.
+        if (why !== 'retry-after-too-long' || refused) return settle(outcome);
         // The response's body is cancelled by statusError(), after it read the body's start
         // (up to a second) for the message.
         const tooLong = new RetryAfterTooLongError({
@@ -388,7 +418,7 @@ export function retry(options: RetryOptions = {}): Retry {
         key: call.key,
         attempt: call.attempt,
         delayMs: delay,
-        delaySource: serverDelay === undefined ? 'backoff' : 'server',
+        delaySource: delay === serverDelay ? 'server' : 'backoff',
         reason,
       });
       previousDelay = delay;

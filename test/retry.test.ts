@@ -1,11 +1,18 @@
 import assert from 'node:assert/strict';
 import type { Readable } from 'node:stream';
 import { test } from 'node:test';
+import { circuitBreaker } from '../src/breaker.ts';
 import type { FetchLike, Middleware } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { DEFAULT_RETRYABLE_STATUSES } from '../src/classify.ts';
-import { HttpStatusError, NetworkError, RetryAfterTooLongError, TimeoutError } from '../src/errors.ts';
+import {
+  CircuitOpenError,
+  HttpStatusError,
+  NetworkError,
+  RetryAfterTooLongError,
+  TimeoutError,
+} from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
@@ -935,11 +942,12 @@ test('resends an open circuit below refused are not counted in stats as made: re
   // 503 opened the circuit (for a minute) meanwhile, and the breaker refuses every resend
   // before it is sent. All 20 are let through before any answer is read, so the server
   // sees exactly 20. (Opening on in-flight 503s alone stopped working with 16adf09: a
-  // shedding server's storm counts once, and some calls ended with the 503 instead.)
+  // shedding server's storm counts once, and some calls ended with the 503 instead.) Open
+  // for 2 minutes: past maxRetryAfterMs, so retry does not wait for it.
   await withServer(always({ status: 503, headers: { 'retry-after-ms': '20' } }), async (server) => {
     const policy = definePolicy({
       name: 'k',
-      breaker: { consecutiveFailures: 1, open: { initialMs: 60_000, jitter: 'none' } },
+      breaker: { consecutiveFailures: 1, open: { initialMs: 120_000, jitter: 'none' } },
     });
     let resends = 0;
     const fetch = policy.fetch(undefined, {
@@ -962,11 +970,15 @@ test('resends an open circuit below refused are not counted in stats as made: re
 
 test('auth()’s resend after a 401 that an open circuit refuses leaves retry’s count of resends at 0, not -1', async () => {
   // auth() below retry numbers its resend as attempt 2; retry made none. The circuit
-  // opens during the refresh: another call meets the server's 503.
+  // opens during the refresh (for 2 minutes: past maxRetryAfterMs, so retry does not wait
+  // for it): another call meets the server's 503.
   await withServer(
     (req) => (req.url === '/down' ? { status: 503 } : { status: 401 }),
     async (server) => {
-      const policy = definePolicy({ name: 'k', breaker: { consecutiveFailures: 1 } });
+      const policy = definePolicy({
+        name: 'k',
+        breaker: { consecutiveFailures: 1, open: { initialMs: 120_000, jitter: 'none' } },
+      });
       const fetch: FetchLike = policy.fetch(undefined, {
         auth: {
           token: 'old-token-value',
@@ -1012,6 +1024,7 @@ test('retry’s resend answered 401, whose auth() resend an open circuit refuses
   // The resend went (the server answered it 401); auth() refreshed and resent it, and the
   // circuit, opened by other calls during the refresh, refused that one. Judged by the
   // pass's last outcome alone, retry's resend read as refused unsent: retries 0, not 1.
+  // Open for 2 minutes: past maxRetryAfterMs, so retry does not wait for it.
   let calls = 0;
   await withServer(
     (req) => (req.url === '/down' || ++calls === 1 ? { status: 503 } : { status: 401 }),
@@ -1019,7 +1032,7 @@ test('retry’s resend answered 401, whose auth() resend an open circuit refuses
       const policy = definePolicy({
         name: 'k',
         retry: { backoff: fast },
-        breaker: { consecutiveFailures: 2 },
+        breaker: { consecutiveFailures: 2, open: { initialMs: 120_000, jitter: 'none' } },
       });
       const fetch: FetchLike = policy.fetch(undefined, {
         auth: {
@@ -1072,4 +1085,93 @@ test("a base fetch whose body is a Node stream (node-fetch v2): a dropped 503's 
       assert.equal(await nodeFetch.open(), 0, 'a connection left open');
     },
   );
+});
+
+test('a resend an open circuit below refused waits for its retryAt, then reaches the server: the refusal uses no attempt', async () => {
+  // Two 503s open the circuit for 150 ms. retry()'s 10 ms backoff ends first: its resend
+  // is refused unsent. It used to end the call there (CircuitOpenError after 2 of the 3
+  // attempts, none of them the third); now retry waits until the refusal's retryAt and
+  // sends the third attempt, the breaker's probe, which the recovered server answers.
+  await withServer(sequence({ status: 503 }, { status: 503 }, { status: 200 }), async (server) => {
+    const why: string[] = [];
+    const retrying = retry({ attempts: 3, backoff: { initialMs: 10, factor: 1, maxMs: 10, jitter: 'none' } });
+    const fetch = createFetch({
+      use: [retrying, circuitBreaker({ consecutiveFailures: 2, open: { initialMs: 150, jitter: 'none' } })],
+      key: 'k',
+      onEvent: (event) => {
+        if (event.type === 'give-up') why.push(event.why);
+      },
+    });
+    const response = await fetch(server.origin);
+    await response.body?.cancel();
+    assert.equal(response.status, 200);
+    assert.equal(server.requests.length, 3);
+    assert.deepEqual(why, []);
+    // Two resends went; the refused one is not counted, and took no budget token (10, less one per 503, plus 0.1 for the success).
+    assert.deepEqual(retrying.stats('k'), { tokens: 8.1, retries: 2, giveUps: 0 });
+  });
+});
+
+test('a refusal whose retryAt is past maxRetryAfterMs fails at once with the CircuitOpenError itself, as a too-long Retry-After does', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const why: string[] = [];
+    const fetch = createFetch({
+      use: [
+        retry({ backoff: fast, maxRetryAfterMs: 100 }),
+        circuitBreaker({ consecutiveFailures: 1, open: { initialMs: 10_000, jitter: 'none' } }),
+      ],
+      onEvent: (event) => {
+        if (event.type === 'give-up') why.push(event.why);
+      },
+    });
+    const started = Date.now();
+    const error = await fetch(server.origin).catch((e: unknown) => e);
+    assert.ok(error instanceof CircuitOpenError, String(error));
+    assert.ok(Date.now() - started < 5_000, 'no wait for the circuit to close');
+    assert.equal(server.requests.length, 1);
+    assert.deepEqual(why, ['retry-after-too-long']);
+  });
+});
+
+test('a refusal whose retryAt is past the call’s deadline fails at once with the CircuitOpenError', async () => {
+  await withServer(always({ status: 503 }), async (server) => {
+    const fetch = createFetch({
+      use: [
+        timeout({ totalMs: 2_000 }),
+        retry({ backoff: fast }),
+        circuitBreaker({ consecutiveFailures: 1, open: { initialMs: 10_000, jitter: 'none' } }),
+      ],
+    });
+    const started = Date.now();
+    await assert.rejects(fetch(server.origin), { code: 'CIRCUIT_OPEN' });
+    assert.ok(Date.now() - started < 1_500, 'no wait to the deadline');
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('refusals are capped at attempts apart: a circuit that stays open ends the call after that many', async () => {
+  // A circuit reopened by every probe another caller sends: this call's resends are all
+  // refused. A fake clock-free stand-in: a layer that refuses every pass after the first.
+  await withServer(always({ status: 503 }), async (server) => {
+    let passes = 0;
+    const refuse: Middleware = async function refuse(call, next) {
+      if (++passes === 1) return next(call);
+      throw new CircuitOpenError({
+        key: call.key,
+        retryAt: new Date(Date.now() + 5),
+        reason: 'for the test',
+      });
+    };
+    const why: string[] = [];
+    const fetch = createFetch({
+      use: [retry({ attempts: 3, backoff: fast }), refuse],
+      onEvent: (event) => {
+        if (event.type === 'give-up') why.push(event.why);
+      },
+    });
+    await assert.rejects(fetch(server.origin), { code: 'CIRCUIT_OPEN' });
+    assert.equal(server.requests.length, 1);
+    assert.equal(passes, 4, 'one send, then three refusals');
+    assert.deepEqual(why, ['attempts']);
+  });
 });
