@@ -53,11 +53,15 @@ export function isSafeHeader(name: string): boolean {
   return SAFE_HEADER.test(name.toLowerCase());
 }
 
-/** The allowlisted subset of `headers`, names lower-cased, values cut to a bounded length. */
+/**
+ * The allowlisted subset of `headers`, values cut to a bounded length. A `Headers` gives its
+ * names lower-cased (the Fetch standard's iteration), as the allowlist has them: no
+ * {@link isSafeHeader} and its `toLowerCase()` per name.
+ */
 export function safeHeaders(headers: Headers | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, value] of headers || []) {
-    if (isSafeHeader(name)) out[name] = value.slice(0, MAX_HEADER_VALUE_CHARS);
+    if (SAFE_HEADER.test(name)) out[name] = value.slice(0, MAX_HEADER_VALUE_CHARS);
   }
   return out;
 }
