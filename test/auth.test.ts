@@ -1786,3 +1786,36 @@ test('a refresh() error with nothing of the token in it stays the cause as throw
     });
   });
 });
+
+test('a refresh() that rejects with an error whose fields throw when read still fails the call with AUTH_REFRESH_FAILED, without that cause', async () => {
+  const hostile = [
+    Object.defineProperty(new Error('x'), 'message', {
+      get() {
+        throw new Error('no message for you');
+      },
+    }),
+    (() => {
+      const { proxy, revoke } = Proxy.revocable(new Error('x'), {});
+      revoke();
+      return proxy;
+    })(),
+  ];
+  await withServer(always({ status: 401 }), async (server) => {
+    for (const thrown of hostile) {
+      const fetch = createFetch({
+        use: [
+          auth({
+            token: 'plainOldToken7419',
+            refresh: async () => {
+              throw thrown;
+            },
+          }),
+        ],
+      });
+      await assert.rejects(
+        fetch(server.origin),
+        (error: unknown) => error instanceof BreakwaterError && error.code === 'AUTH_REFRESH_FAILED',
+      );
+    }
+  });
+});
