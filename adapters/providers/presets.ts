@@ -157,7 +157,9 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
 
 /**
  * Options for the OpenAI SDK (`openai` ≥ 5): the policy's fetch, and `maxRetries: 0`
- * so the SDK does not retry on top of the policy.
+ * so the SDK does not retry on top of the policy. The SDK's `x-stainless-retry-count`
+ * (0 on every request, its retries being off) is numbered on by the fetch: each request
+ * the policy sends says how many of the call's went before it.
  *
  * The SDK's `timeout` is left alone (default 10 minutes). It covers only the wait for
  * response headers (streamed bodies are not timed), which around breakwater's fetch
