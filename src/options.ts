@@ -112,6 +112,25 @@ const AUTH_SCHEME = /\b(?:bearer|basic) +\S/i;
 /** The marker for "no message of the schema's own": explain() then says what was expected. */
 const DEFAULT_MESSAGE = 'Invalid input';
 
+/** How many problems (and unknown option names) an error lists before `... and N more`. */
+const MAX_LISTED = 20;
+
+/** `text`, or its first {@link MAX_SHOWN_CHARS} characters and `…`. */
+function cut(text: string): string {
+  return text.length > MAX_SHOWN_CHARS ? `${text.slice(0, MAX_SHOWN_CHARS)}…` : text;
+}
+
+/**
+ * The lines `show` makes of the first {@link MAX_LISTED} items (one or more each), at
+ * most that many of them, then `... and N more` for the rest: 100,000 bad entries made
+ * a 6.7 MB message.
+ */
+function listed<T>(items: readonly T[], show: (first: readonly T[]) => string[]): string[] {
+  const shown = show(items.slice(0, MAX_LISTED));
+  const more = shown.length - MAX_LISTED + Math.max(items.length - MAX_LISTED, 0);
+  return more > 0 ? [...shown.slice(0, MAX_LISTED), `... and ${more} more`] : shown;
+}
+
 function article(noun: string): string {
   return /^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`;
 }
@@ -128,11 +147,11 @@ export function describeValue(value: unknown, path: readonly PropertyKey[] = [])
     text.match(TOKEN_RUN)?.some((run) => RANDOM_CHARS.test(run))
   )
     return `${article(type)} (not shown)`;
-  if (type === 'string')
-    return JSON.stringify(text.length > MAX_SHOWN_CHARS ? `${text.slice(0, MAX_SHOWN_CHARS)}…` : text);
-  // Primitives (null included) print as themselves, a bigint with its `n` (`5n` is
-  // not the number 5); objects by kind only.
-  if (Object(value) !== value) return `${String(value)}${type === 'bigint' ? 'n' : ''}`;
+  if (type === 'string') return JSON.stringify(cut(text));
+  // Primitives (null included) print as themselves, cut as strings are (a bigint of
+  // 3,000 digits printed whole), a bigint with its `n` (`5n` is not the number 5);
+  // objects by kind only.
+  if (Object(value) !== value) return `${cut(String(value))}${type === 'bigint' ? 'n' : ''}`;
   return Array.isArray(value) ? `an array of ${value.length}` : article(type);
 }
 
@@ -161,15 +180,41 @@ function depth(issues: Issue[]): number {
 }
 
 /**
+ * `value` behind a proxy that calls `fail(path)` when reading `value` at `path` throws
+ * (a getter, a proxy's trap), so a second parse can say where the first one broke.
+ * Its target is a blank object or array, not `value`: the proxy invariants are checked
+ * against the target, and a frozen config's nested objects come back wrapped. Only the
+ * reads zod makes by key, and its listing of keys (for unknown options), are followed.
+ */
+function guard(value: unknown, path: readonly PropertyKey[], fail: (path: readonly PropertyKey[]) => void): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  const handler: Record<string, (target: object, key?: PropertyKey) => unknown> = {};
+  for (const trap of ['get', 'has', 'ownKeys'] as const)
+    handler[trap] = (_, key) => {
+      const at = key === undefined ? path : [...path, key];
+      try {
+        const result = (Reflect[trap] as (target: object, key?: PropertyKey) => unknown)(value, key);
+        return trap === 'get' ? guard(result, at, fail) : result;
+      } catch (error) {
+        fail(at);
+        throw error;
+      }
+    };
+  return new Proxy(Array.isArray(value) ? [] : {}, handler as ProxyHandler<object>);
+}
+
+/**
  * Parses `value` with `schema`, or throws one `TypeError` listing every problem as
  * `where.path: message (got VALUE)`. `where` names the factory, e.g. `createFetch()`.
+ * An input that throws when read (a getter, a proxy) is a `TypeError` too, naming the
+ * path with the input's error as its `cause`: that error is not quoted, since it may
+ * quote a secret.
  */
 export function validate<T>(schema: z.ZodMiniType<T>, value: unknown, where: string): T {
   // The per-parse map outranks a global zod config (full `zod` installs English
   // messages process-wide when an app loads it) but not a schema's own message, so
   // every message without one reaches explain() as the marker.
-  const result = schema.safeParse(value, { error: () => DEFAULT_MESSAGE });
-  if (result.success) return result.data;
+  const options = { error: () => DEFAULT_MESSAGE };
   /**
    * One line per issue. zod reports a failed union only when every branch failed on
    * type; the branch that got deepest into the value (a typo inside an options
@@ -191,13 +236,34 @@ export function validate<T>(schema: z.ZodMiniType<T>, value: unknown, where: str
       for (const step of path) got = (got as Record<PropertyKey, unknown> | undefined)?.[step];
       return `${[where, ...path].join('.')}: ${
         issue.keys
-          ? `unknown option ${issue.keys.map((key) => describeValue(key)).join(', ')}`
+          ? `unknown option ${listed(issue.keys, (keys) => keys.map((key) => describeValue(key))).join(', ')}`
           : `${explain(issue)} (got ${describeValue(got, path)})`
       }`;
     });
-  throw new TypeError(
-    `invalid options for ${where}:\n  - ${problems(result.error.issues, []).join('\n  - ')}`,
-  );
+  let lines: string[];
+  let thrown: ErrorOptions | undefined;
+  // The message is built inside the try too: it reads the input again.
+  try {
+    const result = schema.safeParse(value, options);
+    if (result.success) return result.data;
+    lines = listed(result.error.issues, (first) => problems(first, []));
+  } catch (cause) {
+    // Parsed again through a guard to find the path: the first read that throws. None
+    // throws if the input's reads throw only once, or if zod itself threw (a million
+    // bad entries overflow its stack): the path is then the whole input.
+    let at: readonly PropertyKey[] | undefined;
+    try {
+      schema.safeParse(
+        guard(value, [], (path) => {
+          at ??= path;
+        }),
+        options,
+      );
+    } catch {}
+    lines = [`${[where, ...(at ?? [])].map(String).join('.')}: could not be read (see cause)`];
+    thrown = { cause };
+  }
+  throw new TypeError(`invalid options for ${where}:\n  - ${lines.join('\n  - ')}`, thrown);
 }
 
 /** too_small / too_big wording: [bound excluded, bound included]. */
