@@ -28,6 +28,7 @@ import {
   captureSchema,
   captureStatus,
   DEFAULT_BODY_BYTES,
+  DEFAULT_BODY_WAIT_MS,
   type StatusSnapshot,
 } from './capture.ts';
 import { createFetch } from './chain.ts';
@@ -141,10 +142,11 @@ export interface ResolvedPolicyConfig {
   /** Whether clients stamp an `Idempotency-Key` on POST and PATCH (`idempotencyKey()`); `false` unless set. */
   idempotencyKeys: boolean;
   /**
-   * `captureStatus()` options: `bodyBytes` filled in (default 2048), `bodyWaitMs` as
-   * given (undefined: capture's own default, 1 s).
+   * `captureStatus()` options, both filled in: `bodyBytes` (default 2048) and `bodyWaitMs`
+   * (default 1000), which the MCP and A2A adapters also end the SDK's read of a failure
+   * body at.
    */
-  capture: { bodyBytes: number; bodyWaitMs?: number | undefined };
+  capture: { bodyBytes: number; bodyWaitMs: number };
 }
 
 /** Per-client pieces that do not belong in a policy file. */
@@ -283,7 +285,10 @@ function resolve(config: PolicyConfig): ResolvedPolicyConfig {
             totalMs: config.timeout?.totalMs ?? DEFAULT_TOTAL_MS,
           },
     idempotencyKeys: config.idempotencyKeys ?? false,
-    capture: { ...config.capture, bodyBytes: config.capture?.bodyBytes ?? DEFAULT_BODY_BYTES },
+    capture: {
+      bodyBytes: config.capture?.bodyBytes ?? DEFAULT_BODY_BYTES,
+      bodyWaitMs: config.capture?.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS,
+    },
   };
 }
 

@@ -30,6 +30,21 @@ test('definePolicy({}) fills in the documented defaults', () => {
   assert.deepEqual(resolved.breaker, {});
 });
 
+test('resolved.capture fills in bodyWaitMs (1000 by default, read by the MCP and A2A adapters) and keeps a given one', () => {
+  assert.deepEqual(definePolicy({}).resolved.capture, { bodyBytes: 2048, bodyWaitMs: 1000 });
+  assert.deepEqual(definePolicy({ capture: { bodyWaitMs: 250 } }).resolved.capture, {
+    bodyBytes: 2048,
+    bodyWaitMs: 250,
+  });
+  // The resolved config is itself a valid config, and its JSON gives the same policy.
+  for (const policy of [definePolicy({}), definePolicy({ capture: { bodyBytes: 10, bodyWaitMs: 0 } })]) {
+    const again = definePolicy(JSON.parse(JSON.stringify(policy.resolved)));
+    assert.deepEqual(again.resolved, policy.resolved);
+    assert.deepEqual(definePolicy(JSON.parse(JSON.stringify(policy))).resolved, policy.resolved);
+    assert.equal(validate(policySchema, again, 'test'), again);
+  }
+});
+
 test('a retry budget given in part resolves with the other field at its default; false stays off', () => {
   // README: policy.resolved has the retry defaults filled in, the budget's fields included.
   assert.deepEqual(definePolicy({ retry: { budget: { tokens: 20 } } }).resolved.retry.budget, {

@@ -19,7 +19,7 @@ import type { Client, ClientConfig } from '@a2a-js/sdk/client';
 import * as z from 'zod/mini';
 import { maxResponseBytesSchema } from '../../src/body-limit.ts';
 import type { Call, FetchLike, Next } from '../../src/call.ts';
-import { DEFAULT_BODY_WAIT_MS, type StatusSnapshot } from '../../src/capture.ts';
+import type { StatusSnapshot } from '../../src/capture.ts';
 import { BreakwaterError, isAbort, oneLine, requestSummary } from '../../src/errors.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
@@ -257,10 +257,7 @@ export async function createA2AClient(
     ? valid.policy.fetch(valid.fetch, {
         use: [
           a2aIdempotent(),
-          limitBodies(
-            valid.policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS,
-            valid.maxResponseBytes,
-          ),
+          limitBodies(valid.policy.resolved.capture.bodyWaitMs, valid.maxResponseBytes),
           rememberFailures,
         ],
       })

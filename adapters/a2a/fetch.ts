@@ -16,7 +16,6 @@ import {
   maxResponseBytesSchema,
 } from '../../src/body-limit.ts';
 import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
-import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { SNAPSHOT, type Snapshotted, sdkFailureBody, wrapHttpError } from '../../src/status.ts';
@@ -232,6 +231,6 @@ export function a2aFetch(policy: Policy, options?: A2AFetchOptions): FetchLike {
   validate(policySchema, policy, 'a2aFetch(policy)');
   const { fetch, maxResponseBytes, ...rest } = validate(optionsSchema, options, 'a2aFetch()') ?? {};
   // `use`: middleware the policy runs outermost, so the mark is set before its retry judges a failure.
-  const waitMs = policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
+  const waitMs = policy.resolved.capture.bodyWaitMs;
   return policy.fetch(fetch, { ...rest, use: [a2aIdempotent(), limitBodies(waitMs, maxResponseBytes)] });
 }

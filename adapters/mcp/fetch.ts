@@ -22,7 +22,7 @@ import {
   maxResponseBytesSchema,
 } from '../../src/body-limit.ts';
 import { type Call, type FetchLike, follow, type Next } from '../../src/call.ts';
-import { DEFAULT_BODY_WAIT_MS, type StatusSnapshot } from '../../src/capture.ts';
+import type { StatusSnapshot } from '../../src/capture.ts';
 import { type BreakwaterError, oneLine } from '../../src/errors.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
@@ -289,7 +289,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   const { tools, hints, maxBodyChars, fetch: base, onEvent, maxResponseBytes } = valid;
   const maxBytes = maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
   const resend = mcpResend({ tools, hints, maxBodyChars });
-  const waitMs = policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
+  const waitMs = policy.resolved.capture.bodyWaitMs;
   /** The errors of the latest SSE answers cut past `maxBytes` and ended with error answers, oldest first. */
   const cuts: BreakwaterError[] = [];
   const ending = answersCut(maxBytes, cuts);
