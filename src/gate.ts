@@ -23,6 +23,7 @@ import {
 import { comeBack, PROBE_LEASE_MS } from './breaker.ts';
 import { notify } from './call.ts';
 import {
+  CircuitOpenError,
   GateClosedError,
   HttpStatusError,
   isAbort,
@@ -53,9 +54,10 @@ export interface GateOptions {
    */
   schedule?: BackoffOptions | undefined;
   /**
-   * The longest window, in ms, a server's requested delay (`HttpStatusError.retryAfterMs`)
-   * may stretch the gate to. Default 60,000: a server asking for an hour should not
-   * silence a client for an hour on its word alone.
+   * The longest window, in ms, a server's requested delay (`HttpStatusError.retryAfterMs`,
+   * `RetryAfterTooLongError.retryAfterMs`, the `retryAt` of a `CircuitOpenError` or
+   * `GateClosedError`) may stretch the gate to. Default 60,000: a server asking for an
+   * hour should not silence a client for an hour on its word alone.
    */
   maxRetryAfterMs?: number | undefined;
   /**
@@ -127,10 +129,14 @@ const optionsSchema = z.optional(
  *
  * - Arms on: an `HttpStatusError` with `retryable: true`, a `NetworkError`, a
  *   `TimeoutError`, a `RetryAfterTooLongError` (retry() would not sleep out the
- *   server's long Retry-After: the next start must not go before it either), or an
- *   error `isCrashLoop` accepts. Anything else (auth and other
- *   non-retryable statuses, `TypeError`s and config errors, user aborts) passes through
- *   unchanged and leaves the gate as it was.
+ *   server's long Retry-After: the next start must not go before it either), a
+ *   `CircuitOpenError` or `GateClosedError` (a breaker or inner gate knows the server is
+ *   down until its `retryAt`: the window lasts at least until then), the `TimeoutError`
+ *   DOMException of an `AbortSignal.timeout()` (out of `fn` it is the operation's
+ *   deadline: the server did not answer in time), or an error `isCrashLoop` accepts.
+ *   Anything else (auth and other non-retryable statuses, `TypeError`s and config
+ *   errors, user aborts: an `AbortError`) passes through unchanged and leaves the gate
+ *   as it was.
  * - The n-th consecutive failure arms it for `schedule(n)` ms, stretched to the
  *   server's Retry-After (`retryAfterMs`) when that is longer, up to `maxRetryAfterMs`. A window only
  *   ever grows: a late failure from a concurrent call never shortens it.
@@ -227,12 +233,17 @@ export function createGate(options?: GateOptions): Gate {
 
   function arms(error: unknown): boolean {
     try {
-      if (isAbort(error, undefined)) return false;
+      // A user's abort never arms (DESIGN §4). An AbortSignal.timeout() out of fn does: it
+      // is the operation's deadline (the server did not answer in time), as a TimeoutError
+      // of breakwater's is; a caller who stops for its own reasons aborts (AbortError).
+      if (isAbort(error, undefined)) return (error as Error).name === 'TimeoutError';
       if (error instanceof HttpStatusError) return error.retryable;
       return (
         error instanceof NetworkError ||
         error instanceof TimeoutError ||
         error instanceof RetryAfterTooLongError ||
+        error instanceof CircuitOpenError ||
+        error instanceof GateClosedError ||
         isCrashLoop?.(error) === true
       );
     } catch {
@@ -252,10 +263,15 @@ export function createGate(options?: GateOptions): Gate {
     // would compare false with every time, and the gate would refuse nothing. So does
     // one that throws when read (a getter, a BigInt): fn's own error must come back, as
     // in arms(), and no failure be counted without its window.
+    // A breaker's CircuitOpenError (or an inner gate's GateClosedError) knows the server is
+    // down or paced until its retryAt: the next start must not go before it either.
+    const time = now();
     let serverMs = 0;
     try {
       if (error instanceof HttpStatusError || error instanceof RetryAfterTooLongError)
         serverMs = +(error.retryAfterMs as number) || 0;
+      else if (error instanceof CircuitOpenError || error instanceof GateClosedError)
+        serverMs = +error.retryAt - time || 0;
     } catch {}
     if (step) {
       lastDelayMs = schedule(++failures, lastDelayMs);
@@ -265,7 +281,6 @@ export function createGate(options?: GateOptions): Gate {
     // The server's delay may lengthen the window, never shorten it, and only up to the
     // cap: a Retry-After of a day must not silence the client for a day.
     const windowMs = Math.max(step ? (lastDelayMs as number) : 0, Math.min(serverMs, maxRetryAfterMs));
-    const time = now();
     // After a step back the old window's end is that far ahead: cut it to its length
     // first, or it outlasts this window and its distance becomes the window's length.
     rebase(time);

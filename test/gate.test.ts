@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import process from 'node:process';
 import { test } from 'node:test';
+import { circuitBreaker } from '../src/breaker.ts';
 import { createFetch } from '../src/chain.ts';
 import {
   BreakwaterError,
+  CircuitOpenError,
   GateClosedError,
   HttpStatusError,
   NetworkError,
@@ -12,7 +14,7 @@ import {
 } from '../src/errors.ts';
 import { createGate, type GateOptions } from '../src/gate.ts';
 import { refusedRetryAt } from './helpers/refused.ts';
-import { closedPort } from './helpers/server.ts';
+import { always, closedPort, withServer } from './helpers/server.ts';
 
 const START = Date.UTC(2025, 0, 1);
 
@@ -770,4 +772,94 @@ test('a run in flight when the gate armed still lengthens the window to the dela
   stale.reject(unavailable(30_000));
   await assert.rejects(before, HttpStatusError);
   assert.equal(gate.state().armed, false);
+});
+
+test('a CircuitOpenError arms the gate until its retryAt: the breaker knows the server is down until then', async () => {
+  const open = (retryAt: number): CircuitOpenError =>
+    new CircuitOpenError({ key: 'mcp', retryAt: new Date(retryAt), reason: 'after 5 consecutive failures' });
+  const { gate, attempt, calls } = fixture({ maxRetryAfterMs: 20_000 });
+  await assert.rejects(attempt(open(START + 5_000)), CircuitOpenError);
+  assert.equal(gate.state().retryAt?.getTime(), START + 5_000);
+  await assert.rejects(attempt(), GateClosedError);
+  assert.equal(calls(), 1);
+  // Never shorter than the backoff step, never longer than maxRetryAfterMs.
+  const soon = fixture();
+  await assert.rejects(soon.attempt(open(START + 100)), CircuitOpenError);
+  assert.equal(soon.gate.state().retryAt?.getTime(), START + 500);
+  const far = fixture({ maxRetryAfterMs: 20_000 });
+  await assert.rejects(far.attempt(open(START + 300_000)), CircuitOpenError);
+  assert.equal(far.gate.state().retryAt?.getTime(), START + 20_000);
+});
+
+test('a GateClosedError from an inner gate arms the outer one until its retryAt', async () => {
+  const { gate, attempt } = fixture();
+  const inner = new GateClosedError({ key: 'inner', retryAt: new Date(START + 4_000) });
+  await assert.rejects(attempt(inner), GateClosedError);
+  assert.equal(gate.state().armed, true);
+  assert.equal(gate.state().retryAt?.getTime(), START + 4_000);
+});
+
+test('a connect refused by an open circuit arms the gate until the breaker’s retryAt, on a real chain', async () => {
+  // Another caller of the key met the 503 that opened the circuit (for 5 s): the next start
+  // is refused unsent by the breaker, and the gate holds the starts after it until then.
+  await withServer(always({ status: 503 }), async (server) => {
+    const fetch = createFetch({
+      use: [circuitBreaker({ consecutiveFailures: 1, open: { initialMs: 5_000, jitter: 'none' } })],
+    });
+    await (await fetch(server.origin)).body?.cancel();
+    const gate = createGate({ schedule: { initialMs: 50, jitter: 'none' } });
+    const error = await gate.run(() => fetch(server.origin)).catch((e: unknown) => e);
+    assert.ok(error instanceof CircuitOpenError, String(error));
+    const state = gate.state();
+    assert.equal(state.armed, true);
+    assert.equal(state.retryAt?.getTime(), error.retryAt.getTime());
+    await assert.rejects(
+      gate.run(() => fetch(server.origin)),
+      GateClosedError,
+    );
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('an AbortSignal.timeout() out of fn arms the gate: the operation’s deadline passed, the server did not answer', async () => {
+  // A connect bounded the standard way, against a server that never answers. The gate has
+  // no caller signal to tell a caller's own deadline by: what comes out of fn is the
+  // operation's failure, as breakwater's own TimeoutError is. isCrashLoop is not asked.
+  await withServer(always({ hang: true }), async (server) => {
+    let asked = 0;
+    const gate = createGate({
+      schedule: { initialMs: 5_000, jitter: 'none' },
+      isCrashLoop: () => {
+        asked++;
+        return false;
+      },
+    });
+    const error = await gate
+      .run(() => fetch(server.origin, { signal: AbortSignal.timeout(50) }))
+      .catch((e: unknown) => e);
+    assert.ok(error instanceof DOMException && error.name === 'TimeoutError', String(error));
+    assert.equal(gate.state().armed, true);
+    assert.equal(asked, 0);
+    let called = false;
+    await assert.rejects(
+      gate.run(async () => {
+        called = true;
+      }),
+      GateClosedError,
+    );
+    assert.equal(called, false);
+  });
+});
+
+test('a user’s abort of fn never arms the gate, a TimeoutError DOMException does (fixture clock)', async () => {
+  const { gate, attempt } = fixture({ isCrashLoop: () => true });
+  const controller = new AbortController();
+  controller.abort();
+  await assert.rejects(attempt(controller.signal.reason), { name: 'AbortError' });
+  assert.equal(gate.state().armed, false);
+  const signal = AbortSignal.timeout(0);
+  await new Promise((resolve) => signal.addEventListener('abort', resolve, { once: true }));
+  await assert.rejects(attempt(signal.reason), { name: 'TimeoutError' });
+  assert.equal(gate.state().armed, true);
+  assert.equal(gate.state().retryAt?.getTime(), START + 500);
 });
