@@ -511,6 +511,43 @@ test("an upstream answer whose headers Node's fetch refuses (over undici's 16 Ki
   });
 });
 
+test("a deflate or x-gzip answer cut off in its first bytes (read before it is passed on) is a 502 problem naming no URL, not onError's 500", async () => {
+  // The proxy reads 3 bytes ahead to tell whether fetch decoded these codings: an
+  // upstream that dies there broke that read, which went to app.onError (on Bun with
+  // the upstream's URL in its message).
+  const upstream = createServer((req, res) => {
+    const coding = new URL(String(req.url), 'http://upstream').pathname.slice(1);
+    res.writeHead(200, { 'content-encoding': coding });
+    res.write(new Uint8Array([coding === 'deflate' ? 0x78 : 0x1f]));
+    setTimeout(() => res.socket?.destroy(), 20);
+  });
+  await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+  try {
+    const { port } = upstream.address() as AddressInfo;
+    const app = proxyApp(`http://127.0.0.1:${port}`, definePolicy({ name: 'files', retry: { attempts: 1 } }));
+    app.onError((err, c) => c.text(`onError: ${err.message}`, 500));
+    await withApp(app, async (server) => {
+      for (const coding of ['deflate', 'x-gzip']) {
+        for (const method of ['GET', 'POST']) {
+          const res = await fetch(`${server.origin}/api/${coding}?token=s3cr3t-value`, {
+            method,
+            ...(method === 'POST' ? { body: '{}' } : {}),
+          });
+          const problem = await problemOf(res);
+          assert.equal(problem.status, 502, `${method} ${coding}: ${problem.text}`);
+          assert.ok(!problem.text.includes(String(port)), `leaked the upstream address: ${problem.text}`);
+          assert.ok(!problem.text.includes('s3cr3t'), problem.text);
+          // The upstream ran the POST: a resend would run it again.
+          assert.equal(res.headers.get('x-should-retry'), method === 'POST' ? 'false' : null, method);
+        }
+      }
+    });
+  } finally {
+    upstream.closeAllConnections();
+    await new Promise((resolve) => upstream.close(resolve));
+  }
+});
+
 test('proxy() rejects bad options with a TypeError', () => {
   assert.throws(
     () => proxy('http://127.0.0.1:1', {} as never),

@@ -243,7 +243,8 @@ const targetSchema = z.custom<ProxyTarget>(
  * - Breakwater errors become problem responses, exactly as `errorResponses()` maps
  *   them (open circuit → 503 + `Retry-After`, timeout → 504, network → 502); so does
  *   any other failure of the upstream call (an answer Node's fetch refuses: over 16 KiB
- *   of headers) as a 502 naming no URL. Any other error is thrown on to `app.onError`. A 504, or a 502 for a failure after the
+ *   of headers; a deflate or x-gzip answer cut off in its first bytes, which are read
+ *   before it is passed on) as a 502 naming no URL. Any other error is thrown on to `app.onError`. A 504, or a 502 for a failure after the
  *   request may have reached the upstream, to a request a resend could run twice (a
  *   POST or PATCH without `Idempotency-Key`) says `x-should-retry: false`.
  * - Each forwarded request carries this proxy's `Via` entry; a request that comes
@@ -332,8 +333,15 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     let accepted = ACCEPT_ENCODING;
     /** Whether a resend of what was forwarded could run it twice: no idempotent method, no Idempotency-Key. */
     let once = false;
-    /** Whether the upstream call itself threw (its fetch's failure), not an app's code. */
+    /**
+     * Whether the upstream failed (its fetch threw, or its answer broke in the bytes read
+     * here before passing it on), not an app's code.
+     */
     let failed = false;
+    const upstreamFailed = (error: unknown): never => {
+      failed = true;
+      throw error;
+    };
 
     /** hono/proxy built the request (hop-by-hop headers gone); send it on through the policy. */
     async function send(request: Request): Promise<Response> {
@@ -381,10 +389,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         init.body = body;
         init.duplex = 'half';
       }
-      const response = await chained(request.url, init).catch((error) => {
-        failed = true;
-        throw error;
-      });
+      const response = await chained(request.url, init).catch(upstreamFailed);
       sent = response.headers;
       return response;
     }
@@ -434,7 +439,8 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
           // Which fetch decodes these differs (deflate and x-gzip: Node and Bun; GZIP: all
           // but workerd; gzip listed with identity: Bun): bytes still encoded start with
           // their format's header, and the rest decodes here, as another fetch did.
-          const [[a = 0, b = 0, c = 0], body] = await readAhead(response.body, 3);
+          // An answer cut off (or corrupt, where fetch decodes it) in those bytes is a 502 too.
+          const [[a = 0, b = 0, c = 0], body] = await readAhead(response.body, 3).catch(upstreamFailed);
           const encoded =
             format === 'gzip'
               ? a === 0x1f && b === 0x8b && c === 8
