@@ -183,10 +183,11 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
     return verdict('transient', (error as TimeoutError).scope === 'attempt', false, call);
   }
   if (code === 'CIRCUIT_OPEN' || code === 'GATE_CLOSED') {
-    // Failed fast locally: nothing was sent, so trying again is safe once retryAt comes
-    // (retryAfterMs); sooner, the breaker or gate refuses it again.
+    // Failed fast locally: nothing was sent. Not retryable: a call meeting an open circuit
+    // fails fast, which is the breaker's point. retry() waits for retryAt (retryAfterMs)
+    // only when it was already resending: see retry.ts.
     const { retryAt } = error as CircuitOpenError;
-    return verdict('transient', true, true, call, Math.max(0, retryAt.getTime() - Date.now()));
+    return verdict('transient', false, true, call, Math.max(0, retryAt.getTime() - Date.now()));
   }
   if (code === 'RETRY_AFTER_TOO_LONG') {
     return verdict('rate-limited', false, true, call, (error as RetryAfterTooLongError).retryAfterMs);

@@ -44,7 +44,7 @@ export type ResendRule = 'safe' | 'never' | 'always';
 /** Options for {@link retry}. */
 export interface RetryOptions {
   /**
-   * Total attempts, the first included. Default 3; 1 turns retrying off. A pass an open
+   * Total attempts, the first included. Default 3; 1 turns retrying off. A resend an open
    * circuit or armed gate below refused unsent is none (nothing reached the server); such
    * refusals are capped at `attempts` too, apart.
    */
@@ -218,11 +218,14 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
 /**
  * Retries what is retryable and safe to resend, honouring the server's delay.
  *
- * A `CircuitOpenError` or `GateClosedError` from below (nothing was sent, so resending is
- * always safe) is waited out until its `retryAt`, at least the backoff step, then sent
- * again: resent sooner, the breaker refuses it again. A `retryAt` past `maxRetryAfterMs`
- * or the deadline fails at once with that error itself (give-up `retry-after-too-long`),
- * as the breaker fails a pause past the cap. A refusal uses no attempt and no budget token.
+ * A resend that a breaker or gate below refuses with `CircuitOpenError` or
+ * `GateClosedError` (nothing was sent, so resending is always safe) is waited out until
+ * its `retryAt`, at least the backoff step, then sent again: the circuit opened while this
+ * call was retrying, and resent sooner it is refused again. A `retryAt` past
+ * `maxRetryAfterMs` or the deadline fails at once with that error itself (give-up
+ * `retry-after-too-long`), as the breaker fails a pause past the cap. Such a refusal uses
+ * no attempt and no budget token. A new call's first pass refused fails fast, as the
+ * breaker means it to: an agent's turn goes on without the server instead of waiting.
  *
  * @example
  * ```ts
@@ -323,12 +326,9 @@ export function retry(options: RetryOptions = {}): Retry {
         outcome = { error };
       }
       const verdict = classify(outcome, call, classifyOptions);
-      // Refused unsent by a breaker or gate below (CircuitOpenError, GateClosedError): told by
-      // the stable code, so this bundle carries neither class. Read only from an error
-      // classify() knows (notRun): another's `code` may be a getter that throws.
-      const refused =
-        verdict.notRun &&
-        /^(CIRCUIT_OPEN|GATE_CLOSED)$/.test((outcome as { error?: { code: string } }).error?.code as string);
+      // Refused unsent by a breaker or gate below (CircuitOpenError, GateClosedError): the one
+      // transient outcome that is neither retryable nor sent.
+      const refused = verdict.notRun && verdict.kind === 'transient' && !verdict.retryable;
       // A resend counts once it went: not one the caller left during the wait (no pass), nor
       // one a breaker or gate below refused unsent. Not attempt > 1: auth() below counts its
       // own resends. Refused after a layer below resent it (auth() after a 401), this one went.
@@ -377,11 +377,13 @@ export function retry(options: RetryOptions = {}): Retry {
       // retryable) is the call's deadline passing, which is what stops this retry: in
       // definePolicy()'s chain the total deadline has no timer of its own, and the attempt
       // timeout inside ends the last attempt at it.
-      const why = verdict.retryable
-        ? refusal(call, verdict, budget, delay, invited, refusals)
-        : (outcome as { error?: TimeoutError }).error?.scope === 'total'
-          ? 'deadline'
-          : 'not-retryable';
+      // A refused resend is waited out (see retry()); a new call refused fails fast.
+      const why =
+        verdict.retryable || (refused && resent)
+          ? refusal(call, verdict, budget, delay, invited, refusals)
+          : (outcome as { error?: TimeoutError }).error?.scope === 'total'
+            ? 'deadline'
+            : 'not-retryable';
       const reason = describeOutcome(outcome);
       if (why !== undefined) {
         giveUp(call, budget, why, reason);

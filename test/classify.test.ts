@@ -514,8 +514,7 @@ test('a total timeout is not retryable: the whole budget is spent', () => {
 
 // --- local fail-fast errors ---
 
-test('a CircuitOpenError is retryable once retryAt comes and safe to resend, with retryAfterMs until retryAt', () => {
-  // Nothing was sent: trying again at retryAt is what the breaker asks (retry() does).
+test('a CircuitOpenError is not retryable, safe to resend, with retryAfterMs until retryAt', () => {
   const error = new CircuitOpenError({
     key: 'api',
     retryAt: new Date(Date.now() + 5_000),
@@ -523,7 +522,7 @@ test('a CircuitOpenError is retryable once retryAt comes and safe to resend, wit
   });
   const verdict = classify({ error }, post());
   assert.equal(verdict.kind, 'transient');
-  assert.equal(verdict.retryable, true);
+  assert.equal(verdict.retryable, false);
   assert.equal(verdict.safeToResend, true);
   assert.ok(
     verdict.retryAfterMs !== undefined && verdict.retryAfterMs > 4_000 && verdict.retryAfterMs <= 5_000,
@@ -536,10 +535,10 @@ test('a CircuitOpenError whose retryAt has passed has retryAfterMs 0, never nega
   assert.equal(classify({ error }, post()).retryAfterMs, 0);
 });
 
-test('a GateClosedError is retryable once retryAt comes and safe to resend, with retryAfterMs until retryAt', () => {
+test('a GateClosedError is not retryable and safe to resend, with retryAfterMs until retryAt', () => {
   const error = new GateClosedError({ key: 'mcp', retryAt: new Date(Date.now() + 2_000) });
   const verdict = classify({ error }, post());
-  assert.equal(verdict.retryable, true);
+  assert.equal(verdict.retryable, false);
   assert.equal(verdict.safeToResend, true);
   assert.ok(
     verdict.retryAfterMs !== undefined && verdict.retryAfterMs > 1_000 && verdict.retryAfterMs <= 2_000,

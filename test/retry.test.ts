@@ -970,15 +970,11 @@ test('resends an open circuit below refused are not counted in stats as made: re
 
 test('auth()’s resend after a 401 that an open circuit refuses leaves retry’s count of resends at 0, not -1', async () => {
   // auth() below retry numbers its resend as attempt 2; retry made none. The circuit
-  // opens during the refresh (for 2 minutes: past maxRetryAfterMs, so retry does not wait
-  // for it): another call meets the server's 503.
+  // opens during the refresh: another call meets the server's 503.
   await withServer(
     (req) => (req.url === '/down' ? { status: 503 } : { status: 401 }),
     async (server) => {
-      const policy = definePolicy({
-        name: 'k',
-        breaker: { consecutiveFailures: 1, open: { initialMs: 120_000, jitter: 'none' } },
-      });
+      const policy = definePolicy({ name: 'k', breaker: { consecutiveFailures: 1 } });
       const fetch: FetchLike = policy.fetch(undefined, {
         auth: {
           token: 'old-token-value',
@@ -1109,6 +1105,28 @@ test('a resend an open circuit below refused waits for its retryAt, then reaches
     assert.deepEqual(why, []);
     // Two resends went; the refused one is not counted, and took no budget token (10, less one per 503, plus 0.1 for the success).
     assert.deepEqual(retrying.stats('k'), { tokens: 8.1, retries: 2, giveUps: 0 });
+  });
+});
+
+test('a new call an open circuit refuses fails fast with the CircuitOpenError: retry waits only for a refused resend', async () => {
+  // The breaker's point: an agent's turn goes on without a server that is down, at once.
+  await withServer(always({ status: 503 }), async (server) => {
+    const why: string[] = [];
+    const fetch = createFetch({
+      use: [
+        retry({ backoff: fast }),
+        circuitBreaker({ consecutiveFailures: 1, open: { initialMs: 10_000, jitter: 'none' } }),
+      ],
+      onEvent: (event) => {
+        if (event.type === 'give-up') why.push(event.why);
+      },
+    });
+    await (await fetch(server.origin, { method: 'POST' })).body?.cancel();
+    const started = Date.now();
+    await assert.rejects(fetch(server.origin), CircuitOpenError);
+    assert.ok(Date.now() - started < 5_000, 'no wait for the circuit to close');
+    assert.equal(server.requests.length, 1);
+    assert.deepEqual(why, ['unsafe-to-resend', 'not-retryable']);
   });
 });
 
