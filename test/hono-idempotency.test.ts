@@ -279,7 +279,7 @@ test('the same key on another path or method is another request, and runs', asyn
   assert.equal(runs, 3);
 });
 
-test('a path sent percent-encoded is the path Hono routes it on: the same key replays, over a real server, and a different path still runs', async () => {
+test('a path sent percent-encoded is the path Hono routes it on, its escapes in either case: the same key replays, over a real server, and a different path still runs', async () => {
   let runs = 0;
   const app = new Hono();
   app.use('/orders/*', idempotency());
@@ -296,11 +296,14 @@ test('a path sent percent-encoded is the path Hono routes it on: the same key re
     }
     assert.deepEqual(await send('/orders/%c3%a9'), { replayed: false, body: 'run 2: \u00e9' });
     assert.deepEqual(await send('/orders/%C3%A9'), { replayed: true, body: 'run 2: \u00e9' });
+    // Hono keeps the escapes of reserved characters as sent, in either case, and both reach the id "a/b".
+    assert.deepEqual(await send('/orders/a%2Fb'), { replayed: false, body: 'run 3: a/b' });
+    assert.deepEqual(await send('/orders/a%2fb'), { replayed: true, body: 'run 3: a/b' });
     // Hono keeps %25 encoded ("%2561" is the id "%61", not "a"), and a different id is a different order.
-    assert.deepEqual(await send('/orders/%2561'), { replayed: false, body: 'run 3: %61' });
-    assert.deepEqual(await send('/orders/b'), { replayed: false, body: 'run 4: b' });
+    assert.deepEqual(await send('/orders/%2561'), { replayed: false, body: 'run 4: %61' });
+    assert.deepEqual(await send('/orders/b'), { replayed: false, body: 'run 5: b' });
   });
-  assert.equal(runs, 4);
+  assert.equal(runs, 5);
 });
 
 test('the path is the one the app routes on: with strict: false, a trailing slash is the same request', async () => {

@@ -510,7 +510,8 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  *   keys, whitespace or a stray quote in a bare key, an empty value) is 400. Without a
  *   key the request passes through, unless `required` (400).
  * - **Path**: the one the app routed on (`c.req.path`, percent-decoded as Hono decodes
- *   it), so `/orders/%61` is the same request as `/orders/a`, and `/orders/%2561` is not.
+ *   it, the escapes it keeps in upper case), so `/orders/%61` is the same request as
+ *   `/orders/a`, and `/orders/a%2fb` as `/orders/a%2Fb`; `/orders/%2561` is not.
  * - **Fingerprint**: SHA-256 of method, path and query, and body (a multipart body's
  *   random boundary left out, so a resent form matches). The same key with a
  *   different request is 422; a repeat while the first is still running is 409 with
@@ -851,8 +852,10 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     const method = c.req.method;
     // The path the app routed on (Hono's getPath: percent-decoded but for %25 and the
     // reserved characters), not the raw one: "/orders/%61" reaches the handler of
-    // "/orders/a", and keyed by its raw form it ran that handler a second time.
-    const path = c.req.path;
+    // "/orders/a", and keyed by its raw form it ran that handler a second time. The
+    // escapes left are put in one case (RFC 3986 §6.2.2.1: %2f is %2F): "/orders/a%2fb"
+    // reaches the handler of "/orders/a%2Fb" too, with the same id.
+    const path = c.req.path.replace(/%[\da-f]{2}/gi, (escape) => escape.toUpperCase());
     // JSON keeps the four parts apart whatever they contain: ("a", "b/c") is not ("a/b", "c").
     const recordKey = `idempotency:${JSON.stringify([namespace, method, path, key])}`;
     const fingerprint = await sha256Hex(
