@@ -855,7 +855,7 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     // "/orders/a", and keyed by its raw form it ran that handler a second time. The
     // escapes left are put in one case (RFC 3986 §6.2.2.1: %2f is %2F): "/orders/a%2fb"
     // reaches the handler of "/orders/a%2Fb" too, with the same id.
-    const path = c.req.path.replace(/%[\da-f]{2}/gi, (escape) => escape.toUpperCase());
+    const path = c.req.path.replace(/%[\da-f]{2}/gi, (hex) => hex.toUpperCase());
     // JSON keeps the four parts apart whatever they contain: ("a", "b/c") is not ("a/b", "c").
     const recordKey = `idempotency:${JSON.stringify([namespace, method, path, key])}`;
     const fingerprint = await sha256Hex(
