@@ -235,12 +235,14 @@ test('policy.fetch() given its options first, or a base URL, is a TypeError nami
   assert.equal(typeof policy.fetch(globalThis.fetch), 'function');
   assert.equal(typeof policy.fetch(undefined, {}), 'function');
 });
-test('the breaker sits inside retry: once it opens, retries stop reaching the server', async () => {
+test('the breaker sits inside retry: once it opens for longer than maxRetryAfterMs, retries stop reaching the server', async () => {
   await withServer(always({ status: 503 }), async (server) => {
     const policy = definePolicy({
       name: 'flaky',
       retry: { attempts: 6, backoff: fast, budget: false },
-      breaker: { consecutiveFailures: 2, open: { initialMs: 10_000, jitter: 'none' } },
+      // Open past maxRetryAfterMs (60 s): a refused resend is not waited out (a shorter
+      // open time is: see retry.test.ts), so the call ends on the breaker's refusal.
+      breaker: { consecutiveFailures: 2, open: { initialMs: 120_000, maxMs: 120_000, jitter: 'none' } },
     });
     const fetch = policy.fetch();
     await assert.rejects(fetch(server.origin), CircuitOpenError);
