@@ -197,16 +197,17 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     // loop that sets `url.searchParams` before each call sent a call still waiting for
     // a layer (a token, pacing), and every retry, to the last call's URL. Another realm's
     // URL or a polyfill's (whatwg-url) is fetched by its href, as plain fetch serves it.
-    // A Symbol (no string) or a throwing toString rejects, with fetch's TypeError, and
-    // never throws synchronously.
-    if (typeof input !== 'string' && !(input instanceof Request)) {
-      try {
-        input = `${input}`;
-      } catch (error) {
-        return Promise.reject(error);
-      }
+    // A Symbol (no string), a throwing toString, or an init getter that throws (the Call
+    // reads a class instance's members: see call.ts) rejects, as fetch does, and never
+    // throws synchronously.
+    let call: Call;
+    try {
+      if (typeof input !== 'string' && !(input instanceof Request)) input = `${input}`;
+      call = new Call(input, init, key, onEvent);
+    } catch (error) {
+      return Promise.reject(error);
     }
-    return entry(new Call(input, init, key, onEvent));
+    return entry(call);
   };
   // Middleware that hand out fetches of their own (capture.scope()) learn their chain here.
   for (const m of middleware) (m as { [ATTACH]?: (fetch: FetchLike) => void })[ATTACH]?.(breakwaterFetch);

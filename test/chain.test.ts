@@ -12,6 +12,7 @@ import {
   NetworkError,
   retry,
   throwOnStatus,
+  timeout,
 } from '../src/index.ts';
 import { always, closedPort, sequence, withServer } from './helpers/server.ts';
 
@@ -682,4 +683,114 @@ test('a caller’s abort before the answer, through a fetch that ignores the sig
     );
     assert.equal(outcome, reason);
   });
+});
+
+/** A RequestInit whose members are getters on its class, as fetch (a WebIDL dictionary) reads them. */
+class GetterInit {
+  constructor(private readonly sent: string) {}
+  get method(): string {
+    return 'POST';
+  }
+  get body(): string {
+    return this.sent;
+  }
+  get headers(): Record<string, string> {
+    return { 'content-type': 'application/json', 'idempotency-key': `"${this.sent.length}"` };
+  }
+}
+
+/** The init shapes whose members are not own properties: each works with raw fetch. */
+function inheritedInits(): [string, () => RequestInit][] {
+  return [
+    ['a class with getters', () => new GetterInit('{"class":1}') as RequestInit],
+    [
+      'Object.create(proto)',
+      () =>
+        Object.create({
+          method: 'POST',
+          body: '{"proto":1}',
+          headers: { 'content-type': 'application/json', 'idempotency-key': '"p"' },
+        }) as RequestInit,
+    ],
+    [
+      // As workers forward one: fetch(url, request).
+      'a Request',
+      () =>
+        new Request('http://127.0.0.1:9/', {
+          method: 'POST',
+          body: '{"request":1}',
+          headers: { 'content-type': 'application/json', 'idempotency-key': '"r"' },
+        }),
+    ],
+  ];
+}
+
+test('an init whose members are inherited (a class’s getters, a prototype, a Request) arrives whole when a middleware sets a header: method, body and headers', async () => {
+  await withServer(always({}), async (server) => {
+    const stamp: Middleware = async function stamp(call, next) {
+      call.setHeader('x-stamped', 'yes');
+      return next(call);
+    };
+    const fetch = createFetch({ use: [stamp] });
+    for (const [shape, make] of inheritedInits()) {
+      // The premise: raw fetch reads these members.
+      await (await globalThis.fetch(`${server.origin}/raw`, make())).text();
+      await (await fetch(`${server.origin}/chain`, make())).text();
+      const [raw, chained] = server.requests.splice(0);
+      assert.equal(raw?.method, 'POST', `${shape}: raw fetch`);
+      assert.equal(chained?.method, 'POST', shape);
+      assert.equal(chained?.text, raw?.text, shape);
+      assert.match(chained?.text ?? '', /^\{"/, shape);
+      assert.equal(chained?.headers['content-type'], 'application/json', shape);
+      assert.equal(chained?.headers['idempotency-key'], raw?.headers['idempotency-key'], shape);
+      assert.equal(chained?.headers['x-stamped'], 'yes', shape);
+    }
+  });
+});
+
+test('an init whose members are inherited keeps them on a retry’s resend, through a per-attempt timeout’s copy', async () => {
+  for (const [shape, make] of inheritedInits()) {
+    // Not the Request: its stream body is sent once, never resent.
+    if (shape === 'a Request') continue;
+    await withServer(
+      sequence({ status: 503, headers: { 'retry-after': '0' } }, { status: 200 }),
+      async (server) => {
+        const fetch = createFetch({
+          use: [retry({ backoff: { initialMs: 1, jitter: 'none' } }), timeout({ attemptMs: 30_000 })],
+        });
+        const res = await fetch(server.origin, make());
+        await res.text();
+        assert.equal(res.status, 200, shape);
+        assert.equal(server.requests.length, 2, `${shape}: one resend`);
+        for (const sent of server.requests) {
+          assert.equal(sent.method, 'POST', shape);
+          assert.match(sent.text, /^\{"/, shape);
+          assert.equal(sent.headers['content-type'], 'application/json', shape);
+          assert.ok(sent.headers['idempotency-key'], shape);
+        }
+        assert.equal(server.requests[1]?.text, server.requests[0]?.text, shape);
+      },
+    );
+  }
+});
+
+test('an init getter that throws rejects the call, as fetch rejects it, and never throws synchronously', async () => {
+  const init = Object.create({
+    get body(): string {
+      throw new Error('body getter');
+    },
+  }) as RequestInit;
+  let sent = 0;
+  const fetch = createFetch({
+    fetch: async () => {
+      sent++;
+      return new Response('ok');
+    },
+    use: [passThrough],
+  });
+  const pending = fetch('http://127.0.0.1:9/', init);
+  await assert.rejects(pending, /body getter/);
+  // A primitive init is refused as fetch refuses it, with a TypeError.
+  await assert.rejects(fetch('http://127.0.0.1:9/', 'POST' as unknown as RequestInit), TypeError);
+  assert.equal(sent, 0);
 });
