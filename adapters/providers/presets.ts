@@ -13,7 +13,6 @@
 import * as z from 'zod/mini';
 import { cappedFailure } from '../../src/body-limit.ts';
 import { abortReason, type Call, dropBody, type FetchLike, type Next } from '../../src/call.ts';
-import { DEFAULT_BODY_WAIT_MS } from '../../src/capture.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions, PolicyConfig } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
@@ -78,7 +77,7 @@ const presetOptionsSchema = z.optional(z.strictObject(clientOptionsShape));
 function policyFetch(where: string, policy: Policy, options: PresetOptions | undefined): FetchLike {
   validate(policySchema, policy, `${where}(policy)`);
   const { fetch, ...rest } = validate(presetOptionsSchema, options, `${where}(policy, options)`) ?? {};
-  const waitMs = policy.resolved.capture.bodyWaitMs ?? DEFAULT_BODY_WAIT_MS;
+  const waitMs = policy.resolved.capture.bodyWaitMs;
   /** Per call the SDK numbers, by the headers that call owns: the count its next request carries. */
   const counts = new WeakMap<object, number>();
   // Outermost: only the response the SDK gets (retry cancels the bodies it drops).
