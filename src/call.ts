@@ -274,6 +274,12 @@ const CANONICAL_ORIGIN =
 const UNPARSEABLE_KEY = '(unparseable URL)';
 
 /**
+ * A URL with a scheme (as the URL parser's scheme state reads one), which fetch reads
+ * without a base. Anything else may be relative (`/api/x`, `api/x`, `//host/x`).
+ */
+const ABSOLUTE = /^[a-z][a-z\d+.-]*:/i;
+
+/**
  * `init` as fetch reads it, with every member an own property. A plain object (nearly
  * every init) is kept as given. Any other (a class whose `method`, `body` and `headers`
  * are getters, an `Object.create(proto)`, a `Request` passed as the init, as workers
@@ -386,9 +392,28 @@ export class Call {
   }
 
   /** The request URL as a string, exactly as given. */
-  get href(): string {
+  get #text(): string {
     const input = this.input;
     return input instanceof Request ? input.url : String(input);
+  }
+
+  /**
+   * The request URL as a string: as given, but for a relative one (a page's `'/api/x'`),
+   * which is read against the page's location, as a browser's fetch reads it, so that the
+   * key and error messages name its server. (fetch reads it against the document's base
+   * URL, which differs only under a `<base href>`.) Kept as given where there is no page:
+   * fetch then rejects it.
+   */
+  get href(): string {
+    const href = this.#text;
+    if (ABSOLUTE.test(href)) return href;
+    try {
+      // A page's or a worker's location; none on a server (Node, Bun, Deno without
+      // `--location`, where Deno 1 throws on reading it): kept as given then.
+      return new URL(href, (globalThis as { location?: { href: string } }).location?.href).href;
+    } catch {
+      return href;
+    }
   }
 
   /** The request URL, parsed once on first use. */
@@ -409,8 +434,9 @@ export class Call {
       // match (CANONICAL_ORIGIN); for anything else the URL parser is asked, so the key
       // is always `new URL(href).origin` and one server never gets two keys (two
       // breakers, two retry budgets). Other schemes are left to the parser too (their
-      // origin is opaque).
-      const href = this.href;
+      // origin is opaque), and so are relative URLs (read against the page's: see href).
+      // The URL as given, so the common case pays no test for a relative one.
+      const href = this.#text;
       CANONICAL_ORIGIN.lastIndex = 0;
       if (CANONICAL_ORIGIN.test(href)) {
         key = href.slice(0, CANONICAL_ORIGIN.lastIndex).toLowerCase();

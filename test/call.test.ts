@@ -4,9 +4,10 @@ import { PassThrough, Readable } from 'node:stream';
 import { test } from 'node:test';
 import { createGunzip, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
-import { Call, dropBody, type FetchLike } from '../src/call.ts';
+import { Call, dropBody, type FetchLike, type Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { retry } from '../src/retry.ts';
+import { throwOnStatus } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
 import { always, sequence, withServer } from './helpers/server.ts';
 
@@ -485,4 +486,95 @@ test('dropBody() of a Node stream body whose clone is being read (node-fetch v2 
   source.destroy();
   assert.ok(ended, `the clone's reader waits for good after: ${JSON.stringify(text)}`);
   assert.match(text, /chunk 15\n$/);
+});
+
+/**
+ * Runs `body` as on a page at `href` (`globalThis.location`), or with a `location` whose
+ * read throws (Deno 1 without `--location`), and puts the runtime's own back after.
+ */
+async function onPage<T>(href: string | (() => never), body: () => T | Promise<T>): Promise<T> {
+  const own = Object.getOwnPropertyDescriptor(globalThis, 'location');
+  Object.defineProperty(
+    globalThis,
+    'location',
+    typeof href === 'string'
+      ? { value: { href }, configurable: true, writable: true }
+      : { get: href, configurable: true },
+  );
+  try {
+    return await body();
+  } finally {
+    if (own) Object.defineProperty(globalThis, 'location', own);
+    else delete (globalThis as { location?: unknown }).location;
+  }
+}
+
+test('on a page, a relative URL is keyed and named by the server it goes to, as fetch resolves it against the page', async () => {
+  await withServer(sequence({}, { status: 503 }), async (server) => {
+    const origin = server.origin;
+    await onPage(`${origin}/app/page?tab=1`, async () => {
+      const keys: string[] = [];
+      const look: Middleware = async function look(call, next) {
+        keys.push(call.key);
+        return next(call);
+      };
+      const urls: string[] = [];
+      const given: unknown[] = [];
+      // A browser's fetch resolves a relative URL against the page; Node's, Deno's and Bun's have none.
+      const pageFetch: FetchLike = (input, init) => {
+        given.push(input);
+        return globalThis.fetch(new URL(String(input), `${origin}/app/page?tab=1`), init);
+      };
+      const fetch = createFetch({
+        fetch: pageFetch,
+        use: [throwOnStatus(), look],
+        onEvent: (event) => {
+          if (event.type === 'attempt') urls.push(event.url);
+        },
+      });
+      await (await fetch('/api/x')).text();
+      const error = await fetch('api/y?token=s3cret', { method: 'POST', body: 'b' }).catch((e: unknown) => e);
+      assert.equal((error as { status?: number }).status, 503, String(error));
+      assert.match(
+        (error as Error).message,
+        new RegExp(`POST ${origin}/app/api/y\\?token=\\[redacted\\] \\(server "${origin}"\\)`),
+      );
+      assert.deepEqual(keys, [origin, origin], 'one key, the origin, not "(unparseable URL)"');
+      assert.deepEqual(urls, [`${origin}/api/x`, `${origin}/app/api/y?token=[redacted]`]);
+      // The real fetch still gets the input as given: it resolves it itself.
+      assert.deepEqual(given, ['/api/x', 'api/y?token=s3cret']);
+      assert.deepEqual(
+        server.requests.map((r) => r.url),
+        ['/api/x', '/app/api/y?token=s3cret'],
+      );
+    });
+  });
+});
+
+test('a relative URL is read against the page for href, url and the key (a key function too); an absolute one stays as given', async () => {
+  const call = (href: string, key?: (url: URL) => string) => new Call(href, undefined, key, undefined);
+  await onPage('https://app.example/a/b?q=1', () => {
+    assert.equal(call('/x?y=1').href, 'https://app.example/x?y=1');
+    assert.equal(call('c').url.pathname, '/a/c');
+    assert.equal(call('?p=2').href, 'https://app.example/a/b?p=2');
+    assert.equal(call('//cdn.example:8443/x').key, 'https://cdn.example:8443');
+    assert.equal(call('/x').key, 'https://app.example');
+    assert.equal(call('/x', (url) => url.host).key, 'app.example');
+    // Not made canonical: an absolute URL is the caller's own spelling.
+    assert.equal(call('HTTP://Example.COM:80/x').href, 'HTTP://Example.COM:80/x');
+    assert.equal(call('HTTP://Example.COM:80/x').key, 'http://example.com');
+  });
+});
+
+test('without a page (a server, or a location whose read throws) a relative URL stays as given and names no server', async () => {
+  const check = (): void => {
+    const call = new Call('/api/x?token=s3cret', undefined, undefined, undefined);
+    assert.equal(call.href, '/api/x?token=s3cret');
+    assert.equal(call.key, '(unparseable URL)');
+    assert.throws(() => call.url, TypeError);
+  };
+  check();
+  await onPage(() => {
+    throw new ReferenceError('Access to "location", run again with --location <href>.');
+  }, check);
 });

@@ -2,10 +2,11 @@
  * @module
  * The page of the CORS browser check (test/browser/cors.ts): bundled with esbuild and
  * run in headless Chromium on one loopback origin, it calls the API on another through
- * breakwater's client, and posts what the browser let it see back to its own origin.
+ * breakwater's client, and posts what the browser let it see back to its own origin. It
+ * also calls its own origin by relative URLs, to see what breakwater names them.
  */
 
-import { definePolicy, retryDelay } from '../../src/index.ts';
+import { createFetch, definePolicy, type Middleware, retryDelay, throwOnStatus } from '../../src/index.ts';
 
 /** The API's origin, set by esbuild's `--define`. */
 declare const API: string;
@@ -47,6 +48,52 @@ async function client(path: string, init?: RequestInit): Promise<Record<string, 
   }
 }
 
+/** A RequestInit whose members are getters on its class, as fetch reads them. */
+class GetterInit {
+  get method(): string {
+    return 'POST';
+  }
+  get body(): string {
+    return '{"class":1}';
+  }
+  get headers(): Record<string, string> {
+    return { 'content-type': 'application/json' };
+  }
+}
+
+/**
+ * Calls by relative URLs to the page's own server: the key and an error's message name
+ * that server, as the browser's fetch resolves the URL against the page.
+ */
+async function relative(): Promise<Record<string, unknown>> {
+  const keys: string[] = [];
+  const urls: string[] = [];
+  const look: Middleware = async function look(call, next) {
+    keys.push(call.key);
+    call.setHeader('x-stamped', 'yes');
+    return next(call);
+  };
+  const fetchPage = createFetch({
+    use: [throwOnStatus(), look],
+    onEvent: (event) => {
+      if (event.type === 'attempt') urls.push(event.url);
+    },
+  });
+  try {
+    const ok = await fetchPage('/relative/ok');
+    await ok.text();
+    const failed = await fetchPage('relative/fail?token=s3cret').then(
+      () => 'no error',
+      (error: Error) => error.message,
+    );
+    // An init of a class, through a header set (a copy of the init): sent whole.
+    const echo = await (await fetchPage('/relative/echo', new GetterInit() as RequestInit)).json();
+    return { status: ok.status, keys, urls, failed, echo };
+  } catch (error) {
+    return { error: String(error), keys, urls };
+  }
+}
+
 const json = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' };
 
 async function main(): Promise<Record<string, unknown>> {
@@ -66,6 +113,7 @@ async function main(): Promise<Record<string, unknown>> {
   seen.preflighted = await look('/fresh/1', json);
   // An Idempotency-Key passes the preflight of a default cors().
   seen.keyed = await look('/orders', { ...json, headers: { ...json.headers, 'idempotency-key': '"k-1"' } });
+  seen.relative = await relative();
   return seen;
 }
 

@@ -7,7 +7,9 @@
  * `Access-Control-Expose-Headers` names it, so this checks what the page can read:
  * Retry-After and RateLimit on the 429, Retry-After and x-should-retry on shed()'s 503,
  * the client waiting the server's delay (not its own backoff), a preflight that is not
- * counted, and an Idempotency-Key that passes the preflight.
+ * counted, and an Idempotency-Key that passes the preflight. Also, on the page's own
+ * origin, that calls by relative URLs are keyed and named by that origin, and that an
+ * init whose members are getters of its class is sent whole.
  *
  * Run: `node --import tsx test/browser/cors.ts`. Without Chromium it says so and
  * passes (and fails under CI=true, where it must run), as test/browser/report.mjs does.
@@ -116,6 +118,17 @@ try {
   const ui = new Hono();
   ui.get('/', (c) => c.html('<!doctype html><title>cors</title><script src="/page.js"></script>'));
   ui.get('/page.js', (c) => c.body(script, 200, { 'content-type': 'text/javascript' }));
+  // The page's own server, called by relative URLs.
+  ui.get('/relative/ok', (c) => c.text('ok'));
+  ui.get('/relative/fail', (c) => c.text('down', 503));
+  ui.post('/relative/echo', async (c) =>
+    c.json({
+      method: c.req.method,
+      body: await c.req.text(),
+      type: c.req.header('content-type'),
+      stamped: c.req.header('x-stamped'),
+    }),
+  );
   ui.post('/report', async (c) => {
     report(await c.req.text());
     return c.text('ok');
@@ -154,6 +167,26 @@ try {
     assert.ok(preflights.includes('/fresh/1'), 'the POST was preflighted');
     assert.equal(at('keyed').status, 200, 'Idempotency-Key passed the preflight of a default cors()');
     assert.ok(preflights.includes('/orders'), 'the keyed POST was preflighted');
+    // Relative URLs: keyed and named by the page's server (its origin), not "(unparseable URL)".
+    const page = uiServer.origin;
+    assert.equal(at('relative').status, 200, String(at('relative').error));
+    assert.deepEqual(at('relative').keys, [page, page, page], 'a relative URL is keyed by the page’s origin');
+    assert.deepEqual(at('relative').urls, [
+      `${page}/relative/ok`,
+      `${page}/relative/fail?token=[redacted]`,
+      `${page}/relative/echo`,
+    ]);
+    assert.deepEqual(
+      at('relative').echo,
+      { method: 'POST', body: '{"class":1}', type: 'application/json', stamped: 'yes' },
+      'an init whose members are its class’s getters is sent whole through a header set',
+    );
+    assert.match(
+      String(at('relative').failed),
+      new RegExp(
+        `^GET ${page}/relative/fail\\?token=\\[redacted\\] \\(server "${page}"\\) failed with HTTP 503`,
+      ),
+    );
     console.log(`browser CORS check ok: ${JSON.stringify(seen)}`);
   } finally {
     clearTimeout(timer);
