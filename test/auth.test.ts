@@ -1819,3 +1819,65 @@ test('a refresh() that rejects with an error whose fields throw when read still 
     }
   });
 });
+
+test('a refresh() that rejects with an AggregateError (Promise.any over token endpoints) shows the token in none of its members', async () => {
+  const token = 'plainOldToken7419';
+  await withServer(always({ status: 401 }), async (server) => {
+    const fetch = createFetch({
+      use: [
+        auth({
+          token,
+          refresh: () =>
+            Promise.any([
+              Promise.reject(new Error(`invalid_grant for Bearer ${token}`)),
+              Promise.reject(`bad token ${token}`),
+            ]),
+        }),
+      ],
+    });
+    const error = await fetch(server.origin).then(
+      () => assert.fail('the refresh failed'),
+      (caught: unknown) => caught as BreakwaterError,
+    );
+    assert.equal(error.code, 'AUTH_REFRESH_FAILED');
+    const shown = inspect(error, { depth: 8 });
+    assert.ok(!shown.includes(token), `the token shown: ${shown}`);
+    assert.match(shown, /invalid_grant/, 'the members still say what failed');
+  });
+});
+
+test('a refresh() error with nothing to hide is left as it was: no field added, no setter run', async () => {
+  let sets = 0;
+  class OAuthError extends Error {
+    override get cause(): unknown {
+      return undefined;
+    }
+    override set cause(_: unknown) {
+      sets++;
+    }
+  }
+  const plain = { error: 'invalid_grant' };
+  const bare = new Error('token endpoint said invalid_grant');
+  const classy = new OAuthError('token endpoint said invalid_grant');
+  await withServer(always({ status: 401 }), async (server) => {
+    for (const thrown of [plain, bare, classy]) {
+      const fetch = createFetch({
+        use: [
+          auth({
+            token: 'plainOldToken7419',
+            refresh: async () => {
+              throw thrown;
+            },
+          }),
+        ],
+      });
+      await assert.rejects(fetch(server.origin), (error: unknown) => (error as Error).cause === thrown);
+    }
+  });
+  assert.deepEqual(Object.keys(plain), ['error'], 'a plain object thrown gains no message, stack or cause');
+  assert.ok(
+    !Object.hasOwn(bare, 'cause'),
+    'an error without a cause gains none (util.inspect would show it)',
+  );
+  assert.equal(sets, 0, 'a setter of the error’s class is not run');
+});
