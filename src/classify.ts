@@ -186,8 +186,10 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
     // Failed fast locally: nothing was sent. Not retryable: a call meeting an open circuit
     // fails fast, which is the breaker's point. retry() waits for retryAt (retryAfterMs)
     // only when it was already resending: see retry.ts.
+    // A retryAt that is no time (an Invalid Date, none) is no wait: not NaN, which made
+    // retry() resend at once, without even its backoff step.
     const { retryAt } = error as CircuitOpenError;
-    return verdict('transient', false, true, call, Math.max(0, retryAt.getTime() - Date.now()));
+    return verdict('transient', false, true, call, Math.max(0, Number(retryAt) - Date.now()) || 0);
   }
   if (code === 'RETRY_AFTER_TOO_LONG') {
     return verdict('rate-limited', false, true, call, (error as RetryAfterTooLongError).retryAfterMs);

@@ -535,6 +535,21 @@ test('a CircuitOpenError whose retryAt has passed has retryAfterMs 0, never nega
   assert.equal(classify({ error }, post()).retryAfterMs, 0);
 });
 
+test('a refusal whose retryAt is no time (an Invalid Date set on it, none at all) has retryAfterMs 0, not NaN, and classify() does not throw', () => {
+  // The constructors reject an Invalid Date (its message prints retryAt), but retryAt is a
+  // plain field: a user's layer may set it, or build the error some other way. NaN here
+  // made retry() resend a refused pass at once, without its backoff step.
+  for (const retryAt of [new Date(Number.NaN), undefined, 'soon']) {
+    for (const error of [
+      new CircuitOpenError({ key: 'api', retryAt: new Date(), reason: 'open' }),
+      new GateClosedError({ key: 'mcp', retryAt: new Date() }),
+    ]) {
+      (error as { retryAt: unknown }).retryAt = retryAt;
+      assert.equal(classify({ error }, post()).retryAfterMs, 0, String(retryAt));
+    }
+  }
+});
+
 test('a GateClosedError is not retryable and safe to resend, with retryAfterMs until retryAt', () => {
   const error = new GateClosedError({ key: 'mcp', retryAt: new Date(Date.now() + 2_000) });
   const verdict = classify({ error }, post());
