@@ -263,12 +263,13 @@ export function retry(options: RetryOptions = {}): Retry {
   }
 
   /**
-   * Whether resending could run the operation twice, as `resend` judges it. 'never': only
-   * what the server provably did not run, idempotent or not. Read from the call as it is
-   * now (not the verdict's `safeToResend`): a mark can be taken back while retry waits.
+   * Whether resending could run the operation twice, as `resend` judges it (`ran`: a pass
+   * so far may have run it). 'never': only what the server provably did not run,
+   * idempotent or not. Read from the call as it is now (not the verdict's
+   * `safeToResend`): a mark can be taken back while retry waits.
    */
-  function unsafe(call: Call, verdict: Classification): boolean {
-    return resend !== 'always' && !verdict.notRun && (resend === 'never' || !call.isIdempotent);
+  function unsafe(call: Call, ran: boolean): boolean {
+    return resend !== 'always' && ran && (resend === 'never' || !call.isIdempotent);
   }
 
   /** Counts and reports a failure that is not resent. */
@@ -279,7 +280,7 @@ export function retry(options: RetryOptions = {}): Retry {
 
   /**
    * Why a retryable failure is not resent (`invited`: by the server, see below;
-   * `refusals`: passes refused unsent so far), or undefined when it is.
+   * `refusals`: passes refused unsent so far; `ran`: see unsafe()), or undefined when it is.
    */
   function refusal(
     call: Call,
@@ -288,12 +289,13 @@ export function retry(options: RetryOptions = {}): Retry {
     delay: number,
     invited: boolean,
     refusals: number,
+    ran: boolean,
   ): GiveUpReason | undefined {
     const remaining = call.remainingMs();
     const serverDelay = verdict.retryAfterMs;
     // A refused pass reached no server: `attempts` caps the sends, and the refusals apart.
     if (Math.max(call.attempt - refusals, refusals) >= attempts) return 'attempts';
-    if (unsafe(call, verdict)) return 'unsafe-to-resend';
+    if (unsafe(call, ran)) return 'unsafe-to-resend';
     if (hasOneShotBody(call)) return 'body-not-replayable';
     if (budgetTokens > 0 && !invited && budget.tokens <= budgetTokens / 2) return 'budget';
     // No pointless sleep: a wait past the cap or the deadline fails at once.
@@ -316,6 +318,11 @@ export function retry(options: RetryOptions = {}): Retry {
     let resent = false;
     /** Passes a breaker or gate below refused unsent: no attempt, they reached no server. */
     let refusals = 0;
+    /**
+     * Whether a pass so far may have run the operation. A resend's safety is the call's, not
+     * its last pass's: after a 503, a refusal (or a 429) proves only that pass unrun.
+     */
+    let ran = false;
     for (;;) {
       /** The attempt this pass sends as: a layer below that resends (auth() after a 401) numbers on. */
       const sentAs = call.attempt;
@@ -351,6 +358,7 @@ export function retry(options: RetryOptions = {}): Retry {
         throw abortReason(signal);
       }
       if (refused) refusals++;
+      ran ||= !verdict.notRun;
       const budget = budgetFor(call.key);
       // The budget guards against storms of our own making. A retry the server invited,
       // waited out exactly (and, with a breaker, by every caller of the key at once), is
@@ -380,7 +388,7 @@ export function retry(options: RetryOptions = {}): Retry {
       // A refused resend is waited out (see retry()); a new call refused fails fast.
       const why =
         verdict.retryable || (refused && resent)
-          ? refusal(call, verdict, budget, delay, invited, refusals)
+          ? refusal(call, verdict, budget, delay, invited, refusals, ran)
           : (outcome as { error?: TimeoutError }).error?.scope === 'total'
             ? 'deadline'
             : 'not-retryable';
@@ -427,7 +435,7 @@ export function retry(options: RetryOptions = {}): Retry {
       await sleep(delay, signal);
       // A mark taken back during the wait (an MCP server's tools/list_changed made a
       // read-only tool destructive): a resend that rested on it does not go.
-      if (unsafe(call, verdict)) {
+      if (unsafe(call, ran)) {
         giveUp(call, budget, 'unsafe-to-resend', reason);
         return settle(outcome);
       }

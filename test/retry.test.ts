@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import type { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { circuitBreaker } from '../src/breaker.ts';
-import type { FetchLike, Middleware } from '../src/call.ts';
+import type { Call, FetchLike, Middleware } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { DEFAULT_RETRYABLE_STATUSES } from '../src/classify.ts';
@@ -1191,5 +1191,59 @@ test('refusals are capped at attempts apart: a circuit that stays open ends the 
     assert.equal(server.requests.length, 1);
     assert.equal(passes, 4, 'one send, then three refusals');
     assert.deepEqual(why, ['attempts']);
+  });
+});
+
+test('a resend waited out after a refusal does not go once the mark that made it safe is taken back: an earlier pass may have run it', async () => {
+  // A POST marked idempotent (an MCP tool's idempotentHint) answered 503 twice opens the
+  // circuit; the resend it refuses is waited out. During that wait the mark is taken back
+  // (tools/list_changed made the tool destructive). The refusal proves only its own pass
+  // unrun, not the 503s: the resend must not go. It went, judged on the refusal alone.
+  await withServer(always({ status: 503 }), async (server) => {
+    let marked: Call | undefined;
+    const why: string[] = [];
+    const fetch = createFetch({
+      use: [
+        (call, next) => {
+          call.idempotent = true;
+          marked = call;
+          return next(call);
+        },
+        retry({ attempts: 3, backoff: { initialMs: 10, factor: 1, maxMs: 10, jitter: 'none' } }),
+        circuitBreaker({ consecutiveFailures: 2, open: { initialMs: 300, jitter: 'none' } }),
+      ],
+      onEvent: (event) => {
+        if (event.type === 'give-up') why.push(event.why);
+        // The wait for the circuit's retryAt (the 503s' waits are backoff steps).
+        if (event.type === 'retry' && event.delaySource === 'server' && marked) marked.idempotent = false;
+      },
+    });
+    await assert.rejects(fetch(server.origin, { method: 'POST' }), CircuitOpenError);
+    assert.equal(server.requests.length, 2);
+    assert.deepEqual(why, ['unsafe-to-resend']);
+  });
+});
+
+test('a refusal whose retryAt is an Invalid Date is waited out for the backoff step, not resent at once', async () => {
+  // retryAt is a plain field a user's layer may set; NaN as the wait made every resend go
+  // with no wait at all (delayMs NaN in the retry events).
+  await withServer(always({ status: 503 }), async (server) => {
+    let passes = 0;
+    const refuse: Middleware = async function refuse(call, next) {
+      if (++passes === 1) return next(call);
+      const error = new CircuitOpenError({ key: call.key, retryAt: new Date(), reason: 'for the test' });
+      (error as { retryAt: Date }).retryAt = new Date(Number.NaN);
+      throw error;
+    };
+    const delays: number[] = [];
+    const fetch = createFetch({
+      use: [retry({ attempts: 3, backoff: { initialMs: 20, factor: 1, maxMs: 20, jitter: 'none' } }), refuse],
+      onEvent: (event) => {
+        if (event.type === 'retry') delays.push(event.delayMs);
+      },
+    });
+    await assert.rejects(fetch(server.origin), { code: 'CIRCUIT_OPEN' });
+    assert.deepEqual(delays, [20, 20, 20]);
+    assert.equal(server.requests.length, 1);
   });
 });
