@@ -306,6 +306,23 @@ test('a path sent percent-encoded is the path Hono routes it on, its escapes in 
   assert.equal(runs, 5);
 });
 
+test('a % that starts no escape is the same request as %25: Hono gives the handler the same id for both', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/orders/*', idempotency());
+  app.post('/orders/:id', (c) => c.text(`run ${++runs}: ${c.req.param('id')}`, 201));
+  const send = async (path: string, key: string): Promise<{ replayed: boolean; body: string }> => {
+    const res = await app.request(path, post('{}', key));
+    return { replayed: res.headers.get(REPLAYED_HEADER) === 'true', body: await res.text() };
+  };
+  // A client (or a proxy on its resend) that writes the bare % as %25 sends the same request.
+  assert.deepEqual(await send('/orders/100%', KEY), { replayed: false, body: 'run 1: 100%' });
+  assert.deepEqual(await send('/orders/100%25', KEY), { replayed: true, body: 'run 1: 100%' });
+  assert.deepEqual(await send('/orders/%zz', RETRY_KEY), { replayed: false, body: 'run 2: %zz' });
+  assert.deepEqual(await send('/orders/%25zz', RETRY_KEY), { replayed: true, body: 'run 2: %zz' });
+  assert.equal(runs, 2);
+});
+
 test('the path is the one the app routes on: with strict: false, a trailing slash is the same request', async () => {
   let runs = 0;
   const app = new Hono({ strict: false });

@@ -510,8 +510,9 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  *   keys, whitespace or a stray quote in a bare key, an empty value) is 400. Without a
  *   key the request passes through, unless `required` (400).
  * - **Path**: the one the app routed on (`c.req.path`, percent-decoded as Hono decodes
- *   it, the escapes it keeps in upper case), so `/orders/%61` is the same request as
- *   `/orders/a`, and `/orders/a%2fb` as `/orders/a%2Fb`; `/orders/%2561` is not.
+ *   it, the escapes it keeps in upper case, a `%` that starts none as `%25`), so
+ *   `/orders/%61` is the same request as `/orders/a`, `/orders/a%2fb` as `/orders/a%2Fb`
+ *   and `/orders/100%` as `/orders/100%25`; `/orders/%2561` is not.
  * - **Fingerprint**: SHA-256 of method, path and query, and body (a multipart body's
  *   random boundary left out, so a resent form matches). The same key with a
  *   different request is 422; a repeat while the first is still running is 409 with
@@ -854,8 +855,12 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     // reserved characters), not the raw one: "/orders/%61" reaches the handler of
     // "/orders/a", and keyed by its raw form it ran that handler a second time. The
     // escapes left are put in one case (RFC 3986 §6.2.2.1: %2f is %2F): "/orders/a%2fb"
-    // reaches the handler of "/orders/a%2Fb" too, with the same id.
-    const path = c.req.path.replace(/%[\da-f]{2}/gi, (hex) => hex.toUpperCase());
+    // reaches the handler of "/orders/a%2Fb" too, with the same id. A "%" that starts no
+    // escape is a percent sign, as "%25" is: the handler of "/orders/100%" gets the id
+    // "100%", as that of "/orders/100%25" does, and was run a second time.
+    const path = c.req.path
+      .replace(/%(?![\da-f]{2})/gi, '%25')
+      .replace(/%[\da-f]{2}/gi, (hex) => hex.toUpperCase());
     // JSON keeps the four parts apart whatever they contain: ("a", "b/c") is not ("a/b", "c").
     const recordKey = `idempotency:${JSON.stringify([namespace, method, path, key])}`;
     const fingerprint = await sha256Hex(
