@@ -131,7 +131,8 @@ const optionsSchema = z.optional(
  *   `TimeoutError`, a `RetryAfterTooLongError` (retry() would not sleep out the
  *   server's long Retry-After: the next start must not go before it either), a
  *   `CircuitOpenError` or `GateClosedError` (a breaker or inner gate knows the server is
- *   down until its `retryAt`: the window lasts at least until then), the `TimeoutError`
+ *   down until its `retryAt`: the window lasts at least until then; not this gate's own
+ *   refusal, which a re-entrant run gets), the `TimeoutError`
  *   DOMException of an `AbortSignal.timeout()` (out of `fn` it is the operation's
  *   deadline: the server did not answer in time), or an error `isCrashLoop` accepts.
  *   Anything else (auth and other non-retryable statuses, `TypeError`s and config
@@ -230,6 +231,11 @@ export function createGate(options?: GateOptions): Gate {
   let probe: symbol | undefined;
   /** Epoch ms when the probe's lease ends: from then on it holds nobody back. */
   let probeUntilMs = 0;
+  /**
+   * This gate's own refusals: one out of `fn` (a re-entrant run, refused by the probe it
+   * runs in) says nothing about the server, and must not arm the next, longer window.
+   */
+  const refusals = new WeakSet<object>();
 
   function arms(error: unknown): boolean {
     try {
@@ -243,7 +249,7 @@ export function createGate(options?: GateOptions): Gate {
         error instanceof TimeoutError ||
         error instanceof RetryAfterTooLongError ||
         error instanceof CircuitOpenError ||
-        error instanceof GateClosedError ||
+        (error instanceof GateClosedError && !refusals.has(error)) ||
         isCrashLoop?.(error) === true
       );
     } catch {
@@ -333,7 +339,9 @@ export function createGate(options?: GateOptions): Gate {
         if (time < retryAtMs || (probe && time < probeUntilMs)) {
           const at = time < retryAtMs ? retryAtMs : comeBack(time, probeUntilMs, lastDelayMs as number);
           emit('refused', at);
-          throw new GateClosedError({ key, retryAt: new Date(at), cause, now: time });
+          const refusal = new GateClosedError({ key, retryAt: new Date(at), cause, now: time });
+          refusals.add(refusal);
+          throw refusal;
         }
         probe = mine = Symbol();
         // The breaker's probe lease: a connect that never returns (no timeout inside `fn`)

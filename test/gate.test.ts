@@ -799,6 +799,25 @@ test('a GateClosedError from an inner gate arms the outer one until its retryAt'
   assert.equal(gate.state().retryAt?.getTime(), START + 4_000);
 });
 
+test('the gate’s own refusal out of fn (a re-entrant run) arms nothing: it says nothing about the server', async () => {
+  // A probe whose fn starts the gate again (a reconnect handler calling ensureConnected())
+  // is refused by that probe: its GateClosedError came out of the probe's fn and, since
+  // 40d2dd2, armed the next, longer window. Each round stepped the schedule up with no
+  // request sent (500 ms, 1 s, 2 s, 4 s, ...), and nested the refusals' messages.
+  const { clock, gate, attempt } = fixture();
+  await assert.rejects(attempt(refused()), NetworkError);
+  for (let round = 0; round < 3; round++) {
+    clock.t = (gate.state().retryAt?.getTime() as number) + 1;
+    const error = await gate.run(() => gate.run(async () => 'inner')).catch((e: unknown) => e);
+    assert.ok(error instanceof GateClosedError, String(error));
+    assert.equal(gate.state().failures, 1, `round ${round}`);
+    assert.ok(!(error.cause instanceof GateClosedError), error.message);
+  }
+  // The next run is the probe, and its success clears the gate.
+  assert.equal(await attempt(), 'connected');
+  assert.equal(gate.state().armed, false);
+});
+
 test('a connect refused by an open circuit arms the gate until the breaker’s retryAt, on a real chain', async () => {
   // Another caller of the key met the 503 that opened the circuit (for 5 s): the next start
   // is refused unsent by the breaker, and the gate holds the starts after it until then.
