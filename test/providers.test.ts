@@ -173,6 +173,24 @@ test('openaiOptions: a resend after auth() refreshed the token on a 401 counts i
   });
 });
 
+test('openaiOptions: a first request keeps the x-stainless-retry-count it was given; one not written as a number is never renumbered', async () => {
+  // A request's own headers override the SDK's count (buildHeaders): '1e3' went out as '1000'.
+  const { app, seen } = provider('/v1/chat/completions', [
+    json(429, openaiError('slow down'), { 'retry-after-ms': '5' }),
+    json(200, completion),
+  ]);
+  await withApp(app, async (server) => {
+    const client = openaiClient(server, definePolicy({ retry: FAST }));
+    for (const count of ['1e3', '007', '3']) {
+      await client.chat.completions.create(ask, { headers: { 'x-stainless-retry-count': count } });
+    }
+    assert.deepEqual(
+      seen.map((s) => s.retryCount),
+      ['1e3', '1e3', '007', '3'],
+    );
+  });
+});
+
 test('openaiOptions: a 429 with retry-after-ms then a 200 gives the completion after exactly 2 requests', async () => {
   const { app, seen } = provider('/v1/chat/completions', [
     json(429, openaiError('slow down'), { 'retry-after-ms': '30' }),

@@ -86,9 +86,10 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
     // too: a server counting retries by it saw none. The call gets headers of its own here
     // (a copy, once per call the SDK numbers), in which the fetch underneath numbers each
     // request it sends: resends that never went out (a breaker's refusal) count for nothing.
-    // A count that is no number (NaN) is left as the SDK wrote it.
+    // A count not written as a number (NaN, '007', '1e3': a request's own headers override
+    // the SDK's) is left as it came: the first request carries the count it was given.
     const given = call.header(RETRY_COUNT);
-    if (given) {
+    if (given && `${+given}` === given) {
       call.setHeader(RETRY_COUNT, given);
       counts.set((call.init as RequestInit).headers as Headers, +given);
     }
