@@ -73,14 +73,10 @@ function count(headers: HeadersLike, name: string): number | undefined {
   return Number.isSafeInteger(n) ? n : undefined;
 }
 
-/**
- * One window's fields, or undefined when none of them is usable. Its reset is read
- * against `serverNow`, its `resetAt` placed on the local clock (`now`).
- */
+/** One window's fields, or undefined when none of them is usable. */
 function readWindow(
   headers: HeadersLike,
   now: number,
-  serverNow: number,
   header: (field: QuotaField) => string,
   parseReset: QuotaHeaders[2],
 ): RateLimitWindow | undefined {
@@ -88,7 +84,7 @@ function readWindow(
   const limit = count(headers, header('limit'));
   const remaining = count(headers, header('remaining'));
   const value = readHeader(headers, header('reset'));
-  const waitMs = value === undefined ? NaN : parseReset(value, serverNow);
+  const waitMs = value === undefined ? NaN : parseReset(value, now);
   const resetMs = clampDelay(waitMs);
   if (limit !== undefined) window.limit = limit;
   if (remaining !== undefined) window.remaining = remaining;
@@ -112,7 +108,7 @@ function readWindow(
  * fill what OpenAI's left out.
  *
  * @param headers - Response headers: a `Headers`, a plain object (names matched case-insensitively), or `[name, value]` pairs; e.g. `response.headers`, or an SDK error's `headers` / `responseHeaders` (undefined when it has none: then `{}`).
- * @param now - The current time in epoch ms, for RFC 3339 resets and `resetAt`. Default `Date.now()`, with the server's instants read against the response's `Date` header when the local clock reads earlier than it (a clock that is behind).
+ * @param now - The current time in epoch ms, for RFC 3339 resets and `resetAt`. Default `Date.now()`.
  * @returns The rate-limit state; absent fields were not sent or not usable.
  *
  * @example
@@ -122,32 +118,21 @@ function readWindow(
  * if (limits.tokens?.remaining === 0) scheduler.pauseUntil(limits.tokens.resetAt);
  * ```
  */
-export function readRateLimits(headers: HeadersLike | undefined, now?: number): ProviderRateLimits {
-  const local = now ?? Date.now();
-  // Anthropic's resets (and a Retry-After date) are instants on the server's clock: a local
-  // clock minutes behind it read them as minutes further off, and a scheduler waited that
-  // much too long. The response's Date (RFC 9110 §6.6.1, whole seconds) is no later than
-  // the server's clock when it answered, so a local clock that reads earlier is behind by
-  // at least that much: the server's instants are read against the Date then. A local
-  // clock that reads later is left alone: it may be ahead, or the headers read a while
-  // after they came (a stream read to its end), which the Date cannot tell apart. Not
-  // when the caller says what time it is. Read by the core's HTTP-date parser (as a
-  // Retry-After date: the wait until it, capped), never as delay-seconds.
-  const date = now === undefined ? readHeader(headers as HeadersLike, 'date') : undefined;
-  const serverNow =
-    local + ((date && /^[A-Z]/.test(date) && retryDelay({ 'retry-after': date }, local)) || 0);
+export function readRateLimits(
+  headers: HeadersLike | undefined,
+  now: number = Date.now(),
+): ProviderRateLimits {
   // The readers take anything (what is no headers has no entries): absent headers give {}.
   const limits: ProviderRateLimits = {};
   for (const [names, header, parseReset] of PROVIDER_QUOTAS) {
     for (const name of names) {
       const key = camel(name);
       const window =
-        limits[key] ??
-        readWindow(headers as HeadersLike, local, serverNow, (field) => header(name, field), parseReset);
+        limits[key] ?? readWindow(headers as HeadersLike, now, (field) => header(name, field), parseReset);
       if (window !== undefined) limits[key] = window;
     }
   }
-  const retryAfterMs = retryDelay(headers as HeadersLike, serverNow);
+  const retryAfterMs = retryDelay(headers as HeadersLike, now);
   if (retryAfterMs !== undefined) limits.retryAfterMs = retryAfterMs;
   const requestId = [
     readHeader(headers as HeadersLike, 'x-request-id'),
