@@ -446,11 +446,10 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
               ? a === 0x1f && b === 0x8b && c === 8
               : // CM 8 with a window of at most 32 KiB, no preset dictionary, and the check bits.
                 (a & 0x8f) === 8 && !(b & 0x20) && ((a << 8) | b) % 31 === 0;
-          let passed = encoded ? body?.pipeThrough(new DecompressionStream(format)) : body;
-          // Bytes that do not decode are the upstream's failure here as in another fetch: a
-          // 502 before the answer goes, not a 200 whose body breaks.
-          if (encoded && passed) [, passed] = await readAhead(passed, 1).catch(upstreamFailed);
-          response = new Response(passed, response);
+          response = new Response(
+            encoded ? body?.pipeThrough(new DecompressionStream(format)) : body,
+            response,
+          );
         } else if (codings.length > 0 && codings.every((token) => DECODED_SOMEWHERE.includes(token))) {
           // An answer with no body (to HEAD, a 204, a 304) has no bytes a fetch could have
           // left encoded: it goes on without the label, as gzip's does (a cache updating
