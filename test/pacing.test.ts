@@ -1773,43 +1773,83 @@ test('a pace probe answered by a redirect auth() follows releases the key as its
   });
 });
 
-test('a slow start past the ceiling an earlier refusal set grows by 1 call a round trip: closed-loop callers reach the room a recovered server has, not the ceiling for good', async () => {
-  // The server: a 429 pausing the key 100 ms, then a fast 200 (a slow start), then room
-  // for 2 calls at once, refusing a third with a 100 ms pause (which sets the ceiling at 1
-  // or 2), and after that refusal room for all: each call held 30 ms.
+test('a slow start past the ceiling an earlier refusal set grows by 1 call a round trip once ten pauses have gone: closed-loop callers reach the room a recovered server has, not the ceiling for good', async () => {
+  // The server: a 429 pausing the key 60 ms, then a fast 200 (a slow start), then room
+  // for 2 calls at once, refusing a third with a 60 ms pause (which sets the ceiling at 1
+  // or 2), and after that refusal room for all: each call held 20 ms.
   let holding = 0;
   let recovered = false;
   /** The most calls the server held at once after it had room for all. */
   let most = 0;
   const { handler } = stamped(async (index) => {
-    if (index === 0) return tooMany(100);
+    if (index === 0) return tooMany(60);
     if (index === 1) return { status: 200 };
     if (!recovered && holding >= 2) {
       recovered = true;
-      return tooMany(100);
+      return tooMany(60);
     }
     holding++;
     if (recovered) most = Math.max(most, holding);
-    await delay(30);
+    await delay(20);
     holding--;
     return { status: 200 };
   });
   await withServer(handler, async (server) => {
     const { fetch } = pacedClient();
     assert.equal(await send(fetch, server.origin), 429);
-    // 12 callers, each sending its next call when the last one is answered: 240 calls.
+    // 12 callers, each sending its next call when the last one is answered: 360 calls.
     // Their next calls queue behind the held ones, so the queue never drains by itself.
     const statuses: number[] = [];
     await Promise.all(
       Array.from({ length: 12 }, async () => {
-        for (let i = 0; i < 20; i++) statuses.push(await send(fetch, server.origin));
+        for (let i = 0; i < 30; i++) statuses.push(await send(fetch, server.origin));
       }),
     );
     assert.ok(recovered, 'a call met the server’s first limit');
-    assert.equal(statuses.filter((s) => s !== 200).length <= 1, true, `statuses: ${statuses}`);
+    assert.ok(statuses.filter((s) => s !== 200).length <= 1, `statuses: ${statuses}`);
     // Before: each answer past the ceiling let exactly 1 go, so the calls out stayed at
-    // the ceiling (2 or 3 in flight at once) for all 240 calls. Now 1 more per round trip:
-    // from 2 to 12 in about 10 round trips of the 20 each caller makes.
+    // the ceiling (2 or 3 in flight at once) for all 360 calls. Now, 600 ms (ten pauses)
+    // after the pace probe, 1 more per round trip: to 12 in about 10 round trips.
     assert.ok(most >= 8, `${most} in flight at once after the server had room`);
+  });
+});
+
+test('a slow start that grew past its ceiling 1 call at a time and met a refusal doubles next up to 1 call short of that, not half: a server with room for 6 keeps about 6 in flight between probes', async () => {
+  // Room for 6 at once; a 7th is refused with a 40 ms pause. Each call is held 20 ms.
+  let holding = 0;
+  let refusals = 0;
+  /** Calls the server held at each arrival after its second refusal (the first past a grown ceiling, or the second overshoot). */
+  const seen: number[] = [];
+  const { handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(40);
+    if (holding >= 6) {
+      refusals++;
+      return tooMany(40);
+    }
+    holding++;
+    if (refusals >= 2) seen.push(holding);
+    await delay(20);
+    holding--;
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const { fetch } = pacedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    // 16 closed-loop callers, 40 calls each.
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        for (let i = 0; i < 40; i++) await send(fetch, server.origin);
+      }),
+    );
+    assert.ok(refusals >= 2, `${refusals} refusals`);
+    const high = seen.filter((n) => n >= 4).length / seen.length;
+    const counts = JSON.stringify([1, 2, 3, 4, 5, 6].map((n) => seen.filter((x) => x === n).length));
+    // Halving after each probe held 3 for the ten pauses between probes: about 1 arrival
+    // in 6 found 4 or more in flight (Node: 1, 2, ... 6 in flight at 150, 174, 186, 51,
+    // 30, 26 arrivals). 1 short of the limit: about 6 in 10 (70, 79, 78, 137, 118, 137).
+    assert.ok(
+      high >= 0.4,
+      `${Math.round(high * 100)}% of ${seen.length} arrivals found 4 or more in flight (${refusals} refusals; 1 to 6 in flight: ${counts})`,
+    );
   });
 });
