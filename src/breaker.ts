@@ -353,9 +353,10 @@ interface Circuit {
   flying: number;
   /**
    * Where slow start stops doubling (TCP's ssthresh): half the calls out when a slow start
-   * last met a refusal (a 429, 503 or 529 with a delay). Past it, each answer raises it by
-   * 1/flying (so the calls out grow by 1 a round trip), and the answer that lifts it above
-   * the calls out lets 2 go.
+   * last met a refusal (a 429, 503 or 529 with a delay) while doubling, 1 fewer when it
+   * met one past its ceiling. Past it, once GROW_AFTER_PAUSES pauses' length have gone
+   * since the pace probe, each answer raises it by 1/flying (so the calls out grow by 1 a
+   * round trip), and the answer that lifts it above the calls out lets 2 go.
    */
   ceiling: number;
   /**
