@@ -16,7 +16,12 @@ export interface AttemptEvent {
   method: string;
   /** Redacted URL: no userinfo, no query values. */
   url: string;
-  /** 1-based: 1 for the first send, then one more per resend by `retry()` (or `auth()`'s one after a refresh). */
+  /**
+   * 1-based: 1 for the first send, then one more per pass of `retry()` (or `auth()`'s
+   * resend after a refresh). A pass an open circuit or armed gate below refused unsent
+   * (a `retry` event with `delaySource: 'breaker'`) takes a number too (every pass needs a
+   * new one), so the next send's skips it: 1, 2, 4.
+   */
   attempt: number;
 }
 
@@ -30,29 +35,46 @@ export interface CapturedEvent {
   snapshot: StatusSnapshot;
 }
 
-/** `retry()` will send the call again after `delayMs`. */
+/**
+ * `retry()` will send the call again after `delayMs`. `stats().retries` counts the resends
+ * that reached the server: a pass a breaker or gate below refused unsent is none, and the
+ * wait after it is a `'breaker'` event, which announces that refused send again.
+ */
 export interface RetryEvent {
   /** Which event this is: what a {@link BreakwaterEvent} is told apart by. */
   type: 'retry';
   /** The server's name in breakwater (`call.key`: the policy's `name`, or by default the URL's origin). */
   key: string;
-  /** The attempt that failed (1-based); the next one is `attempt + 1`. */
+  /**
+   * The pass that failed (1-based, numbered as in {@link AttemptEvent}); the next one is
+   * `attempt + 1`. For `'breaker'`, the pass refused unsent: no `attempt` event has its
+   * number, and it used none of `retry()`'s `attempts`.
+   */
   attempt: number;
   /** How long retry waits before the next attempt, in ms (0: at once); the wait ends at once on abort. */
   delayMs: number;
-  /** Whether the delay is the server's (`Retry-After` and friends) or a backoff step. */
-  delaySource: 'server' | 'backoff';
+  /**
+   * Where the wait comes from: `'server'` (`Retry-After` and friends), `'backoff'` (a
+   * backoff step), or `'breaker'`: an open circuit or armed gate below refused this resend
+   * unsent (`CircuitOpenError`, `GateClosedError`), and retry waits until its `retryAt`, at
+   * least a backoff step. Such a pass reached no server: no attempt of `attempts`, no
+   * budget token, not in `stats().retries`.
+   */
+  delaySource: 'server' | 'backoff' | 'breaker';
   /** What failed: `HTTP 503`, or a network / timeout code such as `ECONNRESET`. */
   reason: string;
 }
 
 /**
- * Why `retry()` stopped trying: `'attempts'` (all `attempts` used), `'not-retryable'`
+ * Why `retry()` stopped trying: `'attempts'` (all `attempts` used, or as many passes
+ * refused unsent by a breaker or gate below), `'not-retryable'`
  * (a status or error retry does not resend), `'unsafe-to-resend'` (it may have run and
  * the call is not idempotent), `'body-not-replayable'` (a stream body that was not
  * buffered), `'budget'` (the key's retry budget is below half), `'deadline'` (the wait
  * would pass the call's deadline, or the total deadline passed), `'retry-after-too-long'`
- * (the server asked for a wait past `maxRetryAfterMs` or the deadline).
+ * (the server asked for a wait past `maxRetryAfterMs` or the deadline; or a breaker or
+ * gate below refused a resend until a `retryAt` past them: the call fails with that
+ * `CircuitOpenError` / `GateClosedError`, not a `RetryAfterTooLongError`).
  */
 export type GiveUpReason =
   | 'attempts'
@@ -69,7 +91,11 @@ export interface GiveUpEvent {
   type: 'give-up';
   /** The server's name in breakwater (`call.key`: the policy's `name`, or by default the URL's origin). */
   key: string;
-  /** The last attempt made (1-based): its failure goes back to the caller. */
+  /**
+   * The last pass (1-based, numbered as in {@link AttemptEvent}): its failure goes back to
+   * the caller. When that failure is a refusal (`reason` `CIRCUIT_OPEN` or `GATE_CLOSED`),
+   * the pass refused unsent: no `attempt` event has its number.
+   */
   attempt: number;
   /** Why it was not resent (see {@link GiveUpReason}). */
   why: GiveUpReason;

@@ -224,7 +224,8 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
  * call was retrying, and resent sooner it is refused again. A `retryAt` past
  * `maxRetryAfterMs` or the deadline fails at once with that error itself (give-up
  * `retry-after-too-long`), as the breaker fails a pause past the cap. Such a refusal uses
- * no attempt and no budget token. A new call's first pass refused fails fast, as the
+ * no attempt and no budget token, is not in `stats().retries`, and its wait's `retry`
+ * event says `delaySource: 'breaker'`. A new call's first pass refused fails fast, as the
  * breaker means it to: an agent's turn goes on without the server instead of waiting.
  *
  * @example
@@ -428,7 +429,8 @@ export function retry(options: RetryOptions = {}): Retry {
         key: call.key,
         attempt: call.attempt,
         delayMs: delay,
-        delaySource: delay === serverDelay ? 'server' : 'backoff',
+        // A refusal's wait says so: it is no resend made (stats), nor the server's delay.
+        delaySource: refused ? 'breaker' : delay === serverDelay ? 'server' : 'backoff',
         reason,
       });
       previousDelay = delay;

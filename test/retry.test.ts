@@ -8,6 +8,7 @@ import { createFetch } from '../src/chain.ts';
 import { DEFAULT_RETRYABLE_STATUSES } from '../src/classify.ts';
 import {
   CircuitOpenError,
+  GateClosedError,
   HttpStatusError,
   NetworkError,
   RetryAfterTooLongError,
@@ -1215,7 +1216,7 @@ test('a resend waited out after a refusal does not go once the mark that made it
       onEvent: (event) => {
         if (event.type === 'give-up') why.push(event.why);
         // The wait for the circuit's retryAt (the 503s' waits are backoff steps).
-        if (event.type === 'retry' && event.delaySource === 'server' && marked) marked.idempotent = false;
+        if (event.type === 'retry' && event.delaySource === 'breaker' && marked) marked.idempotent = false;
       },
     });
     await assert.rejects(fetch(server.origin, { method: 'POST' }), CircuitOpenError);
@@ -1244,6 +1245,106 @@ test('a refusal whose retryAt is an Invalid Date is waited out for the backoff s
     });
     await assert.rejects(fetch(server.origin), { code: 'CIRCUIT_OPEN' });
     assert.deepEqual(delays, [20, 20, 20]);
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+/** retry()'s story in a call's events, one line each: attempt, retry and give-up events only. */
+function retryStory(events: BreakwaterEvent[]): string[] {
+  return events.flatMap((event) =>
+    event.type === 'attempt'
+      ? [`attempt ${event.attempt}`]
+      : event.type === 'retry'
+        ? [`retry ${event.attempt} ${event.delaySource} ${event.reason}`]
+        : event.type === 'give-up'
+          ? [`give-up ${event.attempt} ${event.why} ${event.reason}`]
+          : [],
+  );
+}
+
+test('the wait for a refused resend’s retryAt is a retry event with delaySource breaker: the other retry events match stats.retries', async () => {
+  // 503, 503 (opens the circuit for 300 ms), the resend refused unsent, then 200. The
+  // refusal's wait said 'server' (as if the server had asked for it): three retry events
+  // for the two resends stats counts. Attempt numbers count passes, the refused one (3)
+  // included: the chain needs a new number per pass, so the sends are 1, 2 and 4.
+  await withServer(sequence({ status: 503 }, { status: 503 }, { status: 200 }), async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const retrying = retry({ attempts: 3, backoff: { initialMs: 10, factor: 1, maxMs: 10, jitter: 'none' } });
+    const fetch = createFetch({
+      use: [retrying, circuitBreaker({ consecutiveFailures: 2, open: { initialMs: 300, jitter: 'none' } })],
+      key: 'k',
+      onEvent: (event) => events.push(event),
+    });
+    const response = await fetch(server.origin);
+    await response.body?.cancel();
+    assert.equal(response.status, 200);
+    assert.deepEqual(retryStory(events), [
+      'attempt 1',
+      'retry 1 backoff HTTP 503',
+      'attempt 2',
+      'retry 2 backoff HTTP 503',
+      'retry 3 breaker CIRCUIT_OPEN',
+      'attempt 4',
+    ]);
+    const retries = events.flatMap((event) => (event.type === 'retry' ? [event] : []));
+    const wait = retries[2]?.delayMs ?? 0;
+    assert.ok(wait > 10 && wait <= 300, `waited for retryAt: ${wait} ms`);
+    const resends = retries.filter((event) => event.delaySource !== 'breaker').length;
+    assert.equal(resends, retrying.stats('k')?.retries);
+    assert.equal(server.requests.length, 3);
+  });
+});
+
+test('a refusal whose retryAt has passed is waited out for the backoff step and still says breaker, a GateClosedError too', async () => {
+  // The wait is the backoff step, but the pass was refused unsent, not sent and failed:
+  // it said 'backoff', as a resend that reached the server. Refusals capped at attempts.
+  await withServer(always({ status: 503 }), async (server) => {
+    let passes = 0;
+    const refuse: Middleware = async function refuse(call, next) {
+      if (++passes === 1) return next(call);
+      throw new GateClosedError({ key: call.key, retryAt: new Date() });
+    };
+    const events: BreakwaterEvent[] = [];
+    const retrying = retry({ attempts: 3, backoff: { initialMs: 20, factor: 1, maxMs: 20, jitter: 'none' } });
+    const fetch = createFetch({ use: [retrying, refuse], key: 'k', onEvent: (event) => events.push(event) });
+    await assert.rejects(fetch(server.origin), GateClosedError);
+    assert.deepEqual(retryStory(events), [
+      'attempt 1',
+      'retry 1 backoff HTTP 503',
+      'retry 2 breaker GATE_CLOSED',
+      'retry 3 breaker GATE_CLOSED',
+      'give-up 4 attempts GATE_CLOSED',
+    ]);
+    assert.deepEqual(
+      events.flatMap((event) => (event.type === 'retry' ? [event.delayMs] : [])),
+      [20, 20, 20],
+    );
+    assert.equal(retrying.stats('k')?.retries, 0);
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('a refused resend whose retryAt is too far gives up retry-after-too-long on the refused pass, reason CIRCUIT_OPEN', async () => {
+  // Pins what the give-up says: the pass refused unsent (2, which no attempt event has),
+  // the refusal as reason, and no resend counted; the one retry event announced it.
+  await withServer(always({ status: 503 }), async (server) => {
+    const events: BreakwaterEvent[] = [];
+    const retrying = retry({ backoff: fast, maxRetryAfterMs: 100 });
+    const fetch = createFetch({
+      use: [
+        retrying,
+        circuitBreaker({ consecutiveFailures: 1, open: { initialMs: 10_000, jitter: 'none' } }),
+      ],
+      key: 'k',
+      onEvent: (event) => events.push(event),
+    });
+    await assert.rejects(fetch(server.origin), CircuitOpenError);
+    assert.deepEqual(retryStory(events), [
+      'attempt 1',
+      'retry 1 backoff HTTP 503',
+      'give-up 2 retry-after-too-long CIRCUIT_OPEN',
+    ]);
+    assert.equal(retrying.stats('k')?.retries, 0);
     assert.equal(server.requests.length, 1);
   });
 });
