@@ -292,7 +292,7 @@ const ABSOLUTE = /^[a-z][a-z\d+.-]*:/i;
  * spelled out here cost 80 B more gzip. Members a Request does not mirror (undici's
  * `dispatcher`, Bun's `tls`, workerd's `cf`) are kept when they are the init's own.
  */
-function readable(init: RequestInit | undefined): RequestInit | undefined {
+export function readable(init: RequestInit | undefined): RequestInit | undefined {
   if (init == null || Object.getPrototypeOf(init) === Object.prototype) return init;
   // A primitive is refused by `in`, with a TypeError, as fetch refuses it.
   const copy: Record<string, unknown> = { ...init };

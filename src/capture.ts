@@ -13,7 +13,7 @@
  */
 
 import * as z from 'zod/mini';
-import { ATTACH, type Call, type FetchLike, type Middleware, type Next } from './call.ts';
+import { ATTACH, type Call, type FetchLike, type Middleware, type Next, readable } from './call.ts';
 import { MAX_BODY_BYTES, MAX_BODY_WAIT_MS, MAX_KEYS, MAX_SCOPE_SNAPSHOTS } from './limits.ts';
 import { validate } from './options.ts';
 import { redactText, redactUrl, safeHeaders } from './redact.ts';
@@ -201,7 +201,9 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
     }
     const snapshots: StatusSnapshot[] = [];
     return {
-      fetch: (input, init) => target(input, { ...init, [SCOPE]: snapshots } as RequestInit),
+      // Read as the chain reads it (see readable()): a spread of a class's init kept none of
+      // its getters, and a POST went out as a bodiless GET. Async: a getter that throws rejects.
+      fetch: async (input, init) => target(input, { ...readable(init), [SCOPE]: snapshots } as RequestInit),
       last: () => snapshots.at(-1),
       all: () => [...snapshots],
     };

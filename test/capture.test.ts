@@ -456,3 +456,54 @@ test('a scope holds its own capture’s snapshots only: a second capture in the 
   await (await scope.fetch('http://breakwater-test.invalid/x')).text();
   assert.equal(scope.last()?.body, 'bu', 'the scope’s last snapshot is its own capture’s');
 });
+
+/** A RequestInit whose members are getters on its class: fetch (a WebIDL dictionary) reads them. */
+class GetterInit {
+  get method(): string {
+    return 'POST';
+  }
+  get body(): string {
+    return '{"scoped":1}';
+  }
+  get headers(): Record<string, string> {
+    return { 'content-type': 'application/json', 'x-scoped': 'yes' };
+  }
+}
+
+test('capture.scope().fetch sends an init whose members are a class’s getters whole: method, body and headers, as raw fetch does', async () => {
+  await withServer(always({ status: 500 }), async (server) => {
+    const capture = captureStatus();
+    createFetch({ use: [capture] });
+    const scope = capture.scope();
+    // The premise: raw fetch reads these members.
+    await (await globalThis.fetch(`${server.origin}/raw`, new GetterInit() as RequestInit)).text();
+    await (await scope.fetch(`${server.origin}/scoped`, new GetterInit() as RequestInit)).text();
+    const [raw, scoped] = server.requests;
+    assert.equal(raw?.method, 'POST', 'raw fetch');
+    assert.equal(scoped?.method, 'POST');
+    assert.equal(scoped?.text, '{"scoped":1}');
+    assert.equal(scoped?.headers['content-type'], 'application/json');
+    assert.equal(scoped?.headers['x-scoped'], 'yes');
+    assert.equal(scope.last()?.method, 'POST');
+  });
+});
+
+test('capture.scope().fetch rejects an init whose getter throws, as fetch does, and never throws synchronously', async () => {
+  const capture = captureStatus();
+  let sent = 0;
+  createFetch({
+    fetch: async () => {
+      sent++;
+      return new Response('ok');
+    },
+    use: [capture],
+  });
+  const init = Object.create({
+    get body(): string {
+      throw new Error('body getter');
+    },
+  }) as RequestInit;
+  const pending = capture.scope().fetch('http://127.0.0.1:9/', init);
+  await assert.rejects(pending, /body getter/);
+  assert.equal(sent, 0);
+});
