@@ -755,3 +755,37 @@ test("behind hono's cors(), errorResponses()' 503 for an upstream's 429 names Re
     });
   });
 });
+
+/** A RequestInit whose members are getters on its class: fetch (a WebIDL dictionary) reads them. */
+class GetterInit {
+  get method(): string {
+    return 'POST';
+  }
+  get body(): string {
+    return '{"upstream":1}';
+  }
+  get headers(): Record<string, string> {
+    return { 'content-type': 'application/json', 'x-forwarded-tool': 'search' };
+  }
+}
+
+test('c.var.fetch sends an init whose members are a class’s getters whole: method, body and headers, as raw fetch does', async () => {
+  await withServer(always({ status: 200 }), async (up) => {
+    const policy = definePolicy({ name: 'tools', retry: { attempts: 1 } });
+    const app = new Hono<UpstreamEnv>();
+    app.use(upstream(policy));
+    app.get('/call', async (c) => {
+      // The premise: raw fetch reads these members.
+      await (await globalThis.fetch(`${up.origin}/raw`, new GetterInit() as RequestInit)).text();
+      const res = await c.var.fetch(`${up.origin}/upstream`, new GetterInit() as RequestInit);
+      return c.text(await res.text());
+    });
+    assert.equal((await app.request('/call')).status, 200);
+    const [raw, sent] = up.requests;
+    assert.equal(raw?.method, 'POST', 'raw fetch');
+    assert.equal(sent?.method, 'POST');
+    assert.equal(sent?.text, '{"upstream":1}');
+    assert.equal(sent?.headers['content-type'], 'application/json');
+    assert.equal(sent?.headers['x-forwarded-tool'], 'search');
+  });
+});

@@ -11,7 +11,7 @@
 import type { Context, ErrorHandler, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { AuthOptions } from '../../src/auth.ts';
-import { Call, type FetchLike, follow, type KeyOption } from '../../src/call.ts';
+import { Call, type FetchLike, follow, type KeyOption, readable } from '../../src/call.ts';
 import {
   BreakwaterError,
   CircuitOpenError,
@@ -199,8 +199,10 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
         follow(own, controller);
         follow(incoming, controller);
       }
+      // Read as the chain reads it (see readable()): a spread of a class's init kept none
+      // of its getters, and a POST went out as a bodiless GET.
       const callInit: RequestInit = {
-        ...init,
+        ...readable(init),
         signal: controller?.signal ?? (runToEnd ? (own ?? null) : incoming),
       };
       let response: Response;
