@@ -68,6 +68,20 @@ function concurrently(fetch: FetchLike, url: string, n: number): Promise<number[
   return Promise.all(Array.from({ length: n }, () => send(fetch, url)));
 }
 
+/**
+ * `callers` closed-loop callers, each sending its next of `calls` calls when its last one
+ * is answered; resolves to every status, in the order they came.
+ */
+async function closedLoop(fetch: FetchLike, url: string, callers: number, calls: number): Promise<number[]> {
+  const statuses: number[] = [];
+  await Promise.all(
+    Array.from({ length: callers }, async () => {
+      for (let i = 0; i < calls; i++) statuses.push(await send(fetch, url));
+    }),
+  );
+  return statuses;
+}
+
 const tooMany = (delayMs: number) => ({ status: 429, headers: { 'retry-after-ms': String(delayMs) } });
 const unavailable = (delayMs: number) => ({ status: 503, headers: { 'retry-after-ms': String(delayMs) } });
 
@@ -1799,12 +1813,7 @@ test('a slow start past the ceiling an earlier refusal set grows by 1 call a rou
     assert.equal(await send(fetch, server.origin), 429);
     // 12 callers, each sending its next call when the last one is answered: 360 calls.
     // Their next calls queue behind the held ones, so the queue never drains by itself.
-    const statuses: number[] = [];
-    await Promise.all(
-      Array.from({ length: 12 }, async () => {
-        for (let i = 0; i < 30; i++) statuses.push(await send(fetch, server.origin));
-      }),
-    );
+    const statuses = await closedLoop(fetch, server.origin, 12, 30);
     assert.ok(recovered, 'a call met the server’s first limit');
     assert.ok(statuses.filter((s) => s !== 200).length <= 1, `statuses: ${statuses}`);
     // Before: each answer past the ceiling let exactly 1 go, so the calls out stayed at
@@ -1836,11 +1845,7 @@ test('a slow start that grew past its ceiling 1 call at a time and met a refusal
     const { fetch } = pacedClient();
     assert.equal(await send(fetch, server.origin), 429);
     // 16 closed-loop callers, 40 calls each.
-    await Promise.all(
-      Array.from({ length: 16 }, async () => {
-        for (let i = 0; i < 40; i++) await send(fetch, server.origin);
-      }),
-    );
+    await closedLoop(fetch, server.origin, 16, 40);
     assert.ok(refusals >= 2, `${refusals} refusals`);
     const high = seen.filter((n) => n >= 4).length / seen.length;
     const counts = JSON.stringify([1, 2, 3, 4, 5, 6].map((n) => seen.filter((x) => x === n).length));
