@@ -186,7 +186,11 @@ function depth(issues: Issue[]): number {
  * against the target, and a frozen config's nested objects come back wrapped. Only the
  * reads zod makes by key, and its listing of keys (for unknown options), are followed.
  */
-function guard(value: unknown, path: readonly PropertyKey[], fail: (path: readonly PropertyKey[]) => void): unknown {
+function guard(
+  value: unknown,
+  path: readonly PropertyKey[],
+  fail: (path: readonly PropertyKey[]) => void,
+): unknown {
   if (typeof value !== 'object' || value === null) return value;
   const handler: Record<string, (target: object, key?: PropertyKey) => unknown> = {};
   for (const trap of ['get', 'has', 'ownKeys'] as const)
