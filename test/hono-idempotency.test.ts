@@ -323,6 +323,50 @@ test('a % that starts no escape is the same request as %25: Hono gives the handl
   assert.equal(runs, 2);
 });
 
+test('a query whose unreserved characters are sent percent-encoded is the same request, over a real server; reserved ones, escaped or not, and the order of parameters still tell requests apart', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/transfers', idempotency());
+  app.post('/transfers', (c) => c.text(`run ${++runs}: ${JSON.stringify(c.req.queries())}`, 201));
+  await withApp(app, async ({ origin }) => {
+    const send = async (
+      query: string,
+      key: string,
+    ): Promise<{ status: number; replayed: boolean; body: string }> => {
+      const res = await fetch(`${origin}/transfers${query}`, post('{}', key));
+      return {
+        status: res.status,
+        replayed: res.headers.get(REPLAYED_HEADER) === 'true',
+        body: await res.text(),
+      };
+    };
+    const ran = (body: string) => ({ status: 201, replayed: false, body });
+    const replayed = (body: string) => ({ status: 201, replayed: true, body });
+    // RFC 3986 §6.2.2.2: %61 is "a" (a client or proxy that re-encodes the query on a resend), and hex case is no difference.
+    assert.deepEqual(await send('?to=%61', 'query-1'), ran('run 1: {"to":["a"]}'));
+    for (const same of ['?to=a', '?to=%61', '?t%6F=%61']) {
+      assert.deepEqual(await send(same, 'query-1'), replayed('run 1: {"to":["a"]}'), same);
+    }
+    assert.deepEqual(await send('?to=%7e%2D_.%30%c3%a9', 'query-2'), ran('run 2: {"to":["~-_.0\u00e9"]}'));
+    for (const same of ['?to=~-_.0%C3%A9', '?to=%7E-%5F%2e0%c3%A9']) {
+      assert.deepEqual(await send(same, 'query-2'), replayed('run 2: {"to":["~-_.0\u00e9"]}'), same);
+    }
+    // A % that starts no escape is the percent sign Hono reads "%25" as.
+    assert.deepEqual(await send('?to=100%', 'query-3'), ran('run 3: {"to":["100%"]}'));
+    assert.deepEqual(await send('?to=100%25', 'query-3'), replayed('run 3: {"to":["100%"]}'));
+    // An escaped reserved character is not the character (RFC 3986 §2.2): "a%26b" is one value, "a&b" two parameters.
+    assert.deepEqual(await send('?to=a%26b', 'query-4'), ran('run 4: {"to":["a&b"]}'));
+    assert.equal((await send('?to=a&b', 'query-4')).status, 422);
+    assert.deepEqual(await send('?to=a%26b', 'query-4'), replayed('run 4: {"to":["a&b"]}'));
+    // The order of parameters, and "+" (a space only to form decoding), are kept as sent.
+    assert.deepEqual(await send('?a=1&b=2', 'query-5'), ran('run 5: {"a":["1"],"b":["2"]}'));
+    assert.equal((await send('?b=2&a=1', 'query-5')).status, 422);
+    assert.deepEqual(await send('?q=a+b', 'query-6'), ran('run 6: {"q":["a b"]}'));
+    assert.equal((await send('?q=a%20b', 'query-6')).status, 422);
+  });
+  assert.equal(runs, 6);
+});
+
 test('the path is the one the app routes on: with strict: false, a trailing slash is the same request', async () => {
   let runs = 0;
   const app = new Hono({ strict: false });

@@ -514,8 +514,11 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  *   `/orders/%61` is the same request as `/orders/a`, `/orders/a%2fb` as `/orders/a%2Fb`
  *   and `/orders/100%` as `/orders/100%25`; `/orders/%2561` is not.
  * - **Fingerprint**: SHA-256 of method, path and query, and body (a multipart body's
- *   random boundary left out, so a resent form matches). The same key with a
- *   different request is 422; a repeat while the first is still running is 409 with
+ *   random boundary left out, so a resent form matches). The query's escapes of
+ *   unreserved characters are decoded, the others upper-cased and a `%` that starts
+ *   none read as `%25` (`?to=%61` is `?to=a`); parameters' order, `+` and reserved
+ *   characters, bare or escaped, stay as sent (`?to=a%26b` is not `?to=a&b`). The same
+ *   key with a different request is 422; a repeat while the first is still running is 409 with
  *   `Retry-After: 1` and `x-should-retry: true` (it did not run: resend it).
  * - **What is stored**: the response the client got, whatever its status (a 500 from
  *   a handler that threw is stored and replayed: it may have had effects), minus
@@ -861,12 +864,20 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     const path = c.req.path
       .replace(/%(?![\da-f]{2})/gi, '%25')
       .replace(/%[\da-f]{2}/gi, (hex) => hex.toUpperCase());
+    // The query as sent but for its escapes (RFC 3986 §6.2.2): those of unreserved
+    // characters decoded (%61 is a, and a proxy may re-encode the query on a resend),
+    // the rest in upper case, a "%" that starts none as "%25" (Hono's query values read
+    // "100%" and "100%25" alike). Order, "+" and reserved characters, bare or escaped
+    // (a&b is not a%26b), stay as sent: they may change what the app reads.
+    const query = new URL(c.req.url).search
+      .replace(/%(?![\da-f]{2})/gi, '%25')
+      .replace(/%[\da-f]{2}/gi, (hex) => {
+        const char = String.fromCharCode(Number.parseInt(hex.slice(1), 16));
+        return /[\w.~-]/.test(char) ? char : hex.toUpperCase();
+      });
     // JSON keeps the four parts apart whatever they contain: ("a", "b/c") is not ("a/b", "c").
     const recordKey = `idempotency:${JSON.stringify([namespace, method, path, key])}`;
-    const fingerprint = await sha256Hex(
-      `${method}\n${path}${new URL(c.req.url).search}\n`,
-      await fingerprintBody(body),
-    );
+    const fingerprint = await sha256Hex(`${method}\n${path}${query}\n`, await fingerprintBody(body));
     const running: RunningRecord = {
       state: 'running',
       fingerprint,
