@@ -399,18 +399,21 @@ export class Call {
 
   /**
    * The request URL as a string: as given, but for a relative one (a page's `'/api/x'`),
-   * which is read against the page's location, as a browser's fetch reads it, so that the
-   * key and error messages name its server. (fetch reads it against the document's base
-   * URL, which differs only under a `<base href>`.) Kept as given where there is no page:
-   * fetch then rejects it.
+   * which is read against the document's base URL (`document.baseURI`, the page's
+   * location unless a `<base href>` says otherwise; a worker's location), as a browser's
+   * fetch reads it, so that the key and error messages name its server. Kept as given
+   * where there is no page: fetch then rejects it.
    */
   get href(): string {
     const href = this.#text;
     if (ABSOLUTE.test(href)) return href;
     try {
-      // A page's or a worker's location; none on a server (Node, Bun, Deno without
-      // `--location`, where Deno 1 throws on reading it): kept as given then.
-      return new URL(href, (globalThis as { location?: { href: string } }).location?.href).href;
+      // A page's base URL (fetch's, which a <base href> moves off location.href), or a
+      // worker's location; none on a server (Node, Bun, Deno without `--location`, where
+      // Deno 1 throws on reading it): kept as given then.
+      const page = globalThis as { document?: { baseURI?: unknown }; location?: { href: string } };
+      const base = page.document?.baseURI;
+      return new URL(href, typeof base === 'string' ? base : page.location?.href).href;
     } catch {
       return href;
     }

@@ -566,6 +566,40 @@ test('a relative URL is read against the page for href, url and the key (a key f
   });
 });
 
+test("under a <base href>, a relative URL is read against the document's base URL (document.baseURI), as fetch reads it, not the location", async () => {
+  const call = (href: string) => new Call(href, undefined, undefined, undefined);
+  const own = Object.getOwnPropertyDescriptor(globalThis, 'document');
+  const setDocument = (document: unknown): void => {
+    Object.defineProperty(globalThis, 'document', { value: document, configurable: true, writable: true });
+  };
+  try {
+    await onPage('https://app.example/a/b?q=1', () => {
+      // <base href="https://cdn.example/static/"> on the page at https://app.example/a/b?q=1.
+      setDocument({ baseURI: 'https://cdn.example/static/' });
+      assert.equal(call('x?y=1').href, 'https://cdn.example/static/x?y=1');
+      assert.equal(call('?p=2').href, 'https://cdn.example/static/?p=2');
+      assert.equal(call('/x').key, 'https://cdn.example');
+      assert.equal(call('/x').url.host, 'cdn.example');
+      // An absolute URL stays as given.
+      assert.equal(call('https://api.example/x').key, 'https://api.example');
+      // A document whose baseURI is no string (a stub, a worker's polyfill) leaves the location's.
+      for (const document of [
+        {},
+        { baseURI: null },
+        { baseURI: { toString: () => 'https://evil.example/' } },
+      ]) {
+        setDocument(document);
+        assert.equal(call('c').href, 'https://app.example/a/c', JSON.stringify(document));
+        assert.equal(call('/x').key, 'https://app.example', JSON.stringify(document));
+      }
+    });
+  } finally {
+    if (own) Object.defineProperty(globalThis, 'document', own);
+    else delete (globalThis as { document?: unknown }).document;
+  }
+  assert.equal('document' in globalThis, own !== undefined, "the runtime's own document is back");
+});
+
 test('without a page (a server, or a location whose read throws) a relative URL stays as given and names no server', async () => {
   const check = (): void => {
     const call = new Call('/api/x?token=s3cret', undefined, undefined, undefined);
