@@ -34,9 +34,10 @@ import {
   type Next,
 } from './call.ts';
 import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
-import { DEFAULT_REFRESH_TIMEOUT_MS, MAX_CHAIN_ERRORS, MAX_REDIRECTS } from './limits.ts';
+import { DEFAULT_REFRESH_TIMEOUT_MS, MAX_REDIRECTS } from './limits.ts';
 import { redactedError } from './network.ts';
 import { functionOption, isFunction, validate } from './options.ts';
+import { redactText } from './redact.ts';
 import { hideSent } from './status.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
@@ -172,61 +173,17 @@ function failure(call: Call, code: string, what: string, cause: unknown): Breakw
   // A token endpoint's failure quotes its URL (Deno's fetch in the message, Bun's in `path`),
   // `?client_secret=` included: util.inspect and loggers walking `cause` print it. A thrown
   // string, or a frozen error, cannot be redacted in place: a redacted copy goes up instead.
+  // The token this auth() stamped is hidden the same way: a refresh() that fails saying
+  // which token it could not refresh (`invalid_grant for <token>`) quotes it.
   const request = requestSummary(call.key, call.method, call.href);
   const where = `${request.method} ${request.url} (server "${request.key}")`;
   let safe: unknown;
   try {
-    safe = hideSentIn(call, redactedError(cause));
+    safe = redactedError(cause, new Map(), (text) => hideSent(call, redactText(text)));
   } catch {
     // A getter that throws: no cause, rather than no error (a waiter left hanging).
   }
   return new BreakwaterError(`auth(): ${what}: ${where}`, code, { cause: safe, request });
-}
-
-/**
- * `error` (a chain {@link redactedError} gave) without the credentials `call` sent
- * ({@link hideSent}: the token this `auth()` stamped, whatever its shape) in the message,
- * stack, the fields redactedError reads (`path`, `input`, `url`), the members of an
- * AggregateError (`Promise.any` over token endpoints) and the cause of each error down its
- * chain. A `refresh()` that fails saying which token it could not refresh (`invalid_grant
- * for <token>`) put that token in every log printing the error's cause: it looks like no
- * key, so redaction alone left it. Changed in place as redactedError changes it, and only
- * where something is hidden: an error that quotes nothing is left as thrown (no field
- * added, no setter run). One that keeps it (frozen) goes up as a copy, with its name and
- * code. Each error is walked once (`seen`: members may share errors). redactedError has cut
- * loops and length: it leaves at most MAX_CHAIN_ERRORS errors, each with at most that many
- * members and a cause, so the bound here stops only getters that make errors anew.
- * Throws where a field's getter does.
- */
-function hideSentIn(call: Call, error: unknown, seen = new Map<object, unknown>()): unknown {
-  if (typeof error === 'string') return hideSent(call, error);
-  if (typeof error !== 'object' || error === null) return error;
-  if (seen.has(error)) return seen.get(error);
-  if (seen.size > MAX_CHAIN_ERRORS * (MAX_CHAIN_ERRORS + 2)) return;
-  seen.set(error, error);
-  const e = error as Record<string, unknown>;
-  const hidden: Record<string, unknown> = { name: e.name, code: e.code };
-  let kept = false;
-  for (const field of ['message', 'stack', 'path', 'input', 'url', 'cause', 'errors']) {
-    const value = e[field];
-    let safe =
-      typeof value === 'string'
-        ? hideSent(call, value)
-        : field === 'cause'
-          ? hideSentIn(call, value, seen)
-          : value;
-    if (field === 'errors' && Array.isArray(value)) {
-      const members = value.map((member) => hideSentIn(call, member, seen));
-      if (members.some((member, i) => member !== value[i])) safe = members;
-    }
-    hidden[field] = safe;
-    // No throw where it cannot be written (frozen, a getter only): told by reading it back.
-    if (safe !== value) {
-      Reflect.set(e, field, safe);
-      kept ||= e[field] !== safe;
-    }
-  }
-  return seen.set(error, kept ? Object.assign(new Error(), hidden) : e).get(error);
 }
 
 /**

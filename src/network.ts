@@ -407,15 +407,23 @@ export function normalizeNetworkError(
  * chain is cut there, and a list of members past the bound is cut too.
  *
  * @param seen the walk's own: each error met so far and what it goes up as (`undefined`
- *   while its walk is in progress). Callers pass none.
+ *   while its walk is in progress). Callers pass a fresh one, or none.
+ * @param hide what each text goes up as: {@link redactText} (URLs, header values), or
+ *   that and more (`auth()` hides the token it stamped too: a `refresh()` that fails
+ *   quoting it put it in every log printing the cause, looking like no key).
  */
-export function redactedError(error: unknown, seen: Map<unknown, unknown> = new Map()): unknown {
+export function redactedError(
+  error: unknown,
+  seen: Map<unknown, unknown> = new Map(),
+  hide: (text: string) => string = redactText,
+): unknown {
   // A thrown string (`throw \`failed for ${url}\``) is printed as it is.
-  if (typeof error === 'string') return redactText(error);
+  if (typeof error === 'string') return hide(error);
   if (typeof error !== 'object' || error === null) return error;
   // Met before: what it went up as. Still walked (a cause looping back) or past the bound: a
   // copy without its cause, the chain cut there.
-  if (seen.has(error) || seen.size >= MAX_CHAIN_ERRORS) return seen.get(error) ?? copyOf(error);
+  if (seen.has(error) || seen.size >= MAX_CHAIN_ERRORS)
+    return seen.get(error) ?? copyOf(error, undefined, hide);
   seen.set(error, undefined);
   // Whether something the error shows still quotes a secret: then it is copied.
   let kept = false;
@@ -430,31 +438,32 @@ export function redactedError(error: unknown, seen: Map<unknown, unknown> = new 
   };
   for (const field of ['message', 'stack', 'path', 'input', 'url']) {
     const text = read(error, field);
-    if (typeof text === 'string') replace(error, field, text, redactText(text));
+    if (typeof text === 'string') replace(error, field, text, hide(text));
   }
   try {
     const members = read(error, 'errors');
     if (Array.isArray(members)) {
       const list = members.length > MAX_CHAIN_ERRORS ? members.slice(0, MAX_CHAIN_ERRORS) : members;
       replace(error, 'errors', members, list);
-      for (const [i, member] of list.entries()) replace(list, `${i}`, member, redactedError(member, seen));
+      for (const [i, member] of list.entries())
+        replace(list, `${i}`, member, redactedError(member, seen, hide));
     }
   } catch {
     // A hostile Proxy: what was reached before it is redacted.
   }
   const cause = read(error, 'cause');
-  const safe = redactedError(cause, seen);
+  const safe = redactedError(cause, seen, hide);
   replace(error, 'cause', cause, safe);
   // What it goes up as, for every later reach of it too.
-  return seen.set(error, kept ? copyOf(error, safe) : error).get(error);
+  return seen.set(error, kept ? copyOf(error, safe, hide) : error).get(error);
 }
 
 /**
  * What an error that keeps a secret goes up as: a TypeError saying the same redacted, with
  * its name, its code and `cause` (see {@link redactedError}).
  */
-function copyOf(error: object, cause?: unknown): TypeError {
-  return Object.assign(new TypeError(redactText(readString(error, 'message')), { cause }), {
+function copyOf(error: object, cause?: unknown, hide = redactText): TypeError {
+  return Object.assign(new TypeError(hide(readString(error, 'message')), { cause }), {
     name: read(error, 'name'),
     code: read(error, 'code'),
   });
