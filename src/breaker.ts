@@ -113,10 +113,12 @@ export const FOLLOWS: unique symbol = Symbol('breakwater.follows');
  */
 const SLOW_START_WAKES = 2;
 /**
- * Past its ceiling a slow start grows only once this many of the last pause's length
- * have gone since its pace probe: a probe past a server's fixed limit costs a whole
- * pause for every caller, so probing once every ten pauses keeps that under about a
- * tenth of the time, and a server that recovered still gets its callers back.
+ * Past its ceiling a slow start grows only once this many of the longest pause its
+ * waiters were held for (`heldForMs`) have gone since its pace probe: a probe past a
+ * server's fixed limit costs a whole pause for every caller, so probing once every ten
+ * pauses keeps that under about a tenth of the time, and a server that recovered still
+ * gets its callers back. Not the last pause's: a 1 ms one (a probe sent just before a
+ * quota window ended) after a 200 ms one let it grow 10 ms after the probe.
  */
 const GROW_AFTER_PAUSES = 10;
 
@@ -354,7 +356,7 @@ interface Circuit {
   /**
    * Where slow start stops doubling (TCP's ssthresh): half the calls out when a slow start
    * last met a refusal (a 429, 503 or 529 with a delay) while doubling, 1 fewer when it
-   * met one past its ceiling. Past it, once GROW_AFTER_PAUSES pauses' length have gone
+   * met one past its ceiling. Past it, once GROW_AFTER_PAUSES times `heldForMs` have gone
    * since the pace probe, each answer raises it by 1/flying (so the calls out grow by 1 a
    * round trip), and the answer that lifts it above the calls out lets 2 go.
    */
@@ -1046,19 +1048,20 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // still held. Each answer lets 2 more go (1 for an answer that is no green light, to
       // take the place of its call), so the calls in flight double every round trip, up
       // to the ceiling a slow start met a refusal at. Past it they stay, until the key has
-      // gone GROW_AFTER_PAUSES times the last pause's length since its pace probe; then
-      // they grow by 1 a round trip (TCP's congestion avoidance, RFC 5681 §3.1): each
-      // answer raises the ceiling by 1/flying. Never growing, a ceiling set while the
-      // server had room for 2 held closed-loop callers (their next calls queue behind
-      // the held ones) at 2 for good after it had room for 16: 12.3 s for 960 calls where
-      // growing took 2.2 s. Growing at once, each probe past a fixed limit cost a whole
-      // pause: with `Retry-After: 1` and 20 ms answers, 18.8 s for 640 calls, not 5.0.
+      // gone GROW_AFTER_PAUSES times the longest pause its waiters were held for (heldForMs)
+      // since its pace probe; then they grow by 1 a round trip (TCP's congestion
+      // avoidance, RFC 5681 §3.1): each answer raises the ceiling by 1/flying. Never
+      // growing, a ceiling set while the server had room for 2 held closed-loop callers
+      // (their next calls queue behind the held ones) at 2 for good after it had room
+      // for 16: 12.3 s for 960 calls where growing took 2.2 s. Growing at once, each
+      // probe past a fixed limit cost a whole pause: with `Retry-After: 1` and 20 ms
+      // answers, 18.8 s for 640 calls, not 5.0.
       if (!c.pausedUntilMs && c.waiters?.size) {
         const grow = release && c.flying < c.ceiling;
         if (
           release &&
           !grow &&
-          now() + PROBE_LEASE_MS - c.paceProbeUntilMs >= GROW_AFTER_PAUSES * c.pausedForMs
+          now() + PROBE_LEASE_MS - c.paceProbeUntilMs >= GROW_AFTER_PAUSES * c.heldForMs
         )
           c.ceiling += 1 / c.flying;
         const n = grow ? SLOW_START_WAKES : 1;

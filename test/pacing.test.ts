@@ -1858,3 +1858,44 @@ test('a slow start that grew past its ceiling 1 call at a time and met a refusal
     );
   });
 });
+
+test('a slow start past its ceiling waits ten of the longest pause its waiters were held for before it grows, not ten of a 1 ms pause a pace probe met just before a quota window ended', async () => {
+  // A 429 pausing 100 ms; the pace probe's fast 200 starts slow; a third call at once is
+  // refused with a 200 ms pause (the ceiling: 1). That pause's probe meets a 429 of 1 ms
+  // (a quota window ending), and the next probe's 200 starts slow again: from then on,
+  // each call held 30 ms.
+  let holding = 0;
+  let refusedAt = 0;
+  let quick = false;
+  /** The most calls the server held at once after the 1 ms pause. */
+  let most = 0;
+  const { handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(100);
+    if (index === 1) return { status: 200 };
+    if (!refusedAt && holding >= 2) {
+      refusedAt = Date.now();
+      return tooMany(200);
+    }
+    // The first call after that pause: its pace probe.
+    if (refusedAt && !quick && Date.now() - refusedAt >= 150) {
+      quick = true;
+      return tooMany(1);
+    }
+    holding++;
+    if (quick) most = Math.max(most, holding);
+    await delay(30);
+    holding--;
+    return { status: 200 };
+  });
+  await withServer(handler, async (server) => {
+    const { fetch } = pacedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    const statuses = await concurrently(fetch, server.origin, 48);
+    assert.ok(quick, 'a probe met the 1 ms pause');
+    assert.equal(statuses.filter((s) => s === 429).length, 2, `statuses: ${statuses}`);
+    // The waiters were held 200 ms: growth waits 2 s, past this test's end, and each
+    // answer lets 1 go (2 in flight). Before: ten 1 ms pauses, 10 ms after the probe, so it
+    // grew at once, 1 call a round trip: 4 or more in flight.
+    assert.ok(most <= 3, `${most} in flight at once after the 1 ms pause`);
+  });
+});
