@@ -3,7 +3,8 @@
  * The page of the CORS browser check (test/browser/cors.ts): bundled with esbuild and
  * run in headless Chromium on one loopback origin, it calls the API on another through
  * breakwater's client, and posts what the browser let it see back to its own origin. It
- * also calls its own origin by relative URLs, to see what breakwater names them.
+ * also calls its own origin by relative URLs, to see what breakwater names them, and
+ * one under a `<base href>` on the API's origin.
  */
 
 import { createFetch, definePolicy, type Middleware, retryDelay, throwOnStatus } from '../../src/index.ts';
@@ -94,6 +95,37 @@ async function relative(): Promise<Record<string, unknown>> {
   }
 }
 
+/**
+ * A relative call under a `<base href>` on the API's origin: the browser's fetch sends it
+ * to the base, not to the page's location, and breakwater keys and names it so.
+ */
+async function based(): Promise<Record<string, unknown>> {
+  const keys: string[] = [];
+  const urls: string[] = [];
+  const fetchBased = createFetch({
+    use: [
+      async function look(call, next) {
+        keys.push(call.key);
+        return next(call);
+      },
+    ],
+    onEvent: (event) => {
+      if (event.type === 'attempt') urls.push(event.url);
+    },
+  });
+  const base = document.createElement('base');
+  base.href = `${API}/based/`;
+  document.head.append(base);
+  try {
+    const res = await fetchBased('ok?token=s3cret');
+    return { status: res.status, body: await res.json(), keys, urls, baseURI: document.baseURI };
+  } catch (error) {
+    return { error: String(error), keys, urls };
+  } finally {
+    base.remove();
+  }
+}
+
 const json = { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' };
 
 async function main(): Promise<Record<string, unknown>> {
@@ -114,6 +146,7 @@ async function main(): Promise<Record<string, unknown>> {
   // An Idempotency-Key passes the preflight of a default cors().
   seen.keyed = await look('/orders', { ...json, headers: { ...json.headers, 'idempotency-key': '"k-1"' } });
   seen.relative = await relative();
+  seen.based = await based();
   return seen;
 }
 

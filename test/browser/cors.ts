@@ -8,8 +8,9 @@
  * Retry-After and RateLimit on the 429, Retry-After and x-should-retry on shed()'s 503,
  * the client waiting the server's delay (not its own backoff), a preflight that is not
  * counted, and an Idempotency-Key that passes the preflight. Also, on the page's own
- * origin, that calls by relative URLs are keyed and named by that origin, and that an
- * init whose members are getters of its class is sent whole.
+ * origin, that calls by relative URLs are keyed and named by that origin (by the base's
+ * under a `<base href>`), and that an init whose members are getters of its class is
+ * sent whole.
  *
  * Run: `node --import tsx test/browser/cors.ts`. Without Chromium it says so and
  * passes (and fails under CI=true, where it must run), as test/browser/report.mjs does.
@@ -187,6 +188,16 @@ try {
         `^GET ${page}/relative/fail\\?token=\\[redacted\\] \\(server "${page}"\\) failed with HTTP 503`,
       ),
     );
+    // Under a <base href> on the API's origin, fetch sends a relative call there, and breakwater keys it so.
+    const apiOrigin = apiServer.origin;
+    assert.equal(at('based').status, 200, String(at('based').error));
+    assert.equal(at('based').baseURI, `${apiOrigin}/based/`);
+    assert.deepEqual(
+      at('based').keys,
+      [apiOrigin],
+      'a relative URL under <base href> is keyed by the base’s origin',
+    );
+    assert.deepEqual(at('based').urls, [`${apiOrigin}/based/ok?token=[redacted]`]);
     console.log(`browser CORS check ok: ${JSON.stringify(seen)}`);
   } finally {
     clearTimeout(timer);
