@@ -1860,8 +1860,8 @@ test('a slow start that grew past its ceiling 1 call at a time and met a refusal
 });
 
 test('a slow start past its ceiling waits ten of the longest pause its waiters were held for before it grows, not ten of a 1 ms pause a pace probe met just before a quota window ended', async () => {
-  // A 429 pausing 100 ms; the pace probe's fast 200 starts slow; a third call at once is
-  // refused with a 200 ms pause (the ceiling: 1). That pause's probe meets a 429 of 1 ms
+  // A 429 pausing 250 ms; the pace probe's fast 200 starts slow; a third call at once is
+  // refused with a 200 ms pause (the ceiling: 2 or 3). That pause's probe meets a 429 of 1 ms
   // (a quota window ending), and the next probe's 200 starts slow again: from then on,
   // each call held 30 ms.
   let holding = 0;
@@ -1870,7 +1870,7 @@ test('a slow start past its ceiling waits ten of the longest pause its waiters w
   /** The most calls the server held at once after the 1 ms pause. */
   let most = 0;
   const { handler } = stamped(async (index) => {
-    if (index === 0) return tooMany(100);
+    if (index === 0) return tooMany(250);
     if (index === 1) return { status: 200 };
     if (!refusedAt && holding >= 2) {
       refusedAt = Date.now();
