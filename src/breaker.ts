@@ -1005,7 +1005,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     }
     // A failure (408, 5xx) is no green light: the server still struggles, so it hands
     // the probe on as an error does, rather than send every waiter into it at once.
-    paceSettled(c, call, !(status === 408 || status >= 500));
+    paceSettled(c, call, sent, !(status === 408 || status >= 500));
   }
 
   function settleError(
@@ -1032,7 +1032,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       c.retryAtMs = now();
     }
     // No answer: a pace probe hands its role on to the next waiter.
-    paceSettled(c, call, release);
+    paceSettled(c, call, sent, release);
   }
 
   /**
@@ -1041,8 +1041,9 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * (a new one would have superseded the probe already) releases the key (`release`):
    * 2 waiters go, or every one (see below). A failure (408, 5xx, network, timeout) or an
    * abort does not: the first waiter looks again and becomes the next probe; the rest wait on.
+   * `sent`: the key's count of pauses when the call was sent (see `settle()`).
    */
-  function paceSettled(c: Circuit, call: Call, release: boolean): void {
+  function paceSettled(c: Circuit, call: Call, sent: number, release: boolean): void {
     if (c.paceProbe !== call) {
       // Slow start: the key is released, and calls its probe's answer did not let go are
       // still held. Each answer lets 2 more go (1 for an answer that is no green light, to
@@ -1056,7 +1057,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // for 16: 12.3 s for 960 calls where growing took 2.2 s. Growing at once, each
       // probe past a fixed limit cost a whole pause: with `Retry-After: 1` and 20 ms
       // answers, 18.8 s for 640 calls, not 5.0.
-      if (!c.pausedUntilMs && c.waiters?.size) {
+      // Only the answers of calls sent since the latest pause began: a call sent before it
+      // is none the slow start let go (nor counted in `flying`). Ten such 429s, answered
+      // after the probe's 200, let 20 held waiters go at once (25 in flight, not 2).
+      if (!c.pausedUntilMs && c.waiters?.size && sent === c.pauses) {
         const grow = release && c.flying < c.ceiling;
         if (
           release &&

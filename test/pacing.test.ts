@@ -1899,3 +1899,41 @@ test('a slow start past its ceiling waits ten of the longest pause its waiters w
     assert.ok(most <= 3, `${most} in flight at once after the 1 ms pause`);
   });
 });
+
+test('answers to calls sent before the pause, arriving after the pace probe’s 200 released the key, let none of the waiters a slow start holds go: 10 late 429s sent none of them at once', async () => {
+  /** Calls that reached the server after the probe before the first of them was answered. */
+  let before = 0;
+  let answered = false;
+  let probed = false;
+  await withServer(
+    async (req) => {
+      // 10 calls the server holds 400 ms and refuses (sent before the pause), one refused at
+      // once (the pause: 250 ms), the pace probe's 200 at once, then each call held 300 ms.
+      if (req.url === '/late') {
+        await delay(400);
+        return tooMany(250);
+      }
+      if (req.url === '/first') return tooMany(250);
+      if (!probed) {
+        probed = true;
+        return { status: 200 };
+      }
+      if (!answered) before++;
+      await delay(300);
+      answered = true;
+      return { status: 200 };
+    },
+    async (server) => {
+      const { fetch } = pacedClient();
+      const late = concurrently(fetch, `${server.origin}/late`, 10);
+      await delay(30);
+      assert.equal(await send(fetch, `${server.origin}/first`), 429);
+      const waiters = concurrently(fetch, `${server.origin}/w`, 30);
+      assert.deepEqual(await late, Array(10).fill(429));
+      assert.deepEqual(await waiters, Array(30).fill(200));
+      // The probe's 200 let 2 go, and the late 429s (at 400 ms, before their first answer at
+      // about 580 ms) none. Before: each let 2 more go, 22 in flight before an answer.
+      assert.equal(before, 2, `${before} went before the first answer`);
+    },
+  );
+});
