@@ -323,6 +323,60 @@ test('a % that starts no escape is the same request as %25: Hono gives the handl
   assert.equal(runs, 2);
 });
 
+test('escapes that are not UTF-8 reach the handler as sent, over a real server: %ff and %FF are two requests, %61%ff is not a%ff, and %25ff (the handler reads "%ff" too) is %ff', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use('/orders/*', idempotency());
+  app.post('/orders/:id', (c) =>
+    c.text(`run ${++runs}: ${c.req.param('id')} ${JSON.stringify(c.req.queries())}`, 201),
+  );
+  await withApp(app, async ({ origin }) => {
+    const send = async (
+      target: string,
+      key: string,
+    ): Promise<{ status: number; replayed: boolean; body: string }> => {
+      const res = await fetch(`${origin}/orders/${target}`, post('{}', key));
+      return {
+        status: res.status,
+        replayed: res.headers.get(REPLAYED_HEADER) === 'true',
+        body: await res.text(),
+      };
+    };
+    const ran = (body: string) => ({ status: 201, replayed: false, body });
+    const replayed = (body: string) => ({ status: 201, replayed: true, body });
+    // Hono decodes a run of escapes only when it is UTF-8 (its tryDecode): else the handler gets the run as sent, hex case and all.
+    // One key throughout: records are per path, so a path the handler reads differently runs as its own request.
+    assert.deepEqual(await send('%ff', KEY), ran('run 1: %ff {}'));
+    assert.deepEqual(await send('%FF', KEY), ran('run 2: %FF {}'));
+    assert.deepEqual(await send('%25ff', KEY), replayed('run 1: %ff {}'));
+    assert.deepEqual(await send('%61%ff', KEY), ran('run 3: %61%ff {}'));
+    assert.deepEqual(await send('a%ff', KEY), ran('run 4: a%ff {}'));
+    assert.deepEqual(await send('%c3%a9%ff', KEY), ran('run 5: %c3%a9%ff {}'));
+    assert.deepEqual(await send('%C3%A9%ff', KEY), ran('run 6: %C3%A9%ff {}'));
+    assert.deepEqual(await send('%25%ff', KEY), ran('run 7: %25%ff {}'));
+    assert.deepEqual(await send('%2525%25ff', KEY), replayed('run 7: %25%ff {}'));
+    // A UTF-8 run is decoded, so its case is still no difference.
+    assert.deepEqual(await send('%c3%a9', KEY), ran('run 8: \u00e9 {}'));
+    assert.deepEqual(await send('%C3%A9', KEY), replayed('run 8: \u00e9 {}'));
+    // The query, as c.req.query() reads it: the same rule.
+    assert.deepEqual(await send('x?to=%61%ff', 'query-1'), ran('run 9: x {"to":["%61%ff"]}'));
+    assert.equal((await send('x?to=a%ff', 'query-1')).status, 422);
+    assert.deepEqual(await send('x?to=%ff', 'query-2'), ran('run 10: x {"to":["%ff"]}'));
+    assert.equal((await send('x?to=%FF', 'query-2')).status, 422);
+    assert.deepEqual(await send('x?to=%25ff', 'query-2'), replayed('run 10: x {"to":["%ff"]}'));
+    assert.deepEqual(
+      await send('x?to=%ff%61&b=%61', 'query-3'),
+      ran('run 11: x {"to":["%ff%61"],"b":["a"]}'),
+    );
+    assert.deepEqual(
+      await send('x?to=%25ff%2561&b=a', 'query-3'),
+      replayed('run 11: x {"to":["%ff%61"],"b":["a"]}'),
+    );
+    assert.equal((await send('x?to=%ffa&b=a', 'query-3')).status, 422);
+  });
+  assert.equal(runs, 11);
+});
+
 test('a query whose unreserved characters are sent percent-encoded is the same request, over a real server; reserved ones, escaped or not, and the order of parameters still tell requests apart', async () => {
   let runs = 0;
   const app = new Hono();

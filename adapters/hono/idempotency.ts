@@ -368,6 +368,30 @@ async function fingerprintBody(body: Blob): Promise<BlobPart> {
     : body;
 }
 
+/**
+ * `text` (a path or a query) with its escapes in one form, the one the handler reads
+ * alike (Hono's tryDecode: `c.req.param()`, `c.req.query()`). A run of escapes that is
+ * UTF-8 is decoded there, so its hex case is no difference (RFC 3986 §6.2.2.1: %2f is
+ * %2F) and those of unreserved characters are the characters (§6.2.2.2: ?to=%61 is
+ * ?to=a, as a proxy may re-encode it). A run that is not UTF-8 reaches the handler as
+ * sent, case and all ("%ff" and "%FF" are two ids, "%61%ff" is not "a%ff"): each of its
+ * "%" is a percent sign, as a "%" that starts no escape is, and as "%25" is (the
+ * handler of "/orders/100%" gets the id "100%", as that of "/orders/100%25" does).
+ */
+function normalEscapes(text: string): string {
+  return text.replace(/(?:%[\da-f]{2})+|%/gi, (run) => {
+    try {
+      decodeURIComponent(run);
+    } catch {
+      return run.replace(/%/g, '%25');
+    }
+    return run.replace(/%[\da-f]{2}/gi, (hex) => {
+      const char = String.fromCharCode(Number.parseInt(hex.slice(1), 16));
+      return /[\w.~-]/.test(char) ? char : hex.toUpperCase();
+    });
+  });
+}
+
 /*
  * Both in plain loops, never an array as long as the body (Array.from, or
  * Uint8Array.from over a string, which lists it first): that holds a pointer per byte,
@@ -512,11 +536,14 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  * - **Path**: the one the app routed on (`c.req.path`, percent-decoded as Hono decodes
  *   it, the escapes it keeps in upper case, a `%` that starts none as `%25`), so
  *   `/orders/%61` is the same request as `/orders/a`, `/orders/a%2fb` as `/orders/a%2Fb`
- *   and `/orders/100%` as `/orders/100%25`; `/orders/%2561` is not.
+ *   and `/orders/100%` as `/orders/100%25`; `/orders/%2561` is not. Escapes that are not
+ *   UTF-8 reach the handler as sent, so they are kept so (`%ff` is not `%FF`, `%61%ff`
+ *   not `a%ff`), their `%` read as `%25` (`%ff` is `%25ff`: the handler reads `%ff` for both).
  * - **Fingerprint**: SHA-256 of method, path and query, and body (a multipart body's
  *   random boundary left out, so a resent form matches). The query's escapes of
  *   unreserved characters are decoded, the others upper-cased and a `%` that starts
- *   none read as `%25` (`?to=%61` is `?to=a`); parameters' order, `+` and reserved
+ *   none read as `%25` (`?to=%61` is `?to=a`), and escapes that are not UTF-8 kept as the
+ *   path's are (`?to=%61%ff` is not `?to=a%ff`); parameters' order, `+` and reserved
  *   characters, bare or escaped, stay as sent (`?to=a%26b` is not `?to=a&b`). The same
  *   key with a different request is 422; a repeat while the first is still running is 409 with
  *   `Retry-After: 1` and `x-should-retry: true` (it did not run: resend it).
@@ -856,25 +883,11 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     const method = c.req.method;
     // The path the app routed on (Hono's getPath: percent-decoded but for %25 and the
     // reserved characters), not the raw one: "/orders/%61" reaches the handler of
-    // "/orders/a", and keyed by its raw form it ran that handler a second time. The
-    // escapes left are put in one case (RFC 3986 §6.2.2.1: %2f is %2F): "/orders/a%2fb"
-    // reaches the handler of "/orders/a%2Fb" too, with the same id. A "%" that starts no
-    // escape is a percent sign, as "%25" is: the handler of "/orders/100%" gets the id
-    // "100%", as that of "/orders/100%25" does, and was run a second time.
-    const path = c.req.path
-      .replace(/%(?![\da-f]{2})/gi, '%25')
-      .replace(/%[\da-f]{2}/gi, (hex) => hex.toUpperCase());
-    // The query as sent but for its escapes (RFC 3986 §6.2.2): those of unreserved
-    // characters decoded (%61 is a, and a proxy may re-encode the query on a resend),
-    // the rest in upper case, a "%" that starts none as "%25" (Hono's query values read
-    // "100%" and "100%25" alike). Order, "+" and reserved characters, bare or escaped
-    // (a&b is not a%26b), stay as sent: they may change what the app reads.
-    const query = new URL(c.req.url).search
-      .replace(/%(?![\da-f]{2})/gi, '%25')
-      .replace(/%[\da-f]{2}/gi, (hex) => {
-        const char = String.fromCharCode(Number.parseInt(hex.slice(1), 16));
-        return /[\w.~-]/.test(char) ? char : hex.toUpperCase();
-      });
+    // "/orders/a", and keyed by its raw form it ran that handler a second time.
+    const path = normalEscapes(c.req.path);
+    // The query as sent but for its escapes (see normalEscapes): order, "+" and reserved
+    // characters, bare or escaped (a&b is not a%26b), stay as sent: they may change what the app reads.
+    const query = normalEscapes(new URL(c.req.url).search);
     // JSON keeps the four parts apart whatever they contain: ("a", "b/c") is not ("a/b", "c").
     const recordKey = `idempotency:${JSON.stringify([namespace, method, path, key])}`;
     const fingerprint = await sha256Hex(`${method}\n${path}${query}\n`, await fingerprintBody(body));
