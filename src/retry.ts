@@ -225,7 +225,8 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
  * `maxRetryAfterMs` or the deadline fails at once with that error itself (give-up
  * `retry-after-too-long`), as the breaker fails a pause past the cap. Such a refusal uses
  * no attempt and no budget token, is not in `stats().retries`, and its wait's `retry`
- * event says `delaySource: 'breaker'`. A new call's first pass refused fails fast, as the
+ * event says `delaySource: 'breaker'` (not when the pass went and a layer below had its
+ * own resend refused, auth()'s after a 401: the next pass is then a resend of its own). A new call's first pass refused fails fast, as the
  * breaker means it to: an agent's turn goes on without the server instead of waiting.
  *
  * @example
@@ -337,10 +338,13 @@ export function retry(options: RetryOptions = {}): Retry {
       // Refused unsent by a breaker or gate below (CircuitOpenError, GateClosedError): the one
       // transient outcome that is neither retryable nor sent.
       const refused = verdict.notRun && verdict.kind === 'transient' && !verdict.retryable;
+      // Refused before this pass sent anything: not when a layer below resent it and that
+      // resend was refused (auth() after a 401), for then this pass went.
+      const unsent = refused && call.attempt === sentAs;
       // A resend counts once it went: not one the caller left during the wait (no pass), nor
       // one a breaker or gate below refused unsent. Not attempt > 1: auth() below counts its
-      // own resends. Refused after a layer below resent it (auth() after a 401), this one went.
-      if (resent && (call.attempt > sentAs || !refused)) budgetFor(call.key).retries++;
+      // own resends.
+      if (resent && !unsent) budgetFor(call.key).retries++;
       if (verdict.kind === 'ok') {
         // The happy path: refill the server's bucket if it has one, without touching
         // the registry's order (a Map delete + set per call costs microseconds).
@@ -429,8 +433,11 @@ export function retry(options: RetryOptions = {}): Retry {
         key: call.key,
         attempt: call.attempt,
         delayMs: delay,
-        // A refusal's wait says so: it is no resend made (stats), nor the server's delay.
-        delaySource: refused ? 'breaker' : delay === serverDelay ? 'server' : 'backoff',
+        // A refusal's wait says so: it announces again a resend not made (stats), and is not
+        // the server's delay. After a pass that went (auth()'s resend refused), the next
+        // pass is a resend of its own, announced as one: else stats.retries outran the
+        // other retry events.
+        delaySource: unsent ? 'breaker' : delay === serverDelay ? 'server' : 'backoff',
         reason,
       });
       previousDelay = delay;

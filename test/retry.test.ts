@@ -1348,3 +1348,49 @@ test('a refused resend whose retryAt is too far gives up retry-after-too-long on
     assert.equal(server.requests.length, 1);
   });
 });
+
+test('retry’s resend answered 401, whose auth() resend an open circuit refuses, then waited out: retry events other than breaker match stats.retries', async () => {
+  // /x: 503, then 401 (auth() refreshes; the refresh's two 503s open the circuit for
+  // 100 ms, so auth()'s resend is refused unsent), then 200 after retry waits the circuit
+  // out. Retry's resends 2 and 4 both reached the server (stats.retries 2); the wait before
+  // 4 said 'breaker', which announces a refused resend of retry's own again: one event
+  // for two resends. The refused send was auth()'s, so 4 is a resend of its own.
+  let calls = 0;
+  await withServer(
+    (req) => (req.url === '/down' || ++calls === 1 ? { status: 503 } : calls === 2 ? { status: 401 } : {}),
+    async (server) => {
+      const policy = definePolicy({
+        name: 'k',
+        retry: { backoff: fast },
+        breaker: { consecutiveFailures: 2, open: { initialMs: 100, jitter: 'none' } },
+      });
+      const events: BreakwaterEvent[] = [];
+      const fetch: FetchLike = policy.fetch(undefined, {
+        onEvent: (event) => events.push(event),
+        auth: {
+          token: 'old-token-value',
+          refresh: async () => {
+            for (let i = 0; i < 2; i++)
+              await (await fetch(`${server.origin}/down`, { method: 'POST' })).text();
+            return 'new-token-value';
+          },
+        },
+      });
+      const response = await fetch(`${server.origin}/x`);
+      await response.body?.cancel();
+      assert.equal(response.status, 200);
+      assert.deepEqual(
+        server.requests.map((r) => r.url),
+        ['/x', '/x', '/down', '/down', '/x'],
+      );
+      const retries = events.flatMap((event) => (event.type === 'retry' ? [event] : []));
+      assert.deepEqual(
+        retries.map((event) => `${event.attempt} ${event.reason}`),
+        ['1 HTTP 503', '3 CIRCUIT_OPEN'],
+      );
+      const resends = retries.filter((event) => event.delaySource !== 'breaker').length;
+      assert.equal(policy.stats('k').retry?.retries, 2);
+      assert.equal(resends, 2, 'one retry event other than breaker per resend made');
+    },
+  );
+});
