@@ -221,8 +221,9 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
  * A resend that a breaker or gate below refuses with `CircuitOpenError` or
  * `GateClosedError` (nothing was sent, so resending is always safe) is waited out until
  * its `retryAt`, at least the backoff step, then sent again: the circuit opened while this
- * call was retrying, and resent sooner it is refused again. A `retryAt` past
- * `maxRetryAfterMs` or the deadline fails at once with that error itself (give-up
+ * call was retrying, and resent sooner it is refused again. A wait that would take one
+ * call's waits for refusals together past `maxRetryAfterMs` (a circuit that keeps
+ * reopening), or past the deadline, fails at once with that error itself (give-up
  * `retry-after-too-long`), as the breaker fails a pause past the cap. Such a refusal uses
  * no attempt and no budget token, is not in `stats().retries`, and its wait's `retry`
  * event says `delaySource: 'breaker'` (not when the pass went and a layer below had its
@@ -281,14 +282,16 @@ export function retry(options: RetryOptions = {}): Retry {
   }
 
   /**
-   * Why a retryable failure is not resent (`invited`: by the server, see below;
-   * `refusals`: passes refused unsent so far; `ran`: see unsafe()), or undefined when it is.
+   * Why a retryable failure is not resent (`cap`: the longest wait on the server's or a
+   * breaker's say-so; `invited`: by the server, see below; `refusals`: passes refused
+   * unsent so far; `ran`: see unsafe()), or undefined when it is.
    */
   function refusal(
     call: Call,
     verdict: Classification,
     budget: Budget,
     delay: number,
+    cap: number,
     invited: boolean,
     refusals: number,
     ran: boolean,
@@ -300,9 +303,9 @@ export function retry(options: RetryOptions = {}): Retry {
     if (unsafe(call, ran)) return 'unsafe-to-resend';
     if (hasOneShotBody(call)) return 'body-not-replayable';
     if (budgetTokens > 0 && !invited && budget.tokens <= budgetTokens / 2) return 'budget';
-    // No pointless sleep: a wait past the cap or the deadline fails at once.
-    if (serverDelay !== undefined && (serverDelay > maxRetryAfterMs || serverDelay > remaining))
-      return 'retry-after-too-long';
+    // No pointless sleep: a wait past the cap or the deadline fails at once. The delay is the
+    // server's when it named one; after a refusal, its retryAt or the longer backoff step.
+    if (serverDelay !== undefined && (delay > cap || serverDelay > remaining)) return 'retry-after-too-long';
     return delay >= remaining ? 'deadline' : undefined;
   }
 
@@ -325,6 +328,12 @@ export function retry(options: RetryOptions = {}): Retry {
      * its last pass's: after a 503, a refusal (or a 429) proves only that pass unrun.
      */
     let ran = false;
+    /**
+     * What is left of maxRetryAfterMs for this call's waits after refusals: each is capped
+     * apart, but a circuit that keeps reopening would refuse up to `attempts` resends, and
+     * a caller who set maxRetryAfterMs: 60_000 must not sleep attempts × 60 s on a breaker's say-so.
+     */
+    let refusalMs = maxRetryAfterMs;
     for (;;) {
       /** The attempt this pass sends as: a layer below that resends (auth() after a 401) numbers on. */
       const sentAs = call.attempt;
@@ -393,7 +402,16 @@ export function retry(options: RetryOptions = {}): Retry {
       // A refused resend is waited out (see retry()); a new call refused fails fast.
       const why =
         verdict.retryable || (refused && resent)
-          ? refusal(call, verdict, budget, delay, invited, refusals, ran)
+          ? refusal(
+              call,
+              verdict,
+              budget,
+              delay,
+              refused ? refusalMs : maxRetryAfterMs,
+              invited,
+              refusals,
+              ran,
+            )
           : (outcome as { error?: TimeoutError }).error?.scope === 'total'
             ? 'deadline'
             : 'not-retryable';
@@ -441,6 +459,7 @@ export function retry(options: RetryOptions = {}): Retry {
         reason,
       });
       previousDelay = delay;
+      if (refused) refusalMs -= delay;
       await sleep(delay, signal);
       // A mark taken back during the wait (an MCP server's tools/list_changed made a
       // read-only tool destructive): a resend that rested on it does not go.

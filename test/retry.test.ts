@@ -1394,3 +1394,38 @@ test('retry’s resend answered 401, whose auth() resend an open circuit refuses
     },
   );
 });
+
+test('the waits for one call’s refused resends together stay within maxRetryAfterMs: a circuit that keeps reopening ends the call', async () => {
+  // A circuit reopened by other callers' probes refuses every resend for 40 ms more (a
+  // stand-in layer, as above). Each wait is within maxRetryAfterMs: 100 on its own, so the
+  // call waited 4 × 40 ms, and with attempts: 5 and maxRetryAfterMs: 60_000, 4 minutes.
+  // Now the third wait would take the call's waits past 100 ms: it fails at once.
+  await withServer(always({ status: 503 }), async (server) => {
+    let passes = 0;
+    const refuse: Middleware = async function refuse(call, next) {
+      if (++passes === 1) return next(call);
+      throw new CircuitOpenError({
+        key: call.key,
+        retryAt: new Date(Date.now() + 40),
+        reason: 'for the test',
+      });
+    };
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({
+      use: [retry({ attempts: 5, backoff: fast, maxRetryAfterMs: 100 }), refuse],
+      onEvent: (event) => events.push(event),
+    });
+    await assert.rejects(fetch(server.origin), CircuitOpenError);
+    const waits = events.flatMap((event) =>
+      event.type === 'retry' && event.delaySource === 'breaker' ? [event.delayMs] : [],
+    );
+    assert.equal(waits.length, 2, `waits: ${waits}`);
+    assert.ok(waits.reduce((sum, ms) => sum + ms, 0) <= 100, `waits: ${waits}`);
+    assert.deepEqual(
+      events.flatMap((event) => (event.type === 'give-up' ? [`${event.why} ${event.reason}`] : [])),
+      ['retry-after-too-long CIRCUIT_OPEN'],
+    );
+    assert.equal(passes, 4, 'one send, two refusals waited out, the third failed at once');
+    assert.equal(server.requests.length, 1);
+  });
+});
