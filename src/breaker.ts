@@ -58,6 +58,7 @@ import { redactText } from './redact.ts';
 // The longest wait, in ms, a server may impose on its word alone, by default: the same as retry()'s.
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
 import { hideSent } from './status.ts';
+import { type Store, storeSchema } from './store.ts';
 import { MAX_DELAY_MS, quotaLeft, readHeader, retryDelay } from './timing.ts';
 
 /** Consecutive failures that open a circuit, by default: a blip is not an outage. */
@@ -121,6 +122,20 @@ const SLOW_START_WAKES = 2;
  * quota window ended) after a 200 ms one let it grow 10 ms after the probe.
  */
 const GROW_AFTER_PAUSES = 10;
+
+/** Where a pause is kept in a shared store: this prefix, then the key. */
+const SHARED_PAUSE = 'breakwater:pause:';
+
+/**
+ * How long a call waits for the store's word on its key, in ms (1 s, as long as the
+ * server adapters wait for theirs). A store answers in a millisecond or so; one that
+ * hangs (a Redis failing over) must not hold every call: past this the call goes on the
+ * breaker's own state, and the late answer applies to the calls after it.
+ */
+const STORE_WAIT_MS = 1000;
+
+/** Writes of one pause to a shared store, each after another client's write won the race. */
+const PUBLISH_TRIES = 3;
 
 /** A circuit's state. */
 export type BreakerState = 'closed' | 'open' | 'half-open';
@@ -187,6 +202,22 @@ export interface CircuitBreakerOptions extends BreakerConfig {
   now?: (() => number) | undefined;
   /** A source of numbers in `[0, 1)` for jitter. Default `Math.random`; inject one in tests. */
   random?: (() => number) | undefined;
+  /**
+   * Shares pauses with every breaker that uses the same store: a fleet of agent workers
+   * behind one Redis-backed `Store` holds off together when the server asks one of them
+   * to, instead of each worker earning its own 429 (a retry storm times the fleet).
+   * A pause this breaker sets (a 429, a 503 or 529 naming a delay, a used-up quota) is
+   * written under `breakwater:pause:<key>` until it ends, unless a later one is there;
+   * and each call first reads its key's entry, and waits out a pause found there as if
+   * it were its own (each breaker then sends its own pace probe). One read per key at a
+   * time, shared by the calls that arrive meanwhile, and waited for at most 1 s: a store
+   * that fails or hangs is passed over, and calls go on this breaker's own state.
+   * `reset(key)` deletes the key's entry too. Open circuits are not shared. A pause's end
+   * is written in epoch ms, so the fleet's clocks must agree (NTP keeps them within
+   * milliseconds). Default: none, each breaker paces alone. Not part of a policy file:
+   * `definePolicy(config, { store })` takes it.
+   */
+  store?: Store | undefined;
 }
 
 /** A snapshot of one key's circuit, for logs, health checks and tests. */
@@ -251,6 +282,7 @@ const optionsSchema = /* @__PURE__ */ (() =>
         ...configShape,
         now: functionOption<() => number>(),
         random: functionOption<() => number>(),
+        store: storeSchema,
       }),
     ),
   ))();
@@ -368,6 +400,8 @@ interface Circuit {
    * Undefined until the first waiter.
    */
   waiters: Map<() => void, [deadline: number, place: number]> | undefined;
+  /** The shared store's read of this key in flight (see `look()`), which the calls arriving meanwhile wait for. */
+  reading: Promise<void> | undefined;
 }
 
 /** A closed, unpaused circuit; `list` fills its neighbours until it is linked in. */
@@ -405,6 +439,7 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     flying: 0,
     ceiling: Infinity,
     waiters: undefined,
+    reading: undefined,
   };
 }
 
@@ -434,6 +469,15 @@ function clearWindow(c: Circuit): void {
  */
 function wakeWaiters(c: Circuit, first = Infinity, untilMs = -Infinity): void {
   for (const [wake, [deadline]] of c.waiters ?? []) if (first-- > 0 || untilMs >= deadline) wake();
+}
+
+/**
+ * The end of a pause kept in a shared store (see `publish()`), epoch ms; -Infinity for
+ * any other value (none, garbage, another program's entry).
+ */
+function sharedEnd(value: unknown): number {
+  const untilMs = (value as { untilMs?: unknown } | null | undefined)?.untilMs;
+  return typeof untilMs === 'number' ? untilMs : -Infinity;
 }
 
 /**
@@ -643,6 +687,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     now = Date.now,
     open,
     random = Math.random,
+    store,
   } = validate(optionsSchema, options, 'circuitBreaker()') ?? {};
   const bucketMs = windowMs / WINDOW_BUCKETS;
   const schedule = backoff(withDefaults(open, DEFAULT_OPEN_JITTER), random);
@@ -879,18 +924,41 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     fromServer: boolean,
     quota?: number,
   ): void {
-    // A forgotten key's answers pause nothing (see forget()).
-    if (circuits.get(c.key) !== c) return;
-    const delayMs = fromServer ? Math.min(askedMs, maxRetryAfterMs) : askedMs;
-    const t = rebase(c);
-    const until = t + delayMs;
     // Whatever the pause, the server just said stop: an allowance left from a quota pause
     // (its takers failed fast on an open circuit) ends, even when this pause is the shorter.
     c.allowance = quota ?? 0;
+    const until = hold(
+      c,
+      call,
+      fromServer ? Math.min(askedMs, maxRetryAfterMs) : askedMs,
+      askedMs <= maxRetryAfterMs,
+    );
+    if (!until) return;
+    const asked =
+      quota === undefined ? `asked to ${fromServer ? 'wait' : 'slow down'}` : 'said its quota is used up';
+    // A success that used up the quota failed nothing: there is no error to show as the cause.
+    held(
+      c,
+      call,
+      `paced: the server ${asked} (${failureLabel(call, answer)})${c.waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`,
+      answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined),
+    );
+    if (store) publish(store, c.key, until, c.waitable);
+  }
+
+  /**
+   * Sets the key's pause to end `delayMs` from now, unless it already ends as late (see
+   * {@link pace}). Returns its end, epoch ms, or 0 when it set nothing.
+   */
+  function hold(c: Circuit, call: Call, delayMs: number, waitable: boolean): number {
+    // A forgotten key's answers pause nothing (see forget()).
+    if (circuits.get(c.key) !== c) return 0;
+    const t = rebase(c);
+    const until = t + delayMs;
     // The pace probe's answer sets the pause whatever the old one's end: that pause is
     // over (the probe went after it), though a clock stepped back puts it ahead again,
     // where a shorter new one paused nothing and the probe's 429 released every waiter.
-    if (!(delayMs > 0) || (until <= c.pausedUntilMs && c.paceProbe !== call)) return;
+    if (!(delayMs > 0) || (until <= c.pausedUntilMs && c.paceProbe !== call)) return 0;
     // Still held (not released since the last pause): the waiters have waited that one out too.
     c.heldForMs = c.pausedUntilMs ? Math.max(c.heldForMs, delayMs) : delayMs;
     c.pausedUntilMs = until;
@@ -906,16 +974,74 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // A new pause supersedes the pace probe in flight (the pause's end gets its own),
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.
     c.paceProbe = undefined;
-    c.waitable = askedMs <= maxRetryAfterMs;
-    const asked =
-      quota === undefined ? `asked to ${fromServer ? 'wait' : 'slow down'}` : 'said its quota is used up';
-    c.pauseReason = `paced: the server ${asked} (${failureLabel(call, answer)})${c.waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`;
-    // A success that used up the quota failed nothing: there is no error to show as the cause.
-    c.pauseCause = answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined);
-    paced(c, call, 'start', delayMs);
-    // Calls that may not wait it out fail fast now; of the others, as many as may go,
-    // and one to wait out its end and be its probe. The rest wait on, for that probe.
-    wakeWaiters(c, c.waitable ? c.allowance + 1 : Infinity, until);
+    c.waitable = waitable;
+    return until;
+  }
+
+  /**
+   * Tells of the pause {@link hold} just set, and why: calls that may not wait it out fail
+   * fast now; of the others, as many as may go, and one to wait out its end and be its
+   * probe. The rest wait on, for that probe.
+   */
+  function held(c: Circuit, call: Call, reason: string, cause: unknown): void {
+    c.pauseReason = reason;
+    c.pauseCause = cause;
+    paced(c, call, 'start', c.pausedForMs);
+    wakeWaiters(c, c.waitable ? c.allowance + 1 : Infinity, c.pausedUntilMs);
+  }
+
+  // -- a pause shared through a store (see CircuitBreakerOptions.store) ---------------
+
+  /**
+   * Writes the key's pause (its end, epoch ms, and whether calls may wait it out) to the
+   * store until it ends, unless a pause that ends as late is there already. A
+   * compare-and-set, so that a shorter pause never overwrites a longer one another
+   * client wrote meanwhile. Nothing waits for it, and a store that fails loses nothing
+   * here: this breaker's own pause stands.
+   */
+  function publish(store: Store, key: string, untilMs: number, waitable: boolean): void {
+    const id = SHARED_PAUSE + key;
+    (async () => {
+      for (let n = 0; n < PUBLISH_TRIES; n++) {
+        const old = await store.get(id);
+        if (sharedEnd(old) >= untilMs) return;
+        // The TTL is at least 1 ms (a store refuses 0), and past the pause's end.
+        if (await store.compareAndSet(id, old, { untilMs, waitable }, Math.ceil(untilMs - now()) || 1))
+          return;
+      }
+    })().catch(() => {});
+  }
+
+  /**
+   * Reads the key's entry in the store, for the calls that arrive until it is answered:
+   * a pause another client of the store was asked for becomes this key's too. Resolves
+   * when answered, or after {@link STORE_WAIT_MS}; never rejects (a store that fails is
+   * passed over). `call` is told of a pause found there, as the call that met it.
+   */
+  function look(store: Store, c: Circuit, call: Call): Promise<void> {
+    c.reading ??= new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, STORE_WAIT_MS);
+      const answered = (value?: unknown): void => {
+        clearTimeout(timer);
+        c.reading = undefined;
+        const t = now();
+        const untilMs = Math.min(sharedEnd(value), t + maxRetryAfterMs);
+        if (hold(c, call, untilMs - t, (value as { waitable?: unknown } | undefined)?.waitable !== false)) {
+          // The server said stop, if to another client: a quota's allowance ends too.
+          c.allowance = 0;
+          held(
+            c,
+            call,
+            `paced: a client sharing its store was asked to wait (until ${new Date(untilMs).toISOString()})`,
+            undefined,
+          );
+        }
+        resolve();
+      };
+      // A store method that throws at once is passed over too.
+      new Promise((read) => read(store.get(SHARED_PAUSE + c.key))).then(answered, () => answered());
+    });
+    return c.reading;
   }
 
   /**
@@ -1344,24 +1470,30 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   // APM agents and node:test, where each promise costs microseconds).
   const breaker = function circuitBreaker(call: Call, next: Next): Promise<Response> {
     try {
-      const c = lookup(call.key);
-      // Waiters on a closed, unpaused key: a slow start holds them (new calls queue behind).
-      if (c.state === 'closed' && !c.pausedUntilMs && !c.waiters?.size) return send(c, call, next, c.epoch);
-      // Sent a microtask after admission: if another call's failure opened the circuit
-      // meanwhile, this one is no probe of that opening and counts for nothing (-1), as
-      // a call sent just before it would.
-      return admit(c, call).then((admitted) =>
-        send(
-          admitted,
-          call,
-          next,
-          admitted.state === 'closed' || admitted.probe === call ? admitted.epoch : -1,
-        ),
-      );
+      // With a shared store, the key's entry there first (a pause another client was asked for).
+      return store ? look(store, lookup(call.key), call).then(() => enter(call, next)) : enter(call, next);
     } catch (error) {
       return Promise.reject(error);
     }
   } as CircuitBreaker;
+
+  /** Admits the call (at once, on the happy path) and sends it on. */
+  function enter(call: Call, next: Next): Promise<Response> {
+    const c = lookup(call.key);
+    // Waiters on a closed, unpaused key: a slow start holds them (new calls queue behind).
+    if (c.state === 'closed' && !c.pausedUntilMs && !c.waiters?.size) return send(c, call, next, c.epoch);
+    // Sent a microtask after admission: if another call's failure opened the circuit
+    // meanwhile, this one is no probe of that opening and counts for nothing (-1), as
+    // a call sent just before it would.
+    return admit(c, call).then((admitted) =>
+      send(
+        admitted,
+        call,
+        next,
+        admitted.state === 'closed' || admitted.probe === call ? admitted.epoch : -1,
+      ),
+    );
+  }
 
   breaker.stats = (key: string): BreakerStats | undefined => {
     const c = circuits.get(key);
@@ -1381,7 +1513,13 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   breaker.reset = (key?: string): void => {
     // Calls waiting on the key (a pause, a pace probe) look again (once this returns),
     // and find it fresh.
-    for (const c of key === undefined ? [...circuits.values()] : [circuits.get(key)]) if (c) forget(c);
+    for (const k of key === undefined ? [...circuits.keys()] : [key]) {
+      const c = circuits.get(k);
+      if (c) forget(c);
+      // The shared pause too, or the next call would find it there again. Nothing waits
+      // for it; a store that fails keeps the entry until the pause's end.
+      if (store) new Promise((done) => done(store.delete(SHARED_PAUSE + k))).catch(() => {});
+    }
   };
   breaker.size = (): number => circuits.size;
   return breaker;

@@ -75,6 +75,7 @@ export type {
   PolicyConfig,
   PolicyFetchOptions,
   PolicyJson,
+  PolicyOptions,
   PolicyStats,
   ResolvedPolicyConfig,
 } from './policy.ts';

@@ -51,6 +51,7 @@ import {
   retry,
   retrySchema,
 } from './retry.ts';
+import { type Store, storeSchema } from './store.ts';
 import { deadline, type TimeoutOptions, timeout, timeoutSchema } from './timeout.ts';
 
 /** What a policy file holds. Every field is optional; `{}` is a good default for an agent talking to a remote server. */
@@ -147,6 +148,17 @@ export interface ResolvedPolicyConfig {
    * body at.
    */
   capture: { bodyBytes: number; bodyWaitMs: number };
+}
+
+/** What a policy's clients share that does not belong in a policy file. */
+export interface PolicyOptions {
+  /**
+   * Where the breaker shares its pauses (`circuitBreaker({ store })`): the clients of
+   * every policy given the same store (one Redis-backed `Store` for a fleet of workers)
+   * hold off a server together when it asks any of them to wait. Default: none, the
+   * policy's clients pace alone. Ignored with `breaker: false`.
+   */
+  store?: Store | undefined;
 }
 
 /** Per-client pieces that do not belong in a policy file. */
@@ -248,6 +260,9 @@ const fetchOptionsSchema = z.strictObject({
  * options passed first (`policy.fetch({ onEvent })`) were told as `createFetch().fetch`,
  * an option of a function the caller never called.
  */
+/** `definePolicy()`'s options. Strict: a misspelt `store` must not leave a fleet pacing alone unawares. */
+const policyOptionsSchema = z.optional(z.strictObject({ store: z.optional(storeSchema) }));
+
 const baseSchema = z.optional(functionOption<FetchLike>('must be a fetch function; options go second'));
 
 function deepFreeze<T>(value: T): T {
@@ -308,15 +323,18 @@ function resolve(config: PolicyConfig): ResolvedPolicyConfig {
  * const { retry, breaker, lastFailure } = policy.stats('github-mcp'); // budget, circuit, last failure
  * ```
  */
-export function definePolicy(config?: PolicyConfig): Policy;
+export function definePolicy(config?: PolicyConfig, options?: PolicyOptions): Policy;
 /**
  * Validates a policy config read from JSON (`import config from './policy.json' with
  * { type: 'json' }`), whose words TypeScript types as `string`: they are checked at run
  * time, and bad config throws one `TypeError` listing every offending path and value.
  * Words spelt out in code are still checked at compile time.
  */
-export function definePolicy<const C extends PolicyJson>(config: C & WordsChecked<C, PolicyConfig>): Policy;
-export function definePolicy(config: PolicyConfig | PolicyJson = {}): Policy {
+export function definePolicy<const C extends PolicyJson>(
+  config: C & WordsChecked<C, PolicyConfig>,
+  options?: PolicyOptions,
+): Policy;
+export function definePolicy(config: PolicyConfig | PolicyJson = {}, options?: PolicyOptions): Policy {
   // A copy through JSON, not structuredClone: the policy is exactly what its JSON says.
   // A field given as undefined (optional fields built in code) is dropped as JSON drops
   // it, so it can no longer override a default the chain derives from another section
@@ -325,13 +343,14 @@ export function definePolicy(config: PolicyConfig | PolicyJson = {}): Policy {
     JSON.parse(JSON.stringify(validate(policySchema, config, 'definePolicy()'))) as PolicyConfig,
   );
   const resolved = deepFreeze(resolve(valid));
+  const { store } = validate(policyOptionsSchema, options, 'definePolicy(config, options)') ?? {};
 
   const { retry: retryConfig, timeout: deadlines } = resolved;
   const retries: Retry | undefined = retryConfig.attempts > 1 ? retry(retryConfig) : undefined;
   const breaker: CircuitBreaker | undefined =
     resolved.breaker === false
       ? undefined
-      : circuitBreaker({ maxRetryAfterMs: retryConfig.maxRetryAfterMs, ...resolved.breaker });
+      : circuitBreaker({ maxRetryAfterMs: retryConfig.maxRetryAfterMs, ...resolved.breaker, store });
   const capture = captureStatus(resolved.capture);
   // resolve() sets both deadlines whenever timeouts are on. With an attempt timeout
   // inside, the total deadline needs no timer of its own: each attempt is bounded by

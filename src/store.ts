@@ -14,7 +14,7 @@
 
 import * as z from 'zod/mini';
 import { DEFAULT_MAX_ENTRIES, MAX_ENTRIES_LIMIT, PRIMITIVE_BYTES } from './limits.ts';
-import { describeValue, functionOption, validate } from './options.ts';
+import { describeValue, functionOption, isFunction, validate } from './options.ts';
 
 /** The expiry of an entry without a TTL. */
 const NEVER = Infinity;
@@ -59,6 +59,15 @@ export interface Store<V extends JsonValue = JsonValue> {
    */
   compareAndSet(key: string, expected: V | undefined, next: V, ttlMs?: number): Promise<boolean>;
 }
+
+/**
+ * The option schema of a `store`: an object with the methods breakwater calls (`get`,
+ * `delete`, `compareAndSet`). Shared by every component that takes one. @internal
+ */
+export const storeSchema: z.ZodMiniType<Store> = /* @__PURE__ */ z.custom<Store>((value) => {
+  const store = value as Partial<Store> | null;
+  return isFunction(store?.get) && isFunction(store?.delete) && isFunction(store?.compareAndSet);
+}, 'must be a Store (get, delete, compareAndSet)');
 
 /** A {@link Store} in this process's memory. */
 export interface MemoryStore<V extends JsonValue = JsonValue> extends Store<V> {

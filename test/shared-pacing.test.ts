@@ -1,0 +1,233 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { type CircuitBreakerOptions, circuitBreaker } from '../src/breaker.ts';
+import type { FetchLike } from '../src/call.ts';
+import { createFetch } from '../src/chain.ts';
+import { CircuitOpenError } from '../src/errors.ts';
+import type { BreakwaterEvent } from '../src/events.ts';
+import { definePolicy } from '../src/policy.ts';
+import { type JsonValue, memoryStore, type Store } from '../src/store.ts';
+import { type Behaviour, type Handler, withServer } from './helpers/server.ts';
+
+/** Where a breaker keeps key `model`'s pause in a shared store. */
+const ENTRY = 'breakwater:pause:model';
+
+/** A 429 asking for `ms` of quiet. */
+const tooMany = (ms: number): Behaviour => ({ status: 429, headers: { 'retry-after-ms': String(ms) } });
+
+/** One worker of a fleet: its own breaker (sharing `store`) on key `model`, and its events. */
+function worker(store: Store | undefined, options: CircuitBreakerOptions = {}) {
+  const events: BreakwaterEvent[] = [];
+  const breaker = circuitBreaker({ store, ...options });
+  const fetch = createFetch({ use: [breaker], key: 'model', onEvent: (e) => events.push(e) });
+  return { fetch, events, breaker };
+}
+
+/** Sends one call, reads the body, and resolves to the status. */
+async function send(fetch: FetchLike, url: string): Promise<number> {
+  const res = await fetch(url);
+  await res.text();
+  return res.status;
+}
+
+/** Resolves once `store` holds an entry under `key` (a pause is written without waiting for it). */
+async function entryIn(store: Store, key = ENTRY): Promise<JsonValue> {
+  for (let i = 0; i < 200; i++) {
+    const value = await store.get(key);
+    if (value !== undefined) return value;
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
+  throw new Error(`nothing was written under ${key}`);
+}
+
+/** A handler that notes when each request arrived, answering the n-th with `behaviours[n]` (the last repeats). */
+function timed(arrivals: number[], ...behaviours: Behaviour[]): Handler {
+  return (_req, index) => {
+    arrivals.push(Date.now());
+    return behaviours[Math.min(index, behaviours.length - 1)] ?? {};
+  };
+}
+
+test('a pause one worker is asked for holds every worker sharing the store, until its end', async () => {
+  const arrivals: number[] = [];
+  await withServer(timed(arrivals, tooMany(300), { status: 200 }), async (server) => {
+    const store = memoryStore();
+    const a = worker(store);
+    const b = worker(store);
+    assert.equal(await send(a.fetch, server.origin), 429);
+    const told = arrivals[0] as number;
+    assert.equal(typeof ((await entryIn(store)) as { untilMs: number }).untilMs, 'number');
+    // Worker b never met the 429: it learns of the pause from the store, and waits it out.
+    const statuses = await Promise.all([1, 2, 3].map(() => send(b.fetch, server.origin)));
+    assert.deepEqual(statuses, [200, 200, 200]);
+    assert.equal(server.requests.length, 4);
+    // Timers may fire a little early against the wall clock.
+    for (const at of arrivals.slice(1))
+      assert.ok(at - told >= 280, `a request came ${at - told} ms after the 429`);
+    const start = b.events.find((e) => e.type === 'paced' && e.phase === 'start');
+    assert.match(
+      String(start && 'reason' in start && start.reason),
+      /a client sharing its store was asked to wait/,
+    );
+  });
+});
+
+test('without a store, the other worker sends inside the window (what the store prevents)', async () => {
+  const arrivals: number[] = [];
+  await withServer(timed(arrivals, tooMany(300), { status: 200 }), async (server) => {
+    const a = worker(undefined);
+    const b = worker(undefined);
+    assert.equal(await send(a.fetch, server.origin), 429);
+    assert.equal(await send(b.fetch, server.origin), 200);
+    assert.ok((arrivals[1] as number) - (arrivals[0] as number) < 280);
+  });
+});
+
+test("a pause longer than allowed makes every worker fail fast until the cap's end, and reading it back stretches nothing", async () => {
+  await withServer(timed([], { status: 429, headers: { 'retry-after': '3600' } }), async (server) => {
+    const store = memoryStore();
+    const a = worker(store, { maxRetryAfterMs: 1000 });
+    const b = worker(store, { maxRetryAfterMs: 1000 });
+    assert.equal(await send(a.fetch, server.origin), 429);
+    const written = (await entryIn(store)) as { untilMs: number; waitable: boolean };
+    assert.equal(written.waitable, false);
+    const until = a.breaker.stats('model')?.pausedUntil?.getTime();
+    assert.equal(written.untilMs, until);
+    await assert.rejects(send(b.fetch, server.origin), (error: unknown) => {
+      assert.ok(error instanceof CircuitOpenError);
+      assert.equal(error.retryAt.getTime(), until);
+      return true;
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await assert.rejects(send(a.fetch, server.origin), CircuitOpenError);
+    // Worker a read its own pause back: its end did not move with the clock.
+    assert.equal(a.breaker.stats('model')?.pausedUntil?.getTime(), until);
+    assert.equal(b.breaker.stats('model')?.pausedUntil?.getTime(), until);
+    assert.equal(server.requests.length, 1);
+  });
+});
+
+test('a shorter pause never replaces a longer one in the store', async () => {
+  await withServer(timed([], tooMany(2000)), async (slow) => {
+    // Answered late: worker b's call reads the store before worker a's pause is there.
+    await withServer(timed([], { ...tooMany(100), delayMs: 150 }), async (quick) => {
+      const store = memoryStore();
+      const a = worker(store);
+      const b = worker(store);
+      const late = b.fetch(quick.origin).then((res) => res.text());
+      assert.equal(await send(a.fetch, slow.origin), 429);
+      const long = (await entryIn(store)) as { untilMs: number };
+      // Worker b's own 429 sets a 100 ms pause, which it offers the store in turn.
+      await late;
+      assert.ok(b.breaker.stats('model')?.pausedUntil);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.deepEqual(await store.get(ENTRY), long);
+    });
+  });
+});
+
+test('garbage under the key in the store is passed over', async () => {
+  await withServer(timed([], { status: 200 }), async (server) => {
+    for (const garbage of [
+      'soon',
+      42,
+      null,
+      [1],
+      { untilMs: 'tomorrow' },
+      { untilMs: Number.MAX_VALUE / 1e300 },
+    ]) {
+      const store = memoryStore();
+      await store.set(ENTRY, garbage);
+      assert.equal(await send(worker(store).fetch, server.origin), 200, JSON.stringify(garbage));
+    }
+  });
+});
+
+test('a store that fails is passed over: calls go, and the worker still paces itself', async () => {
+  const failing: Store = {
+    get: () => Promise.reject(new Error('store down')),
+    set: () => Promise.reject(new Error('store down')),
+    delete: () => {
+      throw new Error('store down');
+    },
+    increment: () => Promise.reject(new Error('store down')),
+    compareAndSet: () => Promise.reject(new Error('store down')),
+  };
+  const arrivals: number[] = [];
+  await withServer(timed(arrivals, tooMany(200), { status: 200 }), async (server) => {
+    const a = worker(failing);
+    assert.equal(await send(a.fetch, server.origin), 429);
+    assert.equal(await send(a.fetch, server.origin), 200);
+    assert.ok((arrivals[1] as number) - (arrivals[0] as number) >= 180);
+    a.breaker.reset('model');
+  });
+});
+
+test('a store that hangs holds one call for at most a second, and the calls after it not at all', async () => {
+  let reads = 0;
+  const hanging: Store = {
+    get: () => {
+      reads++;
+      return new Promise(() => {});
+    },
+    set: () => new Promise(() => {}),
+    delete: () => new Promise(() => {}),
+    increment: () => new Promise(() => {}),
+    compareAndSet: () => new Promise(() => {}),
+  };
+  await withServer(timed([], { status: 200 }), async (server) => {
+    const a = worker(hanging);
+    let started = Date.now();
+    assert.equal(await send(a.fetch, server.origin), 200);
+    const first = Date.now() - started;
+    assert.ok(first >= 900 && first < 5000, `the first call took ${first} ms`);
+    started = Date.now();
+    assert.equal(await send(a.fetch, server.origin), 200);
+    const second = Date.now() - started;
+    assert.ok(second < 500, `the second call took ${second} ms`);
+    // One read at a time: the hung one is still the key's read.
+    assert.equal(reads, 1);
+  });
+});
+
+test("reset(key) deletes the key's shared pause too", async () => {
+  await withServer(timed([], tooMany(5000), { status: 200 }), async (server) => {
+    const store = memoryStore();
+    const a = worker(store);
+    const b = worker(store);
+    assert.equal(await send(a.fetch, server.origin), 429);
+    await entryIn(store);
+    a.breaker.reset('model');
+    assert.equal(await store.get(ENTRY), undefined);
+    assert.equal(await send(b.fetch, server.origin), 200);
+  });
+});
+
+test('definePolicy(config, { store }) shares pauses between the policies given the store', async () => {
+  const arrivals: number[] = [];
+  await withServer(timed(arrivals, tooMany(300), { status: 200 }), async (server) => {
+    const store = memoryStore();
+    const config = { name: 'model', retry: false } as const;
+    const a = definePolicy(config, { store }).fetch();
+    const b = definePolicy(config, { store }).fetch();
+    assert.equal(await send(a, server.origin), 429);
+    await entryIn(store);
+    assert.equal(await send(b, server.origin), 200);
+    assert.ok((arrivals[1] as number) - (arrivals[0] as number) >= 280);
+  });
+});
+
+test("definePolicy()'s options are checked: a store without its methods, or a misspelt name, throws a TypeError", () => {
+  assert.throws(() => definePolicy({}, { store: {} as Store }), {
+    name: 'TypeError',
+    message: /store: must be a Store \(get, delete, compareAndSet\)/,
+  });
+  assert.throws(() => definePolicy({}, { stor: memoryStore() } as never), {
+    name: 'TypeError',
+    message: /stor/,
+  });
+  assert.throws(() => circuitBreaker({ store: 'redis://x' as never }), {
+    name: 'TypeError',
+    message: /store: must be a Store/,
+  });
+});
