@@ -372,7 +372,10 @@ export function retry(options: RetryOptions = {}): Retry {
         throw abortReason(signal);
       }
       if (refused) refusals++;
-      ran ||= !verdict.notRun;
+      // A redirected answer speaks for the last request only: fetch makes a POST answered 303
+      // a GET, whose 429 says nothing of the POST, which ran. Only that answer is seen, so
+      // any redirect counts (as in auth()).
+      ran ||= !verdict.notRun || (outcome as { response?: Response }).response?.redirected === true;
       const budget = budgetFor(call.key);
       // The budget guards against storms of our own making. A retry the server invited,
       // waited out exactly (and, with a breaker, by every caller of the key at once), is

@@ -1429,3 +1429,50 @@ test('the waits for one call’s refused resends together stay within maxRetryAf
     assert.equal(server.requests.length, 1);
   });
 });
+
+test('a POST whose redirect (303 See Other) led to a 429 is not resent: the POST ran, the 429 answered the GET', async () => {
+  // fetch follows the 303 itself, so retry sees only the last answer: a 429, which says
+  // its own request did not run. That request was the GET; the POST had run, and resending
+  // it placed the order twice. Only the last answer is seen, so any redirect counts (as
+  // in auth()).
+  await withServer(
+    (req) =>
+      req.method === 'POST'
+        ? { status: 303, headers: { location: '/orders/1' } }
+        : { status: 429, headers: { 'retry-after-ms': '10' } },
+    async (server) => {
+      const why: string[] = [];
+      const fetch = createFetch({
+        use: [retry({ backoff: fast })],
+        onEvent: (event) => {
+          if (event.type === 'give-up') why.push(event.why);
+        },
+      });
+      const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
+      await response.body?.cancel();
+      assert.equal(response.status, 429);
+      assert.deepEqual(
+        server.requests.map((r) => `${r.method} ${r.url}`),
+        ['POST /orders', 'GET /orders/1'],
+      );
+      assert.deepEqual(why, ['unsafe-to-resend']);
+    },
+  );
+});
+
+test('a GET redirected to a 429 is still resent: repeating it is harmless', async () => {
+  await withServer(
+    (req, index) =>
+      req.url === '/a'
+        ? { status: 302, headers: { location: '/b' } }
+        : index === 1
+          ? { status: 429, headers: { 'retry-after-ms': '10' } }
+          : { body: 'ok' },
+    async (server) => {
+      const fetch = createFetch({ use: [retry({ backoff: fast })] });
+      const response = await fetch(`${server.origin}/a`);
+      assert.equal(await response.text(), 'ok');
+      assert.equal(server.requests.length, 4);
+    },
+  );
+});
