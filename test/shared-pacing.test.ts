@@ -79,7 +79,7 @@ test('without a store, the other worker sends inside the window (what the store 
     const b = worker(undefined);
     assert.equal(await send(a.fetch, server.origin), 429);
     assert.equal(await send(b.fetch, server.origin), 200);
-    assert.ok((arrivals[1] as number) - (arrivals[0] as number) < 280);
+    assert.ok((arrivals[1] as number) - (arrivals[0] as number) < 280, 'the second worker waited');
   });
 });
 
@@ -94,7 +94,7 @@ test("a pause longer than allowed makes every worker fail fast until the cap's e
     const until = a.breaker.stats('model')?.pausedUntil?.getTime();
     assert.equal(written.untilMs, until);
     await assert.rejects(send(b.fetch, server.origin), (error: unknown) => {
-      assert.ok(error instanceof CircuitOpenError);
+      assert.ok(error instanceof CircuitOpenError, String(error));
       assert.equal(error.retryAt.getTime(), until);
       return true;
     });
@@ -119,7 +119,7 @@ test('a shorter pause never replaces a longer one in the store', async () => {
       const long = (await entryIn(store)) as { untilMs: number };
       // Worker b's own 429 sets a 100 ms pause, which it offers the store in turn.
       await late;
-      assert.ok(b.breaker.stats('model')?.pausedUntil);
+      assert.ok(b.breaker.stats('model')?.pausedUntil, 'worker b is paused by its own 429');
       await new Promise((resolve) => setTimeout(resolve, 20));
       assert.deepEqual(await store.get(ENTRY), long);
     });
@@ -158,7 +158,10 @@ test('a store that fails is passed over: calls go, and the worker still paces it
     const a = worker(failing);
     assert.equal(await send(a.fetch, server.origin), 429);
     assert.equal(await send(a.fetch, server.origin), 200);
-    assert.ok((arrivals[1] as number) - (arrivals[0] as number) >= 180);
+    assert.ok(
+      (arrivals[1] as number) - (arrivals[0] as number) >= 180,
+      'the worker did not wait its own pause',
+    );
     a.breaker.reset('model');
   });
 });
@@ -213,7 +216,7 @@ test('definePolicy(config, { store }) shares pauses between the policies given t
     assert.equal(await send(a, server.origin), 429);
     await entryIn(store);
     assert.equal(await send(b, server.origin), 200);
-    assert.ok((arrivals[1] as number) - (arrivals[0] as number) >= 280);
+    assert.ok((arrivals[1] as number) - (arrivals[0] as number) >= 280, 'the second policy did not wait');
   });
 });
 
