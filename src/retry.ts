@@ -59,7 +59,9 @@ export interface RetryOptions {
   /**
    * The longest server-requested wait honoured, in ms. Default 60,000. A longer
    * `Retry-After` (or one past the call's deadline) fails at once with
-   * `RetryAfterTooLongError` instead of sleeping out a budget it cannot use.
+   * `RetryAfterTooLongError` instead of sleeping out a budget it cannot use. The waits for
+   * resends a breaker or gate below refused (see {@link retry}) are capped together: one
+   * call sleeps at most this long on refusals' `retryAt`s in all, not this long per refusal.
    */
   maxRetryAfterMs?: number | undefined;
   /**
