@@ -932,6 +932,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       call,
       fromServer ? Math.min(askedMs, maxRetryAfterMs) : askedMs,
       askedMs <= maxRetryAfterMs,
+      quota === undefined,
     );
     if (!until) return;
     const asked =
@@ -948,9 +949,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
 
   /**
    * Sets the key's pause to end `delayMs` from now, unless it already ends as late (see
-   * {@link pace}). Returns its end, epoch ms, or 0 when it set nothing.
+   * {@link pace}). `refused`: the server refused a call of this breaker's (a 429, 503 or
+   * 529), which says how many calls at once it has room for. Returns the pause's end,
+   * epoch ms, or 0 when it set nothing.
    */
-  function hold(c: Circuit, call: Call, delayMs: number, waitable: boolean): number {
+  function hold(c: Circuit, call: Call, delayMs: number, waitable: boolean, refused?: boolean): number {
     // A forgotten key's answers pause nothing (see forget()).
     if (circuits.get(c.key) !== c) return 0;
     const t = rebase(c);
@@ -968,8 +971,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     // what was out. One that had grown past its ceiling 1 call at a time found the
     // server's limit: the next one doubles up to 1 call short of it (the pause the server
     // asked for already took every call out; halving too held a server with room for 8
-    // at 4 between probes).
-    if (c.flying) c.ceiling = c.flying > c.ceiling ? c.flying - 1 : c.flying >> 1 || 1;
+    // at 4 between probes). Only for a refusal: a quota used up (a 200 saying so) or
+    // another client's pause says nothing about calls at once, and halving at each
+    // quota's end held the calls out at half for ten pauses after its reset.
+    if (c.flying && refused) c.ceiling = c.flying > c.ceiling ? c.flying - 1 : c.flying >> 1 || 1;
     c.flying = 0;
     // A new pause supersedes the pace probe in flight (the pause's end gets its own),
     // and the calls waiting for that probe look again: wait this pause out, or fail fast.

@@ -1937,3 +1937,37 @@ test('answers to calls sent before the pause, arriving after the pace probe’s 
     },
   );
 });
+
+test('a 200 saying the quota is used up during a slow start lowers no ceiling: a quota is not a limit on calls at once, and after its reset the calls out double back up', async () => {
+  // No limit on calls at once: a 429 pausing the key 60 ms first, then 200s held 20 ms
+  // each, one of which (the 21st request) says the request quota is used up for 60 ms.
+  let holding = 0;
+  let quotaAt = 0;
+  /** Calls the server held at each of the first 60 arrivals after the quota's reset. */
+  const after: number[] = [];
+  const { handler } = stamped(async (index) => {
+    if (index === 0) return tooMany(60);
+    holding++;
+    if (quotaAt && Date.now() >= quotaAt + 60 && after.length < 60) after.push(holding);
+    await delay(20);
+    holding--;
+    if (index !== 20) return { status: 200 };
+    quotaAt = Date.now();
+    return {
+      status: 200,
+      headers: { 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '60ms' },
+    };
+  });
+  await withServer(handler, async (server) => {
+    const { fetch } = pacedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    const statuses = await closedLoop(fetch, server.origin, 12, 40);
+    assert.deepEqual(new Set(statuses), new Set([200]));
+    assert.equal(after.length, 60, 'the quota answer was sent, and 60 calls came after its reset');
+    // Before, the quota's pause set the ceiling at half the calls out (4 to 6), where the
+    // slow start after the reset stopped doubling for ten pauses: at most 5 held at once
+    // in those 60 arrivals. Now it doubles back to all 12 callers within a few round trips.
+    const most = Math.max(...after);
+    assert.ok(most >= 10, `at most ${most} in flight in the 60 arrivals after the reset (${after.join(' ')})`);
+  });
+});
