@@ -6,6 +6,7 @@ import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { type Context, Hono } from 'hono';
 import { cors } from 'hono/cors';
 import OpenAI from 'openai';
+import { idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
 import { type ProxyHeaders, proxy } from '../adapters/hono/proxy.ts';
 import { definePolicy, type Policy } from '../src/policy.ts';
 import { assertClosedSoon, hangingUpstream, withApp } from './helpers/hono-server.ts';
@@ -1172,8 +1173,45 @@ test('a POST the upstream may have run (reset after it was sent, or timed out) g
   await withApp(proxyApp(`http://127.0.0.1:${port}`, policy), async (server) => {
     const res = await fetch(`${server.origin}/api/v1/x`, { method: 'POST', body: 'b' });
     assert.equal(res.status, 502);
-    assert.equal(res.headers.get('x-should-retry'), null);
+    assert.equal(res.headers.get('x-should-retry'), 'true');
     await res.body?.cancel();
+  });
+});
+
+test('an answer given before the upstream got the request (an open circuit, a refused connection) says x-should-retry: true: idempotency() in front frees the key, and the resend reaches the upstream instead of a replayed 503', async () => {
+  await withServer(sequence({ status: 500 }, { status: 201, body: 'created' }), async (up) => {
+    const openMs = 200;
+    const policy = definePolicy({
+      name: 'orders',
+      retry: { attempts: 1 },
+      breaker: {
+        consecutiveFailures: 1,
+        open: { initialMs: openMs, factor: 2, maxMs: openMs, jitter: 'none' },
+      },
+    });
+    const app = new Hono();
+    app.use('/api/*', idempotency());
+    app.all(
+      '/api/*',
+      proxy((c) => `${up.origin}${new URL(c.req.url).pathname}`, { policy }),
+    );
+    await withApp(app, async (server) => {
+      // An unkeyed GET's 500 opens the circuit.
+      await (await fetch(`${server.origin}/api/warm`)).arrayBuffer();
+      const order = { method: 'POST', body: '{"item":"tea"}', headers: { 'idempotency-key': '"k1"' } };
+      const refused = await fetch(`${server.origin}/api/orders`, order);
+      assert.equal(refused.status, 503);
+      assert.equal(refused.headers.get('x-should-retry'), 'true');
+      assert.equal((await refused.json()).code, 'CIRCUIT_OPEN');
+      await new Promise((resolve) => setTimeout(resolve, openMs + 50));
+      const resent = await fetch(`${server.origin}/api/orders`, order);
+      assert.equal(resent.headers.get(REPLAYED_HEADER), null);
+      assert.deepEqual([resent.status, await resent.text()], [201, 'created']);
+    });
+    assert.deepEqual(
+      up.requests.map((r) => r.url),
+      ['/api/warm', '/api/orders'],
+    );
   });
 });
 

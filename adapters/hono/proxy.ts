@@ -14,7 +14,13 @@ import * as z from 'zod/mini';
 import type { AuthOptions } from '../../src/auth.ts';
 import { Call, type FetchLike, type KeyOption } from '../../src/call.ts';
 import { isRetryableStatus } from '../../src/classify.ts';
-import { BreakwaterError, isAbort, type NetworkError, TimeoutError } from '../../src/errors.ts';
+import {
+  BreakwaterError,
+  CircuitOpenError,
+  isAbort,
+  type NetworkError,
+  TimeoutError,
+} from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
 import {
   authOptionSchema,
@@ -246,7 +252,9 @@ const targetSchema = z.custom<ProxyTarget>(
  *   of headers; a deflate or x-gzip answer cut off in its first bytes, which are read
  *   before it is passed on) as a 502 naming no URL. Any other error is thrown on to `app.onError`. A 504, or a 502 for a failure after the
  *   request may have reached the upstream, to a request a resend could run twice (a
- *   POST or PATCH without `Idempotency-Key`) says `x-should-retry: false`.
+ *   POST or PATCH without `Idempotency-Key`) says `x-should-retry: false`; one given before
+ *   the request reached the upstream (an open circuit's 503, a refused connection's 502)
+ *   says `x-should-retry: true`, so an `idempotency()` in front frees the key for its resend.
  * - Each forwarded request carries this proxy's `Via` entry; a request that comes
  *   back with it (a target that resolves to this server) gets a 508 problem instead
  *   of being forwarded again.
@@ -501,12 +509,17 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     } catch (error) {
       if (error instanceof BreakwaterError || isAbort(error, c.req.raw.signal)) {
         const response = await respond(error as Error, c);
-        // The upstream may have run it (a reset after sending, a timeout): the 502 / 504 is
-        // retryable to the OpenAI and Anthropic SDKs on any method, and a resend would
-        // run it again. Its Idempotency-Key, if forwarded, is the client's: resends dedupe.
-        if (once && (error instanceof TimeoutError || (error as NetworkError).sent === 'maybe')) {
-          response.headers.set('x-should-retry', 'false');
-        }
+        const sent = error instanceof CircuitOpenError ? 'no' : (error as NetworkError | undefined)?.sent;
+        // Not sent (an open circuit, a refused connection): the upstream did not run it, so a
+        // resend is safe, and an idempotency() in front frees its key for it rather than
+        // replaying this answer for the key's lifetime. (Earlier attempts were resent by the
+        // policy only when that was safe.) The upstream may have run it (a reset after
+        // sending, a timeout): the 502 / 504 is retryable to the OpenAI and Anthropic SDKs on
+        // any method, and a resend would run it again. Its Idempotency-Key, if forwarded, is
+        // the client's: resends dedupe.
+        const verdict =
+          sent === 'no' ? 'true' : once && (error instanceof TimeoutError || sent === 'maybe') && 'false';
+        if (verdict) response.headers.set('x-should-retry', verdict);
         return response;
       }
       // A failure of fetch's own that is no network failure (Node's fetch refuses an answer
