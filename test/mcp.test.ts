@@ -1152,6 +1152,7 @@ test('resilientMcpClient: a tools/call the caller cancels while retry waits out 
  */
 async function cancelledWhilePaused(
   options: Parameters<typeof resilient>[3] = {},
+  { alone = false, maxRetryAfterMs = 100 }: { alone?: boolean; maxRetryAfterMs?: number } = {},
 ): Promise<{ ms: number; authorization: string | null }> {
   const seen = counts();
   const slow = () => {
@@ -1177,19 +1178,31 @@ async function cancelledWhilePaused(
   };
   let ms = Infinity;
   await withApp(app, async ({ origin }) => {
-    const mcp = resilient(origin, [], { retry: { backoff: fast, maxRetryAfterMs: 100 } }, options);
+    const config = { retry: { backoff: fast, maxRetryAfterMs } };
+    let paced = () => {};
+    const pausing = new Promise<void>((resolve) => {
+      paced = resolve;
+    });
+    const watched = { ...options, onEvent: (event: BreakwaterEvent) => event.type === 'paced' && paced() };
+    // With `alone`, an SDK client on mcpFetch() alone, not through resilientMcpClient().
+    const mcp = alone
+      ? await sdkClient(`${origin}/mcp`, mcpFetch(definePolicy({ name: 'tools', ...config }), watched))
+      : resilient(origin, [], config, watched);
     try {
-      const client = await mcp.connect();
+      const client = mcp instanceof Client ? mcp : await mcp.connect();
       const cancel = new AbortController();
       const call = client.callTool({ name: 'wipe', arguments: {} }, undefined, { signal: cancel.signal });
-      // The server asks for 2 s: every request of this key is paused meanwhile.
-      await assert.rejects(client.listTools());
+      // The server asks for 2 s: every request of this key is paused meanwhile (a listing
+      // within maxRetryAfterMs waits it out, and runs once the test is over).
+      const listing = client.listTools().catch(() => undefined);
+      await pausing;
       const abortedAt = Date.now();
       cancel.abort(new Error('stop the wipe'));
       await assert.rejects(call, /stop the wipe/);
       // Till the tool's run is over.
       await new Promise((resolve) => setTimeout(resolve, 400));
       if (cancelledAt >= abortedAt) ms = cancelledAt - abortedAt;
+      await listing;
     } finally {
       await mcp.close();
     }
@@ -1208,6 +1221,26 @@ test('resilientMcpClient: with the auth option, a cancellation reaches the serve
   assert.ok(ms < Infinity, 'the server was told the call is cancelled');
   assert.ok(ms < 1000, `told ${ms} ms after the abort`);
   assert.equal(authorization, 'Bearer sk-cancel-1');
+});
+
+test('mcpFetch() alone: a cancellation reaches the server at once while a 429 paces the server’s other requests past maxRetryAfterMs, instead of being refused unsent', async () => {
+  const { ms } = await cancelledWhilePaused({}, { alone: true });
+  assert.ok(ms < Infinity, 'the server was told the call is cancelled');
+  assert.ok(ms < 1000, `told ${ms} ms after the abort`);
+});
+
+test('mcpFetch() alone: a cancellation reaches the server at once while a 429 paces the server’s other requests within maxRetryAfterMs, instead of waiting out the pause', async () => {
+  const { ms } = await cancelledWhilePaused({}, { alone: true, maxRetryAfterMs: 60_000 });
+  assert.ok(ms < 1000, `told ${ms} ms after the abort`);
+});
+
+test('mcpFetch() alone, with the auth option: a cancellation reaches the server at once, with the token, while a 429 paces the server’s other requests', async () => {
+  const { ms, authorization } = await cancelledWhilePaused(
+    { auth: { token: 'sk-cancel-2' } },
+    { alone: true },
+  );
+  assert.ok(ms < 1000, `told ${ms} ms after the abort`);
+  assert.equal(authorization, 'Bearer sk-cancel-2');
 });
 
 test('resilientMcpClient: an answer to a server request with the id of a call in flight does not stop a cancellation of that call', async () => {
@@ -3454,6 +3487,86 @@ test('resilientMcpClient: with the auth option, close() stamps the policy’s to
     await mcp.connect();
     await mcp.close();
     assert.deepEqual(stamped, ['Bearer sk-close-1']);
+  });
+});
+
+/**
+ * A resilientMcpClient (with the policy's `auth`) whose transport hands its fetch every init
+ * with its members inherited, as a hand-written transport's class instance (getters on a
+ * prototype) or `Object.create(init)` has them: a spread of it keeps none.
+ */
+function inheritedInits(origin: string, token: string) {
+  return resilientMcpClient({
+    client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+    transport: (fetch: FetchLike) =>
+      new StreamableHTTPClientTransport(new URL(`${origin}/mcp`), {
+        fetch: (input, init) => fetch(input, init && (Object.create(init) as RequestInit)),
+      }),
+    policy: definePolicy({ name: 'tools', retry: { backoff: fast } }),
+    gate: createGate({ key: 'tools', schedule: quickGate }),
+    auth: { token },
+  });
+}
+
+test('resilientMcpClient: with the auth option, close() sends a transport’s init whose members are inherited as the DELETE it is, with the token: the server ends the session', async () => {
+  const server = sessionApp();
+  const deletes: (string | null)[] = [];
+  const app = {
+    fetch(request: Request): Promise<Response> {
+      if (request.method === 'DELETE') deletes.push(request.headers.get('authorization'));
+      return server.fetch(request);
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const mcp = inheritedInits(origin, 'sk-close-3');
+    try {
+      await assertEchoes(await mcp.connect());
+      assert.equal(server.sessions.size, 1);
+      await mcp.close();
+      assert.deepEqual(deletes, ['Bearer sk-close-3']);
+      assert.equal(server.sessions.size, 0, 'the server ended the session');
+    } finally {
+      await mcp.close();
+      await server.forget();
+    }
+  });
+});
+
+test('resilientMcpClient: with the auth option, a cancellation whose init’s members are inherited reaches the server as the POST it is, body and token included', async () => {
+  const seen = counts();
+  const slow = () => {
+    const server = new McpServer({ name: 'slow', version: '1.0.0' });
+    server.registerTool('wipe', { description: 'wipe' }, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return { content: [{ type: 'text' as const, text: 'wiped' }] };
+    });
+    return server;
+  };
+  const inner = mcpApp(seen, undefined, slow);
+  const cancellations: (string | null)[] = [];
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      if ((await request.clone().text()).includes('notifications/cancelled'))
+        cancellations.push(request.headers.get('authorization'));
+      return inner.fetch(request);
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    const mcp = inheritedInits(origin, 'sk-cancel-3');
+    try {
+      const client = await mcp.connect();
+      const cancel = new AbortController();
+      const call = client.callTool({ name: 'wipe', arguments: {} }, undefined, { signal: cancel.signal });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      cancel.abort(new Error('stop the wipe'));
+      await assert.rejects(call, /stop the wipe/);
+      // Till the tool's run is over.
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      assert.deepEqual(cancellations, ['Bearer sk-cancel-3']);
+      assert.equal(seen.posts['notifications/cancelled'], 1, 'the server heard it once');
+    } finally {
+      await mcp.close();
+    }
   });
 });
 

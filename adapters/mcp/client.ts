@@ -11,23 +11,21 @@
 import * as z from 'zod/mini';
 import { PROBE_LEASE_MS } from '../../src/breaker.ts';
 import type { FetchLike } from '../../src/call.ts';
-import { isAbort, requestSummary, TimeoutError } from '../../src/errors.ts';
+import { TimeoutError } from '../../src/errors.ts';
 import { createGate, type Gate } from '../../src/gate.ts';
-import { fetchFailure } from '../../src/network.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import {
-  CANCELLED,
   LET_GO,
   type LetGo,
   type McpFetch,
   type McpFetchOptions,
   mcpFetch,
-  STAMPED,
-  type Stamped,
+  PAST,
+  type Past,
 } from './fetch.ts';
-import { DEFAULT_MAX_BODY_CHARS, type McpToolsList } from './resend.ts';
+import type { McpToolsList } from './resend.ts';
 
 /** The gate's key when neither `key` nor the policy's `name` gives one. */
 const DEFAULT_KEY = 'mcp';
@@ -232,7 +230,7 @@ const optionsSchema = z.looseObject({
  * - A request the SDK cancels (its caller aborted, or it timed out) is let go: never sent
  *   again after a 429's or a 503's wait. Its `notifications/cancelled` goes once, straight
  *   to `fetch` as the DELETE does (with the `auth` option too, see `closeTimeoutMs`), so a
- *   pause the server asked for does not hold it.
+ *   pause the server asked for does not hold it (see `mcpFetch()`).
  * - Closing ends the server's session with a DELETE first (MCP spec: clients that no
  *   longer need a session SHOULD), within `closeTimeoutMs` (default 2 s); see `close()`.
  *
@@ -278,25 +276,9 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   const fetch = mcpFetch(policy, fetchOptions);
   /** Lets go of the requests waiting in a session (see `mcpFetch()`): cancellations and the DELETE go past it. */
   const letGo = (fetch as McpFetch & { [LET_GO]: LetGo })[LET_GO];
-  /** The `auth` option's credential as its chain last stamped it (see `mcpFetch()`). */
-  const stamped = (fetch as McpFetch & { [STAMPED]: Stamped })[STAMPED];
+  /** Sends the session's DELETE once, past the policy (see `mcpFetch()`'s `Past`). */
+  const past = (fetch as McpFetch & { [PAST]: Past })[PAST];
   const name = typeof options.key === 'string' ? options.key : policy.resolved.name;
-  /**
-   * The base fetch, for what goes past the policy (see `open()`), its failures made what the
-   * chain makes them (a `NetworkError`, the URL's query redacted): Deno's and Bun's own quote
-   * the URL, `?api_key=` and all, and the SDK hands them to `client.onerror`.
-   */
-  const direct: FetchLike = (input, init) =>
-    (fetchOptions.fetch ?? globalThis.fetch)(input, init).catch((error) => {
-      // The caller's abort goes up as it is, as through the chain. The input is the
-      // transport's URL object (which parsed), and every such request has an init.
-      throw isAbort(error, init?.signal)
-        ? error
-        : fetchFailure(
-            error,
-            requestSummary(name ?? new URL(input as URL).origin, String(init?.method), input as URL),
-          );
-    });
   const gate = given ?? createGate({ key: name ?? DEFAULT_KEY });
   let current: T | undefined;
   let connecting: Promise<C> | undefined;
@@ -436,13 +418,10 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     let streamed = false;
     // The session's DELETE (sent only while closing) goes once, past the policy: its retry
     // resent a refused DELETE (a refused connect counts as not sent) until closeTimeoutMs,
-    // so close() against a server that is down took all of it. So does a cancellation:
-    // while a 429 paces the key, the policy held it for the pause, or refused it at once
-    // (a pause past maxRetryAfterMs), and the server ran on a tool the user had stopped.
-    // The SDK stamps its own OAuth token on both. The policy's `auth` stamps its own only
-    // through the policy: past it they carry the one it last stamped, not following a
-    // redirect (another origin must not get it), and go through the policy (its refresh,
-    // its redirects) only when that answers 401 or redirects, or none was stamped yet.
+    // so close() against a server that is down took all of it. So does a cancellation (sent
+    // past it by mcpFetch() itself): while a 429 paces the key, the policy held it for the
+    // pause, or refused it at once (a pause past maxRetryAfterMs), and the server ran on a
+    // tool the user had stopped. See mcpFetch()'s `Past` for the `auth` option's credential.
     //
     // Every answer passes here, a GET stream's too, whose reconnect the SDK reports to
     // onerror only, without its status: a 404 there means the session is gone as well.
@@ -453,53 +432,20 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     const transport = build(
       Object.assign((input: string | URL | Request, init?: RequestInit) => {
         const method = init?.method;
-        const headers = new Headers(init?.headers);
-        const session = headers.get(SESSION_HEADER);
-        const body = init?.body as string;
-        let cancelling = false;
+        const session = new Headers(init?.headers).get(SESSION_HEADER);
         // A GET once the session's stream was open: the SDK reopens a stream that ended, and
         // what the server sent meanwhile (a tools/list_changed) is lost unless it replays it.
         if (streamed && method === 'GET') gone(true);
+        const deleting = method === 'DELETE';
         // The session ends (closing): a request waiting out a 429 or a 503 must not be sent
         // again while the DELETE is awaited, only to fail once the transport closes.
-        if (method === 'DELETE') letGo(`${input} ${session}`, undefined, closedError());
-        try {
-          // Not JSON (a GET has no body): not a cancellation. A tool's multi-MB argument is
-          // not parsed again: a cancellation is small.
-          const sent = body?.length <= DEFAULT_MAX_BODY_CHARS && (JSON.parse(body) as Message);
-          if (sent && sent.method === CANCELLED) {
-            cancelling = true;
-            // One without a requestId names none (not all, as the DELETE's): 'undefined' is no id.
-            letGo(`${input} ${session}`, `${JSON.stringify(sent.params?.requestId)}`);
-          }
-        } catch {}
-        const past = cancelling || method === 'DELETE';
-        const stamp = past && stamped();
-        if (stamp) headers.set(...stamp);
-        const sending = stamp
-          ? direct(input, { ...init, headers, redirect: 'manual' }).then((response) => {
-              const { status } = response;
-              // A browser hides a redirect it did not follow: status 0.
-              if (status && status !== 401 && (status < 300 || status > 399)) return response;
-              // Freed, as retry frees a response it drops (a node-fetch body has no cancel()).
-              response.body?.cancel?.().catch(() => {});
-              return fetch(input, init);
-            })
-          : (past && !fetchOptions.auth ? direct : fetch)(input, init);
+        if (deleting) letGo(`${input} ${session}`, undefined, closedError());
+        const sending = deleting ? past(input, init, () => fetch(input, init)) : fetch(input, init);
         return sending.then((response) => {
           const get = method === 'GET';
           if ((response.status === SESSION_GONE || (get && response.ok)) && session !== null) {
             if (response.ok) streamed = true;
             else if (streamed || !get) gone();
-          }
-          // The SDK reads a failure's body whole, and past the policy nothing caps it: an
-          // endless one would grow memory without end. Its status is all the SDK reports; the
-          // headers stay, a redirect's Location too, which the SDK follows within the origin.
-          // One without a body goes as it is: a browser's opaque redirect (status 0) has none,
-          // and a Response cannot be built with its status.
-          if (cancelling && !response.ok && response.body) {
-            response.body.cancel().catch(() => {});
-            return new Response(null, response);
           }
           return response;
         });

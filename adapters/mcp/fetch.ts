@@ -21,9 +21,10 @@ import {
   limitedBody,
   maxResponseBytesSchema,
 } from '../../src/body-limit.ts';
-import { type Call, type FetchLike, follow, type Next } from '../../src/call.ts';
+import { type Call, type FetchLike, follow, type Next, readable } from '../../src/call.ts';
 import type { StatusSnapshot } from '../../src/capture.ts';
-import { type BreakwaterError, oneLine } from '../../src/errors.ts';
+import { type BreakwaterError, isAbort, oneLine, requestSummary } from '../../src/errors.ts';
+import { fetchFailure } from '../../src/network.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
@@ -183,8 +184,8 @@ interface Waiting {
 }
 
 /**
- * Where an `mcpFetch()` keeps its {@link LetGo}: `resilientMcpClient()` sends cancellations
- * and the session's DELETE past the policy, so they never pass `letGo`.
+ * Where an `mcpFetch()` keeps its {@link LetGo}: `resilientMcpClient()` sends the session's
+ * DELETE past the policy, so it never passes `letGo`.
  */
 export const LET_GO: unique symbol = Symbol('breakwater.mcp.letGo');
 /**
@@ -197,13 +198,24 @@ export const LET_GO: unique symbol = Symbol('breakwater.mcp.letGo');
 export type LetGo = (session: string, id?: string, reason?: unknown, from?: AbortSignal) => void;
 
 /**
- * Where an `mcpFetch()` with the `auth` option keeps what gives the credential its chain
- * last stamped on a request the server did not answer 401 (`[header, value]`), if any:
- * `resilientMcpClient()` sends cancellations and the session's DELETE past the policy with it.
+ * Where an `mcpFetch()` keeps its {@link Past}: `resilientMcpClient()` sends the session's
+ * DELETE with it.
  */
-export const STAMPED: unique symbol = Symbol('breakwater.mcp.stamped');
-/** What {@link STAMPED} holds. */
-export type Stamped = () => [header: string, value: string] | undefined;
+export const PAST: unique symbol = Symbol('breakwater.mcp.past');
+/**
+ * Sends a request once, past the policy's retry, breaker and pacing: a cancellation (see
+ * `letGo` in {@link mcpFetch}) and the session's DELETE. A server pausing every request must
+ * still hear that a tool it runs is no longer wanted, and a server that is down refuses at
+ * once. With the `auth` option it carries the credential the chain last stamped on a request
+ * the server did not answer 401 (not following a redirect: another origin must not get it);
+ * `through()` (the policy: its refresh, its redirects) sends it instead when that one is
+ * answered 401 or redirected, or none was stamped yet.
+ */
+export type Past = (
+  input: string | URL | Request,
+  init: RequestInit | undefined,
+  through: () => Promise<Response>,
+) => Promise<Response>;
 
 /** The client's word that it gave up a request (MCP spec, Cancellation): its caller aborted, or it timed out. */
 export const CANCELLED = 'notifications/cancelled';
@@ -247,7 +259,10 @@ function sdkStatus(error: unknown): number | undefined {
  *   (a 429, `x-should-retry: true`, a refused connection). GET (the SSE stream) and
  *   DELETE (session end) are idempotent by method.
  * - A request the SDK cancels (`notifications/cancelled`: its caller aborted, or it timed
- *   out) while retry or pacing waits is let go with an `AbortError`, never sent again. One
+ *   out) while retry or pacing waits is let go with an `AbortError`, never sent again. The
+ *   cancellation itself goes once, at once, past retry, breaker and pacing (MCP spec,
+ *   Cancellation: it exists so the server stops work nobody awaits; held for a pause, the
+ *   server ran the tool on), with the `auth` option's token as its chain last stamped it. One
  *   fetch may serve several clients whose ids clash: the cancellation's `Mcp-Session-Id`
  *   (and the URL) tells them apart, else the signal each SDK transport passes its fetch
  *   (behind a fetch wrapper giving each request a signal of its own, the URL alone); two
@@ -295,10 +310,50 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   const ending = answersCut(maxBytes, cuts);
   /** The latest failure responses handed to the SDK, oldest first. */
   const failures: Failure[] = [];
-  /** The header `auth` stamps, and the value it last stamped on a request not answered 401 (see {@link STAMPED}). */
+  /** The header `auth` stamps, and the value it last stamped on a request not answered 401 (see {@link Past}). */
   // auth()'s default header, named here: importing it would bundle auth() itself.
   const header = valid.auth && (valid.auth.header ?? 'authorization').toLowerCase();
   let stamp: string | null = null;
+  const name = typeof valid.key === 'string' ? valid.key : policy.resolved.name;
+
+  /**
+   * The base fetch, its failures made what the chain makes them (a `NetworkError`, the URL's
+   * query redacted): Deno's and Bun's own quote the URL, `?api_key=` and all, and the SDK
+   * hands them to `client.onerror`. The caller's abort goes up as it is, as through the chain.
+   */
+  const direct: FetchLike = (input, init) =>
+    (base ?? globalThis.fetch)(input, init).catch((error) => {
+      const url = (input as Request).url ?? `${input}`;
+      throw isAbort(error, init?.signal)
+        ? error
+        : fetchFailure(error, requestSummary(name ?? new URL(url).origin, `${init?.method}`, url));
+    });
+
+  const past: Past = (input, given, through) => {
+    // Read once into a plain object (see readable()): a spread of a class's init, or of
+    // Object.create(init), kept none of its members, and sent a POST as a bodiless GET.
+    const init = readable(given);
+    const headers = new Headers(init?.headers);
+    if (header && stamp) headers.set(header, stamp);
+    else if (header) return through();
+    return direct(input, header ? { ...init, headers, redirect: 'manual' } : init).then((response) => {
+      const { status } = response;
+      // A browser hides a redirect it did not follow: status 0.
+      if (header && !(status && status !== 401 && (status < 300 || status > 399))) {
+        // Freed, as retry frees a response it drops (a node-fetch body has no cancel()).
+        response.body?.cancel?.().catch(() => {});
+        return through();
+      }
+      // The SDK reads a failure's body whole, and past the policy nothing caps it: an endless
+      // one would grow memory without end. Its status is all the SDK reports; the headers
+      // stay, a redirect's Location too, which the SDK follows within the origin. One without
+      // a body goes as it is: a browser's opaque redirect (status 0) has none, and a Response
+      // cannot be built with its status.
+      if (response.ok || !response.body) return response;
+      response.body.cancel().catch(() => {});
+      return new Response(null, response);
+    });
+  };
 
   /**
    * Records each failure response the SDK gets (outside retry: the last attempt's, the
@@ -369,7 +424,9 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
         if (own(sent, 'method') === CANCELLED) {
           // One without a requestId (the SDK's schema allows it) names none: 'undefined' is no id.
           letGoOf(session, `${JSON.stringify(own(own(sent, 'params'), 'requestId'))}`, undefined, from);
-          return next(call);
+          // Sent once, at once (see Past): a pause the server asked for (pacing held it up to
+          // maxRetryAfterMs, or refused it) must not keep a tool the user stopped running.
+          return past(call.input, call.init, () => next(call));
         }
         // Only the client's own requests: an answer to a server's request carries the server's id.
         id = requestId(sent);
@@ -404,8 +461,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   }) as McpFetch;
   fetch.learn = resend.learn;
   (fetch as McpFetch & { [LET_GO]: LetGo })[LET_GO] = letGoOf;
-  (fetch as McpFetch & { [STAMPED]: Stamped })[STAMPED] = () =>
-    header && stamp ? [header, stamp] : undefined;
+  (fetch as McpFetch & { [PAST]: Past })[PAST] = past;
   fetch.toError = (error, sent) => {
     const status = sdkStatus(error);
     if (status === undefined) {
