@@ -1215,6 +1215,36 @@ test('an answer given before the upstream got the request (an open circuit, a re
   });
 });
 
+test('an upstream wait too long to wait out, for a request the policy would have resent, says x-should-retry: true: idempotency() in front frees the key, and the resend after the wait reaches the upstream', async () => {
+  await withServer(
+    sequence({ status: 429, headers: { 'retry-after': '3600' } }, { status: 201, body: 'created' }),
+    async (up) => {
+      const policy = definePolicy({
+        name: 'orders',
+        retry: { maxRetryAfterMs: 1000, replayBodyBytes: 1024 },
+        breaker: false,
+      });
+      const app = new Hono();
+      app.use('/api/*', idempotency());
+      app.all(
+        '/api/*',
+        proxy((c) => `${up.origin}${new URL(c.req.url).pathname}`, { policy }),
+      );
+      await withApp(app, async (server) => {
+        const order = { method: 'POST', body: '{"item":"tea"}', headers: { 'idempotency-key': '"k2"' } };
+        const refused = await fetch(`${server.origin}/api/orders`, order);
+        assert.equal(refused.status, 503);
+        assert.equal(refused.headers.get('x-should-retry'), 'true');
+        assert.equal((await refused.json()).code, 'RETRY_AFTER_TOO_LONG');
+        const resent = await fetch(`${server.origin}/api/orders`, order);
+        assert.equal(resent.headers.get(REPLAYED_HEADER), null);
+        assert.deepEqual([resent.status, await resent.text()], [201, 'created']);
+      });
+      assert.equal(up.requests.length, 2);
+    },
+  );
+});
+
 test("behind hono's cors(), an upstream's 429 reaches a page on another origin with its Retry-After and RateLimit named in Access-Control-Expose-Headers", async () => {
   await withServer(
     always({ status: 429, headers: { 'retry-after': '7', ratelimit: '"q";r=0;t=7' }, body: 'slow down' }),

@@ -19,6 +19,7 @@ import {
   CircuitOpenError,
   isAbort,
   type NetworkError,
+  RetryAfterTooLongError,
   TimeoutError,
 } from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
@@ -254,7 +255,9 @@ const targetSchema = z.custom<ProxyTarget>(
  *   request may have reached the upstream, to a request a resend could run twice (a
  *   POST or PATCH without `Idempotency-Key`) says `x-should-retry: false`; one given before
  *   the request reached the upstream (an open circuit's 503, a refused connection's 502)
- *   says `x-should-retry: true`, so an `idempotency()` in front frees the key for its resend.
+ *   says `x-should-retry: true`, as one to a wait too long to wait out (a 503 with
+ *   `Retry-After`, for a request the policy would have resent), so an `idempotency()` in
+ *   front frees the key for its resend.
  * - Each forwarded request carries this proxy's `Via` entry; a request that comes
  *   back with it (a target that resolves to this server) gets a 508 problem instead
  *   of being forwarded again.
@@ -509,16 +512,19 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     } catch (error) {
       if (error instanceof BreakwaterError || isAbort(error, c.req.raw.signal)) {
         const response = await respond(error as Error, c);
-        const sent = error instanceof CircuitOpenError ? 'no' : (error as NetworkError | undefined)?.sent;
-        // Not sent (an open circuit, a refused connection): the upstream did not run it, so a
-        // resend is safe, and an idempotency() in front frees its key for it rather than
-        // replaying this answer for the key's lifetime. (Earlier attempts were resent by the
-        // policy only when that was safe.) The upstream may have run it (a reset after
-        // sending, a timeout): the 502 / 504 is retryable to the OpenAI and Anthropic SDKs on
-        // any method, and a resend would run it again. Its Idempotency-Key, if forwarded, is
-        // the client's: resends dedupe.
+        const sent = (error as NetworkError | undefined)?.sent;
+        // A resend is safe when the upstream did not get it (an open circuit, a refused
+        // connection), or when the policy would have resent it itself but for a wait too long
+        // to wait out (it resends only what is safe, and earlier attempts likewise): an
+        // idempotency() in front then frees its key for the resend, rather than replaying this
+        // answer for the key's lifetime. The upstream may have run it (a reset after sending,
+        // a timeout): the 502 / 504 is retryable to the OpenAI and Anthropic SDKs on any
+        // method, and a resend would run it again. Its Idempotency-Key, if forwarded, is the
+        // client's: resends dedupe.
         const verdict =
-          sent === 'no' ? 'true' : once && (error instanceof TimeoutError || sent === 'maybe') && 'false';
+          error instanceof CircuitOpenError || error instanceof RetryAfterTooLongError || sent === 'no'
+            ? 'true'
+            : once && (error instanceof TimeoutError || sent === 'maybe') && 'false';
         if (verdict) response.headers.set('x-should-retry', verdict);
         return response;
       }
