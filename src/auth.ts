@@ -66,6 +66,13 @@ const REDIRECTED = Symbol();
  * (`false`) from a request a redirect turned into a GET, after one that may have run.
  */
 const FOLLOWED = new WeakMap<Response, boolean>();
+/**
+ * How many of the tokens an `auth()` has had lately it hides in a `token()` or `refresh()`
+ * failure, besides the current one (see {@link failure}): enough for the one a request
+ * went with, those refreshes returned meanwhile (an abandoned one's too) and the current
+ * one; an older token is in no request still waiting.
+ */
+const MAX_HELD_TOKENS = 4;
 
 /** A token, or where to get one: called for every request until `refresh()` has produced one. */
 export type TokenSource = string | (() => string | Promise<string>);
@@ -168,18 +175,26 @@ interface Flight {
  */
 const WAITS = new WeakMap<AbortSignal, (() => void) & { waits: Set<() => void> }>();
 
-/** The error for a failed `token()` or `refresh()` (`cause`): `code`, saying `what` and naming the request. */
-function failure(call: Call, code: string, what: string, cause: unknown): BreakwaterError {
+/**
+ * The error for a failed `token()` or `refresh()` (`cause`): `code`, saying `what` and
+ * naming the request; `tokens` are those the `auth()` holds (the current one first).
+ */
+function failure(call: Call, code: string, what: string, tokens: string[], cause: unknown): BreakwaterError {
   // A token endpoint's failure quotes its URL (Deno's fetch in the message, Bun's in `path`),
   // `?client_secret=` included: util.inspect and loggers walking `cause` print it. A thrown
   // string, or a frozen error, cannot be redacted in place: a redacted copy goes up instead.
-  // The token this auth() stamped is hidden the same way: a refresh() that fails saying
-  // which token it could not refresh (`invalid_grant for <token>`) quotes it.
+  // The tokens are hidden the same way: a refresh() that fails saying which token it could
+  // not refresh (`invalid_grant for <token>`) quotes one, and not always the one this
+  // request went with: a call sent with an older token joins a refresh replacing a newer
+  // one. Each is hidden as hideSent() hides the credentials a request carried.
   const request = requestSummary(call.key, call.method, call.href);
   const where = `${request.method} ${request.url} (server "${request.key}")`;
+  const held = tokens.map((token) => new Call('x:', { headers: { authorization: token } }, '', undefined));
   let safe: unknown;
   try {
-    safe = redactedError(cause, new Map(), (text) => hideSent(call, redactText(text)));
+    safe = redactedError(cause, new Map(), (text) =>
+      held.reduce((text, token) => hideSent(token, text), hideSent(call, redactText(text))),
+    );
   } catch {
     // A getter that throws: no cause, rather than no error (a waiter left hanging).
   }
@@ -197,7 +212,14 @@ function failure(call: Call, code: string, what: string, cause: unknown): Breakw
  * each waiter, not by the flight: a timer of the flight's own would outlive callers
  * that gave up, and hold a process open for up to the lease.
  */
-function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, flight?: Flight): Promise<T> {
+function settle<T>(
+  call: Call,
+  pending: Promise<T>,
+  code: string,
+  what: string,
+  tokens: () => string[],
+  flight?: Flight,
+): Promise<T> {
   const { signal } = call;
   const ms = call.remainingMs();
   // The timer's wait: to the deadline, or to the end of the lease if that comes first.
@@ -222,7 +244,7 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, 
               end(
                 // The call's own deadline names the error when it comes first (or together).
                 wait < ms
-                  ? failure(call, code, what, flight?.abandon())
+                  ? failure(call, code, what, tokens(), flight?.abandon())
                   : new TimeoutError({
                       scope: 'total',
                       ms: call.totalMs ?? ms,
@@ -249,7 +271,7 @@ function settle<T>(call: Call, pending: Promise<T>, code: string, what: string, 
     }
     pending.then(
       (value) => end(value, true),
-      (cause) => end(failure(call, code, what, cause)),
+      (cause) => end(failure(call, code, what, tokens(), cause)),
     );
   });
 }
@@ -359,7 +381,10 @@ type Stamp = [token: string, generation: number];
  *   event) unless a later refresh's token came first; a call whose own refresh then
  *   fails is resent with that token instead of failing. A hung `token()` needs no such
  *   lease: it is called afresh for every call, so it holds up only its own.
- * - No token ever appears in an error message, an event or `JSON.stringify(error)`.
+ * - No token ever appears in an error message, an event or `JSON.stringify(error)`, nor
+ *   in an `AUTH_*` error's cause chain as util.inspect or a logger prints it (own fields
+ *   included): neither the one the request went with nor any other this `auth()` has
+ *   held lately (the current one, one a refresh returned meanwhile).
  * - A token in another header than `Authorization` (`x-api-key`) is not sent to another
  *   origin a redirect leads to. Fetch drops only `Authorization` there (Fetch standard),
  *   so, when the caller's `redirect` is `'follow'` (the default), such an `auth()` sends
@@ -409,6 +434,16 @@ export function auth(options: AuthOptions): Middleware {
   let started = 0;
   /** The refresh holding the slot, if any. */
   let inflight: Flight | undefined;
+  /**
+   * The tokens sent or refreshed lately, newest first (at most {@link MAX_HELD_TOKENS}): a
+   * failure hides them all, and the current one (see {@link failure}).
+   */
+  const held: string[] = [];
+  const hold = (token: string): string => {
+    if (held[0] !== token && held.unshift(token) > MAX_HELD_TOKENS) held.pop();
+    return token;
+  };
+  const tokens = (): string[] => [refreshed, ...held];
 
   const prefix = scheme === '' ? '' : `${scheme} `;
   const format = (token: string): string => (/[ \t]/.test(token) ? token : prefix + token);
@@ -429,6 +464,7 @@ export function auth(options: AuthOptions): Middleware {
         obtain(() => got, 'token'),
         'AUTH_TOKEN_FAILED',
         'token() failed, so nothing was sent',
+        tokens,
       );
       // A refresh that finished while token() ran has the newer token.
       if (generation === 0) return [value, 0];
@@ -466,7 +502,7 @@ export function auth(options: AuthOptions): Middleware {
     flight.done = (async (): Promise<void> => {
       let outcome: 'failed' | 'refreshed' = 'failed';
       try {
-        const token = await obtain(run, 'refresh');
+        const token = hold(await obtain(run, 'refresh'));
         // An abandoned refresh may still finish. Its token is taken unless a refresh
         // started after it has delivered one: with rotating refresh tokens (OAuth 2.1
         // §4.3.1) the abandoned refresh may have spent the refresh token that its
@@ -497,6 +533,7 @@ export function auth(options: AuthOptions): Middleware {
     // The signal of the pass this runs in, read once: see the check after a 401 below.
     const signal = call.signal;
     const [token, sentGeneration] = await currentToken(call);
+    hold(token);
     let send = next;
     // A header of another name is no known credential: say so for the failure body's
     // redaction. Added to the names already there, not in their place: two auth() in one
@@ -557,6 +594,7 @@ export function auth(options: AuthOptions): Middleware {
           flight.done,
           'AUTH_REFRESH_FAILED',
           'refresh() after HTTP 401 failed, so the request was not resent',
+          tokens,
           flight,
         );
       } catch (error) {

@@ -963,53 +963,84 @@ test('a call whose refresh fails after an abandoned refresh delivered a newer to
   });
 });
 
+/**
+ * A call sent with OLD (/x) whose 401 comes back only once T1 (refreshed in by /a, then
+ * refused on /y) is being replaced: /x joins /y's refresh, which then fails with `failure`.
+ * Returns how /x and /y ended.
+ */
+async function olderCallJoinsAFailingRefresh(
+  server: TestServer,
+  failure: Error,
+): Promise<{ x: unknown; y: unknown }> {
+  let releaseX!: () => void;
+  const xHeld = new Promise<void>((resolve) => {
+    releaseX = resolve;
+  });
+  const { refresh, calls, finish, fail } = heldRefresh();
+  const fetch = createFetch({
+    // /x's first 401 is held back until a refresh replacing T1 is running.
+    fetch: async (input, init) => {
+      const response = await globalThis.fetch(input, init);
+      if (String(input).endsWith('/x')) await xHeld;
+      return response;
+    },
+    use: [auth({ token: OLD, refresh })],
+  });
+  const x = fetch(`${server.origin}/x`).catch((error: unknown) => error); // sent with OLD
+  while (server.requests.length < 1) await tick(2);
+  const a = fetch(`${server.origin}/a`); // OLD → 401 → the refresh to T1 → T1 → 401
+  while (calls() < 1) await tick(2);
+  finish(1, T1);
+  const first = await within(a, 2_000);
+  assert.equal(first.status, 401);
+  await first.text();
+  const y = fetch(`${server.origin}/y`).catch((error: unknown) => error); // T1 → 401 → a refresh, held
+  while (calls() < 2) await tick(2);
+  releaseX(); // /x's 401 for OLD: it joins the running refresh
+  await tick(20);
+  fail(2, failure);
+  const ended = { y: await within(y, 2_000), x: await within(x, 2_000) };
+  if (ended.x instanceof Response) await ended.x.text();
+  assert.deepEqual(sent(server), [
+    ['/x', `Bearer ${OLD}`],
+    ['/a', `Bearer ${OLD}`],
+    ['/a', `Bearer ${T1}`],
+    ['/y', `Bearer ${T1}`],
+  ]);
+  return ended;
+}
+
 test('a call with an older token that joins a refresh which then fails is not resent with the token that refresh was replacing', async () => {
   // T1 was refreshed in, then refused too: the refresh that call /y started is replacing
   // it. A call sent with OLD before T1 came joins that refresh; when it fails, T1 is
   // still the newest token and known to be refused, so the call fails as /y does
   // instead of going again with T1 for another 401.
-  let releaseX!: () => void;
-  const xHeld = new Promise<void>((resolve) => {
-    releaseX = resolve;
-  });
   await withServer(always({ status: 401 }), async (server) => {
-    const { refresh, calls, finish, fail } = heldRefresh();
-    const fetch = createFetch({
-      // /x's first 401 is held back until a refresh replacing T1 is running.
-      fetch: async (input, init) => {
-        const response = await globalThis.fetch(input, init);
-        if (String(input).endsWith('/x')) await xHeld;
-        return response;
-      },
-      use: [auth({ token: OLD, refresh })],
-    });
-    const x = fetch(`${server.origin}/x`).catch((error: unknown) => error); // sent with OLD
-    while (server.requests.length < 1) await tick(2);
-    const a = fetch(`${server.origin}/a`); // OLD → 401 → the refresh to T1 → T1 → 401
-    while (calls() < 1) await tick(2);
-    finish(1, T1);
-    const first = await within(a, 2_000);
-    assert.equal(first.status, 401);
-    await first.text();
-    const y = fetch(`${server.origin}/y`).catch((error: unknown) => error); // T1 → 401 → a refresh, held
-    while (calls() < 2) await tick(2);
-    releaseX(); // /x's 401 for OLD: it joins the running refresh
-    await tick(20);
-    fail(2, new Error('invalid_grant'));
-    assert.equal((await within(y, 2_000)) instanceof BreakwaterError, true);
-    const outcome = await within(x, 2_000);
-    if (outcome instanceof Response) await outcome.text();
+    const { x, y } = await olderCallJoinsAFailingRefresh(server, new Error('invalid_grant'));
+    assert.equal(y instanceof BreakwaterError, true);
     assert.equal(
-      (outcome as BreakwaterError).code,
+      (x as BreakwaterError).code,
       'AUTH_REFRESH_FAILED',
-      `ended with ${outcome instanceof Response ? `HTTP ${outcome.status}` : String(outcome)}`,
+      `ended with ${x instanceof Response ? `HTTP ${x.status}` : String(x)}`,
     );
-    assert.deepEqual(sent(server), [
-      ['/x', `Bearer ${OLD}`],
-      ['/a', `Bearer ${OLD}`],
-      ['/a', `Bearer ${T1}`],
-      ['/y', `Bearer ${T1}`],
-    ]);
+  });
+});
+
+test('a refresh() failure quoting a newer token than the one a call went with shows it in neither call’s AUTH_REFRESH_FAILED error', async () => {
+  // /x went with OLD, but the refresh it joined was replacing T1 (refreshed in since), and
+  // fails naming T1: every token this auth() has held is hidden, not only the one sent.
+  // Frozen, so neither call's redaction reaches the other's: each goes up as a copy.
+  await withServer(always({ status: 401 }), async (server) => {
+    const { x, y } = await olderCallJoinsAFailingRefresh(
+      server,
+      Object.freeze(new Error(`invalid_grant: refresh for Bearer ${T1} (was ${OLD}) refused`)),
+    );
+    for (const error of [x, y]) {
+      assert.equal((error as BreakwaterError).code, 'AUTH_REFRESH_FAILED', String(error));
+      const shown = `${inspect(error, { depth: 8 })} ${JSON.stringify(error)}`;
+      for (const token of [OLD, T1]) assert.ok(!shown.includes(token), `${token} shown: ${shown}`);
+      assert.match(shown, /invalid_grant/, 'the cause still says what failed');
+    }
   });
 });
 
@@ -1763,6 +1794,28 @@ test('a refresh() that fails quoting the token it could not refresh shows that t
         'the cause still says what failed',
       );
     }
+  });
+});
+
+test('a token() that fails quoting the token it gave before shows it nowhere in the AUTH_TOKEN_FAILED error', async () => {
+  // Nothing was stamped on the failing call yet: the token is hidden because auth() sent it before.
+  const token = 'plainOldToken7419';
+  let calls = 0;
+  const source = async (): Promise<string> => {
+    if (calls++ === 0) return token;
+    throw Object.freeze(new Error(`could not renew ${token}: session ended`));
+  };
+  await withServer(always({ status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [auth({ token: source })] });
+    await (await fetch(server.origin)).text();
+    const error = await fetch(server.origin).then(
+      () => assert.fail('token() failed'),
+      (caught: unknown) => caught as BreakwaterError,
+    );
+    assert.equal(error.code, 'AUTH_TOKEN_FAILED');
+    const shown = `${inspect(error, { depth: 8 })} ${JSON.stringify(error)}`;
+    assert.ok(!shown.includes(token), `the token shown: ${shown}`);
+    assert.match(shown, /could not renew/, 'the cause still says what failed');
   });
 });
 
