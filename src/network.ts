@@ -225,6 +225,13 @@ const LOCAL_REFUSAL =
  */
 const DECODING_CODE = /^(?:Z|ERR_|ZSTD)_/;
 
+/**
+ * How many values {@link quotes} reads in one field of an error before it gives up and
+ * the error is copied: an HTTP client's error holds a few dozen (axios's `config` and
+ * `response`); the bound keeps a cycle or a huge answer from running away.
+ */
+const MAX_ERROR_FIELDS = 100;
+
 /** Reads a property without letting a throwing getter or Proxy escape. */
 function read(value: unknown, key: string): unknown {
   // Only ever called with the objects of a chain: no type check needed.
@@ -250,6 +257,15 @@ function collect(error: unknown, chain: unknown[]): void {
     const members = read(current, 'errors');
     if (Array.isArray(members)) queue.push(...members.slice(0, MAX_CHAIN_ERRORS));
     queue.push(read(current, 'cause'));
+  }
+}
+
+/** The own enumerable keys of `value` (one of a chain's objects); none for a hostile Proxy. */
+function keysOf(value: object): string[] {
+  try {
+    return Object.keys(value);
+  } catch {
+    return [];
   }
 }
 
@@ -398,7 +414,10 @@ export function normalizeNetworkError(
  * `cause` and the members of an AggregateError (util.inspect prints them whole) too; a member
  * that cannot be (a thrown string; frozen; a DOMException, whose message is read-only on Bun)
  * is replaced in its parent by its redacted copy, and a parent that takes no replacement is
- * copied itself (see {@link copyOf}), with its redacted cause.
+ * copied itself (see {@link copyOf}), with its redacted cause. Every other own enumerable
+ * field that holds a string is redacted in place too (a `body`, `responseText`); one that
+ * holds more (axios's `config` and `response`) is someone else's, read and never changed: the
+ * error is copied when it may quote a secret (see {@link quotes}).
  * Any object, not `instanceof Error`: an error of another realm (Jest runs tests in a node:vm
  * context, fetch lives outside it) is none. Each error once, and only the first
  * MAX_CHAIN_ERRORS (and MAX_CHAIN_ERRORS members of each list): bounded. What lies past
@@ -436,10 +455,6 @@ export function redactedError(
     }
     kept ||= read(owner, key) !== safe;
   };
-  for (const field of ['message', 'stack', 'path', 'input', 'url']) {
-    const text = read(error, field);
-    if (typeof text === 'string') replace(error, field, text, hide(text));
-  }
   try {
     const members = read(error, 'errors');
     if (Array.isArray(members)) {
@@ -454,19 +469,67 @@ export function redactedError(
   const cause = read(error, 'cause');
   const safe = redactedError(cause, seen, hide);
   replace(error, 'cause', cause, safe);
+  // Its text, and every own enumerable field: loggers print those too (pino, util.inspect,
+  // JSON.stringify). Bun's `path`, Node's `input` and an app's `url` are such fields, and an
+  // HTTP client's error quotes the request and the answer there (axios's `config.headers`,
+  // `response.data`; a `body`, `responseText`). Read after the cause and members above: one
+  // of them a field holds too is then known clean.
+  for (const field of ['message', 'stack', ...keysOf(error)]) {
+    const value = read(error, field);
+    // A string is redacted in place; what holds more is someone else's (an HTTP client's
+    // config, its agent), so not changed: the error is copied if something in it may quote
+    // a secret.
+    if (typeof value === 'string') replace(error, field, value, hide(value));
+    else kept ||= quotes(value, hide, seen);
+  }
   // What it goes up as, for every later reach of it too.
   return seen.set(error, kept ? copyOf(error, safe, hide) : error).get(error);
 }
 
 /**
+ * Whether `value`, a field of an error, may quote a secret: a string in it that `hide`
+ * changes, anywhere util.inspect or JSON.stringify reach (own enumerable fields, and an
+ * error's message, stack, cause and errors). Read, never changed. An error
+ * {@link redactedError} has walked and left as it was is clean, and so is one it is walking
+ * (the error itself, a cause looping back): its own fields are checked there. An object that
+ * is not plain data (a `Request`, `Headers`, a socket: util.inspect prints its headers) is
+ * not vouched for, nor more than MAX_ERROR_FIELDS values (a cycle, a deep tree), nor a field
+ * that throws.
+ */
+function quotes(value: unknown, hide: (text: string) => string, seen: Map<unknown, unknown>): boolean {
+  const queue = [value];
+  try {
+    for (const item of queue) {
+      if (typeof item === 'string' ? hide(item) !== item : queue.length > MAX_ERROR_FIELDS) return true;
+      if (typeof item !== 'object' || item === null || (seen.has(item) && (seen.get(item) ?? item) === item))
+        continue;
+      const proto = Object.getPrototypeOf(item);
+      if (proto !== Object.prototype && proto !== Array.prototype && proto && !(item instanceof Error))
+        return true;
+      for (const key of ['message', 'stack', 'cause', 'errors', ...Object.keys(item)])
+        queue.push((item as Record<string, unknown>)[key]);
+    }
+  } catch {
+    return true;
+  }
+  return false;
+}
+
+/**
  * What an error that keeps a secret goes up as: a TypeError saying the same redacted, with
- * its name, its code and `cause` (see {@link redactedError}).
+ * its name, its code, `cause` and its own fields that hold a string, number or boolean
+ * (a `status`), strings redacted (see {@link redactedError}).
  */
 function copyOf(error: object, cause?: unknown, hide = redactText): TypeError {
-  return Object.assign(new TypeError(hide(readString(error, 'message')), { cause }), {
-    name: read(error, 'name'),
-    code: read(error, 'code'),
-  });
+  const copy = new TypeError(hide(readString(error, 'message')), { cause }) as TypeError &
+    Record<string, unknown>;
+  for (const field of ['name', 'code', ...keysOf(error)]) {
+    const value = read(error, field);
+    // A cause or stack of its own is text at most here: the same, redacted.
+    if (typeof value !== 'object' && typeof value !== 'function')
+      copy[field] = typeof value === 'string' ? hide(value) : value;
+  }
+  return copy;
 }
 
 /**

@@ -1934,3 +1934,124 @@ test('a refresh() error with nothing to hide is left as it was: no field added, 
   );
   assert.equal(sets, 0, 'a setter of the error’s class is not run');
 });
+
+/**
+ * Every string a logger finds walking `error`: its message, stack and own enumerable
+ * fields, deep, and its `cause` and `errors` (each object once, getters that throw skipped).
+ */
+function loggedStrings(error: unknown): string[] {
+  const found: string[] = [];
+  const seen = new Set<unknown>();
+  const queue = [error];
+  for (let i = 0; i < queue.length && i < 100_000; i++) {
+    const value = queue[i];
+    if (typeof value === 'string') found.push(value);
+    if (typeof value !== 'object' || value === null || seen.has(value)) continue;
+    seen.add(value);
+    for (const field of new Set(['message', 'stack', 'cause', 'errors', ...Object.keys(value)])) {
+      try {
+        queue.push((value as Record<string, unknown>)[field]);
+      } catch {
+        // A getter that throws shows nothing.
+      }
+    }
+  }
+  return found;
+}
+
+/** The AUTH_REFRESH_FAILED a 401 gets from an auth() sending `token` whose refresh() throws `thrown`. */
+async function refreshFailure(server: TestServer, token: string, thrown: unknown): Promise<BreakwaterError> {
+  const fetch = createFetch({
+    use: [
+      auth({
+        token,
+        refresh: async () => {
+          throw thrown;
+        },
+      }),
+    ],
+  });
+  const error = await fetch(server.origin).then(
+    () => assert.fail('the refresh failed'),
+    (caught: unknown) => caught,
+  );
+  assert.ok(error instanceof BreakwaterError && error.code === 'AUTH_REFRESH_FAILED', String(error));
+  return error;
+}
+
+test('a refresh() error that quotes the token in other fields (an HTTP client’s body, response.data, config.headers, responseText) shows it nowhere a logger reaches', async () => {
+  const token = 'plainOldToken7419';
+  const axiosLike = () =>
+    Object.assign(new Error('Request failed with status code 400'), {
+      name: 'AxiosError',
+      code: 'ERR_BAD_REQUEST',
+      status: 400,
+      config: { url: 'https://auth.example.com/token', headers: { Authorization: `Bearer ${token}` } },
+      response: {
+        status: 400,
+        data: { error: 'invalid_grant', error_description: `token ${token} revoked` },
+      },
+    });
+  const cyclic = () => {
+    const error = Object.assign(new Error('refresh failed'), { body: `{"token":"${token}"}` });
+    return Object.assign(error, { self: error, response: { error } });
+  };
+  let deep: Record<string, unknown> = { note: `bad token ${token}` };
+  for (let i = 0; i < 500; i++) deep = { deeper: deep };
+  const throwers: [string, () => unknown][] = [
+    ['axios-style', axiosLike],
+    ['axios-style, frozen', () => Object.freeze(axiosLike())],
+    ['a body', () => Object.assign(new Error('refresh failed'), { body: `{"token":"${token}"}` })],
+    ['a body, frozen', () => Object.freeze(Object.assign(new Error('refresh failed'), { body: token }))],
+    ['an XHR-style object', () => ({ status: 401, responseText: `invalid token ${token}` })],
+    ['in a cause', () => new Error('refresh failed', { cause: { data: [`token ${token}`] } })],
+    [
+      'a request object',
+      () =>
+        Object.assign(new Error('refresh failed'), {
+          request: new Request('https://auth.example.com/token', { headers: { authorization: token } }),
+        }),
+    ],
+    ['a cycle', cyclic],
+    ['500 levels deep', () => Object.assign(new Error('refresh failed'), { deep })],
+    [
+      'beside a getter that throws',
+      () =>
+        Object.defineProperty(Object.assign(new Error('refresh failed'), { body: token }), 'boom', {
+          enumerable: true,
+          get() {
+            throw new Error('no');
+          },
+        }),
+    ],
+  ];
+  await withServer(always({ status: 401 }), async (server) => {
+    for (const [shape, thrower] of throwers) {
+      const error = await refreshFailure(server, token, thrower());
+      const shown = [
+        JSON.stringify(error),
+        inspect(error, { depth: Number.POSITIVE_INFINITY, getters: true }),
+        ...loggedStrings(error),
+      ];
+      for (const text of shown) assert.ok(!text.includes(token), `${shape}: the token shown in ${text}`);
+    }
+    // What the copy of an error says is kept: its name, code and status.
+    const copied = (await refreshFailure(server, token, axiosLike())).cause as Record<string, unknown>;
+    assert.deepEqual([copied.name, copied.code, copied.status], ['AxiosError', 'ERR_BAD_REQUEST', 400]);
+  });
+});
+
+test('a refresh() error whose fields hold nothing of the token stays the cause as thrown, nested fields, cycles and all', async () => {
+  const thrown = Object.assign(new Error('Request failed with status code 400'), {
+    status: 400,
+    config: { url: 'https://auth.example.com/token', headers: { accept: 'application/json' } },
+    response: { status: 400, data: { error: 'invalid_grant' } },
+  });
+  const cyclic = new Error('refresh failed', { cause: thrown });
+  Object.assign(cyclic, { self: cyclic, response: { error: cyclic, cause: thrown } });
+  await withServer(always({ status: 401 }), async (server) => {
+    for (const error of [thrown, cyclic])
+      assert.equal((await refreshFailure(server, 'plainOldToken7419', error)).cause, error);
+    assert.deepEqual(thrown.response.data, { error: 'invalid_grant' });
+  });
+});

@@ -174,3 +174,26 @@ test('a hostile chain stays bounded and shows no secret: a cause getter that mak
   // took the redacted one); what went up holds no getter.
   assert.ok(made <= 40, `errors made while walking: ${made}`);
 });
+
+test('a secret in an error’s other fields (a body, an HTTP client’s config or response, a Request) shows nowhere, and the copy keeps its status', async () => {
+  const shapes: [string, () => unknown][] = [
+    ['a body', () => Object.assign(new Error('failed'), { body: `see ${URL_WITH_SECRET}` })],
+    [
+      'a nested config',
+      () =>
+        Object.assign(new Error('Request failed with status code 502'), {
+          status: 502,
+          config: { url: URL_WITH_SECRET, headers: { accept: 'application/json' } },
+        }),
+    ],
+    ['a Request', () => Object.assign(new Error('failed'), { request: new Request(URL_WITH_SECRET) })],
+    ['a frozen body', () => Object.freeze(Object.assign(new Error('failed'), { body: URL_WITH_SECRET }))],
+  ];
+  assert.deepEqual(await leaking(shapes), []);
+  for (const [, thrown] of shapes) {
+    const shown = JSON.stringify((await failureOf(thrown)).cause);
+    assert.ok(!shown.includes(SECRET), shown);
+  }
+  const copy = (await failureOf(shapes[1]?.[1] as () => unknown)).cause as { status?: unknown };
+  assert.equal(copy.status, 502);
+});
