@@ -3672,6 +3672,46 @@ test('resilientMcpClient: a cancellation a browser answers with an opaque redire
   }
 });
 
+test('resilientMcpClient: a cancellation and a DELETE answered with a status past 599 or a reason phrase that is not a ByteString reach the SDK as that status, not as a RangeError or TypeError', async () => {
+  // What fetch gives for a server's "600 Réessayez plus tard" (Node's fetch decodes the
+  // Latin-1 phrase as UTF-8); new Response() takes neither.
+  const hostile = (): Response =>
+    Object.defineProperties(new Response('{"error":"go away"}', { status: 500 }), {
+      status: { value: 600 },
+      statusText: { value: 'R\uFFFDessayez plus tard' },
+    });
+  const answer = async (_input: unknown, init?: RequestInit): Promise<Response> => {
+    if (init?.method === 'DELETE') return hostile();
+    if (init?.method !== 'POST') return new Response(null, { status: 405 });
+    const message = JSON.parse(String(init.body));
+    if (message.method === 'notifications/cancelled') return hostile();
+    if (message.id === undefined) return new Response(null, { status: 202 });
+    return inProcessAnswer(message);
+  };
+  const mcp = inProcess(answer);
+  const errors: unknown[] = [];
+  try {
+    const client = await mcp.connect();
+    client.onerror = (error) => errors.push(error);
+    const cancel = new AbortController();
+    const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
+    cancel.abort(new Error('stop'));
+    await assert.rejects(call, /stop/);
+    for (let i = 0; i < 50 && errors.length === 0; i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    await mcp.close();
+    // The SDK's own errors for both, with the status: the cancellation's, then the DELETE's.
+    const codes = errors.map((error) => (error as { code?: unknown }).code).filter((code) => code === 600);
+    assert.equal(codes.length, 2, inspect(errors));
+    assert.ok(
+      !errors.some((error) => error instanceof RangeError || error instanceof TypeError),
+      inspect(errors),
+    );
+  } finally {
+    await mcp.close();
+  }
+});
+
 test('resilientMcpClient: a transport whose requests carry no abort signal still has a call its caller cancels while retry waits out a 429 let go: the tool never runs', async () => {
   const unsignalled = (origin: string) =>
     resilientMcpClient({

@@ -348,10 +348,16 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       // one would grow memory without end. Its status is all the SDK reports; the headers
       // stay, a redirect's Location too, which the SDK follows within the origin. One without
       // a body goes as it is: a browser's opaque redirect (status 0) has none, and a Response
-      // cannot be built with its status.
+      // cannot be built with its status. Nor with one past 599 (fetch passes up to 999) or a
+      // reason phrase that is no ByteString ("600 Réessayez plus tard" as Node's fetch decodes
+      // it): built without, then given both back, as the chain's own failures are (rebuilt()).
       if (response.ok || !response.body) return response;
+      const { statusText, headers } = response;
       response.body.cancel().catch(() => {});
-      return new Response(null, response);
+      return Object.defineProperties(new Response(null, { status: Math.min(status, 599), headers }), {
+        status: { value: status },
+        statusText: { value: statusText },
+      });
     });
   };
 
