@@ -16,8 +16,8 @@
 
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
-import { functionOption, isFunction, validate } from '../../src/options.ts';
-import { type JsonValue, memoryStore, type Store } from '../../src/store.ts';
+import { functionOption, validate } from '../../src/options.ts';
+import { type JsonValue, memoryStore, type Store, storeSchema } from '../../src/store.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { sha256Hex } from './digest.ts';
 import { exposeClientHeaders, problemResponse } from './problem.ts';
@@ -206,14 +206,9 @@ export interface IdempotencyOptions<E extends Env = Env> {
 /** An RFC 9110 §5.6.2 token: what method names are made of. */
 const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
-function isStore(value: unknown): value is Store {
-  const store = value as Partial<Store> | null;
-  return isFunction(store?.get) && isFunction(store?.delete) && isFunction(store?.compareAndSet);
-}
-
 const optionsSchema = z.optional(
   z.strictObject({
-    store: z.optional(z.custom<Store>(isStore, 'must be a Store (get, delete, compareAndSet)')),
+    store: z.optional(storeSchema),
     ttlMs: z.optional(z.number().check(z.minimum(1))),
     methods: z.optional(
       z
