@@ -226,9 +226,10 @@ const LOCAL_REFUSAL =
 const DECODING_CODE = /^(?:Z|ERR_|ZSTD)_/;
 
 /**
- * How many values {@link quotes} reads in one field of an error before it gives up and
- * the error is copied: an HTTP client's error holds a few dozen (axios's `config` and
- * `response`); the bound keeps a cycle or a huge answer from running away.
+ * How many values {@link quotes} reads in one field of an error, and how many own fields
+ * of an error {@link redactedError} reads, before it gives up and the error is copied (with
+ * that many fields at most): an HTTP client's error holds a few dozen (axios's `config` and
+ * `response`); the bound keeps a cycle, a huge answer or a hostile error from running away.
  */
 const MAX_ERROR_FIELDS = 100;
 
@@ -260,10 +261,13 @@ function collect(error: unknown, chain: unknown[]): void {
   }
 }
 
-/** The own enumerable keys of `value` (one of a chain's objects); none for a hostile Proxy. */
+/**
+ * The own enumerable keys of `value` (one of a chain's objects), one more than
+ * MAX_ERROR_FIELDS at most (more says there are too many to read); none for a hostile Proxy.
+ */
 function keysOf(value: object): string[] {
   try {
-    return Object.keys(value);
+    return Object.keys(value).slice(0, MAX_ERROR_FIELDS + 1);
   } catch {
     return [];
   }
@@ -444,8 +448,9 @@ export function redactedError(
   if (seen.has(error) || seen.size >= MAX_CHAIN_ERRORS)
     return seen.get(error) ?? copyOf(error, undefined, hide);
   seen.set(error, undefined);
-  // Whether something the error shows still quotes a secret: then it is copied.
-  let kept = false;
+  const keys = keysOf(error);
+  // Whether something the error shows still quotes a secret (or too much to read): then it is copied.
+  let kept = keys.length > MAX_ERROR_FIELDS;
   const replace = (owner: object, key: string, value: unknown, safe: unknown): void => {
     if (safe === value) return;
     try {
@@ -474,7 +479,7 @@ export function redactedError(
   // HTTP client's error quotes the request and the answer there (axios's `config.headers`,
   // `response.data`; a `body`, `responseText`). Read after the cause and members above: one
   // of them a field holds too is then known clean.
-  for (const field of ['message', 'stack', ...keysOf(error)]) {
+  for (const field of ['message', 'stack', ...keys]) {
     const value = read(error, field);
     // A string is redacted in place; what holds more is someone else's (an HTTP client's
     // config, its agent), so not changed: the error is copied if something in it may quote
@@ -500,14 +505,14 @@ function quotes(value: unknown, hide: (text: string) => string, seen: Map<unknow
   const queue = [value];
   try {
     for (const item of queue) {
-      if (typeof item === 'string' ? hide(item) !== item : queue.length > MAX_ERROR_FIELDS) return true;
+      if (typeof item === 'string' && hide(item) !== item) return true;
       if (typeof item !== 'object' || item === null || (seen.has(item) && (seen.get(item) ?? item) === item))
         continue;
       const proto = Object.getPrototypeOf(item);
       if (proto !== Object.prototype && proto !== Array.prototype && proto && !(item instanceof Error))
         return true;
       for (const key of ['message', 'stack', 'cause', 'errors', ...Object.keys(item)])
-        queue.push((item as Record<string, unknown>)[key]);
+        if (queue.push((item as Record<string, unknown>)[key]) > MAX_ERROR_FIELDS) return true;
     }
   } catch {
     return true;

@@ -197,3 +197,32 @@ test('a secret in an error’s other fields (a body, an HTTP client’s config o
   const copy = (await failureOf(shapes[1]?.[1] as () => unknown)).cause as { status?: unknown };
   assert.equal(copy.status, 502);
 });
+
+test('an error with 100,000 fields, or a field holding 100,000 strings, is read no further than the walk’s bound and shows no secret', async () => {
+  let reads = 0;
+  const keys = Array.from({ length: 100_000 }, (_, i) => `f${i}`);
+  /** A Proxy of `target` that says it has 100,000 own enumerable string fields, each quoting the secret. */
+  const wide = <T extends object>(target: T): T =>
+    new Proxy(target, {
+      ownKeys: () => keys,
+      getOwnPropertyDescriptor: (_, key) => ({
+        value: key,
+        enumerable: true,
+        configurable: true,
+        writable: true,
+      }),
+      get: (object, key) => {
+        reads++;
+        return typeof key === 'string' && key.startsWith('f') ? URL_WITH_SECRET : Reflect.get(object, key);
+      },
+    });
+  const shapes: [string, () => unknown][] = [
+    ['100,000 fields', () => wide(new Error('failed'))],
+    ['100,000 strings in a field', () => Object.assign(new Error('failed'), { data: wide([]) })],
+  ];
+  for (const [shape, thrown] of shapes) {
+    reads = 0;
+    assertNoSecret(await failureOf(thrown), shape, 1_000);
+    assert.ok(reads < 1_000, `${shape}: ${reads} fields read`);
+  }
+});
