@@ -547,5 +547,9 @@ function copyOf(error: object, cause?: unknown, hide = redactText): TypeError {
  */
 export function fetchFailure(error: unknown, request: RequestSummary, stage?: FetchStage): unknown {
   const safe = redactedError(error);
-  return normalizeNetworkError(error, request, stage) ?? safe;
+  const failure = normalizeNetworkError(error, request, stage);
+  // Classified by the error as thrown, kept as the redacted one: a copy when the original
+  // could not be redacted in place (frozen, or a nested field quoting a secret).
+  if (failure) failure.cause = safe;
+  return failure ?? safe;
 }

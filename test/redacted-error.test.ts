@@ -226,3 +226,26 @@ test('an error with 100,000 fields, or a field holding 100,000 strings, is read 
     assert.ok(reads < 1_000, `${shape}: ${reads} fields read`);
   }
 });
+
+test('a network error thrown by the fetch below with a secret in a nested field goes up as a NetworkError whose cause shows no secret (the redacted copy, not the error as thrown)', async () => {
+  const thrown = () =>
+    Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:9'), {
+      code: 'ECONNREFUSED',
+      config: { url: URL_WITH_SECRET, headers: { accept: 'application/json' } },
+    });
+  for (const shape of [thrown, () => Object.freeze(thrown())]) {
+    const fetch = createFetch({
+      fetch: async () => {
+        throw shape();
+      },
+      use: [],
+    });
+    const error = await fetch('http://127.0.0.1:9/').then(
+      () => assert.fail('the fetch threw'),
+      (caught: unknown) => caught,
+    );
+    assert.ok(error instanceof BreakwaterError && error.code === 'ECONNREFUSED', String(error));
+    assertNoSecret(error, 'a NetworkError');
+    assert.ok(!JSON.stringify(error.cause).includes(SECRET), JSON.stringify(error.cause));
+  }
+});
