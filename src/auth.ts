@@ -60,12 +60,14 @@ const REDIRECT_MODE = Symbol();
 /** The bag of a request an `auth()` sends to follow a redirect holds this: `auth()`s below pass it on as is. */
 const REDIRECTED = Symbol();
 /**
- * Responses {@link follow} got from a request it had taken the token off (`true`: another
- * origin a redirect led to, or one after it), whose 401 says nothing about the token, so
- * it is neither refreshed for (a refresh spends a rotating refresh token) nor resent; or
- * (`false`) from a request a redirect turned into a GET, after one that may have run.
+ * Responses {@link follow} got after following a redirect: `true` from a request it had
+ * taken the token off (another origin a redirect led to, or one after it), whose 401 says
+ * nothing about the token, so it is neither refreshed for (a refresh spends a rotating
+ * refresh token) nor resent; `false` from a request a redirect turned into a GET, after
+ * one that may have run; undefined otherwise (a 307 or 308 within the origin moved the
+ * request, which did not run). They say `redirected`, as fetch's own do.
  */
-const FOLLOWED = new WeakMap<Response, boolean>();
+const FOLLOWED = new WeakMap<Response, boolean | undefined>();
 /**
  * How many of the tokens an `auth()` has had lately it hides in a `token()` or `refresh()`
  * failure, besides the current one (see {@link failure}): enough for the one a request
@@ -339,7 +341,14 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
     response = await next(hop);
     at = hop;
   }
-  if (foreign || ran) FOLLOWED.set(response, foreign);
+  // Followed here, the answer says so as fetch's own would: a layer above judges a resend
+  // on it (retry(): a POST answered 303 ran, whatever the GET after it was answered).
+  if (at !== call) {
+    FOLLOWED.set(response, foreign || (ran ? false : undefined));
+    try {
+      Object.defineProperty(response, 'redirected', { value: true });
+    } catch {}
+  }
   return response;
 }
 
@@ -557,9 +566,11 @@ export function auth(options: AuthOptions): Middleware {
     if (response.status !== 401 || refresh === undefined) return response;
     // Fetch's own redirects drop Authorization on another origin (Fetch standard), so a
     // 401 that comes from there says nothing about the token either.
-    const foreign = response.redirected
-      ? new URL(response.url, call.url).origin !== call.url.origin
-      : FOLLOWED.get(response);
+    const foreign = FOLLOWED.has(response)
+      ? FOLLOWED.get(response)
+      : response.redirected
+        ? new URL(response.url, call.url).origin !== call.url.origin
+        : undefined;
     if (foreign) return response;
     // A body that can be read only once (a stream, an async iterable, a Request's) cannot
     // go again: its 401 is returned as it is, body and all. The token is refreshed first

@@ -2055,3 +2055,23 @@ test('a refresh() error whose fields hold nothing of the token stays the cause a
     assert.deepEqual(thrown.response.data, { error: 'invalid_grant' });
   });
 });
+
+test('a POST whose 303 auth() follows itself (a key in x-api-key), then answered 429, is not resent by retry(): the answer says redirected, as fetch’s own would', async () => {
+  const posts: string[] = [];
+  const handler: Handler = (req) => {
+    if (req.method === 'POST') {
+      posts.push(req.url);
+      return { status: 303, headers: { location: '/done' } };
+    }
+    return { status: 429, headers: { 'retry-after-ms': '10' } };
+  };
+  await withServer(handler, async (server) => {
+    const fetch = createFetch({ use: [retry({ attempts: 3 }), keyAuth()] });
+    const res = await fetch(`${server.origin}/orders`, { method: 'POST', body: '{"sku":"a1"}' });
+    await res.text();
+    assert.equal(res.status, 429);
+    assert.equal(res.redirected, true, 'the answer came through a redirect');
+    // The POST ran (its 303 said so); the 429 answered the GET that followed it.
+    assert.deepEqual(posts, ['/orders'], 'the POST went once');
+  });
+});
