@@ -50,6 +50,12 @@ const GRACE_MS = 15;
  */
 const SENT_AT_HEADER = 'x-example-sent-at';
 /**
+ * How many times fewer requests the shared fleet must send inside announced windows
+ * than the fleet alone (about 30) for the example to pass: usually it sends none, but a
+ * few can race a 429 (see README.md, "Reading it").
+ */
+const FAR_FEWER = 4;
+/**
  * Each worker's policy: one server, named, every default but retry's attempts: 6, not
  * 3. At each window's reset the whole fleet comes back at once and the quota cannot
  * take them all, so a worker can lose a few resets in a row, store or no store (a
@@ -189,9 +195,9 @@ export interface FleetComparison {
   alone: FleetRun;
   shared: FleetRun;
   /**
-   * Empty when the shared fleet sent nothing inside an announced window, earned fewer
-   * 429s than the fleet alone (if that one earned any) and got as many calls through;
-   * otherwise what broke.
+   * Empty when the shared fleet sent at most a quarter as many requests inside an
+   * announced window as the fleet alone, earned fewer 429s (if that one earned any)
+   * and got as many calls through; otherwise what broke.
    */
   problems: string[];
 }
@@ -203,8 +209,10 @@ export async function runFleets(
 ): Promise<FleetComparison> {
   const alone = await runFleet(workers, callsPerWorker, undefined);
   const shared = await runFleet(workers, callsPerWorker, memoryStore());
+  // The direction, not exact figures: how many requests race a 429 depends on timing.
   const problems = [
-    shared.ledger.insideWindow > 0 && `${shared.ledger.insideWindow} request(s) inside an announced window`,
+    shared.ledger.insideWindow * FAR_FEWER > alone.ledger.insideWindow &&
+      `${shared.ledger.insideWindow} request(s) inside an announced window (alone ${alone.ledger.insideWindow})`,
     alone.ledger.answered429 > 0 &&
       shared.ledger.answered429 >= alone.ledger.answered429 &&
       `as many 429s as alone (${shared.ledger.answered429}, alone ${alone.ledger.answered429})`,

@@ -4,8 +4,9 @@
  * then the same fleet sharing one store) and prints what the server counted.
  *
  * Run with `node --import tsx examples/fleet/main.ts [--workers N] [--calls N]`. Exit
- * code 0 when the shared fleet sent nothing inside an announced Retry-After window and
- * earned fewer 429s; 1 otherwise, naming what broke on stderr; 2 for a bad command line.
+ * code 0 when the shared fleet sent far fewer requests inside an announced Retry-After
+ * window than the fleet alone, earned fewer 429s and got as many calls through; 1
+ * otherwise, naming what broke on stderr; 2 for a bad command line.
  */
 
 import process from 'node:process';
