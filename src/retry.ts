@@ -305,9 +305,11 @@ export function retry(options: RetryOptions = {}): Retry {
     if (unsafe(call, ran)) return 'unsafe-to-resend';
     if (hasOneShotBody(call)) return 'body-not-replayable';
     if (budgetTokens > 0 && !invited && budget.tokens <= budgetTokens / 2) return 'budget';
-    // No pointless sleep: a wait past the cap or the deadline fails at once. The delay is the
-    // server's when it named one; after a refusal, its retryAt or the longer backoff step.
-    if (serverDelay !== undefined && (delay > cap || serverDelay > remaining)) return 'retry-after-too-long';
+    // No pointless sleep: a wait past the cap or the deadline fails at once. The cap is on
+    // the server's (or, after a refusal, the breaker's) say-so, never on retry's own backoff
+    // step, which backoff.maxMs caps: a refusal for 5 ms met at a 40 s step is waited out.
+    if (serverDelay !== undefined && (serverDelay > cap || serverDelay > remaining))
+      return 'retry-after-too-long';
     return delay >= remaining ? 'deadline' : undefined;
   }
 
@@ -464,7 +466,7 @@ export function retry(options: RetryOptions = {}): Retry {
         reason,
       });
       previousDelay = delay;
-      if (refused) refusalMs -= delay;
+      if (refused) refusalMs -= serverDelay ?? 0;
       await sleep(delay, signal);
       // A mark taken back during the wait (an MCP server's tools/list_changed made a
       // read-only tool destructive): a resend that rested on it does not go.

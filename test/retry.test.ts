@@ -1476,3 +1476,42 @@ test('a GET redirected to a 429 is still resent: repeating it is harmless', asyn
     },
   );
 });
+
+test('a refused resend whose retryAt is short is waited out even when the backoff step is past maxRetryAfterMs: the cap is on the breaker’s say-so, not retry’s own schedule', async () => {
+  // maxRetryAfterMs caps waits on a server's or breaker's say-so; retry's own backoff has
+  // its own cap (backoff.maxMs). A circuit refusing for 5 ms, met when the backoff step is
+  // 40 ms, was given up on at once (its wait counted as 40 ms against a cap of 30), where
+  // a plain 503 with no delay waits those 40 ms and resends.
+  await withServer(sequence({ status: 503 }, { body: 'ok' }), async (server) => {
+    let passes = 0;
+    const refuse: Middleware = async function refuse(call, next) {
+      if (++passes !== 2) return next(call);
+      throw new CircuitOpenError({
+        key: call.key,
+        retryAt: new Date(Date.now() + 5),
+        reason: 'for the test',
+      });
+    };
+    const events: BreakwaterEvent[] = [];
+    const fetch = createFetch({
+      use: [
+        retry({
+          attempts: 3,
+          backoff: { initialMs: 40, factor: 1, maxMs: 40, jitter: 'none' },
+          maxRetryAfterMs: 30,
+        }),
+        refuse,
+      ],
+      onEvent: (event) => events.push(event),
+    });
+    const response = await fetch(server.origin);
+    assert.equal(await response.text(), 'ok');
+    assert.equal(passes, 3, 'one send, one refusal waited out, one resend');
+    assert.equal(server.requests.length, 2);
+    assert.deepEqual(
+      events.flatMap((event) => (event.type === 'give-up' ? [event.why] : [])),
+      [],
+      'no give-up',
+    );
+  });
+});
