@@ -1380,3 +1380,48 @@ test("behind cors({ credentials: true }), an allowed origin gets cors()'s Access
     },
   );
 });
+
+test('a POST the policy resent only on its own Idempotency-Key (idempotencyKeys) or resend: always, whose resend met a wait too long or an open circuit, does not say x-should-retry: true: its first attempt may have run upstream', async () => {
+  // The policy's own key makes its resends of the POST safe (the same key each time), but
+  // the client's resend is a new call with a new key: told x-should-retry: true, the
+  // OpenAI SDK (or idempotency() in front) sent it again and the upstream ran it twice.
+  const cases: [string, Parameters<typeof definePolicy>[0]][] = [
+    ['keys, too long', { idempotencyKeys: true, retry: {}, breaker: false }],
+    ['always, too long', { retry: { resend: 'always' }, breaker: false }],
+    [
+      'keys, open circuit',
+      {
+        idempotencyKeys: true,
+        breaker: {
+          consecutiveFailures: 1,
+          open: { initialMs: 5000, factor: 2, maxMs: 5000, jitter: 'none' },
+        },
+      },
+    ],
+  ];
+  for (const [name, config] of cases) {
+    await withServer(
+      sequence({ status: 503 }, { status: 429, headers: { 'retry-after': '3600' } }),
+      async (up) => {
+        const policy = definePolicy({
+          ...config,
+          name: 'orders',
+          retry: {
+            ...(config.retry as object),
+            maxRetryAfterMs: 1000,
+            replayBodyBytes: 1024,
+            backoff: { initialMs: 5, maxMs: 5, jitter: 'none' },
+          },
+        });
+        const app = proxyApp(up.origin, policy);
+        await withApp(app, async (server) => {
+          const res = await fetch(`${server.origin}/api/orders`, { method: 'POST', body: '{"item":"tea"}' });
+          await res.arrayBuffer();
+          assert.equal(res.status, 503, name);
+          assert.notEqual(res.headers.get('x-should-retry'), 'true', name);
+        });
+        assert.ok(up.requests.length >= 1, `${name}: the upstream got the POST`);
+      },
+    );
+  }
+});

@@ -308,13 +308,28 @@ const targetSchema = z.custom<ProxyTarget>(
 export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHandler {
   validate(targetSchema, target, 'proxy(target)');
   const valid = validate(optionsSchema, options, 'proxy()');
+  const {
+    retry: { maxRetryAfterMs, statuses, resend },
+    idempotencyKeys,
+  } = valid.policy.resolved;
+  /** The attempt each forwarded request ended on, by the init it went with (see the catch below). */
+  const ended = new WeakMap<object, number>();
   // policy.fetch() takes an absent option as undefined, so no spreads are needed.
   const chained: FetchLike = valid.policy.fetch(undefined, {
     key: valid.key,
     onEvent: valid.onEvent,
     auth: valid.auth,
+    use: [
+      async function attempts(call: Call, next: (call: Call) => Promise<Response>): Promise<Response> {
+        const init = call.init as object;
+        try {
+          return await next(call);
+        } finally {
+          ended.set(init, call.attempt);
+        }
+      },
+    ],
   } as PolicyFetchOptions);
-  const { maxRetryAfterMs, statuses } = valid.policy.resolved.retry;
   const capMs = valid.maxRetryAfterMs ?? maxRetryAfterMs;
   const respond = errorResponses({ policy: valid.policy, maxRetryAfterMs: capMs });
   const changes = valid.headers;
@@ -344,6 +359,8 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     let accepted = ACCEPT_ENCODING;
     /** Whether a resend of what was forwarded could run it twice: no idempotent method, no Idempotency-Key. */
     let once = false;
+    /** The init it was forwarded with (see `ended`). */
+    let forwarded: RequestInit | undefined;
     /**
      * Whether the upstream failed (its fetch threw, or its answer broke in the bytes read
      * here before passing it on), not an app's code.
@@ -383,6 +400,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         redirect: 'manual',
       };
       once = !new Call(request.url, init, undefined, undefined).isIdempotent;
+      forwarded = init;
       let body = request.body;
       // @hono/node-server gives every request but GET and HEAD a body stream, even one that
       // came with none (RFC 9112 §6.3: no Content-Length nor Transfer-Encoding, or a length
@@ -521,10 +539,16 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         // a timeout): the 502 / 504 is retryable to the OpenAI and Anthropic SDKs on any
         // method, and a resend would run it again. Its Idempotency-Key, if forwarded, is the
         // client's: resends dedupe.
+        // Not so for a request the client could not resend that the policy resent on its own
+        // Idempotency-Key (a new one for the client's resend) or `resend: 'always'`: an
+        // earlier attempt (a 503) may have run it.
+        const maybe =
+          once && (idempotencyKeys || resend === 'always') && (ended.get(forwarded as object) as number) > 1;
         const verdict =
-          error instanceof CircuitOpenError || error instanceof RetryAfterTooLongError || sent === 'no'
+          !maybe &&
+          (error instanceof CircuitOpenError || error instanceof RetryAfterTooLongError || sent === 'no')
             ? 'true'
-            : once && (error instanceof TimeoutError || sent === 'maybe') && 'false';
+            : once && (maybe || error instanceof TimeoutError || sent === 'maybe') && 'false';
         if (verdict) response.headers.set('x-should-retry', verdict);
         return response;
       }
