@@ -38,6 +38,7 @@ test('the fleet example: sharing a store, the fleet sends far fewer requests ins
   const [aloneRequests, sharedRequests] = row(out, 'requests received').map(int);
   const [alone429, shared429] = row(out, 'answered 429').map(int);
   const [aloneInside, sharedInside] = row(out, 'sent inside an announced Retry-After window').map(int);
+  const [aloneRefused, sharedRefused] = row(out, '  of them answered 429').map(int);
   const [aloneOk, sharedOk] = row(out, 'calls ok').map(int);
 
   // Shared: what the store is for. Every worker learns of a pause any of them is told
@@ -56,6 +57,10 @@ test('the fleet example: sharing a store, the fleet sends far fewer requests ins
   // Alone: a worker knows only its own 429s, so the others keep sending into the window
   // one of them was just told of. How many varies with timing; the direction does not.
   assert.ok((aloneInside ?? 0) > 0, `alone: nothing sent inside an announced window (${aloneInside})`);
+  assert.ok(
+    (sharedRefused ?? 0) < (aloneRefused ?? 0),
+    `429s earned inside an announced window: shared ${sharedRefused}, alone ${aloneRefused}`,
+  );
   assert.ok(
     (shared429 ?? 0) < (alone429 ?? 0),
     `shared earned as many 429s as alone: ${shared429} vs ${alone429}`,

@@ -72,6 +72,8 @@ export interface Ledger {
   answered429: number;
   /** Requests sent inside a Retry-After window the server had announced to any worker. */
   insideWindow: number;
+  /** Of those, the ones answered 429: refusals a worker earned by not knowing of the pause. */
+  insideRefused: number;
 }
 
 /** A Retry-After window the server announced: from the 429's answer to the end it named (epoch ms). */
@@ -96,10 +98,12 @@ function upstream(ledger: Ledger): Hono {
     ledger.requests++;
     const stamp = Number(c.req.header(SENT_AT_HEADER));
     const sentAt = Number.isSafeInteger(stamp) && stamp <= arrived ? stamp : arrived;
-    if (announced.some((w) => w.at + GRACE_MS <= sentAt && sentAt < w.until)) ledger.insideWindow++;
+    const inside = announced.some((w) => w.at + GRACE_MS <= sentAt && sentAt < w.until);
+    if (inside) ledger.insideWindow++;
     await next();
     if (c.res.status !== 429) return;
     ledger.answered429++;
+    if (inside) ledger.insideRefused++;
     const at = Date.now();
     announced.push({ at, until: at + Number(c.res.headers.get('retry-after')) * 1000 });
   });
@@ -160,7 +164,7 @@ export interface FleetRun {
 
 /** Runs `workers` workers of `calls` calls each, every worker on its own policy (sharing `store` if given), against a fresh server. */
 async function runFleet(workers: number, calls: number, store: Store | undefined): Promise<FleetRun> {
-  const ledger: Ledger = { requests: 0, answered429: 0, insideWindow: 0 };
+  const ledger: Ledger = { requests: 0, answered429: 0, insideWindow: 0, insideRefused: 0 };
   const server = await listen(upstream(ledger));
   const run: FleetRun = { ledger, calls: workers * calls, ok: 0, wallMs: 0 };
   async function worker(w: number): Promise<void> {
@@ -251,6 +255,7 @@ export function formatTable({ alone, shared }: FleetComparison): string[] {
     row('requests received', ...both(load)),
     row('answered 429', ...both((r) => r.ledger.answered429)),
     row('sent inside an announced Retry-After window', ...both((r) => r.ledger.insideWindow)),
+    row('  of them answered 429', ...both((r) => r.ledger.insideRefused)),
     '',
     row('seen by the workers', '', ''),
     row('calls ok', ...both((r) => `${r.ok}/${r.calls}`)),
