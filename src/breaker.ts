@@ -137,6 +137,14 @@ const STORE_WAIT_MS = 1000;
 /** Writes of one pause to a shared store, each after another client's write won the race. */
 const PUBLISH_TRIES = 3;
 
+/**
+ * Store calls a breaker leaves unanswered at once, at most; past it the store is passed
+ * over (calls go on the breaker's own state) until some are answered. A store that never
+ * settles (a client queueing commands while its server is gone) kept one promise per
+ * pause offered to it, and per key read, for good.
+ */
+const STORE_CALLS = 1000;
+
 /** A circuit's state. */
 export type BreakerState = 'closed' | 'open' | 'half-open';
 
@@ -402,6 +410,11 @@ interface Circuit {
   waiters: Map<() => void, [deadline: number, place: number]> | undefined;
   /** The shared store's read of this key in flight (see `look()`), which the calls arriving meanwhile wait for. */
   reading: Promise<void> | undefined;
+  /**
+   * The end (epoch ms) of the pause this key last offered to the shared store or took
+   * from it: the same entry read again is no news (see `look()`).
+   */
+  sharedMs: number;
 }
 
 /** A closed, unpaused circuit; `list` fills its neighbours until it is linked in. */
@@ -440,6 +453,7 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     ceiling: Infinity,
     waiters: undefined,
     reading: undefined,
+    sharedMs: 0,
   };
 }
 
@@ -723,12 +737,14 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     if (c) {
       unlink(c);
     } else {
-      // Not a key calls wait on (a pause, a pace probe): they use it, though they touch
-      // nothing, and forgetting it sent them all at once into the server that asked
-      // for quiet. The registry outgrows maxKeys only by keys with waiters, and sheds
-      // that excess at the next new key once they are gone (one eviction a key kept it).
+      // Not a key calls wait on (a pause, a pace probe, the shared store's read): they
+      // use it, though they touch nothing, and forgetting it sent them all at once into
+      // the server that asked for quiet (the pause read for a forgotten key was dropped).
+      // The registry outgrows maxKeys only by keys with waiters (reads: at most
+      // STORE_CALLS), and sheds that excess at the next new key once they are gone (one
+      // eviction a key kept it).
       for (let oldest = list.newer; circuits.size >= maxKeys && oldest !== list; oldest = oldest.newer)
-        if (!oldest.waiters?.size) forget(oldest);
+        if (!oldest.waiters?.size && !oldest.reading) forget(oldest);
       c = newCircuit(key, list);
       circuits.set(key, c);
     }
@@ -944,19 +960,26 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       `paced: the server ${asked} (${failureLabel(call, answer)})${c.waitable ? '' : `: ${askedMs} ms is longer than the ${maxRetryAfterMs} ms allowed`}`,
       answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined),
     );
+    c.sharedMs = until;
     if (store) publish(store, c.key, until, c.waitable);
   }
 
   /**
    * Sets the key's pause to end `delayMs` from now, unless it already ends as late (see
    * {@link pace}). `refused`: the server refused a call of this breaker's (a 429, 503 or
-   * 529), which says how many calls at once it has room for. Returns the pause's end,
-   * epoch ms, or 0 when it set nothing.
+   * 529), which says how many calls at once it has room for. `t`: now, epoch ms (read
+   * here unless given). Returns the pause's end, epoch ms, or 0 when it set nothing.
    */
-  function hold(c: Circuit, call: Call, delayMs: number, waitable: boolean, refused?: boolean): number {
+  function hold(
+    c: Circuit,
+    call: Call,
+    delayMs: number,
+    waitable: boolean,
+    refused?: boolean,
+    t = rebase(c),
+  ): number {
     // A forgotten key's answers pause nothing (see forget()).
     if (circuits.get(c.key) !== c) return 0;
-    const t = rebase(c);
     const until = t + delayMs;
     // The pace probe's answer sets the pause whatever the old one's end: that pause is
     // over (the probe went after it), though a clock stepped back puts it ahead again,
@@ -1008,45 +1031,90 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     const id = SHARED_PAUSE + key;
     (async () => {
       for (let n = 0; n < PUBLISH_TRIES; n++) {
-        const old = await store.get(id);
+        const old = await ask(() => store.get(id));
         if (sharedEnd(old) >= untilMs) return;
         // The TTL is at least 1 ms (a store refuses 0), and past the pause's end.
-        if (await store.compareAndSet(id, old, { untilMs, waitable }, Math.ceil(untilMs - now()) || 1))
+        if (
+          await ask(() =>
+            store.compareAndSet(id, old, { untilMs, waitable }, Math.ceil(untilMs - now()) || 1),
+          )
+        )
           return;
       }
     })().catch(() => {});
   }
 
+  /** Store calls made and not yet answered (see {@link STORE_CALLS}). */
+  let asking = 0;
+
+  /**
+   * Calls the store (`op`), counted until it settles: rejects at once when
+   * {@link STORE_CALLS} are unanswered, and when `op` throws or its answer does.
+   */
+  function ask<T>(op: () => T | PromiseLike<T>): Promise<T> {
+    if (asking >= STORE_CALLS) return Promise.reject();
+    asking++;
+    return new Promise<T>((read) => read(op())).finally(() => asking--);
+  }
+
   /**
    * Reads the key's entry in the store, for the calls that arrive until it is answered:
-   * a pause another client of the store was asked for becomes this key's too. Resolves
-   * when answered, or after {@link STORE_WAIT_MS}; never rejects (a store that fails is
-   * passed over). `call` is told of a pause found there, as the call that met it.
+   * a pause another client of the store was asked for becomes this key's too. The call
+   * goes on when the read is answered, after {@link STORE_WAIT_MS}, or at once when its
+   * signal aborts (rejecting with its reason, as any wait here does); a store that fails
+   * is passed over. `call` is told of a pause found there, as the call that met it.
    */
   function look(store: Store, c: Circuit, call: Call): Promise<void> {
     c.reading ??= new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, STORE_WAIT_MS);
-      const answered = (value?: unknown): void => {
-        clearTimeout(timer);
-        c.reading = undefined;
-        const t = now();
-        const untilMs = Math.min(sharedEnd(value), t + maxRetryAfterMs);
-        if (hold(c, call, untilMs - t, (value as { waitable?: unknown } | undefined)?.waitable !== false)) {
-          // The server said stop, if to another client: a quota's allowance ends too.
-          c.allowance = 0;
-          held(
-            c,
-            call,
-            `paced: a client sharing its store was asked to wait (until ${new Date(untilMs).toISOString()})`,
-            undefined,
-          );
-        }
-        resolve();
-      };
-      // A store method that throws at once is passed over too.
-      new Promise((read) => read(store.get(SHARED_PAUSE + c.key))).then(answered, () => answered());
+      ask(() => store.get(SHARED_PAUSE + c.key))
+        // Read in here: a value whose fields throw (a getter, a proxy) is passed over too.
+        .then((value) =>
+          adopt(c, call, sharedEnd(value), (value as { waitable?: unknown }).waitable !== false),
+        )
+        .catch(() => {})
+        .then(() => {
+          clearTimeout(timer);
+          c.reading = undefined;
+          resolve();
+        });
     });
-    return c.reading;
+    const reading = c.reading;
+    const signal = call.signal;
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => reject(abortReason(signal));
+      signal?.addEventListener('abort', onAbort);
+      if (signal?.aborted) onAbort();
+      reading.then(() => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      });
+    });
+  }
+
+  /**
+   * Takes a pause another client of the store wrote (its end, epoch ms) as this key's
+   * own: up to `maxRetryAfterMs` from now, and waited out only when that covers it, as a
+   * server's own delay is. The end this key offered or took last is passed over: reading
+   * one's own pause back stretched it by a clock tick between two reads (a new pause:
+   * the pace probe out superseded, every answer in flight judged late), and a pause
+   * longer than allowed, read again, was stretched by each read.
+   */
+  function adopt(c: Circuit, call: Call, endMs: number, waitable: boolean): void {
+    if (endMs === c.sharedMs) return;
+    const t = rebase(c);
+    const untilMs = Math.min(endMs, t + maxRetryAfterMs);
+    if (hold(c, call, untilMs - t, waitable && endMs - t <= maxRetryAfterMs, false, t)) {
+      c.sharedMs = endMs;
+      // The server said stop, if to another client: a quota's allowance ends too.
+      c.allowance = 0;
+      held(
+        c,
+        call,
+        `paced: a client sharing its store was asked to wait (until ${new Date(untilMs).toISOString()})`,
+        undefined,
+      );
+    }
   }
 
   /**
@@ -1523,7 +1591,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       if (c) forget(c);
       // The shared pause too, or the next call would find it there again. Nothing waits
       // for it; a store that fails keeps the entry until the pause's end.
-      if (store) new Promise((done) => done(store.delete(SHARED_PAUSE + k))).catch(() => {});
+      if (store) ask(() => store.delete(SHARED_PAUSE + k)).catch(() => {});
     }
   };
   breaker.size = (): number => circuits.size;

@@ -234,3 +234,155 @@ test("definePolicy()'s options are checked: a store without its methods, or a mi
     message: /store: must be a Store/,
   });
 });
+
+/** A store whose `get` answers `read(key)`, and whose writes do nothing (a stand-in for a foreign or failing store). */
+function readOnly(read: (key: string) => unknown): Store {
+  return {
+    get: (key) => read(key) as Promise<JsonValue | undefined>,
+    set: async () => {},
+    delete: async () => false,
+    increment: async () => 0,
+    compareAndSet: async () => false,
+  };
+}
+
+/** Settles to `promise`'s outcome, or to 'hung' after `ms`. */
+function within<T>(promise: Promise<T>, ms: number): Promise<T | 'hung'> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const hung = new Promise<'hung'>((resolve) => {
+    timer = setTimeout(resolve, ms, 'hung');
+  });
+  return Promise.race([promise, hung]).finally(() => clearTimeout(timer));
+}
+
+test('a store value whose fields throw when read (a getter, a proxy) is passed over: the call goes, no hang', async () => {
+  await withServer(timed([], { status: 200 }), async (server) => {
+    const values: unknown[] = [
+      {
+        get untilMs(): number {
+          throw new Error('boom');
+        },
+      },
+      {
+        untilMs: Date.now() + 60_000,
+        get waitable(): boolean {
+          throw new Error('boom');
+        },
+      },
+      new Proxy(
+        {},
+        {
+          get: () => {
+            throw new Error('trap');
+          },
+        },
+      ),
+    ];
+    for (const value of values) {
+      const { fetch } = worker(readOnly(async () => value));
+      assert.equal(
+        await within(send(fetch, server.origin), 3000),
+        200,
+        'the call hung on a hostile store value',
+      );
+    }
+  });
+});
+
+test('a worker reading back its own pause stretches nothing, even on a clock that moves between two reads', async () => {
+  await withServer(timed([], { status: 429, headers: { 'retry-after': '3600' } }), async (server) => {
+    const store = memoryStore();
+    // Moves 1 ms every time it is read: the read of the store's answer and the pause's
+    // own clock read are never at the same time.
+    let t = Date.now();
+    const a = worker(store, { maxRetryAfterMs: 60_000, now: () => ++t });
+    assert.equal(await send(a.fetch, server.origin), 429);
+    await entryIn(store);
+    const until = a.breaker.stats('model')?.pausedUntil?.getTime();
+    for (let i = 0; i < 3; i++) await assert.rejects(send(a.fetch, server.origin), CircuitOpenError);
+    assert.equal(
+      a.breaker.stats('model')?.pausedUntil?.getTime(),
+      until,
+      'reading its own pause back moved it',
+    );
+    const starts = a.events.filter((e) => e.type === 'paced' && e.phase === 'start');
+    assert.equal(starts.length, 1, 'reading its own pause back told of a new pause');
+  });
+});
+
+test("a shared pause longer than this worker's maxRetryAfterMs makes it fail fast, as its own server's would, and sends nothing into the window", async () => {
+  await withServer(timed([], tooMany(3000), { status: 200 }), async (server) => {
+    const store = memoryStore();
+    const a = worker(store);
+    const b = worker(store, { maxRetryAfterMs: 200 });
+    assert.equal(await send(a.fetch, server.origin), 429);
+    await entryIn(store);
+    await assert.rejects(send(b.fetch, server.origin), (error: unknown) => {
+      assert.ok(error instanceof CircuitOpenError, String(error));
+      return true;
+    });
+    assert.equal(server.requests.length, 1, 'worker b sent a request inside the window');
+  });
+});
+
+test('a store that never answers its writes is left a bounded number of calls, however many pauses are offered to it', async () => {
+  let unanswered = 0;
+  const store: Store = {
+    ...readOnly(async () => undefined),
+    compareAndSet: () => {
+      unanswered++;
+      return new Promise(() => {});
+    },
+  };
+  // A 1 s pause on every answer, each on a key of its own: each is offered to the store.
+  const stub: FetchLike = async () => new Response(null, { status: 429, headers: { 'retry-after': '1' } });
+  const breaker = circuitBreaker({ store });
+  const fetch = createFetch({ fetch: stub, use: [breaker], key: (url) => url.pathname });
+  for (let i = 0; i < 1200; i++) assert.equal(await send(fetch, `http://breakwater-test.invalid/${i}`), 429);
+  assert.ok(unanswered <= 1000, `${unanswered} store calls left unanswered`);
+});
+
+test('an abort ends a call waiting for the store at once, and nothing is sent', async () => {
+  await withServer(timed([], { status: 200 }), async (server) => {
+    let answer: (value: undefined) => void = () => {};
+    const { fetch } = worker(readOnly(() => new Promise((resolve) => (answer = resolve))));
+    const controller = new AbortController();
+    const started = Date.now();
+    const pending = fetch(server.origin, { signal: controller.signal });
+    setTimeout(() => controller.abort(), 20);
+    await assert.rejects(pending, { name: 'AbortError' });
+    const took = Date.now() - started;
+    assert.ok(took < 500, `the aborted call ended after ${took} ms`);
+    // An already aborted call is refused at once too.
+    await assert.rejects(fetch(server.origin, { signal: AbortSignal.abort() }), { name: 'AbortError' });
+    assert.equal(server.requests.length, 0);
+    // The read is answered at last (so its timer ends with the test).
+    answer(undefined);
+  });
+});
+
+test('a key whose store read is in flight is not forgotten for a new key (maxKeys): the pause read there holds its call', async () => {
+  await withServer(timed([], { status: 200 }), async (server) => {
+    const store = memoryStore();
+    // Another worker's pause on key `model`, longer than this one may wait: its call fails fast.
+    await store.set(ENTRY, { untilMs: Date.now() + 5000, waitable: true }, 5000);
+    let answer: () => void = () => {};
+    const answered = new Promise<void>((resolve) => {
+      answer = resolve;
+    });
+    // The read of `model` is answered only once the call on another key is done.
+    const slow: Store = {
+      ...store,
+      get: (key) => (key === ENTRY ? answered : Promise.resolve()).then(() => store.get(key)),
+    };
+    const breaker = circuitBreaker({ store: slow, maxKeys: 1, maxRetryAfterMs: 1000 });
+    const model = createFetch({ use: [breaker], key: 'model' });
+    const other = createFetch({ use: [breaker], key: 'other' });
+    const pending = send(model, server.origin).then(String, (error: unknown) => error);
+    // While `model`'s read is out, a call on another key needs the registry's one place.
+    assert.equal(await send(other, server.origin), 200);
+    answer();
+    assert.ok((await pending) instanceof CircuitOpenError, `the call on \`model\` ended in ${await pending}`);
+    assert.equal(server.requests.length, 1, 'the call on `model` went into the window');
+  });
+});
