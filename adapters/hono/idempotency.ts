@@ -375,15 +375,18 @@ async function fingerprintBody(body: Blob): Promise<BlobPart> {
  */
 function normalEscapes(text: string): string {
   return text.replace(/(?:%[\da-f]{2})+|%/gi, (run) => {
-    try {
-      decodeURIComponent(run);
-    } catch {
-      return run.replace(/%/g, '%25');
-    }
-    return run.replace(/%[\da-f]{2}/gi, (hex) => {
-      const char = String.fromCharCode(Number.parseInt(hex.slice(1), 16));
-      return /[\w.~-]/.test(char) ? char : hex.toUpperCase();
-    });
+    // A "%" that starts no escape, or a lone escape of a byte past ASCII, is never UTF-8:
+    // known without decodeURIComponent's throw, microseconds each, which a hostile path
+    // of them (a megabyte of "%": seconds of CPU) would multiply.
+    if (run.length > 3 || /^%[0-7]/.test(run))
+      try {
+        decodeURIComponent(run);
+        return run.replace(/%[\da-f]{2}/gi, (hex) => {
+          const char = String.fromCharCode(Number.parseInt(hex.slice(1), 16));
+          return /[\w.~-]/.test(char) ? char : hex.toUpperCase();
+        });
+      } catch {}
+    return run.replace(/%/g, '%25');
   });
 }
 
