@@ -255,14 +255,14 @@ const fetchOptionsSchema = z.strictObject({
   key: keyOptionSchema,
 });
 
+/** `definePolicy()`'s options. Strict: a misspelt `store` must not leave a fleet pacing alone unawares. */
+const policyOptionsSchema = z.optional(z.strictObject({ store: z.optional(storeSchema) }));
+
 /**
  * `policy.fetch()`'s first argument, checked here: left to `createFetch()`, a base URL or
  * options passed first (`policy.fetch({ onEvent })`) were told as `createFetch().fetch`,
  * an option of a function the caller never called.
  */
-/** `definePolicy()`'s options. Strict: a misspelt `store` must not leave a fleet pacing alone unawares. */
-const policyOptionsSchema = z.optional(z.strictObject({ store: z.optional(storeSchema) }));
-
 const baseSchema = z.optional(functionOption<FetchLike>('must be a fetch function; options go second'));
 
 function deepFreeze<T>(value: T): T {
