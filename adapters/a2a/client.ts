@@ -86,13 +86,29 @@ export interface CreateA2AClientOptions {
   signal?: AbortSignal | undefined;
 }
 
+/**
+ * The bindings this client has a transport for, as the SDK's `ClientFactory` matches
+ * names (upper-cased): the JSON-RPC and the HTTP+JSON (REST) ones registered below.
+ */
+const BINDINGS = /^(?:JSONRPC|HTTP\+JSON)$/;
+
+/** Whether the SDK's factory has a transport for `binding` (it upper-cases names to match them). */
+function spoken(binding: unknown): boolean {
+  return BINDINGS.test(`${binding}`.toUpperCase());
+}
+
 const optionsSchema = z.optional(
   z.strictObject({
     policy: z.optional(policySchema),
     fetch: z.optional(functionOption<FetchLike>()),
     path: z.optional(z.string()),
-    clientConfig: z.optional(z.custom<ClientConfig>((value) => typeof value === 'object' && value !== null)),
-    preferredTransports: z.optional(z.array(z.string())),
+    clientConfig: z.optional(
+      z.custom<ClientConfig>((value) => typeof value === 'object' && value !== null, 'must be an object'),
+    ),
+    // Checked here, before the card GET: the SDK refuses an unknown name only once the card is in.
+    preferredTransports: z.optional(
+      z.array(z.string().check(z.refine(spoken, 'must be "JSONRPC" or "HTTP+JSON"'))),
+    ),
     maxResponseBytes: maxResponseBytesSchema,
     signal: signalOption,
   }),
@@ -276,21 +292,30 @@ export async function createA2AClient(
   const sdk = await import('@a2a-js/sdk/client');
   const legacyCompat = { enabled: true };
   const cardResolver = new sdk.DefaultAgentCardResolver({ fetchImpl, legacyCompat });
+  let issue: string | undefined;
   try {
     // The SDK translates an A2A 0.3 card to 1.0 before use, and needs more of it than
     // both versions require (defaultInputModes, each skill's tags, a known security scheme
     // type, lists where lists belong): its RequestMalformedError (or TypeError) would blame
     // a request for what is a card the agent served, so it is an AgentCardError here.
-    cardResolver.normalizeAgentCard(card);
+    // So is a card that names no interface this client speaks (only gRPC, `[]` beside a
+    // 1.0 card's `url`): the SDK's factory would fail on it with a bare Error naming no card.
+    const normalized = cardResolver.normalizeAgentCard(card) as { supportedInterfaces?: unknown };
+    const listed = normalized.supportedInterfaces;
+    if (!(Array.isArray(listed) && listed.some((item) => spoken(item?.protocolBinding))))
+      issue = 'card.supportedInterfaces: none is JSONRPC or HTTP+JSON';
   } catch (error) {
-    const href = new URL(valid.path ?? AGENT_CARD_PATH, cardUrl).href;
     // The SDK's own errors, with string messages.
     const said = redactText(oneLine(`${(error as Error).message}`.slice(0, MAX_CARD_PROBLEM_READ_CHARS)));
+    issue = `card: the SDK cannot translate it: ${said.slice(0, MAX_CARD_PROBLEM_CHARS)}`;
+  }
+  if (issue) {
+    const href = new URL(valid.path ?? AGENT_CARD_PATH, cardUrl).href;
     throw new AgentCardError(
       'AGENT_CARD_INVALID',
       'is not a usable agent card',
       requestSummary(valid.policy?.resolved.name ?? new URL(href).origin, 'GET', href),
-      [`card: the SDK cannot translate it: ${said.slice(0, MAX_CARD_PROBLEM_CHARS)}`],
+      [issue],
     );
   }
   const factory = new sdk.ClientFactory({
