@@ -223,9 +223,10 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
  * A resend that a breaker or gate below refuses with `CircuitOpenError` or
  * `GateClosedError` (nothing was sent, so resending is always safe) is waited out until
  * its `retryAt`, at least the backoff step, then sent again: the circuit opened while this
- * call was retrying, and resent sooner it is refused again. A wait that would take one
- * call's waits for refusals together past `maxRetryAfterMs` (a circuit that keeps
- * reopening), or past the deadline, fails at once with that error itself (give-up
+ * call was retrying, and resent sooner it is refused again. A `retryAt` that would take one
+ * call's `retryAt`s together past `maxRetryAfterMs` (a circuit that keeps reopening; the
+ * backoff step, which `backoff.maxMs` caps, is not counted), or a wait past the deadline,
+ * fails at once with that error itself (give-up
  * `retry-after-too-long`), as the breaker fails a pause past the cap. Such a refusal uses
  * no attempt and no budget token, is not in `stats().retries`, and its wait's `retry`
  * event says `delaySource: 'breaker'` (not when the pass went and a layer below had its
