@@ -1070,7 +1070,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       ask(() => store.get(SHARED_PAUSE + c.key))
         // Read in here: a value whose fields throw (a getter, a proxy) is passed over too.
         .then((value) =>
-          adopt(c, call, sharedEnd(value), (value as { waitable?: unknown }).waitable !== false),
+          adopt(c, call, sharedEnd(value), (value as { waitable?: unknown } | undefined)?.waitable !== false),
         )
         .catch(() => {})
         .then(() => {
@@ -1402,6 +1402,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
             // Timers may fire a little early against the wall clock: the pause is over then
             // too, unless a response stretched it meanwhile (waiters are not all woken for that).
             sleptUntil = (await woken) ? undefined : pausedUntilMs;
+            // Another client of the store may have been told to wait longer meanwhile (its
+            // 429 came later): read the key's entry again as the pause ends, before a probe
+            // goes. One read per pause end, shared by its waiters; a new call reads anyway.
+            if (store && sleptUntil) await look(store, c, call);
             continue;
           }
           // The pause is over, but the server may still be overloaded: releasing every

@@ -386,3 +386,32 @@ test('a key whose store read is in flight is not forgotten for a new key (maxKey
     assert.equal(server.requests.length, 1, 'the call on `model` went into the window');
   });
 });
+
+test('a worker waiting out a pause is told of a longer one another worker wrote meanwhile: it reads the store again as its pause ends, before its probe goes', async () => {
+  /** When each request arrived, by the `who` in its query. */
+  const arrived = new Map<string, number>();
+  const handler: Handler = async (req) => {
+    const query = new URL(req.url, 'http://x').searchParams;
+    arrived.set(query.get('who') ?? '?', Date.now());
+    const ms = query.get('ms');
+    if (query.get('delay')) await new Promise((resolve) => setTimeout(resolve, Number(query.get('delay'))));
+    return ms ? tooMany(Number(ms)) : { status: 200 };
+  };
+  await withServer(handler, async (server) => {
+    const store = memoryStore();
+    const [a, b, c] = [worker(store), worker(store), worker(store)];
+    // c's request goes first and is answered last: 429, wait 400 ms.
+    const late = send(c.fetch, `${server.origin}/?who=c&ms=400&delay=60`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+    // a is told to wait 100 ms; b reads that pause and waits it out.
+    assert.equal(await send(a.fetch, `${server.origin}/?who=a&ms=100`), 429);
+    await entryIn(store);
+    const waiting = send(b.fetch, `${server.origin}/?who=b`);
+    assert.equal(await late, 429);
+    const told = Date.now();
+    assert.equal(await waiting, 200);
+    // Before, b went as a's 100 ms pause ended, about 300 ms inside c's window.
+    const sentAt = (arrived.get('b') as number) - told;
+    assert.ok(sentAt >= 380, `b was sent ${sentAt} ms after c was told to wait 400 ms`);
+  });
+});
