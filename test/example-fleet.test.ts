@@ -43,8 +43,7 @@ test('the fleet example: sharing a store, the fleet sends far fewer requests ins
 
   // Shared: what the store is for. Every worker learns of a pause any of them is told
   // of, and waits it out. Usually none is sent inside an announced window; a few can
-  // race a 429 (a worker read the store just before another's pause was written), and a
-  // worker waiting out a pause it read is not told of a longer one written meanwhile.
+  // race a 429 (a worker read the store just before another's pause was written).
   assert.ok(
     (sharedInside ?? 0) * 4 <= (aloneInside ?? 0),
     `shared: ${sharedInside} requests inside an announced window, alone ${aloneInside}`,
