@@ -121,6 +121,10 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
     if (signal?.aborted) throw abortReason(signal);
     const kept = new Headers(headers);
     kept.delete('content-length');
+    // The SDKs keep a failure's headers on their error (`headers`, the AI SDK's
+    // `responseHeaders`), which a logger or util.inspect prints: a gateway's session cookie
+    // has no place there. No SDK reads it.
+    kept.delete('set-cookie');
     // The status past 599, the reason phrase and URL are set afterwards: a Response cannot
     // be built with them (Node's fetch reads a phrase sent in UTF-8 into characters past 255).
     return Object.defineProperties(new Response(body, { status: Math.min(status, 599), headers: kept }), {
