@@ -39,7 +39,9 @@ export const MAX_HEADER_CHARS: number = 4096;
  * `RateLimit-Reset`-style values at or above this are epoch seconds, below it a
  * delay in seconds: 1704067200 is 2024-01-01T00:00:00Z. GitHub sends epoch
  * seconds in `X-RateLimit-Reset`; the early ratelimit-headers drafts send delay
- * seconds; nobody asks for a 54-year wait.
+ * seconds; nobody asks for a 54-year wait. At or above this times 1000 they are epoch
+ * milliseconds (some gateways and model routers send those): read as seconds, a reset
+ * 30 s away was a wait of 54,000 years, which failed the call and paused its key.
  */
 const EPOCH_RESET_THRESHOLD_SECONDS = 1_704_067_200;
 
@@ -101,7 +103,8 @@ export type QuotaHeaders = readonly [
 ];
 
 /**
- * The legacy `X-RateLimit-*` family: delay seconds, or epoch seconds when ≥ 2024-01-01.
+ * The legacy `X-RateLimit-*` family: delay seconds, or epoch seconds when ≥ 2024-01-01,
+ * or epoch milliseconds when that many ms.
  * Bare digits, like `Retry-After`: one too long to read is the longest wait (see
  * readDelayNumber), the `-Remaining` veto still applying.
  */
@@ -110,7 +113,9 @@ const LEGACY_QUOTAS: QuotaHeaders = [
   (prefix, field) => `${prefix}-${field}`,
   (value, now) => {
     const reset = readDelayNumber(DIGITS, value);
-    return reset * 1000 - (reset >= EPOCH_RESET_THRESHOLD_SECONDS ? now : 0);
+    return reset >= EPOCH_RESET_THRESHOLD_SECONDS * 1000
+      ? reset - now
+      : reset * 1000 - (reset >= EPOCH_RESET_THRESHOLD_SECONDS ? now : 0);
   },
 ];
 
@@ -181,7 +186,7 @@ export interface RateLimitInfo {
  *    For both, and for 4., digits past {@link MAX_HEADER_CHARS} read as the longest wait, not none.
  * 3. `RateLimit`: the largest `t` among policies with `r=0` (draft-ietf-httpapi-ratelimit-headers).
  * 4. `RateLimit-Reset`, `X-RateLimit-Reset`, `X-Rate-Limit-Reset`: delay seconds, or epoch
- *    seconds when ≥ 2024-01-01; skipped when the matching `-Remaining` says quota is left.
+ *    seconds when ≥ 2024-01-01, or epoch milliseconds when ≥ 2024-01-01 in ms; skipped when the matching `-Remaining` says quota is left.
  * 5. `x-ratelimit-reset-requests` / `-tokens` (OpenAI, Go durations) whose matching remaining is 0.
  * 6. `anthropic-ratelimit-*-reset` (RFC 3339) whose matching remaining is 0.
  *

@@ -219,6 +219,14 @@ test('X-RateLimit-Reset at or above 2024-01-01 is epoch seconds', () => {
   assert.equal(delay({ 'x-ratelimit-reset': String(NOW / 1000 + 90) }), 90_000);
 });
 
+test('X-RateLimit-Reset at or above 2024-01-01 in milliseconds is epoch milliseconds, not a wait of 54,000 years', () => {
+  assert.equal(delay({ 'x-ratelimit-reset': String(NOW + 30_000) }), 30_000);
+  assert.equal(delay({ 'ratelimit-reset': String(NOW + 1_500), 'ratelimit-remaining': '0' }), 1_500);
+  // One just below the threshold is still epoch seconds (year 55,970: the longest wait).
+  assert.equal(delay({ 'x-ratelimit-reset': '1704067199999' }), MAX_DELAY_MS);
+  assert.equal(delay({ 'x-ratelimit-reset': '1704067200000' }), 0);
+});
+
 test('an epoch reset in the past asks for no wait', () => {
   assert.equal(delay({ 'x-ratelimit-reset': '1704067200' }), 0);
 });
