@@ -12,6 +12,7 @@
  */
 
 import { type BreakwaterEvent, definePolicy, type FetchLike } from 'breakwater';
+import { stampedFetch } from '../loopback.ts';
 import { SENT_AT_HEADER } from './storm.ts';
 
 /** The naive loop's attempts, the first included: the same as breakwater's retry below. */
@@ -46,12 +47,7 @@ export const CLIENT_ABOUT: Readonly<Record<ClientName, string>> = {
  * `SENT_AT_HEADER` in storm.ts.
  */
 export function wire(): FetchLike {
-  return function stamped(input, init) {
-    const given = init?.headers ?? (input instanceof Request ? input.headers : undefined);
-    const headers = new Headers(given);
-    headers.set(SENT_AT_HEADER, String(Date.now()));
-    return fetch(input, { ...init, headers });
-  };
+  return stampedFetch(SENT_AT_HEADER);
 }
 
 function sleep(ms: number): Promise<void> {

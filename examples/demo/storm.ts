@@ -17,9 +17,10 @@
  * believes it sent.
  */
 
-import { type HttpBindings, type ServerType, serve } from '@hono/node-server';
+import type { HttpBindings } from '@hono/node-server';
 import { idempotency, problemResponse } from 'breakwater/hono';
 import { Hono } from 'hono';
+import { listen } from '../loopback.ts';
 
 /**
  * Every client sends through the demo's wire layer (`wire()` in clients.ts), which
@@ -352,25 +353,14 @@ export async function startStorm(script: StormScript): Promise<StormServer> {
   const ledger = emptyLedger();
   let startedAt = Date.now();
   const app = stormApp(script, ledger, () => startedAt);
-  let server: ServerType | undefined;
-  const port = await new Promise<number>((resolve) => {
-    server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info) => resolve(info.port));
-  });
-  let closing: Promise<void> | undefined;
+  const server = await listen(app);
   return {
-    origin: `http://127.0.0.1:${port}`,
+    origin: server.origin,
     ledger,
     begin() {
       startedAt = Date.now();
       return startedAt;
     },
-    close() {
-      closing ??= new Promise<void>((resolve) => {
-        const s = server as ServerType & { closeAllConnections?: () => void };
-        s.close(() => resolve());
-        s.closeAllConnections?.();
-      });
-      return closing;
-    },
+    close: server.close,
   };
 }

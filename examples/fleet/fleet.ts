@@ -20,11 +20,10 @@
  * print them. `main.ts` is the entry.
  */
 
-import type { AddressInfo } from 'node:net';
-import { type ServerType, serve } from '@hono/node-server';
 import { definePolicy, type FetchLike, memoryStore, type PolicyConfig, type Store } from 'breakwater';
 import { rateLimit } from 'breakwater/hono';
 import { Hono } from 'hono';
+import { listen, stampedFetch } from '../loopback.ts';
 
 /** Workers in the fleet, and the calls each makes, one after another. */
 export const DEFAULT_WORKERS: number = 8;
@@ -129,30 +128,7 @@ function upstream(ledger: Ledger): Hono {
 }
 
 /** The runtime's fetch, with the send time stamped in {@link SENT_AT_HEADER}. */
-const wire: FetchLike = (input, init) => {
-  const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
-  headers.set(SENT_AT_HEADER, String(Date.now()));
-  return fetch(input, { ...init, headers });
-};
-
-/** Serves `app` on 127.0.0.1, port 0. */
-async function listen(app: Hono): Promise<{ origin: string; close(): Promise<void> }> {
-  let server: ServerType | undefined;
-  const port = await new Promise<number>((resolve) => {
-    server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) =>
-      resolve(info.port),
-    );
-  });
-  return {
-    origin: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        const s = server as ServerType & { closeAllConnections?: () => void };
-        s.close(() => resolve());
-        s.closeAllConnections?.();
-      }),
-  };
-}
+const wire: FetchLike = stampedFetch(SENT_AT_HEADER);
 
 /** One fleet's run: the server's ledger and what the workers saw. */
 export interface FleetRun {

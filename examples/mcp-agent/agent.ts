@@ -10,8 +10,6 @@
  * table (act 2).
  */
 
-import type { AddressInfo } from 'node:net';
-import { type ServerType, serve } from '@hono/node-server';
 // @ts-types="@modelcontextprotocol/sdk/client/index"
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 // @ts-types="@modelcontextprotocol/sdk/client/streamableHttp"
@@ -24,6 +22,7 @@ import { type BreakwaterEvent, createGate, definePolicy, GateClosedError, HttpSt
 import { resilientMcpClient } from 'breakwater/mcp';
 import { Hono } from 'hono';
 import * as z from 'zod';
+import { listen } from '../loopback.ts';
 
 const TURNS = 12;
 /** The agent's "thinking" between turns (a model call, in a real agent). */
@@ -204,25 +203,14 @@ async function startServer(): Promise<FlakyServer> {
   };
   let current = 0;
   const app = flakyApp(ledger, () => current);
-  let server: ServerType | undefined;
-  const port = await new Promise<number>((resolve) => {
-    server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) =>
-      resolve(info.port),
-    );
-  });
+  const server = await listen(app);
   return {
-    url: new URL(`http://127.0.0.1:${port}/mcp`),
+    url: new URL(`${server.origin}/mcp`),
     ledger,
     turn(n) {
       current = n;
     },
-    close() {
-      return new Promise<void>((resolve) => {
-        const s = server as ServerType & { closeAllConnections?: () => void };
-        s.close(() => resolve());
-        s.closeAllConnections?.();
-      });
-    },
+    close: server.close,
   };
 }
 

@@ -24,12 +24,11 @@
  * table (act 3).
  */
 
-import type { AddressInfo } from 'node:net';
-import { type ServerType, serve } from '@hono/node-server';
 import { definePolicy } from 'breakwater';
 import { openaiOptions, providerConfig, readRateLimits, toHttpStatusError } from 'breakwater/providers';
 import { Hono } from 'hono';
 import OpenAI from 'openai';
+import { listen, stampedFetch } from '../loopback.ts';
 
 /** Chat completions per client, and how many are in flight at once (agent workers). */
 const CALLS = 40;
@@ -167,30 +166,7 @@ function fakeOpenAI(ledger: Ledger): Hono {
 }
 
 /** The runtime's fetch, with the send time stamped in {@link SENT_AT_HEADER}. */
-const wire: typeof fetch = (input, init) => {
-  const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
-  headers.set(SENT_AT_HEADER, String(Date.now()));
-  return fetch(input, { ...init, headers });
-};
-
-/** Serves `app` on 127.0.0.1, port 0. */
-async function listen(app: Hono): Promise<{ origin: string; close(): Promise<void> }> {
-  let server: ServerType | undefined;
-  const port = await new Promise<number>((resolve) => {
-    server = serve({ fetch: app.fetch, port: 0, hostname: '127.0.0.1' }, (info: AddressInfo) =>
-      resolve(info.port),
-    );
-  });
-  return {
-    origin: `http://127.0.0.1:${port}`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        const s = server as ServerType & { closeAllConnections?: () => void };
-        s.close(() => resolve());
-        s.closeAllConnections?.();
-      }),
-  };
-}
+const wire = stampedFetch(SENT_AT_HEADER) as typeof fetch;
 
 /** What `toHttpStatusError()` recovered from one failed call's SDK error (undefined status: none). */
 export interface Failure {
