@@ -15,7 +15,7 @@
 import { unlinkSync } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 import process from 'node:process';
-import { parseArgs } from 'node:util';
+import { EXIT_USAGE, integer, parseFlags, UsageError } from '../cli.ts';
 import { CLIENT_ABOUT, CLIENT_NAMES, makeClient } from './clients.ts';
 import {
   failuresOf,
@@ -40,8 +40,6 @@ const DEFAULT_STORM_MS = 4500;
 const PROGRESS_EVERY_MS = 100;
 /** Act 1's heading, printed when the other acts follow. */
 const STORM_TITLE = 'Act 1: an order API in a storm';
-/** Exit code for a bad command line (as most CLIs: 2 = usage error). */
-const EXIT_USAGE = 2;
 /** Signals that end a run early (Ctrl-C, `kill`): the `--html` file is seen to first. */
 const INTERRUPTS = ['SIGINT', 'SIGTERM'] as const;
 
@@ -87,20 +85,6 @@ interface Settings {
   quiet: boolean;
 }
 
-/** A command-line mistake: printed with a hint, exit code 2. */
-class UsageError extends Error {}
-
-function integer(name: string, raw: string | undefined, fallback: number, min: number, max: number): number {
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw.trim()) || !Number.isSafeInteger(value) || value < min || value > max) {
-    throw new UsageError(
-      `--${name} must be a whole number from ${min} to ${max}, got ${JSON.stringify(raw)}`,
-    );
-  }
-  return value;
-}
-
 /** The flags, for `parseArgs` (strict: an unknown flag or a missing value is a usage error). */
 const FLAGS = {
   seed: { type: 'string' },
@@ -115,12 +99,7 @@ const FLAGS = {
 
 /** Parses the command line; `help` when `--help` was asked for. */
 function parseSettings(args: string[]): Settings | 'help' {
-  let values: ReturnType<typeof parseArgs<{ options: typeof FLAGS; strict: true }>>['values'];
-  try {
-    ({ values } = parseArgs({ args, options: FLAGS, strict: true, allowPositionals: false }));
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
+  const values = parseFlags(args, FLAGS);
   if (values.help) return 'help';
   if (values.html !== undefined && values.html.trim() === '')
     throw new UsageError('--html needs a file name');

@@ -10,11 +10,9 @@
  */
 
 import process from 'node:process';
-import { parseArgs } from 'node:util';
+import { EXIT_USAGE, integer, parseFlags, UsageError } from '../cli.ts';
 import { DEFAULT_CALLS, DEFAULT_WORKERS, formatScript, formatTable, runFleets } from './fleet.ts';
 
-/** Exit code for a bad command line (as most CLIs: 2 = usage error). */
-const EXIT_USAGE = 2;
 /** Bounds that keep a run within a minute: the quota lets 6 calls through a second. */
 const MAX_WORKERS = 32;
 const MAX_CALLS = 10;
@@ -43,30 +41,13 @@ const FLAGS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-/** A command-line mistake: printed with a hint, exit code 2. */
-class UsageError extends Error {}
-
-function integer(name: string, raw: string | undefined, fallback: number, max: number): number {
-  if (raw === undefined) return fallback;
-  const value = Number(raw);
-  if (!/^\d+$/.test(raw.trim()) || value < 1 || value > max) {
-    throw new UsageError(`--${name} must be a whole number from 1 to ${max}, got ${JSON.stringify(raw)}`);
-  }
-  return value;
-}
-
 /** The settings from the command line; `help` when `--help` was asked for. */
 function parseSettings(args: string[]): { workers: number; calls: number } | 'help' {
-  let values: ReturnType<typeof parseArgs<{ options: typeof FLAGS; strict: true }>>['values'];
-  try {
-    ({ values } = parseArgs({ args, options: FLAGS, strict: true, allowPositionals: false }));
-  } catch (error) {
-    throw new UsageError((error as Error).message);
-  }
+  const values = parseFlags(args, FLAGS);
   if (values.help) return 'help';
   return {
-    workers: integer('workers', values.workers, DEFAULT_WORKERS, MAX_WORKERS),
-    calls: integer('calls', values.calls, DEFAULT_CALLS, MAX_CALLS),
+    workers: integer('workers', values.workers, DEFAULT_WORKERS, 1, MAX_WORKERS),
+    calls: integer('calls', values.calls, DEFAULT_CALLS, 1, MAX_CALLS),
   };
 }
 
