@@ -3637,6 +3637,22 @@ test('resilientMcpClient: a cancellation the server redirects within its origin 
   assert.equal(seen.runs.add, undefined);
 });
 
+/**
+ * Connects `mcp`, cancels one tool call there, and resolves to what the client's `onerror`
+ * got (the SDK reports a failed `notifications/cancelled` there), waiting up to 500 ms for one.
+ */
+async function cancelledCallErrors(mcp: ReturnType<typeof inProcess>): Promise<unknown[]> {
+  const errors: unknown[] = [];
+  const client = await mcp.connect();
+  client.onerror = (error) => errors.push(error);
+  const cancel = new AbortController();
+  const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
+  cancel.abort(new Error('stop'));
+  await assert.rejects(call, /stop/);
+  for (let i = 0; i < 50 && errors.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  return errors;
+}
+
 test('resilientMcpClient: a cancellation a browser answers with an opaque redirect (status 0) reaches the SDK as that answer, not as a RangeError', async () => {
   // A browser hides a manual redirect (the SDK asks for one): status 0, no headers, no body.
   // new Response(null, { status: 0 }) throws a RangeError, which the SDK reported instead.
@@ -3650,16 +3666,8 @@ test('resilientMcpClient: a cancellation a browser answers with an opaque redire
     return inProcessAnswer(message);
   };
   const mcp = inProcess(answer);
-  const errors: unknown[] = [];
   try {
-    const client = await mcp.connect();
-    client.onerror = (error) => errors.push(error);
-    const cancel = new AbortController();
-    const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
-    cancel.abort(new Error('stop'));
-    await assert.rejects(call, /stop/);
-    for (let i = 0; i < 50 && errors.length === 0; i++)
-      await new Promise((resolve) => setTimeout(resolve, 10));
+    const errors = await cancelledCallErrors(mcp);
     assert.ok(
       errors.some((error) => `${(error as Error).message}`.includes('Redirect not followed')),
       inspect(errors),
@@ -3687,16 +3695,8 @@ test('resilientMcpClient: a cancellation and a DELETE answered with a status pas
     return inProcessAnswer(message);
   };
   const mcp = inProcess(answer);
-  const errors: unknown[] = [];
   try {
-    const client = await mcp.connect();
-    client.onerror = (error) => errors.push(error);
-    const cancel = new AbortController();
-    const call = client.callTool({ name: 'add', arguments: {} }, undefined, { signal: cancel.signal });
-    cancel.abort(new Error('stop'));
-    await assert.rejects(call, /stop/);
-    for (let i = 0; i < 50 && errors.length === 0; i++)
-      await new Promise((resolve) => setTimeout(resolve, 10));
+    const errors = await cancelledCallErrors(mcp);
     await mcp.close();
     // The SDK's own errors for both, with the status: the cancellation's, then the DELETE's.
     const codes = errors.map((error) => (error as { code?: unknown }).code).filter((code) => code === 600);
