@@ -1168,19 +1168,31 @@ test('a refusal whose retryAt is past the call’s deadline fails at once with t
   });
 });
 
+/**
+ * A stand-in for a breaker or gate below retry() that refuses resends unsent (a circuit
+ * other callers' probes keep reopening): the passes `refused` picks (every one after the
+ * first, by default) are refused with `refusal(call)`, the others sent on.
+ */
+function refusingResends(
+  refusal: (call: Call) => Error,
+  refused = (pass: number) => pass > 1,
+): Middleware & { passes(): number } {
+  let passes = 0;
+  const refuse: Middleware = async function refuse(call, next) {
+    if (!refused(++passes)) return next(call);
+    throw refusal(call);
+  };
+  return Object.assign(refuse, { passes: () => passes });
+}
+
 test('refusals are capped at attempts apart: a circuit that stays open ends the call after that many', async () => {
   // A circuit reopened by every probe another caller sends: this call's resends are all
   // refused. A fake clock-free stand-in: a layer that refuses every pass after the first.
   await withServer(always({ status: 503 }), async (server) => {
-    let passes = 0;
-    const refuse: Middleware = async function refuse(call, next) {
-      if (++passes === 1) return next(call);
-      throw new CircuitOpenError({
-        key: call.key,
-        retryAt: new Date(Date.now() + 5),
-        reason: 'for the test',
-      });
-    };
+    const refuse = refusingResends(
+      (call) =>
+        new CircuitOpenError({ key: call.key, retryAt: new Date(Date.now() + 5), reason: 'for the test' }),
+    );
     const why: string[] = [];
     const fetch = createFetch({
       use: [retry({ attempts: 3, backoff: fast }), refuse],
@@ -1190,7 +1202,7 @@ test('refusals are capped at attempts apart: a circuit that stays open ends the 
     });
     await assert.rejects(fetch(server.origin), { code: 'CIRCUIT_OPEN' });
     assert.equal(server.requests.length, 1);
-    assert.equal(passes, 4, 'one send, then three refusals');
+    assert.equal(refuse.passes(), 4, 'one send, then three refusals');
     assert.deepEqual(why, ['attempts']);
   });
 });
@@ -1229,13 +1241,11 @@ test('a refusal whose retryAt is an Invalid Date is waited out for the backoff s
   // retryAt is a plain field a user's layer may set; NaN as the wait made every resend go
   // with no wait at all (delayMs NaN in the retry events).
   await withServer(always({ status: 503 }), async (server) => {
-    let passes = 0;
-    const refuse: Middleware = async function refuse(call, next) {
-      if (++passes === 1) return next(call);
+    const refuse = refusingResends((call) => {
       const error = new CircuitOpenError({ key: call.key, retryAt: new Date(), reason: 'for the test' });
       (error as { retryAt: Date }).retryAt = new Date(Number.NaN);
-      throw error;
-    };
+      return error;
+    });
     const delays: number[] = [];
     const fetch = createFetch({
       use: [retry({ attempts: 3, backoff: { initialMs: 20, factor: 1, maxMs: 20, jitter: 'none' } }), refuse],
@@ -1299,11 +1309,7 @@ test('a refusal whose retryAt has passed is waited out for the backoff step and 
   // The wait is the backoff step, but the pass was refused unsent, not sent and failed:
   // it said 'backoff', as a resend that reached the server. Refusals capped at attempts.
   await withServer(always({ status: 503 }), async (server) => {
-    let passes = 0;
-    const refuse: Middleware = async function refuse(call, next) {
-      if (++passes === 1) return next(call);
-      throw new GateClosedError({ key: call.key, retryAt: new Date() });
-    };
+    const refuse = refusingResends((call) => new GateClosedError({ key: call.key, retryAt: new Date() }));
     const events: BreakwaterEvent[] = [];
     const retrying = retry({ attempts: 3, backoff: { initialMs: 20, factor: 1, maxMs: 20, jitter: 'none' } });
     const fetch = createFetch({ use: [retrying, refuse], key: 'k', onEvent: (event) => events.push(event) });
@@ -1401,15 +1407,10 @@ test('the waits for one call’s refused resends together stay within maxRetryAf
   // call waited 4 × 40 ms, and with attempts: 5 and maxRetryAfterMs: 60_000, 4 minutes.
   // Now the third wait would take the call's waits past 100 ms: it fails at once.
   await withServer(always({ status: 503 }), async (server) => {
-    let passes = 0;
-    const refuse: Middleware = async function refuse(call, next) {
-      if (++passes === 1) return next(call);
-      throw new CircuitOpenError({
-        key: call.key,
-        retryAt: new Date(Date.now() + 40),
-        reason: 'for the test',
-      });
-    };
+    const refuse = refusingResends(
+      (call) =>
+        new CircuitOpenError({ key: call.key, retryAt: new Date(Date.now() + 40), reason: 'for the test' }),
+    );
     const events: BreakwaterEvent[] = [];
     const fetch = createFetch({
       use: [retry({ attempts: 5, backoff: fast, maxRetryAfterMs: 100 }), refuse],
@@ -1425,7 +1426,7 @@ test('the waits for one call’s refused resends together stay within maxRetryAf
       events.flatMap((event) => (event.type === 'give-up' ? [`${event.why} ${event.reason}`] : [])),
       ['retry-after-too-long CIRCUIT_OPEN'],
     );
-    assert.equal(passes, 4, 'one send, two refusals waited out, the third failed at once');
+    assert.equal(refuse.passes(), 4, 'one send, two refusals waited out, the third failed at once');
     assert.equal(server.requests.length, 1);
   });
 });
@@ -1483,15 +1484,11 @@ test('a refused resend whose retryAt is short is waited out even when the backof
   // 40 ms, was given up on at once (its wait counted as 40 ms against a cap of 30), where
   // a plain 503 with no delay waits those 40 ms and resends.
   await withServer(sequence({ status: 503 }, { body: 'ok' }), async (server) => {
-    let passes = 0;
-    const refuse: Middleware = async function refuse(call, next) {
-      if (++passes !== 2) return next(call);
-      throw new CircuitOpenError({
-        key: call.key,
-        retryAt: new Date(Date.now() + 5),
-        reason: 'for the test',
-      });
-    };
+    const refuse = refusingResends(
+      (call) =>
+        new CircuitOpenError({ key: call.key, retryAt: new Date(Date.now() + 5), reason: 'for the test' }),
+      (pass) => pass === 2,
+    );
     const events: BreakwaterEvent[] = [];
     const fetch = createFetch({
       use: [
@@ -1506,7 +1503,7 @@ test('a refused resend whose retryAt is short is waited out even when the backof
     });
     const response = await fetch(server.origin);
     assert.equal(await response.text(), 'ok');
-    assert.equal(passes, 3, 'one send, one refusal waited out, one resend');
+    assert.equal(refuse.passes(), 3, 'one send, one refusal waited out, one resend');
     assert.equal(server.requests.length, 2);
     assert.deepEqual(
       events.flatMap((event) => (event.type === 'give-up' ? [event.why] : [])),
