@@ -105,7 +105,9 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       response = await (call.init === undefined ? real(call.input) : real(call.input, call.init));
     } catch (error) {
       if (isAbort(error, call.signal)) throw error;
-      const typed = fetchFailure(error, summary(call));
+      // Compared with where a connect failure names (a redirect hop's: see fetchFailure)
+      // only when the runtime's fetch was given the call's URL: the caller's own may send elsewhere.
+      const typed = fetchFailure(error, summary(call), undefined, base ? undefined : call.href);
       // Only objects can be remembered (a thrown primitive is wrapped by the middleware above).
       if (Object(typed) === typed) passedThrough.add(typed as object);
       throw typed;

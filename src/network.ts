@@ -15,7 +15,9 @@
  *   (`sent: 'no'`).
  * - `send`: the connection was up (or the runtime cannot say) and no response had
  *   arrived: the request was being written, or was written and awaited its answer
- *   (`sent: 'maybe'`). A timeout waiting for response headers lands here.
+ *   (`sent: 'maybe'`). A timeout waiting for response headers lands here, and so does a
+ *   connect failure shown to be at a redirect hop: the server had the request (see
+ *   `sentTo` in {@link normalizeNetworkError}).
  * - `response`: the response headers had arrived and reading the body failed
  *   (`sent: 'maybe'`).
  *
@@ -226,6 +228,40 @@ const LOCAL_REFUSAL =
 const DECODING_CODE = /^(?:Z|ERR_|ZSTD)_/;
 
 /**
+ * A special-scheme URL's host that is an IP literal: an IPv6 one is bracketed, and a host
+ * ending in a number parses as IPv4 (WHATWG URL's "ends in a number") or not at all.
+ */
+const IP_HOST = /^\[|\d$/;
+
+/**
+ * Whether `link`, one error of a failure, names a target other than `url` (the one `fetch`
+ * was called with): then it failed at a redirect hop, after the server had the request (a
+ * POST answered 303 whose `Location` refuses the connection or does not resolve; as "not
+ * sent", retry() resent the POST and it ran again). Told by what each runtime names:
+ * - Node and Bun: the host a DNS lookup failed for (`hostname`).
+ * - Node (undici): the `address` and `port` it connected to. A port is compared with the
+ *   URL's effective one, an address only with an IP-literal host: `localhost` and other
+ *   names resolve anywhere, and a unix-socket dispatcher's `address` is its path.
+ * - Deno: the URL in its message (`error sending request for url (<url>): ...`, in the
+ *   lower-cased `words`), by origin.
+ * Bun's refusal names nothing (its `path` is the URL it was called with, after any hop): it
+ * cannot be told, and reads as "not sent" as before.
+ */
+function elsewhere(link: unknown, words: string[], url: URL): boolean {
+  const host = url.hostname;
+  const hostname = readString(link, 'hostname');
+  const address = readString(link, 'address');
+  const port = read(link, 'port') as number;
+  return (
+    (!!hostname && hostname !== host) ||
+    (port > 0 && +port !== (+url.port || (url.protocol === 'https:' ? 443 : 80))) ||
+    (!!address && IP_HOST.test(host) && host !== address && host !== `[${address}]`) ||
+    // A word of a URL, with or without Deno's parenthesis, that is not at the URL's origin.
+    words.some((word) => word.includes('://') && !`(${word}`.includes(`(${url.origin}/`))
+  );
+}
+
+/**
  * How many values {@link quotes} reads in one field of an error, and how many own fields
  * of an error {@link redactedError} reads, before it gives up and the error is copied (with
  * that many fields at most): an HTTP client's error holds a few dozen (axios's `config` and
@@ -298,6 +334,11 @@ function readString(value: unknown, key: string): string {
  * @param request the request, for the error message (see `requestSummary()`).
  * @param stage `'headers'` (default) while awaiting `fetch()`; `'body'` while reading
  *   the response body: the phase is then `response` and `sent` is `maybe`.
+ * @param sentTo the URL `fetch` itself was called with, when known: a failure that names
+ *   another target (a DNS error's `hostname`, undici's `address` and `port`, the URL in
+ *   Deno's message) came at a redirect hop, after the server had the request, so its
+ *   `sent` is `maybe` (phase `send`). Without it (a fetch of the caller's own may send
+ *   elsewhere), a connect failure reads as "not sent".
  *
  * @example
  * ```ts
@@ -318,6 +359,7 @@ export function normalizeNetworkError(
   error: unknown,
   request?: RequestSummary,
   stage?: FetchStage,
+  sentTo?: string,
 ): NetworkError | undefined {
   const chain: unknown[] = [];
   try {
@@ -342,6 +384,15 @@ export function normalizeNetworkError(
   // again, and a server's 407: the server answered, and a resend gets the same answer. As a
   // LOCAL_REFUSAL, no network failure: it was ENETWORK "maybe sent", resent and counted.
   let refused = false;
+  // The request's own URL, if known, and whether a failure came at another target (see
+  // elsewhere): then it was sent, whatever the failure.
+  let url: URL | undefined;
+  try {
+    url = new URL(sentTo as string);
+  } catch {
+    // Not given (or unparseable): the failure's target is not compared.
+  }
+  let redirected = false;
   for (const link of chain) {
     const name = readString(link, 'name');
     const code = readString(link, 'code');
@@ -357,11 +408,10 @@ export function normalizeNetworkError(
     // `/certificates/connection-refused` must not pass for a TLS or connect failure,
     // which would wrongly say the request was not sent. URLs in fetch errors are
     // serialised, so they hold no whitespace; a split keeps this linear.
-    const withoutUrls = message
-      .split(/\s+/)
-      .filter((word) => !word.includes('://'))
-      .join(' ');
+    const words = message.split(/\s+/);
+    const withoutUrls = words.filter((word) => !word.includes('://')).join(' ');
     messages.push(withoutUrls);
+    redirected ||= !!url && elsewhere(link, words, url);
     // The verdict from the error's `code` / `name` / `syscall`, if they name the failure.
     const syscall = readString(link, 'syscall');
     const verdict = DNS_SYSCALL.test(syscall)
@@ -397,8 +447,10 @@ export function normalizeNetworkError(
     }
     if (messages.some((message) => CONNECT_MARKER.test(message))) verdict = [verdict[0], 'no'];
   }
-  const [code, sent] = verdict;
-  // A broken body stream: the response had started, so the request was sent.
+  const [code] = verdict;
+  // A broken body stream: the response had started, so the request was sent. So was one
+  // whose failure came at a redirect hop.
+  const sent = redirected ? 'maybe' : verdict[1];
   const body = stage === 'body';
   return new NetworkError({
     code,
@@ -543,11 +595,16 @@ function copyOf(error: object, cause?: unknown, hide = redactText): TypeError {
  * {@link redactedError}). A runtime's own refusal (Node's "Request cannot be constructed
  * from a URL that includes credentials: http://user:PASSWORD@...", Bun's `ZlibError
  * fetching "<url>"` for a corrupt gzip body) can quote the URL with its userinfo and query
- * values. The caller checks its own abort first.
+ * values. The caller checks its own abort first. `sentTo`: see {@link normalizeNetworkError}.
  */
-export function fetchFailure(error: unknown, request: RequestSummary, stage?: FetchStage): unknown {
+export function fetchFailure(
+  error: unknown,
+  request: RequestSummary,
+  stage?: FetchStage,
+  sentTo?: string,
+): unknown {
   const safe = redactedError(error);
-  const failure = normalizeNetworkError(error, request, stage);
+  const failure = normalizeNetworkError(error, request, stage, sentTo);
   // Classified by the error as thrown, kept as the redacted one: a copy when the original
   // could not be redacted in place (frozen, or a nested field quoting a secret).
   if (failure) failure.cause = safe;

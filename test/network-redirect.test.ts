@@ -1,0 +1,174 @@
+/**
+ * A connect failure at a redirect hop, after the request ran: a POST answered 303 (or 307)
+ * whose `Location` refuses the connection or does not resolve. fetch follows the redirect
+ * and throws the hop's connect error; read as "never sent", retry() resent the POST and it
+ * ran again (a reviewer's reproduction: three times). Real servers on 127.0.0.1 only; the
+ * one name looked up is under `.invalid` (RFC 6761 §6.4), which never resolves.
+ */
+
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import type { FetchLike } from '../src/call.ts';
+import { createFetch } from '../src/chain.ts';
+import { NetworkError, requestSummary } from '../src/errors.ts';
+import { normalizeNetworkError } from '../src/network.ts';
+import { retry } from '../src/retry.ts';
+import { always, closedPort, withServer } from './helpers/server.ts';
+
+/** Which runtime runs the suite (read from globals by name only). */
+const runtime: 'node' | 'deno' | 'bun' = 'Bun' in globalThis ? 'bun' : 'Deno' in globalThis ? 'deno' : 'node';
+
+/** A retry that would resend at once, twice, whatever it is allowed to resend. */
+const quickRetry = () => retry({ attempts: 3, backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } });
+
+/** Runs `fn`, expecting it to reject, and returns what it rejected with. */
+async function rejection(fn: () => Promise<unknown>): Promise<unknown> {
+  try {
+    await fn();
+  } catch (error) {
+    return error;
+  }
+  assert.fail('expected a rejection');
+}
+
+/** The code, phase and sent of a NetworkError, for one deepEqual. */
+function verdict(error: unknown): { code: string; phase: string; sent: string } {
+  assert.ok(error instanceof NetworkError, `not a NetworkError: ${String(error)}`);
+  return { code: error.code, phase: error.phase, sent: error.sent };
+}
+
+test('a POST answered 303 to a port that refuses the connection reaches the server once, and its error says maybe sent', async () => {
+  const dead = await closedPort();
+  await withServer(
+    always({ status: 303, headers: { location: `http://127.0.0.1:${dead}/orders/1` } }),
+    async (server) => {
+      const url = `${server.origin}/orders`;
+      if (runtime === 'bun') {
+        // Bun's error for the hop names no target: its `path` is the request's URL, and
+        // nothing else tells it from a refusal of that URL, which stays "not sent" (the next
+        // tests). Checked here, so the day Bun says more this fails and the gap can close.
+        const raw = await rejection(() => globalThis.fetch(url, { method: 'POST', body: 'order' }));
+        const { code, path, address, port, hostname } = raw as Record<string, unknown>;
+        assert.deepEqual(
+          { code, path, address, port, hostname },
+          { code: 'ECONNREFUSED', path: url, address: undefined, port: undefined, hostname: undefined },
+        );
+        return;
+      }
+      const fetch = createFetch({ use: [quickRetry()] });
+      const error = await rejection(() => fetch(url, { method: 'POST', body: 'order' }));
+      assert.equal(server.requests.filter((request) => request.method === 'POST').length, 1);
+      assert.deepEqual(verdict(error), { code: 'ECONNREFUSED', phase: 'send', sent: 'maybe' });
+    },
+  );
+});
+
+test('a POST answered 307 to a host that does not resolve reaches the server once, and its error says maybe sent', async () => {
+  await withServer(
+    always({ status: 307, headers: { location: 'http://breakwater-test.invalid/orders/1' } }),
+    async (server) => {
+      const fetch = createFetch({ use: [quickRetry()] });
+      const error = await rejection(() =>
+        fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' }),
+      );
+      assert.equal(server.requests.length, 1);
+      assert.deepEqual(verdict(error), { code: 'ENOTFOUND', phase: 'send', sent: 'maybe' });
+    },
+  );
+});
+
+test('a POST refused at its own URL is still not sent, and resent', async () => {
+  const url = `http://127.0.0.1:${await closedPort()}/orders`;
+  let attempts = 0;
+  const fetch = createFetch({
+    use: [quickRetry()],
+    onEvent: (event) => {
+      if (event.type === 'attempt') attempts++;
+    },
+  });
+  const error = await rejection(() => fetch(url, { method: 'POST', body: 'order' }));
+  assert.equal(attempts, 3);
+  assert.deepEqual(verdict(error), { code: 'ECONNREFUSED', phase: 'connect', sent: 'no' });
+});
+
+test("a POST refused through a fetch of the caller's own that sends elsewhere cannot be told: not sent", async () => {
+  // The caller's fetch may send elsewhere than the call's URL (a service map, a sidecar):
+  // a refusal there is not compared with the call's URL.
+  const dead = `http://127.0.0.1:${await closedPort()}/orders`;
+  const elsewhere: FetchLike = (_input, init) => globalThis.fetch(dead, init);
+  const fetch = createFetch({ fetch: elsewhere, use: [] });
+  const error = await rejection(() => fetch('http://127.0.0.1:9/orders', { method: 'POST', body: 'order' }));
+  assert.deepEqual(verdict(error), { code: 'ECONNREFUSED', phase: 'connect', sent: 'no' });
+});
+
+test('a POST whose own host does not resolve is still not sent', async () => {
+  const fetch = createFetch({ use: [] });
+  const error = await rejection(() =>
+    fetch('http://breakwater-test.invalid/orders', { method: 'POST', body: 'x' }),
+  );
+  assert.deepEqual(verdict(error), { code: 'ENOTFOUND', phase: 'connect', sent: 'no' });
+});
+
+/** undici's `fetch failed` around a connect refusal at `address`:`port`. */
+function refusedAt(address: string, port: number): TypeError {
+  const cause = Object.assign(new Error(`connect ECONNREFUSED ${address}:${port}`), {
+    code: 'ECONNREFUSED',
+    syscall: 'connect',
+    address,
+    port,
+  });
+  return new TypeError('fetch failed', { cause });
+}
+
+/** What `error` normalises to for a POST to `url`. */
+function against(url: string, error: unknown): { code: string; phase: string; sent: string } {
+  return verdict(normalizeNetworkError(error, requestSummary('k', 'POST', url), undefined, url));
+}
+
+const MAYBE = { code: 'ECONNREFUSED', phase: 'send', sent: 'maybe' };
+const NO = { code: 'ECONNREFUSED', phase: 'connect', sent: 'no' };
+
+test("undici's refusal at another address than an IP-literal host's, on the same port, was a redirect hop's", () => {
+  assert.deepEqual(against('http://10.0.0.1/x', refusedAt('10.0.0.2', 80)), MAYBE);
+  assert.deepEqual(against('https://[::1]/x', refusedAt('::2', 443)), MAYBE);
+});
+
+test("undici's refusal at the request's own address and effective port is not sent", () => {
+  assert.deepEqual(against('http://10.0.0.1/x', refusedAt('10.0.0.1', 80)), NO);
+  assert.deepEqual(against('https://[::1]/x', refusedAt('::1', 443)), NO);
+  assert.deepEqual(against('http://127.0.0.1:8080/x?token=s3cret', refusedAt('127.0.0.1', 8080)), NO);
+});
+
+test("undici's refusal at a named host's port but any address cannot be told from its own: not sent", () => {
+  assert.deepEqual(against('https://api.example.com/x', refusedAt('203.0.113.9', 443)), NO);
+  assert.deepEqual(against('http://localhost/x', refusedAt('/var/run/docker.sock', 80)), NO);
+});
+
+test("undici's refusal at another port than a named host's was a redirect hop's", () => {
+  assert.deepEqual(against('https://api.example.com/x', refusedAt('203.0.113.9', 80)), MAYBE);
+});
+
+test("Deno's refusal naming another origin was a redirect hop's; its own origin, not sent", () => {
+  const deno = (url: string) =>
+    new TypeError('fetch failed', {
+      cause: new Error(
+        `error sending request for url (${url}): client error (Connect): tcp connect error: Connection refused (os error 111)`,
+      ),
+    });
+  assert.deepEqual(against('https://api.example.com/orders', deno('https://other.example.com/done')), MAYBE);
+  assert.deepEqual(against('https://api.example.com/orders', deno('http://api.example.com/orders')), MAYBE);
+  assert.deepEqual(
+    against('https://api.example.com/orders?k=v', deno('https://api.example.com/orders?k=v')),
+    NO,
+  );
+  assert.deepEqual(against('https://API.example.com:443/orders', deno('https://api.example.com/orders')), NO);
+});
+
+test('without the URL fetch was called with, a refusal is not compared: not sent', () => {
+  const error = refusedAt('10.0.0.2', 81);
+  assert.deepEqual(verdict(normalizeNetworkError(error)), NO);
+  assert.deepEqual(
+    verdict(normalizeNetworkError(error, requestSummary('k', 'POST', 'http://10.0.0.1/x'))),
+    NO,
+  );
+});
