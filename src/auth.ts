@@ -75,6 +75,17 @@ const FOLLOWED = new WeakMap<Response, boolean | undefined>();
  * one; an older token is in no request still waiting.
  */
 const MAX_HELD_TOKENS = 4;
+/**
+ * How many characters of one text of a `token()` or `refresh()` failure (a message, a
+ * field) {@link failure} reads, and of all of them together: the rest is cut. Each is
+ * searched for every token held, escaped and in base64, at about a microsecond a character:
+ * a token endpoint's megabyte page in a refresh() error (`throw new Error(await res.text())`)
+ * held every waiting call for seconds each, and the whole process with them.
+ */
+const MAX_TEXT_CHARS = 4096;
+const MAX_HIDDEN_CHARS = 32_768;
+/** What ends a text {@link failure} cut. */
+const CUT = '[cut]';
 
 /** A token, or where to get one: called for every request until `refresh()` has produced one. */
 export type TokenSource = string | (() => string | Promise<string>);
@@ -179,7 +190,8 @@ const WAITS = new WeakMap<AbortSignal, (() => void) & { waits: Set<() => void> }
 
 /**
  * The error for a failed `token()` or `refresh()` (`cause`): `code`, saying `what` and
- * naming the request; `tokens` are those the `auth()` holds (the current one first).
+ * naming the request; `tokens` are those the `auth()` holds (the current one first), as sent
+ * (with their scheme: a Basic one is hidden decoded too).
  */
 function failure(call: Call, code: string, what: string, tokens: string[], cause: unknown): BreakwaterError {
   // A token endpoint's failure quotes its URL (Deno's fetch in the message, Bun's in `path`),
@@ -188,15 +200,25 @@ function failure(call: Call, code: string, what: string, tokens: string[], cause
   // The tokens are hidden the same way: a refresh() that fails saying which token it could
   // not refresh (`invalid_grant for <token>`) quotes one, and not always the one this
   // request went with: a call sent with an older token joins a refresh replacing a newer
-  // one. Each is hidden as hideSent() hides the credentials a request carried.
+  // one. Each is hidden as hideSent() hides the credentials a request carried. Every text
+  // is cut past MAX_TEXT_CHARS, and past MAX_HIDDEN_CHARS read in all: what is hidden is
+  // searched for at each character, and a waiter's failure must not hold up the process.
   const request = requestSummary(call.key, call.method, call.href);
   const where = `${request.method} ${request.url} (server "${request.key}")`;
-  const held = tokens.map((token) => new Call('x:', { headers: { authorization: token } }, '', undefined));
+  // One pass for them all: each its own header, named a credential.
+  const headers = tokens.map((token, i): [string, string] => [`x-${i}`, token]);
+  const held = new Call('x:', { headers }, '', undefined);
+  held.bag.set(CREDENTIAL_HEADER, new Set(headers.map(([name]) => name)));
+  let left = MAX_HIDDEN_CHARS;
   let safe: unknown;
   try {
-    safe = redactedError(cause, new Map(), (text) =>
-      held.reduce((text, token) => hideSent(token, text), hideSent(call, redactText(text))),
-    );
+    safe = redactedError(cause, new Map(), (text) => {
+      const room = Math.min(left, MAX_TEXT_CHARS);
+      const cut = text.length > room;
+      const read = cut ? text.slice(0, Math.max(0, room - CUT.length)) : text;
+      left -= read.length;
+      return hideSent(held, hideSent(call, redactText(read))) + (cut ? CUT : '');
+    });
   } catch {
     // A getter that throws: no cause, rather than no error (a waiter left hanging).
   }
@@ -452,10 +474,9 @@ export function auth(options: AuthOptions): Middleware {
     if (held[0] !== token && held.unshift(token) > MAX_HELD_TOKENS) held.pop();
     return token;
   };
-  const tokens = (): string[] => [refreshed, ...held];
-
   const prefix = scheme === '' ? '' : `${scheme} `;
   const format = (token: string): string => (/[ \t]/.test(token) ? token : prefix + token);
+  const tokens = (): string[] => [refreshed, ...held].map(format);
 
   async function currentToken(call: Call): Promise<Stamp> {
     if (generation === 0 && typeof source !== 'string') {

@@ -1819,6 +1819,66 @@ test('a token() that fails quoting the token it gave before shows it nowhere in 
   });
 });
 
+test('a token() that fails quoting the Basic credentials it gave before, decoded, shows neither them nor the password in the AUTH_TOKEN_FAILED error', async () => {
+  // scheme 'Basic' with a bare token: auth() sent `Basic <base64>`, so a server or a library
+  // quoting it back decoded (`alice:<password>`) is hidden as for the call's own header.
+  const password = 'Tr0ub4dor-horse';
+  const token = btoa(`alice:${password}`);
+  let calls = 0;
+  const source = async (): Promise<string> => {
+    if (calls++ === 0) return token;
+    throw Object.freeze(new Error(`could not renew alice:${password} (was ${token})`));
+  };
+  await withServer(always({ status: 200 }), async (server) => {
+    const fetch = createFetch({ use: [auth({ token: source, scheme: 'Basic' })] });
+    await (await fetch(server.origin)).text();
+    assert.equal(server.requests[0]?.headers.authorization, `Basic ${token}`);
+    const error = await fetch(server.origin).then(
+      () => assert.fail('token() failed'),
+      (caught: unknown) => caught as BreakwaterError,
+    );
+    assert.equal(error.code, 'AUTH_TOKEN_FAILED');
+    const shown = `${inspect(error, { depth: 8 })} ${JSON.stringify(error)}`;
+    for (const secret of [password, token]) assert.ok(!shown.includes(secret), `${secret} shown: ${shown}`);
+    assert.match(shown, /could not renew/, 'the cause still says what failed');
+  });
+});
+
+test('a refresh() that fails with a huge text (a token endpoint’s page in its message and body) fails every waiting call with that text cut, not after reading it whole for each', async () => {
+  // Every text is searched for each token held, at each character: 200 kB took seconds a
+  // waiter (a megabyte, tens of seconds), the event loop held all along. Cut, what it says
+  // first is kept.
+  const page = 'x'.repeat(200_000);
+  await withServer(always({ status: 401 }), async (server) => {
+    const fetch = createFetch({
+      use: [
+        auth({
+          token: OLD,
+          refresh: async () => {
+            await tick(20);
+            throw Object.assign(new Error(`token endpoint said ${page}`), { body: page });
+          },
+        }),
+      ],
+    });
+    const errors = await Promise.all(
+      [1, 2, 3].map(() =>
+        fetch(server.origin).then(
+          () => assert.fail('the refresh failed'),
+          (caught: unknown) => caught as BreakwaterError,
+        ),
+      ),
+    );
+    for (const error of errors) {
+      assert.equal(error.code, 'AUTH_REFRESH_FAILED');
+      const cause = error.cause as Error & { body: string };
+      assert.match(cause.message, /^token endpoint said x+\[cut\]$/);
+      for (const text of [cause.message, cause.stack ?? '', cause.body])
+        assert.ok(text.length <= 4096, `${text.length} characters kept`);
+    }
+  });
+});
+
 test('a refresh() error with nothing of the token in it stays the cause as thrown', async () => {
   const thrown = new Error('token endpoint said invalid_grant');
   await withServer(always({ status: 401 }), async (server) => {
