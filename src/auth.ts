@@ -425,7 +425,9 @@ type Stamp = [token: string, generation: number];
  *   them). 303, and 301 / 302 after a POST, go on as a GET without a body, as in fetch.
  *   A 307 / 308 for a body that can be read only once, a 21st redirect, or a `Location`
  *   that does not parse, is returned as is (fetch would fail). The response's `url` is
- *   the last one, but its `redirected` is `false`. Tokens in `Authorization` are left
+ *   the last one, and after a hop its `redirected` is `true` (an own property: a
+ *   `clone()`, a frozen response, one a layer below rebuilt with its own read-only
+ *   `redirected`, say `false`). Tokens in `Authorization` are left
  *   to fetch. A 401 from another origin, where neither went, is returned as is, with
  *   no refresh. (Node, Deno, Bun and workerd answer `'manual'` with the 3xx itself; a
  *   browser hides it, status 0, which such an `auth()` cannot follow.)
