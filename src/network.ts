@@ -228,10 +228,12 @@ const LOCAL_REFUSAL =
 const DECODING_CODE = /^(?:Z|ERR_|ZSTD)_/;
 
 /**
- * A special-scheme URL's host that is an IP literal: an IPv6 one is bracketed, and a host
- * ending in a number parses as IPv4 (WHATWG URL's "ends in a number") or not at all.
+ * A special-scheme URL's host that is an IP literal: an IPv6 one is bracketed, an IPv4 one
+ * is serialised as four dotted numbers (`2130706433` and `127.0.0.1.` parse to `127.0.0.1`).
+ * Not any host ending in a digit: `mcp-server-1` or `worker2` is a name (WHATWG URL's "ends
+ * in a number" reads the last label only), and a name resolves anywhere.
  */
-const IP_HOST = /^\[|\d$/;
+const IP_HOST = /^\[|^[\d.]+$/;
 
 /**
  * Whether `link`, one error of a failure, names a target other than `url` (the one `fetch`

@@ -172,3 +172,15 @@ test('without the URL fetch was called with, a refusal is not compared: not sent
     NO,
   );
 });
+
+test("undici's refusal at a named host that ends in a digit (a compose service, a StatefulSet pod) cannot be told from its own: not sent", () => {
+  // Such a name is no IP literal (WHATWG URL parses a host as IPv4 only when its last label
+  // is a number): it resolves anywhere, as any name does. Read as an IP literal, every
+  // refusal of `http://mcp-server-1:3000` said "maybe sent", and its POSTs were not resent.
+  assert.deepEqual(against('http://mcp-server-1:3000/mcp', refusedAt('172.18.0.5', 3000)), NO);
+  assert.deepEqual(against('http://worker2/x', refusedAt('10.0.0.7', 80)), NO);
+  assert.deepEqual(against('https://api.v2/x', refusedAt('::1', 443)), NO);
+  // An IPv4 host however written is parsed to its dotted form, and compared.
+  assert.deepEqual(against('http://2130706433:3000/x', refusedAt('127.0.0.1', 3000)), NO);
+  assert.deepEqual(against('http://127.0.0.1.:3000/x', refusedAt('127.0.0.2', 3000)), MAYBE);
+});
