@@ -494,6 +494,41 @@ function sharedEnd(value: unknown): number {
   return typeof untilMs === 'number' ? untilMs : -Infinity;
 }
 
+/** Each signal's abort handlers here, and its one listener (see {@link onAbort}). */
+const ABORTS = new WeakMap<AbortSignal, [handlers: Set<() => void>, listener: () => void]>();
+
+/**
+ * Calls `handler` when `signal` aborts, until the function returned is called. One
+ * listener on a signal however many calls wait here on it: an SDK reuses one signal for
+ * every request (the MCP SDK's transport), and a listener a wait made Node warn of a leak
+ * ("MaxListenersExceededWarning") at 11 calls waiting together out a pause or for the
+ * store's read. A function, not an object with handleEvent: a polyfill's signal
+ * (abortcontroller-polyfill) calls every listener as a function.
+ */
+function onAbort(signal: AbortSignal | undefined, handler: () => void): () => void {
+  if (!signal) return () => {};
+  let entry = ABORTS.get(signal);
+  if (!entry) {
+    const handlers = new Set<() => void>();
+    entry = [
+      handlers,
+      () => {
+        for (const h of handlers) h();
+      },
+    ];
+    ABORTS.set(signal, entry);
+    signal.addEventListener('abort', entry[1]);
+  }
+  const [handlers, listener] = entry;
+  handlers.add(handler);
+  return () => {
+    if (handlers.delete(handler) && !handlers.size) {
+      signal.removeEventListener('abort', listener);
+      ABORTS.delete(signal);
+    }
+  };
+}
+
 /**
  * Waits on the key (a pause out, or the pace probe's outcome) for a call whose deadline
  * is `deadline` (epoch ms, by the breaker's clock): resolves `true` when
@@ -517,14 +552,14 @@ function waitOn(
     /** `true`: woken; `false`: timed out; undefined: aborted. */
     const settle = (woken?: boolean): void => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
+      off();
       c.waiters?.delete(wake);
       if (woken === undefined) reject(abortReason(signal));
       else resolve(woken);
     };
     const wake = (): void => settle(true);
-    const onAbort = (): void => settle();
     const timer = setTimeout(settle, ms, false);
+    const off = onAbort(signal, settle);
     c.waiters ??= new Map();
     const waiters = c.waiters.set(wake, [deadline, place]);
     // A resend goes ahead of the calls that came later: from the first of them on, each
@@ -541,8 +576,7 @@ function waitOn(
         }
       }
     }
-    if (signal?.aborted) onAbort();
-    else signal?.addEventListener('abort', onAbort);
+    if (signal?.aborted) settle();
   });
 }
 
@@ -1082,11 +1116,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     const reading = c.reading;
     const signal = call.signal;
     return new Promise<void>((resolve, reject) => {
-      const onAbort = (): void => reject(abortReason(signal));
-      signal?.addEventListener('abort', onAbort);
-      if (signal?.aborted) onAbort();
+      const aborted = (): void => reject(abortReason(signal));
+      const off = onAbort(signal, aborted);
+      if (signal?.aborted) aborted();
       reading.then(() => {
-        signal?.removeEventListener('abort', onAbort);
+        off();
         resolve();
       });
     });

@@ -9,6 +9,7 @@ import type { BreakwaterEvent, PacedEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { timeout } from '../src/timeout.ts';
+import { countedSignal } from './helpers/counted-signal.ts';
 import { assertNoToken, refusedAfter, withReasonPhrase } from './helpers/reason-phrase.ts';
 import { refusedRetryAt } from './helpers/refused.ts';
 import {
@@ -1968,6 +1969,28 @@ test('a 200 saying the quota is used up during a slow start lowers no ceiling: a
     // slow start after the reset stopped doubling for ten pauses: at most 5 held at once
     // in those 60 arrivals. Now it doubles back to all 12 callers within a few round trips.
     const most = Math.max(...after);
-    assert.ok(most >= 10, `at most ${most} in flight in the 60 arrivals after the reset (${after.join(' ')})`);
+    assert.ok(
+      most >= 10,
+      `at most ${most} in flight in the 60 arrivals after the reset (${after.join(' ')})`,
+    );
+  });
+});
+
+test('calls that wait a pause out with one shared signal (the MCP SDK’s) add one abort listener to it, not one each, and an abort still ends them all', async () => {
+  // 20 MCP tool calls held by one 429 put 20 listeners on the transport's one signal, and
+  // Node printed MaxListenersExceededWarning at the 11th.
+  await withServer(sequence(tooMany(60_000), { status: 200 }), async (server) => {
+    const { fetch } = pacedClient();
+    assert.equal(await send(fetch, server.origin), 429);
+    const { controller, signal, most } = countedSignal();
+    const calls = Array.from({ length: 20 }, () =>
+      fetch(server.origin, { signal }).catch((error: unknown) => error),
+    );
+    await delay(10);
+    assert.equal(most(), 1, 'abort listeners on the shared signal while 20 calls wait out the pause');
+    const reason = new Error('user left');
+    controller.abort(reason);
+    assert.deepEqual(await Promise.all(calls), Array(20).fill(reason));
+    assert.equal(server.requests.length, 1);
   });
 });

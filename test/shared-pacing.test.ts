@@ -7,6 +7,7 @@ import { CircuitOpenError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { type JsonValue, memoryStore, type Store } from '../src/store.ts';
+import { countedSignal } from './helpers/counted-signal.ts';
 import { type Behaviour, type Handler, withServer } from './helpers/server.ts';
 
 /** Where a breaker keeps key `model`'s pause in a shared store. */
@@ -413,5 +414,33 @@ test('a worker waiting out a pause is told of a longer one another worker wrote 
     // Before, b went as a's 100 ms pause ended, about 300 ms inside c's window.
     const sentAt = (arrived.get('b') as number) - told;
     assert.ok(sentAt >= 380, `b was sent ${sentAt} ms after c was told to wait 400 ms`);
+  });
+});
+
+test('calls that wait together for the store’s read with one shared signal (the MCP SDK’s) add one abort listener to it, not one each, and an abort still ends them all', async () => {
+  // Every call with a store waits for the key's read: 20 MCP tool calls at once on a store
+  // that answers in a few ms (a Redis) put 20 listeners on the transport's one signal, and
+  // Node printed MaxListenersExceededWarning on the happy path.
+  const store = memoryStore();
+  // The read is answered only once the test is done with the calls (its timer then ends).
+  let answer = (): void => {};
+  const answered = new Promise<undefined>((resolve) => {
+    answer = () => resolve(undefined);
+  });
+  const slow: Store = { ...store, get: () => answered };
+  await withServer(timed([], { status: 200 }), async (server) => {
+    const { fetch } = worker(slow);
+    const { controller, signal, most } = countedSignal();
+    const calls = Array.from({ length: 20 }, () =>
+      fetch(server.origin, { signal }).catch((error: unknown) => error),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    assert.equal(most(), 1, 'abort listeners on the shared signal while 20 calls wait for the read');
+    const reason = new Error('user left');
+    controller.abort(reason);
+    assert.deepEqual(await Promise.all(calls), Array(20).fill(reason));
+    assert.equal(server.requests.length, 0);
+    answer();
+    await answered;
   });
 });
