@@ -27,6 +27,15 @@ export const SECRET_HEADERS: readonly string[] = [
 ];
 
 /**
+ * Query and form parameter names whose values are credentials: `key` and `api_key`
+ * (Gemini, Maps), `access_token` (RFC 6750 §2.3), `refresh_token` and `client_secret`
+ * (RFC 6749 §6, a refresh's form body), `password`, `pwd`, `auth`, OAuth's `code` and
+ * `code_verifier`, `session`, `jwt`, an AWS presigned URL's `X-Amz-Credential`,
+ * `X-Amz-Signature` and `X-Amz-Security-Token`, an Azure SAS's `sig`.
+ */
+export const SECRET_QUERY_NAME: RegExp = /key|token|secret|pass|pwd|auth|cred|sig|session|code|jwt/i;
+
+/**
  * Headers worth keeping on an error or a snapshot: they explain the failure
  * (timing, rate limits, retry hints, content type) or identify the request for the
  * provider's support (request ids). Everything else is dropped: an allowlist cannot
@@ -269,6 +278,29 @@ const RELATIVE_PATH_TOKEN = RegExp(
  * text's last can fail after reading on.
  */
 const REFUSED_HEADER_VALUE = /((?:Headers\.\w+|[Ii]nvalid header value): ")[\s\S]*(?=")/;
+
+/**
+ * A `name=value` pair outside a URL: a form body an HTTP client's error quotes
+ * (`grant_type=refresh_token&refresh_token=...&client_secret=...`, what an OAuth
+ * refresh sends), a Java map's `toString()` (`{client_secret=...}`), a log line's field.
+ * {@link redactText} hides the value of one whose name is a credential's
+ * ({@link SECRET_QUERY_NAME}); the names, and the other values, stay. The name is the word
+ * before the `=` (`X-Amz-Credential=` reads `Credential=`); the value runs to a `&`,
+ * whitespace, a quote, a bracket, `<` / `>`, or a `\u0026` (a `&` as Go's `encoding/json`
+ * writes it), punctuation that ends a sentence (or a `\` escaping the quote that closes a
+ * JSON string) left out; an empty one stays. Linear time: a name starts only at a word's
+ * start and ends at its `=`, and a value that fails is all such punctuation, holding no word.
+ */
+const FORM_PAIR = /\b(\w+=)(?:[^\s"'()<>&\\]|\\(?!u0026))*[^\s"'()<>&,.;:?`\\}]/g;
+
+/**
+ * The credential after an authentication scheme quoted in text (`Authorization: Bearer
+ * eyJ...`, `bearer <token>`, `Basic dXNl...`, `DPoP <token>`; RFC 9110 §11.4's token68).
+ * A word of small letters, a capital first at most (`Bearer token required`, `Bearer
+ * realm="api"`, `resource_metadata=`), says what is missing and stays; a base64 Basic
+ * credential has capitals inside. Linear time: a match starts only at the scheme's name.
+ */
+const SCHEME_CREDENTIAL = /(\b(?:[Bb]earer|[Bb]asic|DPoP)\s+)(?![A-Z]?[a-z_-]*(?![\w~+/.-]))[\w~+/.-]+=*/g;
 
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[a-z\d+.-]$/i;
@@ -569,5 +601,7 @@ export function redactText(text: string, escapes = true): string {
     .replace(RELATIVE_URL, (_, head: string, query: string) => head + redactQuery(query))
     .replace(ESCAPED_QUERY_WORD, redactEscapedQuery)
     .replace(RELATIVE_PATH_TOKEN, `$1${REDACTED}`)
-    .replace(REFUSED_HEADER_VALUE, `$1${REDACTED}`);
+    .replace(REFUSED_HEADER_VALUE, `$1${REDACTED}`)
+    .replace(SCHEME_CREDENTIAL, `$1${REDACTED}`)
+    .replace(FORM_PAIR, (pair, name: string) => (SECRET_QUERY_NAME.test(name) ? name + REDACTED : pair));
 }

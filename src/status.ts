@@ -27,7 +27,7 @@ import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
 import { validate } from './options.ts';
-import { endsUrl, redactText, SCHEME_SEPARATOR, SECRET_HEADERS } from './redact.ts';
+import { endsUrl, redactText, SCHEME_SEPARATOR, SECRET_HEADERS, SECRET_QUERY_NAME } from './redact.ts';
 import { type HeadersLike, retryDelay } from './timing.ts';
 
 /** Body bytes read from a failure response by default (DESIGN.md §4: 2 KiB). */
@@ -59,13 +59,6 @@ const MIN_WORD_CHARS = 4;
 const NO_SECRET = /^(?:basic|bearer|dpop|token|undefined|null)$/i;
 /** What a hidden credential reads as (as a redacted URL part does). */
 const HIDDEN = '[redacted]';
-/**
- * Query parameter names whose values are credentials: `key` and `api_key` (Gemini, Maps),
- * `access_token` (RFC 6750 §2.3), `client_secret`, `password`, `pwd`, `auth`, OAuth's
- * `code`, `session`, `jwt`, an AWS presigned URL's `X-Amz-Credential`, `X-Amz-Signature`
- * and `X-Amz-Security-Token`, an Azure SAS's `sig`.
- */
-const SECRET_QUERY_NAME = /key|token|secret|pass|pwd|auth|cred|sig|session|code|jwt/i;
 /**
  * A query value that looks random under any name: 16 or more characters of a token's
  * alphabet mixing capitals, small letters and digits (base64, `sk-…`), or hex mixing

@@ -2135,3 +2135,39 @@ test('a POST whose 303 auth() follows itself (a key in x-api-key), then answered
     assert.deepEqual(posts, ['/orders'], 'the POST went once');
   });
 });
+
+test('a refresh() error that quotes the refresh request it sent (a form body with the refresh token and client secret, its Basic client credentials) shows none of them', async () => {
+  const refreshToken = 'RT-abc123rotating';
+  const clientSecret = 'CS-xyz789client';
+  const basic = btoa(`my-client:${clientSecret}`);
+  const body = `grant_type=refresh_token&refresh_token=${refreshToken}&client_secret=${clientSecret}`;
+  const throwers: [string, () => unknown][] = [
+    ['its message', () => new Error(`POST https://auth.example.com/token failed (400): sent ${body}`)],
+    [
+      'an HTTP client’s fields',
+      () =>
+        Object.assign(new Error('Request failed with status code 400'), {
+          config: { data: body, headers: { Authorization: `Basic ${basic}` } },
+          request: `POST /token HTTP/1.1\r\nAuthorization: Basic ${basic}\r\n\r\n${body}`,
+        }),
+    ],
+  ];
+  await withServer(always({ status: 401 }), async (server) => {
+    for (const [shape, thrower] of throwers) {
+      const error = await refreshFailure(server, 'plainOldToken7419', thrower());
+      const shown = [
+        JSON.stringify(error),
+        inspect(error, { depth: Number.POSITIVE_INFINITY, getters: true }),
+        ...loggedStrings(error),
+      ];
+      for (const text of shown)
+        for (const secret of [refreshToken, clientSecret, basic])
+          assert.ok(!text.includes(secret), `${shape}: a secret shown in ${text}`);
+      // What it says stays readable: the grant type and the names of what was sent.
+      assert.match(
+        inspect(error),
+        /grant_type=refresh_token&refresh_token=\[redacted\]&client_secret=\[redacted\]/,
+      );
+    }
+  });
+});

@@ -1902,3 +1902,66 @@ test('redactText hides a refused header value fetch quotes after words put befor
     (chars) => `Headers.append: "${fill('a', chars)}`,
   ]);
 });
+
+test('redactText hides the values of credential-named parameters in a form body quoted in text (an OAuth refresh’s), keeping the names and the other values', () => {
+  const body = `grant_type=refresh_token&refresh_token=RT-${MARK}abc123&client_secret=CS-${MARK}xyz789&scope=read`;
+  const shown = `grant_type=refresh_token&refresh_token=${REDACTED}&client_secret=${REDACTED}&scope=read`;
+  assert.equal(redactText(`POST /token failed, body: ${body}`), `POST /token failed, body: ${shown}`);
+  assert.equal(redactText(`{"data":"${body}","status":400}`), `{"data":"${shown}","status":400}`);
+  assert.equal(redactText(`sent ${body}.`), `sent ${shown}.`);
+  assert.equal(redactText(`(password=${MARK}pw, user=ann)`), `(password=${REDACTED}, user=ann)`);
+  // A Java or Kotlin map's toString(), an HTTP client's headers and form among them.
+  assert.equal(
+    redactText(`{Authorization=Bearer ${MARK}1, X-Amz-Credential=${MARK}2, client_secret=${MARK}3}`),
+    `{Authorization=${REDACTED} ${REDACTED}, X-Amz-Credential=${REDACTED}, client_secret=${REDACTED}}`,
+  );
+  // Go's encoding/json writes a `&` as \u0026: the secrets are hidden all the same.
+  assertHidden(
+    `{"body":"grant_type=authorization_code\\u0026code=${MARK}c0de\\u0026code_verifier=${MARK}v"}`,
+  );
+  for (const text of [body, `code_verifier=${MARK}v1&client_assertion_type=jwt&client_secret=${MARK}s`])
+    assertHidden(text);
+  // Names that are no credential's keep their values; an empty value stays empty.
+  for (const kept of [
+    'grant_type=refresh_token&scope=read',
+    'retry in 3s (attempt=2, limit=5)',
+    'token= missing',
+  ])
+    assert.equal(redactText(kept), kept);
+});
+
+test('redactText hides the credential after a Bearer, Basic or DPoP scheme quoted in text, not the words a server says what is missing with', () => {
+  const jwt = `eyJhbGciOiJIUzI1NiJ9.${MARK}.sig-_0`;
+  assert.equal(redactText(`Authorization: Bearer ${jwt}`), `Authorization: Bearer ${REDACTED}`);
+  assert.equal(redactText(`sent "bearer RT-${MARK}1" twice`), `sent "bearer ${REDACTED}" twice`);
+  assert.equal(
+    redactText(`Authorization: Basic dXNlcjpwYXNz${MARK}==, then`),
+    `Authorization: Basic ${REDACTED}, then`,
+  );
+  assert.equal(redactText(`DPoP ${jwt}`), `DPoP ${REDACTED}`);
+  assertHidden(`{"headers":{"Authorization":"Bearer  ${jwt}"}}`);
+  for (const kept of [
+    'Bearer token required',
+    'Basic auth is not supported',
+    'WWW-Authenticate: Bearer realm="api", error="invalid_token"',
+    'Bearer resource_metadata="https://h/.well-known/oauth-protected-resource"',
+    `Bearer ${REDACTED}`,
+  ])
+    assert.equal(redactText(kept), kept);
+});
+
+test('redactText takes linear time on 512 KiB of hostile form-pair and Bearer text', () => {
+  assertLinear([
+    (chars) => fill('key=', chars),
+    (chars) => `token=${fill(',', chars)}`,
+    (chars) => `token=${fill('.\\', chars)}`,
+    (chars) => fill('token=\\u0026', chars),
+    (chars) => fill('=a', chars),
+    (chars) => fill('&a', chars),
+    (chars) => fill('a', chars),
+    (chars) => fill('Bearer ', chars),
+    (chars) => `bearer${fill(' ', chars)}`,
+    (chars) => `Bearer ${fill('a-', chars)}`,
+    (chars) => `Basic a${fill('=', chars)}-`,
+  ]);
+});
