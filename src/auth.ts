@@ -38,7 +38,7 @@ import { DEFAULT_REFRESH_TIMEOUT_MS, MAX_REDIRECTS } from './limits.ts';
 import { redactedError } from './network.ts';
 import { functionOption, isFunction, validate } from './options.ts';
 import { redactText } from './redact.ts';
-import { hideSent } from './status.ts';
+import { hideSent, REPLACED } from './status.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
 /** The header a token goes in, by default (RFC 9110 §11.6.2). */
@@ -649,6 +649,9 @@ export function auth(options: AuthOptions): Middleware {
     }
     if (oneShot) return response;
     call.attempt++;
+    // The answer to the resend may quote the token the first request went with (a server's
+    // session or audit message): hideSent() hides the tokens held lately, that one among them.
+    call.bag.set(REPLACED, held);
     call.setHeader(header, format(refreshed));
     return send(call);
   };

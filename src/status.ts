@@ -69,6 +69,14 @@ const RANDOM_QUERY_VALUE =
   /^(?=.*\d)(?:(?=.*[a-z])(?=.*[A-Z])[\w+/=.~-]{16,}|(?=.*[a-fA-F])[\da-fA-F]{16,})$/;
 
 /**
+ * The call's bag holds, under this key, the tokens an `auth()` that resent the call with a
+ * refreshed token has held lately (at most 4, the one the first request went with among
+ * them): the answer to the resend may quote that one (a server's session or audit
+ * message), so {@link hideSent} hides them as it hides the credentials sent now.
+ */
+export const REPLACED: unique symbol = Symbol();
+
+/**
  * Where `captureStatus()` leaves its snapshot on the response it took it of, so
  * `statusError()` outside it does not read the body a second time.
  */
@@ -209,7 +217,8 @@ function withoutCutUrl(text: string): string {
 /**
  * `text` without the credentials `call` sent, each run of hidden characters shown as
  * {@link HIDDEN}: each value of {@link SECRET_HEADERS} (and of the headers `auth()`
- * names otherwise, {@link CREDENTIAL_HEADER}), whole and then after its scheme (the
+ * names otherwise, {@link CREDENTIAL_HEADER}, and those it replaced to resend the call,
+ * {@link REPLACED}), whole and then after its scheme (the
  * token of `Bearer <token>`; a Basic one decoded, and its password), but not a scheme
  * alone nor a token that is a placeholder ({@link NO_SECRET}); each cookie value and each query value of the request URL
  * named as a credential ({@link SECRET_QUERY_NAME}) or random-looking
@@ -228,8 +237,9 @@ function withoutCutUrl(text: string): string {
 export function hideSent(call: Call, text: string): string {
   const sent: string[] = [];
   const named = call.bag.get(CREDENTIAL_HEADER) as Set<string> | undefined;
-  for (const name of [...SECRET_HEADERS, ...(named ?? [])]) {
-    const value = call.header(name)?.trim() ?? '';
+  const values = [...SECRET_HEADERS, ...(named ?? [])].map((name) => call.header(name));
+  for (const header of [...values, ...((call.bag.get(REPLACED) as string[] | undefined) ?? [])]) {
+    const value = header?.trim() ?? '';
     // After the scheme: at any whitespace, a tab too, as servers split it (Go's strings.Fields).
     const token = value.replace(/^\S+\s+/, '');
     if (NO_SECRET.test(token)) continue;
