@@ -514,14 +514,16 @@ test('a Retry-After over MAX_HEADER_CHARS that is not all digits where read stay
   assert.equal(delay({ 'retry-after-ms': `1.${'5'.repeat(MAX_HEADER_CHARS)}` }), undefined);
 });
 
-test('an over-long all-digit Retry-After is judged by a bounded prefix: megabytes of digits cost well under 50 ms', () => {
+test('an over-long all-digit Retry-After is judged by a bounded prefix: megabytes of digits cost well under 200 ms', () => {
   const value = '9'.repeat(4_000_000);
   delay({ 'retry-after': '1' }); // warm up
   const started = process.cpuUsage();
   for (let i = 0; i < 100; i++) assert.equal(delay({ 'retry-after': value }), MAX_DELAY_MS);
   const used = process.cpuUsage(started);
   const elapsed = (used.user + used.system) / 1000;
-  assert.ok(elapsed < 50, `100 reads took ${elapsed.toFixed(1)} ms`);
+  // About 20-40 ms on a quiet machine (the engine's own scans of the string), 80 ms with
+  // two other test runs beside it; reading every digit in script took seconds.
+  assert.ok(elapsed < 200, `100 reads took ${elapsed.toFixed(1)} ms`);
 });
 
 /** A retry() over `server` fails at once, after one request, with RetryAfterTooLongError asking for the longest wait. */
