@@ -271,11 +271,27 @@ function elsewhere(link: unknown, words: string[], url: URL): boolean {
  */
 const MAX_ERROR_FIELDS = 100;
 
+/**
+ * How many characters of one text of an error (a message, a stack, a field, a string in a
+ * field) {@link redactedError} reads, and of all the texts of one error together (its causes,
+ * members, the strings {@link quotes} checks, a copy's): the rest is cut, marked {@link CUT},
+ * as `auth()` cuts a token failure's (4,096 and 32,768 there: its hiding costs about five
+ * times as much a character). {@link redactText} reads about 0.3 µs a character on Node: a
+ * middleware's error holding a 20 MB response `body` held the event loop 2.2 s, and each
+ * text was read twice when the error was copied. 64 KiB keeps whole what an SDK's error
+ * quotes of a failure body (capped at 64 KiB: `MAX_FAILURE_BODY_BYTES`); 256 KiB in all is
+ * four of those, about 80 ms at worst.
+ */
+const MAX_TEXT_CHARS = 65_536;
+const MAX_ERROR_CHARS = 262_144;
+/** What ends a text {@link redactedError} cut (the same as `auth()`'s). */
+const CUT = '[cut]';
+
 /** Reads a property without letting a throwing getter or Proxy escape. */
-function read(value: unknown, key: string): unknown {
+function read(value: unknown, key: PropertyKey): unknown {
   // Only ever called with the objects of a chain: no type check needed.
   try {
-    return (value as Record<string, unknown>)[key];
+    return (value as Record<PropertyKey, unknown>)[key];
   } catch {
     return undefined;
   }
@@ -300,12 +316,19 @@ function collect(error: unknown, chain: unknown[]): void {
 }
 
 /**
- * The own enumerable keys of `value` (one of a chain's objects), one more than
- * MAX_ERROR_FIELDS at most (more says there are too many to read); none for a hostile Proxy.
+ * The own enumerable keys of `value` (an error, or a value in one of its fields), symbols
+ * too (util.inspect prints `[Symbol(config)]: {...}`), one more than MAX_ERROR_FIELDS at
+ * most (more says there are too many to read); none for a hostile Proxy. An array longer
+ * than that is not listed (5,000,000 elements took 1.8 s and 320 MB to list): its first
+ * indices stand for it, one too many, holes or not.
  */
-function keysOf(value: object): string[] {
+function keysOf(value: object): PropertyKey[] {
   try {
-    return Object.keys(value).slice(0, MAX_ERROR_FIELDS + 1);
+    return (
+      Array.isArray(value) && value.length > MAX_ERROR_FIELDS
+        ? [...Array(MAX_ERROR_FIELDS + 1).keys()]
+        : Reflect.ownKeys(value).filter((key) => ({}).propertyIsEnumerable.call(value, key))
+    ).slice(0, MAX_ERROR_FIELDS + 1);
   } catch {
     return [];
   }
@@ -481,7 +504,10 @@ export function normalizeNetworkError(
  * MAX_CHAIN_ERRORS (and MAX_CHAIN_ERRORS members of each list): bounded. What lies past
  * that bound, and a cause looping back to an error still walked (a frozen one there may yet
  * be copied, and its original keep a secret), goes up as a copy without its cause: the
- * chain is cut there, and a list of members past the bound is cut too.
+ * chain is cut there, and a list of members past the bound is cut too. Each text is read up
+ * to MAX_TEXT_CHARS, and MAX_ERROR_CHARS in all, the rest cut (`[cut]`): a cut text counts
+ * as changed, so a nested one makes the error a copy; one read after the budget ran out (an
+ * outer error's, read after its causes; a copy's) goes up as `[cut]` alone.
  *
  * @param seen the walk's own: each error met so far and what it goes up as (`undefined`
  *   while its walk is in progress). Callers pass a fresh one, or none.
@@ -494,6 +520,19 @@ export function redactedError(
   seen: Map<unknown, unknown> = new Map(),
   hide: (text: string) => string = redactText,
 ): unknown {
+  let left = MAX_ERROR_CHARS;
+  return walk(error, seen, (text) => {
+    const room = Math.min(left, MAX_TEXT_CHARS);
+    const read = text.slice(0, text.length > room ? Math.max(0, room - CUT.length) : room);
+    left -= read.length;
+    const shown = hide(read);
+    // auth()'s own `hide` cuts shorter, with the same mark: one is enough.
+    return read === text || shown.endsWith(CUT) ? shown : shown + CUT;
+  });
+}
+
+/** {@link redactedError}'s walk, each text read through `hide` (bounded there). */
+function walk(error: unknown, seen: Map<unknown, unknown>, hide: (text: string) => string): unknown {
   // A thrown string (`throw \`failed for ${url}\``) is printed as it is.
   if (typeof error === 'string') return hide(error);
   if (typeof error !== 'object' || error === null) return error;
@@ -505,10 +544,10 @@ export function redactedError(
   const keys = keysOf(error);
   // Whether something the error shows still quotes a secret (or too much to read): then it is copied.
   let kept = keys.length > MAX_ERROR_FIELDS;
-  const replace = (owner: object, key: string, value: unknown, safe: unknown): void => {
+  const replace = (owner: object, key: PropertyKey, value: unknown, safe: unknown): void => {
     if (safe === value) return;
     try {
-      (owner as Record<string, unknown>)[key] = safe;
+      (owner as Record<PropertyKey, unknown>)[key] = safe;
     } catch {
       // Frozen, or a getter only: told by reading it back.
     }
@@ -519,14 +558,13 @@ export function redactedError(
     if (Array.isArray(members)) {
       const list = members.length > MAX_CHAIN_ERRORS ? members.slice(0, MAX_CHAIN_ERRORS) : members;
       replace(error, 'errors', members, list);
-      for (const [i, member] of list.entries())
-        replace(list, `${i}`, member, redactedError(member, seen, hide));
+      for (const [i, member] of list.entries()) replace(list, i, member, walk(member, seen, hide));
     }
   } catch {
     // A hostile Proxy: what was reached before it is redacted.
   }
   const cause = read(error, 'cause');
-  const safe = redactedError(cause, seen, hide);
+  const safe = walk(cause, seen, hide);
   replace(error, 'cause', cause, safe);
   // Its text, and every own enumerable field: loggers print those too (pino, util.inspect,
   // JSON.stringify). Bun's `path`, Node's `input` and an app's `url` are such fields, and an
@@ -565,8 +603,8 @@ function quotes(value: unknown, hide: (text: string) => string, seen: Map<unknow
       const proto = Object.getPrototypeOf(item);
       if (proto !== Object.prototype && proto !== Array.prototype && proto && !(item instanceof Error))
         return true;
-      for (const key of ['message', 'stack', 'cause', 'errors', ...Object.keys(item)])
-        if (queue.push((item as Record<string, unknown>)[key]) > MAX_ERROR_FIELDS) return true;
+      for (const key of ['message', 'stack', 'cause', 'errors', ...keysOf(item)])
+        if (queue.push((item as Record<PropertyKey, unknown>)[key]) > MAX_ERROR_FIELDS) return true;
     }
   } catch {
     return true;
@@ -579,9 +617,9 @@ function quotes(value: unknown, hide: (text: string) => string, seen: Map<unknow
  * its name, its code, `cause` and its own fields that hold a string, number or boolean
  * (a `status`), strings redacted (see {@link redactedError}).
  */
-function copyOf(error: object, cause?: unknown, hide = redactText): TypeError {
+function copyOf(error: object, cause: unknown, hide: (text: string) => string): TypeError {
   const copy = new TypeError(hide(readString(error, 'message')), { cause }) as TypeError &
-    Record<string, unknown>;
+    Record<PropertyKey, unknown>;
   for (const field of ['name', 'code', ...keysOf(error)]) {
     const value = read(error, field);
     // A cause or stack of its own is text at most here: the same, redacted.
