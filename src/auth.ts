@@ -84,8 +84,6 @@ const MAX_HELD_TOKENS = 4;
  */
 const MAX_TEXT_CHARS = 4096;
 const MAX_HIDDEN_CHARS = 32_768;
-/** What ends a text {@link failure} cut. */
-const CUT = '[cut]';
 
 /** A token, or where to get one: called for every request until `refresh()` has produced one. */
 export type TokenSource = string | (() => string | Promise<string>);
@@ -209,16 +207,15 @@ function failure(call: Call, code: string, what: string, tokens: string[], cause
   const headers = tokens.map((token, i): [string, string] => [`x-${i}`, token]);
   const held = new Call('x:', { headers }, '', undefined);
   held.bag.set(CREDENTIAL_HEADER, new Set(headers.map(([name]) => name)));
-  let left = MAX_HIDDEN_CHARS;
   let safe: unknown;
   try {
-    safe = redactedError(cause, new Map(), (text) => {
-      const room = Math.min(left, MAX_TEXT_CHARS);
-      const cut = text.length > room;
-      const read = cut ? text.slice(0, Math.max(0, room - CUT.length)) : text;
-      left -= read.length;
-      return hideSent(held, hideSent(call, redactText(read))) + (cut ? CUT : '');
-    });
+    safe = redactedError(
+      cause,
+      new Map(),
+      (text) => hideSent(held, hideSent(call, redactText(text))),
+      MAX_TEXT_CHARS,
+      MAX_HIDDEN_CHARS,
+    );
   } catch {
     // A getter that throws: no cause, rather than no error (a waiter left hanging).
   }

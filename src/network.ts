@@ -284,7 +284,7 @@ const MAX_ERROR_FIELDS = 100;
  */
 const MAX_TEXT_CHARS = 65_536;
 const MAX_ERROR_CHARS = 262_144;
-/** What ends a text {@link redactedError} cut (the same as `auth()`'s). */
+/** What ends a text {@link redactedError} cut. */
 const CUT = '[cut]';
 
 /** Reads a property without letting a throwing getter or Proxy escape. */
@@ -514,20 +514,23 @@ export function normalizeNetworkError(
  * @param hide what each text goes up as: {@link redactText} (URLs, header values), or
  *   that and more (`auth()` hides the token it stamped too: a `refresh()` that fails
  *   quoting it put it in every log printing the cause, looking like no key).
+ * @param textChars, errorChars the cut: each text, and all of them together (`auth()`
+ *   cuts shorter, its hiding costing more a character).
  */
 export function redactedError(
   error: unknown,
   seen: Map<unknown, unknown> = new Map(),
   hide: (text: string) => string = redactText,
+  textChars: number = MAX_TEXT_CHARS,
+  errorChars: number = MAX_ERROR_CHARS,
 ): unknown {
-  let left = MAX_ERROR_CHARS;
+  let left = errorChars;
   return walk(error, seen, (text) => {
-    const room = Math.min(left, MAX_TEXT_CHARS);
-    const read = text.slice(0, text.length > room ? Math.max(0, room - CUT.length) : room);
+    const room = Math.min(left, textChars);
+    const cut = text.length > room;
+    const read = cut ? text.slice(0, Math.max(0, room - CUT.length)) : text;
     left -= read.length;
-    const shown = hide(read);
-    // auth()'s own `hide` cuts shorter, with the same mark: one is enough.
-    return read === text || shown.endsWith(CUT) ? shown : shown + CUT;
+    return hide(read) + (cut ? CUT : '');
   });
 }
 

@@ -369,3 +369,11 @@ test('an array field of 200,000 values, or a thrown one, is not listed: it is to
     assert.ok(listed < 1_000, `${shape}: ${listed} keys listed or described`);
   }
 });
+
+test('a frozen error with a 20 MB message thrown by a middleware says what it said, cut: MIDDLEWARE_FAILED reads its message from the redacted cause, not whole', async () => {
+  const message = `failed: ${'lorem ipsum dolor sit amet '.repeat(800_000)}`;
+  const error = await failureOf(() => Object.freeze(new Error(message)));
+  // Read whole, the message was 21.6 MB, and redacting it took 2.3 s of the caller's time.
+  assert.ok(error.message.length < 100_000, `${error.message.length} characters`);
+  assert.match(error.message.slice(0, 100), /^middleware "broken" threw: failed: lorem ipsum/);
+});
