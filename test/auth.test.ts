@@ -11,6 +11,7 @@ import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { deadline, timeout } from '../src/timeout.ts';
+import { countedSignal } from './helpers/counted-signal.ts';
 import { nodeFetchOverHttp, nodeFetchShaped } from './helpers/node-fetch.ts';
 import {
   always,
@@ -1533,27 +1534,14 @@ test('a token() or refresh() that returns a token with a line break (a CLI’s o
 test('calls that wait together on token() with one shared signal (the MCP SDK’s) add one abort listener to it, not one each, and an abort still ends them all', async () => {
   // Node warns "Possible EventTarget memory leak detected" at 11 listeners: 20 concurrent
   // MCP tool calls with token: () => oauth.accessToken() printed it every time.
-  const controller = new AbortController();
-  const { signal } = controller;
-  const live = new Set<unknown>();
-  const add = signal.addEventListener.bind(signal);
-  const remove = signal.removeEventListener.bind(signal);
-  let most = 0;
-  signal.addEventListener = ((type: string, listener: EventListener, options?: AddEventListenerOptions) => {
-    if (type === 'abort') most = Math.max(most, live.add(listener).size);
-    add(type, listener, options);
-  }) as typeof signal.addEventListener;
-  signal.removeEventListener = ((type: string, listener: EventListener, options?: EventListenerOptions) => {
-    live.delete(listener);
-    remove(type, listener, options);
-  }) as typeof signal.removeEventListener;
+  const { controller, signal, most } = countedSignal();
   await withServer(always({ status: 200 }), async (server) => {
     const fetch = createFetch({ use: [auth({ token: () => new Promise<string>(() => {}) })] });
     const calls = Array.from({ length: 20 }, () =>
       fetch(server.origin, { signal }).catch((error: unknown) => error),
     );
     await tick(10);
-    assert.equal(most, 1, 'abort listeners on the shared signal while 20 calls wait');
+    assert.equal(most(), 1, 'abort listeners on the shared signal while 20 calls wait');
     const reason = new Error('user left');
     controller.abort(reason);
     assert.deepEqual(await Promise.all(calls), Array(20).fill(reason));

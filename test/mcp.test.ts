@@ -3427,17 +3427,19 @@ test('resilientMcpClient: with the auth option, close() against a server that is
   await assertClosesOnceWhenDown({ auth: { token: 'sk-close-2' } });
 });
 
+/** An MCP server with one tool, `wipe`, that takes 300 ms: a call to cancel while it runs. */
+function slowWipe(): McpServer {
+  const server = new McpServer({ name: 'slow', version: '1.0.0' });
+  server.registerTool('wipe', { description: 'wipe' }, async () => {
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    return { content: [{ type: 'text' as const, text: 'wiped' }] };
+  });
+  return server;
+}
+
 test('resilientMcpClient: with the auth option, a cancellation answered 401 for the token it carried goes again through the policy, which refreshes it: the server hears it with the new token', async () => {
   const seen = counts();
-  const slow = () => {
-    const server = new McpServer({ name: 'slow', version: '1.0.0' });
-    server.registerTool('wipe', { description: 'wipe' }, async () => {
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      return { content: [{ type: 'text' as const, text: 'wiped' }] };
-    });
-    return server;
-  };
-  const inner = mcpApp(seen, undefined, slow);
+  const inner = mcpApp(seen, undefined, slowWipe);
   // The old token expires once the call is sent.
   let expired = false;
   const cancellations: (string | null)[] = [];
@@ -3532,15 +3534,7 @@ test('resilientMcpClient: with the auth option, close() sends a transport’s in
 
 test('resilientMcpClient: with the auth option, a cancellation whose init’s members are inherited reaches the server as the POST it is, body and token included', async () => {
   const seen = counts();
-  const slow = () => {
-    const server = new McpServer({ name: 'slow', version: '1.0.0' });
-    server.registerTool('wipe', { description: 'wipe' }, async () => {
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      return { content: [{ type: 'text' as const, text: 'wiped' }] };
-    });
-    return server;
-  };
-  const inner = mcpApp(seen, undefined, slow);
+  const inner = mcpApp(seen, undefined, slowWipe);
   const cancellations: (string | null)[] = [];
   const app = {
     async fetch(request: Request): Promise<Response> {
