@@ -15,7 +15,7 @@
 import { unlinkSync } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 import process from 'node:process';
-import { EXIT_USAGE, integer, parseFlags, UsageError } from '../cli.ts';
+import { EXIT_USAGE, UsageError } from '../cli.ts';
 import { CLIENT_ABOUT, CLIENT_NAMES, makeClient } from './clients.ts';
 import {
   failuresOf,
@@ -28,91 +28,16 @@ import {
   type RunSummary,
   reportHtml,
 } from './report.ts';
+import { HELP, parseSettings, type Settings } from './settings.ts';
 import { duplicateExecutions, type Ledger, startStorm, stormScript } from './storm.ts';
 import { type CallResult, type Progress, planWorkload, runWorkload } from './workload.ts';
 
-const DEFAULT_SEED = 1;
-const DEFAULT_CALLS = 600;
-const DEFAULT_CONCURRENCY = 32;
-/** The scripted storm's length: three runs of it (plus the clients' waits) fit in ~20 s. */
-const DEFAULT_STORM_MS = 4500;
 /** The live progress line is redrawn at most this often. */
 const PROGRESS_EVERY_MS = 100;
 /** Act 1's heading, printed when the other acts follow. */
 const STORM_TITLE = 'Act 1: an order API in a storm';
 /** Signals that end a run early (Ctrl-C, `kill`): the `--html` file is seen to first. */
 const INTERRUPTS = ['SIGINT', 'SIGTERM'] as const;
-
-const HELP = `breakwater demo, in three acts, each comparing breakwater with what people ship:
-  1. the same workload through plain fetch, a naive retry loop and breakwater, against
-     a local order API having a (seeded, repeatable) bad day;
-  2. an MCP agent's 12 turns against a flaky local MCP server: a naive 3-tries loop vs
-     resilientMcpClient() (examples/mcp-agent/);
-  3. 40 chat completions through the openai SDK against a rate-limiting local provider:
-     as it ships vs openaiOptions(policy) (examples/providers/).
-
-usage: npm run demo -- [options]
-       node --import tsx examples/demo/main.ts [options]
-
-options (--seed to --html are about act 1, the storm):
-  --seed N          fault script and workload seed (default ${DEFAULT_SEED}); the same seed gives
-                    the same phases, calls and per-call faults (figures still vary a little
-                    with timing: which phase a request lands in depends on when it arrives)
-  --calls N         calls per client, about 30% of them orders (default ${DEFAULT_CALLS})
-  --concurrency N   calls in flight at once per client (default ${DEFAULT_CONCURRENCY})
-  --storm-ms N      length of the scripted storm in ms; calls are spread over it
-                    (default ${DEFAULT_STORM_MS}, at least 2000)
-  --html FILE       also write a self-contained HTML report with a chart of requests
-                    per 100 ms at the server for each client
-  --storm-only      run act 1 only
-  --quiet           no progress lines on stderr (the acts' output still goes to stdout)
-  -h, --help        show this help
-
-Everything runs on 127.0.0.1; nothing leaves the machine. Exit codes: 0 done,
-1 the demo failed (or an act found breakwater not holding, said on stderr),
-2 bad options.
-`;
-
-/** The demo's settings, validated. */
-interface Settings {
-  seed: number;
-  calls: number;
-  concurrency: number;
-  stormMs: number;
-  html: string | undefined;
-  /** Skip acts 2 and 3. */
-  stormOnly: boolean;
-  quiet: boolean;
-}
-
-/** The flags, for `parseArgs` (strict: an unknown flag or a missing value is a usage error). */
-const FLAGS = {
-  seed: { type: 'string' },
-  calls: { type: 'string' },
-  concurrency: { type: 'string' },
-  'storm-ms': { type: 'string' },
-  html: { type: 'string' },
-  'storm-only': { type: 'boolean' },
-  quiet: { type: 'boolean' },
-  help: { type: 'boolean', short: 'h' },
-} as const;
-
-/** Parses the command line; `help` when `--help` was asked for. */
-function parseSettings(args: string[]): Settings | 'help' {
-  const values = parseFlags(args, FLAGS);
-  if (values.help) return 'help';
-  if (values.html !== undefined && values.html.trim() === '')
-    throw new UsageError('--html needs a file name');
-  return {
-    seed: integer('seed', values.seed, DEFAULT_SEED, 0, 0xffff_ffff),
-    calls: integer('calls', values.calls, DEFAULT_CALLS, 1, 100_000),
-    concurrency: integer('concurrency', values.concurrency, DEFAULT_CONCURRENCY, 1, 1024),
-    stormMs: integer('storm-ms', values['storm-ms'], DEFAULT_STORM_MS, 2000, 120_000),
-    html: values.html,
-    stormOnly: values['storm-only'] ?? false,
-    quiet: values.quiet ?? false,
-  };
-}
 
 /**
  * Progress on stderr: a line redrawn in place on a terminal; elsewhere (CI logs, pipes)
