@@ -16,6 +16,7 @@ import {
   ATTACH,
   abortReason,
   Call,
+  CREDENTIAL_HEADER,
   dropBody,
   ENDED,
   type FetchLike,
@@ -28,7 +29,7 @@ import { BreakwaterError, isAbort, type RequestSummary, requestSummary } from '.
 import type { BreakwaterEvent } from './events.ts';
 import { fetchFailure, redactedError } from './network.ts';
 import { functionOption, keyOptionSchema, onEventSchema, validate } from './options.ts';
-import { redactText, redactUrl } from './redact.ts';
+import { REDACTED, redactText, redactUrl, SECRET_HEADERS } from './redact.ts';
 
 /** Options for {@link createFetch}. */
 export interface CreateFetchOptions {
@@ -52,6 +53,30 @@ const optionsSchema = z.strictObject({
   key: keyOptionSchema,
   onEvent: onEventSchema,
 });
+
+/** The shortest header value {@link hideCredentials} hides: shorter ones are words, not keys. */
+const MIN_SECRET_CHARS = 8;
+
+/**
+ * `text` redacted ({@link redactText}), and with the credential header values the call
+ * carries (Authorization, Cookie, Proxy-Authorization, the header an `auth()` names) hidden
+ * where it quotes them whole, and each after its scheme: a custom fetch's or middleware's
+ * error that quotes a bare `x-api-key` (an HTTP client's `config.headers`) is no shape
+ * redactText() knows. Failure bodies get hideSent()'s fuller search (status.ts: base64,
+ * split, query values); this stays small, for the smallest client.
+ */
+function hideCredentials(call: Call): (text: string) => string {
+  return (text) => {
+    let shown = redactText(text);
+    const named = call.bag.get(CREDENTIAL_HEADER) as Set<string> | undefined;
+    for (const name of [...SECRET_HEADERS, ...(named ?? [])]) {
+      const value = call.header(name)?.trim() ?? '';
+      for (const secret of [value, value.replace(/^\S+\s+/, '')])
+        if (secret.length >= MIN_SECRET_CHARS) shown = shown.split(secret).join(REDACTED);
+    }
+    return shown;
+  };
+}
 
 /** Errors the real fetch threw: middleware rethrowing them pass them on unchanged. */
 const passedThrough = new WeakSet<object>();
@@ -107,7 +132,13 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       if (isAbort(error, call.signal)) throw error;
       // Compared with where a connect failure names (a redirect hop's: see fetchFailure)
       // only when the runtime's fetch was given the call's URL: the caller's own may send elsewhere.
-      const typed = fetchFailure(error, summary(call), undefined, base ? undefined : call.href);
+      const typed = fetchFailure(
+        error,
+        summary(call),
+        undefined,
+        base ? undefined : call.href,
+        hideCredentials(call),
+      );
       // Only objects can be remembered (a thrown primitive is wrapped by the middleware above).
       if (Object(typed) === typed) passedThrough.add(typed as object);
       throw typed;
@@ -157,7 +188,8 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
           throw error;
         }
         // Kept as the cause, which a logger prints whole: hidden as a fetch failure's is.
-        const cause = redactedError(error);
+        const hide = hideCredentials(call);
+        const cause = redactedError(error, undefined, hide);
         // A message getter that throws, or a value String() cannot convert (no prototype),
         // must not replace this error with its own.
         // Read from the cause: redacted and cut (a frozen error's 20 MB message, read whole
@@ -168,7 +200,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
         } catch {
           // Said nothing readable: named by the middleware alone.
         }
-        throw new BreakwaterError(`${name} threw: ${redactText(said)}`, 'MIDDLEWARE_FAILED', {
+        throw new BreakwaterError(`${name} threw: ${hide(said)}`, 'MIDDLEWARE_FAILED', {
           cause,
           request: summary(call),
         });

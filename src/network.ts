@@ -638,15 +638,17 @@ function copyOf(error: object, cause: unknown, hide: (text: string) => string): 
  * {@link redactedError}). A runtime's own refusal (Node's "Request cannot be constructed
  * from a URL that includes credentials: http://user:PASSWORD@...", Bun's `ZlibError
  * fetching "<url>"` for a corrupt gzip body) can quote the URL with its userinfo and query
- * values. The caller checks its own abort first. `sentTo`: see {@link normalizeNetworkError}.
+ * values. The caller checks its own abort first. `sentTo`: see {@link normalizeNetworkError};
+ * `hide`: what each text goes up as (the chain's also hides the call's credential headers).
  */
 export function fetchFailure(
   error: unknown,
   request: RequestSummary,
   stage?: FetchStage,
   sentTo?: string,
+  hide?: (text: string) => string,
 ): unknown {
-  const safe = redactedError(error);
+  const safe = redactedError(error, undefined, hide);
   const failure = normalizeNetworkError(error, request, stage, sentTo);
   // Classified by the error as thrown, kept as the redacted one: a copy when the original
   // could not be redacted in place (frozen, or a nested field quoting a secret).

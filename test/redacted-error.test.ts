@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { inspect } from 'node:util';
+import { auth } from '../src/auth.ts';
 import { createFetch } from '../src/chain.ts';
 import { BreakwaterError } from '../src/errors.ts';
 import { redactedError } from '../src/network.ts';
@@ -376,4 +377,43 @@ test('a frozen error with a 20 MB message thrown by a middleware says what it sa
   // Read whole, the message was 21.6 MB, and redacting it took 2.3 s of the caller's time.
   assert.ok(error.message.length < 100_000, `${error.message.length} characters`);
   assert.match(error.message.slice(0, 100), /^middleware "broken" threw: failed: lorem ipsum/);
+});
+
+test('a network error from the fetch below quoting the key the call sent (x-api-key, in its message and a nested config) shows it nowhere, nor does a middleware’s error quoting the bearer token', async () => {
+  // redactText() knows URLs and key shapes; a bare key in the header an auth() names is
+  // neither, and the chain hid only those.
+  const key = 'plainOldKey74190';
+  const fetch = createFetch({
+    fetch: async () => {
+      throw Object.assign(new Error(`connect ECONNREFUSED 127.0.0.1:9 (x-api-key ${key})`), {
+        code: 'ECONNREFUSED',
+        config: { headers: { 'x-api-key': key } },
+      });
+    },
+    use: [auth({ token: key, header: 'x-api-key', scheme: '' })],
+  });
+  const error = await fetch('http://127.0.0.1:9/').then(
+    () => assert.fail('the fetch threw'),
+    (caught: unknown) => caught,
+  );
+  assert.ok(error instanceof BreakwaterError && error.code === 'ECONNREFUSED', String(error));
+  const shown = `${inspect(error, { depth: 8 })} ${JSON.stringify(error)}`;
+  assert.ok(!shown.includes(key), `the key shown: ${shown}`);
+
+  const token = 'opaqueToken9917';
+  const broken = createFetch({
+    fetch: async () => new Response('ok'),
+    use: [
+      async function broken(call) {
+        throw new Error(`rejected ${call.header('authorization')}`);
+      },
+    ],
+  });
+  const failed = await broken('http://127.0.0.1:9/', { headers: { authorization: `Token ${token}` } }).then(
+    () => assert.fail('the middleware threw'),
+    (caught: unknown) => caught,
+  );
+  assert.ok(failed instanceof BreakwaterError && failed.code === 'MIDDLEWARE_FAILED', String(failed));
+  const said = `${failed.message} ${inspect(failed, { depth: 8 })}`;
+  assert.ok(!said.includes(token), `the token shown: ${said}`);
 });
