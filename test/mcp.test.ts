@@ -3427,6 +3427,16 @@ test('resilientMcpClient: with the auth option, close() against a server that is
   await assertClosesOnceWhenDown({ auth: { token: 'sk-close-2' } });
 });
 
+/** Calls {@link slowWipe}'s tool, cancels it 50 ms in, and waits until its run is over. */
+async function cancelWipe(client: Client): Promise<void> {
+  const cancel = new AbortController();
+  const call = client.callTool({ name: 'wipe', arguments: {} }, undefined, { signal: cancel.signal });
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  cancel.abort(new Error('stop the wipe'));
+  await assert.rejects(call, /stop the wipe/);
+  await new Promise((resolve) => setTimeout(resolve, 400));
+}
+
 /** An MCP server with one tool, `wipe`, that takes 300 ms: a call to cancel while it runs. */
 function slowWipe(): McpServer {
   const server = new McpServer({ name: 'slow', version: '1.0.0' });
@@ -3456,14 +3466,7 @@ test('resilientMcpClient: with the auth option, a cancellation answered 401 for 
   await withApp(app, async ({ origin }) => {
     const mcp = resilient(origin, [], {}, { auth: { token: 'sk-old', refresh: () => 'sk-new' } });
     try {
-      const client = await mcp.connect();
-      const cancel = new AbortController();
-      const call = client.callTool({ name: 'wipe', arguments: {} }, undefined, { signal: cancel.signal });
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      cancel.abort(new Error('stop the wipe'));
-      await assert.rejects(call, /stop the wipe/);
-      // Till the tool's run is over.
-      await new Promise((resolve) => setTimeout(resolve, 400));
+      await cancelWipe(await mcp.connect());
       // Its old token's 401 said nothing yet to the policy's auth(), which sends it once more first.
       assert.equal(cancellations[0], 'Bearer sk-old');
       assert.equal(cancellations.at(-1), 'Bearer sk-new');
@@ -3546,14 +3549,7 @@ test('resilientMcpClient: with the auth option, a cancellation whose init’s me
   await withApp(app, async ({ origin }) => {
     const mcp = inheritedInits(origin, 'sk-cancel-3');
     try {
-      const client = await mcp.connect();
-      const cancel = new AbortController();
-      const call = client.callTool({ name: 'wipe', arguments: {} }, undefined, { signal: cancel.signal });
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      cancel.abort(new Error('stop the wipe'));
-      await assert.rejects(call, /stop the wipe/);
-      // Till the tool's run is over.
-      await new Promise((resolve) => setTimeout(resolve, 400));
+      await cancelWipe(await mcp.connect());
       assert.deepEqual(cancellations, ['Bearer sk-cancel-3']);
       assert.equal(seen.posts['notifications/cancelled'], 1, 'the server heard it once');
     } finally {
