@@ -58,7 +58,7 @@ import { redactText } from './redact.ts';
 // The longest wait, in ms, a server may impose on its word alone, by default: the same as retry()'s.
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
 import { hideSent } from './status.ts';
-import { type Store, storeSchema } from './store.ts';
+import { type JsonValue, type Store, storeSchema } from './store.ts';
 import { MAX_DELAY_MS, quotaLeft, readHeader, retryDelay } from './timing.ts';
 
 /** Consecutive failures that open a circuit, by default: a blip is not an outage. */
@@ -133,6 +133,9 @@ const SHARED_PAUSE = 'breakwater:pause:';
  * breaker's own state, and the late answer applies to the calls after it.
  */
 const STORE_WAIT_MS = 1000;
+
+/** Of another client's reason for opening its circuit, read from a shared store, the characters shown. */
+const SHARED_REASON_CHARS = 200;
 
 /** Writes of one pause to a shared store, each after another client's write won the race. */
 const PUBLISH_TRIES = 3;
@@ -220,7 +223,8 @@ export interface CircuitBreakerOptions extends BreakerConfig {
    * it were its own (each breaker then sends its own pace probe). One read per key at a
    * time, shared by the calls that arrive meanwhile, and waited for at most 1 s: a store
    * that fails or hangs is passed over, and calls go on this breaker's own state.
-   * `reset(key)` deletes the key's entry too. Open circuits are not shared. A pause's end
+   * `reset(key)` deletes the key's entry too. An open circuit is shared the same way: a
+   * closed breaker that reads one opens until the same end, then sends its own probe. An end
    * is written in epoch ms, so the fleet's clocks must agree (NTP keeps them within
    * milliseconds). Default: none, each breaker paces alone. Not part of a policy file:
    * `definePolicy(config, { store })` takes it.
@@ -944,15 +948,29 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     }
     if (!reason) return;
     // Open, for the next step of the schedule.
-    c.epoch++;
     c.lastOpenMs = schedule(++c.opens, c.lastOpenMs);
     // The server's delay may lengthen the open time, never shorten it, and only up to the cap.
-    c.retryInMs = Math.max(c.lastOpenMs, Math.min(serverDelayMs ?? 0, maxRetryAfterMs));
-    const retryAt = new Date(now() + c.retryInMs);
+    openFor(
+      c,
+      call,
+      Math.max(c.lastOpenMs, Math.min(serverDelayMs ?? 0, maxRetryAfterMs)),
+      `${reason} (last: ${failureLabel(call, failure)})`,
+      causeOf(call, failure, serverDelayMs),
+    );
+    // The fleet sharing the store fails fast too, until the same end (see adopt()).
+    c.sharedMs = c.retryAtMs;
+    if (store) publish(store, c.key, c.retryAtMs, false, c.openReason);
+  }
+
+  /** Opens the circuit for `ms`: calls fail fast until then, and one probe goes after. */
+  function openFor(c: Circuit, call: Call, ms: number, reason: string, cause: unknown): void {
+    c.epoch++;
+    c.retryInMs = ms;
+    const retryAt = new Date(now() + ms);
     c.retryAtMs = retryAt.getTime();
     c.probe = undefined;
-    c.openReason = reason += ` (last: ${failureLabel(call, failure)})`;
-    c.cause = causeOf(call, failure, serverDelayMs);
+    c.openReason = reason;
+    c.cause = cause;
     become(c, call, 'open', reason, retryAt);
     // Calls waiting on the key (a pause, a pace probe) fail fast now, as every caller of
     // an open circuit does.
@@ -1061,19 +1079,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * client wrote meanwhile. Nothing waits for it, and a store that fails loses nothing
    * here: this breaker's own pause stands.
    */
-  function publish(store: Store, key: string, untilMs: number, waitable: boolean): void {
+  function publish(store: Store, key: string, untilMs: number, waitable: boolean, opened?: string): void {
     const id = SHARED_PAUSE + key;
+    const entry: JsonValue = opened === undefined ? { untilMs, waitable } : { untilMs, waitable, opened };
     (async () => {
       for (let n = 0; n < PUBLISH_TRIES; n++) {
         const old = await ask(() => store.get(id));
         if (sharedEnd(old) >= untilMs) return;
         // The TTL is at least 1 ms (a store refuses 0), and past the pause's end.
-        if (
-          await ask(() =>
-            store.compareAndSet(id, old, { untilMs, waitable }, Math.ceil(untilMs - now()) || 1),
-          )
-        )
-          return;
+        if (await ask(() => store.compareAndSet(id, old, entry, Math.ceil(untilMs - now()) || 1))) return;
       }
     })().catch(() => {});
   }
@@ -1103,9 +1117,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       const timer = setTimeout(resolve, STORE_WAIT_MS);
       ask(() => store.get(SHARED_PAUSE + c.key))
         // Read in here: a value whose fields throw (a getter, a proxy) is passed over too.
-        .then((value) =>
-          adopt(c, call, sharedEnd(value), (value as { waitable?: unknown } | undefined)?.waitable !== false),
-        )
+        .then((value) => {
+          const { waitable, opened } = (value ?? {}) as { waitable?: unknown; opened?: unknown };
+          adopt(c, call, sharedEnd(value), waitable !== false, opened);
+        })
         .catch(() => {})
         .then(() => {
           clearTimeout(timer);
@@ -1134,11 +1149,26 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * the pace probe out superseded, every answer in flight judged late), and a pause
    * longer than allowed, read again, was stretched by each read.
    */
-  function adopt(c: Circuit, call: Call, endMs: number, waitable: boolean): void {
+  function adopt(c: Circuit, call: Call, endMs: number, waitable: boolean, opened: unknown): void {
     if (endMs === c.sharedMs) return;
     const t = rebase(c);
     const untilMs = Math.min(endMs, t + maxRetryAfterMs);
-    if (hold(c, call, untilMs - t, waitable && endMs - t <= maxRetryAfterMs, false, t)) {
+    if (typeof opened === 'string') {
+      // Another client's circuit opened: this one opens until the same end (a closed one,
+      // not forgotten meanwhile), so the fleet stops sending to a server that is down
+      // after one client's failures, not after each client's. Its own probe goes then.
+      if (c.state !== 'closed' || untilMs <= t || circuits.get(c.key) !== c) return;
+      c.sharedMs = endMs;
+      c.opens++;
+      c.lastOpenMs = untilMs - t;
+      openFor(
+        c,
+        call,
+        untilMs - t,
+        `a client sharing its store opened its circuit: ${opened.slice(0, SHARED_REASON_CHARS)}`,
+        undefined,
+      );
+    } else if (hold(c, call, untilMs - t, waitable && endMs - t <= maxRetryAfterMs, false, t)) {
       c.sharedMs = endMs;
       // The server said stop, if to another client: a quota's allowance ends too.
       c.allowance = 0;

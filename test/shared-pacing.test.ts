@@ -444,3 +444,90 @@ test('calls that wait together for the store’s read with one shared signal (th
     await answered;
   });
 });
+
+test('a circuit one worker opens opens every worker sharing the store until the same end: none sends, then each sends one probe', async () => {
+  let down = true;
+  await withServer(
+    () => (down ? { status: 503 } : { status: 200 }),
+    async (server) => {
+      const store = memoryStore();
+      const options: CircuitBreakerOptions = {
+        consecutiveFailures: 2,
+        open: { initialMs: 200, jitter: 'none' },
+      };
+      const a = worker(store, options);
+      const b = worker(store, options);
+      assert.equal(await send(a.fetch, server.origin), 503);
+      assert.equal(await send(a.fetch, server.origin), 503);
+      const retryAt = a.breaker.stats('model')?.retryAt?.getTime() as number;
+      const written = (await entryIn(store)) as { untilMs: number; waitable: boolean; opened: string };
+      assert.equal(written.untilMs, retryAt);
+      assert.equal(written.waitable, false);
+      assert.match(written.opened, /2 consecutive failures/);
+      // Worker b never met a failure: it fails fast on worker a's say-so, sending nothing.
+      for (let i = 0; i < 3; i++) {
+        await assert.rejects(send(b.fetch, server.origin), (error: unknown) => {
+          assert.ok(error instanceof CircuitOpenError, String(error));
+          assert.ok(
+            Math.abs(error.retryAt.getTime() - retryAt) <= 5,
+            `retryAt ${error.retryAt.toISOString()}`,
+          );
+          assert.match(
+            error.message,
+            /a client sharing its store opened its circuit: 2 consecutive failures/,
+          );
+          return true;
+        });
+      }
+      assert.equal(b.breaker.stats('model')?.state, 'open');
+      assert.equal(server.requests.length, 2);
+      const opened = b.events.find((e) => e.type === 'breaker' && e.state === 'open');
+      assert.ok(opened, 'worker b tells of its circuit opening');
+      // At the end, worker b's own probe goes (one: the others fail fast meanwhile), and closes it.
+      down = false;
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, retryAt - Date.now()) + 10));
+      const probe = send(b.fetch, server.origin);
+      await assert.rejects(send(b.fetch, server.origin), /while its probe is in flight/);
+      assert.equal(await probe, 200);
+      assert.equal(b.breaker.stats('model')?.state, 'closed');
+      assert.equal(server.requests.length, 3);
+    },
+  );
+});
+
+test('a worker whose circuit opens alone (no store) leaves the others sending into the failing server (what the store prevents)', async () => {
+  await withServer(timed([], { status: 503 }), async (server) => {
+    const options: CircuitBreakerOptions = { consecutiveFailures: 2 };
+    const a = worker(undefined, options);
+    const b = worker(undefined, options);
+    await send(a.fetch, server.origin);
+    await send(a.fetch, server.origin);
+    assert.equal(a.breaker.stats('model')?.state, 'open');
+    assert.equal(await send(b.fetch, server.origin), 503);
+    assert.equal(server.requests.length, 3);
+  });
+});
+
+test("another client's reason for opening, read from the store, is cut short in this worker's errors; one that is not text is read as a pause", async () => {
+  await withServer(timed([], { status: 200 }), async (server) => {
+    const store = memoryStore();
+    await store.set(ENTRY, {
+      untilMs: Date.now() + 5_000,
+      waitable: false,
+      opened: `x${'y'.repeat(1_000_000)}`,
+    });
+    const b = worker(store);
+    await assert.rejects(send(b.fetch, server.origin), (error: unknown) => {
+      assert.ok(error instanceof CircuitOpenError, String(error));
+      assert.ok(error.message.length < 1_000, `a message of ${error.message.length} characters`);
+      return true;
+    });
+    assert.equal(b.breaker.stats('model')?.state, 'open');
+    const other = memoryStore();
+    await other.set(ENTRY, { untilMs: Date.now() + 5_000, waitable: false, opened: 42 });
+    const c = worker(other);
+    await assert.rejects(send(c.fetch, server.origin), /a client sharing its store was asked to wait/);
+    assert.equal(c.breaker.stats('model')?.state, 'closed');
+    assert.equal(server.requests.length, 0);
+  });
+});
