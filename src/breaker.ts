@@ -134,6 +134,14 @@ const SHARED_PAUSE = 'breakwater:pause:';
  */
 const STORE_WAIT_MS = 1000;
 
+/**
+ * After a read of a key went unanswered past {@link STORE_WAIT_MS}, how long (ms) its
+ * calls go without waiting for the store, before the next call reads it again (10 s).
+ * One read that never settled (a Redis client whose command was lost) kept the key
+ * unshared for the life of the process; a fresh read per call held every call 1 s.
+ */
+const STORE_RETRY_MS = 10_000;
+
 /** Of another client's reason for opening its circuit, read from a shared store, the characters shown. */
 const SHARED_REASON_CHARS = 200;
 
@@ -414,6 +422,8 @@ interface Circuit {
   waiters: Map<() => void, [deadline: number, place: number]> | undefined;
   /** The shared store's read of this key in flight (see `look()`), which the calls arriving meanwhile wait for. */
   reading: Promise<void> | undefined;
+  /** When that read was given up on, unanswered after STORE_WAIT_MS (epoch ms); 0 while it is waited for, or none is out. */
+  lateSince: number;
   /**
    * The end (epoch ms) of the pause this key last offered to the shared store or took
    * from it: the same entry read again is no news (see `look()`).
@@ -457,6 +467,7 @@ function newCircuit(key: string, list?: Circuit): Circuit {
     ceiling: Infinity,
     waiters: undefined,
     reading: undefined,
+    lateSince: 0,
     sharedMs: 0,
   };
 }
@@ -782,7 +793,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       // STORE_CALLS), and sheds that excess at the next new key once they are gone (one
       // eviction a key kept it).
       for (let oldest = list.newer; circuits.size >= maxKeys && oldest !== list; oldest = oldest.newer)
-        if (!oldest.waiters?.size && !oldest.reading) forget(oldest);
+        if (!oldest.waiters?.size && (!oldest.reading || oldest.lateSince)) forget(oldest);
       c = newCircuit(key, list);
       circuits.set(key, c);
     }
@@ -1113,8 +1124,13 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * is passed over. `call` is told of a pause found there, as the call that met it.
    */
   function look(store: Store, c: Circuit, call: Call): Promise<void> {
+    if (c.lateSince && now() - c.lateSince >= STORE_RETRY_MS) c.reading = undefined;
     c.reading ??= new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, STORE_WAIT_MS);
+      c.lateSince = 0;
+      const timer = setTimeout(() => {
+        c.lateSince = now();
+        resolve();
+      }, STORE_WAIT_MS);
       ask(() => store.get(SHARED_PAUSE + c.key))
         // Read in here: a value whose fields throw (a getter, a proxy) is passed over too.
         .then((value) => {
@@ -1124,7 +1140,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         .catch(() => {})
         .then(() => {
           clearTimeout(timer);
-          c.reading = undefined;
+          // Unless a newer read took its place (this one was late).
+          if (c.reading === reading) c.reading = undefined;
           resolve();
         });
     });

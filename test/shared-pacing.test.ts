@@ -194,6 +194,31 @@ test('a store that hangs holds one call for at most a second, and the calls afte
   });
 });
 
+test('a read left unanswered is read again 10 s later, so one lost read does not leave the key unshared for good', async () => {
+  let clock = Date.now();
+  let reads = 0;
+  const store = memoryStore();
+  // The first read is lost (it never settles); the ones after it are answered.
+  const losing: Store = {
+    ...store,
+    get: (key) => (++reads === 1 ? new Promise(() => {}) : store.get(key)),
+  };
+  await withServer(timed([], { status: 200 }), async (server) => {
+    const a = worker(losing, { now: () => clock });
+    assert.equal(await send(a.fetch, server.origin), 200);
+    assert.equal(reads, 1);
+    // Another worker is told to wait meanwhile.
+    await store.set(ENTRY, { untilMs: clock + 60_000, waitable: false });
+    clock += 9_000;
+    assert.equal(await send(a.fetch, server.origin), 200);
+    assert.equal(reads, 1, 'within 10 s of the lost read, calls go without reading');
+    clock += 1_000;
+    await assert.rejects(send(a.fetch, server.origin), /a client sharing its store was asked to wait/);
+    assert.equal(reads, 2);
+    assert.equal(server.requests.length, 2);
+  });
+});
+
 test("reset(key) deletes the key's shared pause too", async () => {
   await withServer(timed([], tooMany(5000), { status: 200 }), async (server) => {
     const store = memoryStore();
