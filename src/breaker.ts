@@ -970,7 +970,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     );
     // The fleet sharing the store fails fast too, until the same end (see adopt()).
     c.sharedMs = c.retryAtMs;
-    if (store) publish(store, c.key, c.retryAtMs, false, c.openReason);
+    if (store) publish(store, c, c.retryAtMs, false, c.openReason);
   }
 
   /** Opens the circuit for `ms`: calls fail fast until then, and one probe goes after. */
@@ -1024,7 +1024,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       answer.status < 400 ? undefined : causeOf(call, answer, fromServer ? askedMs : undefined),
     );
     c.sharedMs = until;
-    if (store) publish(store, c.key, until, c.waitable);
+    if (store) publish(store, c, until, c.waitable);
   }
 
   /**
@@ -1090,13 +1090,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * client wrote meanwhile. Nothing waits for it, and a store that fails loses nothing
    * here: this breaker's own pause stands.
    */
-  function publish(store: Store, key: string, untilMs: number, waitable: boolean, opened?: string): void {
-    const id = SHARED_PAUSE + key;
+  function publish(store: Store, c: Circuit, untilMs: number, waitable: boolean, opened?: string): void {
+    const id = SHARED_PAUSE + c.key;
     const entry: JsonValue = opened === undefined ? { untilMs, waitable } : { untilMs, waitable, opened };
     (async () => {
       for (let n = 0; n < PUBLISH_TRIES; n++) {
         const old = await ask(() => store.get(id));
-        if (sharedEnd(old) >= untilMs) return;
+        // A key reset (or forgotten) meanwhile: its pause is gone, and reset() deleted the
+        // entry; writing it now put the pause back for the whole fleet.
+        if (sharedEnd(old) >= untilMs || circuits.get(c.key) !== c) return;
         // The TTL is at least 1 ms (a store refuses 0), and past the pause's end.
         if (await ask(() => store.compareAndSet(id, old, entry, Math.ceil(untilMs - now()) || 1))) return;
       }

@@ -232,6 +232,27 @@ test("reset(key) deletes the key's shared pause too", async () => {
   });
 });
 
+test("reset(key) while the key's pause is still being written leaves no pause in the store: the write in flight is dropped", async () => {
+  const store = memoryStore();
+  let reads = 0;
+  // The writer's read of the entry (before its compare-and-set) is answered late.
+  const slow: Store = {
+    ...store,
+    get: async (key) => {
+      if (++reads > 1) await new Promise((resolve) => setTimeout(resolve, 50));
+      return store.get(key);
+    },
+  };
+  await withServer(timed([], tooMany(5000), { status: 200 }), async (server) => {
+    const a = worker(slow);
+    assert.equal(await send(a.fetch, server.origin), 429);
+    a.breaker.reset('model');
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    assert.equal(await store.get(ENTRY), undefined);
+    assert.equal(await send(worker(store).fetch, server.origin), 200);
+  });
+});
+
 test('definePolicy(config, { store }) shares pauses between the policies given the store', async () => {
   const arrivals: number[] = [];
   await withServer(timed(arrivals, tooMany(300), { status: 200 }), async (server) => {
