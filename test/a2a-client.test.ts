@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AgentCardError, createA2AClient } from '../adapters/a2a/index.ts';
+import { AgentCardError, createA2AClient, resolveAgentCard } from '../adapters/a2a/index.ts';
 import { definePolicy } from '../src/policy.ts';
 import { withServer } from './helpers/server.ts';
 
@@ -29,10 +29,9 @@ async function withCard(card: unknown, fn: (origin: string, requests: () => numb
   );
 }
 
-test('createA2AClient refuses a card that lists no interface the client speaks (gRPC only, none, an unknown binding) with AgentCardError naming the card, not the SDK’s bare Error', async () => {
+test('createA2AClient refuses a card that lists no interface the client speaks (gRPC only, an unknown binding) with AgentCardError naming the card, not the SDK’s bare Error', async () => {
   const cards = [
     cardWith({ supportedInterfaces: [{ url: 'agent.example.com:443', protocolBinding: 'GRPC' }] }),
-    cardWith({ supportedInterfaces: [], url: 'http://127.0.0.1:9/a2a' }),
     cardWith({ supportedInterfaces: [{ url: 'http://127.0.0.1:9/a2a', protocolBinding: 'JSONRPC2' }] }),
   ];
   for (const card of cards) {
@@ -48,6 +47,45 @@ test('createA2AClient refuses a card that lists no interface the client speaks (
         assert.match(error.issues.join('\n'), /JSONRPC/, 'the issue names what the client speaks');
       }
       assert.equal(requests(), 2, 'one card GET per attempt, nothing else');
+    });
+  }
+});
+
+test('a url beside an empty supportedInterfaces is the endpoint only of a card in A2A 0.3 form, as the SDK reads cards: resolveAgentCard refuses the others, as createA2AClient does', async () => {
+  const url = 'http://127.0.0.1:9/a2a';
+  // The SDK reads a card as A2A 0.3 (its url the endpoint) by a field only 0.3 has, or a
+  // 0.3 (or blank) protocolVersion; else as 1.0, whose interfaces are all it reads.
+  const cases: [Record<string, unknown>, boolean][] = [
+    [{ url, supportedInterfaces: [] }, false],
+    [{ url, supportedInterfaces: [], protocolVersion: '1.0' }, false],
+    [{ url, supportedInterfaces: [], protocolVersion: '0.2.5' }, false],
+    [{ url, supportedInterfaces: [], protocolVersion: '.3' }, false],
+    [{ url, supportedInterfaces: [], protocolVersion: '0.3.0' }, true],
+    [{ url, supportedInterfaces: [], protocolVersion: ' ' }, true],
+    [{ url, supportedInterfaces: [], preferredTransport: 'JSONRPC' }, true],
+    [{ url, supportedInterfaces: [], additionalInterfaces: [] }, true],
+    [{ url, supportedInterfaces: [], supportsAuthenticatedExtendedCard: false }, true],
+    [{ url }, true],
+  ];
+  for (const [fields, usable] of cases) {
+    await withCard(cardWith(fields), async (origin) => {
+      const resolved = await resolveAgentCard(origin).catch((e: unknown) => e);
+      const client = await createA2AClient(origin).catch((e: unknown) => e);
+      for (const [what, outcome] of [
+        ['resolveAgentCard', resolved],
+        ['createA2AClient', client],
+      ] as const) {
+        if (usable) {
+          assert.ok(!(outcome instanceof Error), `${what} takes ${JSON.stringify(fields)}: ${outcome}`);
+        } else {
+          assert.ok(
+            outcome instanceof AgentCardError,
+            `${what} refuses ${JSON.stringify(fields)}: ${outcome}`,
+          );
+          assert.equal(outcome.code, 'AGENT_CARD_INVALID');
+          assert.match(outcome.issues.join('\n'), /^card\.supportedInterfaces: /);
+        }
+      }
     });
   }
 });

@@ -244,6 +244,24 @@ function anInterface(binding: string, to: ReturnType<typeof endpoint>) {
 }
 
 /**
+ * Whether a card is in A2A 0.3 form, its `url` then its endpoint, as `@a2a-js/sdk` tells
+ * (`isLegacyAgentCard`): a non-empty `supportedInterfaces` makes it 1.0; else no such
+ * field, a field only 0.3 has, or a protocolVersion from 0.3 up to 1.0 (or blank) makes
+ * it 0.3. A 1.0 card has no `url`: beside an empty list, one names no endpoint the SDK
+ * reads, and createA2AClient found no interface in such a card that was taken here.
+ */
+function v03(card: Record<string, unknown>): boolean {
+  return (
+    !('supportedInterfaces' in card) ||
+    'preferredTransport' in card ||
+    'additionalInterfaces' in card ||
+    'supportsAuthenticatedExtendedCard' in card ||
+    // A protocolVersion the SDK reads as 0.3 to 1.0 (its major 0, its minor 3 or more), or blank.
+    /^\s*(?:$|0+\.0*(?:[3-9]|[1-9]\d))/.test(`${card.protocolVersion}`)
+  );
+}
+
+/**
  * What both spec versions require and a client acts on: a name, a version, the
  * capabilities (streaming, push, extended card decide which calls the SDK makes),
  * the skills, and an endpoint (see {@link endpoint}; `secure`: the card was fetched
@@ -274,8 +292,8 @@ function cardSchema(secure: boolean, grpcUrl: boolean) {
       defaultOutputModes: texts,
     })
     .check(
-      z.refine((card) => card.url !== undefined || (card.supportedInterfaces?.length ?? 0) > 0, {
-        message: 'must list at least one interface (A2A 1.0), or the card must have a url (A2A 0.3)',
+      z.refine((card) => !!card.supportedInterfaces?.length || (card.url !== undefined && v03(card)), {
+        message: 'must list at least one interface (A2A 1.0), or the card must have a url (A2A 0.3 only)',
         path: ['supportedInterfaces'],
         // Reported alongside other problems, not only once the rest is fixed.
         when: (payload) => payload.value !== null && typeof payload.value === 'object',

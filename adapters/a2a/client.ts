@@ -298,8 +298,8 @@ export async function createA2AClient(
     // both versions require (defaultInputModes, each skill's tags, a known security scheme
     // type, lists where lists belong): its RequestMalformedError (or TypeError) would blame
     // a request for what is a card the agent served, so it is an AgentCardError here.
-    // So is a card that names no interface this client speaks (only gRPC, `[]` beside a
-    // 1.0 card's `url`): the SDK's factory would fail on it with a bare Error naming no card.
+    // So is a card that names no interface this client speaks (only gRPC, an unknown
+    // binding): the SDK's factory would fail on it with a bare Error naming no card.
     const normalized = cardResolver.normalizeAgentCard(card) as { supportedInterfaces?: unknown };
     const listed = normalized.supportedInterfaces;
     if (!(Array.isArray(listed) && listed.some((item) => spoken(item?.protocolBinding))))
