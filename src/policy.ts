@@ -153,10 +153,11 @@ export interface ResolvedPolicyConfig {
 /** What a policy's clients share that does not belong in a policy file. */
 export interface PolicyOptions {
   /**
-   * Where the breaker shares its pauses (`circuitBreaker({ store })`): the clients of
-   * every policy given the same store (one Redis-backed `Store` for a fleet of workers)
-   * hold off a server together when it asks any of them to wait. Default: none, the
-   * policy's clients pace alone. Ignored with `breaker: false`.
+   * Where the breaker shares its pauses and open circuits (`circuitBreaker({ store })`):
+   * the clients of every policy given the same store (one Redis-backed `Store` for a
+   * fleet of workers) hold off a server together when it asks any of them to wait, and
+   * stop sending to it together when one's circuit opens. Default: none, the policy's
+   * clients pace alone. Ignored with `breaker: false`.
    */
   store?: Store | undefined;
 }
