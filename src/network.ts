@@ -273,7 +273,7 @@ const MAX_ERROR_FIELDS = 100;
 
 /**
  * How many characters of one text of an error (a message, a stack, a field, a string in a
- * field) {@link redactedError} reads, and of all the texts of one error together (its causes,
+ * field) {@link redactedError} reads (and of each message {@link normalizeNetworkError} reads), and of all the texts of one error together (its causes,
  * members, the strings {@link quotes} checks, a copy's): the rest is cut, marked {@link CUT},
  * as `auth()` cuts a token failure's (4,096 and 32,768 there: its hiding costs about five
  * times as much a character). {@link redactText} reads about 0.3 µs a character on Node: a
@@ -423,7 +423,10 @@ export function normalizeNetworkError(
     const code = readString(link, 'code');
     if (name === 'AbortError' || name === 'TimeoutError' || code === 'ABORT_ERR' || DECODING_CODE.test(code))
       return undefined;
-    const message = readString(link, 'message').toLowerCase();
+    // Its first MAX_TEXT_CHARS only: what a runtime says of a failure comes first, after a
+    // URL at most (Deno's), and a message of 20 MB (a hostile cause, an app's error quoting
+    // a body) was lower-cased and split into millions of words, 2 to 6 s of the caller's time.
+    const message = readString(link, 'message').slice(0, MAX_TEXT_CHARS).toLowerCase();
     fetchFailure ||=
       (name === 'TypeError' && FETCH_FAILURE.test(message)) ||
       (name === 'Error' && WORKERD_LOST.test(message));
