@@ -318,20 +318,27 @@ function collect(error: unknown, chain: unknown[]): void {
 /**
  * The own enumerable keys of `value` (an error, or a value in one of its fields), symbols
  * too (util.inspect prints `[Symbol(config)]: {...}`), one more than MAX_ERROR_FIELDS at
- * most (more says there are too many to read); none for a hostile Proxy. An array longer
- * than that is not listed (5,000,000 elements took 1.8 s and 320 MB to list): its first
- * indices stand for it, one too many, holes or not.
+ * most (more says there are too many to read); those listed before a hostile Proxy threw.
+ * Counted as they come (`for...in`): listing them all first (`Reflect.ownKeys`) and asking
+ * each whether it is enumerable took 1.1 s on Node for a parsed answer's 1,000,000 keys (0.4 s
+ * on Bun, 1.3 s on Deno); so 0.36, 0.08 and 0.22 s, what the runtime takes to list them itself
+ * (no script can stop that).
+ * An array longer than the bound is not listed (5,000,000 elements took 1.8 s and 320 MB to
+ * list): its first indices stand for it, one too many, holes or not.
  */
 function keysOf(value: object): PropertyKey[] {
+  const keys: PropertyKey[] = [];
   try {
-    return (
-      Array.isArray(value) && value.length > MAX_ERROR_FIELDS
-        ? [...Array(MAX_ERROR_FIELDS + 1).keys()]
-        : Reflect.ownKeys(value).filter((key) => ({}).propertyIsEnumerable.call(value, key))
-    ).slice(0, MAX_ERROR_FIELDS + 1);
+    if (Array.isArray(value) && value.length > MAX_ERROR_FIELDS)
+      return [...Array(MAX_ERROR_FIELDS + 1).keys()];
+    // for...in lists inherited keys too (after the own ones), and no symbols.
+    for (const key in value) if (Object.hasOwn(value, key) && keys.push(key) > MAX_ERROR_FIELDS) return keys;
+    for (const key of Object.getOwnPropertySymbols(value))
+      if ({}.propertyIsEnumerable.call(value, key) && keys.push(key) > MAX_ERROR_FIELDS) return keys;
   } catch {
-    return [];
+    // A hostile Proxy: what was listed before it threw.
   }
+  return keys;
 }
 
 /** Reads a string property (as {@link read}); anything else reads as `''`. */
