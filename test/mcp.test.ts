@@ -3882,7 +3882,13 @@ test('a notifications/cancelled that names no requestId (the SDK’s schema allo
   });
 });
 
-test('mcpFetch(): two clients of one endpoint without sessions share one fetch, their ids clashing: cancelling a call whose SSE answer already streams lets go of no other client’s call waiting out a 429', async () => {
+/**
+ * Two SDK clients of one endpoint without sessions on one `mcpFetch()` (each behind
+ * `wrap`, if given), their ids clashing: the first calls a tool whose SSE answer streams
+ * until the test ends and cancels it, while the second's call of `add` (the same id) waits
+ * out a 429. What the second call came to: `'ran'`, or its error's message.
+ */
+async function cancelledWhileOtherWaits(wrap?: (fetch: FetchLike) => FetchLike): Promise<string> {
   const seen = counts();
   let release = () => {};
   const released = new Promise<void>((resolve) => {
@@ -3897,13 +3903,14 @@ test('mcpFetch(): two clients of one endpoint without sessions share one fetch, 
     });
     return server;
   };
+  let outcome = '';
   await withApp(
     mcpApp(seen, failFirst('tools/call:add', SLOW_DOWN), build, { sse: true }),
     async ({ origin }) => {
       const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
       const [cancelling, waiting] = [
-        await sdkClient(`${origin}/mcp`, fetch),
-        await sdkClient(`${origin}/mcp`, fetch),
+        await sdkClient(`${origin}/mcp`, wrap?.(fetch) ?? fetch),
+        await sdkClient(`${origin}/mcp`, wrap?.(fetch) ?? fetch),
       ];
       try {
         const stop = new AbortController();
@@ -3916,14 +3923,36 @@ test('mcpFetch(): two clients of one endpoint without sessions share one fetch, 
         await new Promise((resolve) => setTimeout(resolve, 100));
         stop.abort(new Error('the user moved on'));
         await assert.rejects(slow, /the user moved on/);
-        assert.equal(await add, 'ran', 'the other client’s call was sent after the wait');
-        assert.equal(seen.posts['tools/call:add'], 2);
+        outcome = await add;
+        if (outcome === 'ran') assert.equal(seen.posts['tools/call:add'], 2);
       } finally {
         release();
         await cancelling.close();
         await waiting.close();
       }
     },
+  );
+  return outcome;
+}
+
+/** A fetch wrapper that gives each request a signal of its own, following the one it is given (a per-request deadline, say). */
+function ownSignals(fetch: FetchLike): FetchLike {
+  return (input, init) => {
+    const own = new AbortController();
+    init?.signal?.addEventListener('abort', () => own.abort(init.signal?.reason));
+    return fetch(input, { ...init, signal: own.signal });
+  };
+}
+
+test('mcpFetch(): two clients of one endpoint without sessions share one fetch, their ids clashing: cancelling a call whose SSE answer already streams lets go of no other client’s call waiting out a 429', async () => {
+  assert.equal(await cancelledWhileOtherWaits(), 'ran', 'the other client’s call was sent after the wait');
+});
+
+test('mcpFetch(): two clients of one endpoint without sessions, each behind a fetch wrapper that gives every request a signal of its own, their ids clashing: cancelling a call whose SSE answer already streams lets go of no other client’s call waiting out a 429', async () => {
+  assert.equal(
+    await cancelledWhileOtherWaits(ownSignals),
+    'ran',
+    'the other client’s call was sent after the wait',
   );
 });
 
@@ -3979,13 +4008,8 @@ test('mcpFetch() with maxBodyChars 0 (no request parsed for resend) still lets g
 });
 
 test('mcpFetch() behind a fetch wrapper that gives each request a signal of its own still lets go of a tools/call its client cancels while retry waits out a 429, at an endpoint without sessions', async () => {
-  const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } }));
   // A per-request deadline on top of the transport's signal, as a wrapper may add one.
-  const wrapped = (input: string | URL | Request, init?: RequestInit) => {
-    const own = new AbortController();
-    init?.signal?.addEventListener('abort', () => own.abort(init.signal?.reason));
-    return fetch(input, { ...init, signal: own.signal });
-  };
+  const wrapped = ownSignals(mcpFetch(definePolicy({ name: 'mcp', retry: { backoff: fast } })));
   const seen = await slowedAdd(async (origin) =>
     closing(await sdkClient(`${origin}/mcp`, wrapped), async (client) => {
       await cancelledAdd(client);

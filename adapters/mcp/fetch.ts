@@ -168,10 +168,7 @@ function answersCut(maxBytes: number, cuts: BreakwaterError[]): CutEnding {
 /** The header that names the session a request belongs to (MCP spec, Session Management). */
 const SESSION_HEADER = 'mcp-session-id';
 
-/** Keeps a call's own abort alive as long as its answer's body, which still follows the caller's signal. */
-const OWN_ABORT = Symbol('breakwater.mcp.abort');
-
-/** A request waiting for its answer (see `letGo` in {@link mcpFetch}). */
+/** A request waiting for its answer, or whose answer's body is still read (see `letGo` in {@link mcpFetch}). */
 interface Waiting {
   /** The URL it went to and its `Mcp-Session-Id` (see {@link LetGo}). */
   session: string;
@@ -181,6 +178,8 @@ interface Waiting {
   id: string | undefined;
   body: string;
   abort: AbortController;
+  /** Its POST was answered: nothing left to let go of, but its client may still cancel it. */
+  answered?: boolean;
 }
 
 /**
@@ -192,8 +191,8 @@ export const LET_GO: unique symbol = Symbol('breakwater.mcp.letGo');
  * Lets go of requests waiting for their answer in `session` (their URL and `Mcp-Session-Id`,
  * space-separated), and sent with the signal `from` if given (without an `Mcp-Session-Id`:
  * each SDK transport passes its own, which tells apart clients of one endpoint): the one
- * with the JSON-RPC `id` (as JSON), if only one waits with it; with no `id`, all of them
- * (`reason`: the abort's).
+ * with the JSON-RPC `id` (as JSON), if no other request with it waits or has its answer
+ * still read; with no `id`, all of them (`reason`: the abort's).
  */
 export type LetGo = (session: string, id?: string, reason?: unknown, from?: AbortSignal) => void;
 
@@ -251,6 +250,26 @@ function sdkStatus(error: unknown): number | undefined {
 }
 
 /**
+ * `response` with another body (`null`: none), its status (one past 599 too: fetch passes
+ * up to 999), reason phrase (one that is no ByteString too: "600 Réessayez plus tard" as
+ * Node's fetch decodes it), URL and `redirected` kept: `new Response()` takes neither
+ * such status nor phrase, so it is built without them and given all four back, as the
+ * chain's own rebuilt answers are (src/body-limit.ts).
+ */
+function withBody(response: Response, body: ReadableStream<Uint8Array> | null): Response {
+  const { status, statusText, url, redirected } = response;
+  return Object.defineProperties(
+    new Response(body, { status: Math.min(status, 599), headers: response.headers }),
+    {
+      status: { value: status },
+      statusText: { value: statusText },
+      url: { value: url },
+      redirected: { value: redirected },
+    },
+  );
+}
+
+/**
  * A fetch through `policy` for the MCP SDK's `StreamableHTTPClientTransport`:
  * - MCP requests that are safe to send twice (read-only methods, tools annotated
  *   `readOnlyHint` / `idempotentHint` in the latest listing `learn()` saw, tools you
@@ -265,8 +284,9 @@ function sdkStatus(error: unknown): number | undefined {
  *   server ran the tool on), with the `auth` option's token as its chain last stamped it. One
  *   fetch may serve several clients whose ids clash: the cancellation's `Mcp-Session-Id`
  *   (and the URL) tells them apart, else the signal each SDK transport passes its fetch
- *   (behind a fetch wrapper giving each request a signal of its own, the URL alone); two
- *   requests waiting with one id that nothing tells apart are both kept.
+ *   (behind a fetch wrapper giving each request a signal of its own, the URL alone); a
+ *   request waiting with an id that another request nothing tells apart from it has too,
+ *   waiting or with its answer still streaming, is kept.
  * - Streams (`text/event-stream`) are never buffered, and only the wait for their
  *   headers is timed, as everywhere in breakwater.
  * - `toError(error)` turns the SDK's `StreamableHTTPError` back into an
@@ -348,16 +368,10 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       // one would grow memory without end. Its status is all the SDK reports; the headers
       // stay, a redirect's Location too, which the SDK follows within the origin. One without
       // a body goes as it is: a browser's opaque redirect (status 0) has none, and a Response
-      // cannot be built with its status. Nor with one past 599 (fetch passes up to 999) or a
-      // reason phrase that is no ByteString ("600 Réessayez plus tard" as Node's fetch decodes
-      // it): built without, then given both back, as the chain's own failures are (rebuilt()).
+      // cannot be built with its status.
       if (response.ok || !response.body) return response;
-      const { statusText, headers } = response;
       response.body.cancel().catch(() => {});
-      return Object.defineProperties(new Response(null, { status: Math.min(status, 599), headers }), {
-        status: { value: status },
-        statusText: { value: statusText },
-      });
+      return withBody(response, null);
     });
   };
 
@@ -391,7 +405,8 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
    * Several clients may share this fetch, their ids clashing: a cancellation lets go of the
    * one request of its session with the id it names (by the `Mcp-Session-Id` it carries and
    * its URL, where the legacy SSE transport names its session; without one, by the signal its
-   * transport passes), and of none when two wait under one (see {@link LetGo}).
+   * transport passes), and of none when another has that id too, waiting or with its answer's
+   * body still read (see {@link LetGo}): each stays here till that body ends.
    */
   const waiting = new Set<Waiting>();
   /** The signals requests came with (each SDK transport passes one to all of its own). */
@@ -405,7 +420,10 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
         if (id !== undefined) request.id ??= requestId(request.body);
         return id === undefined || request.id === id;
       });
-      if (id === undefined || found.length === 1) for (const request of found) request.abort.abort(reason);
+      // One answered already is not let go of (its stream is the SDK's to end), but it still
+      // counts: the cancellation may be its client's, for another client's call that waits.
+      if (id === undefined || found.length === 1)
+        for (const request of found) if (!request.answered) request.abort.abort(reason);
     } catch {}
   };
 
@@ -447,15 +465,55 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       signals.add(signal);
     }
     call.signal = abort.signal;
-    const request = { session, from: signal, id, body, abort };
+    const request: Waiting = { session, from: signal, id, body, abort };
+    const done = (): void => {
+      waiting.delete(request);
+    };
     waiting.add(request);
-    return next(call)
-      .then((response) => {
-        // Its body still follows the caller's signal (a transport's close ends its stream) through this abort.
-        if (response.body) Object.assign(response.body, { [OWN_ABORT]: abort });
-        return response;
-      })
-      .finally(() => waiting.delete(request));
+    return next(call).then(
+      (response) => {
+        const source = response.body;
+        if (!source) {
+          done();
+          return response;
+        }
+        // Kept till its answer's body ends: its client may cancel it meanwhile (a long tool
+        // call streaming its progress), and without a session or a signal of its own telling
+        // the clients of one endpoint apart (a fetch wrapper giving each request its own), that
+        // cancellation let go of another client's call with the same id, waiting out a 429.
+        // Its body still follows the caller's signal through `abort`, held as long as it is.
+        request.answered = true;
+        const reader = source.getReader();
+        return withBody(
+          response,
+          new ReadableStream<Uint8Array>(
+            {
+              async pull(controller) {
+                let next: ReadableStreamReadResult<Uint8Array> | undefined;
+                try {
+                  next = await reader.read();
+                } finally {
+                  // Ended or broken: the SDK has all of the answer it will get.
+                  if (next?.done !== false) done();
+                }
+                if (next.done) controller.close();
+                else controller.enqueue(next.value);
+              },
+              cancel: (reason) => {
+                done();
+                return reader.cancel(reason);
+              },
+            },
+            // Read only when the SDK reads: nothing is held here ahead of it.
+            { highWaterMark: 0 },
+          ),
+        );
+      },
+      (error: unknown) => {
+        done();
+        throw error;
+      },
+    );
   }
 
   const fetch = policy.fetch(base, {
