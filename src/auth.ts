@@ -38,7 +38,7 @@ import { DEFAULT_REFRESH_TIMEOUT_MS, MAX_REDIRECTS } from './limits.ts';
 import { redactedError } from './network.ts';
 import { functionOption, isFunction, validate } from './options.ts';
 import { redactText } from './redact.ts';
-import { hideSent, REPLACED } from './status.ts';
+import { hideSent, REPLACED, SNAPSHOT, type Snapshotted } from './status.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
 /** The header a token goes in, by default (RFC 9110 §11.6.2). */
@@ -362,13 +362,40 @@ async function follow(call: Call, next: Next, named: Set<string>): Promise<Respo
   }
   // Followed here, the answer says so as fetch's own would: a layer above judges a resend
   // on it (retry(): a POST answered 303 ran, whatever the GET after it was answered).
-  if (at !== call) {
-    FOLLOWED.set(response, foreign || (ran ? false : undefined));
+  return at === call ? response : marked(response, foreign || (ran ? false : undefined));
+}
+
+/**
+ * `response`, which {@link follow} got after a redirect, saying `redirected: true` as fetch's
+ * own would, and so do its clones: `clone()` makes a new Response, which reads its own
+ * internals (`false`), and a layer above may hand up a clone (a logger keeping the original).
+ * A response a layer below froze, or gave a read-only `redirected` of its own, is rebuilt
+ * around its body (status, reason phrase, URL and capture snapshot kept), else retry() above
+ * would resend a POST whose 303 ran. `followed`: its {@link FOLLOWED} record; `from`: the
+ * response a clone is of, whose status, reason phrase and URL it keeps (a rebuilt one's own).
+ */
+function marked(response: Response, followed: boolean | undefined, from: Response = response): Response {
+  const { clone } = response;
+  let out = response;
+  const props: PropertyDescriptorMap = {
+    redirected: { value: true },
+    status: { value: from.status },
+    statusText: { value: from.statusText },
+    url: { value: from.url },
+    clone: { value: (): Response => marked(clone.call(out), followed, out) },
+  };
+  try {
+    Object.defineProperties(response, props);
+  } catch {
     try {
-      Object.defineProperty(response, 'redirected', { value: true });
+      out = Object.defineProperties(
+        new Response(response.body, { status: Math.min(response.status, 599), headers: response.headers }),
+        { ...props, [SNAPSHOT]: { value: (response as Snapshotted)[SNAPSHOT] } },
+      );
     } catch {}
   }
-  return response;
+  FOLLOWED.set(out, followed);
+  return out;
 }
 
 /** The token a request went out with, and which refresh it came from (0: none yet). */
@@ -422,9 +449,9 @@ type Stamp = [token: string, generation: number];
  *   them). 303, and 301 / 302 after a POST, go on as a GET without a body, as in fetch.
  *   A 307 / 308 for a body that can be read only once, a 21st redirect, or a `Location`
  *   that does not parse, is returned as is (fetch would fail). The response's `url` is
- *   the last one, and after a hop its `redirected` is `true` (an own property: a
- *   `clone()`, a frozen response, one a layer below rebuilt with its own read-only
- *   `redirected`, say `false`). Tokens in `Authorization` are left
+ *   the last one, and after a hop its `redirected` is `true`, on its `clone()`s too
+ *   (an answer a layer below froze or gave a read-only `redirected` is rebuilt around its
+ *   body to say so; one a layer above rebuilds says what that layer gives it). Tokens in `Authorization` are left
  *   to fetch. A 401 from another origin, where neither went, is returned as is, with
  *   no refresh. (Node, Deno, Bun and workerd answer `'manual'` with the 3xx itself; a
  *   browser hides it, status 0, which such an `auth()` cannot follow.)

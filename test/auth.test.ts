@@ -2159,3 +2159,49 @@ test('a refresh() error that quotes the refresh request it sent (a form body wit
     }
   });
 });
+
+test('the answer auth() got by following a redirect itself says redirected on its clones too, and when a layer below made its redirected read-only: retry() above does not resend the POST whose 303 ran', async () => {
+  /** POST → 303 → GET answered 429: the POST ran. */
+  const handler: Handler = (req) =>
+    req.method === 'POST'
+      ? { status: 303, headers: { location: '/done' } }
+      : { status: 429, headers: { 'retry-after-ms': '10' } };
+  // A layer between retry() and auth() that hands up a clone (a logger keeping the original).
+  const cloning: Middleware = async (call, next) => {
+    const res = await next(call);
+    const copy = res.clone();
+    // Not awaited: a tee branch's cancel settles only once the other branch is cancelled too.
+    res.body?.cancel().catch(() => {});
+    return copy;
+  };
+  // A layer below auth() that rebuilds each answer with a read-only redirected of its own (a body
+  // limit, as breakwater's own rebuild answers), so auth() cannot define its own there; so for a
+  // frozen answer (not tried here: Deno's Response sets fields of its own as it is read).
+  const rebuilding: Middleware = async (call, next) => {
+    const res = await next(call);
+    return Object.defineProperties(new Response(res.body, { status: res.status, headers: res.headers }), {
+      url: { value: res.url },
+      redirected: { value: res.redirected },
+    });
+  };
+  for (const [name, use] of [
+    ['clone()', [retry({ attempts: 3 }), cloning, keyAuth()]],
+    ['rebuilt below', [retry({ attempts: 3 }), keyAuth(), rebuilding]],
+    [
+      'clone() of a clone of a rebuilt one',
+      [retry({ attempts: 3 }), cloning, cloning, keyAuth(), rebuilding],
+    ],
+  ] as const) {
+    await withServer(handler, async (server) => {
+      const fetch = createFetch({ use: [...use] });
+      const res = await fetch(`${server.origin}/orders`, { method: 'POST', body: '{"sku":"a1"}' });
+      assert.equal(res.clone().redirected, true, `${name}: so does a clone of it`);
+      await res.text();
+      assert.equal(res.status, 429, name);
+      assert.equal(res.redirected, true, `${name}: the answer came through a redirect`);
+      assert.equal(res.url, `${server.origin}/done`, `${name}: its URL is the last one`);
+      const posts = server.requests.filter((r) => r.method === 'POST');
+      assert.equal(posts.length, 1, `${name}: the POST went once`);
+    });
+  }
+});
