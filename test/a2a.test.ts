@@ -14,6 +14,7 @@ import {
 import { Hono } from 'hono';
 import { a2aIdempotent } from '../adapters/a2a/fetch.ts';
 import { AgentCardError, createA2AClient, resolveAgentCard } from '../adapters/a2a/index.ts';
+import { auth } from '../src/auth.ts';
 import type { FetchLike } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
@@ -1507,6 +1508,65 @@ test('a card asked for over https whose redirects pass through plain http is ref
       // A redirect from https to https is followed as before.
       const moved = await resolveAgentCard('https://agent.test/moved/', { fetch: viaLoopback, policy });
       assert.equal(moved.supportedInterfaces?.[0]?.url, 'https://agent.test/a2a');
+    }
+  });
+});
+
+test('a card asked for over https that redirects to another origin gets there without the credentials the caller’s fetch adds (an auth() chain, a wrapper setting Authorization), with or without a policy, as fetch’s own redirects drop them', async () => {
+  const app = new Hono();
+  /** The Authorization each request for the card came with, by path. */
+  const seen: [string, string | undefined][] = [];
+  app.use(async (c, next) => {
+    seen.push([new URL(c.req.url).pathname, c.req.header('authorization')]);
+    await next();
+  });
+  app.get('/.well-known/agent-card.json', (c) => c.redirect('https://cdn.test/cdn/card.json', 302));
+  app.get('/cdn/card.json', (c) => c.json(cardFor('https://agent.test')));
+  await withApp(app, async ({ origin }) => {
+    // Reaches the *.test hosts on the loopback app and follows redirects as runtimes do
+    // (unless asked for 'manual'): Authorization is dropped on the way to another origin.
+    const viaLoopback: FetchLike = async (input, init) => {
+      let url = String(input);
+      const headers = new Headers(init?.headers);
+      for (let hop = 0; hop < 20; hop++) {
+        const response = await globalThis.fetch(url.replace(/^https:\/\/[a-z]+\.test/, origin), {
+          ...init,
+          headers,
+          redirect: 'manual',
+        });
+        const location = response.headers.get('location');
+        if (init?.redirect === 'manual' || location === null)
+          return Object.defineProperties(response, { redirected: { value: hop > 0 }, url: { value: url } });
+        await response.body?.cancel();
+        const next = new URL(location, url);
+        if (next.origin !== new URL(url).origin) headers.delete('authorization');
+        url = next.href;
+      }
+      throw new TypeError('redirect count exceeded');
+    };
+    const withToken: FetchLike = (input, init) => {
+      const headers = new Headers(init?.headers);
+      headers.set('authorization', 'Bearer sk-card-2');
+      return viaLoopback(input, { ...init, headers });
+    };
+    const fetches: [FetchLike, ReturnType<typeof quickPolicy> | undefined][] = [
+      [createFetch({ fetch: viaLoopback, use: [auth({ token: 'sk-card-1' })] }), undefined],
+      [withToken, undefined],
+      [withToken, quickPolicy()],
+    ];
+    for (const [fetch, policy] of fetches) {
+      seen.length = 0;
+      const card = await resolveAgentCard('https://agent.test/', { fetch, policy });
+      assert.equal(card.supportedInterfaces?.[0]?.url, 'https://agent.test/a2a');
+      assert.ok(
+        seen.some(([path]) => path.startsWith('/cdn/')),
+        'the card was read at the other origin',
+      );
+      for (const [path, authorization] of seen) {
+        // The card's own origin (agent.test) serves /.well-known/, the other (cdn.test) /cdn/.
+        if (path.startsWith('/cdn/')) assert.equal(authorization, undefined, `${path} got no token`);
+        else assert.match(`${authorization}`, /^Bearer sk-card-/, `${path} got the token`);
+      }
     }
   });
 });

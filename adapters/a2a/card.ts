@@ -530,7 +530,8 @@ function checkCard(json: unknown, request: RequestSummary, secure: boolean): Age
  * must be http: or https: URLs, and https: only when the card was fetched over https
  * (a gRPC interface's, and the `url` of a 0.3 card preferring gRPC, may be any gRPC
  * target); a card asked for over https and answered over plain http (a redirect) is
- * refused.
+ * refused. A redirect to another origin is left to fetch, so the credentials your `fetch`
+ * adds (an `auth()` in it) do not follow it there.
  * Without a policy, the whole resolution ends at `timeoutMs` (default 10 s) with a
  * `TimeoutError`, so a server that never answers cannot hang the caller.
  * Sends the same `A2A-Version: 1.0` header as the SDK's resolver.
@@ -568,13 +569,18 @@ export async function resolveAgentCard(
   const ms = valid.timeoutMs ?? (valid.policy?.resolved.timeout ? undefined : DEFAULT_TIMEOUT_MS);
   return within(ms, 'total', request, valid.signal, async (signal) => {
     init.signal = signal;
-    // Over https, redirects are followed here, hop by hop: fetch tells only the last URL,
-    // and a hop over plain http lets whoever answered it choose every hop after it, an
-    // https server of their own included.
+    // Over https, redirects within the origin are followed here, hop by hop: fetch tells
+    // only the last URL, and a hop over plain http lets whoever answered it choose every hop
+    // after it, an https server of their own included. One to another origin is left to
+    // fetch (the hop that named it asked again, following): each hop here is a call of the
+    // caller's fetch, whose credentials (an auth() in it, a wrapper's Authorization) then
+    // went to that origin too, which fetch's own redirects and auth()'s keep them off. A
+    // hop over plain http past it is seen only when it is the last (below).
     if (secure) init.redirect = 'manual';
     let at = href;
     let response: Response;
     for (let hops = 0; ; hops++) {
+      const following = init.redirect === 'follow';
       response = await fetch(at, init).catch((error: unknown) => {
         throw failure(error, signal, request);
       });
@@ -584,6 +590,7 @@ export async function resolveAgentCard(
       if (response.type === 'opaqueredirect') init.redirect = 'follow';
       else if (
         !secure ||
+        following ||
         location === null ||
         response.status < 300 ||
         response.status > 399 ||
@@ -593,12 +600,13 @@ export async function resolveAgentCard(
       else {
         dropBody(response);
         // A Location that is no URL (which fetch would fail on) is refused as plain http is.
+        let to = '';
         try {
-          at = new URL(location, at).href;
-        } catch {
-          at = '';
-        }
-        if (!at.startsWith('https:')) throw insecure(request);
+          to = new URL(location, at).href;
+        } catch {}
+        if (!to.startsWith('https:')) throw insecure(request);
+        if (new URL(to).origin === new URL(at).origin) at = to;
+        else init.redirect = 'follow';
       }
     }
     if (!response.ok) throw await statusError(call, response);
