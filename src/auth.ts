@@ -436,6 +436,11 @@ type Stamp = [token: string, generation: number];
  *   event) unless a later refresh's token came first; a call whose own refresh then
  *   fails is resent with that token instead of failing. A hung `token()` needs no such
  *   lease: it is called afresh for every call, so it holds up only its own.
+ * - A `refresh()` that fetches its token endpoint through this same `auth()` gets a 401 to
+ *   that request back as is (on every pass a retry above makes of it): no refresh for it,
+ *   no wait on itself until the lease ends. A request is known as the refresh's own when
+ *   `refresh()` starts it before its first `await`; one started after it, answered 401,
+ *   still waits out `refreshTimeoutMs`: fetch the token endpoint first, or without this `auth()`.
  * - No token ever appears in an error message, an event or `JSON.stringify(error)`, nor
  *   in an `AUTH_*` error's cause chain as util.inspect or a logger prints it (own fields
  *   included): neither the one the request went with nor any other this `auth()` has
@@ -491,6 +496,15 @@ export function auth(options: AuthOptions): Middleware {
   let started = 0;
   /** The refresh holding the slot, if any. */
   let inflight: Flight | undefined;
+  /**
+   * Set while `refresh()` is being called, until it returns (its promise): a call that enters
+   * this `auth()` meanwhile is the refresh's own (its token endpoint fetched through this
+   * chain), and its bag holds `own` across its passes. A 401 to it is handed back to the
+   * refresh: waiting on the refresh, it waited on itself until the lease ended. Only what
+   * refresh() runs before its first `await` is known so; no other caller can run in between.
+   */
+  let calling = false;
+  const own = Symbol();
   /**
    * The tokens sent or refreshed lately, newest first (at most {@link MAX_HELD_TOKENS}): a
    * failure hides them all, and the current one (see {@link failure}).
@@ -555,6 +569,7 @@ export function auth(options: AuthOptions): Middleware {
     };
     // The body runs to its first await before `inflight` is set below, and the
     // `finally` only after it, even when refresh() throws synchronously.
+    calling = true;
     flight.done = (async (): Promise<void> => {
       let outcome: 'failed' | 'refreshed' = 'failed';
       try {
@@ -578,6 +593,7 @@ export function auth(options: AuthOptions): Middleware {
         if (holding || outcome === 'refreshed') report(outcome);
       }
     })();
+    calling = false;
     inflight = flight;
     return flight;
   }
@@ -588,6 +604,7 @@ export function auth(options: AuthOptions): Middleware {
     if (call.bag.has(REDIRECTED)) return next(call);
     // The signal of the pass this runs in, read once: see the check after a 401 below.
     const signal = call.signal;
+    if (calling) call.bag.set(own, 1);
     const [token, sentGeneration] = await currentToken(call);
     hold(token);
     let send = next;
@@ -610,7 +627,7 @@ export function auth(options: AuthOptions): Middleware {
     // setHeader() left the call an init of its own, so it may be changed in place.
     if (send !== next) (call.init as RequestInit).redirect = 'manual';
     const response = await send(call);
-    if (response.status !== 401 || refresh === undefined) return response;
+    if (response.status !== 401 || refresh === undefined || call.bag.has(own)) return response;
     // Fetch's own redirects drop Authorization on another origin (Fetch standard), so a
     // 401 that comes from there says nothing about the token either.
     const foreign = FOLLOWED.has(response)

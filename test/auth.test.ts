@@ -2205,3 +2205,46 @@ test('the answer auth() got by following a redirect itself says redirected on it
     });
   }
 });
+
+test('a refresh() that fetches its token endpoint through the same auth() is not left waiting on itself: a 401 to its own request (after a 429 its retry waited out) comes back to it at once', async () => {
+  // The token endpoint authenticates clients by their Basic credentials, which the auth()
+  // it is fetched through replaces with the expired bearer: it answers 401 invalid_client.
+  let tokenRequests = 0;
+  const handler: Handler = (req) => {
+    if (req.url !== '/token') return acceptsNew(req, 0);
+    tokenRequests += 1;
+    if (tokenRequests === 1) return { status: 429, headers: { 'retry-after-ms': '5' } };
+    return req.headers.authorization === 'Basic Y2xpZW50OnNlY3JldA=='
+      ? { status: 200, headers: { 'content-type': 'application/json' }, body: `{"access_token":"${NEW}"}` }
+      : { status: 401, headers: { 'content-type': 'application/json' }, body: '{"error":"invalid_client"}' };
+  };
+  await withServer(handler, async (server) => {
+    const policy = definePolicy({ retry: { backoff: { initialMs: 1, maxMs: 5 } } });
+    const fetch = policy.fetch(undefined, {
+      auth: {
+        token: OLD,
+        refreshTimeoutMs: 3000,
+        refresh: async () => {
+          const res = await fetch(`${server.origin}/token`, {
+            method: 'POST',
+            headers: { authorization: 'Basic Y2xpZW50OnNlY3JldA==' },
+            body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'rt-0123456789' }),
+          });
+          if (!res.ok) throw new Error(`token endpoint answered ${res.status}`);
+          return ((await res.json()) as { access_token: string }).access_token;
+        },
+      },
+    });
+    const started = performance.now();
+    const error = await fetch(`${server.origin}/api`).then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    const ms = performance.now() - started;
+    assert.ok(error instanceof BreakwaterError, `the call fails: ${error}`);
+    assert.equal(error.code, 'AUTH_REFRESH_FAILED');
+    assert.match(String((error.cause as Error).message), /token endpoint answered 401/);
+    assert.ok(ms < 1000, `at once, not at the end of the refresh's lease: ${ms} ms`);
+    assert.equal(tokenRequests, 2, 'the token endpoint was asked twice (429, then 401), not refreshed for');
+  });
+});
