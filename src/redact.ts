@@ -31,9 +31,36 @@ export const SECRET_HEADERS: readonly string[] = [
  * (Gemini, Maps), `access_token` (RFC 6750 §2.3), `refresh_token` and `client_secret`
  * (RFC 6749 §6, a refresh's form body), `password`, `pwd`, `auth`, OAuth's `code` and
  * `code_verifier`, `session`, `jwt`, an AWS presigned URL's `X-Amz-Credential`,
- * `X-Amz-Signature` and `X-Amz-Security-Token`, an Azure SAS's `sig`.
+ * `X-Amz-Signature` and `X-Amz-Security-Token`, an Azure SAS's `sig`. Any part of a name
+ * counts (`apikey`, `x-goog-api-key`): a harmless name hidden costs a value, a secret one
+ * missed shows a credential. In text, {@link isSecretField} also reads the value of a `code`.
  */
 export const SECRET_QUERY_NAME: RegExp = /key|token|secret|pass|pwd|auth|cred|sig|session|code|jwt/i;
+
+/**
+ * A value that reads as an error or status code: a number of at most three digits
+ * (`code=500`, `-1`), or a word of up to 19 letters, `_`, `.` and `-`, then up to 5 digits
+ * (`invalid_api_key`, `RATE_LIMITED`, `AADSTS70008`, `S256`). See {@link isSecretField}.
+ * Anchored, no nested quantifier: linear time.
+ */
+const ERROR_CODE = /^(?:-?\d{1,3}|[a-z][a-z_.-]{0,18}\d{0,5})$/i;
+
+/**
+ * Whether a form or JSON field quoted in text, named `name`, holds a credential in `value`:
+ * its name is a credential's ({@link SECRET_QUERY_NAME}), but for a `code` in it whose value
+ * reads as an error or status code ({@link ERROR_CODE}). `code` is OAuth's authorization code
+ * (RFC 6749 §4.1.2: the redirect's query; §4.1.3: the token request's form body), and with
+ * a word before it other one-time credentials (`device_code`, RFC 8628 §3.2; an OTP's
+ * `mfa_code`); but `code=500`, `status_code=404`, `error_code=E42` and OpenAI's `"code":
+ * "invalid_api_key"` say what went wrong. An authorization code does not read as one: RFC
+ * 6749 §10.10 asks at least 128 bits of one, which takes 20 characters of A.11's visible
+ * ASCII (a random base64url one reads as a word once in about 130 at 20 characters, once in
+ * 5,000 at 22, never past 24); an OTP has 6 digits at least (RFC 4226 §5.3). Told by the value, not a list of
+ * harmless names: a name not listed would show a credential.
+ */
+function isSecretField(name: string, value: string): boolean {
+  return SECRET_QUERY_NAME.test(ERROR_CODE.test(value) ? name.replace(/code/gi, '') : name);
+}
 
 /**
  * Headers worth keeping on an error or a snapshot: they explain the failure
@@ -284,14 +311,14 @@ const REFUSED_HEADER_VALUE = /((?:Headers\.\w+|[Ii]nvalid header value): ")[\s\S
  * (`grant_type=refresh_token&refresh_token=...&client_secret=...`, what an OAuth
  * refresh sends), a Java map's `toString()` (`{client_secret=...}`), a log line's field.
  * {@link redactText} hides the value of one whose name is a credential's
- * ({@link SECRET_QUERY_NAME}); the names, and the other values, stay. The name is the word
+ * ({@link isSecretField}); the names, and the other values, stay. The name is the word
  * before the `=` (`X-Amz-Credential=` reads `Credential=`); the value runs to a `&`,
  * whitespace, a quote, a bracket, `<` / `>`, or a `\u0026` (a `&` as Go's `encoding/json`
  * writes it), punctuation that ends a sentence (or a `\` escaping the quote that closes a
  * JSON string) left out; an empty one stays. Linear time: a name starts only at a word's
  * start and ends at its `=`, and a value that fails is all such punctuation, holding no word.
  */
-const FORM_PAIR = /\b(\w+=)(?:[^\s"'()<>&\\]|\\(?!u0026))*[^\s"'()<>&,.;:?`\\}]/g;
+const FORM_PAIR = /\b(\w+)=((?:[^\s"'()<>&\\]|\\(?!u0026))*[^\s"'()<>&,.;:?`\\}])/g;
 
 /**
  * The credential after an authentication scheme quoted in text (`Authorization: Bearer
@@ -603,5 +630,7 @@ export function redactText(text: string, escapes = true): string {
     .replace(RELATIVE_PATH_TOKEN, `$1${REDACTED}`)
     .replace(REFUSED_HEADER_VALUE, `$1${REDACTED}`)
     .replace(SCHEME_CREDENTIAL, `$1${REDACTED}`)
-    .replace(FORM_PAIR, (pair, name: string) => (SECRET_QUERY_NAME.test(name) ? name + REDACTED : pair));
+    .replace(FORM_PAIR, (pair, name: string, value: string) =>
+      isSecretField(name, value) ? `${name}=${REDACTED}` : pair,
+    );
 }

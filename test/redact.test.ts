@@ -1965,3 +1965,37 @@ test('redactText takes linear time on 512 KiB of hostile form-pair and Bearer te
     (chars) => `Basic a${fill('=', chars)}-`,
   ]);
 });
+
+test('redactText hides an OAuth authorization code, a PKCE verifier and one-time codes in form text, not a status or error code under a name holding "code"', () => {
+  // Any name holding "code" lost its value: `code=500`, `status_code=404`, `error_code=E42`
+  // said nothing. An authorization code holds 128 bits at least (RFC 6749 §10.10): it never
+  // reads as a short number or a word.
+  for (const hidden of [
+    // RFC 6749 §4.1.3's token request and §4.1.2's redirect, quoted without their URL.
+    `grant_type=authorization_code&code=SplxlOBeZQQYbYS6WxSbIA&redirect_uri=https%3A%2F%2Fclient%2Eexample%2Ecom%2Fcb`,
+    'callback got code=SplxlOBeZQQYbYS6WxSbIA&state=xyz',
+    'code_verifier=dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk',
+    'device_code=GmRhmhcxhwAzkoEqiMEg_DnyEysNkuNhszIySk9eS',
+    'code=abcdefghijklmnopqrstu (a 21-letter code)',
+    'mfa_code=123456, code=123456, passcode=123, auth_code=500',
+  ]) {
+    const shown = redactText(hidden);
+    for (const secret of [
+      'SplxlOBeZQQYbYS6WxSbIA',
+      'dBjftJeZ4CVP',
+      'GmRhmhcxhw',
+      'abcdefghijklmnopqrstu',
+      '123456',
+      '123',
+      '500',
+    ])
+      assert.ok(!shown.includes(secret), `${secret} shown: ${shown}`);
+  }
+  for (const kept of [
+    'failed {code=500, message=Internal}',
+    'status_code=404 error_code=E42 http_code=503.',
+    'error_code=invalid_grant code=-1 reason_code=RATE_LIMITED',
+    'code_challenge_method=S256 codec=h264',
+  ])
+    assert.equal(redactText(kept), kept);
+});
