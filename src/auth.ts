@@ -436,11 +436,13 @@ type Stamp = [token: string, generation: number];
  *   event) unless a later refresh's token came first; a call whose own refresh then
  *   fails is resent with that token instead of failing. A hung `token()` needs no such
  *   lease: it is called afresh for every call, so it holds up only its own.
- * - A `refresh()` that fetches its token endpoint through this same `auth()` gets a 401 to
- *   that request back as is (on every pass a retry above makes of it): no refresh for it,
- *   no wait on itself until the lease ends. A request is known as the refresh's own when
- *   `refresh()` starts it before its first `await`; one started after it, answered 401,
- *   still waits out `refreshTimeoutMs`: fetch the token endpoint first, or without this `auth()`.
+ * - A request that `token()` or `refresh()` sends through this same `auth()` (its token
+ *   endpoint behind the same policy) goes as the getter wrote it, on every pass a retry
+ *   above makes of it: not stamped (a refresh's client credentials stay), its 401 handed
+ *   back to the getter (no wait on itself until the lease ends), redirects left to fetch.
+ *   It is known as the getter's own when the getter starts it before its first `await`; one
+ *   started later is stamped as any (a `token()`'s calls `token()` again, without end; a
+ *   refresh's 401 waits out `refreshTimeoutMs`): fetch first, or without this `auth()`.
  * - No token ever appears in an error message, an event or `JSON.stringify(error)`, nor
  *   in an `AUTH_*` error's cause chain as util.inspect or a logger prints it (own fields
  *   included): neither the one the request went with nor any other this `auth()` has
@@ -497,11 +499,13 @@ export function auth(options: AuthOptions): Middleware {
   /** The refresh holding the slot, if any. */
   let inflight: Flight | undefined;
   /**
-   * Set while `refresh()` is being called, until it returns (its promise): a call that enters
-   * this `auth()` meanwhile is the refresh's own (its token endpoint fetched through this
-   * chain), and its bag holds `own` across its passes. A 401 to it is handed back to the
-   * refresh: waiting on the refresh, it waited on itself until the lease ended. Only what
-   * refresh() runs before its first `await` is known so; no other caller can run in between.
+   * Set while `token()` or `refresh()` is being called, until it returns (its promise): a
+   * call that enters this `auth()` meanwhile is the getter's own (its token endpoint fetched
+   * through this chain), and its bag holds `own` across its passes. Such a call goes as the
+   * getter wrote it: a refresh's request stamped with the expired token lost its client
+   * credentials, and its 401 waited on the refresh, on itself, until the lease ended; a
+   * token()'s called token() again, without end. Only what a getter runs before its first
+   * `await` is known so: no other caller can run in between.
    */
   let calling = false;
   const own = Symbol();
@@ -521,11 +525,13 @@ export function auth(options: AuthOptions): Middleware {
   async function currentToken(call: Call): Promise<Stamp> {
     if (generation === 0 && typeof source !== 'string') {
       let got: string | Promise<string>;
+      calling = true;
       try {
         got = source();
       } catch (error) {
         got = Promise.reject(error);
       }
+      calling = false;
       // A token given at once (a cached one) cannot hang: no timer, no listener, on
       // every call. Only a promise is waited for within the caller's limits.
       if (isTokenValue(got)) return [got, 0];
@@ -600,11 +606,12 @@ export function auth(options: AuthOptions): Middleware {
 
   return async function auth(call: Call, next: Next): Promise<Response> {
     // A request an auth() above sends to follow a redirect carries what that one chose:
-    // its tokens (this one's too) within the origin, none on another.
-    if (call.bag.has(REDIRECTED)) return next(call);
+    // its tokens (this one's too) within the origin, none on another. One this auth()'s
+    // token() or refresh() sends goes as that getter wrote it (see `calling`).
+    if (calling) call.bag.set(own, 1);
+    if (call.bag.has(REDIRECTED) || call.bag.has(own)) return next(call);
     // The signal of the pass this runs in, read once: see the check after a 401 below.
     const signal = call.signal;
-    if (calling) call.bag.set(own, 1);
     const [token, sentGeneration] = await currentToken(call);
     hold(token);
     let send = next;
@@ -627,7 +634,7 @@ export function auth(options: AuthOptions): Middleware {
     // setHeader() left the call an init of its own, so it may be changed in place.
     if (send !== next) (call.init as RequestInit).redirect = 'manual';
     const response = await send(call);
-    if (response.status !== 401 || refresh === undefined || call.bag.has(own)) return response;
+    if (response.status !== 401 || refresh === undefined) return response;
     // Fetch's own redirects drop Authorization on another origin (Fetch standard), so a
     // 401 that comes from there says nothing about the token either.
     const foreign = FOLLOWED.has(response)

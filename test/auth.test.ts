@@ -2206,37 +2206,50 @@ test('the answer auth() got by following a redirect itself says redirected on it
   }
 });
 
-test('a refresh() that fetches its token endpoint through the same auth() is not left waiting on itself: a 401 to its own request (after a 429 its retry waited out) comes back to it at once', async () => {
-  // The token endpoint authenticates clients by their Basic credentials, which the auth()
-  // it is fetched through replaces with the expired bearer: it answers 401 invalid_client.
-  let tokenRequests = 0;
+test('a refresh() that fetches its token endpoint through the same auth() sends that request as it wrote it, on each pass (its Basic client credentials, not the expired token), and a 401 to it comes back to it at once', async () => {
+  // The token endpoint authenticates clients by their Basic credentials (RFC 6749 §2.3.1):
+  // stamped with the expired bearer instead, it answers 401 invalid_client.
+  const CLIENT = 'Basic Y2xpZW50OnNlY3JldA==';
+  const tokenRequests: Array<string | string[] | undefined> = [];
   const handler: Handler = (req) => {
     if (req.url !== '/token') return acceptsNew(req, 0);
-    tokenRequests += 1;
-    if (tokenRequests === 1) return { status: 429, headers: { 'retry-after-ms': '5' } };
-    return req.headers.authorization === 'Basic Y2xpZW50OnNlY3JldA=='
+    tokenRequests.push(req.headers.authorization);
+    // The first is answered 429, so the retry above sends it again: a second pass.
+    if (tokenRequests.length === 1) return { status: 429, headers: { 'retry-after-ms': '5' } };
+    if (req.headers.authorization !== CLIENT) return { status: 401, body: '{"error":"invalid_client"}' };
+    return new URLSearchParams(req.text).get('refresh_token') === 'rt-0123456789'
       ? { status: 200, headers: { 'content-type': 'application/json' }, body: `{"access_token":"${NEW}"}` }
-      : { status: 401, headers: { 'content-type': 'application/json' }, body: '{"error":"invalid_client"}' };
+      : { status: 401, body: '{"error":"invalid_grant"}' };
   };
   await withServer(handler, async (server) => {
     const policy = definePolicy({ retry: { backoff: { initialMs: 1, maxMs: 5 } } });
-    const fetch = policy.fetch(undefined, {
-      auth: {
-        token: OLD,
-        refreshTimeoutMs: 3000,
-        refresh: async () => {
-          const res = await fetch(`${server.origin}/token`, {
-            method: 'POST',
-            headers: { authorization: 'Basic Y2xpZW50OnNlY3JldA==' },
-            body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'rt-0123456789' }),
-          });
-          if (!res.ok) throw new Error(`token endpoint answered ${res.status}`);
-          return ((await res.json()) as { access_token: string }).access_token;
+    /** A client whose refresh() fetches the token endpoint through its own chain, with `grant`. */
+    const client = (grant: string) => {
+      const fetch = policy.fetch(undefined, {
+        auth: {
+          token: OLD,
+          refreshTimeoutMs: 3000,
+          refresh: async () => {
+            const res = await fetch(`${server.origin}/token`, {
+              method: 'POST',
+              headers: { authorization: CLIENT },
+              body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: grant }),
+            });
+            if (!res.ok) throw new Error(`token endpoint answered ${res.status}`);
+            return ((await res.json()) as { access_token: string }).access_token;
+          },
         },
-      },
-    });
+      });
+      return fetch;
+    };
+    const res = await client('rt-0123456789')(`${server.origin}/api`);
+    assert.equal(res.status, 200, 'refreshed and resent');
+    await res.text();
+    assert.deepEqual(tokenRequests, [CLIENT, CLIENT], 'both passes went with the client credentials');
+
+    // A refused grant: the token endpoint's 401 goes back to refresh(), which fails at once.
     const started = performance.now();
-    const error = await fetch(`${server.origin}/api`).then(
+    const error = await client('rt-revoked')(`${server.origin}/api`).then(
       () => undefined,
       (error: unknown) => error,
     );
@@ -2245,6 +2258,38 @@ test('a refresh() that fetches its token endpoint through the same auth() is not
     assert.equal(error.code, 'AUTH_REFRESH_FAILED');
     assert.match(String((error.cause as Error).message), /token endpoint answered 401/);
     assert.ok(ms < 1000, `at once, not at the end of the refresh's lease: ${ms} ms`);
-    assert.equal(tokenRequests, 2, 'the token endpoint was asked twice (429, then 401), not refreshed for');
   });
+});
+
+test('a token() that fetches its token through the same auth() sends that request as it wrote it: it does not call token() again without end', async () => {
+  let calls = 0;
+  await withServer(
+    (req) =>
+      req.url === '/token'
+        ? { status: 200, body: NEW }
+        : req.headers.authorization === `Bearer ${NEW}`
+          ? { status: 200 }
+          : { status: 401 },
+    async (server) => {
+      const fetch = definePolicy({}).fetch(undefined, {
+        auth: {
+          token: async () => {
+            calls += 1;
+            return (await fetch(`${server.origin}/token`)).text();
+          },
+        },
+      });
+      const res = await fetch(`${server.origin}/api`);
+      await res.text();
+      assert.equal(res.status, 200, 'the call went with the token token() fetched');
+      assert.equal(calls, 1, 'token() was called once');
+      assert.deepEqual(
+        server.requests.map((r) => [r.url, r.headers.authorization]),
+        [
+          ['/token', undefined],
+          ['/api', `Bearer ${NEW}`],
+        ],
+      );
+    },
+  );
 });
