@@ -1999,3 +1999,93 @@ test('redactText hides an OAuth authorization code, a PKCE verifier and one-time
   ])
     assert.equal(redactText(kept), kept);
 });
+
+test('redactText hides the values of credential-named JSON string fields quoted in text (a token answer or request), keeping the names and the other fields', () => {
+  // An error body or message quoting a token endpoint's answer or request showed its
+  // tokens and client secret: only form values (name=value) were hidden.
+  assert.equal(
+    redactText(`refresh failed: {"refresh_token":"RT-${MARK}1","client_secret":"${MARK}2","scope":"read"}`),
+    `refresh failed: {"refresh_token":"${REDACTED}","client_secret":"${REDACTED}","scope":"read"}`,
+  );
+  assert.equal(
+    redactText(`{ "access_token": "${MARK}.a.b", "expires_in": 3600, "x-api-key" : "${MARK}k" }`),
+    `{ "access_token": "${REDACTED}", "expires_in": 3600, "x-api-key" : "${REDACTED}" }`,
+  );
+  // JSON kept as a string and stringified again (an HTTP client's error holding the body).
+  const escaped = JSON.stringify({
+    body: JSON.stringify({ client_secret: `${MARK}3`, scope: 'read' }),
+    status: 400,
+  });
+  assert.equal(
+    redactText(escaped),
+    JSON.stringify({ body: JSON.stringify({ client_secret: REDACTED, scope: 'read' }), status: 400 }),
+  );
+  // A value holding a quote or a backslash is hidden whole, at either depth; so is one cut
+  // short by the end of the text (a body cut at its byte limit).
+  const password = `${MARK}"\\"x`;
+  for (const text of [
+    JSON.stringify({ password, user: 'ann' }),
+    JSON.stringify({ body: JSON.stringify({ password, user: 'ann' }) }),
+    `{"refresh_token":"${MARK}cut`,
+  ]) {
+    assertHidden(text);
+    assert.ok(!redactText(text).includes('x"'), `the rest of the password shown: ${redactText(text)}`);
+  }
+  // Names that are no credential's keep their values; an empty value stays empty; a number is
+  // no string; a code that reads as an error code stays, as in a form (OpenAI's error body).
+  for (const kept of [
+    '{"scope":"read","model":"gpt-4o","status":"error"}',
+    '{"token":"","pass":null,"key":42}',
+    '{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}',
+  ])
+    assert.equal(redactText(kept), kept);
+  assertHidden(`{"grant_type":"authorization_code","code":"Splx${MARK}lOBeZQQYbYS6WxSbIA"}`);
+});
+
+test('a credential-named JSON field never shows its string value, whatever it holds, escaped once or twice', () => {
+  fc.assert(
+    fc.property(
+      visibleSecret,
+      fc.constantFrom(
+        'access_token',
+        'refresh_token',
+        'client_secret',
+        'password',
+        'api_key',
+        'Authorization',
+      ),
+      fc.boolean(),
+      (secret, name, twice) => {
+        const once = JSON.stringify({ [name]: secret, model: 'm' });
+        const text = `failed: ${twice ? JSON.stringify({ body: once }) : once}`;
+        const out = redactText(text);
+        assert.ok(!shows(out, secret), out);
+        assert.ok(out.includes(name), out);
+        assert.equal(redactText(out), out);
+      },
+    ),
+  );
+});
+
+test('redactText takes linear time on hostile JSON-field text, and reads 1 MB of it in a fraction of a second, on Bun too', () => {
+  const hostile = [
+    (chars: number) => fill('"a":"', chars),
+    (chars: number) => fill('\\"a\\":\\"', chars),
+    (chars: number) => `"token":"${fill('\\', chars)}`,
+    (chars: number) => `"token":"${fill('ab', chars)}`,
+    (chars: number) => `\\"token\\":\\"${fill('\\\\\\"', chars)}`,
+    (chars: number) => `"data":"${fill('\\"a\\":\\"\\\\\\"', chars)}`,
+    (chars: number) => fill('"a" ', chars),
+    (chars: number) => fill('"', chars),
+    (chars: number) => `"${fill('a', chars)}`,
+    (chars: number) => fill('"a":', chars),
+  ];
+  assertLinear(hostile, 32 * 1024);
+  // All of them, 128 KiB each: 1.25 MB.
+  const text = hostile.map((make) => make(128 * 1024)).join(' ');
+  const started = performance.now();
+  redactText(text);
+  const ms = performance.now() - started;
+  // About 0.1 to 0.3 s on a quiet machine; generous for a busy one: a quadratic takes minutes.
+  assert.ok(ms < 2000, `${Math.round(ms)} ms for ${text.length} characters`);
+});
