@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { Hono } from 'hono';
 import { cors } from 'hono/cors';
 import { streamText } from 'hono/streaming';
+import { sha256Hex } from '../adapters/hono/digest.ts';
 import { DEFAULT_LEASE_MS, idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
 import { proxy } from '../adapters/hono/proxy.ts';
 import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/upstream.ts';
@@ -260,6 +261,53 @@ test('the same key with a different body or query is 422 and does not run the ha
   assert.equal(otherQuery.status, 422);
   await otherQuery.body?.cancel();
   assert.equal(runs(), 1);
+});
+
+test('the same key and bytes with another Content-Type (JSON, then a form) is 422, not a replay; the same media type in another case or with parameters is the same request, over a real server', async () => {
+  const { app, runs } = ordersApp();
+  await withApp(app, async (server) => {
+    const send = (type: string): Promise<Response> =>
+      fetch(`${server.origin}/orders`, post('{"item":"tea"}', KEY, { 'content-type': type }));
+    const first = await send('application/json');
+    assert.equal(first.status, 201);
+    await first.body?.cancel();
+    const form = await send('application/x-www-form-urlencoded');
+    assert.equal(form.status, 422);
+    assert.match((await problemOf(form)).detail ?? '', /media type/);
+    for (const type of ['Application/JSON; charset=utf-8', 'application/json ;charset="UTF-8"']) {
+      const same = await send(type);
+      assert.equal(same.status, 201, type);
+      assert.equal(same.headers.get(REPLAYED_HEADER), 'true', type);
+      await same.body?.cancel();
+    }
+  });
+  assert.equal(runs(), 1);
+});
+
+test('a record written before the media type counted (none in it) is matched on its fingerprint alone: its repeat is replayed, another body is still 422', async () => {
+  const store = memoryStore<JsonValue>();
+  const body = '{"item":"tea"}';
+  // As the version before wrote it: the fingerprint of method, path, query and body, no type.
+  const record = {
+    state: 'done',
+    fingerprint: await sha256Hex('POST\n/orders\n', body),
+    status: 201,
+    headers: [['content-type', 'application/json']],
+    body: '{"id":"order-1","item":"tea"}',
+    encoding: 'utf8',
+  };
+  await store.set(`idempotency:${JSON.stringify(['', 'POST', '/orders', KEY.slice(1, -1)])}`, record, 60_000);
+  const { app, runs } = ordersApp({ store });
+  await withApp(app, async (server) => {
+    const again = await fetch(`${server.origin}/orders`, post(body));
+    assert.equal(again.status, 201);
+    assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+    assert.deepEqual(await again.json(), { id: 'order-1', item: 'tea' });
+    const other = await fetch(`${server.origin}/orders`, post('{"item":"cake"}'));
+    assert.equal(other.status, 422);
+    await other.body?.cancel();
+  });
+  assert.equal(runs(), 0);
 });
 
 test('the same key on another path or method is another request, and runs', async () => {

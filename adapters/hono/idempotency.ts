@@ -82,6 +82,12 @@ export const DEFAULT_STORE_BYTES = 33_554_432;
 const RECORD_CHARS_PER_BODY_BYTE = 8;
 /** The longest key accepted, in characters of content (the draft sets none; this bounds store keys). */
 export const MAX_KEY_CHARS = 255;
+/**
+ * The most characters of a request's media type kept in its records: RFC 6838 §4.2 allows
+ * 127 for a type name and 127 for a subtype, so no registered type is longer, and a
+ * client cannot make records of any size through its Content-Type.
+ */
+const MAX_MEDIA_TYPE_CHARS = 255;
 /** The header that marks a replayed response (Stripe's name, which clients already know). */
 export const REPLAYED_HEADER = 'Idempotent-Replayed';
 /** The request header carrying the key (draft-ietf-httpapi-idempotency-key-header §2). */
@@ -226,10 +232,22 @@ const optionsSchema = z.optional(
   }),
 );
 
-/** A claim on a key: the handler is running (or the process died while it was). */
-type RunningRecord = {
-  state: 'running';
+/** What tells two requests under one key apart (see {@link answerRepeat}). */
+type Print = {
+  /** SHA-256 of method, path, query and body (see {@link fingerprintBody}), as hex. */
   fingerprint: string;
+  /**
+   * The request's media type (see {@link mediaType}). Records written before it was part
+   * of a request's print have none: those are matched on `fingerprint` alone, as they
+   * were then (a repeat of a key first sent before an upgrade is replayed, not a 422), and
+   * a version before it, reading a record with one, ignores it alike.
+   */
+  type?: string;
+};
+
+/** A claim on a key: the handler is running (or the process died while it was). */
+type RunningRecord = Print & {
+  state: 'running';
   /** Epoch ms of the claim. Informative only; kept because earlier versions require it in a claim they read. */
   startedAt: number;
   /**
@@ -245,9 +263,8 @@ type RunningRecord = {
 };
 
 /** A stored response, replayed to every repeat. */
-type DoneRecord = {
+type DoneRecord = Print & {
   state: 'done';
-  fingerprint: string;
   status: number;
   /** Name-value pairs in order (a repeated header stays repeated). */
   headers: [string, string][];
@@ -257,26 +274,28 @@ type DoneRecord = {
 };
 
 /** The handler ran, but its response could not be kept: repeats get 409, never a second run. */
-type UnreplayableRecord = {
+type UnreplayableRecord = Print & {
   state: 'unreplayable';
-  fingerprint: string;
   status: number;
   reason: 'too-large' | 'stream';
 };
 
 type IdempotencyRecord = RunningRecord | DoneRecord | UnreplayableRecord;
 
+/** The {@link Print} of a record, as every record but a released one has it. */
+const printSchema = { fingerprint: z.string(), type: z.optional(z.string()) };
+
 /** Records come back from a store that may be shared or remote: checked, never trusted. */
 const recordSchema = z.discriminatedUnion('state', [
   z.object({
     state: z.literal('running'),
-    fingerprint: z.string(),
+    ...printSchema,
     startedAt: z.number(),
     id: z.optional(z.string()),
   }),
   z.object({
     state: z.literal('done'),
-    fingerprint: z.string(),
+    ...printSchema,
     status: z.number().check(z.int(), z.minimum(200), z.maximum(599)),
     headers: z.array(z.tuple([z.string(), z.string()])),
     body: z.string(),
@@ -284,7 +303,7 @@ const recordSchema = z.discriminatedUnion('state', [
   }),
   z.object({
     state: z.literal('unreplayable'),
-    fingerprint: z.string(),
+    ...printSchema,
     status: z.number(),
     reason: z.enum(['too-large', 'stream']),
   }),
@@ -390,6 +409,19 @@ function normalEscapes(text: string): string {
   });
 }
 
+/**
+ * The media type a request's body is labelled with (RFC 9110 §8.3.1), in the one form two
+ * labels of the same type share: `type/subtype`, trimmed, in lower case (both names are
+ * case-insensitive), without parameters; `''` for none. Parameters are left out: a
+ * multipart body's `boundary` is new on every send (and left out of its fingerprint too),
+ * and `charset` is said or not as a client library likes (fetch labels a string body
+ * `text/plain;charset=UTF-8`; JSON defines none, RFC 8259 §11), so a resend through another
+ * library would be refused. A repeat that changes only a parameter is the same request.
+ */
+function mediaType(value = ''): string {
+  return (value.split(';', 1)[0] as string).trim().toLowerCase().slice(0, MAX_MEDIA_TYPE_CHARS);
+}
+
 /*
  * Both in plain loops, never an array as long as the body (Array.from, or
  * Uint8Array.from over a string, which lists it first): that holds a pointer per byte,
@@ -430,7 +462,7 @@ function storableHeaders(headers: Headers): [string, string][] {
  * UTF-8, else base64.
  */
 async function doneRecord(
-  fingerprint: string,
+  print: Print,
   status: number,
   headers: Headers,
   chunks: BlobPart[],
@@ -444,7 +476,7 @@ async function doneRecord(
     body = toBase64(bytes);
     encoding = 'base64';
   }
-  return { state: 'done', fingerprint, status, headers: storableHeaders(headers), body, encoding };
+  return { state: 'done', ...print, status, headers: storableHeaders(headers), body, encoding };
 }
 
 /** Whether the handler's answer says it did not run (the client will resend it). */
@@ -483,12 +515,16 @@ function internalError(): Response {
 }
 
 /** The answer to a repeat of a key that already has a record. */
-function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response {
-  if (record.fingerprint !== fingerprint) {
+function answerRepeat(record: IdempotencyRecord, print: Print): Response {
+  // The same key with another Content-Type is another request, though the bytes match
+  // (the draft's 422: JSON and a form say different things). A record with no type
+  // predates it (see Print) and is matched on its fingerprint alone.
+  if (record.fingerprint !== print.fingerprint || (record.type ?? print.type) !== print.type) {
     return problemResponse({
       status: 422,
       title: 'Idempotency-Key reused',
-      detail: 'This key was used for a different request (method, target or body). Use a new key.',
+      detail:
+        'This key was used for a different request (method, target, body or media type). Use a new key.',
     });
   }
   switch (record.state) {
@@ -542,7 +578,11 @@ function answerRepeat(record: IdempotencyRecord, fingerprint: string): Response 
  *   unreserved characters are decoded, the others upper-cased and a `%` that starts
  *   none read as `%25` (`?to=%61` is `?to=a`), and escapes that are not UTF-8 kept as the
  *   path's are (`?to=%61%ff` is not `?to=a%ff`); parameters' order, `+` and reserved
- *   characters, bare or escaped, stay as sent (`?to=a%26b` is not `?to=a&b`). The same
+ *   characters, bare or escaped, stay as sent (`?to=a%26b` is not `?to=a&b`). Beside it,
+ *   the request's media type (`Content-Type` without parameters, in lower case): the same
+ *   bytes sent as JSON and then as a form are two requests, `Application/JSON;
+ *   charset=utf-8` and `application/json` one. Records from before the media type counted
+ *   are matched without it. The same
  *   key with a different request is 422; a repeat while the first is still running is 409 with
  *   `Retry-After: 1` and `x-should-retry: true` (it did not run: resend it).
  * - **What is stored**: the response the client got, whatever its status (a 500 from
@@ -731,17 +771,17 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
    */
   async function capture(
     response: Response,
-    fingerprint: string,
+    print: Print,
     save: (record: DoneRecord | UnreplayableRecord) => Promise<unknown>,
   ): Promise<Response> {
     const { status, headers, body } = response;
     const unreplayable = (reason: UnreplayableRecord['reason']): Promise<unknown> =>
-      save({ state: 'unreplayable', fingerprint, status, reason });
+      save({ state: 'unreplayable', ...print, status, reason });
     // An event stream may run for minutes, and a replay could not reproduce its timing anyway.
     const events = headers.get('content-type')?.toLowerCase().startsWith('text/event-stream');
     if (body === null || events || Number(headers.get('content-length')) > maxBodyBytes) {
       await (body === null
-        ? save(await doneRecord(fingerprint, status, headers, []))
+        ? save(await doneRecord(print, status, headers, []))
         : unreplayable(events ? 'stream' : 'too-large'));
       return response;
     }
@@ -757,7 +797,7 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
         // (read to its end here, so it is saved before the client sees the break). The
         // copy goes first: a drain timer firing during that write must leave the 500 be.
         kept = undefined;
-        await (await capture(internalError(), fingerprint, save)).arrayBuffer();
+        await (await capture(internalError(), print, save)).arrayBuffer();
         throw error;
       }
       if (kept === undefined) return chunk;
@@ -766,7 +806,7 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
         // fires meanwhile must find the body ended, not record it as unreplayable.
         const whole = kept;
         kept = undefined;
-        await save(await doneRecord(fingerprint, status, headers, whole));
+        await save(await doneRecord(print, status, headers, whole));
       } else {
         kept.push(chunk.value);
         size += chunk.value.byteLength;
@@ -888,16 +928,19 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     const query = normalEscapes(new URL(c.req.url).search);
     // JSON keeps the four parts apart whatever they contain: ("a", "b/c") is not ("a/b", "c").
     const recordKey = `idempotency:${JSON.stringify([namespace, method, path, key])}`;
-    const fingerprint = await sha256Hex(`${method}\n${path}${query}\n`, await fingerprintBody(body));
+    const print: Print = {
+      fingerprint: await sha256Hex(`${method}\n${path}${query}\n`, await fingerprintBody(body)),
+      type: mediaType(c.req.header('content-type')),
+    };
     const running: RunningRecord = {
       state: 'running',
-      fingerprint,
+      ...print,
       startedAt: Date.now(),
       id: crypto.randomUUID(),
     };
 
     let holder: IdempotencyRecord | undefined = claims.get(recordKey);
-    if (holder !== undefined) return answerRepeat(holder, fingerprint);
+    if (holder !== undefined) return answerRepeat(holder, print);
     try {
       holder = await claim(recordKey, running);
     } catch {
@@ -911,7 +954,7 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
         NOT_RUN,
       );
     }
-    if (holder !== undefined) return answerRepeat(holder, fingerprint);
+    if (holder !== undefined) return answerRepeat(holder, print);
     claims.set(recordKey, running);
     const forget = (): void => {
       if (claims.get(recordKey) === running) claims.delete(recordKey);
@@ -956,16 +999,16 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
           (error: unknown) =>
             error instanceof RangeError &&
             record.state === 'done' &&
-            save({ state: 'unreplayable', fingerprint, status: record.status, reason: 'too-large' }),
+            save({ state: 'unreplayable', ...print, status: record.status, reason: 'too-large' }),
         )
         .finally(forget);
     };
     let sent: Response;
     try {
-      sent = await capture(response, fingerprint, save);
+      sent = await capture(response, print, save);
     } catch {
       // Its body could not be read at all (already used): the client, and repeats, get a 500.
-      sent = await capture(internalError(), fingerprint, save);
+      sent = await capture(internalError(), print, save);
     }
     setResponse(c, sent);
   };
