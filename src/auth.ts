@@ -441,8 +441,9 @@ type Stamp = [token: string, generation: number];
  *   above makes of it: not stamped (a refresh's client credentials stay), its 401 handed
  *   back to the getter (no wait on itself until the lease ends), redirects left to fetch.
  *   It is known as the getter's own when the getter starts it before its first `await`; one
- *   started later is stamped as any (a `token()`'s calls `token()` again, without end; a
- *   refresh's 401 waits out `refreshTimeoutMs`): fetch first, or without this `auth()`.
+ *   started later is stamped as any (a `token()`'s request then calls `token()` again,
+ *   without end; a refresh's 401 waits out `refreshTimeoutMs`): fetch first, or without
+ *   this `auth()`.
  * - No token ever appears in an error message, an event or `JSON.stringify(error)`, nor
  *   in an `AUTH_*` error's cause chain as util.inspect or a logger prints it (own fields
  *   included): neither the one the request went with nor any other this `auth()` has
@@ -456,10 +457,10 @@ type Stamp = [token: string, generation: number];
  *   them). 303, and 301 / 302 after a POST, go on as a GET without a body, as in fetch.
  *   A 307 / 308 for a body that can be read only once, a 21st redirect, or a `Location`
  *   that does not parse, is returned as is (fetch would fail). The response's `url` is
- *   the last one, and after a hop its `redirected` is `true`, on its `clone()`s too
- *   (an answer a layer below froze or gave a read-only `redirected` is rebuilt around its
- *   body to say so; one a layer above rebuilds says what that layer gives it). Tokens in `Authorization` are left
- *   to fetch. A 401 from another origin, where neither went, is returned as is, with
+ *   the last one, and after a hop its `redirected` is `true`, on its `clone()`s too (an
+ *   answer a layer below froze or gave a read-only `redirected` is rebuilt around its body
+ *   to say so; one a layer above rebuilds says what that layer gives it). Tokens in
+ *   `Authorization` are left to fetch. A 401 from another origin, where neither went, is returned as is, with
  *   no refresh. (Node, Deno, Bun and workerd answer `'manual'` with the 3xx itself; a
  *   browser hides it, status 0, which such an `auth()` cannot follow.)
  *
