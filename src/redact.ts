@@ -333,8 +333,7 @@ const JSON_FIELD = /\\?"([\w-]+)\\?"\s*:\s*\\?"/g;
 /**
  * `text` with the value of each JSON string field ({@link JSON_FIELD}) that holds a
  * credential ({@link isSecretField}) shown as `[redacted]`, as a form value's is; its name,
- * and an empty value, stay. The value runs to the quote that closes it, its escapes read
- * (a `"` after an even run of backslashes; escaped once more, a `\"` after a run of 4k + 1),
+ * and an empty value, stay. The value runs to the quote that closes it, its escapes read,
  * or to the end of the text (a cut body): a password holding a `"` is hidden whole. Fields are
  * also found in a value not hidden (a body kept escaped in a `"data"` string). Linear time:
  * values are read by hand, each character twice at most: a value holds no field at its own
@@ -345,18 +344,15 @@ function hideJsonFields(text: string): string {
   let done = 0;
   for (const { 0: head, 1: name, index } of text.matchAll(JSON_FIELD)) {
     const from = index + head.length;
-    if (index < done) continue;
-    const escaped = head.at(-2) === '\\';
+    // A `"` closes the value after an even run of backslashes; escaped once more, after any
+    // run but 4k + 3 (4k + 1 is the `\"` that closes it, the `\` left out).
+    const step = head.at(-2) === '\\' ? 4 : 2;
     let end = from;
     let run = 0;
-    for (; end < text.length; end++) {
-      const c = text[end];
-      if (c === '"' && (run % 2 === 0 || (escaped && run % 4 === 1))) break;
-      run = c === '\\' ? run + 1 : 0;
-    }
-    // Escaped once more, the value ends before the `\` of the `\"` that closes it.
-    if (escaped && run % 4 === 1) end--;
-    if (end > from && isSecretField(name as string, text.slice(from, end))) {
+    for (; end < text.length && (text[end] !== '"' || run % step === step - 1); end++)
+      run = text[end] === '\\' ? run + 1 : 0;
+    end -= +(step > 2 && run % 4 === 1);
+    if (index >= done && end > from && isSecretField(name as string, text.slice(from, end))) {
       out += text.slice(done, from) + REDACTED;
       done = end;
     }
