@@ -362,12 +362,14 @@ function hideJsonFields(text: string): string {
 
 /**
  * The credential after an authentication scheme quoted in text (`Authorization: Bearer
- * eyJ...`, `bearer <token>`, `Basic dXNl...`, `DPoP <token>`; RFC 9110 §11.4's token68).
- * A word of small letters, a capital first at most (`Bearer token required`, `Bearer
- * realm="api"`, `resource_metadata=`), says what is missing and stays; a base64 Basic
+ * eyJ...`, `Basic dXNl...`, `DPoP <token>`; RFC 9110 §11.4's token68), its name in any case
+ * (RFC 9110 §11.1: `BEARER`, `bearer`), also GitHub's `token ghp_...` (and Django REST
+ * framework's `Token`) and Discord's `Bot <token>`. {@link redactText} keeps a word of small
+ * letters, a capital first at most (`Bearer token required`, `Bearer realm="api"`,
+ * `resource_metadata=`, `token expired`): it says what is missing; a base64 Basic
  * credential has capitals inside. Linear time: a match starts only at the scheme's name.
  */
-const SCHEME_CREDENTIAL = /(\b(?:[Bb]earer|[Bb]asic|DPoP)\s+)(?![A-Z]?[a-z_-]*(?![\w~+/.-]))[\w~+/.-]+=*/g;
+const SCHEME_CREDENTIAL = /(\b(?:bearer|basic|dpop|token|bot)\s+)([\w~+/.-]+=*)/gi;
 
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[a-z\d+.-]$/i;
@@ -669,7 +671,9 @@ export function redactText(text: string, escapes = true): string {
     .replace(ESCAPED_QUERY_WORD, redactEscapedQuery)
     .replace(RELATIVE_PATH_TOKEN, `$1${REDACTED}`)
     .replace(REFUSED_HEADER_VALUE, `$1${REDACTED}`)
-    .replace(SCHEME_CREDENTIAL, `$1${REDACTED}`)
+    .replace(SCHEME_CREDENTIAL, (said, scheme: string, credential: string) =>
+      /^[A-Z]?[a-z_-]*=*$/.test(credential) ? said : scheme + REDACTED,
+    )
     .replace(FORM_PAIR, (pair, name: string, value: string) =>
       isSecretField(name, value) ? `${name}=${REDACTED}` : pair,
     );

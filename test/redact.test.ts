@@ -2089,3 +2089,27 @@ test('redactText takes linear time on hostile JSON-field text, and reads 1 MB of
   // About 0.1 to 0.3 s on a quiet machine; generous for a busy one: a quadratic takes minutes.
   assert.ok(ms < 2000, `${Math.round(ms)} ms for ${text.length} characters`);
 });
+
+test('redactText hides the credential after a scheme named in any case, and after GitHub’s "token" and Discord’s "Bot" schemes', () => {
+  // RFC 9110 §11.1: a scheme's name is case-insensitive; only Bearer, bearer, Basic, basic and
+  // DPoP were read, and `Authorization: token ghp_...` (GitHub) showed the token.
+  for (const [text, shown] of [
+    [`Authorization: token ghp_${MARK}0123456789abcdef`, `Authorization: token ${REDACTED}`],
+    [`Authorization: Token 9944b0${MARK}9199c62bcf`, `Authorization: Token ${REDACTED}`],
+    [`AUTHORIZATION: BEARER eyJ${MARK}.a.b`, `AUTHORIZATION: BEARER ${REDACTED}`],
+    [`sent bEaReR ${MARK}x`, `sent bEaReR ${REDACTED}`],
+    [`BASIC dXNl${MARK}cjpw==`, `BASIC ${REDACTED}`],
+    [`DPOP eyJ${MARK}.a.b`, `DPOP ${REDACTED}`],
+    [`Authorization: Bot MTk4${MARK}.Cl2FMQ.ZnCjm1`, `Authorization: Bot ${REDACTED}`],
+  ])
+    assert.equal(redactText(text as string), shown);
+  for (const kept of [
+    'token expired',
+    'the token is invalid',
+    'BEARER realm="api"',
+    'Bot token missing',
+    'robot 42',
+  ])
+    assert.equal(redactText(kept), kept);
+  assertLinear([(chars) => fill('token ', chars), (chars) => `BOT ${fill('a-', chars)}`], 32 * 1024);
+});
