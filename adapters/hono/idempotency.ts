@@ -514,7 +514,12 @@ function internalError(): Response {
   return problemResponse({ status: 500, title: 'Internal Server Error' });
 }
 
-/** The answer to a repeat of a key that already has a record. */
+/**
+ * The answer to a repeat of a key that already has a record. Its problems, as all of this
+ * middleware's, are of type `about:blank`, so their title is the status's reason phrase
+ * (RFC 9457 §4.2.1), as every breakwater problem's is; what happened is in `detail`, and
+ * the two 409s differ in `x-should-retry` too (in progress: `true`; not replayable: `false`).
+ */
 function answerRepeat(record: IdempotencyRecord, print: Print): Response {
   // The same key with another Content-Type is another request, though the bytes match
   // (the draft's 422: JSON and a form say different things). A record with no type
@@ -522,7 +527,7 @@ function answerRepeat(record: IdempotencyRecord, print: Print): Response {
   if (record.fingerprint !== print.fingerprint || (record.type ?? print.type) !== print.type) {
     return problemResponse({
       status: 422,
-      title: 'Idempotency-Key reused',
+      title: 'Unprocessable Content',
       detail:
         'This key was used for a different request (method, target, body or media type). Use a new key.',
     });
@@ -532,7 +537,7 @@ function answerRepeat(record: IdempotencyRecord, print: Print): Response {
       return problemResponse(
         {
           status: 409,
-          title: 'Request in progress',
+          title: 'Conflict',
           detail: 'A request with this key is still running. Retry with the same key.',
         },
         IN_PROGRESS_RETRY_MS,
@@ -544,7 +549,7 @@ function answerRepeat(record: IdempotencyRecord, print: Print): Response {
       return problemResponse(
         {
           status: 409,
-          title: 'Response not replayable',
+          title: 'Conflict',
           detail: `This key's request already ran (status ${record.status}); its response was ${record.reason === 'stream' ? 'a stream' : 'too large'} to keep, and it will not run again.`,
           originalStatus: record.status,
         },
@@ -888,7 +893,7 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
       if (!required) return next();
       return problemResponse({
         status: 400,
-        title: 'Idempotency-Key required',
+        title: 'Bad Request',
         detail: `${c.req.method} requests here need an Idempotency-Key header, e.g. "${EXAMPLE_KEY}".`,
       });
     }
@@ -904,7 +909,7 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     if (refused !== undefined) {
       return problemResponse({
         status: 400,
-        title: 'Invalid Idempotency-Key',
+        title: 'Bad Request',
         detail: `Idempotency-Key ${refused}`,
       });
     }
@@ -947,8 +952,9 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
       return problemResponse(
         {
           status: 503,
-          title: 'Idempotency store unavailable',
-          detail: 'Not run: the key could not be checked. Retry with the same key.',
+          title: 'Service Unavailable',
+          detail:
+            'The idempotency store did not answer, so the key could not be checked: not run. Retry with the same key.',
         },
         STORE_RETRY_MS,
         NOT_RUN,

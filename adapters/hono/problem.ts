@@ -67,7 +67,11 @@ export function retryAfterSeconds(ms: number): string {
 export interface Problem {
   /** HTTP status of the response. */
   status: number;
-  /** A short, human-readable summary of the problem type. */
+  /**
+   * A short, human-readable summary of the problem type. With the default `type`
+   * (`about:blank`), the status's reason phrase (`'Conflict'` for 409; RFC 9457 §4.2.1),
+   * what happened going in `detail`.
+   */
   title: string;
   /** What happened this time, for a person. Never a credential or a query string. Undefined: none. */
   detail?: string | undefined;
