@@ -30,12 +30,15 @@ export const SECRET_HEADERS: readonly string[] = [
  * Query and form parameter names whose values are credentials: `key` and `api_key`
  * (Gemini, Maps), `access_token` (RFC 6750 §2.3), `refresh_token` and `client_secret`
  * (RFC 6749 §6, a refresh's form body), `password`, `pwd`, `auth`, OAuth's `code` and
- * `code_verifier`, `session`, `jwt`, an AWS presigned URL's `X-Amz-Credential`,
+ * `code_verifier`, `client_assertion` and `assertion` (a signed JWT or SAML assertion a
+ * client authenticates or is granted a token with: RFC 7521 §4.1, §4.2, RFC 7523 §2),
+ * `session`, `jwt`, an AWS presigned URL's `X-Amz-Credential`,
  * `X-Amz-Signature` and `X-Amz-Security-Token`, an Azure SAS's `sig`. Any part of a name
  * counts (`apikey`, `x-goog-api-key`): a harmless name hidden costs a value, a secret one
  * missed shows a credential. In text, {@link isSecretField} also reads the value of a `code`.
  */
-export const SECRET_QUERY_NAME: RegExp = /key|token|secret|pass|pwd|auth|cred|sig|session|code|jwt/i;
+export const SECRET_QUERY_NAME: RegExp =
+  /key|token|secret|pass|pwd|auth|cred|sig|session|code|jwt|assertion/i;
 
 /**
  * A value that reads as an error or status code: a number of at most three digits

@@ -2113,3 +2113,17 @@ test('redactText hides the credential after a scheme named in any case, and afte
     assert.equal(redactText(kept), kept);
   assertLinear([(chars) => fill('token ', chars), (chars) => `BOT ${fill('a-', chars)}`], 32 * 1024);
 });
+
+test('redactText hides a client_assertion (OAuth JWT client authentication) and an assertion grant’s assertion in form text and JSON', () => {
+  // RFC 7523 §2.2's client authentication sends a signed JWT as client_assertion, and
+  // §2.1's grant as assertion: a token request quoted in an error showed either whole.
+  const jwt = `eyJhbGciOiJSUzI1NiJ9.${MARK}.c2ln`;
+  const form = `grant_type=client_credentials&client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer&client_assertion=${jwt}`;
+  for (const text of [
+    `token request failed: ${form}`,
+    `grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=${jwt}&scope=read`,
+    JSON.stringify({ client_assertion: jwt, client_id: 'c' }),
+  ])
+    assertHidden(text);
+  assert.match(redactText(form), /^grant_type=client_credentials&.*client_assertion=\[redacted\]$/);
+});
