@@ -29,7 +29,7 @@ import { BreakwaterError, isAbort, type RequestSummary, requestSummary } from '.
 import type { BreakwaterEvent } from './events.ts';
 import { fetchFailure, redactedError } from './network.ts';
 import { functionOption, keyOptionSchema, onEventSchema, validate } from './options.ts';
-import { REDACTED, redactText, redactUrl, SECRET_HEADERS } from './redact.ts';
+import { REDACTED, redactText, redactUrl, SECRET_HEADERS, SECRET_QUERY_NAME } from './redact.ts';
 
 /** Options for {@link createFetch}. */
 export interface CreateFetchOptions {
@@ -54,26 +54,47 @@ const optionsSchema = z.strictObject({
   onEvent: onEventSchema,
 });
 
-/** The shortest header value {@link hideCredentials} hides: shorter ones are words, not keys. */
+/** The shortest credential {@link hideCredentials} hides: shorter ones are words, not keys. */
 const MIN_SECRET_CHARS = 8;
 
 /**
- * `text` redacted ({@link redactText}), and with the credential header values the call
- * carries (Authorization, Cookie, Proxy-Authorization, the header an `auth()` names) hidden
- * where it quotes them whole, and each after its scheme: a custom fetch's or middleware's
- * error that quotes a bare `x-api-key` (an HTTP client's `config.headers`) is no shape
- * redactText() knows. Failure bodies get hideSent()'s fuller search (status.ts: base64,
- * split, query values); this stays small, for the smallest client.
+ * `text` redacted ({@link redactText}), and without the credentials the call carries where it
+ * quotes them: the values of its credential headers (Authorization, Cookie,
+ * Proxy-Authorization, the header an `auth()` names) whole and each word of them, split at
+ * whitespace, `;`, `,`, `=` and `"` (the token after a scheme; a cookie's value quoted alone,
+ * `Cookie: a=1; sid=<secret>`; a Basic credential without its padding); each value of the
+ * call URL's query named as a credential's ({@link SECRET_QUERY_NAME}); each of these also
+ * base64-encoded (without its padding). A custom fetch's or middleware's error that quotes a
+ * bare `x-api-key` (an HTTP client's `config.headers`) is no shape redactText() knows. Longest
+ * first: a credential that holds another is hidden whole. A cookie's name of 8 characters or
+ * more is hidden too. Failure bodies get hideSent()'s fuller search (status.ts: escapes,
+ * base64 at any offset, Basic decoded, random-looking query values); this stays small, for
+ * the smallest client.
  */
 function hideCredentials(call: Call): (text: string) => string {
+  const secrets: string[] = [];
+  const named = call.bag.get(CREDENTIAL_HEADER) as Set<string> | undefined;
+  for (const name of [...SECRET_HEADERS, ...(named ?? [])]) {
+    const value = call.header(name) ?? '';
+    secrets.push(value.trim(), ...value.split(/[\s;,="]+/));
+  }
+  try {
+    for (const [name, value] of call.url.searchParams) if (SECRET_QUERY_NAME.test(name)) secrets.push(value);
+  } catch {
+    // Not an absolute URL: no query to read.
+  }
+  for (const secret of [...secrets]) {
+    try {
+      secrets.push(btoa(secret).replace(/=+$/, ''));
+    } catch {
+      // Past Latin-1: not a header's bytes.
+    }
+  }
+  secrets.sort((a, b) => b.length - a.length);
   return (text) => {
     let shown = redactText(text);
-    const named = call.bag.get(CREDENTIAL_HEADER) as Set<string> | undefined;
-    for (const name of [...SECRET_HEADERS, ...(named ?? [])]) {
-      const value = call.header(name)?.trim() ?? '';
-      for (const secret of [value, value.replace(/^\S+\s+/, '')])
-        if (secret.length >= MIN_SECRET_CHARS) shown = shown.split(secret).join(REDACTED);
-    }
+    for (const secret of secrets)
+      if (secret.length >= MIN_SECRET_CHARS) shown = shown.split(secret).join(REDACTED);
     return shown;
   };
 }

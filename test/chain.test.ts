@@ -794,3 +794,43 @@ test('an init getter that throws rejects the call, as fetch rejects it, and neve
   await assert.rejects(fetch('http://127.0.0.1:9/', 'POST' as unknown as RequestInit), TypeError);
   assert.equal(sent, 0);
 });
+
+test('what a custom fetch or a middleware throws shows no credential of the call quoted alone: a cookie’s value, a token base64-encoded, a secret query value', async () => {
+  // The chain hid the credential header values only where quoted whole, or after their scheme.
+  const token = 'tok3nValue9917abc';
+  const sid = 'S1dCookieValue42';
+  const key = 'AIzaQueryKey0042';
+  const headers = { authorization: `Bearer ${token}`, cookie: `theme=dark; sid="${sid}"` };
+  const said = `rejected ${btoa(token)} / ${btoa(`Bearer ${token}`)}, session ${sid}, key ${key} (theme dark)`;
+  const viaFetch = createFetch({
+    fetch: async () => {
+      throw Object.assign(new Error(`connect ECONNREFUSED 127.0.0.1:9 ${said}`), {
+        code: 'ECONNREFUSED',
+        config: { said },
+      });
+    },
+    use: [passThrough],
+  });
+  const viaMiddleware = createFetch({
+    fetch: async () => new Response('ok'),
+    use: [
+      async function broken() {
+        throw new Error(said);
+      },
+    ],
+  });
+  for (const [shape, fetch, code] of [
+    ['a custom fetch', viaFetch, 'ECONNREFUSED'],
+    ['a middleware', viaMiddleware, 'MIDDLEWARE_FAILED'],
+  ] as const) {
+    const error = await fetch(`http://127.0.0.1:9/v1?key=${key}&alt=json`, { headers }).then(
+      () => assert.fail(`${shape}: the call succeeded`),
+      (caught: unknown) => caught,
+    );
+    assert.ok(error instanceof BreakwaterError && error.code === code, `${shape}: ${String(error)}`);
+    const shown = `${error.message} ${inspect(error, { depth: 8 })} ${JSON.stringify(error)}`;
+    for (const secret of [token, btoa(token).replace(/=+$/, ''), sid, key])
+      assert.ok(!shown.includes(secret), `${shape}: ${secret} shown: ${shown}`);
+    assert.ok(shown.includes('(theme dark)'), `${shape}: what is no credential is kept: ${shown}`);
+  }
+});
