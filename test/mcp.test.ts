@@ -4019,3 +4019,30 @@ test('mcpFetch() behind a fetch wrapper that gives each request a signal of its 
   assert.equal(seen.posts['tools/call:add'], 1, 'the cancelled call was not sent again');
   assert.equal(seen.runs.add, undefined);
 });
+
+test('a failure body that quotes back the token a call sent (a gateway’s error page) shows it nowhere: not in the error a call gets, its cause, or what the SDK hands client.onerror', async () => {
+  const token = 'sk-mcp-echo-7f3a';
+  const fault = {
+    status: 503,
+    headers: { 'content-type': 'text/plain' },
+    body: `upstream refused the request: Authorization: Bearer ${token}; token=${token}`,
+  };
+  await withApp(mcpApp(counts(), failFirst('tools/call:add', fault, 2)), async ({ origin }) => {
+    const seen: string[] = [];
+    const mcp = resilient(origin, [], {}, { auth: { token } });
+    const fetch = mcpFetch(definePolicy({ name: 'mcp' }), { auth: { token } });
+    const alone = await sdkClient(`${origin}/mcp`, fetch);
+    try {
+      for (const client of [await mcp.connect(), alone]) {
+        client.onerror = (error) => seen.push(inspect(error, { depth: 8 }));
+        const error = await client.callTool({ name: 'add', arguments: {} }).catch((e: unknown) => e);
+        seen.push(inspect(error, { depth: 8 }), inspect(fetch.toError(error), { depth: 8 }));
+        assert.match(String(error), /503|upstream refused/, 'the call failed with the 503');
+      }
+      for (const shown of seen) assert.ok(!shown.includes(token), `the token is shown: ${shown}`);
+    } finally {
+      await alone.close();
+      await mcp.close();
+    }
+  });
+});

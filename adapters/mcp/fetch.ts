@@ -293,7 +293,9 @@ function withBody(response: Response, body: ReadableStream<Uint8Array> | null): 
  *   `HttpStatusError` with Retry-After and the server's message.
  * - A failure response reaches the SDK with at most 64 KiB of its body, ended at the
  *   policy's `capture.bodyWaitMs` (default 1 s) if it stalls: the SDK reads it whole
- *   into its error message, and an endless or stalled one would never let go.
+ *   into its error message, and an endless or stalled one would never let go. Its
+ *   `text()`, which the SDK quotes, gives the capture snapshot's body (by default its
+ *   first 2 KiB, on one line, the credentials the call sent and URLs' secrets hidden).
  * - Any other answer's body (or an SSE answer's single event) is cut past
  *   `maxResponseBytes` (default 32 MiB): the SDK reads it whole, so an endless one would
  *   exhaust memory. The request fails at once, a JSON answer's with a `BreakwaterError`
@@ -393,7 +395,14 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
           ids = idsOf(JSON.parse(body));
       } catch {}
       if (failures.push({ said, ids }) > MAX_FAILURES) failures.shift();
-      return cappedFailure(response, waitMs, call);
+      const capped = cappedFailure(response, waitMs, call);
+      // The SDK quotes a failure's text() in its error (and hands that to client.onerror), and
+      // parses none: it gets the capture snapshot's body, with the call's credentials and URLs'
+      // secrets hidden, not the body as it came, which may quote back the token sent. Read all
+      // the same: one that breaks mid-way fails as before. Defined, not assigned: a
+      // prototype's `text` may be read-only.
+      const text = capped.text.bind(capped);
+      return Object.defineProperty(capped, 'text', { value: () => text().then(() => said.body) });
     }
     return limitedBody(response, maxBytes, call, ending);
   }
@@ -473,7 +482,9 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     return next(call).then(
       (response) => {
         const source = response.body;
-        if (!source) {
+        // A failure ends its request once the SDK has read its body (capped by remember(),
+        // through the text() it gives, which a new body here would lose): it goes as it is.
+        if (!source || !response.ok) {
           done();
           return response;
         }
