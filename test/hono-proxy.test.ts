@@ -371,6 +371,52 @@ test('an upstream redirect reaches the client as sent: the proxy does not follow
   );
 });
 
+test("an upstream's absolute Location (and Content-Location) on its own origin reaches the client relative, so it stays on the proxy; other origins' and relative ones pass as sent", async () => {
+  let upstreamOrigin = '';
+  const up = new Hono();
+  up.get('/moved', (c) => c.redirect(`${upstreamOrigin}/orders/7?view=full#top`, 301));
+  up.get('/network-path', (c) => c.redirect(`${upstreamOrigin.replace('http:', '')}/orders/8`));
+  up.get('/two-slashes', (c) => c.redirect(`${upstreamOrigin}//evil.example/x`));
+  up.get('/elsewhere', (c) => c.redirect('https://login.example/sso?next=%2F'));
+  up.get('/relative', (c) => c.redirect('../login'));
+  up.post('/orders', (c) =>
+    c.json({ id: 9 }, 201, {
+      location: `${upstreamOrigin}/orders/9`,
+      'content-location': `${upstreamOrigin}/orders/9`,
+    }),
+  );
+  up.get('/orders/7', (c) => c.text('order 7'));
+  await withApp(up, async (upstream) => {
+    upstreamOrigin = upstream.origin;
+    await withApp(proxyApp(upstream.origin, definePolicy({ name: 'app' })), async (server) => {
+      const locationOf = async (path: string, init?: RequestInit): Promise<string | null> => {
+        const res = await fetch(`${server.origin}/api${path}`, { redirect: 'manual', ...init });
+        await res.body?.cancel();
+        return res.headers.get('location');
+      };
+      assert.equal(await locationOf('/moved'), '/orders/7?view=full#top');
+      assert.equal(await locationOf('/network-path'), '/orders/8');
+      // As sent, "//evil.example/x" would name another host; the client must stay on the proxy.
+      const twoSlashes = await locationOf('/two-slashes');
+      assert.equal(new URL(twoSlashes ?? '', server.origin).origin, server.origin);
+      assert.equal(new URL(twoSlashes ?? '', server.origin).pathname, '//evil.example/x');
+      assert.equal(await locationOf('/elsewhere'), 'https://login.example/sso?next=%2F');
+      assert.equal(await locationOf('/relative'), '../login');
+      const created = await fetch(`${server.origin}/api/orders`, { method: 'POST' });
+      assert.equal(created.status, 201);
+      assert.equal(created.headers.get('location'), '/orders/9');
+      assert.equal(created.headers.get('content-location'), '/orders/9');
+      assert.deepEqual(await created.json(), { id: 9 });
+      // Followed, the redirect stays on the proxy (its path as the upstream wrote it: not mapped to /api).
+      const followed = await fetch(`${server.origin}/api/moved`);
+      await followed.body?.cancel();
+      // (Bun's response.url keeps the fragment, Node's and Deno's do not.)
+      const at = new URL(followed.url);
+      assert.equal(`${at.origin}${at.pathname}${at.search}`, `${server.origin}/orders/7?view=full`);
+    });
+  });
+});
+
 test('an upstream Retry-After that reaches the client is delay-seconds, at most maxRetryAfterMs', async () => {
   const inAnHour = new Date(Date.now() + 3_600_000).toUTCString();
   await withServer(

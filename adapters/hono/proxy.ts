@@ -114,6 +114,11 @@ const TOLD_BY_BYTES = new Map<string, CompressionFormat>([
   ['gzip', 'gzip'],
   ['x-gzip', 'gzip'],
 ]);
+/**
+ * Response headers whose URL names a resource to the client: `Location` (a redirect, a
+ * 201's new resource) and `Content-Location` (RFC 9110 §8.7).
+ */
+const URL_HEADERS = ['location', 'content-location'];
 /** Tokens that name no coding: Bun decodes a list around them, Node and Deno do not. */
 const NO_CODING = ['identity', ''];
 /**
@@ -246,7 +251,10 @@ const targetSchema = z.custom<ProxyTarget>(
  * - Failure responses come back as the upstream sent them, after the policy's
  *   retries (a 503 with `Retry-After` the policy did not wait out reaches the client
  *   with its `Retry-After`, in delay-seconds and at most `maxRetryAfterMs`); so do
- *   redirects, unfollowed.
+ *   redirects, unfollowed. An absolute `Location` or `Content-Location` on the upstream's
+ *   own origin is made relative (path, query and fragment), so a client following it
+ *   stays on the proxy; its path is not mapped (an upstream served under another prefix
+ *   needs a rewrite of its own), and relative references and other origins' URLs pass as sent.
  * - Breakwater errors become problem responses, exactly as `errorResponses()` maps
  *   them (open circuit → 503 + `Retry-After`, timeout → 504, network → 502); so does
  *   any other failure of the upstream call (an answer Node's fetch refuses: over 16 KiB
@@ -505,6 +513,24 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         }
       }
       const { headers } = response;
+      // An absolute URL on the upstream's own origin would send the client to an address
+      // only this proxy may reach (an internal host, a port): it goes relative (path, query,
+      // fragment), so the client resolves it against the URL it asked for (RFC 9110
+      // §10.2.2), over whatever scheme and host reached the proxy (the request's own URL
+      // here may not say: a TLS terminator in front). Read against the URL the client asked,
+      // a relative reference lands on the proxy's origin, never the upstream's: it passes as
+      // sent (the client resolves it against the proxy's URL, as the upstream meant against
+      // its own), as other origins' URLs do. Paths are not mapped: an upstream served under
+      // another prefix needs its own rewrite. A path starting "//" goes as "/.//", which stays
+      // a path (RFC 3986 §5.2.4): as it is, it would name another host.
+      const upstreamOrigin = new URL(url).origin;
+      for (const name of URL_HEADERS) {
+        const value = headers.get(name);
+        const to = value && URL.canParse(value, c.req.url) ? new URL(value, c.req.url) : undefined;
+        if (to?.origin === upstreamOrigin) {
+          headers.set(name, to.pathname.replace(/^\/\//, '/.//') + to.search + to.hash);
+        }
+      }
       headers.delete('proxy-connection');
       // RFC 9110 §11.7.3: for the next client only, as Proxy-Authenticate (which hono/proxy drops).
       headers.delete('proxy-authentication-info');
