@@ -367,7 +367,8 @@ test('policy.fetch(): a POST answered 429 + Retry-After whose body stalls is ret
       {
         stall: 'mid-body',
         status: 429,
-        headers: { 'retry-after': '1', 'content-type': 'application/json' },
+        // The wait a 429 names, in ms: `Retry-After: 1` made the same point a second later.
+        headers: { 'retry-after-ms': '100', 'content-type': 'application/json' },
         body: '{"error":',
       },
       { status: 200, body: 'ok' },
@@ -377,7 +378,7 @@ test('policy.fetch(): a POST answered 429 + Retry-After whose body stalls is ret
       const policy = definePolicy({
         name: 'stall',
         timeout: { attemptMs: 200, totalMs: 10_000 },
-        capture: { bodyWaitMs: 1000 },
+        capture: { bodyWaitMs: 500 },
         retry: { attempts: 2 },
       });
       const res = await policy.fetch()(`${server.origin}/v1/things`, { method: 'POST', body: '{}' });
