@@ -182,13 +182,25 @@ export interface FleetComparison {
   problems: string[];
 }
 
-/** Runs the fleet without a store, then with one shared `memoryStore()`, each against a fresh server. */
+/**
+ * Runs the fleet without a store, then with one shared `memoryStore()`, each against a
+ * fresh server. `sideBySide` runs the two at once instead (in half the time: each has
+ * its own server, quota and ledger, and the work is waiting), for the example's test.
+ */
 export async function runFleets(
   workers: number = DEFAULT_WORKERS,
   callsPerWorker: number = DEFAULT_CALLS,
+  sideBySide = false,
 ): Promise<FleetComparison> {
-  const alone = await runFleet(workers, callsPerWorker, undefined);
-  const shared = await runFleet(workers, callsPerWorker, memoryStore());
+  const [alone, shared] = sideBySide
+    ? await Promise.all([
+        runFleet(workers, callsPerWorker, undefined),
+        runFleet(workers, callsPerWorker, memoryStore()),
+      ])
+    : [
+        await runFleet(workers, callsPerWorker, undefined),
+        await runFleet(workers, callsPerWorker, memoryStore()),
+      ];
   // The direction, not exact figures: how many requests race a 429 depends on timing.
   const problems = [
     shared.ledger.insideWindow * FAR_FEWER > alone.ledger.insideWindow &&

@@ -3,10 +3,10 @@
  * The fleet example's entry: runs {@link runFleets} (a fleet of workers pacing alone,
  * then the same fleet sharing one store) and prints what the server counted.
  *
- * Run with `node --import tsx examples/fleet/main.ts [--workers N] [--calls N]`. Exit
- * code 0 when the shared fleet sent far fewer requests inside an announced Retry-After
- * window than the fleet alone, earned fewer 429s and got as many calls through; 1
- * otherwise, naming what broke on stderr; 2 for a bad command line.
+ * Run with `node --import tsx examples/fleet/main.ts [--workers N] [--calls N]
+ * [--side-by-side]`. Exit code 0 when the shared fleet sent far fewer requests inside
+ * an announced Retry-After window than the fleet alone, earned fewer 429s and got as
+ * many calls through; 1 otherwise, naming what broke on stderr; 2 for a bad command line.
  */
 
 import process from 'node:process';
@@ -26,9 +26,10 @@ worker pacing alone, then all sharing one store. The server counts what each cos
 usage: node --import tsx examples/fleet/main.ts [options]
 
 options:
-  --workers N   workers in the fleet, each its own definePolicy() (default ${DEFAULT_WORKERS}, 1 to ${MAX_WORKERS})
-  --calls N     calls per worker, one after another (default ${DEFAULT_CALLS}, 1 to ${MAX_CALLS})
-  -h, --help    show this help
+  --workers N     workers in the fleet, each its own definePolicy() (default ${DEFAULT_WORKERS}, 1 to ${MAX_WORKERS})
+  --calls N       calls per worker, one after another (default ${DEFAULT_CALLS}, 1 to ${MAX_CALLS})
+  --side-by-side  run the two fleets at once, each against its own server: half the time
+  -h, --help      show this help
 
 Everything runs on 127.0.0.1; nothing leaves the machine. Exit codes: 0 done,
 1 sharing did not hold (said on stderr), 2 bad options.
@@ -38,16 +39,18 @@ Everything runs on 127.0.0.1; nothing leaves the machine. Exit codes: 0 done,
 const FLAGS = {
   workers: { type: 'string' },
   calls: { type: 'string' },
+  'side-by-side': { type: 'boolean' },
   help: { type: 'boolean', short: 'h' },
 } as const;
 
 /** The settings from the command line; `help` when `--help` was asked for. */
-function parseSettings(args: string[]): { workers: number; calls: number } | 'help' {
+function parseSettings(args: string[]): { workers: number; calls: number; sideBySide: boolean } | 'help' {
   const values = parseFlags(args, FLAGS);
   if (values.help) return 'help';
   return {
     workers: integer('workers', values.workers, DEFAULT_WORKERS, 1, MAX_WORKERS),
     calls: integer('calls', values.calls, DEFAULT_CALLS, 1, MAX_CALLS),
+    sideBySide: values['side-by-side'] ?? false,
   };
 }
 
@@ -62,7 +65,7 @@ try {
 if (settings === 'help') {
   process.stdout.write(HELP);
 } else {
-  const comparison = await runFleets(settings.workers, settings.calls);
+  const comparison = await runFleets(settings.workers, settings.calls, settings.sideBySide);
   console.log([...formatScript(comparison), '', ...formatTable(comparison)].join('\n'));
   if (comparison.problems.length > 0) {
     console.error(`the shared store did not hold: ${comparison.problems.join('; ')}`);
