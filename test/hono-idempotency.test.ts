@@ -1388,6 +1388,135 @@ test('a keyed request whose client leaves runs to the end behind proxy(), so the
   assert.equal(inventory.reserved(), 1);
 });
 
+/** How long a breaker stays open: ample for an order to meet it on a loaded machine. */
+const OPEN_MS = 500;
+
+/**
+ * An inventory whose POST /reserve fails once with a 500 (its breaker, at one failure,
+ * then opens for {@link OPEN_MS}) and then reserves; GET /price and POST /charge always answer.
+ */
+function flakyInventory(): { app: Hono; reserved: () => number; charged: () => number } {
+  let reserveCalls = 0;
+  let reserved = 0;
+  let charged = 0;
+  const app = new Hono();
+  app.post('/reserve', (c) =>
+    ++reserveCalls === 1 ? c.text('down', 500) : c.json({ reservation: `r-${++reserved}` }),
+  );
+  app.get('/price', (c) => c.json({ price: 3 }));
+  app.post('/charge', (c) => c.json({ charge: `c-${++charged}` }));
+  return { app, reserved: () => reserved, charged: () => charged };
+}
+
+/**
+ * A keyed /orders route behind idempotency(), upstream() (a breaker per path, open
+ * {@link OPEN_MS} after one failure) and errorResponses(), whose handler makes the calls `before` and
+ * then reserves; and a way to open /reserve's circuit (a first order meets its 500).
+ */
+function ordersBehindBreaker(
+  origin: string,
+  before: (fetch: (path: string, init?: RequestInit) => Promise<Response>) => Promise<unknown>,
+): { app: Hono<UpstreamEnv>; runs: () => number; openCircuit: (url: string) => Promise<void> } {
+  let runs = 0;
+  const policy = definePolicy({
+    name: 'inventory',
+    retry: { attempts: 1 },
+    breaker: {
+      consecutiveFailures: 1,
+      open: { initialMs: OPEN_MS, factor: 1, maxMs: OPEN_MS, jitter: 'none' },
+    },
+  });
+  const app = new Hono<UpstreamEnv>();
+  app.use('/orders', idempotency());
+  app.use('*', upstream(policy, { key: (url) => url.pathname }));
+  const call = (c: { var: UpstreamEnv['Variables'] }) => (path: string, init?: RequestInit) =>
+    c.var.fetch(`${origin}${path}`, init);
+  app.post('/orders', async (c) => {
+    runs++;
+    await before(call(c));
+    const res = await call(c)('/reserve', { method: 'POST', body: '{}' });
+    return res.ok ? c.json(await res.json(), 201) : c.text('no reservation', 502);
+  });
+  app.onError(errorResponses({ policy }));
+  return {
+    app,
+    runs: () => runs,
+    async openCircuit(url) {
+      const res = await fetch(url, post('{}', '"open-the-circuit"'));
+      assert.equal(res.status, 502);
+      await res.body?.cancel();
+    },
+  };
+}
+
+test("an open circuit's 503 behind errorResponses() is not kept as the key's outcome: the retry with the same key, once the circuit closes, runs the handler and gets its answer, over a real server", async () => {
+  const inventory = flakyInventory();
+  await withApp(inventory.app, async (up) => {
+    const { app, runs, openCircuit } = ordersBehindBreaker(up.origin, async (fetch) =>
+      // A safe method's call before it leaves nothing to run twice.
+      (await fetch('/price')).json(),
+    );
+    await withApp(app, async (server) => {
+      await openCircuit(`${server.origin}/orders`);
+      const send = (): Promise<Response> => fetch(`${server.origin}/orders`, post('{"item":"tea"}'));
+      const open = await send();
+      assert.equal(open.status, 503);
+      assert.equal(open.headers.get('retry-after'), '1');
+      assert.equal(open.headers.get('x-should-retry'), 'true');
+      assert.equal((await open.json()).code, 'CIRCUIT_OPEN');
+      // The breaker lets a probe through after OPEN_MS (the client would wait its Retry-After: 1).
+      await new Promise((resolve) => setTimeout(resolve, OPEN_MS + 50));
+      const retried = await send();
+      assert.equal(retried.status, 201);
+      assert.equal(retried.headers.get(REPLAYED_HEADER), null);
+      assert.deepEqual(await retried.json(), { reservation: 'r-1' });
+      const again = await send();
+      assert.equal(again.headers.get(REPLAYED_HEADER), 'true');
+      assert.deepEqual(await again.json(), { reservation: 'r-1' });
+    });
+    assert.equal(runs(), 3, 'the circuit opener, the refused order and its retry');
+  });
+  assert.equal(inventory.reserved(), 1);
+});
+
+test("an open circuit's 503 after a call of the same request that may have had an effect upstream (a POST answered) is kept and replayed: a retry must not run that call twice", async () => {
+  const inventory = flakyInventory();
+  await withApp(inventory.app, async (up) => {
+    const { app, runs, openCircuit } = ordersBehindBreaker(up.origin, async (fetch) =>
+      (await fetch('/charge', { method: 'POST', body: '{}' })).json(),
+    );
+    await withApp(app, async (server) => {
+      await openCircuit(`${server.origin}/orders`);
+      const send = (): Promise<Response> => fetch(`${server.origin}/orders`, post('{"item":"tea"}'));
+      const open = await send();
+      assert.equal(open.status, 503);
+      assert.equal(open.headers.get('x-should-retry'), null);
+      await open.body?.cancel();
+      const retried = await send();
+      assert.equal(retried.status, 503);
+      assert.equal(retried.headers.get(REPLAYED_HEADER), 'true');
+      await retried.body?.cancel();
+    });
+    assert.equal(runs(), 2, 'the circuit opener and the refused order, not its retry');
+  });
+  assert.equal(inventory.charged(), 2, 'the circuit opener and the refused order charged once each');
+  assert.equal(inventory.reserved(), 0);
+});
+
+test("an open circuit's 503 to a request without a key says nothing of resending (the handler may have had effects): only a keyed one under idempotency() is freed", async () => {
+  const inventory = flakyInventory();
+  await withApp(inventory.app, async (up) => {
+    const { app, openCircuit } = ordersBehindBreaker(up.origin, async () => {});
+    await withApp(app, async (server) => {
+      await openCircuit(`${server.origin}/orders`);
+      const open = await fetch(`${server.origin}/orders`, post('{"item":"tea"}', null));
+      assert.equal(open.status, 503);
+      assert.equal(open.headers.get('x-should-retry'), null);
+      await open.body?.cancel();
+    });
+  });
+});
+
 test('a client that gives up before the answer finds it recorded when it retries with the same key, over a real server', async () => {
   let runs = 0;
   const entered = signal();

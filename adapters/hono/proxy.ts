@@ -34,7 +34,7 @@ import {
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { MAX_DELAY_MS, retryDelay } from '../../src/timing.ts';
 import { exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
-import { errorResponses, RUN_TO_END } from './upstream.ts';
+import { attemptCounter, errorResponses, RUN_TO_END } from './upstream.ts';
 
 /**
  * The incoming `Host` is not forwarded: the upstream's comes from its URL (the incoming
@@ -321,22 +321,13 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     idempotencyKeys,
   } = valid.policy.resolved;
   /** The attempt each forwarded request ended on, by the init it went with (see the catch below). */
-  const ended = new WeakMap<object, number>();
+  const [attempts, ended] = attemptCounter();
   // policy.fetch() takes an absent option as undefined, so no spreads are needed.
   const chained: FetchLike = valid.policy.fetch(undefined, {
     key: valid.key,
     onEvent: valid.onEvent,
     auth: valid.auth,
-    use: [
-      async function attempts(call: Call, next: (call: Call) => Promise<Response>): Promise<Response> {
-        const init = call.init as object;
-        try {
-          return await next(call);
-        } finally {
-          ended.set(init, call.attempt);
-        }
-      },
-    ],
+    use: [attempts],
   } as PolicyFetchOptions);
   const capMs = valid.maxRetryAfterMs ?? maxRetryAfterMs;
   const respond = errorResponses({ policy: valid.policy, maxRetryAfterMs: capMs });

@@ -11,7 +11,7 @@
 import type { Context, ErrorHandler, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { AuthOptions } from '../../src/auth.ts';
-import { Call, type FetchLike, follow, type KeyOption, readable } from '../../src/call.ts';
+import { Call, type FetchLike, follow, type KeyOption, type Middleware, readable } from '../../src/call.ts';
 import {
   BreakwaterError,
   CircuitOpenError,
@@ -46,6 +46,43 @@ const DELAY_STATUSES: ReadonlySet<number> = new Set([429, 503]);
  * answer recorded, not the 499 of a call cut off halfway (for the record's `ttlMs`).
  */
 export const RUN_TO_END: WeakSet<Request> = new WeakSet();
+
+/** Methods with no effect on the server (RFC 9110 §9.2.1): a call by one leaves nothing to run twice. */
+const SAFE_METHOD = /^(GET|HEAD|OPTIONS|TRACE)$/i;
+
+/**
+ * Incoming requests a call of which through `c.var.fetch` may have had an effect
+ * upstream: by a method that is not safe, it got an answer, or failed after its request
+ * may have been sent (on any attempt).
+ */
+const REACHED: WeakSet<Request> = new WeakSet();
+
+/**
+ * What `c.var.fetch` threw for a call none of whose attempts was sent: its first and only
+ * one failed before its request left (an open circuit, a paused key, a refused connection).
+ */
+const UNSENT: WeakSet<object> = new WeakSet();
+
+/**
+ * A middleware for `policy.fetch({ use })` (outermost, so it sees the last attempt), and
+ * what it records: the attempt each call ended on, by the init the call was made with.
+ * An init is made per call, so it names one.
+ */
+export function attemptCounter(): [Middleware, WeakMap<object, number>] {
+  const ended = new WeakMap<object, number>();
+  return [
+    async function attempts(call, next) {
+      // As the call came: a middleware inside may give it another init (a header added).
+      const init = call.init as object;
+      try {
+        return await next(call);
+      } finally {
+        ended.set(init, call.attempt);
+      }
+    },
+    ended,
+  ];
+}
 
 /** What `upstream()` puts on the context: `c.var.fetch`. */
 export interface UpstreamVariables {
@@ -171,10 +208,12 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
   validate(policySchema, policy, 'upstream(policy)');
   const valid = validate(upstreamSchema, options, 'upstream()') ?? {};
   // policy.fetch() takes an absent option as undefined, so no spreads are needed.
+  const [attempts, ended] = attemptCounter();
   const chained = policy.fetch(undefined, {
     key: valid.key,
     onEvent: valid.onEvent,
     auth: valid.auth,
+    use: [attempts],
   } as PolicyFetchOptions);
   const keyOption = valid.key ?? policy.resolved.name;
   const throwing = valid.throwOnStatus ?? false;
@@ -205,12 +244,22 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
         ...readable(init),
         signal: controller?.signal ?? (runToEnd ? (own ?? null) : incoming),
       };
+      const effect = !SAFE_METHOD.test(callInit.method ?? (input as Request).method ?? 'GET');
       let response: Response;
       try {
         response = await chained(input, callInit);
       } catch (error) {
+        if (
+          ended.get(callInit) === 1 &&
+          (error instanceof CircuitOpenError || (error as NetworkError | undefined)?.sent === 'no')
+        ) {
+          UNSENT.add(error as object);
+        } else if (effect) {
+          REACHED.add(raw);
+        }
         throw incoming.aborted && error === incoming.reason ? abortError(error) : error;
       }
+      if (effect) REACHED.add(raw);
       // The body may stream on (a model's tokens relayed to an SSE stream, whose writes
       // go nowhere once the client left): the controller lives as long as the body does.
       const body = response.body as (ReadableStream & { [CONTROLLER]?: unknown }) | null;
@@ -311,6 +360,14 @@ function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Re
  *
  * Every `Retry-After` is delay-seconds, rounded up, and at most `maxRetryAfterMs`.
  *
+ * For a keyed request under `idempotency()`, the answer for a `c.var.fetch` call that
+ * never left (an open circuit or a paused key, a refused connection: 503, 502) says
+ * `x-should-retry: true` unless an earlier call of the same request, by a method other
+ * than GET, HEAD, OPTIONS or TRACE, got an answer or may have been sent: `idempotency()`
+ * then frees the key instead of keeping that passing state as the key's outcome, and the
+ * client's retry with the key runs the handler once the upstream is back. What the handler
+ * did itself before the call (a database write) runs again then.
+ *
  * @example
  * ```ts
  * const policy = definePolicy({ name: 'github-mcp' });
@@ -328,7 +385,8 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
 
   return function errorResponse(err: Error, c: Context): Response | Promise<Response> {
     if (hasResponse(err)) return err.getResponse();
-    const incoming = c.req.raw.signal;
+    const { raw } = c.req;
+    const incoming = raw.signal;
     if (incoming.aborted && isAbort(err, incoming)) {
       return problemResponse({
         status: CLIENT_CLOSED_STATUS,
@@ -338,7 +396,20 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
     }
     if (err instanceof BreakwaterError) {
       const response = breakwaterProblem(err, capMs, Date.now());
-      if (response !== undefined) return response;
+      if (response !== undefined) {
+        // A keyed request under idempotency() whose upstream call never left (an open
+        // circuit, a refused connection), none of whose calls before it can have had an
+        // effect upstream: this answer is a passing local state, not the request's outcome.
+        // Stored, it was replayed to every retry with the key, for the record's 24 h, though
+        // it says "retry in N s"; `x-should-retry: true` has idempotency() free the key
+        // instead, so the retry runs the handler anew. Stripe stores only what began to run;
+        // the draft leaves other errors to the server. What the handler did itself before the
+        // call (a database write) is not seen here: it runs again with the retry.
+        if (UNSENT.has(err) && RUN_TO_END.has(raw) && !REACHED.has(raw)) {
+          response.headers.set('x-should-retry', 'true');
+        }
+        return response;
+      }
     }
     if (fallback !== undefined) return fallback(err, c);
     return problemResponse({ status: 500, title: 'Internal Server Error' });
