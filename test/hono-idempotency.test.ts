@@ -1479,6 +1479,39 @@ test("an open circuit's 503 behind errorResponses() is not kept as the key's out
   assert.equal(inventory.reserved(), 1);
 });
 
+test("an upstream's 429 asking for a wait past the cap (503 behind errorResponses()) is not kept as the key's outcome either: it did not run the call, and the retry with the same key runs the handler, over a real server", async () => {
+  let reserveCalls = 0;
+  const inventory = new Hono();
+  inventory.post('/reserve', (c) =>
+    ++reserveCalls === 1
+      ? c.text('slow down', 429, { 'retry-after': '120' })
+      : c.json({ reservation: 'r-1' }),
+  );
+  await withApp(inventory, async (up) => {
+    const policy = definePolicy({ name: 'inventory', breaker: false });
+    const app = new Hono<UpstreamEnv>();
+    app.use('/orders', idempotency());
+    app.use('/orders', upstream(policy));
+    app.post('/orders', async (c) => {
+      const res = await c.var.fetch(`${up.origin}/reserve`, { method: 'POST', body: '{}' });
+      return c.json(await res.json(), 201);
+    });
+    app.onError(errorResponses({ policy }));
+    await withApp(app, async (server) => {
+      const send = (): Promise<Response> => fetch(`${server.origin}/orders`, post('{"item":"tea"}'));
+      const refused = await send();
+      assert.equal(refused.status, 503);
+      assert.equal(refused.headers.get('retry-after'), '60');
+      assert.equal(refused.headers.get('x-should-retry'), 'true');
+      assert.equal((await refused.json()).code, 'RETRY_AFTER_TOO_LONG');
+      const retried = await send();
+      assert.equal(retried.status, 201);
+      assert.deepEqual(await retried.json(), { reservation: 'r-1' });
+    });
+  });
+  assert.equal(reserveCalls, 2);
+});
+
 test("an open circuit's 503 after a call of the same request that may have had an effect upstream (a POST answered) is kept and replayed: a retry must not run that call twice", async () => {
   const inventory = flakyInventory();
   await withApp(inventory.app, async (up) => {

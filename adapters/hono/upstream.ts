@@ -58,8 +58,9 @@ const SAFE_METHOD = /^(GET|HEAD|OPTIONS|TRACE)$/i;
 const REACHED: WeakSet<Request> = new WeakSet();
 
 /**
- * What `c.var.fetch` threw for a call none of whose attempts was sent: its first and only
- * one failed before its request left (an open circuit, a paused key, a refused connection).
+ * What `c.var.fetch` threw for a call none of whose attempts can have run upstream: its
+ * first and only one failed before its request left (an open circuit, a paused key, a
+ * refused connection), or was refused with a 429 asking for a wait past the cap.
  */
 const UNSENT: WeakSet<object> = new WeakSet();
 
@@ -251,7 +252,10 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
       } catch (error) {
         if (
           ended.get(callInit) === 1 &&
-          (error instanceof CircuitOpenError || (error as NetworkError | undefined)?.sent === 'no')
+          (error instanceof CircuitOpenError ||
+            (error as NetworkError | undefined)?.sent === 'no' ||
+            // A 429 behind it (a wait past the cap): refused before it ran (RFC 6585 §4).
+            (error as { cause?: { status?: unknown } } | undefined)?.cause?.status === 429)
         ) {
           UNSENT.add(error as object);
         } else if (effect) {
@@ -361,7 +365,8 @@ function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Re
  * Every `Retry-After` is delay-seconds, rounded up, and at most `maxRetryAfterMs`.
  *
  * For a keyed request under `idempotency()`, the answer for a `c.var.fetch` call that
- * never left (an open circuit or a paused key, a refused connection: 503, 502) says
+ * never left (an open circuit or a paused key, a refused connection: 503, 502) or that
+ * the upstream refused with a 429 asking for a wait past the cap (503) says
  * `x-should-retry: true` unless an earlier call of the same request, by a method other
  * than GET, HEAD, OPTIONS or TRACE, got an answer or may have been sent: `idempotency()`
  * then frees the key instead of keeping that passing state as the key's outcome, and the
@@ -398,13 +403,14 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
       const response = breakwaterProblem(err, capMs, Date.now());
       if (response !== undefined) {
         // A keyed request under idempotency() whose upstream call never left (an open
-        // circuit, a refused connection), none of whose calls before it can have had an
-        // effect upstream: this answer is a passing local state, not the request's outcome.
-        // Stored, it was replayed to every retry with the key, for the record's 24 h, though
-        // it says "retry in N s"; `x-should-retry: true` has idempotency() free the key
-        // instead, so the retry runs the handler anew. Stripe stores only what began to run;
-        // the draft leaves other errors to the server. What the handler did itself before the
-        // call (a database write) is not seen here: it runs again with the retry.
+        // circuit, a refused connection) or was refused (a 429), none of whose calls before
+        // it can have had an effect upstream: this answer is a passing state, not the
+        // request's outcome. Stored, it was replayed to every retry with the key for the
+        // record's 24 h, though it says "retry in N s"; `x-should-retry: true` has
+        // idempotency() free the key instead, so the retry runs the handler anew. Stripe
+        // stores only what began to run; the draft leaves other errors to the server. What
+        // the handler did itself before the call (a database write) is not seen here: it
+        // runs again with the retry.
         if (UNSENT.has(err) && RUN_TO_END.has(raw) && !REACHED.has(raw)) {
           response.headers.set('x-should-retry', 'true');
         }
