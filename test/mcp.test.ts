@@ -4048,3 +4048,44 @@ test('a failure body that quotes back the token a call sent (a gateway’s error
     }
   });
 });
+
+test('mcpFetch(): a failure answer’s stalled body still ends at once when its caller’s signal aborts (a transport closing), after a garbage collection too', async () => {
+  let cancelled = false;
+  const base: FetchLike = async (_input, init) => {
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        // More than the capture snapshot reads (2 KiB), so only the SDK's read waits on.
+        controller.enqueue(new TextEncoder().encode(`{"error":"${'x'.repeat(4096)}`));
+        init?.signal?.addEventListener('abort', () => controller.error(init.signal?.reason));
+      },
+      cancel() {
+        cancelled = true;
+      },
+    });
+    return new Response(body, { status: 503, headers: { 'content-type': 'application/json' } });
+  };
+  // The policy would end a stalled failure body only after 30 s.
+  const policy = definePolicy({ name: 'mcp', retry: false, capture: { bodyWaitMs: 30_000 } });
+  const fetch = mcpFetch(policy, { fetch: base });
+  const closing = new AbortController();
+  const response = await fetch('http://127.0.0.1:9/mcp', {
+    method: 'POST',
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'add' } }),
+    signal: closing.signal,
+  });
+  assert.equal(response.status, 503);
+  const reading = response.text().then(
+    () => 'read',
+    (error: Error) => error.name,
+  );
+  const gc = collector();
+  // WeakRefs are cleared only once the job that made them is over.
+  for (let i = 0; i < 3; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    gc();
+  }
+  closing.abort(new DOMException('closed', 'AbortError'));
+  const settled = await settledWithin(reading, 500);
+  assert.notEqual(settled, 'hung', 'the body read ended with the abort');
+  assert.ok(cancelled || settled !== 'read', `the body was let go (${settled})`);
+});

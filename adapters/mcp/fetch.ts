@@ -168,6 +168,9 @@ function answersCut(maxBytes: number, cuts: BreakwaterError[]): CutEnding {
 /** The header that names the session a request belongs to (MCP spec, Session Management). */
 const SESSION_HEADER = 'mcp-session-id';
 
+/** Keeps a call's own abort alive as long as its answer's body, which still follows the caller's signal. */
+const OWN_ABORT = Symbol('breakwater.mcp.abort');
+
 /** A request waiting for its answer, or whose answer's body is still read (see `letGo` in {@link mcpFetch}). */
 interface Waiting {
   /** The URL it went to and its `Mcp-Session-Id` (see {@link LetGo}). */
@@ -483,9 +486,11 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       (response) => {
         const source = response.body;
         // A failure ends its request once the SDK has read its body (capped by remember(),
-        // through the text() it gives, which a new body here would lose): it goes as it is.
+        // through the text() it gives, which a new body here would lose): it goes as it is,
+        // its body following the caller's signal (a transport's close) through `abort`.
         if (!source || !response.ok) {
           done();
+          if (source) Object.assign(source, { [OWN_ABORT]: abort });
           return response;
         }
         // Kept till its answer's body ends: its client may cancel it meanwhile (a long tool
