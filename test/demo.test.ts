@@ -165,8 +165,10 @@ let quickRuns: Promise<QuickRuns> | undefined;
  * The runs that start a process and end soon (a refusal, --help, a 1-call run, Ctrl-C
  * in the first seconds), all at once, the first time a test asks; the tests after it
  * read what they gave, each checking its own. One after another they took 9 s of each
- * runtime's suite, most of it each process loading tsx and the demo; side by side on 2
- * cores, about 3. Whichever test asks first waits for all of them (Deno's sanitizers
+ * runtime's suite, most of it each process loading tsx and the demo (about 2 s of CPU
+ * each, esbuild's threads included): side by side they use both cores, and the Ctrl-C
+ * runs' cue comes sooner (11-15 s -> 9-11 s measured on a loaded 2-core machine; about
+ * 6 s on an idle one). Whichever test asks first waits for all of them (Deno's sanitizers
  * fail a test that leaves a process running), and none runs beside the short run above,
  * whose figures come from timing.
  */
