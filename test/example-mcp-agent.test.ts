@@ -46,8 +46,13 @@ test('the MCP agent example: breakwater runs create_ticket once per ask, fails f
   // The 503 after create_ticket ran: the naive loop ran it again, breakwater did not.
   assert.deepEqual(figures(run.stdout, 'create_ticket executions'), [5, 4]);
   assert.deepEqual(figures(run.stdout, 'duplicate create_ticket executions'), [1, 0]);
-  // search is annotated readOnlyHint: both resend it after its 503.
-  assert.deepEqual(figures(run.stdout, 'search executions'), [9, 10]);
+  // search is annotated readOnlyHint: both resend it after its 503. The naive loop's third
+  // try on turn 3 comes 40 ms and three round trips after the first, inside the 100 ms
+  // window, unless a loaded machine delays it past the window's end: then its turn goes
+  // on, and searches once more (1 run in 5 under load). Breakwater's count is exact.
+  const [naiveSearches, breakwaterSearches] = figures(run.stdout, 'search executions');
+  assert.equal(breakwaterSearches, 10);
+  assert.ok(naiveSearches === 9 || naiveSearches === 10, `naive search executions: ${naiveSearches}`);
   // Down for 3 turns: 3 tries a turn for the naive loop; breakwater's first connect (3
   // attempts), then the gate sends nothing.
   assert.deepEqual(figures(run.stdout, 'requests while down (turns 6-8)'), [9, 3]);
@@ -69,7 +74,12 @@ test('the MCP agent example: breakwater runs create_ticket once per ask, fails f
   assert.match(breakwater.get(9) ?? '', /^ok; the gate let one connect through/);
 
   const naive = turns(run.stdout, 'naive');
-  assert.match(naive.get(3) ?? '', /^tools\/list: "Streamable HTTP error: .*; 3 tries$/);
+  assert.match(
+    naive.get(3) ?? '',
+    naiveSearches === 9
+      ? /^tools\/list: "Streamable HTTP error: .*; 3 tries$/
+      : /^ok; tools\/list failed, ok on try 3$/,
+  );
   assert.match(naive.get(5) ?? '', /^ok; create_ticket failed, ok on try 2$/);
   for (const turn of [6, 7, 8]) assert.match(naive.get(turn) ?? '', /^connect: "Streamable HTTP error: /);
 });
