@@ -11,6 +11,7 @@ import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/ups
 import { definePolicy } from '../src/policy.ts';
 import { type JsonValue, memoryStore, type Store } from '../src/store.ts';
 import { withApp } from './helpers/hono-server.ts';
+import { closedPort } from './helpers/server.ts';
 
 const KEY = '"8e03978e-40d5-43e8-bc93-6894a57f9324"';
 
@@ -1510,6 +1511,40 @@ test("an upstream's 429 asking for a wait past the cap (503 behind errorResponse
     });
   });
   assert.equal(reserveCalls, 2);
+});
+
+test("a refused connection's 502 after the policy's own resends (each refused too) is not kept as the key's outcome: none of them ran, and the retry with the same key runs the handler, over a real server", async () => {
+  const dead = `http://127.0.0.1:${await closedPort()}`;
+  const inventory = flakyInventory();
+  await withApp(inventory.app, async (up) => {
+    let origin = dead;
+    // The default three attempts, quickly: a POST is resent only after a failure that ran nothing.
+    const policy = definePolicy({
+      name: 'inventory',
+      breaker: false,
+      retry: { backoff: { initialMs: 5, maxMs: 10 } },
+    });
+    const app = new Hono<UpstreamEnv>();
+    app.use('/orders', idempotency());
+    app.use('/orders', upstream(policy));
+    app.post('/orders', async (c) => {
+      const res = await c.var.fetch(`${origin}/charge`, { method: 'POST', body: '{}' });
+      return c.json(await res.json(), 201);
+    });
+    app.onError(errorResponses({ policy }));
+    await withApp(app, async (server) => {
+      const send = (): Promise<Response> => fetch(`${server.origin}/orders`, post('{"item":"tea"}'));
+      const refused = await send();
+      assert.equal(refused.status, 502);
+      assert.equal(refused.headers.get('x-should-retry'), 'true');
+      assert.equal((await refused.json()).code, 'ECONNREFUSED');
+      origin = up.origin;
+      const retried = await send();
+      assert.equal(retried.status, 201);
+      assert.deepEqual(await retried.json(), { charge: 'c-1' });
+    });
+  });
+  assert.equal(inventory.charged(), 1);
 });
 
 test("an open circuit's 503 after a call of the same request that may have had an effect upstream (a POST answered) is kept and replayed: a retry must not run that call twice", async () => {

@@ -59,8 +59,9 @@ const REACHED: WeakSet<Request> = new WeakSet();
 
 /**
  * What `c.var.fetch` threw for a call none of whose attempts can have run upstream: its
- * first and only one failed before its request left (an open circuit, a paused key, a
- * refused connection), or was refused with a 429 asking for a wait past the cap.
+ * last failed before its request left (an open circuit, a paused key, a refused
+ * connection), or was refused with a 429 asking for a wait past the cap, and any before
+ * it ran nothing either (see upstreamFetch).
  */
 const UNSENT: WeakSet<object> = new WeakSet();
 
@@ -217,6 +218,9 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
     use: [attempts],
   } as PolicyFetchOptions);
   const keyOption = valid.key ?? policy.resolved.name;
+  const { idempotencyKeys, retry } = policy.resolved;
+  /** Whether retry resends calls it could not otherwise (see the catch in upstreamFetch). */
+  const resendsAny = idempotencyKeys || retry.resend === 'always';
   const throwing = valid.throwOnStatus ?? false;
   const failing = Array.isArray(throwing) ? new Set<number>(throwing) : undefined;
   const fails = (status: number): boolean =>
@@ -251,7 +255,13 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
         response = await chained(input, callInit);
       } catch (error) {
         if (
-          ended.get(callInit) === 1 &&
+          // Its attempts before the last ran nothing either when retry resent it only
+          // because they had not (a call it may not resend otherwise: no key of its own, not
+          // PUT or DELETE; under a policy that resends no such call on its own say-so), or
+          // when its method has no effect.
+          (ended.get(callInit) === 1 ||
+            !effect ||
+            !(resendsAny || new Call(input, callInit, keyOption, undefined).isIdempotent)) &&
           (error instanceof CircuitOpenError ||
             (error as NetworkError | undefined)?.sent === 'no' ||
             // A 429 behind it (a wait past the cap): refused before it ran (RFC 6585 §4).
