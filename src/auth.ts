@@ -32,6 +32,7 @@ import {
   hasOneShotBody,
   type Middleware,
   type Next,
+  STAMPED,
 } from './call.ts';
 import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
 import { DEFAULT_REFRESH_TIMEOUT_MS, MAX_REDIRECTS } from './limits.ts';
@@ -632,6 +633,7 @@ export function auth(options: AuthOptions): Middleware {
       if (mode === 'follow') send = (call) => follow(call, next, named);
     }
     call.setHeader(header, format(token));
+    call.bag.set(STAMPED, 1);
     // setHeader() left the call an init of its own, so it may be changed in place.
     if (send !== next) (call.init as RequestInit).redirect = 'manual';
     const response = await send(call);

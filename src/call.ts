@@ -69,6 +69,13 @@ export const BODY_READ: unique symbol = Symbol();
 export const CREDENTIAL_HEADER: unique symbol = Symbol();
 
 /**
+ * Set in the call's bag when an `auth()` stamped its token on the call: what is in its
+ * header then is that token, not a header the caller wrote (a token request's own
+ * Basic client credentials, which `auth()` lets through unstamped).
+ */
+export const STAMPED: unique symbol = Symbol();
+
+/**
  * Where a signal keeps the controllers that follow it (see {@link follow}). The one
  * symbol here with a description: it lands on the caller's own `AbortSignal`, where a
  * person inspecting it should see whose it is. The others mark breakwater's own objects

@@ -3477,6 +3477,54 @@ test('resilientMcpClient: with the auth option, a cancellation answered 401 for 
   });
 });
 
+test('mcpFetch() with the auth option: a cancellation carries the token auth() stamped, never the Basic client credentials a token() request sent through the same fetch', async () => {
+  const seen = counts();
+  const inner = mcpApp(seen, undefined, slowWipe);
+  const basic = `Basic ${btoa('client:s3cret-client')}`;
+  const cancellations: (string | null)[] = [];
+  const cancel = new AbortController();
+  let armed = false;
+  const app = {
+    async fetch(request: Request): Promise<Response> {
+      if (new URL(request.url).pathname === '/token') {
+        // Once armed: the call is cancelled just after this token request is answered,
+        // while the request it was asked for is still on its way.
+        if (armed) setTimeout(() => cancel.abort(new Error('stop the wipe')), 20);
+        return Response.json({ token: 'sk-fresh' });
+      }
+      const text = await request.clone().text();
+      if (text.includes('notifications/cancelled')) cancellations.push(request.headers.get('authorization'));
+      else if (armed) await new Promise((resolve) => setTimeout(resolve, 200));
+      return inner.fetch(request);
+    },
+  };
+  await withApp(app, async ({ origin }) => {
+    // token() asks the token endpoint through this same fetch, with the client's own
+    // credentials, before each request.
+    const fetch: FetchLike = mcpFetch(definePolicy({ name: 'tools', retry: { backoff: fast } }), {
+      auth: {
+        token: () =>
+          fetch(`${origin}/token`, { method: 'POST', headers: { authorization: basic } })
+            .then((res) => res.json())
+            .then((body) => (body as { token: string }).token),
+      },
+    });
+    const client = await sdkClient(`${origin}/mcp`, fetch);
+    try {
+      const call = client.callTool({ name: 'wipe', arguments: {} }, undefined, { signal: cancel.signal });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      armed = true;
+      const listing = client.listTools().catch(() => undefined);
+      await assert.rejects(call, /stop the wipe/);
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      await listing;
+      assert.deepEqual(cancellations, ['Bearer sk-fresh']);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
 test('resilientMcpClient: with the auth option, close() stamps the policy’s token on the DELETE', async () => {
   const server = sessionApp();
   const stamped: (string | null)[] = [];

@@ -21,7 +21,7 @@ import {
   limitedBody,
   maxResponseBytesSchema,
 } from '../../src/body-limit.ts';
-import { type Call, type FetchLike, follow, type Next, readable } from '../../src/call.ts';
+import { type Call, type FetchLike, follow, type Next, readable, STAMPED } from '../../src/call.ts';
 import type { StatusSnapshot } from '../../src/capture.ts';
 import { type BreakwaterError, isAbort, oneLine, requestSummary } from '../../src/errors.ts';
 import { fetchFailure } from '../../src/network.ts';
@@ -388,7 +388,10 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
    */
   async function remember(call: Call, next: Next): Promise<Response> {
     const response = await next(call);
-    if (header && response.status !== 401) stamp = call.header(header) ?? stamp;
+    // Only a token auth() stamped: a request its token() or refresh() sends through this
+    // fetch (a token endpoint) goes with the getter's own header, such as Basic client
+    // credentials, which a cancellation must not carry to the MCP server.
+    if (header && response.status !== 401 && call.bag.has(STAMPED)) stamp = call.header(header) ?? stamp;
     const said = (response as Snapshotted)[SNAPSHOT];
     if (said) {
       let ids: string[] = [];
