@@ -255,17 +255,17 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
         response = await chained(input, callInit);
       } catch (error) {
         if (
+          (error instanceof CircuitOpenError ||
+            (error as NetworkError | undefined)?.sent === 'no' ||
+            // A 429 behind it (a wait past the cap): refused before it ran (RFC 6585 §4).
+            (error as { cause?: { status?: unknown } } | undefined)?.cause?.status === 429) &&
           // Its attempts before the last ran nothing either when retry resent it only
           // because they had not (a call it may not resend otherwise: no key of its own, not
           // PUT or DELETE; under a policy that resends no such call on its own say-so), or
           // when its method has no effect.
           (ended.get(callInit) === 1 ||
             !effect ||
-            !(resendsAny || new Call(input, callInit, keyOption, undefined).isIdempotent)) &&
-          (error instanceof CircuitOpenError ||
-            (error as NetworkError | undefined)?.sent === 'no' ||
-            // A 429 behind it (a wait past the cap): refused before it ran (RFC 6585 §4).
-            (error as { cause?: { status?: unknown } } | undefined)?.cause?.status === 429)
+            !(resendsAny || new Call(input, callInit, keyOption, undefined).isIdempotent))
         ) {
           UNSENT.add(error as object);
         } else if (effect) {
