@@ -1230,7 +1230,7 @@ test('a binary record replays about as fast as a text one of the same size (no a
   app.post('/binary', () => new Response(binary));
   app.post('/text', () => new Response('x'.repeat(size)));
   /**
-   * The cheapest of three replays of `path`, in ms of this process's CPU time. Not wall
+   * The cheapest of five replays of `path`, in ms of this process's CPU time. Not wall
    * time: on a loaded machine a replay is descheduled mid-way, and a 17 ms binary
    * replay took 66 ms of wall time beside a 4 ms text one that fitted in one time slice.
    * The replay runs in this process (`app.request`, no socket), so its CPU time is its work.
@@ -1238,7 +1238,8 @@ test('a binary record replays about as fast as a text one of the same size (no a
   const cheapestReplay = async (path: string): Promise<number> => {
     await (await app.request(path, post('{}'))).arrayBuffer();
     let cheapest = Number.POSITIVE_INFINITY;
-    for (let i = 0; i < 3; i++) {
+    // Five, not three: under load (4.8 on 2 cores) Deno's cheapest of three once passed the bound.
+    for (let i = 0; i < 5; i++) {
       const started = process.cpuUsage();
       const again = await app.request(path, post('{}'));
       const body = new Uint8Array(await again.arrayBuffer());
