@@ -993,7 +993,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * pauses for the cap, but calls fail fast meanwhile instead of waiting. A pause only
    * ever grows: a shorter delay from a concurrent response never ends it early.
    * `quota` is set when the pause is the server's quota until its reset: the calls
-   * that may still go before it (0: the quota is used up).
+   * that may still go before it (0: the quota is used up). `t`: when the pause starts,
+   * epoch ms (now unless given).
    */
   function pace(
     c: Circuit,
@@ -1002,6 +1003,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     askedMs: number,
     fromServer: boolean,
     quota?: number,
+    t?: number,
   ): void {
     // Whatever the pause, the server just said stop: an allowance left from a quota pause
     // (its takers failed fast on an open circuit) ends, even when this pause is the shorter.
@@ -1012,6 +1014,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
       fromServer ? Math.min(askedMs, maxRetryAfterMs) : askedMs,
       askedMs <= maxRetryAfterMs,
       quota === undefined,
+      t,
     );
     if (!until) return;
     const asked =
@@ -1260,8 +1263,23 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         const askedMs = delayOf(answer);
         // A 529 (Anthropic's "overloaded") with a delay asks for quiet as a 503 does.
         const shed = (status === 503 || status === 529) && askedMs !== undefined;
+        const was = c.epoch;
         fail(c, call, epoch, answer, askedMs, shed && late);
-        if (shed && paces) pace(c, call, answer, askedMs, true);
+        // A shed that opened the circuit pauses the key from the same instant (the open's
+        // start), so the pause ends no later than the open time it stretched: a listener
+        // that let the clock tick in between made the pause end a ms later, and its entry
+        // replaced the open's in a shared store, where the fleet then waited instead of
+        // failing fast, and sent its own 5 failures.
+        if (shed && paces)
+          pace(
+            c,
+            call,
+            answer,
+            askedMs,
+            true,
+            undefined,
+            c.epoch === was ? undefined : c.retryAtMs - c.retryInMs,
+          );
       } else {
         succeed(c, call, epoch);
         // A quota used up pauses the key until its reset. So does one with fewer requests

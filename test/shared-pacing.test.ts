@@ -577,3 +577,34 @@ test("another client's reason for opening, read from the store, is cut short in 
     assert.equal(server.requests.length, 0);
   });
 });
+
+test('a 503 naming a delay that opens the circuit is shared as an open circuit, even when the clock ticks while the opening is told: the other workers fail fast, not wait', async () => {
+  await withServer(timed([], { status: 503, headers: { 'retry-after-ms': '400' } }), async (server) => {
+    const store = memoryStore();
+    const options: CircuitBreakerOptions = {
+      consecutiveFailures: 1,
+      open: { initialMs: 100, jitter: 'none' },
+    };
+    const breaker = circuitBreaker({ store, ...options });
+    // A listener that takes a couple of ms (a synchronous log write): the clock moves on
+    // between the circuit opening and the key's pause being set, for the same 503.
+    const fetch = createFetch({
+      use: [breaker],
+      key: 'model',
+      onEvent: (e) => {
+        if (e.type !== 'breaker' || e.state !== 'open') return;
+        for (const start = Date.now(); Date.now() - start < 3; );
+      },
+    });
+    assert.equal(await send(fetch, server.origin), 503);
+    await entryIn(store);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const written = (await store.get(ENTRY)) as { opened?: unknown };
+    assert.equal(typeof written.opened, 'string', `the store holds ${JSON.stringify(written)}`);
+    const b = worker(store);
+    const started = Date.now();
+    await assert.rejects(send(b.fetch, server.origin), /a client sharing its store opened its circuit/);
+    assert.ok(Date.now() - started < 200, `worker b's call took ${Date.now() - started} ms`);
+    assert.equal(server.requests.length, 1);
+  });
+});
