@@ -1129,7 +1129,11 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
    * is passed over. `call` is told of a pause found there, as the call that met it.
    */
   function look(store: Store, c: Circuit, call: Call): Promise<void> {
-    if (c.lateSince && now() - c.lateSince >= STORE_RETRY_MS) c.reading = undefined;
+    if (c.lateSince) {
+      // A clock stepped back reads again at once: the 10 s are not counted from the future.
+      const sinceMs = now() - c.lateSince;
+      if (!(sinceMs >= 0 && sinceMs < STORE_RETRY_MS)) c.reading = undefined;
+    }
     c.reading ??= new Promise<void>((resolve) => {
       c.lateSince = 0;
       const timer = setTimeout(() => {
@@ -1145,8 +1149,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         .catch(() => {})
         .then(() => {
           clearTimeout(timer);
-          // Unless a newer read took its place (this one was late).
-          if (c.reading === reading) c.reading = undefined;
+          // Unless a newer read took its place, or this one was given up on: answered late,
+          // it is the key's read until STORE_RETRY_MS have passed (a store answering every read
+          // in 1.05 s held a call for 1 s after each late answer).
+          if (c.reading === reading && !c.lateSince) c.reading = undefined;
           resolve();
         });
     });
