@@ -70,6 +70,12 @@ const REDIRECTED = Symbol();
  */
 const FOLLOWED = new WeakMap<Response, boolean | undefined>();
 /**
+ * Where an answer {@link marked} rebuilt holds the one it was built from: Node's fetch
+ * cancels the body of a Response it gave once that Response is collected unread, and the
+ * rebuilt one shares that body (read after a garbage collection: "Body has already been read").
+ */
+const ORIGINAL = Symbol();
+/**
  * How many of the tokens an `auth()` has had lately it hides in a `token()` or `refresh()`
  * failure, besides the current one (see {@link failure}): enough for the one a request
  * went with, those refreshes returned meanwhile (an abandoned one's too) and the current
@@ -391,7 +397,11 @@ function marked(response: Response, followed: boolean | undefined, from: Respons
     try {
       out = Object.defineProperties(
         new Response(response.body, { status: Math.min(response.status, 599), headers: response.headers }),
-        { ...props, [SNAPSHOT]: { value: (response as Snapshotted)[SNAPSHOT] } },
+        {
+          ...props,
+          [SNAPSHOT]: { value: (response as Snapshotted)[SNAPSHOT] },
+          [ORIGINAL]: { value: response },
+        },
       );
     } catch {}
   }

@@ -12,6 +12,7 @@ import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { deadline, timeout } from '../src/timeout.ts';
 import { countedSignal } from './helpers/counted-signal.ts';
+import { collector } from './helpers/gc.ts';
 import { nodeFetchOverHttp, nodeFetchShaped } from './helpers/node-fetch.ts';
 import {
   always,
@@ -2290,6 +2291,31 @@ test('a token() that fetches its token through the same auth() sends that reques
           ['/api', `Bearer ${NEW}`],
         ],
       );
+    },
+  );
+});
+
+test('an answer auth() rebuilt after a redirect (a layer below made its redirected read-only) keeps its body through a garbage collection before it is read', async () => {
+  // Node's fetch cancels the body of a Response it gave once that Response is collected
+  // unread: the rebuilt answer shares that body, so it must hold the one it was built from.
+  // (Deno cannot force a collection: there this passes either way.)
+  const gc = collector();
+  const readOnly: Middleware = async (call, next) => {
+    const res = await next(call);
+    return Object.defineProperty(res, 'redirected', { value: res.redirected });
+  };
+  await withServer(
+    (req) =>
+      req.method === 'POST' ? { status: 303, headers: { location: '/done' } } : { status: 200, body: 'done' },
+    async (server) => {
+      const fetch = createFetch({ use: [keyAuth(), readOnly] });
+      const res = await fetch(`${server.origin}/orders`, { method: 'POST', body: '{"sku":"a1"}' });
+      assert.equal(res.redirected, true, 'the answer came through a redirect');
+      for (let i = 0; i < 3; i++) {
+        gc();
+        await tick(5);
+      }
+      assert.equal(await res.text(), 'done', 'the body is read whole after a collection');
     },
   );
 });
