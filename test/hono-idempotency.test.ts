@@ -1572,6 +1572,53 @@ test("an open circuit's 503 after a call of the same request that may have had a
   assert.equal(inventory.reserved(), 0);
 });
 
+test("a refused call's 502 while another call of the same request by POST is still on its way upstream (Promise.all) is kept and replayed: that call may run, and a retry would run it twice", async () => {
+  const dead = `http://127.0.0.1:${await closedPort()}`;
+  const arrived = gate();
+  const answer = gate();
+  let charged = 0;
+  const payments = new Hono();
+  payments.post('/charge', async (c) => {
+    charged++;
+    arrived.open();
+    await answer.promise;
+    return c.json({ charge: `c-${charged}` });
+  });
+  /** The charge calls the handler made, which run on after it failed: their bodies are read at the end. */
+  const charges: Promise<Response>[] = [];
+  await withApp(payments, async (up) => {
+    const policy = definePolicy({ name: 'shop', breaker: false, retry: { attempts: 1 } });
+    const app = new Hono<UpstreamEnv>();
+    app.use('/orders', idempotency());
+    app.use('/orders', upstream(policy));
+    app.post('/orders', async (c) => {
+      const charging = c.var.fetch(`${up.origin}/charge`, { method: 'POST', body: '{}' });
+      charges.push(charging);
+      const [charge, reserve] = await Promise.all([
+        charging,
+        // Refused only once the charge is on its way: the charge may run upstream.
+        arrived.promise.then(() => c.var.fetch(`${dead}/reserve`, { method: 'POST', body: '{}' })),
+      ]);
+      return c.json({ charge: await charge.json(), reserve: await reserve.json() }, 201);
+    });
+    app.onError(errorResponses({ policy }));
+    await withApp(app, async (server) => {
+      const send = (): Promise<Response> => fetch(`${server.origin}/orders`, post('{"item":"tea"}'));
+      const refused = await send();
+      assert.equal(refused.status, 502);
+      assert.equal(refused.headers.get('x-should-retry'), null);
+      await refused.body?.cancel();
+      answer.open();
+      const retried = await send();
+      assert.equal(retried.status, 502);
+      assert.equal(retried.headers.get(REPLAYED_HEADER), 'true');
+      await retried.body?.cancel();
+    });
+    for (const charge of charges) await (await charge).arrayBuffer();
+  });
+  assert.equal(charged, 1, 'the charge ran once, not again for the retry');
+});
+
 test("an open circuit's 503 to a request without a key says nothing of resending (the handler may have had effects): only a keyed one under idempotency() is freed", async () => {
   const inventory = flakyInventory();
   await withApp(inventory.app, async (up) => {

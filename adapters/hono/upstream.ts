@@ -58,6 +58,13 @@ const SAFE_METHOD = /^(GET|HEAD|OPTIONS|TRACE)$/i;
 const REACHED: WeakSet<Request> = new WeakSet();
 
 /**
+ * How many calls of each incoming request through `c.var.fetch`, by a method that is not
+ * safe, are still on their way: each may yet run upstream. A handler that makes two at
+ * once (`Promise.all`) fails with the first to fail, while the other may be running.
+ */
+const PENDING: WeakMap<Request, number> = new WeakMap();
+
+/**
  * What `c.var.fetch` threw for a call none of whose attempts can have run upstream: its
  * last failed before its request left (an open circuit, a paused key, a refused
  * connection), or was refused with a 429 asking for a wait past the cap, and any before
@@ -251,6 +258,7 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
       };
       const effect = !SAFE_METHOD.test(callInit.method ?? (input as Request).method ?? 'GET');
       let response: Response;
+      if (effect) PENDING.set(raw, (PENDING.get(raw) ?? 0) + 1);
       try {
         response = await chained(input, callInit);
       } catch (error) {
@@ -272,6 +280,8 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
           REACHED.add(raw);
         }
         throw incoming.aborted && error === incoming.reason ? abortError(error) : error;
+      } finally {
+        if (effect) PENDING.set(raw, (PENDING.get(raw) as number) - 1);
       }
       if (effect) REACHED.add(raw);
       // The body may stream on (a model's tokens relayed to an SSE stream, whose writes
@@ -377,8 +387,9 @@ function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Re
  * For a keyed request under `idempotency()`, the answer for a `c.var.fetch` call that
  * never left (an open circuit or a paused key, a refused connection: 503, 502) or that
  * the upstream refused with a 429 asking for a wait past the cap (503) says
- * `x-should-retry: true` unless an earlier call of the same request, by a method other
- * than GET, HEAD, OPTIONS or TRACE, got an answer or may have been sent: `idempotency()`
+ * `x-should-retry: true` unless another call of the same request, by a method other
+ * than GET, HEAD, OPTIONS or TRACE, got an answer, may have been sent, or is still on its
+ * way (made at the same time, as with `Promise.all`): `idempotency()`
  * then frees the key instead of keeping that passing state as the key's outcome, and the
  * client's retry with the key runs the handler once the upstream is back. What the handler
  * did itself before the call (a database write) runs again then.
@@ -421,7 +432,8 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
         // stores only what began to run; the draft leaves other errors to the server. What
         // the handler did itself before the call (a database write) is not seen here: it
         // runs again with the retry.
-        if (UNSENT.has(err) && RUN_TO_END.has(raw) && !REACHED.has(raw)) {
+        // Another such call still on its way (a Promise.all's other half) may run yet.
+        if (UNSENT.has(err) && RUN_TO_END.has(raw) && !REACHED.has(raw) && !PENDING.get(raw)) {
           response.headers.set('x-should-retry', 'true');
         }
         return response;
