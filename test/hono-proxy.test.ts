@@ -1471,3 +1471,28 @@ test('a POST the policy resent only on its own Idempotency-Key (idempotencyKeys)
     );
   }
 });
+
+test("a POST whose only attempt met the upstream's own 503 asking for a wait too long, which the policy would have resent only on its own Idempotency-Key or resend: always, does not say x-should-retry: true: that 503 may have run it", async () => {
+  // Retry ends it as RetryAfterTooLongError, as for a 429, but the upstream answered this
+  // attempt itself: the client's resend (a new key of the policy's) would run it again.
+  const cases: [string, Parameters<typeof definePolicy>[0]][] = [
+    ['keys', { idempotencyKeys: true, breaker: false }],
+    ['always', { retry: { resend: 'always' }, breaker: false }],
+  ];
+  for (const [name, config] of cases) {
+    await withServer(always({ status: 503, headers: { 'retry-after': '3600' } }), async (up) => {
+      const policy = definePolicy({
+        ...config,
+        name: 'orders',
+        retry: { ...(config.retry as object), maxRetryAfterMs: 1000, replayBodyBytes: 1024 },
+      });
+      await withApp(proxyApp(up.origin, policy), async (server) => {
+        const res = await fetch(`${server.origin}/api/orders`, { method: 'POST', body: '{"item":"tea"}' });
+        assert.equal(res.status, 503, name);
+        assert.equal((await res.json()).code, 'RETRY_AFTER_TOO_LONG', name);
+        assert.equal(res.headers.get('x-should-retry'), 'false', name);
+      });
+      assert.equal(up.requests.length, 1, `${name}: the upstream got the POST once`);
+    });
+  }
+});

@@ -558,9 +558,14 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         // client's: resends dedupe.
         // Not so for a request the client could not resend that the policy resent on its own
         // Idempotency-Key (a new one for the client's resend) or `resend: 'always'`: an
-        // earlier attempt (a 503) may have run it.
+        // earlier attempt (a 503) may have run it, and so may the last one when its wait too long
+        // was the upstream's own answer but a 429's (RFC 6585 §4: refused before it ran).
         const maybe =
-          once && (idempotencyKeys || resend === 'always') && (ended.get(forwarded as object) as number) > 1;
+          once &&
+          (idempotencyKeys || resend === 'always') &&
+          ((ended.get(forwarded as object) as number) > 1 ||
+            (error instanceof RetryAfterTooLongError &&
+              (error.cause as { status?: unknown } | undefined)?.status !== 429));
         const verdict =
           !maybe &&
           (error instanceof CircuitOpenError || error instanceof RetryAfterTooLongError || sent === 'no')
