@@ -451,7 +451,8 @@ type Stamp = [token: string, generation: number];
  *   endpoint behind the same policy) goes as the getter wrote it, on every pass a retry
  *   above makes of it: not stamped (a refresh's client credentials stay), its 401 handed
  *   back to the getter (no wait on itself until the lease ends), redirects left to fetch.
- *   It is known as the getter's own when the getter starts it before its first `await`; one
+ *   It is known as the getter's own when it reaches this `auth()` before the getter's first
+ *   `await` (sent first thing, through no layer above that awaits first); one
  *   started later is stamped as any (a `token()`'s request then calls `token()` again,
  *   without end; a refresh's 401 waits out `refreshTimeoutMs`): fetch first, or without
  *   this `auth()`.
