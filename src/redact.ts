@@ -42,11 +42,15 @@ export const SECRET_QUERY_NAME: RegExp =
 
 /**
  * A value that reads as an error or status code: a number of at most three digits
- * (`code=500`, `-1`), or a word of up to 19 letters, `_`, `.` and `-`, then up to 5 digits
- * (`invalid_api_key`, `RATE_LIMITED`, `AADSTS70008`, `S256`). See {@link isSecretField}.
- * Anchored, no nested quantifier: linear time.
+ * (`code=500`, `-1`), a word of up to 19 letters, `_`, `.` and `-`, then up to 5 digits
+ * (`invalid_api_key`, `RATE_LIMITED`, `AADSTS70008`, `S256`), or words of one case joined
+ * by `_`, digits ending each, of any length (OpenAI's `context_length_exceeded`, Node's
+ * `UND_ERR_CONNECT_TIMEOUT`, `ERR_HTTP2_STREAM_ERROR`): a random code of 20 characters or
+ * more reads as those once in 10^7 (base64url), and hex or base32 never (no `_`). See
+ * {@link isSecretField}. Anchored, each `_` ends a word: linear time.
  */
-const ERROR_CODE = /^(?:-?\d{1,3}|[a-z][a-z_.-]{0,18}\d{0,5})$/i;
+const ERROR_CODE =
+  /^(?:-?\d{1,3}|[a-zA-Z][a-zA-Z_.-]{0,18}\d{0,5}|[a-z]+\d*(?:_[a-z]+\d*)+|[A-Z]+\d*(?:_[A-Z]+\d*)+)$/;
 
 /**
  * Whether a form or JSON field quoted in text, named `name`, holds a credential in `value`:
@@ -58,7 +62,7 @@ const ERROR_CODE = /^(?:-?\d{1,3}|[a-z][a-z_.-]{0,18}\d{0,5})$/i;
  * "invalid_api_key"` say what went wrong. An authorization code does not read as one: RFC
  * 6749 §10.10 asks at least 128 bits of one, which takes 20 characters of A.11's visible
  * ASCII (a random base64url one reads as a word once in about 130 at 20 characters, once in
- * 5,000 at 22, never past 24); an OTP has 6 digits at least (RFC 4226 §5.3). Told by the value, not a list of
+ * 5,000 at 22, past 24 only as words of one case joined by `_`, once in 10^9); an OTP has 6 digits at least (RFC 4226 §5.3). Told by the value, not a list of
  * harmless names: a name not listed would show a credential.
  */
 function isSecretField(name: string, value: string): boolean {

@@ -2000,6 +2000,32 @@ test('redactText hides an OAuth authorization code, a PKCE verifier and one-time
     assert.equal(redactText(kept), kept);
 });
 
+test('redactText keeps an error code of one-case words joined by "_" past 19 letters under a name holding "code", and hides a random code of both cases', () => {
+  // A word of more than 19 letters read as a credential: OpenAI's most common 400 body
+  // (context_length_exceeded), Node's error codes (UND_ERR_CONNECT_TIMEOUT) said nothing.
+  for (const kept of [
+    '{"error":{"message":"too long","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}',
+    '{"code":"unsupported_country_region_territory"}',
+    'code=UND_ERR_CONNECT_TIMEOUT error_code=ERR_HTTP2_STREAM_ERROR status_code=string_above_max_length',
+  ])
+    assert.equal(redactText(kept), kept);
+  fc.assert(
+    fc.property(
+      fc.stringMatching(/^[A-Za-z0-9_-]{25,64}$/).filter((code) => /[a-z]/.test(code) && /[A-Z]/.test(code)),
+      (code) => {
+        for (const text of [`code=${code}`, JSON.stringify({ device_code: code })]) {
+          const out = redactText(text);
+          assert.ok(!out.includes(code), `${code} shown: ${out}`);
+        }
+      },
+    ),
+  );
+  assertLinear(
+    [(chars) => `code=${fill('ab_', chars)}C`, (chars) => `code=${fill('AB1_', chars)}c`],
+    32 * 1024,
+  );
+});
+
 test('redactText hides the values of credential-named JSON string fields quoted in text (a token answer or request), keeping the names and the other fields', () => {
   // An error body or message quoting a token endpoint's answer or request showed its
   // tokens and client secret: only form values (name=value) were hidden.
