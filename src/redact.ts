@@ -331,32 +331,38 @@ const FORM_PAIR = /\b(\w+)=((?:[^\s"'()<>&\\]|\\(?!u0026))*[^\s"'()<>&,.;:?`\\}]
  * The start of a JSON string field quoted in text, up to its value: an error body or message
  * quoting a token answer or request (`{"refresh_token":"...","client_secret":"..."}`,
  * `"access_token": "..."`), also escaped once more (`{\"client_secret\":\"...\"}`: JSON kept
- * as a string and stringified again). The name is letters, digits, `_` and `-` (`"x-api-key"`).
+ * as a string and stringified again), or in single quotes (Python's `str()` of a dict:
+ * `{'access_token': '...'}`); or a quoted value after a word and `=` (a Python repr's
+ * `Config(api_key='...')`, logfmt's `password="..."`), whose value {@link FORM_PAIR} cannot
+ * read past its quote. The name is letters, digits, `_` and `-` (`"x-api-key"`) in quotes,
+ * a word before a `=`; a name and `:` without quotes is prose (`Unrecognized key: "model"`).
  * {@link hideJsonFields} reads the value. No backreference and no repeated group: JavaScriptCore
  * (Bun) runs a group repeated past some 100,000 times 50 to 100 times slower.
  */
-const JSON_FIELD = /\\?"([\w-]+)\\?"\s*:\s*\\?"/g;
+const JSON_FIELD = /(?:\\?["']([\w-]+)\\?["']\s*:|\b(\w+)\s*=)\s*\\?["']/g;
 
 /**
  * `text` with the value of each JSON string field ({@link JSON_FIELD}) that holds a
  * credential ({@link isSecretField}) shown as `[redacted]`, as a form value's is; its name,
- * and an empty value, stay. The value runs to the quote that closes it, its escapes read,
- * or to the end of the text (a cut body): a password holding a `"` is hidden whole. Fields are
- * also found in a value not hidden (a body kept escaped in a `"data"` string). Linear time:
- * values are read by hand, each character twice at most: a value holds no field at its own
- * depth (its first quote would close it), and one escaped once more holds none at all.
+ * and an empty value, stay. The value runs to the quote that closes it (the one it opened
+ * with), its escapes read, or to the end of the text (a cut body): a password holding a `"`
+ * is hidden whole. Fields are also found in a value not hidden (a body kept escaped in a
+ * `"data"` string). Linear time: values are read by hand, each character four times at most:
+ * a value holds no field of its quote at its own depth (that field's last quote would close
+ * it), and one escaped once more holds none of its quote at all.
  */
 function hideJsonFields(text: string): string {
   let out = '';
   let done = 0;
-  for (const { 0: head, 1: name, index } of text.matchAll(JSON_FIELD)) {
+  for (const { 0: head, 1: quoted, 2: name = quoted, index } of text.matchAll(JSON_FIELD)) {
     const from = index + head.length;
-    // A `"` closes the value after an even run of backslashes; escaped once more, after any
+    const quote = head.at(-1);
+    // A quote closes the value after an even run of backslashes; escaped once more, after any
     // run but 4k + 3 (4k + 1 is the `\"` that closes it, the `\` left out).
     const step = head.at(-2) === '\\' ? 4 : 2;
     let end = from;
     let run = 0;
-    for (; end < text.length && (text[end] !== '"' || run % step === step - 1); end++)
+    for (; end < text.length && (text[end] !== quote || run % step === step - 1); end++)
       run = text[end] === '\\' ? run + 1 : 0;
     end -= +(step > 2 && run % 4 === 1);
     if (index >= done && end > from && isSecretField(name as string, text.slice(from, end))) {

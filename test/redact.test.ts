@@ -2068,6 +2068,49 @@ test('redactText hides the values of credential-named JSON string fields quoted 
   assertHidden(`{"grant_type":"authorization_code","code":"Splx${MARK}lOBeZQQYbYS6WxSbIA"}`);
 });
 
+test('redactText hides a credential-named field quoted in single quotes (Python’s str() of a dict) or a quoted value after "=" (a Python repr, logfmt), keeping prose', () => {
+  // Only JSON's double-quoted fields and unquoted form values were read: a Python server's
+  // error quoting a token answer, or a repr's api_key='...', showed the credential.
+  for (const [text, shown] of [
+    [
+      `unexpected answer: {'access_token': 'ya29.${MARK}', 'expires_in': 3599, 'scope': 'read'}`,
+      `unexpected answer: {'access_token': '${REDACTED}', 'expires_in': 3599, 'scope': 'read'}`,
+    ],
+    [
+      `Config(api_key='sk-${MARK}', base_url='https://api.example.com/v1')`,
+      `Config(api_key='${REDACTED}', base_url='https://api.example.com/v1')`,
+    ],
+    [
+      `level=error msg="refresh failed" refresh_token="${MARK} two words" client_id=app`,
+      `level=error msg="refresh failed" refresh_token="${REDACTED}" client_id=app`,
+    ],
+    [`password = "${MARK}\\"x"`, `password = "${REDACTED}"`],
+    [
+      JSON.stringify({ log: `client_secret="${MARK}" grant=x` }),
+      JSON.stringify({ log: `client_secret="${REDACTED}" grant=x` }),
+    ],
+    [`{'code': 'SplxlOBe${MARK}ZQQYbYS6', 'error': 'ok'}`, `{'code': '${REDACTED}', 'error': 'ok'}`],
+  ])
+    assert.equal(redactText(text as string), shown);
+  for (const kept of [
+    `Unrecognized key: "model"`,
+    `{'code': 'context_length_exceeded', 'message': "it's too long"}`,
+    `<input name="password" type="password" value="">`,
+    `token expired: 'abc'`,
+  ])
+    assert.equal(redactText(kept), kept);
+  assertLinear(
+    [
+      (chars) => fill("a='", chars),
+      (chars) => fill("'a':'", chars),
+      (chars) => fill(`'a':'"a":"\\'a\\':\\'`, chars),
+      (chars) => `password='${fill('\\', chars)}`,
+      (chars) => fill('a = ', chars),
+    ],
+    32 * 1024,
+  );
+});
+
 test('a credential-named JSON field never shows its string value, whatever it holds, escaped once or twice', () => {
   fc.assert(
     fc.property(
