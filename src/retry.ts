@@ -19,7 +19,7 @@ import {
   type Jitter,
   withDefaults,
 } from './backoff.ts';
-import { abortReason, type Call, dropBody, hasOneShotBody, type Middleware, type Next } from './call.ts';
+import { abortReason, type Call, dropBody, hasOneShotBody, type Middleware, type Next, RAN } from './call.ts';
 import { type Classification, classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
 import { BreakwaterError, RetryAfterTooLongError, requestSummary, TimeoutError } from './errors.ts';
 import type { GiveUpReason } from './events.ts';
@@ -233,6 +233,12 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
  * own resend refused, auth()'s after a 401: the next pass is then a resend of its own). A new call's first pass refused fails fast, as the
  * breaker means it to: an agent's turn goes on without the server instead of waiting.
  *
+ * An answer fetch reached through a redirect counts as run, whatever its status: a POST
+ * answered 303 See Other ran, and the 429 of the GET fetch sent after it proves nothing of
+ * it. retry() knows a redirect only by the answer's `redirected`: a middleware below it (or
+ * a custom `fetch`) that rebuilds the answer (`new Response(body, response)`) must keep it,
+ * as breakwater's own layers do, or such a POST is resent when its GET met a 429.
+ *
  * @example
  * ```ts
  * import { captureStatus, createFetch, retry } from 'breakwater';
@@ -269,13 +275,13 @@ export function retry(options: RetryOptions = {}): Retry {
   }
 
   /**
-   * Whether resending could run the operation twice, as `resend` judges it (`ran`: a pass
-   * so far may have run it). 'never': only what the server provably did not run,
+   * Whether resending could run the operation twice, as `resend` judges it: a pass so far
+   * may have run it ({@link RAN}). 'never': only what the server provably did not run,
    * idempotent or not. Read from the call as it is now (not the verdict's
    * `safeToResend`): a mark can be taken back while retry waits.
    */
-  function unsafe(call: Call, ran: boolean): boolean {
-    return resend !== 'always' && ran && (resend === 'never' || !call.isIdempotent);
+  function unsafe(call: Call): boolean {
+    return resend !== 'always' && call.bag.has(RAN) && (resend === 'never' || !call.isIdempotent);
   }
 
   /** Counts and reports a failure that is not resent. */
@@ -287,7 +293,7 @@ export function retry(options: RetryOptions = {}): Retry {
   /**
    * Why a retryable failure is not resent (`cap`: the longest wait on the server's or a
    * breaker's say-so; `invited`: by the server, see below; `refusals`: passes refused
-   * unsent so far; `ran`: see unsafe()), or undefined when it is.
+   * unsent so far), or undefined when it is.
    */
   function refusal(
     call: Call,
@@ -297,13 +303,12 @@ export function retry(options: RetryOptions = {}): Retry {
     cap: number,
     invited: boolean,
     refusals: number,
-    ran: boolean,
   ): GiveUpReason | undefined {
     const remaining = call.remainingMs();
     const serverDelay = verdict.retryAfterMs;
     // A refused pass reached no server: `attempts` caps the sends, and the refusals apart.
     if (Math.max(call.attempt - refusals, refusals) >= attempts) return 'attempts';
-    if (unsafe(call, ran)) return 'unsafe-to-resend';
+    if (unsafe(call)) return 'unsafe-to-resend';
     if (hasOneShotBody(call)) return 'body-not-replayable';
     if (budgetTokens > 0 && !invited && budget.tokens <= budgetTokens / 2) return 'budget';
     // No pointless sleep: a wait past the cap or the deadline fails at once. The cap is on
@@ -328,11 +333,6 @@ export function retry(options: RetryOptions = {}): Retry {
     let resent = false;
     /** Passes a breaker or gate below refused unsent: no attempt, they reached no server. */
     let refusals = 0;
-    /**
-     * Whether a pass so far may have run the operation. A resend's safety is the call's, not
-     * its last pass's: after a 503, a refusal (or a 429) proves only that pass unrun.
-     */
-    let ran = false;
     /**
      * What is left of maxRetryAfterMs for this call's waits after refusals: each is capped
      * apart, but a circuit that keeps reopening would refuse up to `attempts` resends, and
@@ -366,6 +366,12 @@ export function retry(options: RetryOptions = {}): Retry {
         if (known !== undefined) known.tokens = Math.min(budgetTokens, known.tokens + refund);
         return settle(outcome);
       }
+      // Whether this pass may have run it, kept in the call's bag: a resend's safety is the
+      // call's, not its last pass's, and upstream() reads it to tell whether an error's call
+      // ran. A redirected answer speaks for the last request only: fetch makes a POST
+      // answered 303 a GET, whose 429 says nothing of the POST, which ran. Only that answer
+      // is seen, so any redirect counts (as in auth()).
+      if (!verdict.notRun || (outcome as { response?: Response }).response?.redirected) call.bag.set(RAN, 1);
       if (verdict.kind === 'cancelled') return settle(outcome);
       // A pass that ended (a timeout above, the caller's abort) while its attempt ran: what
       // comes back now (a late 503 through a fetch that ignores the signal) is dropped and
@@ -377,10 +383,6 @@ export function retry(options: RetryOptions = {}): Retry {
         throw abortReason(signal);
       }
       if (refused) refusals++;
-      // A redirected answer speaks for the last request only: fetch makes a POST answered 303
-      // a GET, whose 429 says nothing of the POST, which ran. Only that answer is seen, so
-      // any redirect counts (as in auth()).
-      ran ||= !verdict.notRun || (outcome as { response?: Response }).response?.redirected === true;
       const budget = budgetFor(call.key);
       // The budget guards against storms of our own making. A retry the server invited,
       // waited out exactly (and, with a breaker, by every caller of the key at once), is
@@ -410,16 +412,7 @@ export function retry(options: RetryOptions = {}): Retry {
       // A refused resend is waited out (see retry()); a new call refused fails fast.
       const why =
         verdict.retryable || (refused && resent)
-          ? refusal(
-              call,
-              verdict,
-              budget,
-              delay,
-              refused ? refusalMs : maxRetryAfterMs,
-              invited,
-              refusals,
-              ran,
-            )
+          ? refusal(call, verdict, budget, delay, refused ? refusalMs : maxRetryAfterMs, invited, refusals)
           : (outcome as { error?: TimeoutError }).error?.scope === 'total'
             ? 'deadline'
             : 'not-retryable';
@@ -471,7 +464,7 @@ export function retry(options: RetryOptions = {}): Retry {
       await sleep(delay, signal);
       // A mark taken back during the wait (an MCP server's tools/list_changed made a
       // read-only tool destructive): a resend that rested on it does not go.
-      if (unsafe(call, ran)) {
+      if (unsafe(call)) {
         giveUp(call, budget, 'unsafe-to-resend', reason);
         return settle(outcome);
       }

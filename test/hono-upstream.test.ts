@@ -789,3 +789,80 @@ test('c.var.fetch sends an init whose members are a class’s getters whole: met
     assert.equal(sent?.headers['x-forwarded-tool'], 'search');
   });
 });
+
+for (const [how, settings] of [
+  ['idempotencyKeys', { idempotencyKeys: true }],
+  ["resend: 'always'", { retry: { resend: 'always' } }],
+] as const) {
+  test(`a keyed POST the upstream answered 303 See Other, whose GET then met a 429 asking for an hour, keeps its key (${how}): fetch followed the 303, so the POST ran, and a resend with the same key does not run it again`, async () => {
+    let placed = 0;
+    const orders = new Hono();
+    orders.post('/orders', (c) => {
+      placed++;
+      return c.redirect('/orders/1', 303);
+    });
+    orders.get('/orders/1', (c) => c.text('slow down', 429, { 'retry-after': '3600' }));
+    await withApp(orders, async (up) => {
+      // Retry resends this POST (its own key, or 'always'), so the 429's wait ends the call as
+      // RetryAfterTooLongError. No breaker: pacing would refuse the resend's call, hiding a second run.
+      const policy = definePolicy({ name: 'orders', breaker: false, ...settings });
+      const app = new Hono<UpstreamEnv>();
+      app.use('/checkout', idempotency());
+      app.use('/checkout', upstream(policy));
+      app.post('/checkout', async (c) => {
+        const res = await c.var.fetch(`${up.origin}/orders`, { method: 'POST', body: '{"sku":"tea"}' });
+        return c.json(await res.json(), 201);
+      });
+      app.onError(errorResponses({ policy }));
+      await withApp(app, async (server) => {
+        const send = (): Promise<Response> =>
+          fetch(`${server.origin}/checkout`, {
+            method: 'POST',
+            body: '{"sku":"tea"}',
+            headers: { 'content-type': 'application/json', 'idempotency-key': '"checkout-1"' },
+          });
+        const first = await send();
+        assert.equal(first.status, 503);
+        assert.equal((await first.json()).code, 'RETRY_AFTER_TOO_LONG');
+        assert.notEqual(first.headers.get('x-should-retry'), 'true', 'the POST ran: its key is not freed');
+        const again = await send();
+        assert.equal(again.status, 503);
+        assert.equal(again.headers.get('idempotent-replayed'), 'true');
+        await again.body?.cancel();
+      });
+    });
+    assert.equal(placed, 1, 'the POST ran once, not again for the resend');
+  });
+}
+
+test("a keyed request whose GET met the upstream's 503 asking for an hour frees its key (x-should-retry: true): a GET has no effect to run twice, so the answer is a passing state, not the key's outcome", async () => {
+  let priced = 0;
+  const prices = new Hono();
+  prices.get('/price', (c) =>
+    ++priced === 1 ? c.text('maintenance', 503, { 'retry-after': '3600' }) : c.json({ price: 3 }),
+  );
+  await withApp(prices, async (up) => {
+    const policy = definePolicy({ name: 'prices', breaker: false });
+    const app = new Hono<UpstreamEnv>();
+    app.use('/quote', idempotency());
+    app.use('/quote', upstream(policy));
+    app.post('/quote', async (c) => c.json(await (await c.var.fetch(`${up.origin}/price`)).json(), 201));
+    app.onError(errorResponses({ policy }));
+    await withApp(app, async (server) => {
+      const send = (): Promise<Response> =>
+        fetch(`${server.origin}/quote`, {
+          method: 'POST',
+          body: '{}',
+          headers: { 'content-type': 'application/json', 'idempotency-key': '"quote-1"' },
+        });
+      const refused = await send();
+      assert.equal(refused.status, 503);
+      assert.equal((await refused.json()).code, 'RETRY_AFTER_TOO_LONG');
+      assert.equal(refused.headers.get('x-should-retry'), 'true');
+      const retried = await send();
+      assert.equal(retried.status, 201);
+      assert.deepEqual(await retried.json(), { price: 3 });
+    });
+  });
+  assert.equal(priced, 2);
+});

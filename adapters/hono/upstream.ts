@@ -11,7 +11,15 @@
 import type { Context, ErrorHandler, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { AuthOptions } from '../../src/auth.ts';
-import { Call, type FetchLike, follow, type KeyOption, type Middleware, readable } from '../../src/call.ts';
+import {
+  Call,
+  type FetchLike,
+  follow,
+  type KeyOption,
+  type Middleware,
+  RAN,
+  readable,
+} from '../../src/call.ts';
 import {
   BreakwaterError,
   CircuitOpenError,
@@ -65,12 +73,35 @@ const REACHED: WeakSet<Request> = new WeakSet();
 const PENDING: WeakMap<Request, number> = new WeakMap();
 
 /**
- * What `c.var.fetch` threw for a call none of whose attempts can have run upstream: its
- * last failed before its request left (an open circuit, a paused key, a refused
- * connection), or was refused with a 429 asking for a wait past the cap, and any before
- * it ran nothing either (see upstreamFetch).
+ * What `c.var.fetch` threw for a call that had no effect upstream, and that says the
+ * upstream is not taking it now: an open circuit or a paused key, a refused connection,
+ * or a wait past the cap (see {@link unsent}).
  */
 const UNSENT: WeakSet<object> = new WeakSet();
+
+/**
+ * Outermost in upstream()'s chain: adds to {@link UNSENT} what the call fails with, when it
+ * is such a passing refusal and the call could not have an effect: by a safe method, or
+ * none of its attempts can have run. retry() knows that of every attempt ({@link RAN}): a
+ * 503 before the last, a 429 after a 303 fetch followed (the POST ran), an attempt that
+ * may have left. Without retry() (one attempt), the refusal itself shows its attempt did
+ * not run.
+ */
+const unsent: Middleware = async function unsent(call, next) {
+  try {
+    return await next(call);
+  } catch (error) {
+    if (
+      (error instanceof CircuitOpenError ||
+        error instanceof RetryAfterTooLongError ||
+        (error as NetworkError | undefined)?.sent === 'no') &&
+      (SAFE_METHOD.test(call.method) || !call.bag.has(RAN))
+    ) {
+      UNSENT.add(error as object);
+    }
+    throw error;
+  }
+};
 
 /**
  * A middleware for `policy.fetch({ use })` (outermost, so it sees the last attempt), and
@@ -217,17 +248,13 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
   validate(policySchema, policy, 'upstream(policy)');
   const valid = validate(upstreamSchema, options, 'upstream()') ?? {};
   // policy.fetch() takes an absent option as undefined, so no spreads are needed.
-  const [attempts, ended] = attemptCounter();
   const chained = policy.fetch(undefined, {
     key: valid.key,
     onEvent: valid.onEvent,
     auth: valid.auth,
-    use: [attempts],
+    use: [unsent],
   } as PolicyFetchOptions);
   const keyOption = valid.key ?? policy.resolved.name;
-  const { idempotencyKeys, retry } = policy.resolved;
-  /** Whether retry resends calls it could not otherwise (see the catch in upstreamFetch). */
-  const resendsAny = idempotencyKeys || retry.resend === 'always';
   const throwing = valid.throwOnStatus ?? false;
   const failing = Array.isArray(throwing) ? new Set<number>(throwing) : undefined;
   const fails = (status: number): boolean =>
@@ -262,23 +289,7 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
       try {
         response = await chained(input, callInit);
       } catch (error) {
-        if (
-          (error instanceof CircuitOpenError ||
-            (error as NetworkError | undefined)?.sent === 'no' ||
-            // A 429 behind it (a wait past the cap): refused before it ran (RFC 6585 §4).
-            (error as { cause?: { status?: unknown } } | undefined)?.cause?.status === 429) &&
-          // Its attempts before the last ran nothing either when retry resent it only
-          // because they had not (a call it may not resend otherwise: no key of its own, not
-          // PUT or DELETE; under a policy that resends no such call on its own say-so), or
-          // when its method has no effect.
-          (ended.get(callInit) === 1 ||
-            !effect ||
-            !(resendsAny || new Call(input, callInit, keyOption, undefined).isIdempotent))
-        ) {
-          UNSENT.add(error as object);
-        } else if (effect) {
-          REACHED.add(raw);
-        }
+        if (effect && !UNSENT.has(error as object)) REACHED.add(raw);
         throw incoming.aborted && error === incoming.reason ? abortError(error) : error;
       } finally {
         if (effect) PENDING.set(raw, (PENDING.get(raw) as number) - 1);
@@ -386,7 +397,10 @@ function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Re
  *
  * For a keyed request under `idempotency()`, the answer for a `c.var.fetch` call that
  * never left (an open circuit or a paused key, a refused connection: 503, 502) or that
- * the upstream refused with a 429 asking for a wait past the cap (503) says
+ * the upstream refused unrun asking for a wait past the cap (503: a 429 or 408, or
+ * `x-should-retry: true`; not one fetch reached through a redirect, for a POST answered
+ * 303 See Other ran), none of whose attempts before can have run (the policy's retries
+ * know; a call by GET, HEAD, OPTIONS or TRACE has no effect to run twice), says
  * `x-should-retry: true` unless another call of the same request, by a method other
  * than GET, HEAD, OPTIONS or TRACE, got an answer, may have been sent, or is still on its
  * way (made at the same time, as with `Promise.all`): `idempotency()`
@@ -424,8 +438,8 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
       const response = breakwaterProblem(err, capMs, Date.now());
       if (response !== undefined) {
         // A keyed request under idempotency() whose upstream call never left (an open
-        // circuit, a refused connection) or was refused (a 429), none of whose calls before
-        // it can have had an effect upstream: this answer is a passing state, not the
+        // circuit, a refused connection) or was refused unrun (a 429), none of whose calls
+        // can have had an effect upstream (see unsent): this answer is a passing state, not the
         // request's outcome. Stored, it was replayed to every retry with the key for the
         // record's 24 h, though it says "retry in N s"; `x-should-retry: true` has
         // idempotency() free the key instead, so the retry runs the handler anew. Stripe
