@@ -67,16 +67,18 @@ const MIN_SECRET_CHARS = 8;
  * base64-encoded (without its padding). A custom fetch's or middleware's error that quotes a
  * bare `x-api-key` (an HTTP client's `config.headers`) is no shape redactText() knows. Longest
  * first: a credential that holds another is hidden whole. A cookie's name of 8 characters or
- * more is hidden too. Failure bodies get hideSent()'s fuller search (status.ts: escapes,
- * base64 at any offset, Basic decoded, random-looking query values); this stays small, for
- * the smallest client.
+ * more is hidden too; a plain word (`language`, `consent=rejected`) is not. Failure bodies get
+ * hideSent()'s fuller search (status.ts: escapes, base64 at any offset, Basic decoded,
+ * random-looking query values); this stays small, for the smallest client.
  */
 function hideCredentials(call: Call): (text: string) => string {
   const secrets: string[] = [];
   const named = call.bag.get(CREDENTIAL_HEADER) as Set<string> | undefined;
   for (const name of [...SECRET_HEADERS, ...(named ?? [])]) {
     const value = call.header(name) ?? '';
-    secrets.push(value.trim(), ...value.split(/[\s;,="]+/));
+    // A word of small letters, a capital first at most, is no credential's (a cookie's name, its
+    // `consent=rejected`, Digest's `response=`): hidden, it took the same word from the prose.
+    secrets.push(value.trim(), ...value.split(/[\s;,="]+/).filter((word) => !/^[A-Z]?[a-z_-]*$/.test(word)));
   }
   try {
     for (const [name, value] of call.url.searchParams) if (SECRET_QUERY_NAME.test(name)) secrets.push(value);

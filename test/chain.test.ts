@@ -834,3 +834,28 @@ test('what a custom fetch or a middleware throws shows no credential of the call
     assert.ok(shown.includes('(theme dark)'), `${shape}: what is no credential is kept: ${shown}`);
   }
 });
+
+test('what a middleware throws keeps the plain words its prose shares with a cookie’s name or value, and still hides the session id', async () => {
+  // Every word of 8 characters or more of a credential header was hidden wherever the error
+  // said it: a cookie `language=english; consent=rejected` took "language" and "rejected".
+  const sid = 's3ss10nId0042abcdef';
+  const fetch = createFetch({
+    fetch: async () => new Response('ok'),
+    use: [
+      async function broken() {
+        throw new Error(`request rejected: language unsupported for session ${sid}`);
+      },
+    ],
+  });
+  const error = await fetch('http://127.0.0.1:9/v1', {
+    headers: { cookie: `language=english; consent=rejected; sid=${sid}` },
+  }).then(
+    () => assert.fail('the call succeeded'),
+    (caught: unknown) => caught,
+  );
+  assert.ok(error instanceof BreakwaterError && error.code === 'MIDDLEWARE_FAILED', String(error));
+  assert.equal(
+    error.message,
+    'middleware "broken" threw: request rejected: language unsupported for session [redacted]',
+  );
+});
