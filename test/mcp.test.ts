@@ -42,7 +42,7 @@ import { definePolicy, type PolicyConfig } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { assertBrokenAnswer } from './helpers/broken-answer.ts';
 import { FLOOD_BYTES, flood } from './helpers/flood.ts';
-import { collector } from './helpers/gc.ts';
+import { collector, heapGrowth } from './helpers/gc.ts';
 import { answeringPosts, type FetchApp, withApp } from './helpers/hono-server.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
 import { allowSlowTests } from './helpers/slow-tests.ts';
@@ -1333,14 +1333,6 @@ test('mcpFetch: requests that each pass an AbortSignal.any() of a signal that ne
   // Bun too, for AbortSignal.any() and AbortSignal.timeout()): a listener left on a fetch
   // wrapper's per-request signal kept that signal, and its followers, for good.
   const calls = 12_000;
-  const collect = collector();
-  // Four collections, a task apart (see the resilientMcpClient test of 20,000 tool calls).
-  const gc = async (): Promise<void> => {
-    for (let i = 0; i < 4; i++) {
-      collect();
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  };
   // Answered in process: the listeners under test are mcpFetch's own, and 12,000
   // requests over loopback took 18 s of the suite on Node.
   const answer: FetchLike = async () =>
@@ -1354,12 +1346,7 @@ test('mcpFetch: requests that each pass an AbortSignal.any() of a signal that ne
       await fetch('http://127.0.0.1:9/mcp', { ...init, body, signal: AbortSignal.any([long.signal]) })
     ).text();
   };
-  for (let i = 0; i < 500; i++) await call();
-  await gc();
-  const before = process.memoryUsage().heapUsed;
-  for (let i = 0; i < calls; i++) await call();
-  await gc();
-  const grew = process.memoryUsage().heapUsed - before;
+  const grew = await heapGrowth(call, calls);
   assert.ok(grew < 4_000_000, `heapUsed grew ${(grew / 1e6).toFixed(2)} MB over ${calls} calls`);
 });
 
@@ -1374,24 +1361,8 @@ async function answerAll(_input: unknown, init?: RequestInit): Promise<Response>
  * Calls `add` 1,000 times on `client` (an in-process server: 20,000 calls over loopback
  * take half a minute), then 20,000 more: in bytes, how much the heap grew over those.
  */
-async function heapGrowthOf20kCalls(client: Client): Promise<number> {
-  const gc = collector();
-  // Four collections, a task apart: a WeakRef keeps its target to the end of the task
-  // that made it (these calls are answered in process, all in one task), and a follower's
-  // entry, with its signal's listener, goes in a FinalizationRegistry callback, which runs
-  // only after a collection found it dead: what the entry held goes at a later one.
-  const settle = async () => {
-    for (let i = 0; i < 4; i++) {
-      gc();
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  };
-  for (let i = 0; i < 1000; i++) await client.callTool({ name: 'add', arguments: {} });
-  await settle();
-  const before = process.memoryUsage().heapUsed;
-  for (let i = 0; i < 20_000; i++) await client.callTool({ name: 'add', arguments: {} });
-  await settle();
-  return process.memoryUsage().heapUsed - before;
+function heapGrowthOf20kCalls(client: Client): Promise<number> {
+  return heapGrowth(() => client.callTool({ name: 'add', arguments: {} }), 20_000, { warm: 1000 });
 }
 
 test('resilientMcpClient: 20,000 tool calls in one session keep memory flat: the session-long signal keeps no call’s own abort', async () => {

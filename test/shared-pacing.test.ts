@@ -194,27 +194,28 @@ test('a store that hangs holds one call for at most a second, and the calls afte
   });
 });
 
+/** A store whose first read is lost (it never settles), the ones after it answered; and how many reads came. */
+function losingFirstRead(store: Store): [Store, () => number] {
+  let reads = 0;
+  return [{ ...store, get: (key) => (++reads === 1 ? new Promise(() => {}) : store.get(key)) }, () => reads];
+}
+
 test('a read left unanswered is read again 10 s later, so one lost read does not leave the key unshared for good', async () => {
   let clock = Date.now();
-  let reads = 0;
   const store = memoryStore();
-  // The first read is lost (it never settles); the ones after it are answered.
-  const losing: Store = {
-    ...store,
-    get: (key) => (++reads === 1 ? new Promise(() => {}) : store.get(key)),
-  };
+  const [losing, reads] = losingFirstRead(store);
   await withServer(timed([], { status: 200 }), async (server) => {
     const a = worker(losing, { now: () => clock });
     assert.equal(await send(a.fetch, server.origin), 200);
-    assert.equal(reads, 1);
+    assert.equal(reads(), 1);
     // Another worker is told to wait meanwhile.
     await store.set(ENTRY, { untilMs: clock + 60_000, waitable: false });
     clock += 9_000;
     assert.equal(await send(a.fetch, server.origin), 200);
-    assert.equal(reads, 1, 'within 10 s of the lost read, calls go without reading');
+    assert.equal(reads(), 1, 'within 10 s of the lost read, calls go without reading');
     clock += 1_000;
     await assert.rejects(send(a.fetch, server.origin), /a client sharing its store was asked to wait/);
-    assert.equal(reads, 2);
+    assert.equal(reads(), 2);
     assert.equal(server.requests.length, 2);
   });
 });
@@ -639,12 +640,8 @@ test('a read answered only after its second is given up on all the same: the cal
 
 test('a read left unanswered is read again at once after the clock steps back, not once it has caught up', async () => {
   let clock = Date.now();
-  let reads = 0;
   const store = memoryStore();
-  const losing: Store = {
-    ...store,
-    get: (key) => (++reads === 1 ? new Promise(() => {}) : store.get(key)),
-  };
+  const [losing, reads] = losingFirstRead(store);
   await withServer(timed([], { status: 200 }), async (server) => {
     const a = worker(losing, { now: () => clock });
     assert.equal(await send(a.fetch, server.origin), 200);
@@ -652,7 +649,7 @@ test('a read left unanswered is read again at once after the clock steps back, n
     clock -= 3_600_000;
     await store.set(ENTRY, { untilMs: clock + 60_000, waitable: false });
     await assert.rejects(send(a.fetch, server.origin), /a client sharing its store was asked to wait/);
-    assert.equal(reads, 2);
+    assert.equal(reads(), 2);
     assert.equal(server.requests.length, 1);
   });
 });

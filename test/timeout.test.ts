@@ -10,7 +10,7 @@ import { createFetch } from '../src/chain.ts';
 import { TimeoutError } from '../src/errors.ts';
 import { retry } from '../src/retry.ts';
 import { type TimeoutOptions, timeout } from '../src/timeout.ts';
-import { collector } from './helpers/gc.ts';
+import { collector, heapGrowth } from './helpers/gc.ts';
 import { always, sequence, withServer } from './helpers/server.ts';
 import { allowSlowTests } from './helpers/slow-tests.ts';
 
@@ -337,25 +337,12 @@ test('calls that each pass an AbortSignal.any() of a signal that never aborts ke
   // calls take a second or two where 12,000 loopback requests took 13 s, with less garbage
   // in the measure (unfixed: Node 25.7 MB, Deno 17.9; fixed: 0.9 and 3.0).
   const calls = 12_000;
-  const collect = collector();
-  // A task apart: a FinalizationRegistry callback runs only after a collection found its target dead.
-  const gc = async (): Promise<void> => {
-    for (let i = 0; i < 3; i++) {
-      collect();
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-  };
   const fetch = createFetch({ fetch: async () => new Response('ok'), use: [timeout({ attemptMs: 5000 })] });
   const long = new AbortController();
   const call = async (): Promise<void> => {
     await (await fetch('http://127.0.0.1:9/x', { signal: AbortSignal.any([long.signal]) })).text();
   };
-  for (let i = 0; i < 500; i++) await call();
-  await gc();
-  const before = process.memoryUsage().heapUsed;
-  for (let i = 0; i < calls; i++) await call();
-  await gc();
-  const grew = process.memoryUsage().heapUsed - before;
+  const grew = await heapGrowth(call, calls, { rounds: 3 });
   // The leak kept about 1.6 KB a call over loopback (19 MB here); a loaded machine's
   // noise reached 5.5 MB there, and 9.0 MB once in a fresh-clone CI run.
   assert.ok(grew < 12_000_000, `heapUsed grew ${(grew / 1e6).toFixed(2)} MB over ${calls} calls`);
