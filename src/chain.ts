@@ -24,6 +24,7 @@ import {
   type MarkedCall,
   type Middleware,
   type Next,
+  RAN,
 } from './call.ts';
 import { BreakwaterError, isAbort, type RequestSummary, requestSummary } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
@@ -166,6 +167,10 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       if (Object(typed) === typed) passedThrough.add(typed as object);
       throw typed;
     }
+    // Marked here, not only read by retry() from the answer: a middleware between them that
+    // rebuilds it (`new Response(body, response)`) says `redirected: false`, and a POST
+    // fetch followed a 303 for ran, whatever the GET after it was answered (a 429).
+    if (response.redirected) call.bag.set(RAN, 1);
     // A fetch that ignores the signal answers a caller who already left: as fetch would,
     // the call ends with the abort's reason, and the answer (nobody's) is let go.
     if (signal?.aborted) {

@@ -235,9 +235,11 @@ async function bufferBody(call: Call, cap: number): Promise<void> {
  *
  * An answer fetch reached through a redirect counts as run, whatever its status: a POST
  * answered 303 See Other ran, and the 429 of the GET fetch sent after it proves nothing of
- * it. retry() knows a redirect only by the answer's `redirected`: a middleware below it (or
- * a custom `fetch`) that rebuilds the answer (`new Response(body, response)`) must keep it,
- * as breakwater's own layers do, or such a POST is resent when its GET met a 429.
+ * it. The chain's end marks such an answer in the call's bag as fetch gave it, and retry()
+ * reads the mark, so a middleware below retry() that rebuilds the answer
+ * (`new Response(body, response)`, whose `redirected` is false) hides no redirect. A custom
+ * `fetch` under the chain that rebuilds fetch's answers must keep `redirected` itself, or
+ * such a POST is resent when its GET met a 429.
  *
  * @example
  * ```ts
@@ -370,7 +372,9 @@ export function retry(options: RetryOptions = {}): Retry {
       // call's, not its last pass's, and upstream() reads it to tell whether an error's call
       // ran. A redirected answer speaks for the last request only: fetch makes a POST
       // answered 303 a GET, whose 429 says nothing of the POST, which ran. Only that answer
-      // is seen, so any redirect counts (as in auth()).
+      // is seen, so any redirect counts (as in auth()). The chain's end marks fetch's own
+      // redirects (a layer between may rebuild the answer); this sees the answers auth()
+      // marks after following redirects itself.
       if (!verdict.notRun || (outcome as { response?: Response }).response?.redirected) call.bag.set(RAN, 1);
       if (verdict.kind === 'cancelled') return settle(outcome);
       // A pass that ended (a timeout above, the caller's abort) while its attempt ran: what

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { inspect } from 'node:util';
+import { RAN } from '../src/call.ts';
 import {
   BreakwaterError,
   backoff,
@@ -857,5 +858,30 @@ test('what a middleware throws keeps the plain words its prose shares with a coo
   assert.equal(
     error.message,
     'middleware "broken" threw: request rejected: language unsupported for session [redacted]',
+  );
+});
+
+test('the chain’s end marks a call whose answer fetch reached through a redirect as may-have-run (RAN), and no other', async () => {
+  // A middleware below retry() may rebuild the answer (`new Response(body, response)` says
+  // redirected: false): retry() reads the mark the chain's end set from fetch's own answer.
+  await withServer(
+    (req) => (req.url === '/orders' ? { status: 303, headers: { location: '/orders/1' } } : { body: 'ok' }),
+    async (server) => {
+      const marked: string[] = [];
+      const fetch = createFetch({
+        use: [
+          async function read(call, next) {
+            const response = await next(call);
+            marked.push(`${call.url.pathname} ${call.bag.has(RAN)}`);
+            return response;
+          },
+        ],
+      });
+      for (const path of ['/orders', '/orders/1']) {
+        const response = await fetch(`${server.origin}${path}`, { method: 'POST', body: 'order' });
+        await response.body?.cancel();
+      }
+      assert.deepEqual(marked, ['/orders true', '/orders/1 false']);
+    },
   );
 });

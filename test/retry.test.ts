@@ -1476,6 +1476,42 @@ test('a POST whose redirect (303 See Other) led to a 429 is not resent: the POST
   );
 });
 
+for (const resend of ['safe', 'never'] as const) {
+  test(`a POST whose 303 led to a 429 is not resent (resend: '${resend}') when a middleware between retry() and the fetch rebuilds the answer, which then says redirected: false`, async () => {
+    // A logger or body wrapper of the user's own below retry(): `new Response(body, response)`
+    // keeps status and headers, not `redirected`. retry() read the redirect off the answer
+    // only, so it took the 429 for the POST's own and placed the order again.
+    await withServer(
+      (req) =>
+        req.method === 'POST'
+          ? { status: 303, headers: { location: '/orders/1' } }
+          : { status: 429, headers: { 'retry-after-ms': '10' } },
+      async (server) => {
+        const why: string[] = [];
+        const rebuild: Middleware = async function rebuild(call, next) {
+          const response = await next(call);
+          return new Response(response.body, response);
+        };
+        const fetch = createFetch({
+          use: [retry({ backoff: fast, resend }), rebuild],
+          onEvent: (event) => {
+            if (event.type === 'give-up') why.push(event.why);
+          },
+        });
+        const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
+        await response.body?.cancel();
+        assert.equal(response.status, 429);
+        assert.equal(response.redirected, false, 'the answer as the middleware rebuilt it');
+        assert.deepEqual(
+          server.requests.map((r) => `${r.method} ${r.url}`),
+          ['POST /orders', 'GET /orders/1'],
+        );
+        assert.deepEqual(why, ['unsafe-to-resend']);
+      },
+    );
+  });
+}
+
 test('a GET redirected to a 429 is still resent: repeating it is harmless', async () => {
   await withServer(
     (req, index) =>
