@@ -1496,3 +1496,65 @@ test("a POST whose only attempt met the upstream's own 503 asking for a wait too
     });
   }
 });
+
+/** Policies that resend a POST the client could not (its own key, or resend: 'always'), with short waits. */
+const resendingPolicies: [string, Parameters<typeof definePolicy>[0]][] = [
+  ['keys', { idempotencyKeys: true, breaker: false }],
+  ['always', { retry: { resend: 'always' }, breaker: false }],
+];
+
+test('a POST the policy resent only on its own Idempotency-Key or resend: always, every attempt of which met a refused connection, says x-should-retry: true: none of them reached the upstream', async () => {
+  // The attempt count alone said "resent, so an earlier attempt may have run it", and the
+  // client was told not to resend a POST the upstream never got.
+  const port = await closedPort();
+  for (const [name, config] of resendingPolicies) {
+    const policy = definePolicy({
+      ...config,
+      name: 'orders',
+      retry: {
+        ...(config.retry as object),
+        attempts: 3,
+        replayBodyBytes: 1024,
+        backoff: { initialMs: 5, maxMs: 5, jitter: 'none' },
+      },
+    });
+    const attempts: number[] = [];
+    const app = proxyApp(`http://127.0.0.1:${port}`, policy, {
+      onEvent: (event) => {
+        if (event.type === 'attempt') attempts.push(event.attempt);
+      },
+    });
+    await withApp(app, async (server) => {
+      const res = await fetch(`${server.origin}/api/orders`, { method: 'POST', body: '{"item":"tea"}' });
+      assert.equal(res.status, 502, name);
+      await res.body?.cancel();
+      assert.deepEqual(attempts, [1, 2, 3], `${name}: the policy resent it`);
+      assert.equal(res.headers.get('x-should-retry'), 'true', name);
+    });
+  }
+});
+
+test('a POST the policy resent only on its own Idempotency-Key or resend: always after a 429, whose resend met a 429 asking for a wait too long, says x-should-retry: true: a 429 is refused before it runs (RFC 6585 §4)', async () => {
+  for (const [name, config] of resendingPolicies) {
+    await withServer(
+      sequence(
+        { status: 429, headers: { 'retry-after-ms': '5' } },
+        { status: 429, headers: { 'retry-after': '3600' } },
+      ),
+      async (up) => {
+        const policy = definePolicy({
+          ...config,
+          name: 'orders',
+          retry: { ...(config.retry as object), maxRetryAfterMs: 1000, replayBodyBytes: 1024 },
+        });
+        await withApp(proxyApp(up.origin, policy), async (server) => {
+          const res = await fetch(`${server.origin}/api/orders`, { method: 'POST', body: '{"item":"tea"}' });
+          assert.equal(res.status, 503, name);
+          assert.equal((await res.json()).code, 'RETRY_AFTER_TOO_LONG', name);
+          assert.equal(res.headers.get('x-should-retry'), 'true', name);
+        });
+        assert.equal(up.requests.length, 2, `${name}: the policy resent it once`);
+      },
+    );
+  }
+});

@@ -14,14 +14,7 @@ import * as z from 'zod/mini';
 import type { AuthOptions } from '../../src/auth.ts';
 import { Call, type FetchLike, type KeyOption } from '../../src/call.ts';
 import { isRetryableStatus } from '../../src/classify.ts';
-import {
-  BreakwaterError,
-  CircuitOpenError,
-  isAbort,
-  type NetworkError,
-  RetryAfterTooLongError,
-  TimeoutError,
-} from '../../src/errors.ts';
+import { BreakwaterError, isAbort, type NetworkError, TimeoutError } from '../../src/errors.ts';
 import type { BreakwaterEvent } from '../../src/events.ts';
 import {
   authOptionSchema,
@@ -34,7 +27,7 @@ import {
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { MAX_DELAY_MS, retryDelay } from '../../src/timing.ts';
 import { exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
-import { attemptCounter, errorResponses, RUN_TO_END } from './upstream.ts';
+import { errorResponses, mayHaveRun, RUN_TO_END, refusal, sortFailures } from './upstream.ts';
 
 /**
  * The incoming `Host` is not forwarded: the upstream's comes from its URL (the incoming
@@ -265,7 +258,10 @@ const targetSchema = z.custom<ProxyTarget>(
  *   the request reached the upstream (an open circuit's 503, a refused connection's 502)
  *   says `x-should-retry: true`, as one to a wait too long to wait out (a 503 with
  *   `Retry-After`, for a request the policy would have resent), so an `idempotency()` in
- *   front frees the key for its resend.
+ *   front frees the key for its resend. Not when a pass of such a request may have run
+ *   upstream (the policy resent it after a 503, on its own `Idempotency-Key` or
+ *   `resend: 'always'`): that answer says `x-should-retry: false`. Passes that ran nothing
+ *   (refused connections, 429s) count for nothing.
  * - Each forwarded request carries this proxy's `Via` entry; a request that comes
  *   back with it (a target that resolves to this server) gets a 508 problem instead
  *   of being forwarded again.
@@ -316,18 +312,13 @@ const targetSchema = z.custom<ProxyTarget>(
 export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHandler {
   validate(targetSchema, target, 'proxy(target)');
   const valid = validate(optionsSchema, options, 'proxy()');
-  const {
-    retry: { maxRetryAfterMs, statuses, resend },
-    idempotencyKeys,
-  } = valid.policy.resolved;
-  /** The attempt each forwarded request ended on, by the init it went with (see the catch below). */
-  const [attempts, ended] = attemptCounter();
+  const { maxRetryAfterMs, statuses } = valid.policy.resolved.retry;
   // policy.fetch() takes an absent option as undefined, so no spreads are needed.
   const chained: FetchLike = valid.policy.fetch(undefined, {
     key: valid.key,
     onEvent: valid.onEvent,
     auth: valid.auth,
-    use: [attempts],
+    use: [sortFailures],
   } as PolicyFetchOptions);
   const capMs = valid.maxRetryAfterMs ?? maxRetryAfterMs;
   const respond = errorResponses({ policy: valid.policy, maxRetryAfterMs: capMs });
@@ -358,8 +349,6 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     let accepted = ACCEPT_ENCODING;
     /** Whether a resend of what was forwarded could run it twice: no idempotent method, no Idempotency-Key. */
     let once = false;
-    /** The init it was forwarded with (see `ended`). */
-    let forwarded: RequestInit | undefined;
     /**
      * Whether the upstream failed (its fetch threw, or its answer broke in the bytes read
      * here before passing it on), not an app's code.
@@ -399,7 +388,6 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         redirect: 'manual',
       };
       once = !new Call(request.url, init, undefined, undefined).isIdempotent;
-      forwarded = init;
       let body = request.body;
       // @hono/node-server gives every request but GET and HEAD a body stream, even one that
       // came with none (RFC 9112 §6.3: no Content-Length nor Transfer-Encoding, or a length
@@ -556,21 +544,16 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         // a timeout): the 502 / 504 is retryable to the OpenAI and Anthropic SDKs on any
         // method, and a resend would run it again. Its Idempotency-Key, if forwarded, is the
         // client's: resends dedupe.
-        // Not so for a request the client could not resend that the policy resent on its own
-        // Idempotency-Key (a new one for the client's resend) or `resend: 'always'`: an
-        // earlier attempt (a 503) may have run it, and so may the last one when its wait too long
-        // was the upstream's own answer but a 429's (RFC 6585 §4: refused before it ran).
-        const maybe =
-          once &&
-          (idempotencyKeys || resend === 'always') &&
-          ((ended.get(forwarded as object) as number) > 1 ||
-            (error instanceof RetryAfterTooLongError &&
-              (error.cause as { status?: unknown } | undefined)?.status !== 429));
+        // Not so for a request the client could not resend a pass of which may have run, as
+        // retry() knows of each (see sortFailures): the policy resent it on its own
+        // Idempotency-Key (a new one for the client's resend) or `resend: 'always'` after a
+        // 503, or its last pass's wait too long was a 503's (a 429 is refused before it ran,
+        // RFC 6585 §4). Passes that all ran nothing (refused connections, 429s) leave it safe.
+        const ran = once && mayHaveRun(error);
         const verdict =
-          !maybe &&
-          (error instanceof CircuitOpenError || error instanceof RetryAfterTooLongError || sent === 'no')
+          !ran && refusal(error)
             ? 'true'
-            : once && (maybe || error instanceof TimeoutError || sent === 'maybe') && 'false';
+            : once && (ran || error instanceof TimeoutError || sent === 'maybe') && 'false';
         if (verdict) response.headers.set('x-should-retry', verdict);
         return response;
       }

@@ -75,53 +75,52 @@ const PENDING: WeakMap<Request, number> = new WeakMap();
 /**
  * What `c.var.fetch` threw for a call that had no effect upstream, and that says the
  * upstream is not taking it now: an open circuit or a paused key, a refused connection,
- * or a wait past the cap (see {@link unsent}).
+ * or a wait past the cap (see {@link sortFailures}).
  */
 const UNSENT: WeakSet<object> = new WeakSet();
 
+/** What a call through upstream()'s or proxy()'s chain threw after a pass of it may have run upstream (see {@link sortFailures}). */
+const RAN_FAILURES: WeakSet<object> = new WeakSet();
+
 /**
- * Outermost in upstream()'s chain: adds to {@link UNSENT} what the call fails with, when it
- * is such a passing refusal and the call could not have an effect: by a safe method, or
- * none of its attempts can have run. retry() knows that of every attempt ({@link RAN}): a
- * 503 before the last, a 429 after a 303 fetch followed (the POST ran), an attempt that
- * may have left. Without retry() (one attempt), the refusal itself shows its attempt did
- * not run.
+ * Whether `error` says the upstream is not taking a call now: an open circuit or a paused
+ * key, a refused connection, a wait past the cap (a 429's, or a 503's that may have run it:
+ * see {@link mayHaveRun}).
  */
-const unsent: Middleware = async function unsent(call, next) {
+export function refusal(error: unknown): boolean {
+  return (
+    error instanceof CircuitOpenError ||
+    error instanceof RetryAfterTooLongError ||
+    (error as NetworkError | undefined)?.sent === 'no'
+  );
+}
+
+/**
+ * Outermost in upstream()'s and proxy()'s chains: sorts what a call fails with by what
+ * retry() knew of its passes ({@link RAN}: a 503 before the last, a 429 after a 303 fetch
+ * followed (the POST ran), an attempt that may have left). Into {@link RAN_FAILURES} when a
+ * pass may have run it; into {@link UNSENT} when it is a {@link refusal} and the call could
+ * not have an effect: by a safe method, or none of its passes can have run. Without retry()
+ * (one attempt), the refusal itself shows its attempt did not run.
+ */
+export const sortFailures: Middleware = async function sortFailures(call, next) {
   try {
     return await next(call);
   } catch (error) {
-    if (
-      (error instanceof CircuitOpenError ||
-        error instanceof RetryAfterTooLongError ||
-        (error as NetworkError | undefined)?.sent === 'no') &&
-      (SAFE_METHOD.test(call.method) || !call.bag.has(RAN))
-    ) {
-      UNSENT.add(error as object);
-    }
+    const ran = call.bag.has(RAN);
+    // A thrown primitive (a string abort reason) cannot be remembered: it is no refusal.
+    if (ran && Object(error) === error) RAN_FAILURES.add(error as object);
+    if (refusal(error) && (SAFE_METHOD.test(call.method) || !ran)) UNSENT.add(error as object);
     throw error;
   }
 };
 
 /**
- * A middleware for `policy.fetch({ use })` (outermost, so it sees the last attempt), and
- * what it records: the attempt each call ended on, by the init the call was made with.
- * An init is made per call, so it names one.
+ * Whether a call through a chain with {@link sortFailures} outermost failed with `error`
+ * after a pass of it may have run upstream: a resend of the call may run it twice.
  */
-export function attemptCounter(): [Middleware, WeakMap<object, number>] {
-  const ended = new WeakMap<object, number>();
-  return [
-    async function attempts(call, next) {
-      // As the call came: a middleware inside may give it another init (a header added).
-      const init = call.init as object;
-      try {
-        return await next(call);
-      } finally {
-        ended.set(init, call.attempt);
-      }
-    },
-    ended,
-  ];
+export function mayHaveRun(error: unknown): boolean {
+  return RAN_FAILURES.has(error as object);
 }
 
 /** What `upstream()` puts on the context: `c.var.fetch`. */
@@ -252,7 +251,7 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
     key: valid.key,
     onEvent: valid.onEvent,
     auth: valid.auth,
-    use: [unsent],
+    use: [sortFailures],
   } as PolicyFetchOptions);
   const keyOption = valid.key ?? policy.resolved.name;
   const throwing = valid.throwOnStatus ?? false;
@@ -439,7 +438,7 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
       if (response !== undefined) {
         // A keyed request under idempotency() whose upstream call never left (an open
         // circuit, a refused connection) or was refused unrun (a 429), none of whose calls
-        // can have had an effect upstream (see unsent): this answer is a passing state, not the
+        // can have had an effect upstream (see sortFailures): this answer is a passing state, not the
         // request's outcome. Stored, it was replayed to every retry with the key for the
         // record's 24 h, though it says "retry in N s"; `x-should-retry: true` has
         // idempotency() free the key instead, so the retry runs the handler anew. Stripe
