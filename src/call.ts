@@ -76,14 +76,16 @@ export const CREDENTIAL_HEADER: unique symbol = Symbol();
 export const STAMPED: unique symbol = Symbol();
 
 /**
- * Set in the call's bag by `retry()` once a pass of the call may have run the operation
- * upstream: it was answered with a status that does not show otherwise (a 503, not a 429),
- * failed after its request may have left, or was redirected (fetch follows a POST's 303
- * with a GET, whose 429 says nothing of the POST, which ran). Never taken back: after a
- * 503, a later 429 proves only its own pass unrun. Absent, no pass retry saw can have run
- * it (each was refused, or never left): `upstream()` then lets `errorResponses()` free the
- * client's idempotency key. A layer between retry and the fetch that rebuilds the answer
- * must keep `redirected` (a `new Response()` says `false`), or a redirect goes unseen.
+ * Set in the call's bag once a pass of the call may have run the operation upstream: by
+ * `retry()` when a pass was answered with a status that does not show otherwise (a 503, not
+ * a 429), failed after its request may have left, or was redirected; and by the chain's end
+ * for any answer fetch says it reached through a redirect (fetch follows a POST's 303 with a
+ * GET, whose 429 says nothing of the POST, which ran), so a layer between retry and the
+ * fetch that rebuilds the answer (a `new Response()` says `redirected: false`) hides
+ * nothing. Never taken back: after a 503, a later 429 proves only its own pass unrun.
+ * Absent, no pass can have run it (each was refused, or never left): `upstream()` and
+ * `proxy()` then let `errorResponses()` free the client's idempotency key. A custom base
+ * fetch that rebuilds fetch's answers must keep `redirected`.
  */
 export const RAN: unique symbol = Symbol();
 
