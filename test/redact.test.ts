@@ -2196,3 +2196,19 @@ test('redactText hides a client_assertion (OAuth JWT client authentication) and 
     assertHidden(text);
   assert.match(redactText(form), /^grant_type=client_credentials&.*client_assertion=\[redacted\]$/);
 });
+
+test('redactText keeps a count of tokens a model provider quotes (max_tokens=4096, "total_tokens":"12", promptTokenCount), and hides a token of digits', () => {
+  // `token` in the name hid every count of a model's tokens: Anthropic's 400 "max_tokens: 200000 >
+  // 64000" quoted as max_tokens=[redacted], a usage block's "completion_tokens":"[redacted]".
+  for (const kept of [
+    'max_tokens=200000 is too large (limit=64000)',
+    'max_completion_tokens=4096&model=gpt-4o',
+    '{"usage":{"prompt_tokens":"12","completion_tokens":"34","total_tokens":"46"}}',
+    "{'promptTokenCount': '1200', 'totalTokenCount': '1234'}",
+    'x-ratelimit-remaining-tokens=149000 token_count=7',
+  ])
+    assert.equal(redactText(kept), kept);
+  // A credential of digits under a name that is no count's stays hidden (a one-time token).
+  for (const text of ['token=12345678', `{"access_token":"12345678901234"}`, 'otp_token=123456'])
+    assert.ok(!/\d{6}/.test(redactText(text)), `a token of digits shown: ${redactText(text)}`);
+});
