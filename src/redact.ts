@@ -58,7 +58,10 @@ const ERROR_CODE =
  * reads as an error or status code ({@link ERROR_CODE}), and for `tokens` or `token_count` /
  * `TokenCount` in it whose value is all digits: a count of a model's tokens (`max_tokens=4096`,
  * OpenAI's `"total_tokens"`, Anthropic's `"input_tokens"`, Gemini's `"promptTokenCount"`), which
- * a provider's 400 quotes with its limit; no credential is named so. `code` is OAuth's authorization code
+ * a provider's 400 quotes with its limit; no credential is named so. A value that is a URL
+ * (`"token_endpoint":"https://as.example/token"`, WWW-Authenticate's `authorization_uri="..."`)
+ * is no credential either: {@link redactText} has shown it without its userinfo and query
+ * values already, as any URL. `code` is OAuth's authorization code
  * (RFC 6749 §4.1.2: the redirect's query; §4.1.3: the token request's form body), and with
  * a word before it other one-time credentials (`device_code`, RFC 8628 §3.2; an OTP's
  * `mfa_code`); but `code=500`, `status_code=404`, `error_code=E42` and OpenAI's `"code":
@@ -70,7 +73,10 @@ const ERROR_CODE =
  */
 function isSecretField(name: string, value: string): boolean {
   const counted = /^\d+$/.test(value) ? name.replace(/tokens|token_?count/gi, '') : name;
-  return SECRET_QUERY_NAME.test(ERROR_CODE.test(value) ? counted.replace(/code/gi, '') : counted);
+  return (
+    !/^[a-z][\w+.-]*:\/\/\S*$/i.test(value) &&
+    SECRET_QUERY_NAME.test(ERROR_CODE.test(value) ? counted.replace(/code/gi, '') : counted)
+  );
 }
 
 /**

@@ -2212,3 +2212,23 @@ test('redactText keeps a count of tokens a model provider quotes (max_tokens=409
   for (const text of ['token=12345678', `{"access_token":"12345678901234"}`, 'otp_token=123456'])
     assert.ok(!/\d{6}/.test(redactText(text)), `a token of digits shown: ${redactText(text)}`);
 });
+
+test('redactText shows a URL under a credential-named field (an OAuth server’s token_endpoint, WWW-Authenticate’s authorization_uri) as any URL: without its userinfo and query values', () => {
+  // A name holding "token" or "auth" hid the whole URL: an authorization server's metadata
+  // quoted in an MCP client's error, or a 401's challenge, lost the endpoints it names.
+  for (const kept of [
+    '{"issuer":"https://as.example","authorization_endpoint":"https://as.example/authorize","token_endpoint":"https://as.example/token"}',
+    'WWW-Authenticate: Bearer authorization_uri="https://as.example/authorize", error="invalid_token"',
+    "{'jwks_uri': 'https://as.example/jwks', 'registration_endpoint': 'https://as.example/register'}",
+    'token_url=https://as.example/token',
+    JSON.stringify({ body: JSON.stringify({ token_endpoint: 'https://as.example/token' }) }),
+  ])
+    assert.equal(redactText(kept), kept);
+  assert.equal(
+    redactText(`{"token_endpoint":"https://as:${MARK}@as.example/token?client_secret=${MARK}"}`),
+    `{"token_endpoint":"https://as.example/token?client_secret=${REDACTED}"}`,
+  );
+  // A value that only starts as a URL is no URL.
+  for (const text of [`{"password":"https://${MARK} two"}`, `{"token":"https%3A%2F%2F${MARK}"}`])
+    assertHidden(text);
+});
