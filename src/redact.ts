@@ -390,7 +390,9 @@ function hideJsonFields(text: string): string {
  * framework's `Token`) and Discord's `Bot <token>`. {@link redactText} keeps a word of small
  * letters, a capital first at most (`Bearer token required`, `Bearer realm="api"`,
  * `resource_metadata=`, `token expired`): it says what is missing; a base64 Basic
- * credential has capitals inside. Linear time: a match starts only at the scheme's name.
+ * credential has capitals inside. It keeps a number of up to 5 digits too (V8's `Unexpected
+ * token 1 in JSON`, `bot 42`): shorter than an OTP (RFC 4226 §5.3), it is no credential.
+ * Linear time: a match starts only at the scheme's name.
  */
 const SCHEME_CREDENTIAL = /(\b(?:bearer|basic|dpop|token|bot)\s+)([\w~+/.-]+=*)/gi;
 
@@ -695,7 +697,7 @@ export function redactText(text: string, escapes = true): string {
     .replace(RELATIVE_PATH_TOKEN, `$1${REDACTED}`)
     .replace(REFUSED_HEADER_VALUE, `$1${REDACTED}`)
     .replace(SCHEME_CREDENTIAL, (said, scheme: string, credential: string) =>
-      /^[A-Z]?[a-z_-]*=*$/.test(credential) ? said : scheme + REDACTED,
+      /^(?:[A-Z]?[a-z_-]*=*|\d{1,5})$/.test(credential) ? said : scheme + REDACTED,
     )
     .replace(FORM_PAIR, (pair, name: string, value: string) =>
       isSecretField(name, value) ? `${name}=${REDACTED}` : pair,

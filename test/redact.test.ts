@@ -2232,3 +2232,19 @@ test('redactText shows a URL under a credential-named field (an OAuth server’s
   for (const text of [`{"password":"https://${MARK} two"}`, `{"token":"https%3A%2F%2F${MARK}"}`])
     assertHidden(text);
 });
+
+test('redactText keeps a number of up to 5 digits after a scheme’s name ("Unexpected token 1 in JSON", "bot 42"), and hides a longer one', () => {
+  // Any word after "token" or "bot" but one of small letters was read as a credential: V8's
+  // JSON.parse error (Node 20) said "Unexpected token [redacted] in JSON at position 0".
+  for (const kept of [
+    'Unexpected token 1 in JSON at position 0',
+    'bot 42 stopped; token 12345 of 20000',
+    'Bearer 0',
+  ])
+    assert.equal(redactText(kept), kept);
+  for (const [text, shown] of [
+    ['Authorization: Token 123456', `Authorization: Token ${REDACTED}`],
+    ['Bot 1234567890.abc', `Bot ${REDACTED}`],
+  ])
+    assert.equal(redactText(text as string), shown);
+});
