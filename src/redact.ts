@@ -342,14 +342,22 @@ const FORM_PAIR = /\b(\w+)=((?:[^\s"'()<>&\\]|\\(?!u0026))*[^\s"'()<>&,.;:?`\\}]
  * quoting a token answer or request (`{"refresh_token":"...","client_secret":"..."}`,
  * `"access_token": "..."`), also escaped once more (`{\"client_secret\":\"...\"}`: JSON kept
  * as a string and stringified again), or in single quotes (Python's `str()` of a dict:
- * `{'access_token': '...'}`); or a quoted value after a word and `=` (a Python repr's
- * `Config(api_key='...')`, logfmt's `password="..."`), whose value {@link FORM_PAIR} cannot
- * read past its quote. The name is letters, digits, `_` and `-` (`"x-api-key"`) in quotes,
- * a word before a `=`; a name and `:` without quotes is prose (`Unrecognized key: "model"`).
+ * `{'access_token': '...'}`; HCL's `"password" = "..."`); or a quoted value after a word and
+ * `=` (a Python repr's `Config(api_key='...')`, logfmt's `password="..."`), whose value
+ * {@link FORM_PAIR} cannot read past its quote; or after a word and `:` that start an
+ * object's entry or a line (Node's `util.inspect()`, `{ access_token: '...' }`, Swift's
+ * `Token(value: "...")`, YAML's `password: "..."`). The name is letters, digits, `_` and `-`
+ * (`"x-api-key"`) in quotes, else a word. A word and `:` anywhere else are prose (zod's
+ * `Unrecognized key: "model"`), and so is a word and `:` before a value not quoted, even
+ * where an entry starts: YAML's and inspect()'s unquoted values are numbers and words, and a
+ * line saying `token: invalid` or `key: model` would lose the word it is about.
  * {@link hideJsonFields} reads the value. No backreference and no repeated group: JavaScriptCore
- * (Bun) runs a group repeated past some 100,000 times 50 to 100 times slower.
+ * (Bun) runs a group repeated past some 100,000 times 50 to 100 times slower. A word before a `:`
+ * starts only after `{`, `(`, `,`, a line break or the text's start, spaces and tabs
+ * between (not line breaks: each line break would read on over those after it): linear time.
  */
-const JSON_FIELD = /(?:\\?["']([\w-]+)\\?["']\s*:|\b(\w+)\s*=)\s*\\?["']/g;
+const JSON_FIELD =
+  /(?:\\?["']([\w-]+)\\?["']\s*[:=]\s*|\b(\w+)\s*=\s*|(?:^|[{(,\n])[ \t]*(\w+)[ \t]*:[ \t]*)\\?["']/g;
 
 /**
  * `text` with the value of each JSON string field ({@link JSON_FIELD}) that holds a
@@ -364,7 +372,7 @@ const JSON_FIELD = /(?:\\?["']([\w-]+)\\?["']\s*:|\b(\w+)\s*=)\s*\\?["']/g;
 function hideJsonFields(text: string): string {
   let out = '';
   let done = 0;
-  for (const { 0: head, 1: quoted, 2: name = quoted, index } of text.matchAll(JSON_FIELD)) {
+  for (const { 0: head, 1: quoted, 2: word = quoted, 3: name = word, index } of text.matchAll(JSON_FIELD)) {
     const from = index + head.length;
     const quote = head.at(-1);
     // A quote closes the value after an even run of backslashes; escaped once more, after any

@@ -2248,3 +2248,54 @@ test('redactText keeps a number of up to 5 digits after a scheme’s name ("Unex
   ])
     assert.equal(redactText(text as string), shown);
 });
+
+test('redactText hides a credential-named entry of an object Node’s util.inspect() or YAML writes ({ access_token: \'...\' }, password: "..."), and a quoted name and "=" ("password" = "..."), keeping prose', () => {
+  // A word and ":" read as prose everywhere: a server or SDK error quoting an inspected token
+  // answer, Headers or a YAML config showed the credential; so did HCL's "name" = "value".
+  for (const [text, shown] of [
+    [
+      `refresh failed: ${inspect({ access_token: `ya29.${MARK}`, refresh_token: `${MARK}r`, expires_in: 3599, scope: 'read' })}`,
+      `refresh failed: ${inspect({ access_token: REDACTED, refresh_token: REDACTED, expires_in: 3599, scope: 'read' })}`,
+    ],
+    [`{ access_token: '${MARK}' }`, `{ access_token: '${REDACTED}' }`],
+    [`access_token: "${MARK}"`, `access_token: "${REDACTED}"`],
+    [`password: '${MARK}'`, `password: '${REDACTED}'`],
+    [`auth:\n  password: "${MARK}"\n  user: "ann"`, `auth:\n  password: "${REDACTED}"\n  user: "ann"`],
+    [`Credentials(token: "${MARK}", user: "ann")`, `Credentials(token: "${REDACTED}", user: "ann")`],
+    [`{ code: 'ECONNREFUSED',\tsession: '${MARK}' }`, `{ code: 'ECONNREFUSED',\tsession: '${REDACTED}' }`],
+    [`"password"="${MARK}"`, `"password"="${REDACTED}"`],
+    [`"client_secret" = "${MARK}"`, `"client_secret" = "${REDACTED}"`],
+    [
+      JSON.stringify({ log: `{ api_key: '${MARK}' }` }),
+      JSON.stringify({ log: `{ api_key: '${REDACTED}' }` }),
+    ],
+  ])
+    assert.equal(redactText(text as string), shown);
+  // Node's Headers, inspected (its own name before the "{").
+  assertHidden(inspect(new Headers({ authorization: `Bearer ${MARK}`, 'x-api-key': MARK })));
+  for (const kept of [
+    'Unrecognized key: "model"',
+    "Unrecognized key(s) in object: 'model'",
+    "[ { code: 'unrecognized_keys', keys: [ 'model' ], message: 'Unrecognized key: \"model\"' } ]",
+    'token: invalid\nkey: model\nauth: failed',
+    "{ code: 'ECONNREFUSED', errno: -111, token: undefined }",
+    `token expired: 'abc', see "docs"`,
+  ])
+    assert.equal(redactText(kept), kept);
+  assertLinear(
+    [
+      (chars) => fill('{a:', chars),
+      (chars) => fill(',a: ', chars),
+      (chars) => fill('\n', chars),
+      (chars) => fill('(\t', chars),
+      (chars) => `{${fill(' ', chars)}`,
+      (chars) => `{a${fill(' ', chars)}`,
+      (chars) => `\na:${fill(' ', chars)}`,
+      (chars) => fill("\na:'", chars),
+      (chars) => fill('"a"=', chars),
+      (chars) => fill('"a" = "', chars),
+      (chars) => `password: '${fill('\\', chars)}`,
+    ],
+    32 * 1024,
+  );
+});
