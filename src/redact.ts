@@ -346,18 +346,19 @@ const FORM_PAIR = /\b(\w+)=((?:[^\s"'()<>&\\]|\\(?!u0026))*[^\s"'()<>&,.;:?`\\}]
  * `=` (a Python repr's `Config(api_key='...')`, logfmt's `password="..."`), whose value
  * {@link FORM_PAIR} cannot read past its quote; or after a word and `:` that start an
  * object's entry or a line (Node's `util.inspect()`, `{ access_token: '...' }`, Swift's
- * `Token(value: "...")`, YAML's `password: "..."`). The name is letters, digits, `_` and `-`
- * (`"x-api-key"`) in quotes, else a word. A word and `:` anywhere else are prose (zod's
- * `Unrecognized key: "model"`), and so is a word and `:` before a value not quoted, even
- * where an entry starts: YAML's and inspect()'s unquoted values are numbers and words, and a
- * line saying `token: invalid` or `key: model` would lose the word it is about.
+ * `Credentials(token: "...")`, YAML's `password: "..."`). The name is letters, digits, `_` and
+ * `-` (`"x-api-key"`) in quotes, else a word. A word and `:` anywhere else are prose (zod's
+ * `Unrecognized key: "model"`), and so is a word and `:` before a word not quoted, even
+ * where an entry starts: a line saying `token: invalid` or `key: model` would lose the word it
+ * is about. A number is read too, after a `:` or `=` (`"api_key": 12345678901234`, inspect()'s
+ * `{ password: 12345678 }`): {@link hideJsonFields} hides one of 6 digits or more.
  * {@link hideJsonFields} reads the value. No backreference and no repeated group: JavaScriptCore
  * (Bun) runs a group repeated past some 100,000 times 50 to 100 times slower. A word before a `:`
  * starts only after `{`, `(`, `,`, a line break or the text's start, spaces and tabs
  * between (not line breaks: each line break would read on over those after it): linear time.
  */
 const JSON_FIELD =
-  /(?:\\?["']([\w-]+)\\?["']\s*[:=]\s*|\b(\w+)\s*=\s*|(?:^|[{(,\n])[ \t]*(\w+)[ \t]*:[ \t]*)\\?["']/g;
+  /(?:\\?["']([\w-]+)\\?["']\s*[:=]\s*|\b(\w+)\s*=\s*|(?:^|[{(,\n])[ \t]*(\w+)[ \t]*:[ \t]*)(?:\\?["']|(-?\d+)\b)/g;
 
 /**
  * `text` with the value of each JSON string field ({@link JSON_FIELD}) that holds a
@@ -365,25 +366,35 @@ const JSON_FIELD =
  * and an empty value, stay. The value runs to the quote that closes it (the one it opened
  * with), its escapes read, or to the end of the text (a cut body): a password holding a `"`
  * is hidden whole. Fields are also found in a value not hidden (a body kept escaped in a
- * `"data"` string). Linear time: values are read by hand, each character four times at most:
+ * `"data"` string). A number is hidden when it has 6 digits or more under a credential's name, a
+ * `code` in it left out: shorter, it is no credential (an OTP has 6, RFC 4226 §5.3), and a
+ * number under a code is an error code of any length (JSON-RPC's `-32601`, the Graph API's
+ * `"error_subcode": 1487390`); an authorization code is a string (RFC 6749 §A.11). Linear time: values are read by hand, each character four times at most:
  * a value holds no field of its quote at its own depth (that field's last quote would close
  * it), and one escaped once more holds none of its quote at all.
  */
 function hideJsonFields(text: string): string {
   let out = '';
   let done = 0;
-  for (const { 0: head, 1: quoted, 2: word = quoted, 3: name = word, index } of text.matchAll(JSON_FIELD)) {
-    const from = index + head.length;
+  for (const { 0: head, 1: quoted, 2: word = quoted, 3: name = word, 4: number = '', index } of text.matchAll(
+    JSON_FIELD,
+  )) {
+    const from = index + head.length - number.length;
     const quote = head.at(-1);
     // A quote closes the value after an even run of backslashes; escaped once more, after any
     // run but 4k + 3 (4k + 1 is the `\"` that closes it, the `\` left out).
     const step = head.at(-2) === '\\' ? 4 : 2;
-    let end = from;
+    let end = from + number.length;
     let run = 0;
-    for (; end < text.length && (text[end] !== quote || run % step === step - 1); end++)
+    for (; !number && end < text.length && (text[end] !== quote || run % step === step - 1); end++)
       run = text[end] === '\\' ? run + 1 : 0;
     end -= +(step > 2 && run % 4 === 1);
-    if (index >= done && end > from && isSecretField(name as string, text.slice(from, end))) {
+    if (
+      index >= done &&
+      end > from &&
+      !/^-?\d{1,5}$/.test(number) &&
+      isSecretField((name as string).replace(number && /code/gi, ''), text.slice(from, end))
+    ) {
       out += text.slice(done, from) + REDACTED;
       done = end;
     }

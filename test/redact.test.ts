@@ -2299,3 +2299,37 @@ test('redactText hides a credential-named entry of an object Node’s util.inspe
     32 * 1024,
   );
 });
+
+test('redactText hides a number of 6 digits or more under a credential-named field ("api_key":12345678901234, { password: 12345678 }), not a count, an error code or a small number', () => {
+  // Only quoted values were read: a numeric API key or password in a JSON body, an inspected
+  // object or YAML showed whole.
+  for (const [text, shown] of [
+    [`{"api_key":12345678901234,"model":"m"}`, `{"api_key":${REDACTED},"model":"m"}`],
+    [`{ "password" : 20260101, "user": "ann" }`, `{ "password" : ${REDACTED}, "user": "ann" }`],
+    [`{ password: 12345678, user: 'ann' }`, `{ password: ${REDACTED}, user: 'ann' }`],
+    ['secret = 987654321', `secret = ${REDACTED}`],
+    ['{"passcode":123456}', `{"passcode":${REDACTED}}`],
+  ])
+    assert.equal(redactText(text as string), shown);
+  for (const kept of [
+    '{"token":"","pass":null,"key":42,"session_ttl":86400}',
+    '{"usage":{"prompt_tokens":1200000,"completion_tokens":34,"total_tokens":1200034}}',
+    '{"usageMetadata":{"promptTokenCount":1048577,"totalTokenCount":1048600}}',
+    '{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}',
+    '{"error":{"code":190,"error_subcode":1487390,"fbtrace_id":"A1b2"}}',
+    '{ expires_in: 3599, max_tokens: 200000 }',
+    '"api_key": 1.5',
+  ])
+    assert.equal(redactText(kept), kept);
+  assertLinear(
+    [
+      (chars) => fill('"a":1', chars),
+      (chars) => `"token":${fill('1', chars)}`,
+      (chars) => `"token":-${fill('1', chars)}a`,
+      (chars) => fill('"token":1234567,', chars),
+      (chars) => fill('a=1', chars),
+      (chars) => fill('{a:-', chars),
+    ],
+    32 * 1024,
+  );
+});
