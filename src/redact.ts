@@ -358,7 +358,7 @@ const FORM_PAIR = /\b(\w+)=((?:[^\s"'()<>&\\]|\\(?!u0026))*[^\s"'()<>&,.;:?`\\}]
  * between (not line breaks: each line break would read on over those after it): linear time.
  */
 const JSON_FIELD =
-  /(?:\\?["']([\w-]+)\\?["']\s*[:=]\s*|\b(\w+)\s*=\s*|(?:^|[{(,\n])[ \t]*(\w+)[ \t]*:[ \t]*)(?:\\?["']|(-?\d+)\b)/g;
+  /(?:\\?["']([\w-]+)\\{0,3}["']\s*[:=]\s*|\b(\w+)\s*=\s*|(?:^|[{(,\n])[ \t]*(\w+)[ \t]*:[ \t]*)(?:\\{0,3}["']|(-?\d+)\b)/g;
 
 /**
  * `text` with the value of each JSON string field ({@link JSON_FIELD}) that holds a
@@ -369,9 +369,12 @@ const JSON_FIELD =
  * `"data"` string). A number is hidden when it has 6 digits or more under a credential's name, a
  * `code` in it left out: shorter, it is no credential (an OTP has 6, RFC 4226 §5.3), and a
  * number under a code is an error code of any length (JSON-RPC's `-32601`, the Graph API's
- * `"error_subcode": 1487390`); an authorization code is a string (RFC 6749 §A.11). Linear time: values are read by hand, each character four times at most:
- * a value holds no field of its quote at its own depth (that field's last quote would close
- * it), and one escaped once more holds none of its quote at all.
+ * `"error_subcode": 1487390`); an authorization code is a string (RFC 6749 §A.11). Linear
+ * time: values are read by hand, each character six times at most: a value holds no field of
+ * its quote escaped as often as it is or less (the quote that opens that field's value closes
+ * it), only fields escaped more, up to twice: three depths for each quote. The backslashes
+ * before a quote are bounded (3): an unbounded run read from every quote of `\\\\...`
+ * would be quadratic.
  */
 function hideJsonFields(text: string): string {
   let out = '';
@@ -382,13 +385,16 @@ function hideJsonFields(text: string): string {
     const from = index + head.length - number.length;
     const quote = head.at(-1);
     // A quote closes the value after an even run of backslashes; escaped once more, after any
-    // run but 4k + 3 (4k + 1 is the `\"` that closes it, the `\` left out).
-    const step = head.at(-2) === '\\' ? 4 : 2;
+    // run but 4k + 3 (4k + 1 is the `\"` that closes it, the `\` left out); escaped twice (JSON
+    // in JSON in JSON: `\\\"access_token\\\":\\\"...\\\"`), after any run but 8k + 7 (8k + 3
+    // closes it). Opened after 2 backslashes (no encoder writes that), it is read as escaped once.
+    const step = head.at(-2) === '\\' ? (head.at(-4) === '\\' ? 8 : 4) : 2;
+    const lead = step / 2 - 1;
     let end = from + number.length;
     let run = 0;
     for (; !number && end < text.length && (text[end] !== quote || run % step === step - 1); end++)
       run = text[end] === '\\' ? run + 1 : 0;
-    end -= +(step > 2 && run % 4 === 1);
+    end -= +(run % step === lead) * lead;
     if (
       index >= done &&
       end > from &&

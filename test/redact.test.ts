@@ -2333,3 +2333,40 @@ test('redactText hides a number of 6 digits or more under a credential-named fie
     32 * 1024,
   );
 });
+
+test('redactText hides a credential-named field of JSON escaped twice (JSON in a JSON string in a JSON string), whatever its value holds', () => {
+  // Only JSON as it is or escaped once was read: \\\"access_token\\\":\\\"...\\\" (an error
+  // holding a body kept as a string, serialised twice) showed the token.
+  const inner = { access_token: `${MARK}a`, scope: 'read' };
+  const twice = JSON.stringify({ error: JSON.stringify({ body: JSON.stringify(inner) }) });
+  assert.equal(
+    redactText(twice),
+    JSON.stringify({ error: JSON.stringify({ body: JSON.stringify({ ...inner, access_token: REDACTED }) }) }),
+  );
+  fc.assert(
+    fc.property(
+      visibleSecret,
+      fc.constantFrom('access_token', 'client_secret', 'password', 'x-api-key'),
+      fc.integer({ min: 0, max: 2 }),
+      (secret, name, depth) => {
+        let text = JSON.stringify({ [name]: secret, model: 'm' });
+        for (let i = 0; i < depth; i++) text = JSON.stringify({ body: text });
+        const out = redactText(`failed: ${text}`);
+        assert.ok(!out.includes(MARK) && !shows(out, secret), out);
+        assert.ok(out.includes('model'), `the field after it is lost: ${out}`);
+        assert.equal(redactText(out), out);
+      },
+    ),
+  );
+  assertLinear(
+    [
+      (chars) => fill('\\\\\\"a\\\\\\":\\\\\\"', chars),
+      (chars) => `\\\\\\"token\\\\\\":\\\\\\"${fill('\\\\\\\\\\\\\\"', chars)}`,
+      (chars) => `"data":"${fill('\\"a\\":\\\\\\"a\\\\\\":\\\\\\"', chars)}`,
+      (chars) => `"a":"${fill('\\\\"a\\\\":\\\\"', chars)}`,
+      (chars) => fill('\\\\\\"a\\\\\\"=\\\\\\"\\"', chars),
+      (chars) => fill('\\', chars),
+    ],
+    32 * 1024,
+  );
+});
