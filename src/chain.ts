@@ -169,8 +169,11 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     }
     // Marked here, not only read by retry() from the answer: a middleware between them that
     // rebuilds it (`new Response(body, response)`) says `redirected: false`, and a POST
-    // fetch followed a 303 for ran, whatever the GET after it was answered (a 429).
-    if (response.redirected) call.bag.set(RAN, 1);
+    // fetch followed a 303 for ran, whatever the GET after it was answered (a 429). So did
+    // one answered 301, 302 or 303 that auth() follows itself (redirect: 'manual'): each hop
+    // is a call of its own, whose refused connection or refusal reads as "never sent".
+    const { status } = response;
+    if (response.redirected || (status > 300 && status < 304)) call.bag.set(RAN, 1);
     // A fetch that ignores the signal answers a caller who already left: as fetch would,
     // the call ends with the abort's reason, and the answer (nobody's) is let go.
     if (signal?.aborted) {

@@ -866,3 +866,44 @@ test("a keyed request whose GET met the upstream's 503 asking for an hour frees 
   });
   assert.equal(priced, 2);
 });
+
+test("a keyed POST the upstream answered 303 See Other, whose GET (auth() following it, for a token in x-api-key) met a refused connection, keeps its key: the POST ran, and neither the policy nor the client's resend runs it again", async () => {
+  const gone = await closedPort();
+  let placed = 0;
+  const orders = new Hono();
+  orders.post('/orders', (c) => {
+    placed++;
+    return c.redirect(`http://127.0.0.1:${gone}/orders/1`, 303);
+  });
+  await withApp(orders, async (up) => {
+    const policy = definePolicy({
+      name: 'orders',
+      breaker: false,
+      retry: { backoff: { initialMs: 5, jitter: 'none' } },
+    });
+    const app = new Hono<UpstreamEnv>();
+    app.use('/checkout', idempotency());
+    app.use('/checkout', upstream(policy, { auth: { token: 'k', header: 'x-api-key', scheme: '' } }));
+    app.post('/checkout', async (c) => {
+      const res = await c.var.fetch(`${up.origin}/orders`, { method: 'POST', body: '{"sku":"tea"}' });
+      return c.json(await res.json(), 201);
+    });
+    app.onError(errorResponses({ policy }));
+    await withApp(app, async (server) => {
+      const send = (): Promise<Response> =>
+        fetch(`${server.origin}/checkout`, {
+          method: 'POST',
+          body: '{"sku":"tea"}',
+          headers: { 'content-type': 'application/json', 'idempotency-key': '"checkout-2"' },
+        });
+      const first = await send();
+      assert.equal(first.status, 502);
+      await first.body?.cancel();
+      assert.notEqual(first.headers.get('x-should-retry'), 'true', 'the POST ran: its key is not freed');
+      const again = await send();
+      assert.equal(again.headers.get('idempotent-replayed'), 'true');
+      await again.body?.cancel();
+    });
+  });
+  assert.equal(placed, 1, 'the POST ran once');
+});

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import type { Readable } from 'node:stream';
 import { test } from 'node:test';
+import { auth } from '../src/auth.ts';
 import { circuitBreaker } from '../src/breaker.ts';
 import type { Call, FetchLike, Middleware } from '../src/call.ts';
 import { captureStatus } from '../src/capture.ts';
@@ -1562,4 +1563,57 @@ test('a refused resend whose retryAt is short is waited out even when the backof
       'no give-up',
     );
   });
+});
+
+test('a POST answered 303 See Other, whose GET (auth() following it, for a token in x-api-key) meets a refused connection, is not resent: the POST ran', async () => {
+  // auth() with a header of its own follows redirects itself, each hop a call of its own:
+  // the hop's refused connection reads as "never sent", and retry, which never saw the 303,
+  // resent the POST (placing the order again) on that hop's say-so.
+  const gone = await closedPort();
+  await withServer(
+    always({ status: 303, headers: { location: `http://127.0.0.1:${gone}/orders/1` } }),
+    async (server) => {
+      const why: string[] = [];
+      const fetch = createFetch({
+        use: [retry({ backoff: fast }), auth({ token: 'k', header: 'x-api-key', scheme: '' })],
+        onEvent: (event) => {
+          if (event.type === 'give-up') why.push(event.why);
+        },
+      });
+      const error = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      assert.ok(error instanceof NetworkError, `the hop's refused connection, not ${String(error)}`);
+      assert.equal(server.requests.length, 1, 'the POST went once');
+      assert.deepEqual(why, ['unsafe-to-resend']);
+    },
+  );
+});
+
+test('a POST answered 303 See Other whose GET (auth() following it) met a 429 is not resent when a middleware between retry() and auth() rebuilds the answer', async () => {
+  // auth() marks the answer it followed to as redirected; `new Response(body, response)`
+  // above it says false, and the chain's end saw only the 303 (redirect: 'manual').
+  await withServer(
+    (req) =>
+      req.method === 'POST'
+        ? { status: 303, headers: { location: '/orders/1' } }
+        : { status: 429, headers: { 'retry-after-ms': '10' } },
+    async (server) => {
+      const rebuild: Middleware = async function rebuild(call, next) {
+        const response = await next(call);
+        return new Response(response.body, response);
+      };
+      const fetch = createFetch({
+        use: [retry({ backoff: fast }), rebuild, auth({ token: 'k', header: 'x-api-key', scheme: '' })],
+      });
+      const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
+      await response.body?.cancel();
+      assert.equal(response.status, 429);
+      assert.deepEqual(
+        server.requests.map((r) => `${r.method} ${r.url}`),
+        ['POST /orders', 'GET /orders/1'],
+      );
+    },
+  );
 });
