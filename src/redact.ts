@@ -277,17 +277,17 @@ const ESCAPED_QUERY_WORD = /[^\s"'()<>]+/g;
  * `._~-` is `[redacted]` too. Punctuation that ends a sentence stays out of it.
  */
 function redactEscapedQuery(word: string): string {
-  if (!/\\u003[DdFf]/.test(word)) return word;
-  const mark = /\?|\\u003[Ff]/.exec(word);
+  // Most words hold no escaped `=` or `?`: one test, and they stay as they are.
+  const mark = /\\u003[DdFf]/.test(word) && /\?|\\u003[Ff]/.exec(word);
   if (!mark || !/(?:^|[=:])(?:\\?\/|\\u002[Ff])/.test(word.slice(0, mark.index))) return word;
   const from = mark.index + mark[0].length;
   // Trimmed by hand: a `/[,.;:?`]+$/` reads a run of them again from each of its characters.
   let end = word.length;
   while (end > from && ',.;:?`'.includes(word.charAt(end - 1))) end--;
   const query = word.slice(from, end);
-  const trailer = word.slice(end);
-  if (!/=|\\u003[Dd]/.test(query)) return word;
-  return word.slice(0, from) + hideValues(query, /(&|\\u0026)/, /(=|\\u003[Dd])/) + trailer;
+  return /=|\\u003[Dd]/.test(query)
+    ? word.slice(0, from) + hideValues(query, /(&|\\u0026)/, /(=|\\u003[Dd])/) + word.slice(end)
+    : word;
 }
 
 /**
@@ -488,18 +488,16 @@ function redactEncoded(run: string, percent: string): string {
   // `/` and `:` of the URL's own depth decoded (none is left as it is here; `%2f` too, from
   // .NET's `HttpUtility.UrlEncode`) and encoded back, upper case, when one is hidden.
   // A `/` JSON-escaped before it was encoded (`%5C%2F`, PHP) is read as one too.
-  const [slash, colon] = [`${percent}2F`, `${percent}3A`];
+  const slash = `${percent}2F`;
+  const colon = `${percent}3A`;
   const shown = redactEncodedQuery(run.slice(userinfo.length));
   const decoded = shown
     .replace(/%(?:25)*[\da-f]{2}/g, (hex) => hex.toUpperCase())
-    .split(`${percent}5C${slash}`)
-    .join(slash)
-    .split(slash)
-    .join('/')
-    .split(colon)
-    .join(':');
+    .replaceAll(`${percent}5C${slash}`, '/')
+    .replaceAll(slash, '/')
+    .replaceAll(colon, ':');
   const hidden = decoded.replace(PATH_TOKEN, `$1$2${REDACTED}`);
-  return redactText(hidden === decoded ? shown : hidden.split('/').join(slash).split(':').join(colon), false);
+  return redactText(hidden === decoded ? shown : hidden.replaceAll('/', slash).replaceAll(':', colon), false);
 }
 
 /**
