@@ -482,15 +482,14 @@ export function normalizeNetworkError(
     }
     if (messages.some((message) => CONNECT_MARKER.test(message))) verdict = [verdict[0], 'no'];
   }
-  const [code] = verdict;
   // A broken body stream: the response had started, so the request was sent. So was one
   // whose failure came at a redirect hop.
-  const sent = redirected ? 'maybe' : verdict[1];
   const body = stage === 'body';
+  const sent = redirected || body ? 'maybe' : verdict[1];
   return new NetworkError({
-    code,
+    code: verdict[0],
     phase: body ? 'response' : sent === 'no' ? 'connect' : 'send',
-    sent: body ? 'maybe' : sent,
+    sent,
     cause: error,
     request,
   });
