@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { Hono } from 'hono';
 import { cors } from 'hono/cors';
@@ -906,4 +908,76 @@ test("a keyed POST the upstream answered 303 See Other, whose GET (auth() follow
     });
   });
   assert.equal(placed, 1, 'the POST ran once');
+});
+
+test('a keyed POST the policy resent on its own Idempotency-Key after a 503, whose resend met a refused connection, keeps its key: the 503 may have run it', async () => {
+  let placed = 0;
+  const up = createServer((_req, res) => {
+    placed++;
+    res.writeHead(503, { 'retry-after-ms': '5', connection: 'close' }).end('down');
+    // Gone after its answer: the resend's connection is refused.
+    up.close();
+  });
+  await new Promise<void>((resolve) => up.listen(0, '127.0.0.1', resolve));
+  const { port } = up.address() as AddressInfo;
+  const policy = definePolicy({ name: 'orders', breaker: false, idempotencyKeys: true });
+  const app = new Hono<UpstreamEnv>();
+  app.use('/checkout', idempotency());
+  app.use('/checkout', upstream(policy));
+  app.post('/checkout', async (c) => {
+    const res = await c.var.fetch(`http://127.0.0.1:${port}/orders`, {
+      method: 'POST',
+      body: '{"sku":"tea"}',
+    });
+    return c.json(await res.json(), 201);
+  });
+  app.onError(errorResponses({ policy }));
+  await withApp(app, async (server) => {
+    const res = await fetch(`${server.origin}/checkout`, {
+      method: 'POST',
+      body: '{"sku":"tea"}',
+      headers: { 'content-type': 'application/json', 'idempotency-key': '"checkout-3"' },
+    });
+    assert.equal(res.status, 502);
+    await res.body?.cancel();
+    assert.notEqual(
+      res.headers.get('x-should-retry'),
+      'true',
+      'the 503 may have run it: its key is not freed',
+    );
+  });
+  assert.equal(placed, 1);
+});
+
+test('a keyed POST the policy resent on its own Idempotency-Key after a 503, whose resend the opened circuit refused, keeps its key: the 503 may have run it', async () => {
+  await withServer(always({ status: 503, headers: { 'retry-after-ms': '5' } }), async (up) => {
+    const policy = definePolicy({
+      name: 'orders',
+      idempotencyKeys: true,
+      breaker: { consecutiveFailures: 1, open: { initialMs: 3_600_000, maxMs: 3_600_000, jitter: 'none' } },
+    });
+    const app = new Hono<UpstreamEnv>();
+    app.use('/checkout', idempotency());
+    app.use('/checkout', upstream(policy));
+    app.post('/checkout', async (c) => {
+      const res = await c.var.fetch(`${up.origin}/orders`, { method: 'POST', body: '{"sku":"tea"}' });
+      return c.json(await res.json(), 201);
+    });
+    app.onError(errorResponses({ policy }));
+    await withApp(app, async (server) => {
+      const res = await fetch(`${server.origin}/checkout`, {
+        method: 'POST',
+        body: '{"sku":"tea"}',
+        headers: { 'content-type': 'application/json', 'idempotency-key': '"checkout-4"' },
+      });
+      assert.equal(res.status, 503);
+      assert.equal((await res.json()).code, 'CIRCUIT_OPEN');
+      assert.notEqual(
+        res.headers.get('x-should-retry'),
+        'true',
+        'the 503 may have run it: its key is not freed',
+      );
+    });
+    assert.equal(up.requests.length, 1);
+  });
 });
