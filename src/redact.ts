@@ -592,6 +592,7 @@ export function redactText(text: string, escapes = true): string {
   let separator = findSeparator(text, 0);
   while (separator) {
     const from = separator.index + separator[0].length;
+    let end = from;
     if (separator[0].includes('%')) {
       // A percent-encoded URL: shown still encoded, without its secrets. It runs to the
       // first character no encoded URL holds, or to a URL encoded in its path (one of its
@@ -613,7 +614,7 @@ export function redactText(text: string, escapes = true): string {
       }
       const head = text.slice(from, following?.index);
       // Up to its query or fragment, or the first character no such URL holds.
-      let end =
+      end =
         from +
         head.search(
           RegExp(`${percent}(?:23|3F)|(?!\\\\u0026)[^\\w.!~*'()%+${quoted ? '/=&:@$' : ''}-]|$`, 'i'),
@@ -643,69 +644,67 @@ export function redactText(text: string, escapes = true): string {
             .replace(/[/?#=&:@]+/g, (raw) => encodeURIComponent(raw).replaceAll('%', percent)),
           percent,
         );
-      done = end;
-      separator = findSeparator(text, end);
-      continue;
-    }
-    const start = schemeStart(text, separator.index, done);
-    // `\\u003A`: the scheme ends before the backslashes that escape the `\u003A` again.
-    const scheme = text.slice(start, separator.index).replace(/\\+$/, '');
-    const escapePattern = text.slice(start, from).includes('\\\\') ? ESCAPE_TWICE : ESCAPE;
-    // The next URL that ends this one in its path: one encoded there is part of the path,
-    // which redactUrl redacts.
-    let following = findSeparator(text, from);
-    while (following && following[0][0] === '%') {
-      following = findSeparator(text);
-    }
-    const next = following ? schemeStart(text, following.index, from) : text.length;
-    // The character before the scheme: a quote that opened the URL.
-    const quote = text.charAt(start - 1);
-    // Brackets opened in the URL and not closed yet: a closing one that matches none was
-    // opened before the URL (`(see https://h/x)`), so it is punctuation; `http://[::1]`,
-    // `https://h/Foo_(bar)` and `?k=[redacted]` (redacted again) keep theirs.
-    const opened: string[] = [];
-    let inQuery = false;
-    let end = from;
-    for (let i = from, length: number; i < text.length; i += length) {
-      let c = text.charAt(i);
-      length = 1;
-      if (escapes && c === '\\') {
-        escapePattern.lastIndex = i;
-        const [sequence] = escapePattern.exec(text) as RegExpExecArray;
-        length = sequence.length;
-        c = decodeEscape(sequence);
-      }
-      // A quote that opened the URL closes it in the query (WHATWG URL encodes `'` there,
-      // never in the userinfo or the path: `'https://o'brien:pw@h/it's?k=v'`) when what
-      // follows cannot go on in a URL: the end, a space, punctuation (`','msg':`), not `'s`.
-      const after = text.charAt(i + length);
-      const closesQuote =
-        c === quote &&
-        inQuery &&
-        // ('' before a URL that starts the text: c is '' only past its end, which ends the URL anyway.)
-        "'`".includes(quote) &&
-        (endsUrl(after) || URL_TRAILER.includes(after));
-      // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is one of its own, or its
-      // userinfo would be shown as path; in the query or fragment it is redacted anyway.
-      if (endsUrl(c) || closesQuote || (i >= next && !inQuery)) break;
-      // Whether c closes the last bracket opened (for any c but `)]}`, charAt(-1) is '': on no stack).
-      const closes = opened.at(-1) === '([{'.charAt(')]}'.indexOf(c));
-      if (closes) opened.pop();
-      else if ('([{'.includes(c)) opened.push(c);
-      else if ('?#'.includes(c)) inQuery = true;
-      if (!URL_TRAILER.includes(c) || closes) end = i + length;
-    }
-    if (end === from) {
-      // Nothing after `://` (`http://http://...`): nothing to hide, and no parse to pay for.
-      out += text.slice(done, end);
     } else {
-      const written = text.slice(from, end);
-      const rest = escapes ? written.replace(escapePattern, decodeEscape) : written;
-      const redacted = redactUrl(`${scheme}://${rest}`);
-      // A URL written without a path is shown without one: the `/` the parser adds is not in the text.
-      out +=
-        text.slice(done, start) +
-        (/[/\\]/.test(rest) ? redacted : redacted.replace(/^([^/]*\/\/[^/]*)\//, '$1'));
+      // A URL as it is, or JSON-escaped: decoded, parsed and shown as redactUrl shows it.
+      const start = schemeStart(text, separator.index, done);
+      // `\\u003A`: the scheme ends before the backslashes that escape the `\u003A` again.
+      const scheme = text.slice(start, separator.index).replace(/\\+$/, '');
+      const escapePattern = text.slice(start, from).includes('\\\\') ? ESCAPE_TWICE : ESCAPE;
+      // The next URL that ends this one in its path: one encoded there is part of the path,
+      // which redactUrl redacts.
+      let following = findSeparator(text, from);
+      while (following && following[0][0] === '%') {
+        following = findSeparator(text);
+      }
+      const next = following ? schemeStart(text, following.index, from) : text.length;
+      // The character before the scheme: a quote that opened the URL.
+      const quote = text.charAt(start - 1);
+      // Brackets opened in the URL and not closed yet: a closing one that matches none was
+      // opened before the URL (`(see https://h/x)`), so it is punctuation; `http://[::1]`,
+      // `https://h/Foo_(bar)` and `?k=[redacted]` (redacted again) keep theirs.
+      const opened: string[] = [];
+      let inQuery = false;
+      for (let i = from, length: number; i < text.length; i += length) {
+        let c = text.charAt(i);
+        length = 1;
+        if (escapes && c === '\\') {
+          escapePattern.lastIndex = i;
+          const [sequence] = escapePattern.exec(text) as RegExpExecArray;
+          length = sequence.length;
+          c = decodeEscape(sequence);
+        }
+        // A quote that opened the URL closes it in the query (WHATWG URL encodes `'` there,
+        // never in the userinfo or the path: `'https://o'brien:pw@h/it's?k=v'`) when what
+        // follows cannot go on in a URL: the end, a space, punctuation (`','msg':`), not `'s`.
+        const after = text.charAt(i + length);
+        const closesQuote =
+          c === quote &&
+          inQuery &&
+          // ('' before a URL that starts the text: c is '' only past its end, which ends the URL anyway.)
+          "'`".includes(quote) &&
+          (endsUrl(after) || URL_TRAILER.includes(after));
+        // A URL in the path (`https://proxy/fetch/https://u:pw@h/`) is one of its own, or its
+        // userinfo would be shown as path; in the query or fragment it is redacted anyway.
+        if (endsUrl(c) || closesQuote || (i >= next && !inQuery)) break;
+        // Whether c closes the last bracket opened (for any c but `)]}`, charAt(-1) is '': on no stack).
+        const closes = opened.at(-1) === '([{'.charAt(')]}'.indexOf(c));
+        if (closes) opened.pop();
+        else if ('([{'.includes(c)) opened.push(c);
+        else if ('?#'.includes(c)) inQuery = true;
+        if (!URL_TRAILER.includes(c) || closes) end = i + length;
+      }
+      if (end === from) {
+        // Nothing after `://` (`http://http://...`): nothing to hide, and no parse to pay for.
+        out += text.slice(done, end);
+      } else {
+        const written = text.slice(from, end);
+        const rest = escapes ? written.replace(escapePattern, decodeEscape) : written;
+        const redacted = redactUrl(`${scheme}://${rest}`);
+        // A URL written without a path is shown without one: the `/` the parser adds is not in the text.
+        out +=
+          text.slice(done, start) +
+          (/[/\\]/.test(rest) ? redacted : redacted.replace(/^([^/]*\/\/[^/]*)\//, '$1'));
+      }
     }
     done = end;
     separator = findSeparator(text, end);
