@@ -82,7 +82,8 @@ export const STAMPED: unique symbol = Symbol();
  * for any answer fetch says it reached through a redirect (fetch follows a POST's 303 with a
  * GET, whose 429 says nothing of the POST, which ran), so a layer between retry and the
  * fetch that rebuilds the answer (a `new Response()` says `redirected: false`) hides
- * nothing. Never taken back: after a 503, a later 429 proves only its own pass unrun.
+ * nothing, and for a 301, 302 or 303 answer (`auth()` follows those itself, each hop a call
+ * of its own whose refused connection reads as "never sent"). Never taken back: after a 503, a later 429 proves only its own pass unrun.
  * Absent, no pass can have run it (each was refused, or never left): `upstream()` and
  * `proxy()` then let `errorResponses()` free the client's idempotency key. A custom base
  * fetch that rebuilds fetch's answers must keep `redirected`.
