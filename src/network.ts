@@ -80,8 +80,9 @@ type Verdict = readonly [code: NetworkErrorCode, sent: SentState, ...rest: unkno
  * message fragment (lower case) that describes it where no `code` does: Deno's hyper /
  * rustls / OS messages (Linux, macOS and Windows wordings), matched as plain
  * substrings (linear time). A message counts as "not sent" also when the chain says
- * it came in the connect step (see {@link CONNECT_MARKER}). Messages are checked in
- * the order of the rows; the first match wins.
+ * it came in the connect step (see {@link CONNECT_MARKER}). Messages are read one by
+ * one, outermost first, each against the rows in order: the first message that any row
+ * matches decides, by the first row it matches.
  *
  * One row per line of one string, split once at module load: the table costs its
  * words and little else in a bundle. The rows, in order:
