@@ -3,26 +3,33 @@
 // three runtimes' test counts are compared: the same suite must run the same
 // number of tests on Node, Deno and Bun, or a runtime silently skipped a file.
 //
-// The Bun suite runs beside the Deno suite: most of either is waiting (servers on
-// loopback, short schedules, child processes), so on a 2-core machine the two together
-// take little longer than Deno alone, and `npm test` stays within its 15 minutes. Bun's
-// output is held and shown whole once Deno's ends, so neither is interleaved.
+// Some steps run beside another: the Bun suite beside the Deno suite, and the browser,
+// package and JSR checks (one after another) beside the Node suite. Most of a suite is
+// waiting (servers on loopback, short schedules, child processes), so on a 2-core
+// machine a pair takes little longer than its first step alone, and `npm test` stays
+// within its 15 minutes. What runs beside is held and shown whole after the first
+// step's output, so no two outputs are interleaved.
 import { spawn } from 'node:child_process';
 
-/** Steps in order; a step's second script runs beside it (its output shown after the first's). */
+/**
+ * Groups in order: a group's first step streams its output; the steps after it run
+ * beside it, one after another, their output shown once the first has ended.
+ */
 const steps = [
   [['lint', 'lint']],
   [['typecheck', 'typecheck']],
   [['build', 'build']],
   [['size', 'test:size']],
-  [['node', 'test:node']],
+  [
+    ['node', 'test:node'],
+    ['browser', 'test:browser'],
+    ['package', 'test:pack'],
+    ['jsr', 'test:jsr'],
+  ],
   [
     ['deno', 'test:deno'],
     ['bun', 'test:bun'],
   ],
-  [['browser', 'test:browser']],
-  [['package', 'test:pack']],
-  [['jsr', 'test:jsr']],
 ];
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: stripping ANSI colour codes
@@ -66,17 +73,24 @@ function run(script, live) {
 
 const counts = {};
 const began = Date.now();
-for (const group of steps) {
-  const [[label, script], beside] = group;
+for (const [[label, script], ...beside] of steps) {
   process.stdout.write(`\n=== ${label} (npm run ${script}) ===\n`);
-  const besideRun = beside && run(beside[1], false);
+  // One after another, each only once the one before it passed.
+  const besideRuns = (async () => {
+    const results = [];
+    for (const [name, besideScript] of beside) {
+      const result = await run(besideScript, false);
+      results.push([name, besideScript, result]);
+      if (result.code !== 0) break;
+    }
+    return results;
+  })();
   const ended = [[label, await run(script, true)]];
-  if (beside) {
-    const result = await besideRun;
+  for (const [name, besideScript, result] of await besideRuns) {
     process.stdout.write(
-      `\n=== ${beside[0]} (npm run ${beside[1]}, run beside ${label}) ===\n${result.output}`,
+      `\n=== ${name} (npm run ${besideScript}, run beside ${label}) ===\n${result.output}`,
     );
-    ended.push([beside[0], result]);
+    ended.push([name, result]);
   }
   for (const [name, { code, output, seconds }] of ended) {
     if (summaries[name]) counts[name] = summaries[name](output.replace(ansi, ''));
