@@ -7,7 +7,12 @@ import { cors } from 'hono/cors';
 import { HTTPException } from 'hono/http-exception';
 import { streamSSE } from 'hono/streaming';
 import { idempotency } from '../adapters/hono/idempotency.ts';
-import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/upstream.ts';
+import {
+  errorResponses,
+  type UpstreamEnv,
+  type UpstreamOptions,
+  upstream,
+} from '../adapters/hono/upstream.ts';
 import {
   CircuitOpenError,
   GateClosedError,
@@ -792,6 +797,31 @@ test('c.var.fetch sends an init whose members are a class’s getters whole: met
   });
 });
 
+/**
+ * An app whose keyed `POST /checkout` (idempotency(), then upstream(policy, options)) posts
+ * `{"sku":"tea"}` to `orders` through `c.var.fetch` and answers its JSON with 201.
+ */
+function checkoutApp(policy: Policy, orders: string, options?: UpstreamOptions): Hono<UpstreamEnv> {
+  const app = new Hono<UpstreamEnv>();
+  app.use('/checkout', idempotency());
+  app.use('/checkout', upstream(policy, options));
+  app.post('/checkout', async (c) => {
+    const res = await c.var.fetch(orders, { method: 'POST', body: '{"sku":"tea"}' });
+    return c.json(await res.json(), 201);
+  });
+  app.onError(errorResponses({ policy }));
+  return app;
+}
+
+/** A client's `POST /checkout` to `origin` with Idempotency-Key `"key"`. */
+function checkout(origin: string, key: string): Promise<Response> {
+  return fetch(`${origin}/checkout`, {
+    method: 'POST',
+    body: '{"sku":"tea"}',
+    headers: { 'content-type': 'application/json', 'idempotency-key': `"${key}"` },
+  });
+}
+
 for (const [how, settings] of [
   ['idempotencyKeys', { idempotencyKeys: true }],
   ["resend: 'always'", { retry: { resend: 'always' } }],
@@ -808,21 +838,8 @@ for (const [how, settings] of [
       // Retry resends this POST (its own key, or 'always'), so the 429's wait ends the call as
       // RetryAfterTooLongError. No breaker: pacing would refuse the resend's call, hiding a second run.
       const policy = definePolicy({ name: 'orders', breaker: false, ...settings });
-      const app = new Hono<UpstreamEnv>();
-      app.use('/checkout', idempotency());
-      app.use('/checkout', upstream(policy));
-      app.post('/checkout', async (c) => {
-        const res = await c.var.fetch(`${up.origin}/orders`, { method: 'POST', body: '{"sku":"tea"}' });
-        return c.json(await res.json(), 201);
-      });
-      app.onError(errorResponses({ policy }));
-      await withApp(app, async (server) => {
-        const send = (): Promise<Response> =>
-          fetch(`${server.origin}/checkout`, {
-            method: 'POST',
-            body: '{"sku":"tea"}',
-            headers: { 'content-type': 'application/json', 'idempotency-key': '"checkout-1"' },
-          });
+      await withApp(checkoutApp(policy, `${up.origin}/orders`), async (server) => {
+        const send = (): Promise<Response> => checkout(server.origin, 'checkout-1');
         const first = await send();
         assert.equal(first.status, 503);
         assert.equal((await first.json()).code, 'RETRY_AFTER_TOO_LONG');
@@ -883,21 +900,11 @@ test("a keyed POST the upstream answered 303 See Other, whose GET (auth() follow
       breaker: false,
       retry: { backoff: { initialMs: 5, jitter: 'none' } },
     });
-    const app = new Hono<UpstreamEnv>();
-    app.use('/checkout', idempotency());
-    app.use('/checkout', upstream(policy, { auth: { token: 'k', header: 'x-api-key', scheme: '' } }));
-    app.post('/checkout', async (c) => {
-      const res = await c.var.fetch(`${up.origin}/orders`, { method: 'POST', body: '{"sku":"tea"}' });
-      return c.json(await res.json(), 201);
+    const app = checkoutApp(policy, `${up.origin}/orders`, {
+      auth: { token: 'k', header: 'x-api-key', scheme: '' },
     });
-    app.onError(errorResponses({ policy }));
     await withApp(app, async (server) => {
-      const send = (): Promise<Response> =>
-        fetch(`${server.origin}/checkout`, {
-          method: 'POST',
-          body: '{"sku":"tea"}',
-          headers: { 'content-type': 'application/json', 'idempotency-key': '"checkout-2"' },
-        });
+      const send = (): Promise<Response> => checkout(server.origin, 'checkout-2');
       const first = await send();
       assert.equal(first.status, 502);
       await first.body?.cancel();
@@ -921,23 +928,8 @@ test('a keyed POST the policy resent on its own Idempotency-Key after a 503, who
   await new Promise<void>((resolve) => up.listen(0, '127.0.0.1', resolve));
   const { port } = up.address() as AddressInfo;
   const policy = definePolicy({ name: 'orders', breaker: false, idempotencyKeys: true });
-  const app = new Hono<UpstreamEnv>();
-  app.use('/checkout', idempotency());
-  app.use('/checkout', upstream(policy));
-  app.post('/checkout', async (c) => {
-    const res = await c.var.fetch(`http://127.0.0.1:${port}/orders`, {
-      method: 'POST',
-      body: '{"sku":"tea"}',
-    });
-    return c.json(await res.json(), 201);
-  });
-  app.onError(errorResponses({ policy }));
-  await withApp(app, async (server) => {
-    const res = await fetch(`${server.origin}/checkout`, {
-      method: 'POST',
-      body: '{"sku":"tea"}',
-      headers: { 'content-type': 'application/json', 'idempotency-key': '"checkout-3"' },
-    });
+  await withApp(checkoutApp(policy, `http://127.0.0.1:${port}/orders`), async (server) => {
+    const res = await checkout(server.origin, 'checkout-3');
     assert.equal(res.status, 502);
     await res.body?.cancel();
     assert.notEqual(
@@ -956,20 +948,8 @@ test('a keyed POST the policy resent on its own Idempotency-Key after a 503, who
       idempotencyKeys: true,
       breaker: { consecutiveFailures: 1, open: { initialMs: 3_600_000, maxMs: 3_600_000, jitter: 'none' } },
     });
-    const app = new Hono<UpstreamEnv>();
-    app.use('/checkout', idempotency());
-    app.use('/checkout', upstream(policy));
-    app.post('/checkout', async (c) => {
-      const res = await c.var.fetch(`${up.origin}/orders`, { method: 'POST', body: '{"sku":"tea"}' });
-      return c.json(await res.json(), 201);
-    });
-    app.onError(errorResponses({ policy }));
-    await withApp(app, async (server) => {
-      const res = await fetch(`${server.origin}/checkout`, {
-        method: 'POST',
-        body: '{"sku":"tea"}',
-        headers: { 'content-type': 'application/json', 'idempotency-key': '"checkout-4"' },
-      });
+    await withApp(checkoutApp(policy, `${up.origin}/orders`), async (server) => {
+      const res = await checkout(server.origin, 'checkout-4');
       assert.equal(res.status, 503);
       assert.equal((await res.json()).code, 'CIRCUIT_OPEN');
       assert.notEqual(
