@@ -1472,14 +1472,16 @@ test('a POST the policy resent only on its own Idempotency-Key (idempotencyKeys)
   }
 });
 
+/** Policies that resend a POST the client could not (its own key, or resend: 'always'). */
+const resendingPolicies: [string, Parameters<typeof definePolicy>[0]][] = [
+  ['keys', { idempotencyKeys: true, breaker: false }],
+  ['always', { retry: { resend: 'always' }, breaker: false }],
+];
+
 test("a POST whose only attempt met the upstream's own 503 asking for a wait too long, which the policy would have resent only on its own Idempotency-Key or resend: always, does not say x-should-retry: true: that 503 may have run it", async () => {
   // Retry ends it as RetryAfterTooLongError, as for a 429, but the upstream answered this
   // attempt itself: the client's resend (a new key of the policy's) would run it again.
-  const cases: [string, Parameters<typeof definePolicy>[0]][] = [
-    ['keys', { idempotencyKeys: true, breaker: false }],
-    ['always', { retry: { resend: 'always' }, breaker: false }],
-  ];
-  for (const [name, config] of cases) {
+  for (const [name, config] of resendingPolicies) {
     await withServer(always({ status: 503, headers: { 'retry-after': '3600' } }), async (up) => {
       const policy = definePolicy({
         ...config,
@@ -1496,12 +1498,6 @@ test("a POST whose only attempt met the upstream's own 503 asking for a wait too
     });
   }
 });
-
-/** Policies that resend a POST the client could not (its own key, or resend: 'always'), with short waits. */
-const resendingPolicies: [string, Parameters<typeof definePolicy>[0]][] = [
-  ['keys', { idempotencyKeys: true, breaker: false }],
-  ['always', { retry: { resend: 'always' }, breaker: false }],
-];
 
 test('a POST the policy resent only on its own Idempotency-Key or resend: always, every attempt of which met a refused connection, says x-should-retry: true: none of them reached the upstream', async () => {
   // The attempt count alone said "resent, so an earlier attempt may have run it", and the

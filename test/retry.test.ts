@@ -22,7 +22,7 @@ import { sleep } from '../src/sleep.ts';
 import { throwOnStatus } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
 import { nodeFetchOverHttp, nodeFetchShaped } from './helpers/node-fetch.ts';
-import { always, closedPort, lateFirstAnswer, sequence, withServer } from './helpers/server.ts';
+import { always, closedPort, type Handler, lateFirstAnswer, sequence, withServer } from './helpers/server.ts';
 
 /** Short schedules: the behaviour is under test, not the default timings. */
 const fast = { initialMs: 5, factor: 2, maxMs: 20, jitter: 'none' } as const;
@@ -1447,34 +1447,40 @@ test('the waits for one call’s refused resends together stay within maxRetryAf
   });
 });
 
+/** A POST answered 303 See Other to /orders/1, whose GET is answered 429 (10 ms). */
+const seeOtherThen429: Handler = (req) =>
+  req.method === 'POST'
+    ? { status: 303, headers: { location: '/orders/1' } }
+    : { status: 429, headers: { 'retry-after-ms': '10' } };
+
+/** A middleware of the user's own that rebuilds each answer: `new Response()` says `redirected: false`. */
+const rebuild: Middleware = async function rebuild(call, next) {
+  const response = await next(call);
+  return new Response(response.body, response);
+};
+
 test('a POST whose redirect (303 See Other) led to a 429 is not resent: the POST ran, the 429 answered the GET', async () => {
   // fetch follows the 303 itself, so retry sees only the last answer: a 429, which says
   // its own request did not run. That request was the GET; the POST had run, and resending
   // it placed the order twice. Only the last answer is seen, so any redirect counts (as
   // in auth()).
-  await withServer(
-    (req) =>
-      req.method === 'POST'
-        ? { status: 303, headers: { location: '/orders/1' } }
-        : { status: 429, headers: { 'retry-after-ms': '10' } },
-    async (server) => {
-      const why: string[] = [];
-      const fetch = createFetch({
-        use: [retry({ backoff: fast })],
-        onEvent: (event) => {
-          if (event.type === 'give-up') why.push(event.why);
-        },
-      });
-      const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
-      await response.body?.cancel();
-      assert.equal(response.status, 429);
-      assert.deepEqual(
-        server.requests.map((r) => `${r.method} ${r.url}`),
-        ['POST /orders', 'GET /orders/1'],
-      );
-      assert.deepEqual(why, ['unsafe-to-resend']);
-    },
-  );
+  await withServer(seeOtherThen429, async (server) => {
+    const why: string[] = [];
+    const fetch = createFetch({
+      use: [retry({ backoff: fast })],
+      onEvent: (event) => {
+        if (event.type === 'give-up') why.push(event.why);
+      },
+    });
+    const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
+    await response.body?.cancel();
+    assert.equal(response.status, 429);
+    assert.deepEqual(
+      server.requests.map((r) => `${r.method} ${r.url}`),
+      ['POST /orders', 'GET /orders/1'],
+    );
+    assert.deepEqual(why, ['unsafe-to-resend']);
+  });
 });
 
 for (const resend of ['safe', 'never'] as const) {
@@ -1482,34 +1488,24 @@ for (const resend of ['safe', 'never'] as const) {
     // A logger or body wrapper of the user's own below retry(): `new Response(body, response)`
     // keeps status and headers, not `redirected`. retry() read the redirect off the answer
     // only, so it took the 429 for the POST's own and placed the order again.
-    await withServer(
-      (req) =>
-        req.method === 'POST'
-          ? { status: 303, headers: { location: '/orders/1' } }
-          : { status: 429, headers: { 'retry-after-ms': '10' } },
-      async (server) => {
-        const why: string[] = [];
-        const rebuild: Middleware = async function rebuild(call, next) {
-          const response = await next(call);
-          return new Response(response.body, response);
-        };
-        const fetch = createFetch({
-          use: [retry({ backoff: fast, resend }), rebuild],
-          onEvent: (event) => {
-            if (event.type === 'give-up') why.push(event.why);
-          },
-        });
-        const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
-        await response.body?.cancel();
-        assert.equal(response.status, 429);
-        assert.equal(response.redirected, false, 'the answer as the middleware rebuilt it');
-        assert.deepEqual(
-          server.requests.map((r) => `${r.method} ${r.url}`),
-          ['POST /orders', 'GET /orders/1'],
-        );
-        assert.deepEqual(why, ['unsafe-to-resend']);
-      },
-    );
+    await withServer(seeOtherThen429, async (server) => {
+      const why: string[] = [];
+      const fetch = createFetch({
+        use: [retry({ backoff: fast, resend }), rebuild],
+        onEvent: (event) => {
+          if (event.type === 'give-up') why.push(event.why);
+        },
+      });
+      const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
+      await response.body?.cancel();
+      assert.equal(response.status, 429);
+      assert.equal(response.redirected, false, 'the answer as the middleware rebuilt it');
+      assert.deepEqual(
+        server.requests.map((r) => `${r.method} ${r.url}`),
+        ['POST /orders', 'GET /orders/1'],
+      );
+      assert.deepEqual(why, ['unsafe-to-resend']);
+    });
   });
 }
 
@@ -1594,26 +1590,16 @@ test('a POST answered 303 See Other, whose GET (auth() following it, for a token
 test('a POST answered 303 See Other whose GET (auth() following it) met a 429 is not resent when a middleware between retry() and auth() rebuilds the answer', async () => {
   // auth() marks the answer it followed to as redirected; `new Response(body, response)`
   // above it says false, and the chain's end saw only the 303 (redirect: 'manual').
-  await withServer(
-    (req) =>
-      req.method === 'POST'
-        ? { status: 303, headers: { location: '/orders/1' } }
-        : { status: 429, headers: { 'retry-after-ms': '10' } },
-    async (server) => {
-      const rebuild: Middleware = async function rebuild(call, next) {
-        const response = await next(call);
-        return new Response(response.body, response);
-      };
-      const fetch = createFetch({
-        use: [retry({ backoff: fast }), rebuild, auth({ token: 'k', header: 'x-api-key', scheme: '' })],
-      });
-      const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
-      await response.body?.cancel();
-      assert.equal(response.status, 429);
-      assert.deepEqual(
-        server.requests.map((r) => `${r.method} ${r.url}`),
-        ['POST /orders', 'GET /orders/1'],
-      );
-    },
-  );
+  await withServer(seeOtherThen429, async (server) => {
+    const fetch = createFetch({
+      use: [retry({ backoff: fast }), rebuild, auth({ token: 'k', header: 'x-api-key', scheme: '' })],
+    });
+    const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
+    await response.body?.cancel();
+    assert.equal(response.status, 429);
+    assert.deepEqual(
+      server.requests.map((r) => `${r.method} ${r.url}`),
+      ['POST /orders', 'GET /orders/1'],
+    );
+  });
 });
