@@ -10,7 +10,7 @@ import { idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
 import { type ProxyHeaders, proxy } from '../adapters/hono/proxy.ts';
 import { definePolicy, type Policy } from '../src/policy.ts';
 import { assertClosedSoon, hangingUpstream, withApp } from './helpers/hono-server.ts';
-import { always, closedPort, sequence, withServer } from './helpers/server.ts';
+import { always, closedPort, sequence, type TestServer, withServer } from './helpers/server.ts';
 
 /** Reads a problem response: status, Retry-After and body. */
 async function problemOf(
@@ -1478,22 +1478,34 @@ const resendingPolicies: [string, Parameters<typeof definePolicy>[0]][] = [
   ['always', { retry: { resend: 'always' }, breaker: false }],
 ];
 
+/**
+ * POSTs an order through a proxy to `up` under `config` (waits past 1 s too long):
+ * the 503 RETRY_AFTER_TOO_LONG it answers, and its `x-should-retry`.
+ */
+async function tooLongVerdict(
+  up: TestServer,
+  name: string,
+  config: Parameters<typeof definePolicy>[0],
+): Promise<string | null> {
+  const policy = definePolicy({
+    ...config,
+    name: 'orders',
+    retry: { ...(config.retry as object), maxRetryAfterMs: 1000, replayBodyBytes: 1024 },
+  });
+  return withApp(proxyApp(up.origin, policy), async (server) => {
+    const res = await fetch(`${server.origin}/api/orders`, { method: 'POST', body: '{"item":"tea"}' });
+    assert.equal(res.status, 503, name);
+    assert.equal((await res.json()).code, 'RETRY_AFTER_TOO_LONG', name);
+    return res.headers.get('x-should-retry');
+  });
+}
+
 test("a POST whose only attempt met the upstream's own 503 asking for a wait too long, which the policy would have resent only on its own Idempotency-Key or resend: always, does not say x-should-retry: true: that 503 may have run it", async () => {
   // Retry ends it as RetryAfterTooLongError, as for a 429, but the upstream answered this
   // attempt itself: the client's resend (a new key of the policy's) would run it again.
   for (const [name, config] of resendingPolicies) {
     await withServer(always({ status: 503, headers: { 'retry-after': '3600' } }), async (up) => {
-      const policy = definePolicy({
-        ...config,
-        name: 'orders',
-        retry: { ...(config.retry as object), maxRetryAfterMs: 1000, replayBodyBytes: 1024 },
-      });
-      await withApp(proxyApp(up.origin, policy), async (server) => {
-        const res = await fetch(`${server.origin}/api/orders`, { method: 'POST', body: '{"item":"tea"}' });
-        assert.equal(res.status, 503, name);
-        assert.equal((await res.json()).code, 'RETRY_AFTER_TOO_LONG', name);
-        assert.equal(res.headers.get('x-should-retry'), 'false', name);
-      });
+      assert.equal(await tooLongVerdict(up, name, config), 'false', name);
       assert.equal(up.requests.length, 1, `${name}: the upstream got the POST once`);
     });
   }
@@ -1538,17 +1550,7 @@ test('a POST the policy resent only on its own Idempotency-Key or resend: always
         { status: 429, headers: { 'retry-after': '3600' } },
       ),
       async (up) => {
-        const policy = definePolicy({
-          ...config,
-          name: 'orders',
-          retry: { ...(config.retry as object), maxRetryAfterMs: 1000, replayBodyBytes: 1024 },
-        });
-        await withApp(proxyApp(up.origin, policy), async (server) => {
-          const res = await fetch(`${server.origin}/api/orders`, { method: 'POST', body: '{"item":"tea"}' });
-          assert.equal(res.status, 503, name);
-          assert.equal((await res.json()).code, 'RETRY_AFTER_TOO_LONG', name);
-          assert.equal(res.headers.get('x-should-retry'), 'true', name);
-        });
+        assert.equal(await tooLongVerdict(up, name, config), 'true', name);
         assert.equal(up.requests.length, 2, `${name}: the policy resent it once`);
       },
     );

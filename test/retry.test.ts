@@ -22,7 +22,15 @@ import { sleep } from '../src/sleep.ts';
 import { throwOnStatus } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
 import { nodeFetchOverHttp, nodeFetchShaped } from './helpers/node-fetch.ts';
-import { always, closedPort, type Handler, lateFirstAnswer, sequence, withServer } from './helpers/server.ts';
+import {
+  always,
+  closedPort,
+  type Handler,
+  lateFirstAnswer,
+  sequence,
+  type TestServer,
+  withServer,
+} from './helpers/server.ts';
 
 /** Short schedules: the behaviour is under test, not the default timings. */
 const fast = { initialMs: 5, factor: 2, maxMs: 20, jitter: 'none' } as const;
@@ -1453,6 +1461,21 @@ const seeOtherThen429: Handler = (req) =>
     ? { status: 303, headers: { location: '/orders/1' } }
     : { status: 429, headers: { 'retry-after-ms': '10' } };
 
+/**
+ * POSTs an order through `fetch` to {@link seeOtherThen429}'s `server`: the 429 comes
+ * back, and the server got the POST and the GET after its 303 only, nothing resent.
+ */
+async function postOrderOnce(fetch: FetchLike, server: TestServer): Promise<Response> {
+  const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
+  await response.body?.cancel();
+  assert.equal(response.status, 429);
+  assert.deepEqual(
+    server.requests.map((r) => `${r.method} ${r.url}`),
+    ['POST /orders', 'GET /orders/1'],
+  );
+  return response;
+}
+
 /** A middleware of the user's own that rebuilds each answer: `new Response()` says `redirected: false`. */
 const rebuild: Middleware = async function rebuild(call, next) {
   const response = await next(call);
@@ -1472,13 +1495,7 @@ test('a POST whose redirect (303 See Other) led to a 429 is not resent: the POST
         if (event.type === 'give-up') why.push(event.why);
       },
     });
-    const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
-    await response.body?.cancel();
-    assert.equal(response.status, 429);
-    assert.deepEqual(
-      server.requests.map((r) => `${r.method} ${r.url}`),
-      ['POST /orders', 'GET /orders/1'],
-    );
+    await postOrderOnce(fetch, server);
     assert.deepEqual(why, ['unsafe-to-resend']);
   });
 });
@@ -1496,14 +1513,8 @@ for (const resend of ['safe', 'never'] as const) {
           if (event.type === 'give-up') why.push(event.why);
         },
       });
-      const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
-      await response.body?.cancel();
-      assert.equal(response.status, 429);
+      const response = await postOrderOnce(fetch, server);
       assert.equal(response.redirected, false, 'the answer as the middleware rebuilt it');
-      assert.deepEqual(
-        server.requests.map((r) => `${r.method} ${r.url}`),
-        ['POST /orders', 'GET /orders/1'],
-      );
       assert.deepEqual(why, ['unsafe-to-resend']);
     });
   });
@@ -1594,12 +1605,6 @@ test('a POST answered 303 See Other whose GET (auth() following it) met a 429 is
     const fetch = createFetch({
       use: [retry({ backoff: fast }), rebuild, auth({ token: 'k', header: 'x-api-key', scheme: '' })],
     });
-    const response = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' });
-    await response.body?.cancel();
-    assert.equal(response.status, 429);
-    assert.deepEqual(
-      server.requests.map((r) => `${r.method} ${r.url}`),
-      ['POST /orders', 'GET /orders/1'],
-    );
+    await postOrderOnce(fetch, server);
   });
 });
