@@ -254,6 +254,69 @@ test('proxy headers option sets and removes forwarded headers', async () => {
   });
 });
 
+test('proxy headers option may be an async function: the changes it resolves to are applied', async () => {
+  await withServer(always({ status: 200 }), async (up) => {
+    const policy = definePolicy({ name: 'things' });
+    const app = proxyApp(up.origin, policy, {
+      headers: async () => ({ authorization: 'Bearer upstream-token', cookie: undefined }),
+    });
+    await withApp(app, async (server) => {
+      const res = await fetch(`${server.origin}/api/x`, {
+        headers: { authorization: 'Bearer user-token', cookie: 'session=user-secret' },
+      });
+      await res.text();
+      assert.equal(res.status, 200);
+    });
+    const seen = up.requests[0]?.headers;
+    assert.equal(
+      seen?.authorization,
+      'Bearer upstream-token',
+      'not the client’s token, forwarded as it came',
+    );
+    assert.equal(seen?.cookie, undefined);
+  });
+});
+
+test('a proxy headers function returning what is not a plain record fetch can send fails the request with a TypeError naming its kind, forwarding nothing', async () => {
+  await withServer(always({ status: 200 }), async (up) => {
+    const policy = definePolicy({ name: 'things' });
+    const returns: Record<string, unknown> = {
+      headers: new Headers({ authorization: 'Bearer upstream-secret' }),
+      map: new Map([['authorization', 'Bearer upstream-secret']]),
+      null: null,
+      string: 'authorization: Bearer upstream-secret',
+      unsendable: { authorization: 'Bearer upstream-secret\nx-injected: 1' },
+    };
+    const kinds = { headers: 'Headers', map: 'Map', null: 'null', string: 'string', unsendable: 'Object' };
+    const app = new Hono();
+    const errors: string[] = [];
+    app.onError((error, c) => {
+      errors.push(`${error.name}: ${error.message}`);
+      return c.text('app error', 500);
+    });
+    for (const name of Object.keys(returns)) {
+      app.all(`/${name}`, proxy(up.origin, { policy, headers: () => returns[name] as ProxyHeaders }));
+    }
+    await withApp(app, async (server) => {
+      for (const name of Object.keys(returns)) {
+        const res = await fetch(`${server.origin}/${name}`, {
+          headers: { authorization: 'Bearer user-token' },
+        });
+        assert.equal(await res.text(), 'app error', name);
+      }
+    });
+    assert.equal(up.requests.length, 0, 'nothing forwarded with the client’s own headers');
+    assert.deepEqual(
+      errors,
+      Object.values(kinds).map(
+        (kind) =>
+          `TypeError: proxy({ headers }): the function returned ${kind}, not a plain record of header changes fetch can send`,
+      ),
+    );
+    assert.doesNotMatch(errors.join(), /secret/, 'no header value in the message');
+  });
+});
+
 test('an upstream 503 with Retry-After is retried after that wait when the policy allows', async () => {
   await withServer(
     sequence({ status: 503, headers: { 'retry-after': '1' }, body: 'busy' }, { status: 200, body: 'fresh' }),

@@ -128,6 +128,9 @@ const NOT_RETRYABLE = { 'x-should-retry': 'false' };
  */
 const URLENCODED = /^application\/x-www-form-urlencoded/i;
 
+/** What `headers`, or what its function returns, must be. */
+const HEADERS_RULE = 'a plain record of header changes fetch can send';
+
 /** Where to send a request: a fixed URL, or one built from the request. */
 export type ProxyTarget = string | URL | ((c: Context) => string | URL | Promise<string | URL>);
 
@@ -152,9 +155,12 @@ export interface ProxyOptions {
    * must not see them. `Expect` and hop-by-hop headers are never sent, even when set here;
    * `Accept-Encoding` is always `gzip, br`, the codings every runtime's fetch decodes,
    * unless set here to exactly `identity` (any case): then it is `identity`, and an answer
-   * coded anyway gets the 502 problem below. Any other value here is overridden.
+   * coded anyway gets the 502 problem below. Any other value here is overridden. A
+   * function may return a promise; what it returns is checked as the fixed form is, and
+   * anything else (a `Headers`, `null`, a value fetch cannot send) fails the request with
+   * a `TypeError` for the app's error handler, never silently forwarding the headers as they came.
    */
-  headers?: ProxyHeaders | ((c: Context) => ProxyHeaders) | undefined;
+  headers?: ProxyHeaders | ((c: Context) => ProxyHeaders | Promise<ProxyHeaders>) | undefined;
   /**
    * Process the incoming `Connection` header per RFC 9110 (remove the headers it
    * lists). Default `false`, as in `hono/proxy`: only for trusted clients.
@@ -197,11 +203,18 @@ async function readAhead(
   ];
 }
 
-/** Whether fetch can send these header changes: else every request would fail with a 500. */
-function sendable(changes: object): boolean {
+/**
+ * Whether `changes` is a plain record of header changes fetch can send: a `Headers` or a
+ * `Map` has no own entries and would be ignored whole, and a value fetch refuses would
+ * fail every request with a 500.
+ */
+function headerChanges(changes: unknown): boolean {
   try {
-    new Headers(Object.entries(changes).filter(([, value]) => value != null));
-    return true;
+    return (
+      typeof changes === 'object' &&
+      [Object.prototype, null].includes(Object.getPrototypeOf(changes)) &&
+      !!new Headers(Object.entries(changes as object).filter(([, value]) => value != null))
+    );
   } catch {
     return false;
   }
@@ -213,15 +226,10 @@ const optionsSchema = z.strictObject({
   onEvent: onEventSchema,
   auth: authOptionSchema,
   headers: z.optional(
-    z.custom<ProxyHeaders | ((c: Context) => ProxyHeaders)>(
-      // A plain record only: a Headers or a Map has no own entries and would be ignored
-      // whole. null fails in sendable(): Object.entries(null) throws.
-      (v) =>
-        isFunction(v) ||
-        (typeof v === 'object' &&
-          [Object.prototype, null].includes(Object.getPrototypeOf(v)) &&
-          sendable(v as object)),
-      'must be a plain record of header changes fetch can send, or a function',
+    z.custom<ProxyHeaders | ((c: Context) => ProxyHeaders | Promise<ProxyHeaders>)>(
+      // null fails in headerChanges(): Object.getPrototypeOf(null) throws.
+      (v) => isFunction(v) || headerChanges(v),
+      `must be ${HEADERS_RULE}, or a function`,
     ),
   ),
   strictConnectionProcessing: z.optional(z.boolean()),
@@ -341,7 +349,15 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       });
     }
     const url = typeof target === 'function' ? await target(c) : target;
-    const edits = typeof changes === 'function' ? changes(c) : changes;
+    const edits = typeof changes === 'function' ? await changes(c) : changes;
+    // What the function returned (the fixed form was checked once), named by its kind
+    // only: its values may be credentials.
+    if (edits !== changes && edits !== undefined && !headerChanges(edits)) {
+      const kind = edits && typeof edits === 'object' && Object.getPrototypeOf(edits)?.constructor?.name;
+      throw new TypeError(
+        `proxy({ headers }): the function returned ${kind || (edits === null ? 'null' : typeof edits)}, not ${HEADERS_RULE}`,
+      );
+    }
 
     /** The upstream's response headers, before hono/proxy removes its Content-Encoding. */
     let sent: Headers | undefined;
