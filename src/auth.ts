@@ -35,11 +35,12 @@ import {
   STAMPED,
 } from './call.ts';
 import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
-import { DEFAULT_REFRESH_TIMEOUT_MS, MAX_REDIRECTS } from './limits.ts';
+import { DEFAULT_REFRESH_TIMEOUT_MS } from './limits.ts';
 import { redactedError } from './network.ts';
 import { functionOption, isFunction, validate } from './options.ts';
 import { redactText } from './redact.ts';
-import { hideSent, REPLACED, SNAPSHOT, type Snapshotted } from './status.ts';
+import { FOLLOWED, follow, REDIRECTED } from './redirect.ts';
+import { hideSent, REPLACED } from './status.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
 /** The header a token goes in, by default (RFC 9110 §11.6.2). */
@@ -47,34 +48,8 @@ export const DEFAULT_AUTH_HEADER = 'authorization';
 /** The scheme put before a token that has none, by default (RFC 6750 §2.1). */
 export const DEFAULT_AUTH_SCHEME = 'Bearer';
 
-/** The statuses fetch follows as redirects (Fetch standard, "redirect status"). */
-const REDIRECT_STATUSES = [301, 302, 303, 307, 308];
-/**
- * What fetch drops on a redirect to another origin: the Fetch standard names
- * Authorization; Node (undici), Deno and Bun drop Cookie and Proxy-Authorization too.
- */
-const CROSS_ORIGIN_HEADERS = ['authorization', 'cookie', 'proxy-authorization'];
-/** What describes a body, dropped with it when a redirect makes a GET (Fetch standard, "request-body-header name"). */
-const BODY_HEADERS = ['content-encoding', 'content-language', 'content-location', 'content-type'];
 /** The call's bag holds the caller's `redirect` mode here, read before an `auth()` set `'manual'`. */
 const REDIRECT_MODE = Symbol();
-/** The bag of a request an `auth()` sends to follow a redirect holds this: `auth()`s below pass it on as is. */
-const REDIRECTED = Symbol();
-/**
- * Responses {@link follow} got after following a redirect: `true` from a request it had
- * taken the token off (another origin a redirect led to, or one after it), whose 401 says
- * nothing about the token, so it is neither refreshed for (a refresh spends a rotating
- * refresh token) nor resent; `false` from a request a redirect turned into a GET, after
- * one that may have run; undefined otherwise (a 307 or 308 within the origin moved the
- * request, which did not run). They say `redirected`, as fetch's own do.
- */
-const FOLLOWED = new WeakMap<Response, boolean | undefined>();
-/**
- * Where an answer {@link marked} rebuilt holds the one it was built from: Node's fetch
- * cancels the body of a Response it gave once that Response is collected unread, and the
- * rebuilt one shares that body (read after a garbage collection: "Body has already been read").
- */
-const ORIGINAL = Symbol();
 /**
  * How many of the tokens an `auth()` has had lately it hides in a `token()` or `refresh()`
  * failure, besides the current one (see {@link failure}): enough for the one a request
@@ -302,111 +277,6 @@ function settle<T>(
       (cause) => end(failure(call, code, what, tokens(), cause)),
     );
   });
-}
-
-/**
- * Sends `call` (its `redirect` set to `'manual'`) and follows the redirects it gets as
- * fetch would, each through the middleware below (`next`): within the origin with every
- * header; to another origin, and on from there, without the credential headers `named`
- * nor {@link CROSS_ORIGIN_HEADERS}. Fetch itself would carry a token in `x-api-key` to
- * any host the API redirects to (a storage or CDN host): the Fetch standard drops only
- * Authorization. A redirect it cannot follow (a `Location` that does not parse, a
- * one-shot body to send again, more than {@link MAX_REDIRECTS}) is returned as is.
- */
-async function follow(call: Call, next: Next, named: Set<string>): Promise<Response> {
-  // A breaker below counts no redirect this follows as the server's answer.
-  call.bag.set(FOLLOWS, 1);
-  let response = await next(call);
-  let at = call;
-  let foreign = false;
-  let ran = false;
-  for (let hops = 0; hops < MAX_REDIRECTS; hops++) {
-    const { status } = response;
-    const location = REDIRECT_STATUSES.includes(status) && response.headers.get('location');
-    if (!location) break;
-    let url: URL;
-    try {
-      // Headers gives a value one character per byte; fetch reads a Location's bytes as
-      // UTF-8 (Node, Bun, browsers), so a raw /café goes to /caf%C3%A9, not /caf%C3%83%C2%A9.
-      url = new URL(new TextDecoder().decode(Uint8Array.from(location, (c) => c.charCodeAt(0))), at.url);
-    } catch {
-      break;
-    }
-    let { method } = at;
-    let body = at.body ?? null;
-    // After `auth()` stamped its header, the call's init holds a Headers of its own.
-    const headers = new Headers(at.init?.headers);
-    // 303 (but for GET and HEAD), and 301 / 302 after a POST, go on as a GET without a
-    // body; others resend method and body (Fetch standard, HTTP-redirect fetch).
-    if (status === 303 ? method !== 'GET' && method !== 'HEAD' : status < 303 && method === 'POST') {
-      method = 'GET';
-      body = null;
-      ran = true;
-      for (const name of BODY_HEADERS) headers.delete(name);
-    } else if (hasOneShotBody(at)) break;
-    // Once dropped, a credential stays off every later hop, back on its origin too.
-    if (url.origin !== at.url.origin) {
-      for (const name of [...CROSS_ORIGIN_HEADERS, ...named]) headers.delete(name);
-      foreign = true;
-    }
-    dropBody(response);
-    // Fetch fails a redirect to any scheme but http(s) (Fetch standard, HTTP-redirect
-    // fetch): fetch() itself would read a data: URL, and on Deno and Bun a file: one (a
-    // local file). Any other scheme starting so, fetch rejects.
-    if (!url.protocol.startsWith('http')) throw new TypeError(`redirect to ${url.protocol}`);
-    // `redirect: 'manual'` comes with the init.
-    const hop = new Call(
-      url,
-      { ...at.init, method, body, headers, signal: at.signal ?? null },
-      call.key,
-      call.onEvent,
-    );
-    hop.deadline = call.deadline;
-    hop.totalMs = call.totalMs;
-    hop.bag.set(REDIRECTED, 1).set(CREDENTIAL_HEADER, named).set(FOLLOWS, 2);
-    response = await next(hop);
-    at = hop;
-  }
-  // Followed here, the answer says so as fetch's own would: a layer above judges a resend
-  // on it (retry(): a POST answered 303 ran, whatever the GET after it was answered).
-  return at === call ? response : marked(response, foreign || (ran ? false : undefined));
-}
-
-/**
- * `response`, which {@link follow} got after a redirect, saying `redirected: true` as fetch's
- * own would, and so do its clones: `clone()` makes a new Response, which reads its own
- * internals (`false`), and a layer above may hand up a clone (a logger keeping the original).
- * A response a layer below froze, or gave a read-only `redirected` of its own, is rebuilt
- * around its body (status, reason phrase, URL and capture snapshot kept), else retry() above
- * would resend a POST whose 303 ran. `followed`: its {@link FOLLOWED} record; `from`: the
- * response a clone is of, whose status, reason phrase and URL it keeps (a rebuilt one's own).
- */
-function marked(response: Response, followed: boolean | undefined, from: Response = response): Response {
-  const { clone } = response;
-  let out = response;
-  const props: PropertyDescriptorMap = {
-    redirected: { value: true },
-    status: { value: from.status },
-    statusText: { value: from.statusText },
-    url: { value: from.url },
-    clone: { value: (): Response => marked(clone.call(out), followed, out) },
-  };
-  try {
-    Object.defineProperties(response, props);
-  } catch {
-    try {
-      out = Object.defineProperties(
-        new Response(response.body, { status: Math.min(response.status, 599), headers: response.headers }),
-        {
-          ...props,
-          [SNAPSHOT]: { value: (response as Snapshotted)[SNAPSHOT] },
-          [ORIGINAL]: { value: response },
-        },
-      );
-    } catch {}
-  }
-  FOLLOWED.set(out, followed);
-  return out;
 }
 
 /** The token a request went out with, and which refresh it came from (0: none yet). */
@@ -641,7 +511,18 @@ export function auth(options: AuthOptions): Middleware {
       const mode =
         bag.get(REDIRECT_MODE) ?? call.init?.redirect ?? (call.input as Request).redirect ?? 'follow';
       bag.set(REDIRECT_MODE, mode);
-      if (mode === 'follow') send = (call) => follow(call, next, named);
+      // A breaker below counts no redirect this follows as the server's answer (FOLLOWS: 1
+      // on the call, 2 on each hop, which is no new call to it).
+      if (mode === 'follow')
+        send = (call) =>
+          follow(
+            call,
+            (hop) => {
+              hop.bag.set(FOLLOWS, hop === call ? 1 : 2);
+              return next(hop);
+            },
+            named,
+          );
     }
     call.setHeader(header, format(token));
     call.bag.set(STAMPED, 1);
