@@ -7,7 +7,8 @@
  *
  * A call enters here, passes the middleware outermost first (as in Koa and Hono),
  * and reaches the runtime's fetch with the caller's own `(input, init)` unless a
- * middleware changed them. Errors thrown by the real fetch are normalised into
+ * middleware changed them (or, on Bun, the chain follows the call's redirects itself: see
+ * {@link HIDES_HOPS}). Errors thrown by the real fetch are normalised into
  * `NetworkError` on the way out; the caller's own abort reason is never wrapped.
  */
 
@@ -26,11 +27,12 @@ import {
   type Next,
   RAN,
 } from './call.ts';
-import { BreakwaterError, isAbort, type RequestSummary, requestSummary } from './errors.ts';
+import { BreakwaterError, isAbort, NetworkError, type RequestSummary, requestSummary } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
 import { fetchFailure, redactedError } from './network.ts';
 import { functionOption, keyOptionSchema, onEventSchema, validate } from './options.ts';
 import { REDACTED, redactText, redactUrl, SECRET_HEADERS, SECRET_QUERY_NAME } from './redact.ts';
+import { follow, REDIRECTED } from './redirect.ts';
 
 /** Options for {@link createFetch}. */
 export interface CreateFetchOptions {
@@ -102,6 +104,15 @@ function hideCredentials(call: Call): (text: string) => string {
   };
 }
 
+/**
+ * Whether the runtime's fetch follows redirects without naming a hop that fails: Bun's
+ * refusal there says `ECONNREFUSED` with the request's own URL as its `path`, alike to a
+ * refusal of the request, so a POST answered 303 whose `Location` refuses reads as never
+ * sent and retry() ran it again. There the chain's end follows redirects itself (see
+ * send()). Told by Web-standard means: Node 20 has no `navigator`.
+ */
+const HIDES_HOPS = `${globalThis.navigator?.userAgent}`.startsWith('Bun/');
+
 /** Errors the real fetch threw: middleware rethrowing them pass them on unchanged. */
 const passedThrough = new WeakSet<object>();
 
@@ -150,19 +161,43 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     // browsers throw "Illegal invocation" when fetch is called as a method of another object).
     const real = base ?? globalThis.fetch;
     let response: Response;
+    /** Whether the runtime's fetch was sending a redirect's hop that the chain followed. */
+    let hop = false;
     try {
-      response = await (call.init === undefined ? real(call.input) : real(call.input, call.init));
+      // Where the runtime's fetch hides which hop failed (HIDES_HOPS), a call that is not safe
+      // to resend, in redirect mode 'follow', has its redirects followed here, each hop a
+      // fetch of its own, so a hop's failure is known to come after the server answered. Not
+      // a Request (its body goes once; Bun replays one made from text on a 307), nor through
+      // the caller's own fetch.
+      response = await (HIDES_HOPS &&
+      !base &&
+      typeof call.input === 'string' &&
+      !call.isIdempotent &&
+      (call.init?.redirect ?? 'follow') === 'follow'
+        ? follow(new Call(call.input, { ...call.init, redirect: 'manual' }, undefined, undefined), (at) => {
+            hop = at.bag.has(REDIRECTED);
+            return real(at.input, at.init);
+          })
+        : call.init === undefined
+          ? real(call.input)
+          : real(call.input, call.init));
     } catch (error) {
       if (isAbort(error, call.signal)) throw error;
       // Compared with where a connect failure names (a redirect hop's: see fetchFailure)
       // only when the runtime's fetch was given the call's URL: the caller's own may send elsewhere.
-      const typed = fetchFailure(
+      let typed = fetchFailure(
         error,
         summary(call),
         undefined,
         base ? undefined : call.href,
         hideCredentials(call),
       );
+      // A hop's failure, refused or not, came after the server had the request: maybe sent.
+      if (hop) {
+        call.bag.set(RAN, 1);
+        if (typed instanceof NetworkError && typed.sent === 'no')
+          typed = new NetworkError({ ...typed, phase: 'send', sent: 'maybe', cause: typed.cause });
+      }
       // Only objects can be remembered (a thrown primitive is wrapped by the middleware above).
       if (Object(typed) === typed) passedThrough.add(typed as object);
       throw typed;
