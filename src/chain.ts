@@ -116,6 +116,21 @@ const HIDES_HOPS = `${globalThis.navigator?.userAgent}`.startsWith('Bun/');
 /** Errors the real fetch threw: middleware rethrowing them pass them on unchanged. */
 const passedThrough = new WeakSet<object>();
 
+/**
+ * Answers and errors a breakwater fetch ended a call with after a pass may have run it
+ * ({@link RAN}). A chain whose fetch is such a fetch (one policy's client under another's)
+ * marks its own call from them: the inner client's keyed POST, resent after a 503 and then
+ * answered 429, comes up as a 429, which alone says "never ran"; the outer retry resent it
+ * under a new key, and it ran twice.
+ */
+const ranResults = new WeakSet<object>();
+
+/** `result`, remembered in {@link ranResults} when `call` may have run. */
+function ended<T>(call: Call, result: T): T {
+  if (call.bag.has(RAN) && Object(result) === result) ranResults.add(result as object);
+  return result;
+}
+
 /** The key, method and redacted URL an error about this call names. */
 function summary(call: Call): RequestSummary {
   return requestSummary(call.key, call.method, call.href);
@@ -161,8 +176,11 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     // browsers throw "Illegal invocation" when fetch is called as a method of another object).
     const real = base ?? globalThis.fetch;
     let response: Response;
-    /** Whether the runtime's fetch was sending a redirect's hop that the chain followed. */
-    let hop = false;
+    /**
+     * Whether the call may have run before what failed: the runtime's fetch was sending a
+     * redirect's hop that the chain followed, or a breakwater fetch below had sent it.
+     */
+    let ran = false;
     try {
       // Where the runtime's fetch hides which hop failed (HIDES_HOPS), a call that is not safe
       // to resend, in redirect mode 'follow', has its redirects followed here, each hop a
@@ -175,7 +193,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       !call.isIdempotent &&
       (call.init?.redirect ?? 'follow') === 'follow'
         ? follow(new Call(call.input, { ...call.init, redirect: 'manual' }, undefined, undefined), (at) => {
-            hop = at.bag.has(REDIRECTED);
+            ran = at.bag.has(REDIRECTED);
             return real(at.input, at.init);
           })
         : call.init === undefined
@@ -183,6 +201,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
           : real(call.input, call.init));
     } catch (error) {
       if (isAbort(error, call.signal)) throw error;
+      ran ||= ranResults.has(error as object);
       // Compared with where a connect failure names (a redirect hop's: see fetchFailure)
       // only when the runtime's fetch was given the call's URL: the caller's own may send elsewhere.
       let typed = fetchFailure(
@@ -193,7 +212,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
         hideCredentials(call),
       );
       // A hop's failure, refused or not, came after the server had the request: maybe sent.
-      if (hop) {
+      if (ran) {
         call.bag.set(RAN, 1);
         if (typed instanceof NetworkError && typed.sent === 'no')
           typed = new NetworkError({ ...typed, phase: 'send', sent: 'maybe', cause: typed.cause });
@@ -208,7 +227,8 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
     // one answered 301, 302 or 303 that auth() follows itself (redirect: 'manual'): each hop
     // is a call of its own, whose refused connection or refusal reads as "never sent".
     const { status } = response;
-    if (response.redirected || (status > 300 && status < 304)) call.bag.set(RAN, 1);
+    if (response.redirected || (status > 300 && status < 304) || ranResults.has(response))
+      call.bag.set(RAN, 1);
     // A fetch that ignores the signal answers a caller who already left: as fetch would,
     // the call ends with the abort's reason, and the answer (nobody's) is let go.
     if (signal?.aborted) {
@@ -251,7 +271,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
           isAbort(error, call.signal) ||
           passedThrough.has(error as object)
         ) {
-          throw error;
+          throw ended(call, error);
         }
         // Kept as the cause, which a logger prints whole: hidden as a fetch failure's is.
         const hide = hideCredentials(call);
@@ -266,10 +286,13 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
         } catch {
           // Said nothing readable: named by the middleware alone.
         }
-        throw new BreakwaterError(`${name} threw: ${hide(said)}`, 'MIDDLEWARE_FAILED', {
-          cause,
-          request: summary(call),
-        });
+        throw ended(
+          call,
+          new BreakwaterError(`${name} threw: ${hide(said)}`, 'MIDDLEWARE_FAILED', {
+            cause,
+            request: summary(call),
+          }),
+        );
       }
       // A fetch `Response`, from this realm or another fetch implementation. (Read through
       // casts, not a typed alias, which the minifier would keep as a second variable.)
@@ -284,7 +307,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
           `${name} returned ${result === null ? 'null' : typeof result} instead of a Response`,
         );
       }
-      return result as Response;
+      return ended(call, result as Response);
     };
   }
 

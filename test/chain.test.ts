@@ -9,6 +9,7 @@ import {
   createFetch,
   type FetchLike,
   HttpStatusError,
+  idempotencyKey,
   type Middleware,
   NetworkError,
   retry,
@@ -884,4 +885,47 @@ test('the chain’s end marks a call whose answer fetch reached through a redire
       assert.deepEqual(marked, ['/orders true', '/orders/1 false']);
     },
   );
+});
+
+/** One policy's client under another's: the inner one stamps an Idempotency-Key per call and resends on it once. */
+function nestedClients(fetch?: FetchLike): FetchLike {
+  const fast = { backoff: { initialMs: 1, jitter: 'none' as const } };
+  const inner = createFetch({
+    ...(fetch && { fetch }),
+    use: [retry({ attempts: 2, ...fast }), idempotencyKey()],
+  });
+  return createFetch({ fetch: inner, use: [retry({ attempts: 3, ...fast })] });
+}
+
+test('a breakwater fetch under another’s retry: a keyed POST the inner one resent after a 503, then answered 429, is not resent by the outer one under a new key', async () => {
+  await withServer(
+    sequence({ status: 503 }, { status: 429, headers: { 'retry-after': '0' } }, { status: 201 }),
+    async (server) => {
+      const response = await nestedClients()(`${server.origin}/orders`, { method: 'POST', body: 'order' });
+      await response.body?.cancel();
+      assert.equal(response.status, 429, 'the inner client’s last answer, not a resend’s');
+      const keys = new Set(server.requests.map((r) => r.headers['idempotency-key']));
+      assert.equal(server.requests.length, 2, 'the 503 may have run it: no third request');
+      assert.equal(keys.size, 1, 'one key for the call');
+    },
+  );
+});
+
+test('a breakwater fetch under another’s retry: a keyed POST the inner one resent after a 503, whose resend met a refused connection, is not resent by the outer one, and reads as maybe sent', async () => {
+  const refused = `http://127.0.0.1:${await closedPort()}`;
+  await withServer(always({ status: 503 }), async (server) => {
+    let sends = 0;
+    // The inner client's passes alternate between the server and a port that refuses.
+    const fetch = nestedClients((input, init) =>
+      globalThis.fetch(sends++ % 2 === 0 ? input : `${refused}/orders`, init),
+    );
+    const error = await fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' }).then(
+      () => assert.fail('resolved'),
+      (e: unknown) => e,
+    );
+    assert.ok(error instanceof NetworkError, `${error}`);
+    assert.equal(error.code, 'ECONNREFUSED');
+    assert.equal(error.sent, 'maybe', 'the call’s first pass reached the server');
+    assert.equal(server.requests.length, 1, 'the outer retry sent no second call under a new key');
+  });
 });
