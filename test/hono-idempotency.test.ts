@@ -1514,6 +1514,77 @@ test("an upstream's 429 asking for a wait past the cap (503 behind errorResponse
   assert.equal(reserveCalls, 2);
 });
 
+/**
+ * An order app behind idempotency() and upstream(policy, { throwOnStatus: true }) whose
+ * handler reserves at `${upOrigin}/reserve` by POST.
+ */
+function ordersThrowingOnStatus(
+  upOrigin: string,
+  policy: ReturnType<typeof definePolicy>,
+): Hono<UpstreamEnv> {
+  const app = new Hono<UpstreamEnv>();
+  app.use('/orders', idempotency());
+  app.use('/orders', upstream(policy, { throwOnStatus: true }));
+  app.post('/orders', async (c) => {
+    const res = await c.var.fetch(`${upOrigin}/reserve`, { method: 'POST', body: '{}' });
+    return c.json(await res.json(), 201);
+  });
+  app.onError(errorResponses({ policy }));
+  return app;
+}
+
+test("an upstream's 429 that throwOnStatus turns into an error (503 behind errorResponses()) is not kept as the key's outcome: the upstream did not run it, and the retry with the same key runs the handler, over a real server; a 429 after a 503 the policy resent is kept", async () => {
+  const answers: Response[] = [];
+  let reserveCalls = 0;
+  const inventory = new Hono();
+  inventory.post('/reserve', () => {
+    reserveCalls++;
+    return answers.shift() ?? Response.json({ reservation: `r-${reserveCalls}` });
+  });
+  const slowDown = (): Response =>
+    new Response('slow down', { status: 429, headers: { 'retry-after': '1' } });
+  await withApp(inventory, async (up) => {
+    const once = definePolicy({ name: 'inventory', breaker: false, retry: { attempts: 1 } });
+    await withApp(ordersThrowingOnStatus(up.origin, once), async (server) => {
+      const send = (): Promise<Response> => fetch(`${server.origin}/orders`, post('{"item":"tea"}'));
+      answers.push(slowDown());
+      const refused = await send();
+      assert.equal(refused.status, 503);
+      assert.equal(refused.headers.get('retry-after'), '1');
+      assert.equal(
+        refused.headers.get('x-should-retry'),
+        'true',
+        'the 429 shows the upstream did not run it',
+      );
+      assert.equal((await refused.json()).code, 'HTTP_STATUS');
+      const retried = await send();
+      assert.equal(retried.status, 201, 'the retry with the same key runs the handler, not a replayed 503');
+      assert.equal(retried.headers.get(REPLAYED_HEADER), null);
+      assert.deepEqual(await retried.json(), { reservation: 'r-2' });
+    });
+    // The policy resent the POST (resend: 'always') after a 503, which may have run it: the
+    // later 429 says nothing of that pass, so the answer is the key's outcome.
+    const resending = definePolicy({
+      name: 'inventory',
+      breaker: false,
+      retry: { attempts: 2, resend: 'always', backoff: { initialMs: 1, jitter: 'none' } },
+    });
+    await withApp(ordersThrowingOnStatus(up.origin, resending), async (server) => {
+      const send = (): Promise<Response> =>
+        fetch(`${server.origin}/orders`, post('{"item":"tea"}', RETRY_KEY));
+      answers.push(new Response('busy', { status: 503 }), slowDown());
+      const kept = await send();
+      assert.equal(kept.status, 503);
+      assert.equal(kept.headers.get('x-should-retry'), null, 'a pass of it may have run');
+      await kept.body?.cancel();
+      const replayed = await send();
+      assert.equal(replayed.headers.get(REPLAYED_HEADER), 'true');
+      await replayed.body?.cancel();
+    });
+  });
+  assert.equal(reserveCalls, 4, 'the 429, the retry that ran, the 503 and the 429 after it');
+});
+
 test("a refused connection's 502 after the policy's own resends (each refused too) is not kept as the key's outcome: none of them ran, and the retry with the same key runs the handler, over a real server", async () => {
   const dead = `http://127.0.0.1:${await closedPort()}`;
   const inventory = flakyInventory();

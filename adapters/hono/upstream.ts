@@ -42,7 +42,7 @@ import {
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../../src/retry.ts';
 import { statusError, statusesSchema } from '../../src/status.ts';
-import { MAX_DELAY_MS } from '../../src/timing.ts';
+import { MAX_DELAY_MS, shouldRetryHeader } from '../../src/timing.ts';
 import { CLIENT_CLOSED_STATUS, exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
 
 /** The statuses whose server delay an upstream answer passes on to our client as a 503 with `Retry-After`. */
@@ -75,11 +75,15 @@ const PENDING: WeakMap<Request, number> = new WeakMap();
 /**
  * What `c.var.fetch` threw for a call that had no effect upstream, and that says the
  * upstream is not taking it now: an open circuit or a paused key, a refused connection,
- * or a wait past the cap (see {@link sortFailures}).
+ * a wait past the cap (see {@link sortFailures}), or an answer that shows it did not run,
+ * thrown by `throwOnStatus` (see {@link upstream}).
  */
 const UNSENT: WeakSet<object> = new WeakSet();
 
-/** What a call through upstream()'s or proxy()'s chain threw after a pass of it may have run upstream (see {@link sortFailures}). */
+/**
+ * What a call through upstream()'s or proxy()'s chain threw, or answered, after a pass of
+ * it may have run upstream (see {@link sortFailures}).
+ */
 const RAN_FAILURES: WeakSet<object> = new WeakSet();
 
 /**
@@ -105,7 +109,10 @@ export function refusal(error: unknown): boolean {
  */
 export const sortFailures: Middleware = async function sortFailures(call, next) {
   try {
-    return await next(call);
+    const response = await next(call);
+    // An answer too (see upstream()).
+    if (call.bag.has(RAN)) RAN_FAILURES.add(response);
+    return response;
   } catch (error) {
     const ran = call.bag.has(RAN);
     // A thrown primitive (a string abort reason) cannot be remembered: it is no refusal.
@@ -117,7 +124,8 @@ export const sortFailures: Middleware = async function sortFailures(call, next) 
 
 /**
  * Whether a call through a chain with {@link sortFailures} outermost failed with `error`
- * after a pass of it may have run upstream: a resend of the call may run it twice.
+ * (or answered it, a response) after a pass of it may have run upstream: a resend of the
+ * call may run it twice.
  */
 export function mayHaveRun(error: unknown): boolean {
   return RAN_FAILURES.has(error as object);
@@ -293,13 +301,26 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
       } finally {
         if (effect) PENDING.set(raw, (PENDING.get(raw) as number) - 1);
       }
-      if (effect) REACHED.add(raw);
+      const { status } = response;
+      const thrown = fails(status);
+      // An answer that shows the call did not run (a 429 or 408, RFC 6585 §4 and RFC 9110
+      // §15.5.9, or x-should-retry: true), after passes none of which can have run it:
+      // thrown, it is a refusal, as an open circuit is. Kept as a keyed request's outcome,
+      // its 503 "retry in 1 s" was replayed to every retry with the key for the record's
+      // 24 h, and the order was never placed.
+      const refused =
+        thrown &&
+        (!effect || !mayHaveRun(response)) &&
+        (status === 408 || status === 429 || shouldRetryHeader(response.headers) === true);
+      if (effect && !refused) REACHED.add(raw);
       // The body may stream on (a model's tokens relayed to an SSE stream, whose writes
       // go nowhere once the client left): the controller lives as long as the body does.
       const body = response.body as (ReadableStream & { [CONTROLLER]?: unknown }) | null;
       if (body !== null) body[CONTROLLER] = controller;
-      if (!fails(response.status)) return response;
-      throw await statusError(new Call(input, callInit, keyOption, undefined), response);
+      if (!thrown) return response;
+      const error = await statusError(new Call(input, callInit, keyOption, undefined), response);
+      if (refused) UNSENT.add(error);
+      throw error;
     };
     c.set('fetch', fetch);
     await next();
@@ -396,9 +417,9 @@ function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Re
  *
  * For a keyed request under `idempotency()`, the answer for a `c.var.fetch` call that
  * never left (an open circuit or a paused key, a refused connection: 503, 502) or that
- * the upstream refused unrun asking for a wait past the cap (503: a 429 or 408, or
- * `x-should-retry: true`; not one fetch reached through a redirect, for a POST answered
- * 303 See Other ran), none of whose attempts before can have run (the policy's retries
+ * the upstream refused unrun (a 429 or 408, or `x-should-retry: true`; not one fetch
+ * reached through a redirect, for a POST answered 303 See Other ran), asking for a wait
+ * past the cap (503) or thrown by `throwOnStatus` (503, 502), none of whose attempts before can have run (the policy's retries
  * know; a call by GET, HEAD, OPTIONS or TRACE has no effect to run twice), says
  * `x-should-retry: true` unless another call of the same request, by a method other
  * than GET, HEAD, OPTIONS or TRACE, got an answer, may have been sent, or is still on its
