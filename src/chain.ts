@@ -32,7 +32,7 @@ import type { BreakwaterEvent } from './events.ts';
 import { fetchFailure, redactedError } from './network.ts';
 import { functionOption, keyOptionSchema, onEventSchema, validate } from './options.ts';
 import { REDACTED, redactText, redactUrl, SECRET_HEADERS, SECRET_QUERY_NAME } from './redact.ts';
-import { follow, REDIRECTED } from './redirect.ts';
+import { follow } from './redirect.ts';
 
 /** Options for {@link createFetch}. */
 export interface CreateFetchOptions {
@@ -192,10 +192,14 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       typeof call.input === 'string' &&
       !call.isIdempotent &&
       (call.init?.redirect ?? 'follow') === 'follow'
-        ? follow(new Call(call.input, { ...call.init, redirect: 'manual' }, undefined, undefined), (at) => {
-            ran = at.bag.has(REDIRECTED);
-            return real(at.input, at.init);
-          })
+        ? follow(new Call(call.input, { ...call.init, redirect: 'manual' }, undefined, undefined), (at) =>
+            // Once the server answered, whatever fails next (a hop, a redirect the follower
+            // refuses) comes after it had the request.
+            real(at.input, at.init).then((answer) => {
+              ran = true;
+              return answer;
+            }),
+          )
         : call.init === undefined
           ? real(call.input)
           : real(call.input, call.init));

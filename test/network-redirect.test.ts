@@ -8,7 +8,7 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import type { FetchLike } from '../src/call.ts';
+import { type FetchLike, RAN } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { NetworkError, requestSummary } from '../src/errors.ts';
 import { normalizeNetworkError } from '../src/network.ts';
@@ -130,6 +130,33 @@ test('a POST with a stream body answered 307 is rejected, not followed without i
       server.requests.map((request) => request.url),
       ['/orders'],
     );
+  });
+});
+
+test('a POST answered 303 with a Location that does not parse fails as a call that may have run, and is not resent', async () => {
+  await withServer(always({ status: 303, headers: { location: 'http://[bad' } }), async (server) => {
+    const seen: boolean[] = [];
+    const fetch = createFetch({
+      use: [
+        async function read(call, next) {
+          try {
+            return await next(call);
+          } finally {
+            seen.push(call.bag.has(RAN));
+          }
+        },
+      ],
+    });
+    const error = await rejection(() => fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' }));
+    // Node's and Deno's fetch say so in their error (maybe sent); where the chain follows
+    // the redirect itself (Bun), its refusal is not a network error, and the mark says it.
+    assert.ok(
+      seen[0] === true || (error instanceof NetworkError && error.sent === 'maybe'),
+      `neither marked nor maybe sent: ${String(error)}`,
+    );
+    const retried = createFetch({ use: [quickRetry()] });
+    await rejection(() => retried(`${server.origin}/orders`, { method: 'POST', body: 'order' }));
+    assert.equal(server.requests.length, 2, 'one request for each call: none resent');
   });
 });
 
