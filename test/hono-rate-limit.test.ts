@@ -277,6 +277,25 @@ test('a key function that returns no id gets a 400 problem', async () => {
   assert.equal(ran(), 0);
 });
 
+test("a key function that returns something other than a string (a numeric user id) is the app's TypeError, naming what it got, not a 400 to every client; null is no id (400)", async () => {
+  const numeric = new Hono();
+  let seen: unknown;
+  numeric.use(rateLimit({ limit: 100, windowMs: 60_000, key: (() => 42) as never }));
+  numeric.get('/', (c) => c.text('ok'));
+  numeric.onError((error, c) => {
+    seen = error;
+    return c.text('app error', 500);
+  });
+  const res = await numeric.request('/');
+  await res.body?.cancel();
+  assert.equal(res.status, 500, 'the app answers its own bug, not "no client identity" to the client');
+  assert.ok(seen instanceof TypeError, `onError got ${String(seen)}`);
+  assert.match(seen.message, /rateLimit\(\): key\(\) must return a string \(got number\)/);
+  const { app, ran } = appWith({ limit: 100, windowMs: 60_000, key: (() => null) as never });
+  assert.equal(await statusOf(app), 400);
+  assert.equal(ran(), 0);
+});
+
 test('rateLimit() without key or trustedHeader throws a TypeError (no silent global bucket)', () => {
   assert.throws(
     () => rateLimit({ limit: 10, windowMs: 60_000 }),

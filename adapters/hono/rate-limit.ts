@@ -103,7 +103,8 @@ export interface RateLimitOptions {
    * The client's identity: a function of the request (an API key's id, a user id).
    * Give this or `trustedHeader`, not both. There is no default: a limiter without
    * one would put every client in one global bucket, and one noisy client would
-   * lock out everybody. A function that returns `undefined` or `''` gets a 400.
+   * lock out everybody. A function that returns `undefined`, `null` or `''` gets a 400;
+   * one that returns anything else but a string throws a `TypeError` (for `app.onError`).
    * An id over 64 characters is kept in the store as its SHA-256 digest, so a client
    * that controls what the id is read from cannot make store entries of any size.
    */
@@ -284,8 +285,11 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
 
   async function identity(c: Context): Promise<string | undefined> {
     if (keyOf !== undefined) {
-      const id = await keyOf(c);
-      return typeof id === 'string' && id !== '' ? id : undefined;
+      const id: unknown = await keyOf(c);
+      // Anything else (a numeric user id) is the app's bug: told as one, not as a 400 that
+      // blames every client ("no client identity") while the limiter refuses them all.
+      if (id == null || typeof id === 'string') return id || undefined;
+      throw new TypeError(`rateLimit(): key() must return a string (got ${typeof id})`);
     }
     const value = c.req.raw.headers.get(header as string);
     if (value === null) return undefined;
