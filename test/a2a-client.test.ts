@@ -1,6 +1,11 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
+import { inspect } from 'node:util';
 import { AgentCardError, createA2AClient, resolveAgentCard } from '../adapters/a2a/index.ts';
+import type { FetchLike } from '../src/call.ts';
+import { HttpStatusError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { withServer } from './helpers/server.ts';
 
@@ -123,4 +128,62 @@ test('createA2AClient says what clientConfig must be when it is not an object', 
   );
   assert.ok(error instanceof TypeError, String(error));
   assert.match(error.message, /createA2AClient\(\)\.clientConfig: must be an object/);
+});
+
+test('a credential the agent quotes back in its reason phrase is hidden from the SDK’s own error, the cause of what createA2AClient throws, over JSON-RPC, its message stream and HTTP+JSON', async () => {
+  // An old app server's 401: the credential as received in the reason phrase. Node's and
+  // Bun's fetch keep the phrase as written (Deno's gives the standard one: there this passes
+  // either way). The SDK words every failing status with the phrase; the body it quotes is
+  // the capture snapshot's, with credentials hidden, and so must the phrase be.
+  const token = 'opaque-T0k3n-9f8e7d6c5b4a3210';
+  const server = createServer((request, response) => {
+    if (request.url?.endsWith('agent-card.json')) {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/a2a`;
+      const interfaces = [
+        {
+          url,
+          protocolBinding: request.url?.includes('rest') ? 'HTTP+JSON' : 'JSONRPC',
+          protocolVersion: '1.0',
+        },
+      ];
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(
+        JSON.stringify(cardWith({ supportedInterfaces: interfaces, capabilities: { streaming: true } })),
+      );
+      return;
+    }
+    response.writeHead(401, `Unauthorized ${request.headers.authorization}`, {
+      'content-type': 'text/plain',
+    });
+    response.end('denied');
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  // The SDK gives no auth option of its own: a fetch under the policy stamps the credential.
+  const fetch: FetchLike = (input, init) => {
+    const headers = new Headers(init?.headers);
+    headers.set('authorization', `Bearer ${token}`);
+    return globalThis.fetch(input, { ...init, headers });
+  };
+  try {
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const errors: unknown[] = [];
+    for (const path of ['rpc/.well-known/agent-card.json', 'rest/.well-known/agent-card.json']) {
+      const client = await createA2AClient(origin, { policy: definePolicy({ retry: false }), fetch, path });
+      errors.push(await client.getTask({ tenant: '', id: 't1' } as never).catch((e: unknown) => e));
+      const stream = client.sendMessageStream({
+        message: { messageId: 'm1', role: 'ROLE_USER', parts: [{ text: 'hi' }] },
+      } as never);
+      errors.push(await stream.next().catch((e: unknown) => e));
+    }
+    for (const error of errors) {
+      assert.ok(error instanceof HttpStatusError, `an HttpStatusError: ${inspect(error)}`);
+      assert.equal(error.status, 401);
+      assert.ok(error.cause instanceof Error, 'the SDK’s error is its cause');
+      const shown = inspect(error, { depth: 10 });
+      assert.ok(!shown.includes(token.slice(0, 8)), `the token shown in ${shown}`);
+    }
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
 });

@@ -18,7 +18,8 @@ import {
 import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
-import { SNAPSHOT, type Snapshotted, sdkFailureBody, wrapHttpError } from '../../src/status.ts';
+import { redactText } from '../../src/redact.ts';
+import { hideSent, SNAPSHOT, type Snapshotted, sdkFailureBody, wrapHttpError } from '../../src/status.ts';
 
 /**
  * JSON-RPC methods that only read: A2A 1.0 names (`@a2a-js/sdk` 1.x `JsonRpcTransport`)
@@ -161,7 +162,21 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
     // The policy's capture (innermost) waited for this body already, from when its headers
     // came: the cap gets what is left of that wait, so a stalled body holds the SDK for
     // `waitMs` in all, not twice. A response no capture saw gets the whole wait.
-    const capped = cappedFailure(response, (said?.at ?? Date.now()) + waitMs - Date.now(), call);
+    const failed = cappedFailure(response, (said?.at ?? Date.now()) + waitMs - Date.now(), call);
+    // Every SDK failure message quotes the reason phrase too (`HTTP error for GetTask!
+    // Status: 401 <phrase>`), which Node's and Bun's fetch keep as the server wrote it, and
+    // an old app server may quote the credential there (`401 Invalid key <key>`): hidden and
+    // redacted, as the body the SDK quotes is. A new answer (the capped one's phrase is
+    // read-only), its status past 599, URL and `redirected` kept as the cap keeps them.
+    const capped = Object.defineProperties(
+      new Response(failed.body, { status: Math.min(failed.status, 599), headers: failed.headers }),
+      {
+        status: { value: failed.status },
+        statusText: { value: redactText(hideSent(call, failed.statusText)) },
+        url: { value: failed.url },
+        redirected: { value: failed.redirected },
+      },
+    );
     // Every SDK failure path (JSON-RPC, REST, 0.3 and 1.0) reads the body with text().
     // Defined, not assigned: a prototype's `text` may be read-only (@hono/node-server's Response).
     const text = capped.text.bind(capped);
