@@ -4108,3 +4108,93 @@ test('mcpFetch(): a failure answer’s stalled body still ends at once when its 
   assert.notEqual(settled, 'hung', 'the body read ended with the abort');
   assert.ok(cancelled || settled !== 'read', `the body was let go (${settled})`);
 });
+
+/**
+ * Runs `fn` with the URL of an MCP endpoint: a real server (`sessionApp()`) behind a
+ * loopback front whose answer to every GET (the SDK's stream) and DELETE (the session's
+ * end) is a 403 with a reason phrase quoting the credential the request carried, as an old
+ * app server may (`Authorization`, else `x-mcp-token`). Node's and Bun's fetch keep the phrase as written; Deno's gives the
+ * standard one (there the test passes either way).
+ */
+async function withQuotingFront(fn: (url: string) => Promise<void>): Promise<void> {
+  const inner = sessionApp();
+  await withApp(inner, async ({ origin: backend }) => {
+    const front = createServer(async (request, response) => {
+      const chunks: Buffer[] = [];
+      for await (const chunk of request) chunks.push(chunk as Buffer);
+      if (request.method !== 'POST') {
+        response.writeHead(
+          403,
+          `Forbidden ${request.headers.authorization ?? request.headers['x-mcp-token']}`,
+        );
+        response.end();
+        return;
+      }
+      const headers = new Headers();
+      for (const [name, value] of Object.entries(request.headers))
+        if (typeof value === 'string' && name !== 'host' && name !== 'connection') headers.set(name, value);
+      const answer = await fetch(`${backend}${request.url}`, {
+        method: 'POST',
+        headers,
+        body: Buffer.concat(chunks),
+      });
+      response.writeHead(answer.status, Object.fromEntries(answer.headers));
+      response.end(Buffer.from(await answer.arrayBuffer()));
+    });
+    await new Promise<void>((resolve) => front.listen(0, '127.0.0.1', resolve));
+    try {
+      await fn(`http://127.0.0.1:${(front.address() as AddressInfo).port}/mcp`);
+    } finally {
+      front.closeAllConnections();
+      await new Promise((resolve) => front.close(resolve));
+      await inner.forget();
+    }
+  });
+}
+
+test('a credential the server quotes back in the reason phrase of a failed GET stream or DELETE is not in what the SDK hands client.onerror, nor in toError()’s, with mcpFetch alone and resilientMcpClient', async () => {
+  const token = 'opaque-T0k3n-9f8e7d6c5b4a3210';
+  await withQuotingFront(async (url) => {
+    const fetch = mcpFetch(definePolicy({ name: 'mcp', retry: false }), { auth: { token } });
+    const mcp = resilientMcpClient({
+      client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+      transport: (inner: FetchLike) => new StreamableHTTPClientTransport(new URL(url), { fetch: inner }),
+      policy: definePolicy({ name: 'tools', retry: false }),
+      // A header of its own, the token bare: no redaction knows it, only what was sent.
+      auth: { token, header: 'x-mcp-token', scheme: '' },
+    });
+    const alone = new Client({ name: 'breakwater-test', version: '1.0.0' });
+    /** What each client's onerror got (the SDK's errors), and what toError() made of each. */
+    const reported: [Error[], Error[]] = [[], []];
+    const converted: unknown[] = [];
+    alone.onerror = (error) => reported[0].push(error) && converted.push(fetch.toError(error));
+    mcp.client.onerror = (error) => reported[1].push(error) && converted.push(mcp.fetch.toError(error));
+    await alone.connect(new StreamableHTTPClientTransport(new URL(url), { fetch }));
+    await mcp.connect();
+    // The SDK opens its GET stream once `initialized` is accepted, and reports its failure only to onerror.
+    for (let i = 0; i < 200 && !(reported[0][0] && reported[1][0]); i++)
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    await alone.close();
+    // resilientMcpClient's close() ends the session with a DELETE, sent past the policy.
+    await mcp.close();
+    const [byAlone, byResilient] = reported.map((errors) =>
+      errors.map((error) => `${(error as { code?: unknown }).code} ${error.message}`),
+    ) as [string[], string[]];
+    assert.ok(
+      byAlone.some((line) => line.startsWith('403 Streamable HTTP error: Failed to open SSE stream')),
+      `${byAlone}`,
+    );
+    assert.ok(
+      byResilient.some((line) => line.startsWith('403 Streamable HTTP error: Failed to open SSE stream')),
+      `${byResilient}`,
+    );
+    assert.ok(
+      byResilient.some((line) => line.startsWith('403 Streamable HTTP error: Failed to terminate session')),
+      `${byResilient}`,
+    );
+    for (const error of [...reported.flat(), ...converted]) {
+      const shown = inspect(error, { depth: 8 });
+      assert.ok(!shown.includes(token.slice(0, 8)), `the token is shown: ${shown}`);
+    }
+  });
+});

@@ -257,10 +257,14 @@ function sdkStatus(error: unknown): number | undefined {
  * up to 999), reason phrase (one that is no ByteString too: "600 Réessayez plus tard" as
  * Node's fetch decodes it), URL and `redirected` kept: `new Response()` takes neither
  * such status nor phrase, so it is built without them and given all four back, as the
- * chain's own rebuilt answers are (src/body-limit.ts).
+ * chain's own rebuilt answers are (src/body-limit.ts). `statusText`: another phrase.
  */
-function withBody(response: Response, body: ReadableStream<Uint8Array> | null): Response {
-  const { status, statusText, url, redirected } = response;
+function withBody(
+  response: Response,
+  body: ReadableStream<Uint8Array> | null,
+  statusText: string = response.statusText,
+): Response {
+  const { status, url, redirected } = response;
   return Object.defineProperties(
     new Response(body, { status: Math.min(status, 599), headers: response.headers }),
     {
@@ -376,7 +380,19 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
       // cannot be built with its status.
       if (response.ok || !response.body) return response;
       response.body.cancel().catch(() => {});
-      return withBody(response, null);
+      // The SDK quotes the phrase in what it hands client.onerror (`Failed to terminate
+      // session: <phrase>`): the credential stamped here hidden (its last word: the token
+      // after any scheme), then redacted as breakwater's errors are (an authProvider's
+      // `Bearer …` too), as remember() hands on the policy's failures.
+      const phrase = response.statusText;
+      return withBody(
+        response,
+        null,
+        // With `header`, a stamp is set (else through() sent it).
+        redactText(
+          header ? phrase.replaceAll((stamp as string).split(' ').pop() as string, '[redacted]') : phrase,
+        ),
+      );
     });
   };
 
@@ -401,7 +417,12 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
           ids = idsOf(JSON.parse(body));
       } catch {}
       if (failures.push({ said, ids }) > MAX_FAILURES) failures.shift();
-      const capped = cappedFailure(response, waitMs, call);
+      // The SDK quotes a GET's or DELETE's reason phrase in its error (`Failed to open SSE
+      // stream: <phrase>`), which Node's and Bun's fetch keep as the server wrote it, and an
+      // old app server may quote the credential there: it gets the snapshot's, hidden and
+      // redacted (a new answer: the capped one's phrase is read-only).
+      const failed = cappedFailure(response, waitMs, call);
+      const capped = withBody(failed, failed.body, said.statusText);
       // The SDK quotes a failure's text() in its error (and hands that to client.onerror), and
       // parses none: it gets the capture snapshot's body, with the call's credentials and URLs'
       // secrets hidden, not the body as it came, which may quote back the token sent. Read all
