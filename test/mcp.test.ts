@@ -915,6 +915,27 @@ test('bad options for mcpFetch() and mcpResend() throw a TypeError naming each p
     );
 });
 
+test('a tools option that is neither names nor a function is told what it must be in plain words, by mcpResend(), mcpFetch() and resilientMcpClient()', () => {
+  const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+  const transport = () => new StreamableHTTPClientTransport(new URL('http://127.0.0.1:9/mcp'));
+  for (const [where, make] of [
+    ['mcpResend()', () => mcpResend({ tools: 'search' } as never)],
+    ['mcpFetch()', () => mcpFetch(definePolicy(), { tools: 'search' } as never)],
+    [
+      'mcpFetch()',
+      () => resilientMcpClient({ client, transport, policy: definePolicy(), tools: 'search' } as never),
+    ],
+  ] as const)
+    assert.throws(make, (error: unknown) => {
+      assert.ok(error instanceof TypeError, String(error));
+      assert.ok(
+        error.message.includes(`${where}.tools: must be an array or a function (got "search")`),
+        error.message,
+      );
+      return true;
+    });
+});
+
 /** A resilient client for `origin`, with a quick gate and events recorded. */
 function resilient(
   origin: string,

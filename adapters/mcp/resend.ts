@@ -125,12 +125,7 @@ export const resendShape: {
   /** Checks {@link McpResendOptions.maxBodyChars}: a whole number, at least 0. */
   maxBodyChars: z.ZodMiniOptional<z.ZodMiniType<number>>;
 } = {
-  tools: z.optional(
-    z.union([
-      z.array(z.string()),
-      functionOption<(name: string) => boolean>('must be an array or a function'),
-    ]),
-  ),
+  tools: z.optional(z.union([z.array(z.string()), functionOption<(name: string) => boolean>()])),
   hints: z.optional(z.boolean()),
   maxBodyChars: z.optional(z.number().check(z.int(), z.minimum(0))),
 };
