@@ -922,7 +922,7 @@ test('a tools option that is neither names nor a function is told what it must b
     ['mcpResend()', () => mcpResend({ tools: 'search' } as never)],
     ['mcpFetch()', () => mcpFetch(definePolicy(), { tools: 'search' } as never)],
     [
-      'mcpFetch()',
+      'resilientMcpClient()',
       () => resilientMcpClient({ client, transport, policy: definePolicy(), tools: 'search' } as never),
     ],
   ] as const)
@@ -1666,6 +1666,34 @@ test('resilientMcpClient: bad options throw a TypeError naming each path', () =>
       ['client', 'transport', 'policy', 'gate', 'connectTimeoutMs', 'closeTimeoutMs'].every((path) =>
         error.message.includes(`resilientMcpClient().${path}`),
       ),
+  );
+});
+
+test('resilientMcpClient: bad options of its own and of mcpFetch() are listed together in one TypeError, each under resilientMcpClient()', () => {
+  const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+  const transport = () => new StreamableHTTPClientTransport(new URL('http://127.0.0.1:9/mcp'));
+  assert.throws(
+    () =>
+      resilientMcpClient({
+        client,
+        transport,
+        policy: definePolicy(),
+        connectTimeoutMs: 'soon',
+        tools: 5,
+        maxResponseBytes: -1,
+        retries: 2,
+      } as never),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError, String(error));
+      for (const path of ['connectTimeoutMs', 'tools', 'maxResponseBytes'])
+        assert.ok(error.message.includes(`resilientMcpClient().${path}: `), `${path} in ${error.message}`);
+      assert.ok(error.message.includes('unknown option "retries"'), error.message);
+      assert.ok(
+        !error.message.includes('mcpFetch()'),
+        `named after what the caller called: ${error.message}`,
+      );
+      return true;
+    },
   );
 });
 

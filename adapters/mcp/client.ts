@@ -9,11 +9,12 @@
  */
 
 import * as z from 'zod/mini';
+import { maxResponseBytesSchema } from '../../src/body-limit.ts';
 import { PROBE_LEASE_MS } from '../../src/breaker.ts';
 import type { FetchLike } from '../../src/call.ts';
 import { TimeoutError } from '../../src/errors.ts';
 import { createGate, type Gate } from '../../src/gate.ts';
-import { functionOption, policySchema, validate } from '../../src/options.ts';
+import { clientOptionsShape, functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import {
@@ -25,7 +26,7 @@ import {
   PAST,
   type Past,
 } from './fetch.ts';
-import type { McpToolsList } from './resend.ts';
+import { type McpToolsList, resendShape } from './resend.ts';
 
 /** The gate's key when neither `key` nor the policy's `name` gives one. */
 const DEFAULT_KEY = 'mcp';
@@ -185,7 +186,12 @@ export interface ResilientMcpClient<C extends McpClientLike, T extends McpTransp
   close(): Promise<void>;
 }
 
-const optionsSchema = z.looseObject({
+// Every option in one schema, named under resilientMcpClient(): mcpFetch()'s checked apart
+// were named after a function the caller never called, and listed only once its own passed.
+const optionsSchema = z.strictObject({
+  ...resendShape,
+  ...clientOptionsShape,
+  maxResponseBytes: maxResponseBytesSchema,
   client: z.custom<McpClientLike>(
     (value) => typeof (value as McpClientLike | null)?.connect === 'function',
     'must be an MCP client (with connect())',
