@@ -417,9 +417,42 @@ function hideJsonFields(text: string): string {
  * `resource_metadata=`, `token expired`): it says what is missing; a base64 Basic
  * credential has capitals inside. It keeps a number of up to 5 digits too (V8's `Unexpected
  * token 1 in JSON`, `bot 42`): shorter than an OTP (RFC 4226 §5.3), it is no credential.
+ * A scheme's name is no credential: `Invalid token Bearer <token>` hides the token after
+ * `Bearer` (read as `token`'s credential, `Bearer` was kept and the token after it shown).
  * Linear time: a match starts only at the scheme's name.
  */
-const SCHEME_CREDENTIAL = /(\b(?:bearer|basic|dpop|token|bot)\s+)([\w~+/.-]+=*)/gi;
+const SCHEME_CREDENTIAL =
+  /(\b(?:bearer|basic|dpop|token|bot)\s+)(?!(?:bearer|basic|dpop|token|bot)\b)([\w~+/.-]+=*)/gi;
+
+/**
+ * What {@link redactText} keeps after a scheme's name or a credential's name and `:`: a word
+ * of small letters, a capital first at most, or all capitals (`token expired`, `key: model`,
+ * `signal: SIGTERM`, `code: ECONNRESET`), or a number of up to 5 digits.
+ */
+const PLAIN_VALUE = /^(?:[A-Z]?[a-z_-]*|[A-Z_]+|\d{1,5})=*$/;
+
+/**
+ * A value not quoted after a word and `:` anywhere in text (`Invalid api_key: sk-live-...`, a
+ * header quoted as `x-api-key: ...`, `bad session: 7f3a...`), up to it: {@link redactText}
+ * hides it when the word is a credential's name ({@link isSecretField}) and the value is not
+ * {@link PLAIN_VALUE}. The value is read ahead, not taken, so a plain one may hold the next
+ * name (`error: token: ...`). Linear time: a match starts only at a word's start.
+ */
+const NAMED_VALUE = /\b(\w+)[ \t]*:[ \t]*(?=([\w~+/.-]+=*))/g;
+
+/** `text` with the values {@link NAMED_VALUE} finds under a credential's name shown as `[redacted]`. */
+function hideNamedValues(text: string): string {
+  let out = '';
+  let done = 0;
+  for (const { 0: head, 1: name, 2: value = '', index } of text.matchAll(NAMED_VALUE)) {
+    const from = index + head.length;
+    if (from >= done && !PLAIN_VALUE.test(value) && isSecretField(name as string, value)) {
+      out += text.slice(done, from) + REDACTED;
+      done = from + value.length;
+    }
+  }
+  return out + text.slice(done);
+}
 
 /** Characters of a URL scheme (RFC 3986 §3.1), scanned back from `://`. */
 const SCHEME_CHAR = /^[a-z\d+.-]$/i;
@@ -712,16 +745,18 @@ export function redactText(text: string, escapes = true): string {
   // Relative URLs last: those in an absolute URL's query are redacted with it already. The
   // encoded ones first: a name they show as `[redacted]` may have held what ends a
   // RELATIVE_URL (`/?'%3D...=`), which a second pass would read on through.
-  return hideJsonFields(out + text.slice(done))
-    .replace(ENCODED_PATH, redactEncodedQuery)
-    .replace(RELATIVE_URL, (_, head: string, query: string) => head + redactQuery(query))
-    .replace(ESCAPED_QUERY_WORD, redactEscapedQuery)
-    .replace(RELATIVE_PATH_TOKEN, `$1${REDACTED}`)
-    .replace(REFUSED_HEADER_VALUE, `$1${REDACTED}`)
-    .replace(SCHEME_CREDENTIAL, (said, scheme: string, credential: string) =>
-      /^(?:[A-Z]?[a-z_-]*=*|\d{1,5})$/.test(credential) ? said : scheme + REDACTED,
-    )
-    .replace(FORM_PAIR, (pair, name: string, value: string) =>
-      isSecretField(name, value) ? `${name}=${REDACTED}` : pair,
-    );
+  return hideNamedValues(
+    hideJsonFields(out + text.slice(done))
+      .replace(ENCODED_PATH, redactEncodedQuery)
+      .replace(RELATIVE_URL, (_, head: string, query: string) => head + redactQuery(query))
+      .replace(ESCAPED_QUERY_WORD, redactEscapedQuery)
+      .replace(RELATIVE_PATH_TOKEN, `$1${REDACTED}`)
+      .replace(REFUSED_HEADER_VALUE, `$1${REDACTED}`)
+      .replace(SCHEME_CREDENTIAL, (said, scheme: string, credential: string) =>
+        PLAIN_VALUE.test(credential) ? said : scheme + REDACTED,
+      )
+      .replace(FORM_PAIR, (pair, name: string, value: string) =>
+        isSecretField(name, value) ? `${name}=${REDACTED}` : pair,
+      ),
+  );
 }

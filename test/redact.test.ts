@@ -2370,3 +2370,47 @@ test('redactText hides a credential-named field of JSON escaped twice (JSON in a
     32 * 1024,
   );
 });
+
+test('redactText hides the credential after a scheme’s name that follows another scheme’s name (Invalid token Bearer <token>)', () => {
+  for (const text of [
+    `Invalid token Bearer ${MARK}`,
+    `token Bot ${MARK}`,
+    `Bearer token Bearer ${MARK}`,
+    `the token Bearer ${MARK}.abc.def`,
+  ])
+    assertHidden(text);
+  for (const kept of ['Unexpected token Bearer in JSON', 'Bearer token required', 'token bearer'])
+    assert.equal(redactText(kept), kept);
+});
+
+test('redactText hides a value not quoted after a credential’s name and ":" anywhere in text, unless it is a plain word or a short number', () => {
+  for (const [text, shown] of [
+    [`Invalid api_key: ${MARK}`, `Invalid api_key: ${REDACTED}`],
+    [`bad token:${MARK}, try again`, `bad token:${REDACTED}, try again`],
+    [`x-api-key: ${MARK}`, `x-api-key: ${REDACTED}`],
+    [`error: token: ${MARK}`, `error: token: ${REDACTED}`],
+    ['password: hunter2', `password: ${REDACTED}`],
+    ['unknown session : 7f3a9c0b', `unknown session : ${REDACTED}`],
+  ] as [string, string][])
+    assert.equal(redactText(text), shown);
+  for (const kept of [
+    'token: invalid\nkey: model\nauth: failed',
+    'killed by signal: SIGTERM',
+    'error code: ECONNRESET',
+    'Status code: 503',
+    'token: [redacted]',
+    'at http://127.0.0.1:8080/v1 (10:30:00)',
+    'retry-after-ms: 1500',
+  ])
+    assert.equal(redactText(kept), kept);
+  assertLinear(
+    [
+      (chars) => fill('a:', chars),
+      (chars) => fill('key: ', chars),
+      (chars) => fill('key: a', chars),
+      (chars) => `key:${fill('a', chars)}`,
+      (chars) => fill('a \t', chars),
+    ],
+    32 * 1024,
+  );
+});
