@@ -11,6 +11,7 @@ import { test } from 'node:test';
 import { type FetchLike, RAN } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
 import { NetworkError, requestSummary } from '../src/errors.ts';
+import { idempotencyKey } from '../src/idempotency-key.ts';
 import { normalizeNetworkError } from '../src/network.ts';
 import { retry } from '../src/retry.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
@@ -169,6 +170,43 @@ test('a POST answered 307 to a host that does not resolve reaches the server onc
       );
       assert.equal(server.requests.length, 1);
       assert.deepEqual(verdict(error), { code: 'ENOTFOUND', phase: 'send', sent: 'maybe' });
+    },
+  );
+});
+
+test('a POST keyed by its caller, answered 303 to a port that refuses the connection, says maybe sent: retry({ resend: "never" }) does not resend it', async () => {
+  const dead = await closedPort();
+  await withServer(
+    always({ status: 303, headers: { location: `http://127.0.0.1:${dead}/orders/1` } }),
+    async (server) => {
+      // The key makes it safe to resend, not unsent: on Bun the chain followed only calls
+      // that were not, and Bun's refusal at the hop read as never sent (resent twice).
+      const fetch = createFetch({
+        use: [retry({ attempts: 3, resend: 'never', backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })],
+      });
+      const init = { method: 'POST', body: 'order', headers: { 'idempotency-key': 'order-1' } };
+      const error = await rejection(() => fetch(`${server.origin}/orders`, init));
+      assert.deepEqual(verdict(error), { code: 'ECONNREFUSED', phase: 'send', sent: 'maybe' });
+      assert.equal(server.requests.length, 1, 'the POST that ran is not resent');
+    },
+  );
+});
+
+test('a breakwater fetch under another’s retry: a POST its own idempotencyKey() keyed, answered 303 to a port that refuses the connection, is not resent under a new key', async () => {
+  const dead = await closedPort();
+  await withServer(
+    always({ status: 303, headers: { location: `http://127.0.0.1:${dead}/orders/1` } }),
+    async (server) => {
+      const inner = createFetch({ use: [quickRetry(), idempotencyKey()] });
+      const fetch = createFetch({ fetch: inner, use: [quickRetry()] });
+      const error = await rejection(() =>
+        fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' }),
+      );
+      assert.equal(verdict(error).sent, 'maybe');
+      // The inner retry may resend under its key (the server dedupes on it); the outer one,
+      // which knows no key, must not: each of its resends is a new key, a new order.
+      const keys = new Set(server.requests.map((request) => request.headers['idempotency-key']));
+      assert.equal(keys.size, 1, `one key, one order: got ${keys.size}`);
     },
   );
 });
