@@ -74,7 +74,9 @@ export async function follow(call: Call, next: Next, named?: Set<string>): Promi
       // A stream body a 307 / 308 needs again: Bun's own fetch rejects ("cannot be
       // replayed"), as the Fetch standard says; so do Node's and Deno's.
       dropBody(response);
-      throw new TypeError(`redirect ${status} not followed`);
+      throw new TypeError(
+        `redirect ${status} not followed: ${url ? (hops < MAX_REDIRECTS ? 'a stream body goes once' : 'too many redirects') : 'bad Location'}`,
+      );
     }
     if (get) {
       method = 'GET';
