@@ -3,9 +3,20 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { inspect } from 'node:util';
+// @ts-types="@a2a-js/sdk"
+import { Role, TaskState } from '@a2a-js/sdk';
+// @ts-types="@a2a-js/sdk/server"
+import {
+  AgentEvent,
+  DefaultRequestHandler,
+  defaultServerCallContextBuilder,
+  InMemoryTaskStore,
+  JsonRpcTransportHandler,
+} from '@a2a-js/sdk/server';
 import { AgentCardError, createA2AClient, resolveAgentCard } from '../adapters/a2a/index.ts';
 import type { FetchLike } from '../src/call.ts';
 import { HttpStatusError } from '../src/errors.ts';
+import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { withServer } from './helpers/server.ts';
 
@@ -186,4 +197,224 @@ test('a credential the agent quotes back in its reason phrase is hidden from the
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
   }
+});
+
+/** One request the guarded agent received: `card` or the JSON-RPC method, and its Authorization. */
+interface Received {
+  what: string;
+  authorization: string | undefined;
+}
+
+/**
+ * A real A2A agent (the SDK's DefaultRequestHandler and JsonRpcTransportHandler, its
+ * executor echoing the text back as a completed task) behind a token check, on a raw
+ * node:http server so that a refusal can quote the credential in its reason phrase, as an
+ * old app server may (Node's and Bun's fetch keep the phrase as written). Each request is
+ * recorded in `received`; one that `accepts(what, authorization)` refuses is answered 401,
+ * quoting its bearer token in the phrase and in a JSON body.
+ */
+async function withGuardedAgent(
+  accepts: (what: string, authorization: string | undefined) => boolean,
+  fn: (origin: string, received: Received[], executed: () => number) => Promise<void>,
+): Promise<void> {
+  const received: Received[] = [];
+  let executed = 0;
+  let handler: JsonRpcTransportHandler | undefined;
+  const server = createServer(async (request, response) => {
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const card = cardWith({
+      supportedInterfaces: [{ url: `${origin}/a2a`, protocolBinding: 'JSONRPC', protocolVersion: '1.0' }],
+    });
+    let body = '';
+    for await (const chunk of request) body += chunk;
+    let what = 'card';
+    if (request.method === 'POST') what = String((JSON.parse(body) as { method?: unknown }).method);
+    const authorization = request.headers.authorization;
+    received.push({ what, authorization });
+    if (!accepts(what, authorization)) {
+      // The credential alone, in words that name no credential: text redaction cannot know
+      // it there, only hiding what the call sent does.
+      const token = authorization?.replace(/^Bearer /, '');
+      response.writeHead(401, `Nobody called ${token}`, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ error: { message: `nobody called ${token} here` } }));
+      return;
+    }
+    if (what === 'card') {
+      response.writeHead(200, { 'content-type': 'application/json' });
+      response.end(JSON.stringify(card));
+      return;
+    }
+    handler ??= new JsonRpcTransportHandler(
+      new DefaultRequestHandler(card as never, new InMemoryTaskStore(), {
+        async execute(context, bus) {
+          executed++;
+          const said = context.userMessage.parts[0]?.content as { value: string } | undefined;
+          bus.publish(
+            AgentEvent.task({
+              id: context.taskId,
+              contextId: context.contextId,
+              status: {
+                state: TaskState.TASK_STATE_COMPLETED,
+                message: {
+                  messageId: crypto.randomUUID(),
+                  contextId: context.contextId,
+                  taskId: context.taskId,
+                  role: Role.ROLE_AGENT,
+                  parts: [{ content: { $case: 'text', value: `echo: ${said?.value}` } }],
+                },
+              },
+              artifacts: [],
+              history: [],
+            } as never),
+          );
+          bus.finished();
+        },
+        async cancelTask() {},
+      }),
+    );
+    const context = defaultServerCallContextBuilder({
+      headers: request.headers,
+      requestedVersion: request.headers['a2a-version'],
+    } as never);
+    const answer = await handler.handle(body, context);
+    response.writeHead(200, { 'content-type': 'application/json' });
+    response.end(JSON.stringify(answer));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    await fn(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, received, () => executed);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+}
+
+/** A user message as the v1.0 SDK client takes it. */
+function userMessage(text: string) {
+  return {
+    message: {
+      messageId: crypto.randomUUID(),
+      role: Role.ROLE_USER,
+      parts: [{ content: { $case: 'text', value: text } }],
+    },
+  } as never;
+}
+
+test('createA2AClient({ policy, auth: { token } }) stamps the token on the card GET and on every JSON-RPC call, as a2aFetch() does', async () => {
+  await withGuardedAgent(
+    (_, authorization) => authorization === 'Bearer agent-T0k3n',
+    async (origin, received, executed) => {
+      const client = await createA2AClient(origin, {
+        policy: definePolicy({ name: 'echo' }),
+        auth: { token: 'agent-T0k3n' },
+      });
+      const reply = (await client.sendMessage(userMessage('hi'))) as { id?: string };
+      assert.ok(typeof reply.id === 'string', `a task: ${inspect(reply)}`);
+      await client.getTask({ tenant: '', id: reply.id } as never);
+      assert.deepEqual(received, [
+        { what: 'card', authorization: 'Bearer agent-T0k3n' },
+        { what: 'SendMessage', authorization: 'Bearer agent-T0k3n' },
+        { what: 'GetTask', authorization: 'Bearer agent-T0k3n' },
+      ]);
+      assert.equal(executed(), 1, 'the message ran once');
+    },
+  );
+});
+
+test('createA2AClient’s auth refreshes a refused token once, and the card GET and the calls after it share the new one', async () => {
+  await withGuardedAgent(
+    (_, authorization) => authorization === 'Bearer fresh-T0k3n',
+    async (origin, received, executed) => {
+      let refreshes = 0;
+      const client = await createA2AClient(origin, {
+        policy: definePolicy({ name: 'echo' }),
+        auth: {
+          token: 'stale-T0k3n',
+          refresh: () => {
+            refreshes++;
+            return 'fresh-T0k3n';
+          },
+        },
+      });
+      await client.sendMessage(userMessage('hi'));
+      assert.equal(refreshes, 1, 'one refresh, for the card’s 401');
+      assert.deepEqual(
+        received.map(({ what, authorization }) => `${what} ${authorization}`),
+        ['card Bearer stale-T0k3n', 'card Bearer fresh-T0k3n', 'SendMessage Bearer fresh-T0k3n'],
+      );
+      assert.equal(executed(), 1, 'the message ran once');
+    },
+  );
+});
+
+test('a token the agent quotes back in a 401’s reason phrase and body is in no error createA2AClient or its calls throw', async () => {
+  const token = 'opaque-T0k3n-9f8e7d6c5b4a3210';
+  const renewed = 'opaque-R3n3w-0a1b2c3d4e5f6789';
+  const options = () => ({
+    policy: definePolicy({ name: 'echo', retry: false }),
+    auth: { token, refresh: () => renewed },
+  });
+  const errors: unknown[] = [];
+  // Every request refused: createA2AClient's card GET fails.
+  await withGuardedAgent(
+    () => false,
+    async (origin) => {
+      errors.push(await createA2AClient(origin, options()).catch((e: unknown) => e));
+    },
+  );
+  // The card served, every call refused: the client's calls fail.
+  await withGuardedAgent(
+    (what) => what === 'card',
+    async (origin, received) => {
+      const client = await createA2AClient(origin, options());
+      errors.push(await client.getTask({ tenant: '', id: 't1' } as never).catch((e: unknown) => e));
+      errors.push(await client.sendMessage(userMessage('hi')).catch((e: unknown) => e));
+      assert.ok(
+        received.some(({ authorization }) => authorization === `Bearer ${renewed}`),
+        'the renewed token was sent and refused too',
+      );
+    },
+  );
+  for (const error of errors) {
+    assert.ok(error instanceof HttpStatusError, `an HttpStatusError: ${inspect(error)}`);
+    assert.equal(error.status, 401);
+    const shown = inspect(error, { depth: 10 });
+    for (const sent of [token, renewed])
+      assert.ok(!shown.includes(sent.slice(0, 12)), `the token ${sent} shown in ${shown}`);
+  }
+});
+
+test('createA2AClient’s onEvent gets an attempt event, under its key, for the card GET and for each call', async () => {
+  await withGuardedAgent(
+    () => true,
+    async (origin) => {
+      const events: BreakwaterEvent[] = [];
+      const client = await createA2AClient(origin, {
+        policy: definePolicy({ name: 'echo' }),
+        key: 'travel-agent',
+        onEvent: (event) => events.push(event),
+      });
+      await client.sendMessage(userMessage('hi'));
+      const attempts = events.filter((event) => event.type === 'attempt');
+      assert.deepEqual(
+        attempts.map(({ key, method, url }) => `${key} ${method} ${url}`),
+        [`travel-agent GET ${origin}/.well-known/agent-card.json`, `travel-agent POST ${origin}/a2a`],
+      );
+    },
+  );
+});
+
+test('createA2AClient without a policy refuses auth, onEvent and key with one TypeError naming each, before any request: only a policy’s chain uses them', async () => {
+  await withCard(cardWith({ url: 'http://127.0.0.1:9/a2a' }), async (origin, requests) => {
+    const error = await createA2AClient(origin, {
+      auth: { token: 'agent-T0k3n' },
+      onEvent: () => {},
+      key: 'echo',
+    }).catch((e: unknown) => e);
+    assert.ok(error instanceof TypeError, `a TypeError: ${error}`);
+    for (const option of ['auth', 'onEvent', 'key'])
+      assert.match(error.message, new RegExp(`createA2AClient\\(\\)\\.${option}: needs a policy`));
+    assert.ok(!error.message.includes('agent-T0k3n'), `the token shown in ${error.message}`);
+    assert.equal(requests(), 0, 'nothing was sent');
+  });
 });

@@ -12,7 +12,7 @@
  */
 
 import * as z from 'zod/mini';
-import { abortReason, Call, dropBody, type FetchLike } from '../../src/call.ts';
+import { abortReason, Call, dropBody, type FetchLike, type KeyOption } from '../../src/call.ts';
 import {
   BreakwaterError,
   isAbort,
@@ -25,7 +25,7 @@ import { type FetchStage, normalizeNetworkError } from '../../src/network.ts';
 import { functionOption, policySchema, validate } from '../../src/options.ts';
 import type { Policy } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
-import { statusError } from '../../src/status.ts';
+import { SNAPSHOT, type Snapshotted, statusError } from '../../src/status.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 
 /**
@@ -551,7 +551,25 @@ export async function resolveAgentCard(
   options?: ResolveAgentCardOptions,
 ): Promise<AgentCard> {
   const valid = validate(optionsSchema, options, 'resolveAgentCard()') ?? {};
-  const fetch = valid.policy ? valid.policy.fetch(valid.fetch) : (valid.fetch ?? globalThis.fetch);
+  return resolveAgentCardThrough(baseUrl, {
+    ...valid,
+    fetch: valid.policy ? valid.policy.fetch(valid.fetch) : valid.fetch,
+  });
+}
+
+/**
+ * {@link resolveAgentCard} with its options checked, through `options.fetch` as the whole
+ * chain (default the global fetch). Under `options.policy`, a chain that policy built:
+ * `createA2AClient()`'s own, so the card GET and the client's calls share one `auth()`;
+ * the policy's timeouts then bound the wait as in `resolveAgentCard`. `key` is the chain's
+ * `key` option (default the policy's name, else the URL's origin), for messages.
+ */
+export async function resolveAgentCardThrough(
+  baseUrl: string | URL,
+  valid: ResolveAgentCardOptions,
+  key?: KeyOption,
+): Promise<AgentCard> {
+  const fetch = valid.fetch ?? globalThis.fetch;
   let url: URL | undefined;
   try {
     url = new URL(valid.path ?? AGENT_CARD_PATH, baseUrl);
@@ -562,7 +580,7 @@ export async function resolveAgentCard(
   const href = url.href;
   const secure = url.protocol === 'https:';
   const init: RequestInit = { headers: { accept: 'application/json', 'a2a-version': '1.0' } };
-  const call = new Call(href, init, valid.policy?.resolved.name, undefined);
+  const call = new Call(href, init, key ?? valid.policy?.resolved.name, undefined);
   const request = requestSummary(call.key, 'GET', href);
   // A policy with timeouts already bounds the wait for headers; anything else gets a
   // deadline, so a server that accepts and never answers cannot hang the caller.
@@ -609,7 +627,13 @@ export async function resolveAgentCard(
         else init.redirect = 'follow';
       }
     }
-    if (!response.ok) throw await statusError(call, response);
+    if (!response.ok) {
+      // The reason phrase as the chain's capture hid what its call sent (an auth() token,
+      // which an old app server may quote there): this call, the chain's caller, knows none of it.
+      const said = (response as Snapshotted)[SNAPSHOT];
+      if (said) Object.defineProperty(response, 'statusText', { value: said.statusText });
+      throw await statusError(call, response);
+    }
     const body = await readCapped(
       response,
       valid.maxBytes ?? DEFAULT_MAX_BYTES,

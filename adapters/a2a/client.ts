@@ -18,14 +18,14 @@
 import type { Client, ClientConfig } from '@a2a-js/sdk/client';
 import * as z from 'zod/mini';
 import { maxResponseBytesSchema } from '../../src/body-limit.ts';
-import type { Call, FetchLike, Next } from '../../src/call.ts';
+import { Call, type FetchLike, type Middleware, type Next } from '../../src/call.ts';
 import type { StatusSnapshot } from '../../src/capture.ts';
 import { BreakwaterError, isAbort, oneLine, requestSummary } from '../../src/errors.ts';
-import { functionOption, policySchema, validate } from '../../src/options.ts';
-import type { Policy } from '../../src/policy.ts';
+import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
+import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
 import { SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
-import { AGENT_CARD_PATH, AgentCardError, resolveAgentCard, signalOption } from './card.ts';
+import { AGENT_CARD_PATH, AgentCardError, resolveAgentCardThrough, signalOption } from './card.ts';
 import { type A2AFetchOptions, a2aIdempotent, limitBodies } from './fetch.ts';
 
 /**
@@ -55,9 +55,13 @@ const MAX_CARD_PROBLEM_CHARS = 200;
 /** How much of that complaint is read and redacted before it is cut (1,000 characters). */
 const MAX_CARD_PROBLEM_READ_CHARS = 1000;
 
-/** Options for {@link createA2AClient}. */
-export interface CreateA2AClientOptions {
-  /** Every request (card and JSON-RPC / REST calls) goes through the chain `a2aFetch(policy, { fetch })` builds. */
+/**
+ * Options for {@link createA2AClient}. Under `policy`, those of `a2aFetch()`
+ * (`PolicyClientOptions`: `auth`, `onEvent`, `key`, the base `fetch`) apply to every
+ * request, the card GET included; without one, `auth`, `onEvent` and `key` are refused.
+ */
+export interface CreateA2AClientOptions extends PolicyClientOptions {
+  /** Every request (card and JSON-RPC / REST calls) goes through the chain `a2aFetch(policy, options)` builds. */
   policy?: Policy | undefined;
   /**
    * Under `policy`, the base fetch. Without `policy`, the whole chain to use as is
@@ -97,21 +101,40 @@ function spoken(binding: unknown): boolean {
   return BINDINGS.test(`${binding}`.toUpperCase());
 }
 
+/** The options only a policy's chain takes: its per-client pieces (a2aFetch() requires a policy for them too). */
+const POLICY_ONLY = ['auth', 'onEvent', 'key'] as const;
+
 const optionsSchema = z.optional(
-  z.strictObject({
-    policy: z.optional(policySchema),
-    fetch: z.optional(functionOption<FetchLike>()),
-    path: z.optional(z.string()),
-    clientConfig: z.optional(
-      z.custom<ClientConfig>((value) => typeof value === 'object' && value !== null, 'must be an object'),
+  z
+    .strictObject({
+      ...clientOptionsShape,
+      policy: z.optional(policySchema),
+      path: z.optional(z.string()),
+      clientConfig: z.optional(
+        z.custom<ClientConfig>((value) => typeof value === 'object' && value !== null, 'must be an object'),
+      ),
+      // Checked here, before the card GET: the SDK refuses an unknown name only once the card is in.
+      preferredTransports: z.optional(
+        z.array(z.string().check(z.refine(spoken, 'must be "JSONRPC" or "HTTP+JSON"'))),
+      ),
+      maxResponseBytes: maxResponseBytesSchema,
+      signal: signalOption,
+    })
+    .check(
+      // Without a policy, `fetch` is the whole chain: a token or listener given beside it
+      // would go nowhere, and the agent would get requests without the token, unannounced.
+      z.superRefine((options, context) => {
+        for (const name of POLICY_ONLY) {
+          if (options.policy === undefined && options[name] !== undefined)
+            context.addIssue({
+              code: 'custom',
+              path: [name],
+              input: options[name],
+              message: 'needs a policy (without one, fetch is the whole chain)',
+            });
+        }
+      }),
     ),
-    // Checked here, before the card GET: the SDK refuses an unknown name only once the card is in.
-    preferredTransports: z.optional(
-      z.array(z.string().check(z.refine(spoken, 'must be "JSONRPC" or "HTTP+JSON"'))),
-    ),
-    maxResponseBytes: maxResponseBytesSchema,
-    signal: signalOption,
-  }),
 );
 
 /** When the server said the caller may try again: the response's arrival plus its delay. */
@@ -259,6 +282,7 @@ export async function createA2AClient(
   options?: CreateA2AClientOptions,
 ): Promise<Client> {
   const valid = validate(optionsSchema, options, 'createA2AClient()') ?? {};
+  const { policy, fetch: base, auth, onEvent, key } = valid;
   /** This client's latest failure responses, oldest first: the ones its SDK errors may stand for. */
   const failures: StatusSnapshot[] = [];
   /** Keeps each failure response the SDK gets (outside retry: the last attempt's, the one its error describes). */
@@ -268,27 +292,40 @@ export async function createA2AClient(
     if (said && failures.push(said) > MAX_FAILURES) failures.shift();
     return response;
   }
-  // a2aFetch()'s chain, plus the record (inside the body cap, which hands on a copy).
-  const chain = valid.policy
-    ? valid.policy.fetch(valid.fetch, {
+  /** Whether the card is in: until then the one request through the chain is the card GET. */
+  let carded = false;
+  /** `piece` for the SDK's requests only: the card GET is resolveAgentCard's to read and cap. */
+  const sdkOnly = (piece: Middleware): Middleware =>
+    function sdkOnly(call: Call, next: Next): Promise<Response> {
+      return carded ? piece(call, next) : next(call);
+    };
+  // a2aFetch()'s chain, plus the record (inside the body cap, which hands on a copy). One
+  // chain for the card GET too, so one auth() stamps both: a token refreshed for the card
+  // serves the calls, rather than each refreshing on its own (a rotating refresh token
+  // spent twice).
+  const chain = policy
+    ? policy.fetch(base, {
+        auth,
+        onEvent,
+        key,
         use: [
           a2aIdempotent(),
-          limitBodies(valid.policy.resolved.capture.bodyWaitMs, valid.maxResponseBytes),
-          rememberFailures,
+          sdkOnly(limitBodies(policy.resolved.capture.bodyWaitMs, valid.maxResponseBytes)),
+          sdkOnly(rememberFailures),
         ],
       })
-    : valid.fetch;
+    : base;
   const fetchImpl = (chain ?? ((input, init) => globalThis.fetch(input, init))) as typeof fetch;
   /** Maps with the failures since `last`: a call's error stands for none that came before it began. */
   const toStatus = (error: unknown, last?: StatusSnapshot): unknown =>
     withStatus(error, failures.slice(failures.indexOf(last as StatusSnapshot) + 1));
-  // Under a policy the card GET goes through it directly, so errors name the policy's key.
-  const card = await resolveAgentCard(
+  // Under a policy the card GET goes through its chain directly, so errors name its key.
+  const card = await resolveAgentCardThrough(
     cardUrl,
-    valid.policy
-      ? { policy: valid.policy, fetch: valid.fetch, path: valid.path, signal: valid.signal }
-      : { fetch: fetchImpl, path: valid.path, signal: valid.signal },
+    { policy, fetch: fetchImpl, path: valid.path, signal: valid.signal },
+    key,
   );
+  carded = true;
   const sdk = await import('@a2a-js/sdk/client');
   const legacyCompat = { enabled: true };
   const cardResolver = new sdk.DefaultAgentCardResolver({ fetchImpl, legacyCompat });
@@ -314,7 +351,7 @@ export async function createA2AClient(
     throw new AgentCardError(
       'AGENT_CARD_INVALID',
       'is not a usable agent card',
-      requestSummary(valid.policy?.resolved.name ?? new URL(href).origin, 'GET', href),
+      requestSummary(new Call(href, undefined, key ?? policy?.resolved.name, undefined).key, 'GET', href),
       [issue],
     );
   }
