@@ -1585,6 +1585,33 @@ test("an upstream's 429 that throwOnStatus turns into an error (503 behind error
   assert.equal(reserveCalls, 4, 'the 429, the retry that ran, the 503 and the 429 after it');
 });
 
+test("an upstream's 401 or 403 that throwOnStatus turns into an error (502 behind errorResponses()) is not kept as the key's outcome and invites no retry: once the gateway's credentials are fixed, the retry with the same key runs the handler, over a real server", async () => {
+  for (const status of [401, 403]) {
+    const answers: Response[] = [new Response('bad gateway token', { status })];
+    let reserveCalls = 0;
+    const inventory = new Hono();
+    inventory.post('/reserve', () => {
+      reserveCalls++;
+      return answers.shift() ?? Response.json({ reservation: `r-${reserveCalls}` });
+    });
+    await withApp(inventory, async (up) => {
+      const policy = definePolicy({ name: 'inventory', breaker: false, retry: { attempts: 1 } });
+      await withApp(ordersThrowingOnStatus(up.origin, policy), async (server) => {
+        const send = (): Promise<Response> => fetch(`${server.origin}/orders`, post('{"item":"tea"}'));
+        const refused = await send();
+        assert.equal(refused.status, 502, `${status}`);
+        assert.equal(refused.headers.get('x-should-retry'), null, 'a retry would meet the same refusal');
+        await refused.body?.cancel();
+        const retried = await send();
+        assert.equal(retried.status, 201, `${status}: the retry runs the handler, not a replayed 502`);
+        assert.equal(retried.headers.get(REPLAYED_HEADER), null);
+        assert.deepEqual(await retried.json(), { reservation: 'r-2' });
+      });
+    });
+    assert.equal(reserveCalls, 2, `${status}: the refusal and the retry that ran`);
+  }
+});
+
 test("a refused connection's 502 after the policy's own resends (each refused too) is not kept as the key's outcome: none of them ran, and the retry with the same key runs the handler, over a real server", async () => {
   const dead = `http://127.0.0.1:${await closedPort()}`;
   const inventory = flakyInventory();

@@ -21,7 +21,7 @@ import { type JsonValue, memoryStore, type Store, storeSchema } from '../../src/
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { sha256Hex } from './digest.ts';
 import { exposeClientHeaders, problemResponse } from './problem.ts';
-import { RUN_TO_END } from './upstream.ts';
+import { NOT_RUN_REQUESTS, NOT_RUN_STATUSES, RUN_TO_END } from './upstream.ts';
 
 /** How long a record is kept (24 h): long enough for any client's retries, as Stripe keeps keys. */
 export const DEFAULT_TTL_MS = 86_400_000;
@@ -121,12 +121,6 @@ const SHOULD_RETRY = 'x-should-retry';
 const NOT_RUN = { [SHOULD_RETRY]: 'true' };
 /** What `x-should-retry` says on answers a resend with the same key would only repeat. */
 const FINAL = { [SHOULD_RETRY]: 'false' };
-/**
- * Statuses the client treats as "rejected before executing" (breakwater's classify
- * table, RFC 9110): a handler that answers one is taken at its word, and its record is
- * released so a retry runs the handler.
- */
-const NOT_RUN_STATUSES: ReadonlySet<number> = new Set([401, 403, 407, 408, 429]);
 /**
  * Response headers never stored: hop-by-hop ones (RFC 9110 §7.6.1, `proxy-*` too), `set-cookie` (a
  * replay must not hand out a session), and `content-length` (recomputed on replay).
@@ -479,10 +473,15 @@ async function doneRecord(
   return { state: 'done', ...print, status, headers: storableHeaders(headers), body, encoding };
 }
 
-/** Whether the handler's answer says it did not run (the client will resend it). */
-function saysNotRun(response: Response): boolean {
+/**
+ * Whether the handler's answer says it did not run (the client will resend it), or
+ * `errorResponses()` said so of `request` (an upstream's refusal no retry changes).
+ */
+function saysNotRun(response: Response, request: Request): boolean {
   return (
-    NOT_RUN_STATUSES.has(response.status) || response.headers.get(SHOULD_RETRY)?.toLowerCase() === 'true'
+    NOT_RUN_STATUSES.includes(response.status) ||
+    response.headers.get(SHOULD_RETRY)?.toLowerCase() === 'true' ||
+    NOT_RUN_REQUESTS.has(request)
   );
 }
 
@@ -981,7 +980,7 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
       response = internalError();
     }
 
-    if (saysNotRun(response)) {
+    if (saysNotRun(response, c.req.raw)) {
       await letGo();
       await bounded(release(recordKey, running)).catch(() => false);
       forget();

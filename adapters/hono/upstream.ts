@@ -48,12 +48,31 @@ import { CLIENT_CLOSED_STATUS, exposeClientHeaders, problemResponse, retryAfterS
 /** The statuses whose server delay an upstream answer passes on to our client as a 503 with `Retry-After`. */
 const DELAY_STATUSES: ReadonlySet<number> = new Set([429, 503]);
 
+/** Refusals before a request runs that a resend meets again until someone acts (RFC 9110 §15.5.2, .4, .8). */
+const AUTH_STATUSES = [401, 403, 407];
+
+/**
+ * Statuses that show a request did not run ("rejected before executing" in breakwater's
+ * classify table): the refusals above, 408 and 429 (RFC 9110 §15.5.9, RFC 6585 §4).
+ * `idempotency()` takes a handler answering one at its word and frees the key, so a
+ * retry runs the handler.
+ */
+export const NOT_RUN_STATUSES: readonly number[] = [408, 429, ...AUTH_STATUSES];
+
 /**
  * Incoming requests whose outgoing calls do not end with their client: a keyed
  * request under `idempotency()` runs to its end, so the client's retry finds the real
  * answer recorded, not the 499 of a call cut off halfway (for the record's `ttlMs`).
  */
 export const RUN_TO_END: WeakSet<Request> = new WeakSet();
+
+/**
+ * Incoming keyed requests whose handler failed with an upstream's refusal that no retry
+ * would change (its 401, 403 or 407, thrown by `throwOnStatus`, none of whose calls can
+ * have run): `idempotency()` frees the key, so a retry once the gateway's credentials are
+ * fixed runs the handler, but the 502 invites no retry (`x-should-retry` stays unset).
+ */
+export const NOT_RUN_REQUESTS: WeakSet<Request> = new WeakSet();
 
 /** Methods with no effect on the server (RFC 9110 §9.2.1): a call by one leaves nothing to run twice. */
 const SAFE_METHOD = /^(GET|HEAD|OPTIONS|TRACE)$/i;
@@ -304,14 +323,15 @@ export function upstream(policy: Policy, options?: UpstreamOptions): MiddlewareH
       const { status } = response;
       const thrown = fails(status);
       // An answer that shows the call did not run (a 429 or 408, RFC 6585 §4 and RFC 9110
-      // §15.5.9, or x-should-retry: true), after passes none of which can have run it:
+      // §15.5.9; a 401, 403 or 407, refused before it ran; or x-should-retry: true), after
+      // passes none of which can have run it:
       // thrown, it is a refusal, as an open circuit is. Kept as a keyed request's outcome,
       // its 503 "retry in 1 s" was replayed to every retry with the key for the record's
       // 24 h, and the order was never placed.
       const refused =
         thrown &&
         (!effect || !mayHaveRun(response)) &&
-        (status === 408 || status === 429 || shouldRetryHeader(response.headers) === true);
+        (NOT_RUN_STATUSES.includes(status) || shouldRetryHeader(response.headers) === true);
       if (effect && !refused) REACHED.add(raw);
       // The body may stream on (a model's tokens relayed to an SSE stream, whose writes
       // go nowhere once the client left): the controller lives as long as the body does.
@@ -468,7 +488,8 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
         // runs again with the retry.
         // Another such call still on its way (a Promise.all's other half) may run yet.
         if (UNSENT.has(err) && RUN_TO_END.has(raw) && !REACHED.has(raw) && !PENDING.get(raw)) {
-          response.headers.set('x-should-retry', 'true');
+          if (AUTH_STATUSES.includes((err as HttpStatusError).status)) NOT_RUN_REQUESTS.add(raw);
+          else response.headers.set('x-should-retry', 'true');
         }
         return response;
       }
