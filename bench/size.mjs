@@ -446,7 +446,9 @@ const cases = [
     // reaching the SDK hidden and redacted, as its body did (+51).
     // 17,825 until redactText() hid what follows a scheme's name after another scheme's
     // name and unquoted values after a credential's name and ':' (17,880 B).
-    ceiling: 17_895,
+    // 17,895 until createA2AClient() took a2aFetch()'s auth, onEvent and key, its card GET
+    // through the same chain (18,088 B: +208).
+    ceiling: 18_105,
   },
   {
     name: 'breakwater/providers',
