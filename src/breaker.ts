@@ -980,6 +980,10 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     const retryAt = new Date(now() + ms);
     c.retryAtMs = retryAt.getTime();
     c.probe = undefined;
+    // A pace probe out now was sent before the circuit opened: past the open time it must
+    // not hold the key (a hung one held every call up to maxRetryAfterMs), the half-open
+    // probe is the key's next probe, and of the pause too.
+    c.paceProbe = undefined;
     c.openReason = reason;
     c.cause = cause;
     become(c, call, 'open', reason, retryAt);

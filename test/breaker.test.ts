@@ -911,6 +911,42 @@ test('a call waiting for a hung pace probe takes over when the probe’s lease e
   assert.equal(await hung, 200);
 });
 
+test('a pace probe hung when the circuit opened does not hold the key after the open time: the next call is the half-open probe', async () => {
+  // Calls 0 and 1 are on the wire when call 2's 429 pauses the key; call 3, the pace
+  // probe, hangs (a server that accepts and never answers); then 0 and 1 fail and open
+  // the circuit. The pace probe was sent before it opened: past the open time, the next
+  // call must probe the server, not wait up to maxRetryAfterMs (60 s by default) for it.
+  const stub = scripted((i) => (i === 2 ? tooMany(40) : i <= 3 ? 'hold' : 200));
+  const { clock, breaker } = clocked({ consecutiveFailures: 2, maxRetryAfterMs: 50 });
+  const events: BreakerEvent[] = [];
+  const fetch = createFetch({
+    fetch: stub.fetch,
+    use: [breaker],
+    key: 'api',
+    onEvent: (e) => e.type === 'breaker' && events.push(e),
+  });
+  const early = [outcome(fetch, URL_A), outcome(fetch, URL_A)];
+  await tick();
+  assert.equal(await outcome(fetch, URL_A), 429);
+  clock.t += 40; // the pause is over
+  const hung = outcome(fetch, URL_A); // the pace probe
+  await tick();
+  stub.release(0, 503);
+  stub.release(1, 503);
+  assert.deepEqual(await Promise.all(early), [503, 503]);
+  assert.equal(breaker.stats('api')?.state, 'open', 'two failures opened it');
+  clock.t += 100; // the open time is over
+  assert.equal(await outcome(fetch, URL_A), 200, 'this call probed the server');
+  assert.equal(stub.calls(), 5);
+  assert.deepEqual(
+    events.map((e) => e.state),
+    ['open', 'half-open', 'closed'],
+  );
+  stub.release(3, 200);
+  assert.equal(await hung, 200);
+  assert.equal(breaker.stats('api')?.state, 'closed', 'the stale probe’s answer changes nothing');
+});
+
 test('by default the open time runs 500 ms doubling to 32 s, stretched by up to 30% and never past 32 s', async () => {
   for (const [random, expected] of [
     [0, [500, 1000, 2000, 4000, 8000, 16_000, 32_000, 32_000]],

@@ -920,49 +920,52 @@ test('a pace probe’s answer with one quota just restored and another with 2 le
 });
 
 test('a 429 during a quota pause ends what is left of its allowance: a fresh call waits for the reset instead of going', async () => {
-  // Leftover allowance: the circuit opened while the pace probe was in flight, so of 3
-  // waiters the first became the half-open probe and the others failed fast, leaving 1.
-  const arrived: Record<string, number[]> = {};
-  let probeAnsweredAt = 0;
-  const handler: Handler = async (req) => {
-    const path = new URL(req.url, 'http://x').pathname;
-    const times = arrived[path] ?? [];
-    arrived[path] = times;
-    const n = times.push(Date.now()) - 1;
-    if (path === '/limit') return tooMany(50);
-    if (path === '/slow') return { status: 500, delayMs: 100 };
-    if (path === '/probe') {
-      await delay(250);
-      probeAnsweredAt = Date.now();
-      return quota(2, 400);
-    }
-    if (path === '/wait' && n === 0) return tooMany(20);
-    return { status: 200 };
+  // Leftover allowance: the pace probe's answer said 2 of the quota were left for 400 ms
+  // (fewer than the 3 waiters), and in the same turn an early call's 500 opened the
+  // circuit, so the 3 woken waiters failed fast and took none of it.
+  const held = new Map<string, (response: Response) => void>();
+  const arrived: Record<string, number> = {};
+  const stub: FetchLike = (input) => {
+    const path = new URL(String(input)).pathname;
+    arrived[path] = Date.now();
+    if (path === '/limit') return Promise.resolve(new Response(null, tooMany(50)));
+    if (path === '/half-open') return Promise.resolve(new Response(null, tooMany(20)));
+    if (path === '/slow' || path === '/probe') return new Promise((resolve) => held.set(path, resolve));
+    return Promise.resolve(new Response(null, { status: 200 }));
   };
-  await withServer(handler, async (server) => {
-    const breaker = circuitBreaker({ open: OPEN, consecutiveFailures: 1 });
-    const fetch = createFetch({ use: [breaker], key: 'model' });
-    const url = (path: string) => `${server.origin}${path}`;
-    const slow = send(fetch, url('/slow')); // admitted before the pause; its 500 opens the circuit
-    assert.equal(await send(fetch, url('/limit')), 429);
-    await delay(60);
-    const probe = send(fetch, url('/probe')); // the pace probe
-    assert.equal(await slow, 500);
-    assert.equal(breaker.stats('model')?.state, 'open');
-    await delay(120); // the open time (100 ms) has passed: these wait for the pace probe
-    const waiters = await Promise.allSettled([1, 2, 3].map(() => send(fetch, url('/wait'))));
-    assert.equal(await probe, 200);
-    assert.deepEqual(
-      waiters.map((w) => (w.status === 'fulfilled' ? w.value : (w.reason as Error).name)),
-      [429, 'CircuitOpenError', 'CircuitOpenError'],
-    );
-    assert.equal(await send(fetch, url('/fresh')), 200);
-    const freshAt = arrived['/fresh']?.[0] ?? 0;
-    assert.ok(
-      freshAt - probeAnsweredAt >= 390,
-      `the fresh call went ${freshAt - probeAnsweredAt} ms after the quota said 2 left for 400 ms, after a 429`,
-    );
-  });
+  const breaker = circuitBreaker({ open: OPEN, consecutiveFailures: 1 });
+  const fetch = createFetch({ fetch: stub, use: [breaker], key: 'model' });
+  const url = (path: string) => `http://model.test${path}`;
+  const slow = send(fetch, url('/slow')); // admitted before the pause; its 500 opens the circuit
+  assert.equal(await send(fetch, url('/limit')), 429);
+  await delay(60);
+  const probe = send(fetch, url('/probe')); // the pace probe
+  await delay(5);
+  const waiters = Promise.allSettled([1, 2, 3].map(() => send(fetch, url('/wait'))));
+  await delay(5);
+  const answer = (path: string, response: Response): void => {
+    const resolve = held.get(path);
+    assert.ok(resolve, `${path} is on the wire`);
+    resolve(response);
+  };
+  answer('/probe', new Response(null, quota(2, 400)));
+  answer('/slow', new Response(null, { status: 500 }));
+  const probeAnsweredAt = Date.now();
+  assert.equal(await probe, 200);
+  assert.equal(await slow, 500);
+  assert.deepEqual(
+    (await waiters).map((w) => (w.status === 'fulfilled' ? w.value : (w.reason as Error).name)),
+    ['CircuitOpenError', 'CircuitOpenError', 'CircuitOpenError'],
+  );
+  assert.equal(arrived['/wait'], undefined, 'no waiter was sent');
+  await delay(120); // the open time (100 ms) has passed: this call takes 1 of the 2 and probes
+  assert.equal(await send(fetch, url('/half-open')), 429);
+  assert.equal(await send(fetch, url('/fresh')), 200);
+  const freshAt = arrived['/fresh'] ?? 0;
+  assert.ok(
+    freshAt - probeAnsweredAt >= 390,
+    `the fresh call went ${freshAt - probeAnsweredAt} ms after the quota said 2 left for 400 ms, after a 429`,
+  );
 });
 
 test('a pace probe’s answer with a few tokens left releases every waiter: tokens left are not calls left', async () => {
