@@ -470,7 +470,10 @@ export function retry(options: RetryOptions = {}): Retry {
       // read-only tool destructive): a resend that rested on it does not go.
       if (unsafe(call)) {
         giveUp(call, budget, 'unsafe-to-resend', reason);
-        return settle(outcome);
+        // An answer's body was let go before the wait, to free the connection: the caller
+        // gets its status and headers with an empty body, not one that throws when read
+        // (an SDK reads a failure's text).
+        return 'response' in outcome ? new Response(null, outcome.response) : settle(outcome);
       }
       resent = true;
       call.attempt++;

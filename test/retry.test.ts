@@ -1261,6 +1261,42 @@ test('a resend waited out after a refusal does not go once the mark that made it
   });
 });
 
+test('an answer whose resend a mark taken back during the wait stops comes back readable: its status and headers, not a body that throws', async () => {
+  // A POST marked idempotent (an MCP tool's idempotentHint) answered 503; during the
+  // backoff wait the mark is taken back (tools/list_changed), so retry() gives the 503
+  // back. Its body was let go when the wait began (to free the connection): handed back
+  // as it was, reading it threw 'Body is unusable' (Node), 'Body already used' (Bun),
+  // 'Body already consumed' (Deno) where the SDK reads the failure's text.
+  await withServer(
+    always({ status: 503, headers: { 'x-request-id': 'req-1' }, body: '{"error":"overloaded"}' }),
+    async (server) => {
+      let marked: Call | undefined;
+      const why: string[] = [];
+      const fetch = createFetch({
+        use: [
+          (call, next) => {
+            call.idempotent = true;
+            marked = call;
+            return next(call);
+          },
+          retry({ attempts: 3, backoff: fast }),
+        ],
+        onEvent: (event) => {
+          if (event.type === 'give-up') why.push(event.why);
+          if (event.type === 'retry' && marked) marked.idempotent = false;
+        },
+      });
+      const response = await fetch(server.origin, { method: 'POST', body: '{}' });
+      assert.equal(response.status, 503);
+      assert.equal(response.headers.get('x-request-id'), 'req-1');
+      assert.equal(response.bodyUsed, false, 'the body handed back is unread');
+      assert.equal(typeof (await response.text()), 'string', 'reading it does not throw');
+      assert.equal(server.requests.length, 1);
+      assert.deepEqual(why, ['unsafe-to-resend']);
+    },
+  );
+});
+
 test('a refusal whose retryAt is an Invalid Date is waited out for the backoff step, not resent at once', async () => {
   // retryAt is a plain field a user's layer may set; NaN as the wait made every resend go
   // with no wait at all (delayMs NaN in the retry events).
