@@ -428,10 +428,12 @@ export function retry(options: RetryOptions = {}): Retry {
         // retryAt, and a caller's `instanceof CircuitOpenError` keeps working.
         if (why !== 'retry-after-too-long' || refused) return settle(outcome);
         // The response's body is cancelled by statusError(), after it read the body's start
-        // (up to a second) for the message.
+        // (up to a second) for the message: the clock is read before it, so retryAt is when
+        // the server's wait ends, not a second later (properties are evaluated in order).
         const tooLong = new RetryAfterTooLongError({
           retryAfterMs: delay,
           limitMs: Math.min(maxRetryAfterMs, call.remainingMs()),
+          now: Date.now(),
           cause:
             'response' in outcome
               ? await statusError(call, outcome.response, undefined, classifyOptions.statuses)

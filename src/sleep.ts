@@ -9,7 +9,6 @@ import { abortReason } from './call.ts';
 
 /** Waits `ms`, or rejects at once with the signal's reason (see {@link abortReason}) when it aborts. */
 export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  if (signal?.aborted) return Promise.reject(abortReason(signal));
   return new Promise<void>((resolve, reject) => {
     const onAbort = (): void => {
       clearTimeout(timer);
@@ -19,6 +18,7 @@ export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void
       signal?.removeEventListener('abort', onAbort);
       resolve();
     }, ms);
-    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted) onAbort();
+    else signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

@@ -75,6 +75,26 @@ test('a Retry-After beyond the cap fails at once with RetryAfterTooLongError aft
   );
 });
 
+test('a RetryAfterTooLongError’s retryAt is when the server’s wait ends, not that plus the read of the body start for its message', async () => {
+  // The 429's body never ends: retry() reads its start for the cause's message for up to
+  // a second (bodyWaitMs). retryAt was taken after that read, a second past the wait.
+  await withServer(
+    always({ stall: 'mid-body', status: 429, headers: { 'retry-after': '120' }, body: '{"error":' }),
+    async (server) => {
+      const fetch = createFetch({ use: [retry()] });
+      const before = Date.now();
+      const error = await fetch(server.origin).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      assert.ok(error instanceof RetryAfterTooLongError, 'error instanceof RetryAfterTooLongError');
+      assert.equal(error.retryAfterMs, 120_000);
+      const late = error.retryAt.getTime() - before - 120_000;
+      assert.ok(late < 500, `retryAt is ${late} ms past the server's wait`);
+    },
+  );
+});
+
 test('a server delay longer than the call’s remaining deadline fails at once', async () => {
   await withServer(always({ status: 429, headers: { 'retry-after': '5' } }), async (server) => {
     const fetch = createFetch({ use: [timeout({ totalMs: 2000 }), retry()] });
