@@ -4162,7 +4162,7 @@ test('mcpFetch(): a failure answer’s stalled body still ends at once when its 
  * Runs `fn` with the URL of an MCP endpoint: a real server (`sessionApp()`) behind a
  * loopback front whose answer to every GET (the SDK's stream) and DELETE (the session's
  * end) is a 403 with a reason phrase quoting the credential the request carried, as an old
- * app server may (`Authorization`, else `x-mcp-token`). Node's and Bun's fetch keep the phrase as written; Deno's gives the
+ * app server may (`Authorization`, else `x-mcp-token`), and a body naming the method. Node's and Bun's fetch keep the phrase as written; Deno's gives the
  * standard one (there the test passes either way).
  */
 async function withQuotingFront(fn: (url: string) => Promise<void>): Promise<void> {
@@ -4176,7 +4176,7 @@ async function withQuotingFront(fn: (url: string) => Promise<void>): Promise<voi
           403,
           `Forbidden ${request.headers.authorization ?? request.headers['x-mcp-token']}`,
         );
-        response.end();
+        response.end(`no ${request.method} here`);
         return;
       }
       const headers = new Headers();
@@ -4244,6 +4244,48 @@ test('a credential the server quotes back in the reason phrase of a failed GET s
     for (const error of [...reported.flat(), ...converted]) {
       const shown = inspect(error, { depth: 8 });
       assert.ok(!shown.includes(token.slice(0, 8)), `the token is shown: ${shown}`);
+    }
+  });
+});
+
+test('resilientMcpClient: toError() of the session’s DELETE the server refused names the DELETE and what it said, not the GET stream it refused with the same status before; the policy records it', async () => {
+  await withQuotingFront(async (url) => {
+    // With the auth option too: the DELETE then carries the token the chain last stamped.
+    for (const auth of [undefined, { token: 'opaque-T0k3n-9f8e7d6c5b4a3210' }]) {
+      const policy = definePolicy({ name: 'tools', retry: false });
+      const events: BreakwaterEvent[] = [];
+      const mcp = resilientMcpClient({
+        client: new Client({ name: 'breakwater-test', version: '1.0.0' }),
+        transport: (inner: FetchLike) => new StreamableHTTPClientTransport(new URL(url), { fetch: inner }),
+        policy,
+        onEvent: (event) => events.push(event),
+        ...(auth && { auth }),
+      });
+      const reported: Error[] = [];
+      mcp.client.onerror = (error) => reported.push(error);
+      await mcp.connect();
+      // The SDK opens its GET stream once `initialized` is accepted, and reports its 403 only to onerror.
+      for (let i = 0; i < 200 && !reported[0]; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+      // resilientMcpClient's close() ends the session with a DELETE, sent past the policy: refused too.
+      await mcp.close();
+      const refused = reported.find((error) => error.message.includes('Failed to terminate session'));
+      assert.ok(refused, `the DELETE's failure reached onerror: ${reported.map(String)}`);
+      const error = mcp.fetch.toError(refused);
+      assert.ok(error instanceof HttpStatusError, `an HttpStatusError: ${inspect(error)}`);
+      assert.equal(error.status, 403);
+      assert.equal(error.request?.method, 'DELETE', `the DELETE is named: ${error.message}`);
+      assert.match(
+        error.message,
+        /^DELETE http:\/\/127\.0\.0\.1:\d+\/mcp \(server "tools"\) failed with HTTP 403/,
+      );
+      assert.equal(error.serverMessage, 'no DELETE here');
+      assert.equal(error.cause, refused, 'the SDK’s error is its cause');
+      // Recorded as the policy's failures are: its stats and onEvent see it too.
+      assert.equal(policy.stats('tools').lastFailure?.method, 'DELETE');
+      assert.deepEqual(
+        events.flatMap((event) => (event.type === 'captured' ? [event.snapshot.method] : [])),
+        ['GET', 'DELETE'],
+      );
     }
   });
 });

@@ -140,7 +140,8 @@ export interface ResilientMcpClientOptions<C extends McpClientLike, T extends Mc
    * connect that timed out: it had `connectTimeoutMs` to answer). Past this the DELETE
    * is let go, the transport closes all the same, and the server's session stays until
    * it expires. The DELETE is sent once, straight to `fetch` (past the policy's retry and
-   * breaker: a server that is down refuses it at once). With the `auth` option it carries
+   * breaker: a server that is down refuses it at once); a failure is recorded as the
+   * policy's are, so `fetch.toError()` names the DELETE. With the `auth` option it carries
    * the token the policy last stamped, and goes through the policy only when that one is
    * answered 401 (refreshed) or redirected, or before any was stamped.
    */
@@ -282,7 +283,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
   const fetch = mcpFetch(policy, fetchOptions);
   /** Lets go of the requests waiting in a session (see `mcpFetch()`): cancellations and the DELETE go past it. */
   const letGo = (fetch as McpFetch & { [LET_GO]: LetGo })[LET_GO];
-  /** Sends the session's DELETE once, past the policy (see `mcpFetch()`'s `Past`). */
+  /** Marks the session's DELETE to be sent once, past the policy (see `mcpFetch()`'s `Past`). */
   const past = (fetch as McpFetch & { [PAST]: Past })[PAST];
   const name = typeof options.key === 'string' ? options.key : policy.resolved.name;
   const gate = given ?? createGate({ key: name ?? DEFAULT_KEY });
@@ -446,8 +447,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         // The session ends (closing): a request waiting out a 429 or a 503 must not be sent
         // again while the DELETE is awaited, only to fail once the transport closes.
         if (deleting) letGo(`${input} ${session}`, undefined, closedError());
-        const sending = deleting ? past(input, init, () => fetch(input, init)) : fetch(input, init);
-        return sending.then((response) => {
+        return fetch(input, deleting ? past(init) : init).then((response) => {
           const get = method === 'GET';
           if ((response.status === SESSION_GONE || (get && response.ok)) && session !== null) {
             if (response.ok) streamed = true;

@@ -28,7 +28,7 @@ import { fetchFailure } from '../../src/network.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
-import { SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
+import { REPLACED, SNAPSHOT, type Snapshotted, wrapHttpError } from '../../src/status.ts';
 import {
   DEFAULT_MAX_BODY_CHARS,
   type McpResendOptions,
@@ -200,24 +200,17 @@ export const LET_GO: unique symbol = Symbol('breakwater.mcp.letGo');
 export type LetGo = (session: string, id?: string, reason?: unknown, from?: AbortSignal) => void;
 
 /**
- * Where an `mcpFetch()` keeps its {@link Past}: `resilientMcpClient()` sends the session's
+ * Where an `mcpFetch()` keeps its {@link Past}: `resilientMcpClient()` marks the session's
  * DELETE with it.
  */
 export const PAST: unique symbol = Symbol('breakwater.mcp.past');
 /**
- * Sends a request once, past the policy's retry, breaker and pacing: a cancellation (see
- * `letGo` in {@link mcpFetch}) and the session's DELETE. A server pausing every request must
- * still hear that a tool it runs is no longer wanted, and a server that is down refuses at
- * once. With the `auth` option it carries the credential the chain last stamped on a request
- * the server did not answer 401 (not following a redirect: another origin must not get it);
- * `through()` (the policy: its refresh, its redirects) sends it instead when that one is
- * answered 401 or redirected, or none was stamped yet.
+ * Marks a request to be sent past the policy by the fetch that made it: returns `init`
+ * (read into a plain object, if it is none) to send through that fetch. It goes
+ * as a cancellation does (see `past` in {@link mcpFetch}), as the chain's own call (its
+ * key, its events), its failure recorded.
  */
-export type Past = (
-  input: string | URL | Request,
-  init: RequestInit | undefined,
-  through: () => Promise<Response>,
-) => Promise<Response>;
+export type Past = (init: RequestInit | undefined) => RequestInit;
 
 /** The client's word that it gave up a request (MCP spec, Cancellation): its caller aborted, or it timed out. */
 export const CANCELLED = 'notifications/cancelled';
@@ -358,43 +351,42 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
         : fetchFailure(error, requestSummary(name ?? new URL(url).origin, `${init?.method}`, url));
     });
 
-  const past: Past = (input, given, through) => {
-    // Read once into a plain object (see readable()): a spread of a class's init, or of
-    // Object.create(init), kept none of its members, and sent a POST as a bodiless GET.
-    const init = readable(given);
+  /** The inits {@link Past} marked: their calls go past the policy. */
+  const marked = new WeakSet<RequestInit>();
+
+  /**
+   * Sends `call` once, past the policy's retry, breaker and pacing: a cancellation (see
+   * {@link letGo}) and the session's DELETE (marked by {@link Past}). A server pausing every
+   * request must still hear that a tool it runs is no longer wanted, and a server that is down
+   * refuses at once. With the `auth` option it carries the credential the chain last stamped
+   * on a request the server did not answer 401 (not following a redirect: another origin must
+   * not get it); `next` (the policy: its refresh, its redirects) sends it instead when that
+   * one is answered 401 or redirected, or none was stamped yet.
+   */
+  function past(call: Call, next: Next): Promise<Response> {
+    const init = call.init;
     const headers = new Headers(init?.headers);
     if (header && stamp) headers.set(header, stamp);
-    else if (header) return through();
-    return direct(input, header ? { ...init, headers, redirect: 'manual' } : init).then((response) => {
+    else if (header) return next(call);
+    return direct(call.input, header ? { ...init, headers, redirect: 'manual' } : init).then((response) => {
       const { status } = response;
       // A browser hides a redirect it did not follow: status 0.
       if (header && !(status && status !== 401 && (status < 300 || status > 399))) {
         // Freed, as retry frees a response it drops (a node-fetch body has no cancel()).
         response.body?.cancel?.().catch(() => {});
-        return through();
+        return next(call);
       }
-      // The SDK reads a failure's body whole, and past the policy nothing caps it: an endless
-      // one would grow memory without end. Its status is all the SDK reports; the headers
-      // stay, a redirect's Location too, which the SDK follows within the origin. One without
-      // a body goes as it is: a browser's opaque redirect (status 0) has none, and a Response
-      // cannot be built with its status.
-      if (response.ok || !response.body) return response;
-      response.body.cancel().catch(() => {});
-      // The SDK quotes the phrase in what it hands client.onerror (`Failed to terminate
-      // session: <phrase>`): the credential stamped here hidden (its last word: the token
-      // after any scheme), then redacted as breakwater's errors are (an authProvider's
-      // `Bearer …` too), as remember() hands on the policy's failures.
-      const phrase = response.statusText;
-      return withBody(
-        response,
-        null,
-        // With `header`, a stamp is set (else through() sent it).
-        redactText(
-          header ? phrase.replaceAll((stamp as string).split(' ').pop() as string, '[redacted]') : phrase,
-        ),
-      );
+      // Handed on as the chain's answers are: a failure captured and recorded (toError() then
+      // names this request: a DELETE's 403 was told as the GET stream's, the latest failure
+      // of that status recorded; the policy's stats and `captured` event see it), its body
+      // capped, its reason phrase (which the SDK quotes in what it hands client.onerror:
+      // `Failed to terminate session: <phrase>`) and body with the credential stamped here
+      // hidden, as one auth() replaced is, then redacted (an authProvider's `Bearer …`); any
+      // other answer with its body limited.
+      if (header) call.bag.set(REPLACED, [stamp]);
+      return remember(call, () => policy.capture(call, async () => response));
     });
-  };
+  }
 
   /**
    * Records each failure response the SDK gets (outside retry: the last attempt's, the
@@ -464,6 +456,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   };
 
   function letGo(call: Call, next: Next): Promise<Response> {
+    if (marked.has(call.init as RequestInit)) return past(call, next);
     const body = call.body;
     if (call.method !== 'POST' || typeof body !== 'string') return next(call);
     const named = call.header(SESSION_HEADER);
@@ -486,7 +479,7 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
           letGoOf(session, `${JSON.stringify(own(own(sent, 'params'), 'requestId'))}`, undefined, from);
           // Sent once, at once (see Past): a pause the server asked for (pacing held it up to
           // maxRetryAfterMs, or refused it) must not keep a tool the user stopped running.
-          return past(call.input, call.init, () => next(call));
+          return past(call, next);
         }
         // Only the client's own requests: an answer to a server's request carries the server's id.
         id = requestId(sent);
@@ -565,7 +558,13 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
   }) as McpFetch;
   fetch.learn = resend.learn;
   (fetch as McpFetch & { [LET_GO]: LetGo })[LET_GO] = letGoOf;
-  (fetch as McpFetch & { [PAST]: Past })[PAST] = past;
+  (fetch as McpFetch & { [PAST]: Past })[PAST] = (init) => {
+    // A plain object (see readable()), which the chain's call then keeps as it is: a spread
+    // of a class's init, or of Object.create(init), kept none of its members.
+    const read = readable(init) ?? {};
+    marked.add(read);
+    return read;
+  };
   fetch.toError = (error, sent) => {
     const status = sdkStatus(error);
     if (status === undefined) {
