@@ -1087,7 +1087,9 @@ test('an auth() left running below an ended attempt deadline does not resend dur
       fetch: deafFetch,
       use: [
         retry({ attempts: 2, backoff: { initialMs: 1, jitter: 'none' } }),
-        timeout({ attemptMs: 100 }),
+        // The second attempt waits for the first's answer and 50 ms more: 300 ms leaves a
+        // loaded machine room (100 ms timed it out under two suites at once).
+        timeout({ attemptMs: 300 }),
         auth({ token: OLD, refresh: counting.refresh }),
       ],
     });
