@@ -392,7 +392,9 @@ const cases = [
     // one schema (+2); the tools option's message gave 11 back.
     // 16,935 until redactText() hid what follows a scheme's name after another scheme's
     // name and unquoted values after a credential's name and ':' (16,989 B).
-    ceiling: 17_005,
+    // 17,005 until toError() took only failures of the method the SDK's message names
+    // (17,063 B: +65; the session's DELETE was misnamed after a GET's longer wait).
+    ceiling: 17_080,
   },
   {
     name: 'breakwater/a2a',

@@ -4162,7 +4162,8 @@ test('mcpFetch(): a failure answer’s stalled body still ends at once when its 
  * Runs `fn` with the URL of an MCP endpoint: a real server (`sessionApp()`) behind a
  * loopback front whose answer to every GET (the SDK's stream) and DELETE (the session's
  * end) is a 403 with a reason phrase quoting the credential the request carried, as an old
- * app server may (`Authorization`, else `x-mcp-token`), and a body naming the method. Node's and Bun's fetch keep the phrase as written; Deno's gives the
+ * app server may (`Authorization`, else `x-mcp-token`), and a body naming the method (the
+ * GET's with `Retry-After: 30`). Node's and Bun's fetch keep the phrase as written; Deno's gives the
  * standard one (there the test passes either way).
  */
 async function withQuotingFront(fn: (url: string) => Promise<void>): Promise<void> {
@@ -4175,6 +4176,8 @@ async function withQuotingFront(fn: (url: string) => Promise<void>): Promise<voi
         response.writeHead(
           403,
           `Forbidden ${request.headers.authorization ?? request.headers['x-mcp-token']}`,
+          // The GET's asks a longer wait: toError() of the later DELETE must still name the DELETE.
+          request.method === 'GET' ? { 'retry-after': '30' } : {},
         );
         response.end(`no ${request.method} here`);
         return;
@@ -4248,7 +4251,7 @@ test('a credential the server quotes back in the reason phrase of a failed GET s
   });
 });
 
-test('resilientMcpClient: toError() of the session’s DELETE the server refused names the DELETE and what it said, not the GET stream it refused with the same status before; the policy records it', async () => {
+test('resilientMcpClient: toError() of the session’s DELETE the server refused names the DELETE and what it said, not the GET stream it refused with the same status and a longer Retry-After before; the policy records it', async () => {
   await withQuotingFront(async (url) => {
     // With the auth option too: the DELETE then carries the token the chain last stamped.
     for (const auth of [undefined, { token: 'opaque-T0k3n-9f8e7d6c5b4a3210' }]) {

@@ -83,7 +83,8 @@ export interface McpFetch extends FetchLike {
    *
    * `sent`: the JSON-RPC message (or batch) whose `transport.send()` failed. Its id
    * names the failure response that answered it, exactly. Without it (or for a GET or
-   * DELETE, which carry no id), the candidates are the recent failures of that status
+   * DELETE, which carry no id), the candidates are the recent failures of that status,
+   * by the method the SDK's message names (its GET stream, the session's DELETE, a POST),
    * whose body the SDK's message quotes, else all of them; when they differ, the one
    * that asks to wait longest wins, so a caller is never told to wait less than its
    * server asked (at worst longer, and another request's message). `resilientMcpClient()`
@@ -105,6 +106,17 @@ const MAX_SNAPSHOT_AGE_MS = 30_000;
  * many statuses a server sends.
  */
 const MAX_FAILURES = 32;
+
+/**
+ * Words of the MCP SDK's `StreamableHTTPError` messages (`Failed to open SSE stream`,
+ * `Failed to terminate session`, `Error POSTing to endpoint`), and the method of the
+ * request each is about.
+ */
+const SDK_METHODS = [
+  ['open SSE stream', 'GET'],
+  ['terminate session', 'DELETE'],
+  ['POSTing', 'POST'],
+] as const;
 
 /** A failure response handed to the SDK, and the JSON-RPC ids (as JSON) of the request it answered. */
 interface Failure {
@@ -597,8 +609,14 @@ export function mcpFetch(policy: Policy, options?: McpFetchOptions): McpFetch {
     try {
       ids = idsOf(sent);
     } catch {}
+    // The SDK's words name the request that failed: its GET stream, its session's DELETE,
+    // or a POST; a longer wait the GET was asked for must not stand for the DELETE's failure.
+    const method = SDK_METHODS.find(([words]) => message.includes(words))?.[1];
     const recent = failures.filter(
-      ({ said }) => said.status === status && Date.now() - said.at <= MAX_SNAPSHOT_AGE_MS,
+      ({ said }) =>
+        said.status === status &&
+        Date.now() - said.at <= MAX_SNAPSHOT_AGE_MS &&
+        (!method || said.method === method),
     );
     const answered = recent.filter((failure) => failure.ids.some((id) => ids.includes(id)));
     const quoted = recent.filter(({ said }) => said.body && message.includes(said.body));
