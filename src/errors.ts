@@ -165,13 +165,30 @@ function causeMessage(cause: unknown, field: 'message' | 'name' = 'message'): st
 /** The most body bytes an {@link HttpStatusError} keeps (DESIGN.md §4: 2 KiB). */
 const MAX_BODY_BYTES = 2048;
 
-/** Whitespace runs collapsed to one space (tab, LF, VT, FF, CR, space): one pass, no backtracking. */
-const WHITESPACE_RUN = /[\t\n\v\f\r ]+/;
+/**
+ * Whitespace runs collapsed to one space (tab, LF, VT, FF, CR, space, and Unicode's line
+ * and paragraph separators, U+2028 and U+2029, at which log viewers and JS source break
+ * lines): one pass, no backtracking.
+ */
+const WHITESPACE_RUN = /[\t\n\v\f\r \u2028\u2029]+/;
 
-/** `text` with whitespace runs (newlines included) collapsed to single spaces, none at either end. */
+/**
+ * The other C0 and C1 controls (NEL, a line break, among them) and DEL: a JSON message's
+ * escapes decode to them, and a binary body (a protobuf, a gzip a proxy sent without its
+ * Content-Encoding) is full of them. Logged as they are, ESC sequences clear or retitle
+ * the terminal reading the log and a backspace rubs out what came before.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point.
+const CONTROL = /[\0-\b\x0e-\x1f\x7f-\x9f]/g;
+
+/**
+ * `text` on one line: whitespace runs (line breaks included) collapsed to single spaces,
+ * none at either end, and every other control character shown as U+FFFD, as a byte that
+ * decodes to no character is.
+ */
 export function oneLine(text: string): string {
   // A leading or trailing run leaves an empty string at that end of the split: dropped.
-  return text.split(WHITESPACE_RUN).filter(Boolean).join(' ');
+  return text.replace(CONTROL, '\uFFFD').split(WHITESPACE_RUN).filter(Boolean).join(' ');
 }
 
 /** `HTTP 503 Service Unavailable`, or `HTTP 503` when the server sent no reason phrase. */

@@ -176,6 +176,34 @@ test('a short body is kept whole', async () => {
   assert.equal(error.body, 'database is locked');
 });
 
+test('a failure body or JSON message holding control characters (terminal escapes, NUL, a binary body) or Unicode line breaks reaches no log line as such: each control is U+FFFD, U+2028 and U+2029 a space', async () => {
+  // A JSON message's escapes decode to real controls: ESC [2J clears a terminal that prints
+  // the logged error, ESC ]0; retitles it, \b rubs out what came before; U+2028, U+2029 and
+  // NEL break the line in log viewers and JS source. A binary body (a gzip a proxy sent
+  // without its Content-Encoding, a protobuf) decodes to NUL and other controls.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: finding them is the point.
+  const controlOrBreak = /[\0-\x08\x0e-\x1f\x7f-\x9f\u2028\u2029]/;
+  const json = await thrownBy(
+    jsonError(503, {
+      error: { message: 'model\u001b[2J\u001b]0;pwned\u0007 down\b\u2028retry\u0085later\u2029' },
+    }),
+  );
+  assert.equal(json.serverMessage, 'model\uFFFD[2J\uFFFD]0;pwned\uFFFD down\uFFFD retry\uFFFDlater');
+  for (const text of [json.message, json.body, json.statusText])
+    assert.ok(!controlOrBreak.test(text), JSON.stringify(text));
+  const binary = await thrownBy({
+    status: 502,
+    headers: { 'content-type': 'application/octet-stream' },
+    body: new Uint8Array([0x1f, 0x8b, 0x08, 0x00, 0x00, 0x1b, 0x5b, 0x48, 0x7f, 0x4f, 0x4b]),
+  });
+  for (const text of [binary.message, binary.body, binary.serverMessage ?? ''])
+    assert.ok(!controlOrBreak.test(text), JSON.stringify(text));
+  assert.ok(binary.body.endsWith('[H\uFFFDOK'), JSON.stringify(binary.body));
+  // Built by hand, the body is kept on one line so too.
+  const built = new HttpStatusError({ status: 500, body: 'a\u001b[2Kb\u2028c' });
+  assert.equal(built.body, 'a\uFFFD[2Kb c');
+});
+
 test('a failure body in the charset its Content-Type names (ISO-8859-1, UTF-16) is decoded in it: body and serverMessage read as the server wrote them', async () => {
   // Apache's and old Java servers' error pages say charset=iso-8859-1; a .NET or Windows
   // service may answer UTF-16. Read as UTF-8, 'é' was U+FFFD and UTF-16 JSON had a NUL
