@@ -150,14 +150,7 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
   const signal = call.signal;
   if (signal?.aborted) return gone(response, signal);
   const reader = (response.clone().body as ReadableStream<Uint8Array>).getReader();
-  // In the charset the Content-Type names (RFC 9110 §8.3.2: `iso-8859-1` of Apache's and old
-  // Java servers' error pages, a Windows service's UTF-16), else UTF-8 (RFC 8259's only JSON
-  // encoding; a label no decoder knows throws a RangeError). Read as UTF-8, Latin-1's 'é' was
-  // U+FFFD and UTF-16 JSON letters between NULs, its message lost. (`text()` reads UTF-8 only.)
-  let decoder = new TextDecoder();
-  try {
-    decoder = new TextDecoder(/charset="?([^";\s]+)/i.exec(type as string)?.[1]);
-  } catch {}
+  const decoder = new TextDecoder();
   let size = 0;
   let next: ReadableStreamReadResult<Uint8Array> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
