@@ -99,19 +99,28 @@ const MESSAGE_PATHS = [['error', 'message'], ['error'], ['message'], ['detail'],
 
 /**
  * The message of a parsed JSON error body, from the shapes servers use:
- * `{error:{message}}` (OpenAI, JSON-RPC `{error:{code,message}}`),
- * `{type:'error',error:{message}}` (Anthropic), `{error:'...'}`, `{message}`, and
- * RFC 9457 `{detail}` / `{title}`. Also read by `breakwater/providers` from the bodies
- * the SDKs keep on their errors.
+ * `{error:{message}}` (OpenAI, JSON-RPC `{error:{code,message}}`, Google's
+ * `{error:{code,message,status}}`), `{type:'error',error:{message}}` (Anthropic),
+ * `{error:'...'}`, `{message}`, and RFC 9457 `{detail}` / `{title}`; also an array of one
+ * of these, as Google's streaming endpoints (`streamGenerateContent`) answer a 429, and
+ * OAuth 2.0's `{error, error_description}` (RFC 6749 §5.2, a token endpoint's refusal of a
+ * refresh) as `<error>: <error_description>`: its `error` is a code, which said neither what
+ * went wrong nor what to do. Also read by `breakwater/providers` from the bodies the SDKs
+ * keep on their errors.
  */
 export function errorMessageOf(parsed: unknown): string | undefined {
+  const body = Array.isArray(parsed) ? parsed[0] : parsed;
+  const description = (body as { error_description?: unknown } | null)?.error_description;
   for (const path of MESSAGE_PATHS) {
-    let value = parsed;
+    let value = body;
     for (const step of path) {
       value =
         value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[step] : undefined;
     }
-    if (typeof value === 'string' && value.length > 0) return value;
+    if (typeof value === 'string' && value.length > 0)
+      return path === MESSAGE_PATHS[1] && typeof description === 'string' && description
+        ? `${value}: ${description}`
+        : value;
   }
   return undefined;
 }

@@ -151,6 +151,26 @@ test('serverMessage comes from a JSON-RPC {error:{code,message}} body', async ()
   assert.equal(error.serverMessage, 'Internal error');
 });
 
+test('serverMessage comes from the JSON array of one error Google’s streaming endpoints answer ([{error:{code,message,status}}])', async () => {
+  // Vertex AI's and Gemini's streamGenerateContent (without alt=sse) answer a 429 so.
+  const message = 'Resource exhausted. Please try again later.';
+  const error = await thrownBy(
+    jsonError(429, [{ error: { code: 429, message, status: 'RESOURCE_EXHAUSTED' } }]),
+  );
+  assert.equal(error.serverMessage, message);
+  assert.ok(error.message.includes(`: ${message}`), error.message);
+});
+
+test('serverMessage of an OAuth 2.0 error body (RFC 6749 §5.2 {error, error_description}) has its code and its description', async () => {
+  // What a token endpoint answers a refresh (an MCP client's OAuth) that cannot succeed.
+  const error = await thrownBy(
+    jsonError(400, { error: 'invalid_grant', error_description: 'The refresh token has expired' }),
+  );
+  assert.equal(error.serverMessage, 'invalid_grant: The refresh token has expired');
+  const bare = await thrownBy(jsonError(401, { error: 'invalid_client' }));
+  assert.equal(bare.serverMessage, 'invalid_client');
+});
+
 // --- the body snippet ---
 
 test('the error keeps the start of the body on one line, at most 2048 bytes', async () => {
@@ -203,6 +223,7 @@ test('a failure body or JSON message holding control characters (terminal escape
   const built = new HttpStatusError({ status: 500, body: 'a\u001b[2Kb\u2028c' });
   assert.equal(built.body, 'a\uFFFD[2Kb c');
 });
+
 test('throwOnStatus() cancels the failure body so the connection is freed', async () => {
   // 1 MiB: far more than the socket buffers hold, so only a cancel lets the connection go.
   await withServer(always({ status: 503, body: 'z'.repeat(1024 * 1024) }), async (server) => {
