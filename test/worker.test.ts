@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import process from 'node:process';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ORDER_WINDOW_MS, ORDERS_PER_WINDOW } from '../examples/worker/app.ts';
+import { createApp, ORDER_WINDOW_MS, ORDERS_PER_WINDOW } from '../examples/worker/app.ts';
 import { type Handler, type TestServer, withServer } from './helpers/server.ts';
 
 /** Bun's default per-test timeout (5 s) is too short for starting a runtime and driving it. */
@@ -40,6 +40,9 @@ const WORKERD = join(BIN, 'workerd');
 const DENO = join(BIN, 'deno');
 const BUN = join(BIN, 'bun');
 const ESBUILD = join(BIN, 'esbuild');
+/** Under Deno and Bun, `process.execPath` is their own binary: the stand-in inventory runs on the `node` on PATH. */
+const NODE =
+  process.versions.deno === undefined && process.versions.bun === undefined ? process.execPath : 'node';
 
 /** How long a runtime may take to answer its first request. */
 const START_DEADLINE_MS = 10_000;
@@ -418,4 +421,69 @@ test('examples/worker runs under bun (bun.ts): the same headers, retries, replay
       PORT: String(port),
     }),
   );
+});
+
+test('examples/worker/inventory.ts, the stand-in inventory its README starts: the order app reserves through it, waits out its first 503 and resends with one key, and a repeated order is replayed without reaching it', async () => {
+  const inventory = start(NODE, ['--import', 'tsx', join(EXAMPLE, 'inventory.ts')], { PORT: '0' });
+  try {
+    const deadline = Date.now() + START_DEADLINE_MS;
+    let origin: string | undefined;
+    while (origin === undefined) {
+      origin = /inventory on (http:\/\/127\.0\.0\.1:\d+)/.exec(inventory.output())?.[1];
+      assert.ok(!inventory.exited(), `the inventory exited:\n${inventory.output()}`);
+      assert.ok(Date.now() < deadline, `the inventory did not say where it listens:\n${inventory.output()}`);
+      if (origin === undefined) await sleep(50);
+    }
+    const app = createApp(origin);
+    const order = async (client: string, key: string): Promise<Response> =>
+      await app.request('/orders', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-client': client, 'idempotency-key': key },
+        body: JSON.stringify({ sku: 'tea', quantity: 2 }),
+      });
+    const logged = (): string[] =>
+      inventory
+        .output()
+        .split('\n')
+        .filter((line) => line.startsWith('POST /reserve'));
+
+    const startedAt = Date.now();
+    const first = await order('alice', '"order-1"');
+    const firstText = await first.text();
+    assert.equal(first.status, 201, `${firstText}\n${inventory.output()}`);
+    assert.deepEqual(JSON.parse(firstText).reservation, { reservation: 'r-1', sku: 'tea', quantity: 2 });
+    const took = Date.now() - startedAt;
+    assert.ok(took >= 280, `the first order took ${took} ms: the inventory's 503 asked for a 300 ms wait`);
+    // stdout is read as it comes: the log line of the 200 may trail the answer a little.
+    while (logged().length < 2 && Date.now() < deadline) await sleep(20);
+    const [refused, reserved, ...rest] = logged();
+    assert.match(String(refused), /-> 503, retry-after-ms: 300/, inventory.output());
+    assert.match(String(reserved), /-> 200 r-1 \(resent \d+ ms after the 503\)/, inventory.output());
+    assert.equal(
+      String(refused).split('  ')[1],
+      String(reserved).split('  ')[1],
+      "the resend carries the first attempt's Idempotency-Key",
+    );
+    assert.deepEqual(rest, [], inventory.output());
+
+    const again = await order('alice', '"order-1"');
+    assert.equal(again.status, 201);
+    assert.equal(again.headers.get('idempotent-replayed'), 'true', 'the repeat is replayed by the order app');
+    assert.equal(await again.text(), firstText);
+
+    const bobs = await order('bob', '"order-1"');
+    assert.equal(bobs.status, 201);
+    assert.equal(
+      (JSON.parse(await bobs.text()) as { reservation: { reservation: string } }).reservation.reservation,
+      'r-2',
+    );
+    while (logged().length < 3 && Date.now() < deadline) await sleep(20);
+    assert.equal(
+      logged().length,
+      3,
+      `the replay reached the inventory, or bob's order did not:\n${inventory.output()}`,
+    );
+  } finally {
+    await inventory.stop();
+  }
 });
