@@ -158,7 +158,10 @@ const cases = [
     // 27,780 until redactText() hid what follows a scheme's name after another scheme's
     // name and unquoted values after a credential's name and ':' (27,845 B).
     // 27,860 until the redirect follower's refusals named why (27,887 B).
-    ceiling: 27_900,
+    // 27,900 until error texts lost their control characters (terminal escapes a server
+    // put in a message) and serverMessage read Google's error array and OAuth's
+    // error_description (27,984 B).
+    ceiling: 28_000,
   },
   {
     name: 'createFetch + retry + retryDelay',
@@ -208,7 +211,10 @@ const cases = [
     // 16,745 until redactText() hid what follows a scheme's name after another scheme's
     // name and unquoted values after a credential's name and ':' (16,802 B).
     // 16,820 until the redirect follower's refusals named why (16,843 B).
-    ceiling: 16_860,
+    // 16,860 until error texts lost their control characters (terminal escapes a server
+    // put in a message) and serverMessage read Google's error array and OAuth's
+    // error_description (16,946 B).
+    ceiling: 16_960,
   },
   {
     name: 'createFetch alone',
@@ -325,7 +331,10 @@ const cases = [
     // name and unquoted values after a credential's name and ':' (20,288 B).
     // 20,305 until an upstream's 401, 403 or 407 thrown by throwOnStatus freed an
     // idempotency key without inviting a retry (20,322 B).
-    ceiling: 20_340,
+    // 20,340 until error texts lost their control characters (terminal escapes a server
+    // put in a message) and serverMessage read Google's error array and OAuth's
+    // error_description (20,396 B).
+    ceiling: 20_410,
   },
   {
     name: 'breakwater/mcp',
@@ -394,7 +403,10 @@ const cases = [
     // name and unquoted values after a credential's name and ':' (16,989 B).
     // 17,005 until toError() took only failures of the method the SDK's message names
     // (17,063 B: +65; the session's DELETE was misnamed after a GET's longer wait).
-    ceiling: 17_080,
+    // 17,080 until error texts lost their control characters (terminal escapes a server
+    // put in a message) and serverMessage read Google's error array and OAuth's
+    // error_description (17,101 B).
+    ceiling: 17_115,
   },
   {
     name: 'breakwater/a2a',
@@ -450,7 +462,10 @@ const cases = [
     // name and unquoted values after a credential's name and ':' (17,880 B).
     // 17,895 until createA2AClient() took a2aFetch()'s auth, onEvent and key, its card GET
     // through the same chain (18,088 B: +208).
-    ceiling: 18_105,
+    // 18,105 until error texts lost their control characters (terminal escapes a server
+    // put in a message) and serverMessage read Google's error array and OAuth's
+    // error_description (18,152 B).
+    ceiling: 18_165,
   },
   {
     name: 'breakwater/providers',
@@ -490,7 +505,10 @@ const cases = [
     // 12,830 until the fifteenth session (12,812 -> 12,929 B: the core's share).
     // 12,945 until redactText() hid what follows a scheme's name after another scheme's
     // name and unquoted values after a credential's name and ':' (13,000 B).
-    ceiling: 13_015,
+    // 13,015 until error texts lost their control characters (terminal escapes a server
+    // put in a message) and serverMessage read Google's error array and OAuth's
+    // error_description (13,084 B).
+    ceiling: 13_100,
   },
   {
     name: 'breakwater/ky',
@@ -524,7 +542,10 @@ const cases = [
     // 10,140 until the fifteenth session (10,121 -> 10,246 B: the core's share).
     // 10,260 until redactText() hid what follows a scheme's name after another scheme's
     // name and unquoted values after a credential's name and ':' (10,319 B).
-    ceiling: 10_335,
+    // 10,335 until error texts lost their control characters (terminal escapes a server
+    // put in a message) and serverMessage read Google's error array and OAuth's
+    // error_description (10,404 B).
+    ceiling: 10_420,
   },
 ];
 
