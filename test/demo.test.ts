@@ -153,6 +153,8 @@ interface QuickRuns {
   device: ExampleRun;
   /** Two runs interrupted by Ctrl-C, `--html` a new file and an earlier report. */
   interrupted: Interrupted[];
+  /** `--help` with its stdout's reading end closed before it wrote. */
+  unread: ExampleRun;
   /** What `stat()` of the new file said after: `ENOENT`, or that it is there. */
   fresh: string;
   /** The earlier report's content after. */
@@ -184,13 +186,14 @@ function quick(): Promise<QuickRuns> {
       // breakwater clients' then take 3 s at least: Ctrl-C lands mid-run. (With 120 calls
       // the cue came at 2 s, with 4 s left.)
       const interrupted = ['--calls', '4', '--seed', '1', '--storm-ms', '2000', '--storm-only', '--html'];
-      const [help, unknown, badValue, unwritable, device, interruptedRuns] = await Promise.all([
+      const [help, unknown, badValue, unwritable, device, interruptedRuns, unread] = await Promise.all([
         demo(['--help']),
         demo(['--bogus']),
         demo(['--calls', 'many']),
         demo([...SHORT_RUN, '--storm-only', '--html', join(dir, 'missing', 'report.html')]),
         demo(['--calls', '1', '--storm-ms', '2000', '--quiet', '--storm-only', '--html', '/dev/null']),
         Promise.all([interruptedDemo([...interrupted, fresh]), interruptedDemo([...interrupted, earlier])]),
+        unreadDemo(['--help']),
       ]);
       return {
         help,
@@ -199,6 +202,7 @@ function quick(): Promise<QuickRuns> {
         unwritable,
         device,
         interrupted: interruptedRuns,
+        unread,
         fresh: await stat(fresh).then(
           () => 'a file is there',
           (error: { code?: string }) => error.code ?? String(error),
@@ -310,6 +314,37 @@ function interruptedDemo(args: string[]): Promise<Interrupted> {
     child.on('close', (code, signal) => resolve({ code, signal, stderr }));
   });
 }
+
+/**
+ * Starts the demo with `args` and closes the reading end of its stdout at once, before
+ * it has loaded and written anything (as `npm run demo | head` does once head has its
+ * lines): its writes meet EPIPE.
+ */
+function unreadDemo(args: string[]): Promise<ExampleRun> {
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const node =
+    process.versions.deno === undefined && process.versions.bun === undefined ? process.execPath : 'node';
+  return new Promise((resolve, reject) => {
+    const child = spawn(node, ['--import', 'tsx', join(root, 'examples', 'demo', 'main.ts'), ...args], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (chunk: string) => {
+      stderr += chunk;
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout: '', stderr }));
+  });
+}
+
+test('the demo whose stdout reader has gone (npm run demo | head) ends quietly with exit code 0, not on an unhandled EPIPE', async () => {
+  const run = (await quick()).unread;
+  assert.doesNotMatch(run.stderr, /EPIPE|Unhandled/, 'the closed pipe crashed it');
+  assert.equal(run.code, 0, run.stderr);
+});
 
 test('a demo interrupted with Ctrl-C (SIGINT) mid-run leaves no --html file behind, and an earlier report untouched', async () => {
   const { interrupted, fresh, earlier } = await quick();

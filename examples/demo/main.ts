@@ -292,6 +292,14 @@ async function main(): Promise<void> {
   if (problems.length > 0) process.exitCode = 1;
 }
 
+// The reader of stdout went away (`npm run demo | head`, `less` quit early): the run
+// goes on without printing, so its `--html` report and exit code still count, rather
+// than dying on an unhandled EPIPE with a stack trace. A destroyed stream drops later
+// writes without another error.
+process.stdout.on('error', (error: Error & { code?: string }) => {
+  if (error.code !== 'EPIPE') throw error;
+});
+
 main().catch((error: unknown) => {
   process.stderr.write(
     `breakwater demo failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
