@@ -4,6 +4,7 @@
  * as most CLIs), strict flag parsing, and whole-number flags with bounds.
  */
 
+import process from 'node:process';
 import { type ParseArgsConfig, parseArgs } from 'node:util';
 
 /** Exit code for a bad command line. */
@@ -40,4 +41,24 @@ export function integer(
     );
   }
   return value;
+}
+
+/**
+ * The command line of an example that takes no options: `--help` (`-h`) prints `help`
+ * and exits 0; anything else is refused before anything runs, on stderr with a hint,
+ * exit code {@link EXIT_USAGE}. Returns when the command line is empty.
+ */
+export function noOptions(args: string[], help: string): void {
+  let values: { help?: boolean };
+  try {
+    values = parseFlags(args, { help: { type: 'boolean', short: 'h' } });
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    process.stderr.write(`${error.message}\nrun with --help for the options\n`);
+    process.exit(EXIT_USAGE);
+  }
+  if (values.help === true) {
+    process.stdout.write(help);
+    process.exit(0);
+  }
 }

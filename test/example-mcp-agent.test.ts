@@ -116,3 +116,17 @@ test('the MCP agent example counts duplicate create_ticket executions per ticket
   assert.deepEqual(figures(table, 'create_ticket executions'), [4, 4]);
   assert.deepEqual(figures(table, 'duplicate create_ticket executions'), [1, 0]);
 });
+
+test('the mcp-agent example takes no options: --help prints its usage and exits 0, anything else is refused with exit code 2 before it runs', async () => {
+  const [help, bad] = await Promise.all([
+    runExample('mcp-agent/main.ts', ['--help']),
+    runExample('mcp-agent/main.ts', ['--bogus']),
+  ]);
+  assert.equal(help.code, 0, help.stderr);
+  assert.match(help.stdout, /^usage: node --import tsx examples\/mcp-agent\/main\.ts$/m);
+  assert.doesNotMatch(help.stdout, /^counted by the server/m, '--help ran the example');
+  assert.equal(bad.code, 2, `${bad.stderr}\n${bad.stdout}`);
+  assert.match(bad.stderr, /--bogus/);
+  assert.match(bad.stderr, /--help/);
+  assert.equal(bad.stdout, '', 'a refused command line ran the example');
+});

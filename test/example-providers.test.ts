@@ -71,3 +71,17 @@ test('the providers example: on openaiOptions(policy) nothing is sent inside an 
   // readRateLimits() of a real response: the Go-duration reset and the request id.
   assert.match(out, /\{"requests":\{"limit":3,"remaining":2,"resetMs":\d+\},"requestId":"req_\d+"\}/);
 });
+
+test('the providers example takes no options: --help prints its usage and exits 0, anything else is refused with exit code 2 before it runs', async () => {
+  const [help, bad] = await Promise.all([
+    runExample('providers/main.ts', ['--help']),
+    runExample('providers/main.ts', ['--bogus']),
+  ]);
+  assert.equal(help.code, 0, help.stderr);
+  assert.match(help.stdout, /^usage: node --import tsx examples\/providers\/main\.ts$/m);
+  assert.doesNotMatch(help.stdout, /^counted by the server/m, '--help ran the example');
+  assert.equal(bad.code, 2, `${bad.stderr}\n${bad.stdout}`);
+  assert.match(bad.stderr, /--bogus/);
+  assert.match(bad.stderr, /--help/);
+  assert.equal(bad.stdout, '', 'a refused command line ran the example');
+});
