@@ -117,11 +117,13 @@ export function formatNotes(concurrency: number): string {
     'inside Retry-After  requests sent while a Retry-After the server had given was still running, counted by',
     '                    the server from the send time each request carries (stamped as it was handed to',
     `                    fetch, the same for every client); other calls' requests sent within ${RETRY_AFTER_GRACE_MS} ms of`,
-    '                    the 503/429 do not count (the answer was still on its way); a resend of its call does',
+    "                    the 503/429 do not count (the answer was still on its way); the refused call's own",
+    '                    resend counts however soon it comes',
     'duplicate orders    POST /orders executions beyond the first per order id, counted by the order handler',
     `p50, p99            per call, from its planned start to its end (waiting for one of ${concurrency} slots included;`,
     "                    a call that waits out the server's Retry-After is slower, and more likely to succeed)",
-    'breaker opens       breakwater `breaker` events with state "open"',
+    'breaker opens       breakwater `breaker` events with state "open" (its circuit opens after more failures',
+    '                    in a row than there are calls in flight: see examples/demo/clients.ts)',
   ].join('\n');
 }
 
