@@ -3,21 +3,14 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { inspect } from 'node:util';
-// @ts-types="@a2a-js/sdk"
-import { Role, TaskState } from '@a2a-js/sdk';
 // @ts-types="@a2a-js/sdk/server"
-import {
-  AgentEvent,
-  DefaultRequestHandler,
-  defaultServerCallContextBuilder,
-  InMemoryTaskStore,
-  JsonRpcTransportHandler,
-} from '@a2a-js/sdk/server';
+import { defaultServerCallContextBuilder, type JsonRpcTransportHandler } from '@a2a-js/sdk/server';
 import { AgentCardError, createA2AClient, resolveAgentCard } from '../adapters/a2a/index.ts';
 import type { FetchLike } from '../src/call.ts';
 import { HttpStatusError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
+import { echoAgent, userMessage } from './helpers/a2a-agent.ts';
 import { withServer } from './helpers/server.ts';
 
 /** A card that passes resolveAgentCard's check, with the given interfaces (A2A 1.0 form). */
@@ -244,34 +237,9 @@ async function withGuardedAgent(
       response.end(JSON.stringify(card));
       return;
     }
-    handler ??= new JsonRpcTransportHandler(
-      new DefaultRequestHandler(card as never, new InMemoryTaskStore(), {
-        async execute(context, bus) {
-          executed++;
-          const said = context.userMessage.parts[0]?.content as { value: string } | undefined;
-          bus.publish(
-            AgentEvent.task({
-              id: context.taskId,
-              contextId: context.contextId,
-              status: {
-                state: TaskState.TASK_STATE_COMPLETED,
-                message: {
-                  messageId: crypto.randomUUID(),
-                  contextId: context.contextId,
-                  taskId: context.taskId,
-                  role: Role.ROLE_AGENT,
-                  parts: [{ content: { $case: 'text', value: `echo: ${said?.value}` } }],
-                },
-              },
-              artifacts: [],
-              history: [],
-            } as never),
-          );
-          bus.finished();
-        },
-        async cancelTask() {},
-      }),
-    );
+    handler ??= echoAgent(card, () => {
+      executed++;
+    });
     const context = defaultServerCallContextBuilder({
       headers: request.headers,
       requestedVersion: request.headers['a2a-version'],
@@ -287,17 +255,6 @@ async function withGuardedAgent(
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));
   }
-}
-
-/** A user message as the v1.0 SDK client takes it. */
-function userMessage(text: string) {
-  return {
-    message: {
-      messageId: crypto.randomUUID(),
-      role: Role.ROLE_USER,
-      parts: [{ content: { $case: 'text', value: text } }],
-    },
-  } as never;
 }
 
 test('createA2AClient({ policy, auth: { token } }) stamps the token on the card GET and on every JSON-RPC call, as a2aFetch() does', async () => {

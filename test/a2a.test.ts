@@ -1,16 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { inspect } from 'node:util';
-// @ts-types="@a2a-js/sdk"
-import { Role, TaskState } from '@a2a-js/sdk';
 // @ts-types="@a2a-js/sdk/server"
-import {
-  AgentEvent,
-  DefaultRequestHandler,
-  defaultServerCallContextBuilder,
-  InMemoryTaskStore,
-  JsonRpcTransportHandler,
-} from '@a2a-js/sdk/server';
+import { defaultServerCallContextBuilder, type JsonRpcTransportHandler } from '@a2a-js/sdk/server';
 import { Hono } from 'hono';
 import { a2aIdempotent } from '../adapters/a2a/fetch.ts';
 import { AgentCardError, createA2AClient, resolveAgentCard } from '../adapters/a2a/index.ts';
@@ -21,6 +13,7 @@ import { createFetch } from '../src/chain.ts';
 import { BreakwaterError, HttpStatusError, NetworkError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
+import { echoAgent, userMessage } from './helpers/a2a-agent.ts';
 import { assertBrokenAnswer } from './helpers/broken-answer.ts';
 import { withBundle } from './helpers/bundle.ts';
 import { FLOOD_BYTES, flood } from './helpers/flood.ts';
@@ -105,34 +98,9 @@ function agentApp(seen: Seen, faults: Fault[] = [], card?: (c: { req: Request })
       fault.times--;
       return overloaded();
     }
-    handler ??= new JsonRpcTransportHandler(
-      new DefaultRequestHandler(cardFor(new URL(c.req.url).origin) as never, new InMemoryTaskStore(), {
-        async execute(context, bus) {
-          seen.executed++;
-          const said = context.userMessage.parts[0]?.content as { value: string } | undefined;
-          bus.publish(
-            AgentEvent.task({
-              id: context.taskId,
-              contextId: context.contextId,
-              status: {
-                state: TaskState.TASK_STATE_COMPLETED,
-                message: {
-                  messageId: crypto.randomUUID(),
-                  contextId: context.contextId,
-                  taskId: context.taskId,
-                  role: Role.ROLE_AGENT,
-                  parts: [{ content: { $case: 'text', value: `echo: ${said?.value}` } }],
-                },
-              },
-              artifacts: [],
-              history: [],
-            } as never),
-          );
-          bus.finished();
-        },
-        async cancelTask() {},
-      }),
-    );
+    handler ??= echoAgent(cardFor(new URL(c.req.url).origin), () => {
+      seen.executed++;
+    });
     const context = defaultServerCallContextBuilder({
       headers: Object.fromEntries(c.req.raw.headers),
       requestedVersion: c.req.header('a2a-version'),
@@ -149,17 +117,6 @@ function agentApp(seen: Seen, faults: Fault[] = [], card?: (c: { req: Request })
 
 function newSeen(): Seen {
   return { cardGets: 0, methods: [], executed: 0 };
-}
-
-/** A user message as the v1.0 SDK client takes it. */
-function userMessage(text: string) {
-  return {
-    message: {
-      messageId: crypto.randomUUID(),
-      role: Role.ROLE_USER,
-      parts: [{ content: { $case: 'text', value: text } }],
-    },
-  } as never;
 }
 
 test('the card resolver waits out a 503 with Retry-After and returns the card', async () => {

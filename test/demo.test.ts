@@ -9,7 +9,7 @@
  */
 
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -294,19 +294,24 @@ interface Interrupted {
   stderr: string;
 }
 
-function interruptedDemo(args: string[]): Promise<Interrupted> {
+/** The demo started with `args`, its stderr read, its stdout ignored or a pipe. */
+function spawnDemo(args: string[], stdout: 'ignore' | 'pipe'): ChildProcess {
   const root = fileURLToPath(new URL('..', import.meta.url));
   // Under Deno and Bun, process.execPath is their own binary: the demo runs on the `node` on PATH.
   const node =
     process.versions.deno === undefined && process.versions.bun === undefined ? process.execPath : 'node';
+  return spawn(node, ['--import', 'tsx', join(root, 'examples', 'demo', 'main.ts'), ...args], {
+    cwd: root,
+    stdio: ['ignore', stdout, 'pipe'],
+  });
+}
+
+function interruptedDemo(args: string[]): Promise<Interrupted> {
   return new Promise((resolve, reject) => {
-    const child = spawn(node, ['--import', 'tsx', join(root, 'examples', 'demo', 'main.ts'), ...args], {
-      cwd: root,
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
+    const child = spawnDemo(args, 'ignore');
     let stderr = '';
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (chunk: string) => {
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
       if (stderr === '') child.kill('SIGINT');
       stderr += chunk;
     });
@@ -321,18 +326,12 @@ function interruptedDemo(args: string[]): Promise<Interrupted> {
  * lines): its writes meet EPIPE.
  */
 function unreadDemo(args: string[]): Promise<ExampleRun> {
-  const root = fileURLToPath(new URL('..', import.meta.url));
-  const node =
-    process.versions.deno === undefined && process.versions.bun === undefined ? process.execPath : 'node';
   return new Promise((resolve, reject) => {
-    const child = spawn(node, ['--import', 'tsx', join(root, 'examples', 'demo', 'main.ts'), ...args], {
-      cwd: root,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child.stdout.destroy();
+    const child = spawnDemo(args, 'pipe');
+    child.stdout?.destroy();
     let stderr = '';
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (chunk: string) => {
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
       stderr += chunk;
     });
     child.on('error', reject);

@@ -15,7 +15,7 @@ import {
   RetryAfterTooLongError,
   TimeoutError,
 } from '../src/errors.ts';
-import type { BreakwaterEvent } from '../src/events.ts';
+import type { BreakwaterEvent, RetryEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
 import { sleep } from '../src/sleep.ts';
@@ -1251,30 +1251,48 @@ test('refusals are capped at attempts apart: a circuit that stays open ends the 
   });
 });
 
+/**
+ * A client whose calls a first middleware marks idempotent (an MCP tool's idempotentHint),
+ * the mark taken back at the first `retry` event `during` accepts (tools/list_changed
+ * during the wait), with `use` after it; `why` collects the give-ups' reasons.
+ */
+function markTakenBack(
+  use: Middleware[],
+  during: (event: RetryEvent) => boolean,
+): { fetch: FetchLike; why: string[] } {
+  let marked: Call | undefined;
+  const why: string[] = [];
+  const fetch = createFetch({
+    use: [
+      (call, next) => {
+        call.idempotent = true;
+        marked = call;
+        return next(call);
+      },
+      ...use,
+    ],
+    onEvent: (event) => {
+      if (event.type === 'give-up') why.push(event.why);
+      if (event.type === 'retry' && during(event) && marked) marked.idempotent = false;
+    },
+  });
+  return { fetch, why };
+}
+
 test('a resend waited out after a refusal does not go once the mark that made it safe is taken back: an earlier pass may have run it', async () => {
   // A POST marked idempotent (an MCP tool's idempotentHint) answered 503 twice opens the
   // circuit; the resend it refuses is waited out. During that wait the mark is taken back
   // (tools/list_changed made the tool destructive). The refusal proves only its own pass
   // unrun, not the 503s: the resend must not go. It went, judged on the refusal alone.
   await withServer(always({ status: 503 }), async (server) => {
-    let marked: Call | undefined;
-    const why: string[] = [];
-    const fetch = createFetch({
-      use: [
-        (call, next) => {
-          call.idempotent = true;
-          marked = call;
-          return next(call);
-        },
+    const { fetch, why } = markTakenBack(
+      [
         retry({ attempts: 3, backoff: { initialMs: 10, factor: 1, maxMs: 10, jitter: 'none' } }),
         circuitBreaker({ consecutiveFailures: 2, open: { initialMs: 300, jitter: 'none' } }),
       ],
-      onEvent: (event) => {
-        if (event.type === 'give-up') why.push(event.why);
-        // The wait for the circuit's retryAt (the 503s' waits are backoff steps).
-        if (event.type === 'retry' && event.delaySource === 'breaker' && marked) marked.idempotent = false;
-      },
-    });
+      // The wait for the circuit's retryAt (the 503s' waits are backoff steps).
+      (event) => event.delaySource === 'breaker',
+    );
     await assert.rejects(fetch(server.origin, { method: 'POST' }), CircuitOpenError);
     assert.equal(server.requests.length, 2);
     assert.deepEqual(why, ['unsafe-to-resend']);
@@ -1290,22 +1308,7 @@ test('an answer whose resend a mark taken back during the wait stops comes back 
   await withServer(
     always({ status: 503, headers: { 'x-request-id': 'req-1' }, body: '{"error":"overloaded"}' }),
     async (server) => {
-      let marked: Call | undefined;
-      const why: string[] = [];
-      const fetch = createFetch({
-        use: [
-          (call, next) => {
-            call.idempotent = true;
-            marked = call;
-            return next(call);
-          },
-          retry({ attempts: 3, backoff: fast }),
-        ],
-        onEvent: (event) => {
-          if (event.type === 'give-up') why.push(event.why);
-          if (event.type === 'retry' && marked) marked.idempotent = false;
-        },
-      });
+      const { fetch, why } = markTakenBack([retry({ attempts: 3, backoff: fast })], () => true);
       const response = await fetch(server.origin, { method: 'POST', body: '{}' });
       assert.equal(response.status, 503);
       assert.equal(response.headers.get('x-request-id'), 'req-1');
