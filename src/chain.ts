@@ -125,7 +125,11 @@ const passedThrough = new WeakSet<object>();
  */
 const ranResults = new WeakSet<object>();
 
-/** `result`, remembered in {@link ranResults} when `call` may have run. */
+/**
+ * `result`, remembered in {@link ranResults} when `call` may have run. Each middleware's
+ * result passes here (the outermost's is what the fetch returns): a look-up in the bag,
+ * where a `.then()` on the fetch's promise would cost every call a promise.
+ */
 function ended<T>(call: Call, result: T): T {
   if (call.bag.has(RAN) && Object(result) === result) ranResults.add(result as object);
   return result;
@@ -217,7 +221,8 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
         base ? undefined : call.href,
         hideCredentials(call),
       );
-      // A hop's failure, refused or not, came after the server had the request: maybe sent.
+      // A hop's failure, refused or not, came after the server had the request; so did what a
+      // breakwater fetch below ended its call with after a pass may have run: maybe sent.
       if (ran) {
         call.bag.set(RAN, 1);
         if (typed instanceof NetworkError && typed.sent === 'no')
