@@ -977,8 +977,7 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   function openFor(c: Circuit, call: Call, ms: number, reason: string, cause: unknown): void {
     c.epoch++;
     c.retryInMs = ms;
-    const retryAt = new Date(now() + ms);
-    c.retryAtMs = retryAt.getTime();
+    c.retryAtMs = new Date(now() + ms).getTime();
     c.probe = undefined;
     // A pace probe out now was sent before the circuit opened: past the open time it must
     // not hold the key (a hung one held every call up to maxRetryAfterMs), the half-open
@@ -986,7 +985,8 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
     c.paceProbe = undefined;
     c.openReason = reason;
     c.cause = cause;
-    become(c, call, 'open', reason, retryAt);
+    // When the next probe may go: a pause that ends later holds it (as fastFail() says).
+    become(c, call, 'open', reason, new Date(Math.max(c.retryAtMs, c.pausedUntilMs)));
     // Calls waiting on the key (a pause, a pace probe) fail fast now, as every caller of
     // an open circuit does.
     wakeWaiters(c);

@@ -1100,13 +1100,20 @@ test('a call a hand-written resender brings back after a timeout above ended its
   );
 });
 
-test('an open circuit on a paused key fails fast with retryAt at the end of the pause, not at the earlier end of its open time', async () => {
+test('an open circuit on a paused key fails fast with retryAt at the end of the pause, not at the earlier end of its open time, and its open event says so', async () => {
   // An overloaded server answers a 429 (wait 2 s) and, to calls already in flight, 500s
   // that open the circuit for 100 ms: nothing goes before the pause ends.
   const handler: Handler = (req) => (req.url === '/limit' ? tooMany(2000) : { status: 500, delayMs: 100 });
   await withServer(handler, async (server) => {
     const breaker = circuitBreaker({ consecutiveFailures: 2, open: OPEN });
-    const fetch = createFetch({ use: [breaker], key: 'model' });
+    const opened: (Date | undefined)[] = [];
+    const fetch = createFetch({
+      use: [breaker],
+      key: 'model',
+      onEvent: (event) => {
+        if (event.type === 'breaker' && event.state === 'open') opened.push(event.retryAt);
+      },
+    });
     const failing = [send(fetch, `${server.origin}/a`), send(fetch, `${server.origin}/b`)];
     await delay(20);
     assert.equal(await send(fetch, `${server.origin}/limit`), 429);
@@ -1120,6 +1127,11 @@ test('an open circuit on a paused key fails fast with retryAt at the end of the 
       assert.equal(e.retryAt.getTime(), pausedUntil, 'no call may go before the pause ends');
       return true;
     });
+    // The event's "when the next probe may go" too: a dashboard showed the open time's end.
+    assert.deepEqual(
+      opened.map((at) => at?.getTime()),
+      [pausedUntil],
+    );
     assert.equal(server.requests.length, 3);
   });
 });
