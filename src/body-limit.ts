@@ -216,12 +216,27 @@ export function limitedBody(response: Response, maxBytes: number, call: Call, en
  * answer is rebuilt too: the caller sees what the runtime's fetch gave).
  */
 function rebuilt(response: Response, body: ReadableStream<Uint8Array>, cut?: boolean): Response {
-  const { status, statusText } = response;
   // A cut body: a Content-Length would announce bytes that never come (to a proxy
   // passing the response on, say). A body failed past its limit keeps it: the failure
   // then ends the connection, which is how HTTP says the body is incomplete.
   const headers = new Headers(response.headers);
   if (cut) headers.delete('content-length');
+  return withBody(response, body, response.statusText, headers);
+}
+
+/**
+ * `response` with another body (`null`: none) and, if given, another reason phrase or
+ * headers; its status (one past 599 too), URL and `redirected` kept, as {@link rebuilt}
+ * keeps them (see there why they are given back as own properties). The adapters' copies
+ * of a failure answer (the phrase hidden and redacted before an SDK quotes it) are these.
+ */
+export function withBody(
+  response: Response,
+  body: ReadableStream<Uint8Array> | null,
+  statusText: string = response.statusText,
+  headers: Headers = response.headers,
+): Response {
+  const { status } = response;
   return Object.defineProperties(new Response(body, { status: Math.min(status, 599), headers }), {
     status: { value: status },
     statusText: { value: statusText },

@@ -14,6 +14,7 @@ import {
   DEFAULT_MAX_RESPONSE_BYTES,
   limitedBody,
   maxResponseBytesSchema,
+  withBody,
 } from '../../src/body-limit.ts';
 import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
@@ -168,15 +169,7 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
     // an old app server may quote the credential there (`401 Invalid key <key>`): hidden and
     // redacted, as the body the SDK quotes is. A new answer (the capped one's phrase is
     // read-only), its status past 599, URL and `redirected` kept as the cap keeps them.
-    const capped = Object.defineProperties(
-      new Response(failed.body, { status: Math.min(failed.status, 599), headers: failed.headers }),
-      {
-        status: { value: failed.status },
-        statusText: { value: redactText(hideSent(call, failed.statusText)) },
-        url: { value: failed.url },
-        redirected: { value: failed.redirected },
-      },
-    );
+    const capped = withBody(failed, failed.body, redactText(hideSent(call, failed.statusText)));
     // Every SDK failure path (JSON-RPC, REST, 0.3 and 1.0) reads the body with text().
     // Defined, not assigned: a prototype's `text` may be read-only (@hono/node-server's Response).
     const text = capped.text.bind(capped);

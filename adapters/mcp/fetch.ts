@@ -20,6 +20,7 @@ import {
   DEFAULT_MAX_RESPONSE_BYTES,
   limitedBody,
   maxResponseBytesSchema,
+  withBody,
 } from '../../src/body-limit.ts';
 import { type Call, type FetchLike, follow, type Next, readable, STAMPED } from '../../src/call.ts';
 import type { StatusSnapshot } from '../../src/capture.ts';
@@ -255,30 +256,6 @@ function sdkStatus(error: unknown): number | undefined {
   return (code as number) >= 400 && (code as number) <= 599 && Number.isInteger(code)
     ? (code as number)
     : undefined;
-}
-
-/**
- * `response` with another body (`null`: none), its status (one past 599 too: fetch passes
- * up to 999), reason phrase (one that is no ByteString too: "600 Réessayez plus tard" as
- * Node's fetch decodes it), URL and `redirected` kept: `new Response()` takes neither
- * such status nor phrase, so it is built without them and given all four back, as the
- * chain's own rebuilt answers are (src/body-limit.ts). `statusText`: another phrase.
- */
-function withBody(
-  response: Response,
-  body: ReadableStream<Uint8Array> | null,
-  statusText: string = response.statusText,
-): Response {
-  const { status, url, redirected } = response;
-  return Object.defineProperties(
-    new Response(body, { status: Math.min(status, 599), headers: response.headers }),
-    {
-      status: { value: status },
-      statusText: { value: statusText },
-      url: { value: url },
-      redirected: { value: redirected },
-    },
-  );
 }
 
 /**
