@@ -13,15 +13,25 @@
  */
 
 import assert from 'node:assert/strict';
-import { type ChildProcess, spawn } from 'node:child_process';
 import { copyFile, mkdtemp, rm } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import process from 'node:process';
 import { test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { createApp, ORDER_WINDOW_MS, ORDERS_PER_WINDOW } from '../examples/worker/app.ts';
+import {
+  BUN,
+  bundleWorker,
+  type Child,
+  DENO,
+  NODE,
+  ROOT,
+  START_DEADLINE_MS,
+  serveOnFreePort,
+  sleep,
+  start,
+  WORKERD,
+} from './helpers/runtime-process.ts';
 import { type Handler, type TestServer, withServer } from './helpers/server.ts';
 
 /** Bun's default per-test timeout (5 s) is too short for starting a runtime and driving it. */
@@ -33,152 +43,11 @@ if (process.versions.bun !== undefined) {
   setDefaultTimeout(TEST_TIMEOUT_MS);
 }
 
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const EXAMPLE = join(ROOT, 'examples', 'worker');
-const BIN = join(ROOT, 'node_modules', '.bin');
-const WORKERD = join(BIN, 'workerd');
-const DENO = join(BIN, 'deno');
-const BUN = join(BIN, 'bun');
-const ESBUILD = join(BIN, 'esbuild');
-/** Under Deno and Bun, `process.execPath` is their own binary: the stand-in inventory runs on the `node` on PATH. */
-const NODE =
-  process.versions.deno === undefined && process.versions.bun === undefined ? process.execPath : 'node';
-
-/** How long a runtime may take to answer its first request. */
-const START_DEADLINE_MS = 10_000;
-/** How long one readiness probe may wait for an answer. */
-const PROBE_TIMEOUT_MS = 1_000;
-/** How long a stopped child may take to exit before it is killed outright. */
-const STOP_GRACE_MS = 3_000;
 /** The inventory's first answer asks for this wait; the app's policy must honour it. */
 const RETRY_AFTER_MS = 50;
 /** After reserving sku `last`, the inventory says its request quota is back in this long. */
 const QUOTA_RESET_MS = 300;
-
-interface Exit {
-  code: number | null;
-  signal: string | null;
-}
-
-/** A child process whose output is kept (for failure messages) and which can be stopped. */
-interface Child {
-  /** Everything it wrote so far, stdout then stderr. */
-  output(): string;
-  /** Resolves when it has exited and its pipes are closed. */
-  closed: Promise<Exit>;
-  exited(): boolean;
-  /** SIGTERM, then SIGKILL after a grace period; resolves once it is gone. */
-  stop(): Promise<void>;
-}
-
-function start(command: string, args: string[], env: Record<string, string>): Child {
-  const child: ChildProcess = spawn(command, args, {
-    cwd: ROOT,
-    env: { ...process.env, NO_COLOR: '1', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.setEncoding('utf8');
-  child.stderr?.setEncoding('utf8');
-  child.stdout?.on('data', (chunk: string) => {
-    stdout += chunk;
-  });
-  child.stderr?.on('data', (chunk: string) => {
-    stderr += chunk;
-  });
-  let done = false;
-  const closed = new Promise<Exit>((resolve) => {
-    child.on('error', (error) => {
-      stderr += `\nspawn failed: ${String(error)}`;
-      done = true;
-      resolve({ code: null, signal: null });
-    });
-    child.on('close', (code, signal) => {
-      done = true;
-      resolve({ code, signal });
-    });
-  });
-  return {
-    output: () => `${command} ${args.join(' ')}\n--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`,
-    closed,
-    exited: () => done,
-    async stop() {
-      if (done) return;
-      child.kill('SIGTERM');
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const grace = new Promise<'late'>((resolve) => {
-        timer = setTimeout(() => resolve('late'), STOP_GRACE_MS);
-      });
-      const outcome = await Promise.race([closed, grace]);
-      clearTimeout(timer);
-      if (outcome === 'late') {
-        child.kill('SIGKILL');
-        await closed;
-      }
-    },
-  };
-}
-
-/** Runs a command to completion; rejects with its output when it fails. */
-async function run(command: string, args: string[]): Promise<void> {
-  const child = start(command, args, {});
-  const { code } = await child.closed;
-  assert.equal(code, 0, child.output());
-}
-
-/** A port that was free a moment ago (the runtimes' CLIs take a port, not a listening socket). */
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address !== null ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-/** What a runtime prints when its port was taken between {@link freePort} and its bind. */
-const PORT_TAKEN = /address already in use|EADDRINUSE|AddrInUse/i;
-
-/**
- * Polls `GET /health` until the app answers 200 (`'up'`), or the runtime exits
- * because its port was taken meanwhile (`'port-taken'`); fails with the child's
- * output on any other exit or after {@link START_DEADLINE_MS}.
- */
-async function waitUntilUp(origin: string, child: Child): Promise<'up' | 'port-taken'> {
-  const deadline = Date.now() + START_DEADLINE_MS;
-  let last = 'no answer yet';
-  while (Date.now() < deadline) {
-    if (child.exited()) {
-      if (PORT_TAKEN.test(child.output())) return 'port-taken';
-      assert.fail(`the runtime exited before answering:\n${child.output()}`);
-    }
-    // A bounded wait per probe: whatever holds the port may accept and never answer.
-    const probe = new AbortController();
-    const timer = setTimeout(() => probe.abort(), PROBE_TIMEOUT_MS);
-    try {
-      const response = await fetch(`${origin}/health`, { signal: probe.signal });
-      const body = await response.text();
-      if (response.status === 200 && body === 'ok') return 'up';
-      last = `${response.status} ${body}`;
-    } catch (error) {
-      last = String(error);
-    } finally {
-      clearTimeout(timer);
-    }
-    await sleep(50);
-  }
-  assert.fail(
-    `no 200 from ${origin}/health within ${START_DEADLINE_MS} ms (last: ${last}):\n${child.output()}`,
-  );
-}
 
 interface Answer {
   status: number;
@@ -342,30 +211,15 @@ async function drive(origin: string, upstream: TestServer, arrivals: number[], c
   );
 }
 
-/** Launches of a runtime whose port was taken before it could bind, before giving up. */
-const LAUNCHES = 3;
-
 /** Starts the runtime `launch` describes against a fresh inventory, drives the scenario, and stops both. */
-async function scenario(launch: (port: number, upstream: string) => Promise<Child>): Promise<void> {
+async function scenario(launch: (port: number, upstream: string) => Child): Promise<void> {
   const arrivals: number[] = [];
-  await withServer(inventory(arrivals), async (upstream) => {
-    for (let launches = 1; ; launches++) {
-      const port = await freePort();
-      const origin = `http://127.0.0.1:${port}`;
-      const child = await launch(port, upstream.origin);
-      try {
-        const state = await waitUntilUp(origin, child);
-        if (state === 'port-taken') {
-          assert.ok(launches < LAUNCHES, `port taken on ${LAUNCHES} launches:\n${child.output()}`);
-          continue;
-        }
-        await drive(origin, upstream, arrivals, child);
-        return;
-      } finally {
-        await child.stop();
-      }
-    }
-  });
+  await withServer(inventory(arrivals), (upstream) =>
+    serveOnFreePort(
+      (port) => launch(port, upstream.origin),
+      (origin, child) => drive(origin, upstream, arrivals, child),
+    ),
+  );
 }
 
 test('examples/worker runs on workerd with its config.capnp: RateLimit headers, a reservation retried after the upstream 503, an idempotent replay, a 503 problem after an outage, 429 with Retry-After', async () => {
@@ -373,17 +227,8 @@ test('examples/worker runs on workerd with its config.capnp: RateLimit headers, 
   try {
     // The committed config, verbatim, next to the bundle it embeds (dist/worker.js).
     await copyFile(join(EXAMPLE, 'config.capnp'), join(dir, 'config.capnp'));
-    await run(ESBUILD, [
-      join(EXAMPLE, 'worker.ts'),
-      '--bundle',
-      '--format=esm',
-      '--platform=neutral',
-      '--main-fields=module,main',
-      '--conditions=workerd,worker,browser',
-      `--outfile=${join(dir, 'dist', 'worker.js')}`,
-      '--log-level=warning',
-    ]);
-    await scenario(async (port, upstream) =>
+    await bundleWorker(join(EXAMPLE, 'worker.ts'), join(dir, 'dist', 'worker.js'));
+    await scenario((port, upstream) =>
       start(WORKERD, ['serve', join(dir, 'config.capnp'), '--socket-addr', `http=127.0.0.1:${port}`], {
         UPSTREAM: upstream,
       }),
@@ -394,7 +239,7 @@ test('examples/worker runs on workerd with its config.capnp: RateLimit headers, 
 });
 
 test('examples/worker runs under deno serve (deno.ts): the same headers, retries, replay, outage and 429', async () => {
-  await scenario(async (port, upstream) =>
+  await scenario((port, upstream) =>
     start(
       DENO,
       [
@@ -414,7 +259,7 @@ test('examples/worker runs under deno serve (deno.ts): the same headers, retries
 });
 
 test('examples/worker runs under bun (bun.ts): the same headers, retries, replay, outage and 429', async () => {
-  await scenario(async (port, upstream) =>
+  await scenario((port, upstream) =>
     start(BUN, ['run', join(EXAMPLE, 'bun.ts')], {
       UPSTREAM: upstream,
       HOST: '127.0.0.1',
