@@ -247,6 +247,39 @@ export function chartSvg(runs: readonly RunSummary[], script: StormScript): stri
   return out.join('\n');
 }
 
+/**
+ * The page's style. A figure never wraps ("1381 ms" broken after "1381" reads as two
+ * figures): the headers wrap instead, between words only (a hyphenated word such as
+ * "Retry-After" is kept whole). A table too wide for the window scrolls inside its own
+ * box, and the 960 px chart shrinks to the page's width, so at 800 px nothing pushes
+ * the page sideways.
+ */
+const PAGE_CSS = [
+  'body{font:15px/1.5 system-ui,sans-serif;max-width:1000px;margin:2rem auto;padding:0 1rem;color:#222}',
+  '.table{overflow-x:auto;margin:1rem 0}table{border-collapse:collapse}',
+  'th,td{padding:.3rem .7rem;border-bottom:1px solid #ddd;text-align:right}th{vertical-align:bottom}',
+  'td,.word{white-space:nowrap}td{font-variant-numeric:tabular-nums}',
+  'th:first-child,td:first-child{text-align:left}',
+  'svg{display:block;max-width:100%;height:auto}',
+  'pre{background:#f6f6f6;padding:.8rem;overflow:auto;font-size:13px}',
+].join('\n');
+
+/** A header cell's text, its hyphenated words each kept on one line. */
+function headerHtml(text: string): string {
+  return escapeHtml(text).replace(/\S*-\S*/g, (word) => `<span class="word">${word}</span>`);
+}
+
+/** A table of `header` and `rows` (text, escaped here), in a box that scrolls when too wide. */
+function tableHtml(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  return [
+    '<div class="table"><table>',
+    `<thead><tr>${header.map((h) => `<th>${headerHtml(h)}</th>`).join('')}</tr></thead>`,
+    '<tbody>',
+    ...rows.map((row) => `<tr>${row.map((cell) => `<td>${escapeHtml(cell)}</td>`).join('')}</tr>`),
+    '</tbody></table></div>',
+  ].join('\n');
+}
+
 /** The server's own tally per run: what it did to each client's requests. */
 function answersTable(runs: readonly RunSummary[]): string {
   const columns: [string, (a: Answers) => number][] = [
@@ -258,16 +291,10 @@ function answersTable(runs: readonly RunSummary[]): string {
     ['order reset after running', (a) => a.resetAfterOrder],
   ];
   const seconds = (r: RunSummary): string => `${(r.durationMs / 1000).toFixed(1)} s`;
-  return [
-    '<table>',
-    `<thead><tr><th>client</th>${columns.map(([h]) => `<th>${escapeHtml(h)}</th>`).join('')}<th>run time</th></tr></thead>`,
-    '<tbody>',
-    ...runs.map(
-      (r) =>
-        `<tr><td>${escapeHtml(r.client)}</td>${columns.map(([, get]) => `<td>${get(r.answers)}</td>`).join('')}<td>${seconds(r)}</td></tr>`,
-    ),
-    '</tbody></table>',
-  ].join('\n');
+  return tableHtml(
+    ['client', ...columns.map(([h]) => h), 'run time'],
+    runs.map((r) => [r.client, ...columns.map(([, get]) => String(get(r.answers))), seconds(r)]),
+  );
 }
 
 /** The whole page: what ran, the chart, the table, how it was measured. */
@@ -276,15 +303,7 @@ export function reportHtml(
   script: StormScript,
   settings: { calls: number; concurrency: number },
 ): string {
-  const cells = tableCells(runs);
-  const [header, ...rows] = cells as [string[], ...string[][]];
-  const table = [
-    '<table>',
-    `<thead><tr>${header.map((h) => `<th>${escapeHtml(h)}</th>`).join('')}</tr></thead>`,
-    '<tbody>',
-    ...rows.map((row) => `<tr>${row.map((cell) => `<td>${escapeHtml(cell)}</td>`).join('')}</tr>`),
-    '</tbody></table>',
-  ].join('\n');
+  const [header, ...rows] = tableCells(runs) as [string[], ...string[][]];
   const phases = script.phases
     .map((p) => {
       const to = Number.isFinite(p.toMs) ? `${(p.toMs / 1000).toFixed(1)} s` : 'end';
@@ -297,9 +316,7 @@ export function reportHtml(
 <meta charset="utf-8">
 <title>breakwater demo: ${settings.calls} calls through a storm (seed ${script.seed})</title>
 <style>
-body{font:15px/1.5 system-ui,sans-serif;max-width:1000px;margin:2rem auto;padding:0 1rem;color:#222}
-table{border-collapse:collapse;margin:1rem 0}th,td{padding:.3rem .7rem;border-bottom:1px solid #ddd;text-align:right}
-th:first-child,td:first-child{text-align:left}pre{background:#f6f6f6;padding:.8rem;overflow:auto;font-size:13px}
+${PAGE_CSS}
 </style>
 </head>
 <body>
@@ -312,7 +329,7 @@ ${phases}
 <h2>Requests per ${BUCKET_MS} ms at the server</h2>
 ${chartSvg(runs, script)}
 <h2>Results</h2>
-${table}
+${tableHtml(header, rows)}
 <h2>How the server answered each client</h2>
 ${answersTable(runs)}
 <h2>How each figure was measured</h2>
