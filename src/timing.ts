@@ -58,6 +58,14 @@ const TWO_DIGIT_YEAR_FUTURE_WINDOW = 50;
  */
 const MAX_FRACTION_DIGITS = 13;
 
+/**
+ * The most comma-separated pieces of a `Retry-After` or `retry-after-ms` value read (an
+ * IMF-fixdate is two). Copies come from the origin and a proxy or two, so a handful is
+ * every real case; past this a value is hostile or broken, and its further pieces are
+ * not read: the work per value stays a few dozen anchored matches, whatever it holds.
+ */
+const MAX_DELAY_PIECES = 32;
+
 /** Capture groups of a bare item in SF_ITEM and SF_PARAMETER (see SF_BARE_ITEM). */
 const SF_INTEGER = 2;
 const SF_STRING = 3;
@@ -184,6 +192,8 @@ export interface RateLimitInfo {
  * 1. `retry-after-ms`: decimal milliseconds (OpenAI, Anthropic), rounded up.
  * 2. `Retry-After`: delay-seconds or an HTTP-date (RFC 9110 §10.2.3); past dates give 0.
  *    For both, and for 4., digits past {@link MAX_HEADER_CHARS} read as the longest wait, not none.
+ *    Either sent more than once (`Retry-After: 30, 120`: fetch joins repeated lines with
+ *    `, `) reads as its longest readable copy.
  * 3. `RateLimit`: the largest `t` among policies with `r=0` (draft-ietf-httpapi-ratelimit-headers).
  * 4. `RateLimit-Reset`, `X-RateLimit-Reset`, `X-Rate-Limit-Reset`: delay seconds, or epoch
  *    seconds when ≥ 2024-01-01, or epoch milliseconds when ≥ 2024-01-01 in ms; skipped when the matching `-Remaining` says quota is left.
@@ -204,8 +214,8 @@ export interface RateLimitInfo {
  */
 export function retryDelay(headers: HeadersLike, now: number = Date.now()): number | undefined {
   return (
-    clampDelay(readDelayNumber(DECIMAL, readRawHeader(headers, 'retry-after-ms'))) ??
-    fromRetryAfter(headers, now) ??
+    clampDelay(longestDelay(readRawHeader(headers, 'retry-after-ms'), now, 1)) ??
+    clampDelay(longestDelay(readRawHeader(headers, 'retry-after'), now, 1000)) ??
     fromQuotas(headers, now, rateLimitFieldQuotas) ??
     fromQuotas(headers, now, legacyQuotas) ??
     fromQuotas(headers, now, openaiQuotas) ??
@@ -343,18 +353,60 @@ export function parseRateLimit(headers: HeadersLike): RateLimitInfo | undefined 
 // `NaN - now`), compares false (`NaN > 0`), and clampDelay turns it into
 // `undefined` on the way out.
 
-/** RFC 9110 §10.2.3: `Retry-After = HTTP-date / delay-seconds`, `delay-seconds = 1*DIGIT`. */
-function fromRetryAfter(headers: HeadersLike, now: number): number | undefined {
-  const value = readRawHeader(headers, 'retry-after');
-  const seconds = readDelayNumber(DIGITS, value);
-  if (!Number.isNaN(seconds)) return clampDelay(seconds * 1000);
-  // An HTTP-date in any of its three forms (RFC 9110 §5.6.7): asctime (month first)
-  // ends in its year, the others in GMT.
-  const p = HTTP_DATE.exec(boundedHeader(value) ?? '');
-  if (p === null || !p[7] !== !p[12]) return undefined;
-  return clampDelay(
-    dateMs([p[3] ?? p[6] ?? p[12], p[2] ?? p[5] ?? p[7], p[1] ?? p[4] ?? p[8], p[9], p[10], p[11]], now) -
-      now,
+/**
+ * The longest wait a `Retry-After` (`unitMs` 1000: RFC 9110 §10.2.3 `HTTP-date /
+ * delay-seconds`) or `retry-after-ms` (`unitMs` 1: decimal ms) value asks for, from
+ * `now`, in ms; NaN when it names none.
+ *
+ * Both are singletons, yet a proxy that adds its own copy to the origin's sends two field
+ * lines, and fetch joins them with `, ` (RFC 9110 §5.3; an intermediary may write `30,30`
+ * or `30 , 30`). Copies that differ (`30, 120`: the origin's and the proxy's, each asking
+ * for a wait) read as the longest: only that one honours both, where reading none sent
+ * the resend on retry's own backoff, sooner than either asked. An IMF-fixdate or
+ * rfc850-date holds a comma after its weekday (`Wed, 21 Oct 2015 07:28:00 GMT`), so a
+ * piece that is no value on its own is read again joined to the next one, as a date.
+ *
+ * A copy that is no value at all (`30, soon`, an empty piece) is passed over, not taken
+ * to spoil the others: it says nothing about them, and the value read as absent would
+ * again resend sooner than the readable copy asked (a wait too long fails fast under
+ * `maxRetryAfterMs`, one too short earns another refusal). A copy meant as a longer wait
+ * in a form not read here (a date in `UTC`) is not waited out either way. Only the first
+ * {@link MAX_DELAY_PIECES} pieces are read. Each piece is matched by anchored patterns
+ * at most four times (as a number and a date alone, then joined to the piece before and
+ * to the one after), so the read is linear.
+ */
+function longestDelay(value: string | undefined, now: number, unitMs: number): number {
+  const pattern = unitMs > 1 ? DIGITS : DECIMAL;
+  // Over the length cap: absent, or a delay too long to read (see readDelayNumber).
+  if (value === undefined || value.length > MAX_HEADER_CHARS) return readDelayNumber(pattern, value);
+  const pieces = value.split(',', MAX_DELAY_PIECES);
+  let longest = -Infinity;
+  for (let at = 0; at < pieces.length; at++) {
+    const piece = trimHttp(pieces[at] as string);
+    let ms = parseNumber(pattern, piece) * unitMs;
+    if (unitMs > 1 && Number.isNaN(ms)) {
+      ms = httpDateMs(piece, now);
+      // Not a value alone: perhaps the weekday of a date that goes on past the comma (past
+      // the last piece, `undefined` joins it: no date either).
+      if (Number.isNaN(ms)) {
+        ms = httpDateMs(trimHttp(`${piece},${pieces[at + 1]}`), now);
+        if (!Number.isNaN(ms)) at++;
+      }
+    }
+    if (ms > longest) longest = ms;
+  }
+  return longest > -Infinity ? longest : NaN;
+}
+
+/**
+ * An HTTP-date in any of its three forms (RFC 9110 §5.6.7) as the wait until it from
+ * `now`, in ms, or NaN: asctime (month first) ends in its year, the others in GMT.
+ */
+function httpDateMs(value: string, now: number): number {
+  const p = HTTP_DATE.exec(value);
+  if (p === null || !p[7] !== !p[12]) return NaN;
+  return (
+    dateMs([p[3] ?? p[6] ?? p[12], p[2] ?? p[5] ?? p[7], p[1] ?? p[4] ?? p[8], p[9], p[10], p[11]], now) - now
   );
 }
 
@@ -485,7 +537,8 @@ export function readHeader(headers: HeadersLike, name: string): string | undefin
  * joined with a comma (RFC 9110 §5.3): a proxy that adds its own `Retry-After: 30` to the
  * origin's gives `30, 30`, which read as no wait, so retry resent into the window the
  * server asked us to keep quiet. RFC 9110 §8.6 lets a recipient read a `Content-Length`
- * repeated with one value the same way; differing copies (`1, 2`) stay unreadable.
+ * repeated with one value the same way; differing copies (`1, 2`) stay unreadable
+ * (`Retry-After` and `retry-after-ms` read their longest copy instead: see longestDelay).
  * The comma may have optional whitespace either side (§5.3, §5.6.1): fetch writes `", "`,
  * an intermediary that combines lines itself may write `30,30` or `30 , 30`. So the
  * value is cut at its commas, each piece trimmed, and the shortest run of pieces that

@@ -410,10 +410,10 @@ test('plain object header names match case-insensitively', () => {
 
 test('plain object array values are joined like repeated field lines', () => {
   assert.equal(delay({ ratelimit: ['"a";r=0;t=3', '"b";r=0;t=4'] }), 4_000);
-  assert.equal(delay({ 'retry-after': ['1', '2'] }), undefined);
+  assert.equal(delay({ 'retry-after': ['1', '2'] }), 2_000);
 });
 
-test('a timing field repeated with one value (a proxy adding its own copy) reads as that value; differing copies do not', async () => {
+test('a timing field repeated with one value (a proxy adding its own copy) reads as that value', async () => {
   // Real field lines on a real socket: each runtime's fetch joins them with ", ".
   const lines: Array<[Record<string, string[]>, number | undefined]> = [
     [{ 'retry-after': ['2', '2'] }, 2_000],
@@ -422,7 +422,6 @@ test('a timing field repeated with one value (a proxy adding its own copy) reads
     [{ 'retry-after-ms': ['150', '150'] }, 150],
     [{ 'x-ratelimit-reset': ['7', '7'], 'x-ratelimit-remaining': ['0', '0'] }, 7_000],
     [{ 'x-ratelimit-reset-requests': ['1s', '1s'], 'x-ratelimit-remaining-requests': ['0', '0'] }, 1_000],
-    [{ 'retry-after': ['1', '2'] }, undefined],
   ];
   for (const [headers, expected] of lines) {
     await withServer(always({ status: 503, headers }), async (server) => {
@@ -453,8 +452,8 @@ test('copies of one value joined by a bare comma or with spaces around it (RFC 9
     [{ 'retry-after': `${date} ,  ${date}` }, 30_000],
     [{ 'retry-after-ms': '150,150' }, 150],
     [{ 'x-ratelimit-reset-requests': '1s,1s', 'x-ratelimit-remaining-requests': '0,0' }, 1_000],
-    [{ 'retry-after': '1,2' }, undefined],
-    [{ 'retry-after': `${date},Sun, 29 Nov 2026 17:00:31 GMT` }, undefined],
+    [{ 'retry-after': '1,2' }, 2_000],
+    [{ 'retry-after': `${date},Sun, 29 Nov 2026 17:00:31 GMT` }, 31_000],
   ];
   for (const [headers, expected] of lines) {
     await withServer(always({ status: 503, headers }), async (server) => {
@@ -466,6 +465,84 @@ test('copies of one value joined by a bare comma or with spaces around it (RFC 9
   // A plain object may hold the value as given, spaces and all.
   assert.equal(delay({ 'retry-after': ' 2 , 2 ' }), 2_000);
   assert.equal(shouldRetryHeader({ 'x-should-retry': 'false,false' }), false);
+});
+
+test('Retry-After and retry-after-ms sent twice with different values read as the longest: a proxy and the origin each asked for a wait', async () => {
+  // Real field lines on a real socket: each runtime's fetch joins them with ", ", and the
+  // shorter copy first or last, delay-seconds or dates, the longest is waited out.
+  const date = (s: number) => `Sun, 29 Nov 2026 17:00:${String(s).padStart(2, '0')} GMT`;
+  const lines: Array<[Record<string, string[]>, number]> = [
+    [{ 'retry-after': ['1', '2'] }, 2_000],
+    [{ 'retry-after': ['120', '30'] }, 120_000],
+    [{ 'retry-after': ['5', '30', '10'] }, 30_000],
+    [{ 'retry-after': [date(30), date(45)] }, 45_000],
+    [{ 'retry-after': [date(45), date(30)] }, 45_000],
+    [{ 'retry-after': ['40', date(30)] }, 40_000],
+    [{ 'retry-after': [date(30), '40'] }, 40_000],
+    [{ 'retry-after': ['Sunday, 29-Nov-26 17:00:50 GMT', '3'] }, 50_000],
+    [{ 'retry-after': ['Sun Nov 29 17:00:20 2026', '3'] }, 20_000],
+    // A date already past is no wait; the other copy still asks for one.
+    [{ 'retry-after': ['Sun, 29 Nov 2026 16:00:00 GMT', '7'] }, 7_000],
+    [{ 'retry-after-ms': ['150', '2500.5'] }, 2_501],
+  ];
+  for (const [headers, expected] of lines) {
+    await withServer(always({ status: 503, headers }), async (server) => {
+      const res = await fetch(server.origin);
+      await res.body?.cancel();
+      assert.equal(retryDelay(res.headers, NOW), expected, JSON.stringify(headers));
+    });
+  }
+  // The same in a Headers built here, and in the forms an intermediary may write.
+  const headers = new Headers();
+  headers.append('Retry-After', '3');
+  headers.append('Retry-After', '9');
+  assert.equal(delay(headers), 9_000);
+  assert.equal(delay({ 'retry-after': '9,3' }), 9_000);
+  assert.equal(delay({ 'retry-after': ` 3 ,\t${date(30)} , 9 ` }), 30_000);
+});
+
+test('a copy of Retry-After that cannot be read is passed over: the readable copies still ask for their wait', () => {
+  assert.equal(delay({ 'retry-after': '30, soon' }), 30_000);
+  assert.equal(delay({ 'retry-after': 'soon, 30' }), 30_000);
+  assert.equal(delay({ 'retry-after': '30, -1, 1.5, 1e3' }), 30_000);
+  // Empty pieces (RFC 9110 §5.6.1.2), and a weekday with no date after it.
+  assert.equal(delay({ 'retry-after': ', 30,' }), 30_000);
+  assert.equal(delay({ 'retry-after': '30, Wed' }), 30_000);
+  assert.equal(delay({ 'retry-after': 'Wed, 30' }), 30_000);
+  // A date that is not GMT, or rolls over, is no date; the number beside it still is.
+  assert.equal(delay({ 'retry-after': 'Sun, 29 Nov 2026 17:05:00 UTC, 30' }), 30_000);
+  assert.equal(delay({ 'retry-after': 'Tue, 30 Feb 2027 00:00:00 GMT, 30' }), 30_000);
+  assert.equal(delay({ 'retry-after-ms': '250, soon' }), 250);
+  // Nothing readable at all is no wait named, as before.
+  assert.equal(delay({ 'retry-after': 'soon, later' }), undefined);
+  assert.equal(delay({ 'retry-after': ', ,' }), undefined);
+  assert.equal(delay({ 'retry-after-ms': 'soon, later' }), undefined);
+});
+
+test('a Retry-After of 100,000 commas, or of thousands of pieces under the length cap, reads in well under 50 ms, from its first 32 pieces', () => {
+  retryDelay({ 'retry-after': '1, 2' }, NOW); // warm up
+  for (const value of [
+    ','.repeat(100_000),
+    '1,'.repeat(50_000),
+    ' ,'.repeat(MAX_HEADER_CHARS / 2),
+    'Wed,'.repeat(MAX_HEADER_CHARS / 4),
+    `${'9,'.repeat(MAX_HEADER_CHARS / 2 - 1)}9`,
+  ]) {
+    const started = process.cpuUsage();
+    for (let i = 0; i < 10; i++) {
+      retryDelay({ 'retry-after': value }, NOW);
+      retryDelay({ 'retry-after-ms': value }, NOW);
+    }
+    const used = process.cpuUsage(started);
+    const elapsed = (used.user + used.system) / 1000 / 10;
+    assert.ok(
+      elapsed < 50,
+      `${JSON.stringify(value.slice(0, 8))} x ${value.length} took ${elapsed.toFixed(1)} ms`,
+    );
+  }
+  // A copy past the 32nd piece is not read: a hostile list cannot make the read grow.
+  assert.equal(delay({ 'retry-after': `${'1,'.repeat(32)}60` }), 1_000);
+  assert.equal(delay({ 'retry-after': `${'1,'.repeat(31)}60` }), 60_000);
 });
 
 test('an iterable of name-value pairs is read', () => {
