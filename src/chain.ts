@@ -221,9 +221,10 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
         base ? undefined : call.href,
         hideCredentials(call),
       );
-      // A hop's failure, refused or not, came after the server had the request; so did what a
-      // breakwater fetch below ended its call with after a pass may have run: maybe sent.
-      if (ran) {
+      // A hop's failure, refused or not, came after the server had the request; so did a
+      // redirect whose Location does not parse, and what a breakwater fetch below ended its
+      // call with after a pass may have run: maybe sent.
+      if (ran || (typed as BreakwaterError | null)?.code === 'BAD_REDIRECT') {
         call.bag.set(RAN, 1);
         if (typed instanceof NetworkError && typed.sent === 'no')
           typed = new NetworkError({ ...typed, phase: 'send', sent: 'maybe', cause: typed.cause });

@@ -28,7 +28,7 @@
  * non-Error throwables).
  */
 
-import { NetworkError, type RequestSummary, type SentState } from './errors.ts';
+import { BreakwaterError, NetworkError, type RequestSummary, type SentState } from './errors.ts';
 import { MAX_CHAIN_ERRORS } from './limits.ts';
 import { redactText } from './redact.ts';
 
@@ -210,9 +210,22 @@ const WORKERD_LOST = /^network connection lost/;
  * {@link normalizeNetworkError}).
  * So does a redirect to a URL with credentials (`Location: http://user:pass@host/`):
  * undici's `cross origin not allowed for request mode "cors"` (Deno and Bun follow it).
+ * So does a redirect whose `Location` does not parse: undici's cause `Invalid URL` (see
+ * {@link BAD_LOCATION}).
  */
 const LOCAL_REFUSAL =
-  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url|headers overflow|message head is too large|unexpected redirect|redirect mode|integrity mismatch|redeliver|cross origin/;
+  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url|headers overflow|message head is too large|unexpected redirect|redirect mode|integrity mismatch|redeliver|cross origin|invalid url/;
+
+/**
+ * How fetch says (its message and then its cause's, `|` between) that the server
+ * answered a redirect whose `Location` does not parse (`http://[::1`): Bun's
+ * `RedirectURLInvalid: ...`, Deno's `Invalid URL: '<Location>' with base '<the hop's URL>'`
+ * (a URL given to fetch itself has no base), undici's `fetch failed` with a cause `Invalid
+ * URL` (a URL given to fetch itself fails as `Failed to parse URL from ...`), and the chain's
+ * own follower's `redirect 303 not followed: bad Location` (Bun). See {@link fetchFailure}.
+ */
+const BAD_LOCATION =
+  /^(?:redirecturlinvalid|invalid url: .* with base |fetch failed\|invalid url$|redirect \d+ not followed: bad location\|)/i;
 
 /**
  * Error `code`s of a response body that failed to decode: a corrupt (or cut-short) gzip,
@@ -645,11 +658,12 @@ function copyOf(error: object, cause: unknown, hide: (text: string) => string): 
 
 /**
  * What a failure of `fetch()` (or of reading its body: `stage`) goes up the chain as: the
- * {@link NetworkError} it normalises to, or else the error itself, redacted (see
- * {@link redactedError}). A runtime's own refusal (Node's "Request cannot be constructed
- * from a URL that includes credentials: http://user:PASSWORD@...", Bun's `ZlibError
- * fetching "<url>"` for a corrupt gzip body) can quote the URL with its userinfo and query
- * values. The caller checks its own abort first. `sentTo`: see {@link normalizeNetworkError};
+ * {@link NetworkError} it normalises to, a `BreakwaterError` of code `BAD_REDIRECT` for a
+ * redirect whose `Location` does not parse (see {@link BAD_LOCATION}), or else the error
+ * itself, redacted (see {@link redactedError}). A runtime's own refusal (Node's "Request
+ * cannot be constructed from a URL that includes credentials: http://user:PASSWORD@...",
+ * Bun's `ZlibError fetching "<url>"` for a corrupt gzip body) can quote the URL with its
+ * userinfo and query values. The caller checks its own abort first. `sentTo`: see {@link normalizeNetworkError};
  * `hide`: what each text goes up as (the chain's also hides the call's credential headers).
  */
 export function fetchFailure(
@@ -664,5 +678,18 @@ export function fetchFailure(
   // Classified by the error as thrown, kept as the redacted one: a copy when the original
   // could not be redacted in place (frozen, or a nested field quoting a secret).
   if (failure) failure.cause = safe;
-  return failure ?? safe;
+  // A redirect whose Location does not parse: the server answered, so the request may have
+  // run, and a resend gets the same answer. Neither a network failure (retry() resent a GET
+  // for nothing, a breaker counted it) nor a runtime's bare TypeError (Deno's said nothing
+  // typed): one error, alike on every runtime, which the chain marks as may-have-run.
+  return (
+    failure ??
+    (BAD_LOCATION.test(`${readString(error, 'message')}|${readString(read(error, 'cause'), 'message')}`)
+      ? new BreakwaterError(
+          `${request.method} ${request.url} (server "${request.key}") failed: redirect not followed: bad Location`,
+          'BAD_REDIRECT',
+          { cause: safe, request },
+        )
+      : safe)
+  );
 }

@@ -10,9 +10,9 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { type FetchLike, RAN } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
-import { NetworkError, requestSummary } from '../src/errors.ts';
+import { BreakwaterError, NetworkError, requestSummary } from '../src/errors.ts';
 import { idempotencyKey } from '../src/idempotency-key.ts';
-import { normalizeNetworkError } from '../src/network.ts';
+import { fetchFailure, normalizeNetworkError } from '../src/network.ts';
 import { retry } from '../src/retry.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
 
@@ -149,32 +149,69 @@ test('a POST redirected by 307s without end is refused after 20 redirects, as th
   });
 });
 
-test('a POST answered 303 with a Location that does not parse fails as a call that may have run, and is not resent', async () => {
-  await withServer(always({ status: 303, headers: { location: 'http://[bad' } }), async (server) => {
-    const seen: boolean[] = [];
-    const fetch = createFetch({
-      use: [
-        async function read(call, next) {
-          try {
-            return await next(call);
-          } finally {
-            seen.push(call.bag.has(RAN));
-          }
-        },
-      ],
+test('a GET or a POST answered 302, 303 or 307 with a Location that does not parse fails as BAD_REDIRECT on every runtime, marked as may-have-run, and is not resent', async () => {
+  // Node's fetch said ENETWORK, maybe sent (retry() resent a GET twice, a breaker counted
+  // it), Deno's a bare TypeError, Bun's a TypeError of code RedirectURLInvalid, and the
+  // chain's follower on Bun (a POST) one of its own words.
+  for (const status of [302, 303, 307]) {
+    await withServer(always({ status, headers: { location: 'http://[::1' } }), async (server) => {
+      for (const method of ['GET', 'POST']) {
+        const init = method === 'GET' ? {} : { method, body: 'order' };
+        const seen: boolean[] = [];
+        const fetch = createFetch({
+          use: [
+            quickRetry(),
+            async function read(call, next) {
+              try {
+                return await next(call);
+              } finally {
+                seen.push(call.bag.has(RAN));
+              }
+            },
+          ],
+        });
+        const before = server.requests.length;
+        const error = await rejection(() => fetch(`${server.origin}/orders`, init));
+        const what = `${method} answered ${status}: ${String(error)}`;
+        assert.ok(error instanceof BreakwaterError, what);
+        assert.deepEqual(
+          [
+            error.code,
+            error.request?.method,
+            /failed: redirect not followed: bad Location$/.test(error.message),
+          ],
+          ['BAD_REDIRECT', method, true],
+          what,
+        );
+        assert.deepEqual(seen, [true], `${what}: marked as may-have-run`);
+        assert.equal(server.requests.length - before, 1, `${what}: sent once, not resent`);
+      }
     });
-    const error = await rejection(() => fetch(`${server.origin}/orders`, { method: 'POST', body: 'order' }));
-    // Where the chain follows the redirect itself (Bun), it knows the server had answered.
-    // Elsewhere the runtime's fetch failed the call: Node's error says maybe sent, Deno's is
-    // a TypeError (no network error), which retry() never resends.
-    if (runtime === 'bun') {
-      assert.deepEqual(seen, [true], 'the call is marked as may-have-run');
-      assert.match(String(error), /303 not followed: bad Location/);
-    } else assert.ok(!(error instanceof NetworkError) || error.sent === 'maybe', `${String(error)}`);
-    const retried = createFetch({ use: [quickRetry()] });
-    await rejection(() => retried(`${server.origin}/orders`, { method: 'POST', body: 'order' }));
-    assert.equal(server.requests.length, 2, 'one request for each call: none resent');
-  });
+  }
+});
+
+test("each runtime's words for a Location that does not parse are BAD_REDIRECT; a URL given to fetch itself that does not parse is not", () => {
+  const request = requestSummary('k', 'POST', 'http://127.0.0.1:1/orders');
+  const invalid = () => Object.assign(new TypeError('Invalid URL'), { code: 'ERR_INVALID_URL' });
+  const code = (error: unknown) => (error instanceof BreakwaterError ? error.code : 'none');
+  const node = new TypeError('fetch failed', { cause: invalid() });
+  const deno = new TypeError("Invalid URL: 'http://[::1' with base 'http://127.0.0.1:1/orders'");
+  const bun = Object.assign(
+    new TypeError('RedirectURLInvalid: Redirect URL in Location header is invalid.'),
+    {
+      code: 'RedirectURLInvalid',
+    },
+  );
+  const follower = new TypeError('redirect 303 not followed: bad Location');
+  for (const error of [node, deno, bun, follower]) {
+    assert.equal(code(fetchFailure(error, request)), 'BAD_REDIRECT', String(error));
+    assert.equal(normalizeNetworkError(error, request), undefined, `${String(error)}: no network failure`);
+  }
+  // fetch's refusal of its own input, as each runtime words it: the caller's mistake.
+  const nodeOwn = new TypeError('Failed to parse URL from http://[::1', { cause: invalid() });
+  const denoOwn = new TypeError("Invalid URL: 'http://[::1'");
+  const bunOwn = Object.assign(new TypeError('fetch() URL is invalid'), { code: 'ERR_INVALID_URL' });
+  for (const error of [nodeOwn, denoOwn, bunOwn]) assert.equal(code(fetchFailure(error, request)), 'none');
 });
 
 test('a POST answered 307 to a host that does not resolve reaches the server once, and its error says maybe sent', async () => {
