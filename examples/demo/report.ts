@@ -257,7 +257,7 @@ export function chartSvg(runs: readonly RunSummary[], script: StormScript): stri
 const PAGE_CSS = [
   'body{font:15px/1.5 system-ui,sans-serif;max-width:1000px;margin:2rem auto;padding:0 1rem;color:#222}',
   '.table{overflow-x:auto;margin:1rem 0}table{border-collapse:collapse}',
-  'th,td{padding:.3rem .7rem;border-bottom:1px solid #ddd;text-align:right}th{vertical-align:bottom}',
+  'th,td{padding:.3rem .5rem;border-bottom:1px solid #ddd;text-align:right}th{vertical-align:bottom}',
   'td,.word{white-space:nowrap}td{font-variant-numeric:tabular-nums}',
   'th:first-child,td:first-child{text-align:left}',
   'svg{display:block;max-width:100%;height:auto}',
