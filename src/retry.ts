@@ -33,6 +33,14 @@ export { DEFAULT_MAX_RETRY_AFTER_MS };
 /** gRPC-style retry budget: bucket size, and what one success puts back. */
 export const DEFAULT_BUDGET = { tokens: 10, refund: 0.1 } as const;
 /**
+ * The budget is counted in thousandths of a token, as integers, as gRPC counts it (gRFC A6:
+ * `tokenRatio` has three decimal places, `maxTokens` and the count are kept ×1000). In
+ * floats a refund of 0.1 is not 0.1: ten of them after a failure left a full bucket of 10
+ * at 9.999999999999996 in `stats()`, and a bucket of 4 at 3.000000000000001, above its
+ * half, so a retry the budget should refuse went.
+ */
+const TOKEN_SCALE = 1000;
+/**
  * Retry's jitter between attempts when the server names no delay; the rest of the
  * schedule is backoff's default (500 ms ×2 to 32 s, see withDefaults).
  */
@@ -68,6 +76,8 @@ export interface RetryOptions {
    * Per-server retry budget (gRPC retry throttling): each failed attempt takes a
    * token, each success puts back `refund`, and retries stop while the bucket is
    * at or below half. Default `{ tokens: 10, refund: 0.1 }`; `false` turns it off.
+   * Both are counted to the thousandth of a token, as gRPC counts them (a finer refund
+   * is rounded to the nearest thousandth), so a count never drifts.
    */
   budget?: { tokens?: number | undefined; refund?: number | undefined } | false | undefined;
   /**
@@ -131,7 +141,8 @@ export const retrySchema: z.ZodMiniType<RetryOptions> = /* @__PURE__ */ (() =>
   ) as z.ZodMiniType<RetryOptions>)();
 
 interface Budget {
-  tokens: number;
+  /** In thousandths of a token (see TOKEN_SCALE): an integer. */
+  milliTokens: number;
   retries: number;
   giveUps: number;
 }
@@ -256,15 +267,19 @@ export function retry(options: RetryOptions = {}): Retry {
   const maxRetryAfterMs = config.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
   const resend = config.resend ?? 'safe';
   const schedule = backoff(withDefaults(config.backoff, DEFAULT_RETRY_JITTER));
-  // 0 when the budget is off (a configured size is positive): then the bucket stays
-  // empty and is never consulted.
-  const budgetTokens = config.budget === false ? 0 : (config.budget?.tokens ?? DEFAULT_BUDGET.tokens);
-  const refund = config.budget === false ? 0 : (config.budget?.refund ?? DEFAULT_BUDGET.refund);
+  // In thousandths of a token. 0 when the budget is off (a configured size is positive,
+  // and counts as at least a thousandth): then the bucket stays empty and is never consulted.
+  const budgetMilli =
+    config.budget === false
+      ? 0
+      : Math.max(1, Math.round((config.budget?.tokens ?? DEFAULT_BUDGET.tokens) * TOKEN_SCALE));
+  const refundMilli =
+    config.budget === false ? 0 : Math.round((config.budget?.refund ?? DEFAULT_BUDGET.refund) * TOKEN_SCALE);
   const budgets = new Map<string, Budget>();
 
   /** The server's budget, moved to the most recently used end of the registry. */
   function budgetFor(key: string): Budget {
-    const budget = budgets.get(key) ?? { tokens: budgetTokens, retries: 0, giveUps: 0 };
+    const budget = budgets.get(key) ?? { milliTokens: budgetMilli, retries: 0, giveUps: 0 };
     budgets.delete(key);
     budgets.set(key, budget);
     if (budgets.size > MAX_BUDGET_KEYS) budgets.delete(budgets.keys().next().value as string);
@@ -312,7 +327,7 @@ export function retry(options: RetryOptions = {}): Retry {
     if (Math.max(call.attempt - refusals, refusals) >= attempts) return 'attempts';
     if (unsafe(call)) return 'unsafe-to-resend';
     if (hasOneShotBody(call)) return 'body-not-replayable';
-    if (budgetTokens > 0 && !invited && budget.tokens <= budgetTokens / 2) return 'budget';
+    if (budgetMilli > 0 && !invited && budget.milliTokens <= budgetMilli / 2) return 'budget';
     // No pointless sleep: a wait past the cap or the deadline fails at once. The cap is on
     // the server's (or, after a refusal, the breaker's) say-so, never on retry's own backoff
     // step, which backoff.maxMs caps: a refusal for 5 ms met at a 40 s step is waited out.
@@ -365,7 +380,7 @@ export function retry(options: RetryOptions = {}): Retry {
         // The happy path: refill the server's bucket if it has one, without touching
         // the registry's order (a Map delete + set per call costs microseconds).
         const known = budgets.get(call.key);
-        if (known !== undefined) known.tokens = Math.min(budgetTokens, known.tokens + refund);
+        if (known !== undefined) known.milliTokens = Math.min(budgetMilli, known.milliTokens + refundMilli);
         return settle(outcome);
       }
       // Whether this pass may have run it, kept in the call's bag: a resend's safety is the
@@ -399,7 +414,7 @@ export function retry(options: RetryOptions = {}): Retry {
       // server, and its wait is the breaker's (or gate's) for every caller of the key.
       const invited = refused || (serverDelay ?? 0) > 0;
       if (verdict.retryable && !invited) {
-        budget.tokens = Math.max(0, budget.tokens - 1);
+        budget.milliTokens = Math.max(0, budget.milliTokens - TOKEN_SCALE);
       }
       // After a refusal, until its retryAt (classify()'s retryAfterMs), and never less than
       // the backoff step: resent sooner, the breaker refuses it again, and one that is
@@ -485,7 +500,14 @@ export function retry(options: RetryOptions = {}): Retry {
   middleware.stats = (key) => {
     const budget = budgets.get(key);
     // No bucket (budget: false) reads as none, not as an empty one (0 tokens: no retries).
-    return budget && { ...budget, tokens: budgetTokens ? budget.tokens : undefined };
+    // An integer of thousandths over 1000 is the nearest double to the decimal: 9.9, not 9.899999999999999.
+    return (
+      budget && {
+        tokens: budgetMilli ? budget.milliTokens / TOKEN_SCALE : undefined,
+        retries: budget.retries,
+        giveUps: budget.giveUps,
+      }
+    );
   };
   return middleware;
 }

@@ -513,6 +513,58 @@ test('successes refill the budget', async () => {
   );
 });
 
+test('the budget’s token count is exact after refunds: ten refunds of 0.1 after a failure fill a bucket of 10 to 10, not 9.999999999999996', async () => {
+  let status = 503;
+  const fetch503: FetchLike = async () => new Response(null, { status });
+  const policy = retry({ attempts: 1 });
+  const fetch = createFetch({ fetch: fetch503, use: [policy], key: 'k' });
+  await fetch('http://127.0.0.1:9/');
+  assert.equal(policy.stats('k')?.tokens, 9);
+  status = 200;
+  const counts: Array<number | undefined> = [];
+  for (let i = 0; i < 10; i++) {
+    await fetch('http://127.0.0.1:9/');
+    counts.push(policy.stats('k')?.tokens);
+  }
+  assert.deepEqual(counts, [9.1, 9.2, 9.3, 9.4, 9.5, 9.6, 9.7, 9.8, 9.9, 10]);
+  // Any refund to the thousandth: 143 refunds of 0.007 after two failures is 9.001.
+  const fine = retry({ attempts: 1, budget: { tokens: 10, refund: 0.007 } });
+  const fineFetch = createFetch({ fetch: fetch503, use: [fine], key: 'k' });
+  status = 503;
+  await fineFetch('http://127.0.0.1:9/');
+  await fineFetch('http://127.0.0.1:9/');
+  status = 200;
+  for (let i = 0; i < 143; i++) await fineFetch('http://127.0.0.1:9/');
+  assert.equal(fine.stats('k')?.tokens, 9.001);
+  await fineFetch('http://127.0.0.1:9/');
+  assert.equal(fine.stats('k')?.tokens, 9.008);
+});
+
+test('a bucket refilled to exactly half by refunds refuses the next retry: float drift must not lift it above half', async () => {
+  // A bucket of 4 (half: 2), refund 0.1. One call and its retry fail (4 → 2), ten
+  // successes put back 1 (→ 3), then a failure takes one (→ 2): at half, so no retry.
+  // Summed in floats the ten refunds made 3.000000000000001, and the retry went.
+  let requests = 0;
+  let status = 503;
+  const fetchOf: FetchLike = async () => {
+    requests++;
+    return new Response(null, { status });
+  };
+  const policy = retry({ attempts: 2, backoff: fast, budget: { tokens: 4, refund: 0.1 } });
+  const fetch = createFetch({ fetch: fetchOf, use: [policy], key: 'k' });
+  await fetch('http://127.0.0.1:9/');
+  assert.equal(requests, 2, 'the first failure is retried once');
+  status = 200;
+  for (let i = 0; i < 10; i++) await fetch('http://127.0.0.1:9/');
+  assert.equal(policy.stats('k')?.tokens, 3);
+  status = 503;
+  requests = 0;
+  const res = await fetch('http://127.0.0.1:9/');
+  assert.equal(res.status, 503);
+  assert.equal(requests, 1, 'the bucket is at half: the failure is not retried');
+  assert.equal(policy.stats('k')?.tokens, 2);
+});
+
 test('with budget: false, stats report no budget (tokens undefined), not an empty one', async () => {
   await withServer(always({ status: 503 }), async (server) => {
     const policy = retry({ attempts: 2, backoff: fast, budget: false });
