@@ -94,6 +94,48 @@ const statusSchema = /* @__PURE__ */ (() => z.number().check(z.int(), z.minimum(
 /** HTTP statuses, as `retry()` and `throwOnStatus()` take them. */
 export const statusesSchema: z.ZodMiniType<number[]> = /* @__PURE__ */ (() => z.array(statusSchema))();
 
+/**
+ * A Content-Type's first `charset` parameter (RFC 9110 §5.6.6, §8.3.2: any case, spaces
+ * before it, its value quoted or not), the value in group 1 without its quotes. Anchored at
+ * a `;`, so `x-charset=` is none; spaces around `=` are not HTTP's (and a browser reads no
+ * charset there either). No nesting: linear on any header.
+ */
+const CHARSET = /;\s*charset="?([^";]*)"?/i;
+
+/**
+ * A decoder for the charset a Content-Type names ({@link CHARSET}: a label's case and
+ * spaces are the decoder's to read), else for UTF-8 (RFC 8259's only JSON encoding, and
+ * what a label no decoder knows reads as: `new TextDecoder()` throws a RangeError for it).
+ * Read as UTF-8 always, an Apache or old Java error page's `iso-8859-1` 'é' was U+FFFD,
+ * and a Windows service's UTF-16 JSON error had a NUL after every letter and no message.
+ * (`text()` reads UTF-8 only.)
+ */
+export function charsetDecoder(type: string | null): TextDecoder {
+  try {
+    return new TextDecoder(CHARSET.exec(type as string)?.[1]);
+  } catch {
+    return new TextDecoder();
+  }
+}
+
+/**
+ * `type` (a Content-Type) naming UTF-8 as its charset, for a failure body handed on as
+ * text breakwater decoded ({@link charsetDecoder}) and a `Response` encodes as UTF-8: the
+ * charset it named would mislabel it. A type naming none is left as it is.
+ */
+export function utf8Type(type: string): string {
+  return type.replace(CHARSET, '; charset=utf-8');
+}
+
+/**
+ * A failure body's text, read whole and decoded in the charset its Content-Type names
+ * ({@link charsetDecoder}), as a capture snapshot's is: the adapters hand an SDK the one or
+ * the other, and a short body must not read otherwise than a long one.
+ */
+export async function bodyText(response: Response): Promise<string> {
+  return charsetDecoder(response.headers.get('content-type')).decode(await response.arrayBuffer());
+}
+
 /** Where JSON error bodies keep their message, in the order they are tried. */
 const MESSAGE_PATHS = [['error', 'message'], ['error'], ['message'], ['detail'], ['title']];
 
@@ -159,7 +201,7 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
   const signal = call.signal;
   if (signal?.aborted) return gone(response, signal);
   const reader = (response.clone().body as ReadableStream<Uint8Array>).getReader();
-  const decoder = new TextDecoder();
+  const decoder = charsetDecoder(type);
   let size = 0;
   let next: ReadableStreamReadResult<Uint8Array> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;

@@ -580,6 +580,33 @@ test('a failure whose reason phrase is not Latin-1 once decoded (a French "503 R
   }
 });
 
+test('a failure body in another charset (ISO-8859-1, UTF-16) reaches the SDK’s text() decoded in it, alike short or past capture.bodyBytes', async () => {
+  // A short body was the snapshot's and a long JSON one read whole: both as UTF-8 ('Requ\uFFFDte').
+  const said = (detail: string) => JSON.stringify({ error: { message: 'Requête refusée', detail } });
+  const bodies = { 'iso-8859-1': 'latin1', 'utf-16le': 'utf16le' } as const;
+  for (const [charset, encoding] of Object.entries(bodies))
+    for (const detail of ['', 'd'.repeat(4096)]) {
+      const app = new Hono();
+      app.post(
+        '/rpc',
+        () =>
+          new Response(new Uint8Array(Buffer.from(said(detail), encoding)), {
+            status: 503,
+            headers: { 'content-type': `application/json; charset=${charset}` },
+          }),
+      );
+      await withApp(app, async ({ origin }) => {
+        const fetchImpl = a2aFetch(definePolicy({ retry: false, breaker: false }));
+        const response = await fetchImpl(`${origin}/rpc`, { method: 'POST', body: '{}' });
+        assert.equal(
+          await response.text(),
+          said(detail),
+          `${charset}, ${detail.length} characters of detail`,
+        );
+      });
+    }
+});
+
 test('a failure body cut for the SDK carries no Content-Length, so a proxy passing the response on does not announce bytes that never come', async () => {
   const big = 'x'.repeat(200 * 1024);
   await withServer(

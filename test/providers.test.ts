@@ -1458,16 +1458,26 @@ test('a failure body the capture snapshot holds whole is not read, hidden and re
   });
 });
 
-test('a failure body in another charset, gzipped, or empty reaches the OpenAI SDK as it does without the preset, short or past capture.bodyBytes', async () => {
+test('a failure body in another charset reaches the OpenAI SDK decoded in it, and labelled UTF-8, alike short or past capture.bodyBytes; a gzipped or empty one as it does without the preset', async () => {
+  // The SDK reads any body as UTF-8 (text()). A short body reached it as the snapshot read
+  // it and a long one as read whole: both decoded as UTF-8 ('Requ\uFFFDte'), and once the
+  // snapshot read the charset, only the short one was decoded.
   const said = (message: string, detail = '') =>
     JSON.stringify({ error: { message, type: 't', code: 'c', detail } });
   const answer = (body: Uint8Array | null, headers: Record<string, string>) => () =>
     new Response(body && new Uint8Array(body), { status: 400, headers });
   const latin1 = { 'content-type': 'application/json; charset=iso-8859-1' };
+  const utf16 = { 'content-type': 'application/json;Charset="UTF-16LE"' };
+  const utf16le = (text: string) => Buffer.from(text, 'utf16le');
   const gzip = { 'content-type': 'application/json', 'content-encoding': 'gzip' };
-  const answers: Record<string, () => Response> = {
+  const decoded: Record<string, () => Response> = {
     latin1: answer(Buffer.from(said('Requête refusée'), 'latin1'), latin1),
     'latin1-long': answer(Buffer.from(said('Requête refusée', longDetail), 'latin1'), latin1),
+    utf16: answer(utf16le(said('Requête refusée')), utf16),
+    'utf16-long': answer(utf16le(said('Requête refusée', longDetail)), utf16),
+  };
+  const answers: Record<string, () => Response> = {
+    ...decoded,
     gzip: answer(gzipSync(said('zipped')), gzip),
     'gzip-long': answer(gzipSync(said('zipped', longDetail)), gzip),
     empty: answer(null, {}),
@@ -1486,9 +1496,19 @@ test('a failure body in another charset, gzipped, or empty reaches the OpenAI SD
           .create(ask)
           .catch((e: unknown) => e);
         assert.ok(error instanceof OpenAI.BadRequestError, `${kind}: ${String(error)}`);
-        seen.push({ message: error.message, code: error.code, type: error.type });
+        seen.push({ message: error.message, code: error.code, type: error.type, headers: error.headers });
       }
-      assert.deepEqual(seen[0], seen[1], kind);
+      const [preset, alone] = seen as [(typeof seen)[0], (typeof seen)[0]];
+      if (kind in decoded) {
+        assert.deepEqual(
+          { message: preset.message, code: preset.code, type: preset.type },
+          { message: '400 Requête refusée', code: 'c', type: 't' },
+          kind,
+        );
+        assert.equal(preset.headers.get('content-type'), 'application/json; charset=utf-8', kind);
+      } else {
+        assert.deepEqual({ ...preset, headers: 0 }, { ...alone, headers: 0 }, kind);
+      }
     }
   });
 });

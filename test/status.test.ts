@@ -10,7 +10,7 @@ import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError, RetryAfterTooLongError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
-import { readSaid, sdkFailureBody, throwOnStatus, wrapHttpError } from '../src/status.ts';
+import { charsetDecoder, readSaid, sdkFailureBody, throwOnStatus, wrapHttpError } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
 import { nodeFetchOverHttp, nodeFetchShaped } from './helpers/node-fetch.ts';
 import { withReasonPhrase } from './helpers/reason-phrase.ts';
@@ -194,6 +194,58 @@ test('a multi-byte body cut at 2048 bytes stays within 2048 bytes (no half chara
 test('a short body is kept whole', async () => {
   const error = await thrownBy({ status: 500, body: 'database is locked' });
   assert.equal(error.body, 'database is locked');
+});
+
+/** `text` in UTF-16LE, as a .NET or Windows service may answer. */
+const utf16le = (text: string): Uint8Array =>
+  new Uint8Array(Uint16Array.from(text, (c) => c.charCodeAt(0)).buffer);
+/** `text` in ISO-8859-1, as Apache's and old Java servers' error pages are. */
+const latin1 = (text: string): Uint8Array => Uint8Array.from(text, (c) => c.charCodeAt(0));
+
+test('a failure body in the charset its Content-Type names (ISO-8859-1, UTF-16), quoted or not, in any case, is decoded in it: body and serverMessage read as the server wrote them', async () => {
+  // Read as UTF-8, 'é' was U+FFFD and UTF-16 JSON had a NUL after every letter (no serverMessage).
+  for (const type of ['text/plain; charset=ISO-8859-1', 'text/html;CHARSET="iso-8859-1"']) {
+    const error = await thrownBy({
+      status: 503,
+      headers: { 'content-type': type },
+      body: latin1('Réessayez plus tard'),
+    });
+    assert.equal(error.body, 'Réessayez plus tard', type);
+    assert.ok(error.message.endsWith(': Réessayez plus tard'), error.message);
+  }
+  const json = '{"error":{"message":"Modèle surchargé"}}';
+  for (const type of ['application/json; charset="utf-16le"', 'application/json;  Charset=" UTF-16LE "']) {
+    const error = await thrownBy({ status: 529, headers: { 'content-type': type }, body: utf16le(json) });
+    assert.equal(error.serverMessage, 'Modèle surchargé', type);
+    assert.equal(error.body, json, type);
+  }
+  // Cut at bodyBytes (2048 bytes: 1,024 UTF-16 characters), with no half character.
+  const long = await thrownBy({
+    status: 500,
+    headers: { 'content-type': 'text/plain; charset=utf-16le' },
+    body: utf16le('é'.repeat(3000)),
+  });
+  assert.equal(long.body, 'é'.repeat(1024));
+});
+
+test('a charset no decoder knows, another parameter ending in charset, or a hostile Content-Type (kilobytes of quotes, backslashes and parameters) reads as UTF-8, never throwing or stalling', async () => {
+  const hostile = `text/plain; charset="${'\\"; charset=;'.repeat(400)}`;
+  for (const type of ['text/plain; charset=x-no-such-charset', 'text/plain; x-charset=iso-8859-1', hostile]) {
+    const error = await thrownBy({ status: 500, headers: { 'content-type': type }, body: 'café fermé' });
+    assert.equal(error.body, 'café fermé', type.slice(0, 40));
+  }
+  // A header no HTTP server would pass on, a megabyte long: read in linear time.
+  const started = performance.now();
+  for (const type of [
+    ';'.repeat(1e6),
+    `;${' '.repeat(1e6)}`,
+    `; charset="${'a'.repeat(1e6)}`,
+    `; charset=${'; charset= '.repeat(1e5)}`,
+    `${'; charset=\\'.repeat(1e5)}"`,
+  ])
+    assert.equal(charsetDecoder(type).encoding, 'utf-8');
+  const took = performance.now() - started;
+  assert.ok(took < 2000, `took ${Math.round(took)} ms`);
 });
 
 test('a failure body or JSON message holding control characters (terminal escapes, NUL, a binary body) or Unicode line breaks reaches no log line as such: each control is U+FFFD, U+2028 and U+2029 a space', async () => {

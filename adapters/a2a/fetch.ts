@@ -20,7 +20,14 @@ import type { Call, FetchLike, Middleware, Next } from '../../src/call.ts';
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
-import { hideSent, SNAPSHOT, type Snapshotted, sdkFailureBody, wrapHttpError } from '../../src/status.ts';
+import {
+  bodyText,
+  hideSent,
+  SNAPSHOT,
+  type Snapshotted,
+  sdkFailureBody,
+  wrapHttpError,
+} from '../../src/status.ts';
 
 /**
  * JSON-RPC methods that only read: A2A 1.0 names (`@a2a-js/sdk` 1.x `JsonRpcTransport`)
@@ -172,10 +179,10 @@ export function limitBodies(waitMs: number, maxBytes: number = DEFAULT_MAX_RESPO
     const capped = withBody(failed, failed.body, redactText(hideSent(call, failed.statusText)));
     // Every SDK failure path (JSON-RPC, REST, 0.3 and 1.0) reads the body with text().
     // Defined, not assigned: a prototype's `text` may be read-only (@hono/node-server's Response).
-    const text = capped.text.bind(capped);
+    // Read in the charset its Content-Type names, as the snapshot's start is (see bodyText).
     return Object.defineProperty(capped, 'text', {
       value: () =>
-        text().then(
+        bodyText(capped).then(
           // The SDK quotes it in its error, which an HttpStatusError keeps as its cause: it
           // gets the capture snapshot's body, or the start of the body read as a snapshot's
           // is, or a JSON body the snapshot cut, whole (see sdkFailureBody). The body is read

@@ -16,7 +16,14 @@ import { abortReason, type Call, dropBody, type FetchLike, type Next } from '../
 import { clientOptionsShape, policySchema, validate } from '../../src/options.ts';
 import type { Policy, PolicyClientOptions, PolicyConfig } from '../../src/policy.ts';
 import { redactText } from '../../src/redact.ts';
-import { hideSent, SNAPSHOT, type Snapshotted, sdkFailureBody } from '../../src/status.ts';
+import {
+  bodyText,
+  hideSent,
+  SNAPSHOT,
+  type Snapshotted,
+  sdkFailureBody,
+  utf8Type,
+} from '../../src/status.ts';
 import type { TimeoutOptions } from '../../src/timeout.ts';
 
 /**
@@ -109,9 +116,11 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
       // empty at once. A body that breaks keeps the snapshot's start (none without one).
       response.headers.get('content-type')?.toLowerCase().includes('text/event-stream')
         ? ''
-        : cappedFailure(response, (said?.at ?? Date.now()) + waitMs - Date.now(), call)
-            .text()
-            .catch(() => ''),
+        : // In the charset its Content-Type names, as the snapshot's start is: a short body
+          // and a long one reach the SDK alike (see bodyText).
+          bodyText(cappedFailure(response, (said?.at ?? Date.now()) + waitMs - Date.now(), call)).catch(
+            () => '',
+          ),
     );
     // Unread when the snapshot held it all, or an event stream (else cappedFailure let it go).
     dropBody(response);
@@ -121,6 +130,12 @@ function policyFetch(where: string, policy: Policy, options: PresetOptions | und
     if (signal?.aborted) throw abortReason(signal);
     const kept = new Headers(headers);
     kept.delete('content-length');
+    // The body is text decoded here, which the Response below encodes as UTF-8: a charset
+    // the server named (`iso-8859-1`) would now mislabel it, for a caller's fetch wrapper or
+    // logger that reads by it. (The bytes as sent cannot be kept: the body is the hidden,
+    // redacted text, and the SDKs read any body as UTF-8, whatever the type says.)
+    const type = headers.get('content-type');
+    if (type) kept.set('content-type', utf8Type(type));
     // The SDKs keep a failure's headers on their error (`headers`, the AI SDK's
     // `responseHeaders`), which a logger or util.inspect prints: a gateway's session cookie
     // has no place there. No SDK reads it.
