@@ -2744,6 +2744,29 @@ test('a failure whose reason phrase is not Latin-1 once decoded (a French "503 R
   }
 });
 
+test('a failure body in another charset (an old Java server’s ISO-8859-1 page) reaches the SDK’s error, and toError()’s, decoded in it', async () => {
+  // Read as UTF-8, its 'é' was U+FFFD in both.
+  const page = 'Service indisponible, réessayez plus tard';
+  await withServer(
+    always({
+      status: 503,
+      headers: { 'content-type': 'text/html;charset=ISO-8859-1' },
+      body: new Uint8Array(Buffer.from(page, 'latin1')),
+    }),
+    async (server) => {
+      const fetch = mcpFetch(definePolicy({ name: 'latin1', retry: false, breaker: false }));
+      const client = new Client({ name: 'breakwater-test', version: '1.0.0' });
+      const transport = new StreamableHTTPClientTransport(new URL(`${server.origin}/mcp`), { fetch });
+      const sdkError = await client.connect(transport).catch((caught: unknown) => caught);
+      await client.close();
+      assert.match(String(sdkError), /réessayez plus tard/);
+      const error = fetch.toError(sdkError);
+      assert.ok(error instanceof HttpStatusError, String(error));
+      assert.equal(error.body, page);
+    },
+  );
+});
+
 test('resilientMcpClient: a connect that never settles fails every caller with TimeoutError after connectTimeoutMs and arms the gate; after the window a connect starts afresh', async () => {
   const seen = counts();
   const inner = mcpApp(seen);
