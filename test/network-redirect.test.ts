@@ -246,6 +246,25 @@ test('a POST keyed by its caller, answered 303 to a port that refuses the connec
   );
 });
 
+test('a GET answered 302, 303 or 307 to a port that refuses the connection says maybe sent: retry({ resend: "never" }) does not resend it', async () => {
+  const dead = await closedPort();
+  for (const status of [302, 303, 307]) {
+    await withServer(
+      always({ status, headers: { location: `http://127.0.0.1:${dead}/orders/1` } }),
+      async (server) => {
+        // The caller said never: on Bun, whose own fetch followed a GET and named no hop, the
+        // refusal read as never sent, and the GET that ran went twice more.
+        const fetch = createFetch({
+          use: [retry({ attempts: 3, resend: 'never', backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })],
+        });
+        const error = await rejection(() => fetch(`${server.origin}/orders`));
+        assert.deepEqual(verdict(error), { code: 'ECONNREFUSED', phase: 'send', sent: 'maybe' }, `${status}`);
+        assert.equal(server.requests.length, 1, `${status}: the GET that ran is not resent`);
+      },
+    );
+  }
+});
+
 test('a breakwater fetch under another’s retry: a POST its own idempotencyKey() keyed, answered 303 to a port that refuses the connection, is not resent under a new key', async () => {
   const dead = await closedPort();
   await withServer(
