@@ -280,6 +280,35 @@ test('the demo refuses every malformed command line with a message naming the fl
   }
 });
 
+test('the demo run by npm without -- before its flags (npm run demo --seed 7 --storm-only) says to put them after --, rather than refusing a stray 7 or running all three acts', () => {
+  // What npm 11 hands the script: the flags it kept are in its environment, their values on the command line.
+  const npm = { npm_lifecycle_event: 'demo' };
+  const cases: [string[], Record<string, string>, RegExp][] = [
+    [
+      ['7'],
+      { ...npm, npm_config_seed: 'true', npm_config_storm_only: 'true' },
+      /npm took --seed, --storm-only/,
+    ],
+    [[], { ...npm, npm_config_storm_only: 'true' }, /npm took --storm-only/],
+    // `--calls` leaves no trace in the environment: only its value is left over.
+    [['5'], npm, /unexpected argument "5"/],
+  ];
+  for (const [args, env, message] of cases) {
+    assert.throws(
+      () => parseSettings(args, env),
+      (error: unknown) => {
+        assert.ok(error instanceof UsageError, `${args.join(' ')}: ${error}`);
+        assert.match(error.message, message);
+        assert.match(error.message, /npm run demo -- --seed 7/);
+        return true;
+      },
+    );
+  }
+  // With -- the flags arrive whole, and npm keeps nothing.
+  const settings = parseSettings(['--seed', '7', '--storm-only'], npm);
+  assert.deepEqual(settings !== 'help' && [settings.seed, settings.stormOnly], [7, true]);
+});
+
 test('the demo refuses an --html file it cannot write before running anything, with exit code 2', async () => {
   const run = (await quick()).unwritable;
   assert.equal(run.code, 2, run.stderr);

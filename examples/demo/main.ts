@@ -269,7 +269,7 @@ async function main(): Promise<void> {
   let settings: Settings | 'help';
   let report: ReportFile | undefined;
   try {
-    settings = parseSettings(process.argv.slice(2));
+    settings = parseSettings(process.argv.slice(2), process.env);
     if (settings !== 'help' && settings.html !== undefined) report = await openReport(settings.html);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;

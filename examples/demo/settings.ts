@@ -67,8 +67,41 @@ const FLAGS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-/** Parses the command line; `help` when `--help` was asked for. */
-export function parseSettings(args: string[]): Settings | 'help' {
+/** The npm script that runs the demo (`npm run demo`): npm names it in `npm_lifecycle_event`. */
+const NPM_SCRIPT = 'demo';
+
+/**
+ * `npm run demo --seed 7 --storm-only` (no `--`) passes the demo only `7`: npm keeps the
+ * flags before `--` as its own config, with a warning, and sets `npm_config_seed` and
+ * `npm_config_storm_only` in the environment (some, such as `--calls` and `--quiet`,
+ * vanish without a trace). Without this check the demo refused a stray `7`, or ran all
+ * three acts for 20 s when asked for `--storm-only`.
+ */
+function npmKeptFlags(args: readonly string[], env: Readonly<Record<string, string | undefined>>): void {
+  if (env.npm_lifecycle_event !== NPM_SCRIPT) return;
+  const kept = Object.keys(FLAGS).filter(
+    (name) => env[`npm_config_${name.replaceAll('-', '_')}`] !== undefined,
+  );
+  const bare = args[0] !== undefined && !args[0].startsWith('-');
+  if (kept.length === 0 && !bare) return;
+  const what =
+    kept.length > 0
+      ? `npm took ${kept.map((name) => `--${name}`).join(', ')} for itself`
+      : `unexpected argument ${JSON.stringify(args[0])}`;
+  throw new UsageError(
+    `${what}: npm run passes on only what follows --, so put the demo's flags after it: npm run demo -- --seed 7 --storm-only`,
+  );
+}
+
+/**
+ * Parses the command line; `help` when `--help` was asked for. `env` (the process's
+ * environment) tells whether npm kept some flags for itself.
+ */
+export function parseSettings(
+  args: string[],
+  env: Readonly<Record<string, string | undefined>> = {},
+): Settings | 'help' {
+  npmKeptFlags(args, env);
   const values = parseFlags(args, FLAGS);
   if (values.help) return 'help';
   if (values.html !== undefined && values.html.trim() === '')
