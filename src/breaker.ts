@@ -42,6 +42,7 @@ import {
   type Middleware,
   type Next,
 } from './call.ts';
+import { waitLeft } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import {
   CircuitOpenError,
@@ -59,7 +60,7 @@ import { redactText } from './redact.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
 import { hideSent } from './status.ts';
 import { type JsonValue, type Store, storeSchema } from './store.ts';
-import { MAX_DELAY_MS, quotaLeft, readHeader, retryDelay } from './timing.ts';
+import { MAX_DELAY_MS, quotaLeft, readHeader } from './timing.ts';
 
 /** Consecutive failures that open a circuit, by default: a blip is not an outage. */
 const DEFAULT_CONSECUTIVE_FAILURES = 5;
@@ -869,13 +870,14 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   // -- outcomes -------------------------------------------------------------------
 
   /**
-   * The server's requested delay: read from a response's headers, or the one an
-   * `HttpStatusError` carries. An error built by hand may carry anything: NaN or a
-   * negative wait names none (NaN made the open time NaN: open, yet letting every call
-   * through). Infinity is kept: every use caps it at `maxRetryAfterMs`.
+   * The server's requested delay: read from a response's headers (what is left of it,
+   * counted from when they arrived, as retry() counts it: a captureStatus() below may
+   * have read the body's start since), or the one an `HttpStatusError` carries. An error
+   * built by hand may carry anything: NaN or a negative wait names none (NaN made the
+   * open time NaN: open, yet letting every call through). Infinity is kept: every use caps it at `maxRetryAfterMs`.
    */
   function delayOf(answer: Answer): number | undefined {
-    if (!(answer instanceof HttpStatusError)) return retryDelay(answer.headers, now());
+    if (!(answer instanceof HttpStatusError)) return waitLeft(answer, now());
     const ms = answer.retryAfterMs ?? -1;
     return ms >= 0 ? ms : undefined;
   }

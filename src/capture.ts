@@ -17,7 +17,15 @@ import { ATTACH, type Call, type FetchLike, type Middleware, type Next, readable
 import { MAX_BODY_BYTES, MAX_BODY_WAIT_MS, MAX_KEYS, MAX_SCOPE_SNAPSHOTS } from './limits.ts';
 import { validate } from './options.ts';
 import { redactText, redactUrl, safeHeaders } from './redact.ts';
-import { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS, hideSent, readSaid, SNAPSHOT } from './status.ts';
+import {
+  DEFAULT_BODY_BYTES,
+  DEFAULT_BODY_WAIT_MS,
+  hideSent,
+  readSaid,
+  SNAPSHOT,
+  type Snapshotted,
+} from './status.ts';
+import { retryDelay } from './timing.ts';
 
 export { DEFAULT_BODY_BYTES, DEFAULT_BODY_WAIT_MS };
 
@@ -64,6 +72,27 @@ export interface CaptureScope {
   last(): StatusSnapshot | undefined;
   /** The snapshots taken through this scope's fetch, oldest first: the last 100. */
   all(): readonly StatusSnapshot[];
+}
+
+/**
+ * What is left at `now` (epoch ms, on the caller's clock) of the wait a failure `response`
+ * asked for (see `retryDelay`), in ms, counted from when its headers arrived.
+ *
+ * `captureStatus()` reads the start of a failure's body (up to `bodyWaitMs`, 1 s by
+ * default) before the layers above see the answer: `Retry-After: 1` read by retry() or
+ * the breaker after that read was a wait from the read's end, so the resend, or the end
+ * of the key's pause, came up to a second later than the server asked. The snapshot's
+ * `at` is when the headers arrived: the headers are read as of then (on the caller's
+ * clock: that less the time since, as `Date.now()` counts it), and the time since is
+ * taken off: never more than the longest read ({@link MAX_BODY_WAIT_MS}), so a clock stepped
+ * forward meanwhile (NTP) cuts the wait short by no more than that. A response no capture
+ * saw is read as of `now`.
+ */
+export function waitLeft(response: Response, now: number): number | undefined {
+  const at = (response as Snapshotted)[SNAPSHOT]?.at;
+  const sinceMs = at === undefined ? 0 : Math.min(MAX_BODY_WAIT_MS, Math.max(0, Date.now() - at));
+  const ms = retryDelay(response.headers, now - sinceMs);
+  return ms === undefined ? ms : Math.max(0, ms - sinceMs);
 }
 
 /** The `captureStatus()` middleware, with its readers. */

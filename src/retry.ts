@@ -20,7 +20,8 @@ import {
   withDefaults,
 } from './backoff.ts';
 import { abortReason, type Call, dropBody, hasOneShotBody, type Middleware, type Next, RAN } from './call.ts';
-import { type Classification, classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
+import { waitLeft } from './capture.ts';
+import { classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
 import { BreakwaterError, RetryAfterTooLongError, requestSummary, TimeoutError } from './errors.ts';
 import type { GiveUpReason } from './events.ts';
 import { DEFAULT_ATTEMPTS, DEFAULT_MAX_RETRY_AFTER_MS, MAX_ATTEMPTS, MAX_BUDGET_KEYS } from './limits.ts';
@@ -314,7 +315,7 @@ export function retry(options: RetryOptions = {}): Retry {
    */
   function refusal(
     call: Call,
-    verdict: Classification,
+    serverDelay: number | undefined,
     budget: Budget,
     delay: number,
     cap: number,
@@ -322,7 +323,6 @@ export function retry(options: RetryOptions = {}): Retry {
     refusals: number,
   ): GiveUpReason | undefined {
     const remaining = call.remainingMs();
-    const serverDelay = verdict.retryAfterMs;
     // A refused pass reached no server: `attempts` caps the sends, and the refusals apart.
     if (Math.max(call.attempt - refusals, refusals) >= attempts) return 'attempts';
     if (unsafe(call)) return 'unsafe-to-resend';
@@ -407,12 +407,16 @@ export function retry(options: RetryOptions = {}): Retry {
       // waited out exactly (and, with a breaker, by every caller of the key at once), is
       // not one. Any other failed attempt takes a token, whether or not it is retried
       // (gRPC throttling).
-      const serverDelay = verdict.retryAfterMs;
-      // Invited: the server named a delay (429/503 + Retry-After). A delay of 0 invites no
-      // pause, so it is no invitation: 1,000 calls answered `Retry-After: 0` would
-      // otherwise resend at once. A refusal is outside the budget too: it reached no
-      // server, and its wait is the breaker's (or gate's) for every caller of the key.
-      const invited = refused || (serverDelay ?? 0) > 0;
+      // What is left of the server's wait, counted from when the answer's headers arrived: a
+      // captureStatus() below has read its body's start since (see waitLeft).
+      const serverDelay =
+        'response' in outcome ? waitLeft(outcome.response, Date.now()) : verdict.retryAfterMs;
+      // Invited: the server named a delay (429/503 + Retry-After), whatever of it the read of
+      // the body took. A delay of 0 invites no pause, so it is no invitation: 1,000 calls
+      // answered `Retry-After: 0` would otherwise resend at once. A refusal is outside the
+      // budget too: it reached no server, and its wait is the breaker's (or gate's) for
+      // every caller of the key.
+      const invited = refused || (verdict.retryAfterMs ?? 0) > 0;
       if (verdict.retryable && !invited) {
         budget.milliTokens = Math.max(0, budget.milliTokens - TOKEN_SCALE);
       }
@@ -431,7 +435,15 @@ export function retry(options: RetryOptions = {}): Retry {
       // A refused resend is waited out (see retry()); a new call refused fails fast.
       const why =
         verdict.retryable || (refused && resent)
-          ? refusal(call, verdict, budget, delay, refused ? refusalMs : maxRetryAfterMs, invited, refusals)
+          ? refusal(
+              call,
+              serverDelay,
+              budget,
+              delay,
+              refused ? refusalMs : maxRetryAfterMs,
+              invited,
+              refusals,
+            )
           : (outcome as { error?: TimeoutError }).error?.scope === 'total'
             ? 'deadline'
             : 'not-retryable';
@@ -445,10 +457,14 @@ export function retry(options: RetryOptions = {}): Retry {
         // The response's body is cancelled by statusError(), after it read the body's start
         // (up to a second) for the message: the clock is read before it, so retryAt is when
         // the server's wait ends, not a second later (properties are evaluated in order).
+        // The error says the wait the server asked for; `delay` is what is left of it (a
+        // capture below read the body's start since the headers came), so retryAt is `delay`
+        // from now.
+        const asked = verdict.retryAfterMs ?? delay;
         const tooLong = new RetryAfterTooLongError({
-          retryAfterMs: delay,
+          retryAfterMs: asked,
           limitMs: Math.min(maxRetryAfterMs, call.remainingMs()),
-          now: Date.now(),
+          now: Date.now() + delay - asked,
           cause:
             'response' in outcome
               ? await statusError(call, outcome.response, undefined, classifyOptions.statuses)

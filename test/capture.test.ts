@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { waitLeft } from '../src/capture.ts';
 import {
   type BreakwaterEvent,
   captureStatus,
@@ -10,6 +11,8 @@ import {
   type StatusSnapshot,
   timeout,
 } from '../src/index.ts';
+import { MAX_BODY_WAIT_MS } from '../src/limits.ts';
+import { SNAPSHOT } from '../src/status.ts';
 import { assertNoToken, SENDS_TOKEN, withReasonPhrase } from './helpers/reason-phrase.ts';
 import { always, type Behaviour, sequence, withServer } from './helpers/server.ts';
 import { abortWhileFailureBodyRead } from './helpers/trickle.ts';
@@ -507,4 +510,25 @@ test('capture.scope().fetch rejects an init whose getter throws, as fetch does, 
   const pending = capture.scope().fetch('http://127.0.0.1:9/', init);
   await assert.rejects(pending, /body getter/);
   assert.equal(sent, 0);
+});
+
+test('waitLeft() counts a server’s wait from when the headers arrived, as the snapshot’s at says, for delay-seconds and dates alike', () => {
+  const now = Date.UTC(2026, 10, 29, 17, 0, 0);
+  const answer = (headers: Record<string, string>, ageMs?: number): Response => {
+    const response = new Response(null, { status: 503, headers });
+    if (ageMs !== undefined) Reflect.set(response, SNAPSHOT, { at: Date.now() - ageMs });
+    return response;
+  };
+  // No capture saw it: the headers as of now, as retryDelay() reads them.
+  assert.equal(waitLeft(answer({ 'retry-after': '1' }), now), 1_000);
+  // Headers in 400 ms ago (the body's start read since): 600 ms are left.
+  const left = waitLeft(answer({ 'retry-after': '1' }, 400), now) as number;
+  assert.ok(left >= 590 && left <= 600, `${left} ms left of 1,000 after 400`);
+  const ms = waitLeft(answer({ 'retry-after-ms': '250' }, 400), now);
+  assert.equal(ms, 0, 'a wait over before the read ended is none left, not negative');
+  // A date is when the wait ends, whenever it is read.
+  assert.equal(waitLeft(answer({ 'retry-after': 'Sun, 29 Nov 2026 17:00:30 GMT' }, 400), now), 30_000);
+  // A clock stepped forward by 10 minutes meanwhile takes off no more than the longest read.
+  assert.equal(waitLeft(answer({ 'retry-after': '3600' }, 600_000), now), 3_600_000 - MAX_BODY_WAIT_MS);
+  assert.equal(waitLeft(answer({}, 400), now), undefined);
 });

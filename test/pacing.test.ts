@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
 import { type CircuitBreaker, type CircuitBreakerOptions, circuitBreaker } from '../src/breaker.ts';
 import type { FetchLike, Middleware } from '../src/call.ts';
+import { captureStatus } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError, NetworkError, TimeoutError } from '../src/errors.ts';
 import type { BreakwaterEvent, PacedEvent } from '../src/events.ts';
@@ -2012,4 +2015,61 @@ test('calls that wait a pause out with one shared signal (the MCP SDK’s) add o
     assert.deepEqual(await Promise.all(calls), Array(20).fill(reason));
     assert.equal(server.requests.length, 1);
   });
+});
+
+/**
+ * A loopback server whose first answer is a 429 with `Retry-After: 1`, its headers sent at
+ * once and its body trickled a byte every 50 ms (never ending), and every later answer a
+ * 200. Resolves to when (`performance.now()`) the first answer's headers went and each
+ * later request came.
+ */
+async function withTrickled429(
+  run: (origin: string) => Promise<void>,
+): Promise<{ headersSent: number; later: number[] }> {
+  let headersSent = Number.NaN;
+  const later: number[] = [];
+  const server = createServer((_req, res) => {
+    if (!Number.isNaN(headersSent)) {
+      later.push(performance.now());
+      res.end('ok');
+      return;
+    }
+    res.writeHead(429, { 'retry-after': '1', 'content-type': 'application/json' });
+    res.write('{"error":');
+    headersSent = performance.now();
+    const timer = setInterval(() => res.write(' '), 50);
+    res.on('close', () => clearInterval(timer));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    await run(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  } finally {
+    server.closeAllConnections?.();
+    await new Promise((resolve) => server.close(resolve));
+  }
+  return { headersSent, later };
+}
+
+test('a 429 with Retry-After: 1 whose body trickles pauses the key until 1 s after its headers arrived, not 1 s after captureStatus() gave up reading the body', async () => {
+  const events: BreakwaterEvent[] = [];
+  const { headersSent, later } = await withTrickled429(async (origin) => {
+    const fetch = createFetch({
+      use: [circuitBreaker(), captureStatus({ bodyWaitMs: 500 })],
+      key: 'model',
+      onEvent: (event) => events.push(event),
+    });
+    const refused = await fetch(origin);
+    assert.equal(refused.status, 429);
+    await refused.body?.cancel();
+    // Sent at once: it waits out the key's pause, then goes.
+    assert.equal(await send(fetch, origin), 200);
+  });
+  assert.equal(later.length, 1, 'the second call went once');
+  const gap = (later[0] as number) - headersSent;
+  // The body read took 500 ms of the server's 1,000: the pause ended 500 ms after it, not
+  // a full second after it (1,500 ms after the headers).
+  assert.ok(gap >= 990, `sent ${gap.toFixed(0)} ms after the 429's headers: inside its window`);
+  assert.ok(gap < 1_350, `sent ${gap.toFixed(0)} ms after the 429's headers, not about 1,000`);
+  const start = events.find((e): e is PacedEvent => e.type === 'paced' && e.phase === 'start');
+  assert.ok((start?.delayMs ?? 0) <= 600, `the pause is what was left of the wait: ${start?.delayMs} ms`);
 });

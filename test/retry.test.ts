@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
@@ -51,6 +53,61 @@ test('a 503 with Retry-After: 1 then a 200 is retried exactly once, after the se
       assert.ok(elapsed < 1490, `waited ${elapsed} ms`);
     },
   );
+});
+
+/**
+ * A loopback server whose first answer is `status` with `Retry-After: 1`, its headers sent
+ * at once and its body trickled a byte every 50 ms (never ending), and every later answer a
+ * 200. Resolves to what `run` does with its origin, and to when (`performance.now()`) the
+ * first answer's headers went and each later request came.
+ */
+async function withTrickledAnswer(
+  status: number,
+  run: (origin: string) => Promise<void>,
+): Promise<{ headersSent: number; later: number[] }> {
+  let headersSent = Number.NaN;
+  const later: number[] = [];
+  const server = createServer((_req, res) => {
+    if (!Number.isNaN(headersSent)) {
+      later.push(performance.now());
+      res.end('ok');
+      return;
+    }
+    res.writeHead(status, { 'retry-after': '1', 'content-type': 'application/json' });
+    res.write('{"error":');
+    headersSent = performance.now();
+    const timer = setInterval(() => res.write(' '), 50);
+    res.on('close', () => clearInterval(timer));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    await run(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  } finally {
+    server.closeAllConnections?.();
+    await new Promise((resolve) => server.close(resolve));
+  }
+  return { headersSent, later };
+}
+
+test('a Retry-After: 1 whose body trickles is resent 1 s after the headers arrived, not 1 s after captureStatus() gave up reading the body', async () => {
+  const events: BreakwaterEvent[] = [];
+  const { headersSent, later } = await withTrickledAnswer(503, async (origin) => {
+    const fetch = createFetch({
+      use: [retry(), captureStatus({ bodyWaitMs: 500 })],
+      onEvent: (event) => events.push(event),
+    });
+    const res = await fetch(origin);
+    assert.equal(await res.text(), 'ok');
+  });
+  assert.equal(later.length, 1, 'one resend');
+  const gap = (later[0] as number) - headersSent;
+  // The body read took 500 ms of the server's 1,000: the resend went after the other 500,
+  // not a full second after the read (1,500 ms after the headers).
+  assert.ok(gap >= 990, `resent ${gap.toFixed(0)} ms after the headers: sooner than asked`);
+  assert.ok(gap < 1_350, `resent ${gap.toFixed(0)} ms after the headers, not about 1,000`);
+  const wait = events.find((e): e is RetryEvent => e.type === 'retry');
+  assert.equal(wait?.delaySource, 'server');
+  assert.ok((wait?.delayMs ?? 0) <= 600, `the retry event's wait is what was left: ${wait?.delayMs} ms`);
 });
 
 test('a Retry-After beyond the cap fails at once with RetryAfterTooLongError after one request', async () => {
