@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
 import { type CircuitBreaker, type CircuitBreakerOptions, circuitBreaker } from '../src/breaker.ts';
@@ -23,6 +21,7 @@ import {
   type TestServer,
   withServer,
 } from './helpers/server.ts';
+import { withTrickledAnswer } from './helpers/trickle.ts';
 
 /** A short, exact schedule for the pauses a 429 without a delay imposes. */
 const OPEN = { initialMs: 100, factor: 2, maxMs: 10_000, jitter: 'none' } as const;
@@ -2017,42 +2016,9 @@ test('calls that wait a pause out with one shared signal (the MCP SDK’s) add o
   });
 });
 
-/**
- * A loopback server whose first answer is a 429 with `Retry-After: 1`, its headers sent at
- * once and its body trickled a byte every 50 ms (never ending), and every later answer a
- * 200. Resolves to when (`performance.now()`) the first answer's headers went and each
- * later request came.
- */
-async function withTrickled429(
-  run: (origin: string) => Promise<void>,
-): Promise<{ headersSent: number; later: number[] }> {
-  let headersSent = Number.NaN;
-  const later: number[] = [];
-  const server = createServer((_req, res) => {
-    if (!Number.isNaN(headersSent)) {
-      later.push(performance.now());
-      res.end('ok');
-      return;
-    }
-    res.writeHead(429, { 'retry-after': '1', 'content-type': 'application/json' });
-    res.write('{"error":');
-    headersSent = performance.now();
-    const timer = setInterval(() => res.write(' '), 50);
-    res.on('close', () => clearInterval(timer));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  try {
-    await run(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-  } finally {
-    server.closeAllConnections?.();
-    await new Promise((resolve) => server.close(resolve));
-  }
-  return { headersSent, later };
-}
-
 test('a 429 with Retry-After: 1 whose body trickles pauses the key until 1 s after its headers arrived, not 1 s after captureStatus() gave up reading the body', async () => {
   const events: BreakwaterEvent[] = [];
-  const { headersSent, later } = await withTrickled429(async (origin) => {
+  const { headersSent, later } = await withTrickledAnswer(429, async (origin) => {
     const fetch = createFetch({
       use: [circuitBreaker(), captureStatus({ bodyWaitMs: 500 })],
       key: 'model',

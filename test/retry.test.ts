@@ -1,6 +1,4 @@
 import assert from 'node:assert/strict';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Readable } from 'node:stream';
 import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
@@ -33,6 +31,7 @@ import {
   type TestServer,
   withServer,
 } from './helpers/server.ts';
+import { withTrickledAnswer } from './helpers/trickle.ts';
 
 /** Short schedules: the behaviour is under test, not the default timings. */
 const fast = { initialMs: 5, factor: 2, maxMs: 20, jitter: 'none' } as const;
@@ -54,40 +53,6 @@ test('a 503 with Retry-After: 1 then a 200 is retried exactly once, after the se
     },
   );
 });
-
-/**
- * A loopback server whose first answer is `status` with `Retry-After: 1`, its headers sent
- * at once and its body trickled a byte every 50 ms (never ending), and every later answer a
- * 200. Resolves to what `run` does with its origin, and to when (`performance.now()`) the
- * first answer's headers went and each later request came.
- */
-async function withTrickledAnswer(
-  status: number,
-  run: (origin: string) => Promise<void>,
-): Promise<{ headersSent: number; later: number[] }> {
-  let headersSent = Number.NaN;
-  const later: number[] = [];
-  const server = createServer((_req, res) => {
-    if (!Number.isNaN(headersSent)) {
-      later.push(performance.now());
-      res.end('ok');
-      return;
-    }
-    res.writeHead(status, { 'retry-after': '1', 'content-type': 'application/json' });
-    res.write('{"error":');
-    headersSent = performance.now();
-    const timer = setInterval(() => res.write(' '), 50);
-    res.on('close', () => clearInterval(timer));
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  try {
-    await run(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-  } finally {
-    server.closeAllConnections?.();
-    await new Promise((resolve) => server.close(resolve));
-  }
-  return { headersSent, later };
-}
 
 test('a Retry-After: 1 whose body trickles is resent 1 s after the headers arrived, not 1 s after captureStatus() gave up reading the body', async () => {
   const events: BreakwaterEvent[] = [];

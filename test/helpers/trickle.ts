@@ -71,3 +71,37 @@ export async function abortWhileFailureBodyRead(reader: Middleware): Promise<'cl
     await new Promise((resolve) => server.close(resolve));
   }
 }
+
+/**
+ * A loopback server whose first answer is `status` with `Retry-After: 1`, its headers sent
+ * at once and its body trickled a byte every 50 ms (never ending), and every later answer a
+ * 200. Resolves to what `run` does with its origin, and to when (`performance.now()`) the
+ * first answer's headers went and each later request came.
+ */
+export async function withTrickledAnswer(
+  status: number,
+  run: (origin: string) => Promise<void>,
+): Promise<{ headersSent: number; later: number[] }> {
+  let headersSent = Number.NaN;
+  const later: number[] = [];
+  const server = createServer((_req, res) => {
+    if (!Number.isNaN(headersSent)) {
+      later.push(performance.now());
+      res.end('ok');
+      return;
+    }
+    res.writeHead(status, { 'retry-after': '1', 'content-type': 'application/json' });
+    res.write('{"error":');
+    headersSent = performance.now();
+    const timer = setInterval(() => res.write(' '), 50);
+    res.on('close', () => clearInterval(timer));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    await run(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  } finally {
+    server.closeAllConnections?.();
+    await new Promise((resolve) => server.close(resolve));
+  }
+  return { headersSent, later };
+}
