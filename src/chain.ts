@@ -192,12 +192,17 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       // resend safe, not the POST unsent (`resend: 'never'`; a breakwater fetch above, which
       // knows no key, resent it under a new one). A GET too: `resend: 'never'` resends only what
       // provably did not run, and a GET whose hop Bun's fetch found refused had run (about
-      // 0.13 µs a call on Bun; no Request is built). Not a Request (its body goes once; Bun
-      // replays one made from text on a 307), nor the caller's own fetch.
+      // 0.13 µs a call on Bun; no Request is built). A Request too (ky sends one) when it is a
+      // GET or HEAD, which has no body. Not one of another method: its body is a stream that
+      // goes once, and no Web-standard means tells one Bun replays on a 307 (made from text)
+      // from a streamed upload, which a clone() would tee and hold whole until the answer;
+      // nor one without a body, which only reading `body` tells (0.5 µs a ky POST on Bun).
+      // Not the caller's own fetch.
       response = await (HIDES_HOPS &&
       !base &&
-      typeof call.input === 'string' &&
-      (call.init?.redirect ?? 'follow') === 'follow'
+      (typeof call.input === 'string' || call.method === 'GET' || call.method === 'HEAD') &&
+      // A Request's own mode counts too (fetch's init overrides it).
+      (call.init?.redirect ?? (call.input as Request).redirect ?? 'follow') === 'follow'
         ? follow(new Call(call.input, { ...call.init, redirect: 'manual' }, undefined, undefined), (at) =>
             // Once the server answered, whatever fails next (a hop, a redirect the follower
             // refuses) comes after it had the request.

@@ -261,8 +261,9 @@ const IP_HOST = /^\[|^[\d.]+$/;
  * - Deno: the URL in its message (`error sending request for url (<url>): ...`, in the
  *   lower-cased `words`), by origin.
  * Bun's refusal names nothing (its `path` is the URL it was called with, after any hop):
- * there the chain follows the redirects of a call given as a URL to the runtime's fetch
- * itself, and knows a hop's failure for one (src/chain.ts, HIDES_HOPS).
+ * there the chain follows the redirects of a call given as a URL (or a GET or HEAD
+ * `Request`) to the runtime's fetch itself, and knows a hop's failure for one (src/chain.ts,
+ * HIDES_HOPS).
  */
 function elsewhere(link: unknown, words: string[], url: URL): boolean {
   const host = url.hostname;

@@ -64,8 +64,9 @@ export async function follow(call: Call, next: Next, named?: Set<string>): Promi
     } catch {}
     let { method } = at;
     let body = at.body ?? null;
-    // After `auth()` stamped its header, the call's init holds a Headers of its own.
-    const headers = new Headers(at.init?.headers);
+    // After `auth()` stamped its header, the call's init holds a Headers of its own; without
+    // one, a Request's (fetch's init replaces them whole). A URL string has none.
+    const headers = new Headers(at.init?.headers ?? (at.input as Request).headers);
     // 303 (but for GET and HEAD), and 301 / 302 after a POST, go on as a GET without a
     // body; others resend method and body (Fetch standard, HTTP-redirect fetch).
     const get = status === 303 ? method !== 'GET' && method !== 'HEAD' : status < 303 && method === 'POST';

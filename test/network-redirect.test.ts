@@ -265,6 +265,82 @@ test('a GET answered 302, 303 or 307 to a port that refuses the connection says 
   }
 });
 
+test('a Request without a body (as ky sends a GET) answered 303 to a port that refuses the connection says maybe sent: retry({ resend: "never" }) does not resend it', async () => {
+  const dead = await closedPort();
+  await withServer(
+    always({ status: 303, headers: { location: `http://127.0.0.1:${dead}/orders/1` } }),
+    async (server) => {
+      // On Bun the chain left a Request to Bun's fetch, whose refusal at the hop names no
+      // target: it read as never sent, and the GET that ran went twice more.
+      const fetch = createFetch({
+        use: [retry({ attempts: 3, resend: 'never', backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })],
+      });
+      const error = await rejection(() => fetch(new Request(`${server.origin}/orders`)));
+      assert.deepEqual(verdict(error), { code: 'ECONNREFUSED', phase: 'send', sent: 'maybe' });
+      assert.equal(server.requests.length, 1, 'the GET that ran is not resent');
+    },
+  );
+});
+
+test("a Request without a body followed to another origin answers as fetch's own: redirected, the last URL, its headers on the hop but Authorization", async () => {
+  await withServer(always({ status: 200, body: 'done' }), async (other) => {
+    await withServer(
+      always({ status: 302, headers: { location: `${other.origin}/done` } }),
+      async (server) => {
+        const fetch = createFetch({ use: [] });
+        const request = new Request(`${server.origin}/start`, {
+          headers: { authorization: 'Bearer s3cret', 'x-trace': 't' },
+        });
+        const response = await fetch(request);
+        assert.deepEqual(
+          [response.status, response.redirected, response.url, await response.text()],
+          [200, true, `${other.origin}/done`, 'done'],
+        );
+        const [hop] = other.requests;
+        assert.ok(hop, 'the hop reached the other origin');
+        assert.deepEqual(
+          { authorization: hop.headers.authorization, trace: hop.headers['x-trace'] },
+          { authorization: undefined, trace: 't' },
+        );
+      },
+    );
+  });
+});
+
+test("a Request's own redirect mode is kept: 'manual' hands back the 3xx, 'error' rejects", async () => {
+  await withServer(always({ status: 302, headers: { location: '/elsewhere' } }), async (server) => {
+    const fetch = createFetch({ use: [] });
+    const manual = await fetch(new Request(`${server.origin}/start`, { redirect: 'manual' }));
+    assert.equal(manual.status, 302);
+    await manual.body?.cancel();
+    await rejection(() => fetch(new Request(`${server.origin}/start`, { redirect: 'error' })));
+    assert.deepEqual(
+      server.requests.map((request) => request.url),
+      ['/start', '/start'],
+    );
+  });
+});
+
+test('a Request with a text body answered 307 is sent again with its body, as fetch does', async () => {
+  let n = 0;
+  await withServer(
+    () => (n++ === 0 ? { status: 307, headers: { location: '/orders/2' } } : { status: 201 }),
+    async (server) => {
+      const fetch = createFetch({ use: [] });
+      const response = await fetch(new Request(`${server.origin}/orders`, { method: 'POST', body: 'order' }));
+      assert.equal(response.status, 201);
+      await response.body?.cancel();
+      assert.deepEqual(
+        server.requests.map((request) => [request.method, request.url, request.text]),
+        [
+          ['POST', '/orders', 'order'],
+          ['POST', '/orders/2', 'order'],
+        ],
+      );
+    },
+  );
+});
+
 test('a breakwater fetch under another’s retry: a POST its own idempotencyKey() keyed, answered 303 to a port that refuses the connection, is not resent under a new key', async () => {
   const dead = await closedPort();
   await withServer(
