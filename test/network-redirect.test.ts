@@ -20,7 +20,9 @@ import { always, closedPort, withServer } from './helpers/server.ts';
 const runtime: 'node' | 'deno' | 'bun' = 'Bun' in globalThis ? 'bun' : 'Deno' in globalThis ? 'deno' : 'node';
 
 /** A retry that would resend at once, twice, whatever it is allowed to resend. */
-const quickRetry = () => retry({ attempts: 3, backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } });
+/** retry(), 3 attempts 1 ms apart; `resend` as given (default 'safe'). */
+const quickRetry = (resend?: 'never') =>
+  retry({ attempts: 3, backoff: { initialMs: 1, maxMs: 1, jitter: 'none' }, ...(resend ? { resend } : {}) });
 
 /** Runs `fn`, expecting it to reject, and returns what it rejected with. */
 async function rejection(fn: () => Promise<unknown>): Promise<unknown> {
@@ -235,9 +237,7 @@ test('a POST keyed by its caller, answered 303 to a port that refuses the connec
     async (server) => {
       // The key makes it safe to resend, not unsent: on Bun the chain followed only calls
       // that were not, and Bun's refusal at the hop read as never sent (resent twice).
-      const fetch = createFetch({
-        use: [retry({ attempts: 3, resend: 'never', backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })],
-      });
+      const fetch = createFetch({ use: [quickRetry('never')] });
       const init = { method: 'POST', body: 'order', headers: { 'idempotency-key': 'order-1' } };
       const error = await rejection(() => fetch(`${server.origin}/orders`, init));
       assert.deepEqual(verdict(error), { code: 'ECONNREFUSED', phase: 'send', sent: 'maybe' });
@@ -254,9 +254,7 @@ test('a GET answered 302, 303 or 307 to a port that refuses the connection says 
       async (server) => {
         // The caller said never: on Bun, whose own fetch followed a GET and named no hop, the
         // refusal read as never sent, and the GET that ran went twice more.
-        const fetch = createFetch({
-          use: [retry({ attempts: 3, resend: 'never', backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })],
-        });
+        const fetch = createFetch({ use: [quickRetry('never')] });
         const error = await rejection(() => fetch(`${server.origin}/orders`));
         assert.deepEqual(verdict(error), { code: 'ECONNREFUSED', phase: 'send', sent: 'maybe' }, `${status}`);
         assert.equal(server.requests.length, 1, `${status}: the GET that ran is not resent`);
@@ -272,9 +270,7 @@ test('a Request without a body (as ky sends a GET) answered 303 to a port that r
     async (server) => {
       // On Bun the chain left a Request to Bun's fetch, whose refusal at the hop names no
       // target: it read as never sent, and the GET that ran went twice more.
-      const fetch = createFetch({
-        use: [retry({ attempts: 3, resend: 'never', backoff: { initialMs: 1, maxMs: 1, jitter: 'none' } })],
-      });
+      const fetch = createFetch({ use: [quickRetry('never')] });
       const error = await rejection(() => fetch(new Request(`${server.origin}/orders`)));
       assert.deepEqual(verdict(error), { code: 'ECONNREFUSED', phase: 'send', sent: 'maybe' });
       assert.equal(server.requests.length, 1, 'the GET that ran is not resent');
