@@ -3,6 +3,7 @@ import process from 'node:process';
 import { test } from 'node:test';
 import { Hono } from 'hono';
 import { cors } from 'hono/cors';
+import { requestId } from 'hono/request-id';
 import { streamText } from 'hono/streaming';
 import { sha256Hex } from '../adapters/hono/digest.ts';
 import { DEFAULT_LEASE_MS, idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
@@ -2706,5 +2707,48 @@ test('a path and query made of bare % (a hostile request) are keyed without a th
       [201, 'run 1', 'true'],
     );
     assert.ok(calls < 50, `decodeURIComponent calls: ${calls}`);
+  });
+});
+
+test("its answers in the handler's stead (409 while running, 422, 400) carry the headers set in front for this request (hono/request-id's X-Request-Id), over a real server", async () => {
+  const release = gate();
+  const entered = gate();
+  const app = new Hono();
+  app.use(requestId());
+  app.use('/orders', idempotency());
+  app.post('/orders', async (c) => {
+    entered.open();
+    await release.promise;
+    return c.json({ id: 'order-1' }, 201);
+  });
+  await withApp(app, async ({ origin }) => {
+    const send = (id: string, body: string, key = KEY): Promise<Response> =>
+      fetch(`${origin}/orders`, post(body, key, { 'x-request-id': id }));
+    // Refused before its body is read: first, so the server has read it by the time it closes.
+    const malformed = await send('malformed', '{"item":"kettle"}', '"a", "b"');
+    await problemOf(malformed);
+    const answers: [number, string | null][] = [[malformed.status, malformed.headers.get('x-request-id')]];
+    const first = send('first', '{"item":"kettle"}');
+    await settlesWithin(entered.promise, 5000);
+    try {
+      for (const [id, body] of [
+        ['running', '{"item":"kettle"}'],
+        ['other', '{"item":"teapot"}'],
+      ] as const) {
+        const res = await send(id, body);
+        await problemOf(res);
+        answers.push([res.status, res.headers.get('x-request-id')]);
+      }
+    } finally {
+      release.open();
+    }
+    assert.deepEqual(answers, [
+      [400, 'malformed'],
+      [409, 'running'],
+      [422, 'other'],
+    ]);
+    const done = await first;
+    await done.text();
+    assert.deepEqual([done.status, done.headers.get('x-request-id')], [201, 'first']);
   });
 });

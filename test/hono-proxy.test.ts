@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { type Context, Hono } from 'hono';
 import { cors } from 'hono/cors';
+import { requestId } from 'hono/request-id';
 import OpenAI from 'openai';
 import { idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
 import { type ProxyHeaders, proxy } from '../adapters/hono/proxy.ts';
@@ -1618,4 +1619,39 @@ test('a POST the policy resent only on its own Idempotency-Key or resend: always
       },
     );
   }
+});
+
+test("a proxied answer and a problem in its stead carry the headers set in front for this request (hono/request-id's X-Request-Id); the upstream's own headers win", async () => {
+  const port = await closedPort();
+  await withServer(always({ body: 'up', headers: { 'x-upstream': 'yes' } }), async (up) => {
+    const app = new Hono();
+    app.use(requestId());
+    app.get('/up', proxy(`${up.origin}/x`, { policy: definePolicy({ name: 'up' }) }));
+    app.get(
+      '/down',
+      proxy(`http://127.0.0.1:${port}/x`, { policy: definePolicy({ name: 'down', retry: { attempts: 1 } }) }),
+    );
+    app.get(
+      '/own',
+      async (c, next) => {
+        c.header('x-upstream', 'front');
+        await next();
+      },
+      proxy(`${up.origin}/x`, { policy: definePolicy({ name: 'own' }) }),
+    );
+    await withApp(app, async ({ origin }) => {
+      const proxied = await fetch(`${origin}/up`, { headers: { 'x-request-id': 'proxied' } });
+      assert.equal(await proxied.text(), 'up');
+      assert.deepEqual(
+        [proxied.headers.get('x-request-id'), proxied.headers.get('x-upstream')],
+        ['proxied', 'yes'],
+      );
+      const down = await fetch(`${origin}/down`, { headers: { 'x-request-id': 'down' } });
+      const problem = await problemOf(down);
+      assert.deepEqual([problem.status, down.headers.get('x-request-id')], [502, 'down']);
+      const own = await fetch(`${origin}/own`, { headers: { 'x-request-id': 'own' } });
+      await own.text();
+      assert.deepEqual([own.headers.get('x-request-id'), own.headers.get('x-upstream')], ['own', 'yes']);
+    });
+  });
 });

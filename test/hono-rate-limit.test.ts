@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { type Context, Hono } from 'hono';
 import { cors } from 'hono/cors';
+import { requestId } from 'hono/request-id';
 import { proxy } from '../adapters/hono/proxy.ts';
 import { rateLimit } from '../adapters/hono/rate-limit.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -811,5 +812,28 @@ test('a response no other origin may read (no cors(), or an origin it refused) g
       await response.text();
       assert.equal(response.headers.get('access-control-expose-headers'), null, path);
     }
+  });
+});
+
+test("a 429, and a 400 for no identity, carry the headers set in front for this request (hono/request-id's X-Request-Id), as a passed answer does, over a real server", async () => {
+  const app = new Hono();
+  app.use(requestId());
+  app.use(rateLimit({ limit: 1, windowMs: 60_000, trustedHeader: 'cf-connecting-ip', now: () => AT }));
+  app.get('/', (c) => c.text('ok'));
+  await withApp(app, async ({ origin }) => {
+    const send = async (id: string, ip?: string): Promise<Response> => {
+      const res = await fetch(origin, {
+        headers: { 'x-request-id': id, ...(ip === undefined ? {} : { 'cf-connecting-ip': ip }) },
+      });
+      await res.text();
+      return res;
+    };
+    const passed = await send('passed', '203.0.113.7');
+    assert.deepEqual([passed.status, passed.headers.get('x-request-id')], [200, 'passed']);
+    const refused = await send('refused', '203.0.113.7');
+    assert.deepEqual([refused.status, refused.headers.get('x-request-id')], [429, 'refused']);
+    assert.equal(refused.headers.get('retry-after'), '17', 'its own headers stay');
+    const anonymous = await send('anonymous');
+    assert.deepEqual([anonymous.status, anonymous.headers.get('x-request-id')], [400, 'anonymous']);
   });
 });

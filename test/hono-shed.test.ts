@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { Hono } from 'hono';
 import { cors } from 'hono/cors';
+import { requestId } from 'hono/request-id';
 import { shed } from '../adapters/hono/shed.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -388,5 +389,30 @@ test("32 callers through one policy's client (default breaker) against shed({ ma
       [],
       'no request was sent inside a Retry-After window announced before it',
     );
+  });
+});
+
+test("a refusal carries the headers set in front for this request (hono/request-id's X-Request-Id), as an admitted answer does, over a real server", async () => {
+  const release = deferred();
+  const entered = deferred();
+  const app = new Hono();
+  app.use(requestId());
+  app.use(shed({ maxInFlight: 1 }));
+  app.get('/', async (c) => {
+    entered.resolve();
+    await release.promise;
+    return c.text('done');
+  });
+  await withApp(app, async ({ origin }) => {
+    const admitted = fetch(origin, { headers: { 'x-request-id': 'admitted' } });
+    await within(entered.promise, 'the first handler');
+    const refused = await fetch(origin, { headers: { 'x-request-id': 'refused' } });
+    await refused.text();
+    release.resolve();
+    const done = await within(admitted, 'the first answer');
+    await done.text();
+    assert.deepEqual([done.status, done.headers.get('x-request-id')], [200, 'admitted']);
+    assert.deepEqual([refused.status, refused.headers.get('x-request-id')], [503, 'refused']);
+    assert.equal(refused.headers.get('x-should-retry'), 'true', 'its own headers stay');
   });
 });

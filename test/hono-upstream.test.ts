@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import { Hono } from 'hono';
 import { cors } from 'hono/cors';
 import { HTTPException } from 'hono/http-exception';
+import { requestId } from 'hono/request-id';
 import { streamSSE } from 'hono/streaming';
 import { idempotency } from '../adapters/hono/idempotency.ts';
 import {
@@ -959,5 +960,26 @@ test('a keyed POST the policy resent on its own Idempotency-Key after a 503, who
       );
     });
     assert.equal(up.requests.length, 1);
+  });
+});
+
+test("errorResponses()' answer carries the headers set in front for this request (hono/request-id's X-Request-Id), as the handler's own answer would, over a real server", async () => {
+  const port = await closedPort();
+  const policy = definePolicy({ name: 'down', retry: { attempts: 1 } });
+  const app = new Hono<UpstreamEnv>();
+  app.use(requestId());
+  app.use(upstream(policy, { throwOnStatus: true }));
+  app.get('/call', async (c) => c.text(await (await c.var.fetch(`http://127.0.0.1:${port}/`)).text()));
+  app.get('/thrown', () => {
+    throw new HTTPException(418, { message: 'teapot' });
+  });
+  app.onError(errorResponses({ policy }));
+  await withApp(app, async ({ origin }) => {
+    const failed = await fetch(`${origin}/call`, { headers: { 'x-request-id': 'failed' } });
+    const problem = await problemOf(failed);
+    assert.deepEqual([problem.status, failed.headers.get('x-request-id')], [502, 'failed']);
+    const thrown = await fetch(`${origin}/thrown`, { headers: { 'x-request-id': 'thrown' } });
+    assert.equal(await thrown.text(), 'teapot');
+    assert.deepEqual([thrown.status, thrown.headers.get('x-request-id')], [418, 'thrown']);
   });
 });

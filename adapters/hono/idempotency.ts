@@ -20,7 +20,7 @@ import { functionOption, validate } from '../../src/options.ts';
 import { type JsonValue, memoryStore, type Store, storeSchema } from '../../src/store.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { sha256Hex } from './digest.ts';
-import { exposeClientHeaders, problemResponse } from './problem.ts';
+import { answer, exposeClientHeaders, problemResponse } from './problem.ts';
 import { NOT_RUN_REQUESTS, NOT_RUN_STATUSES, RUN_TO_END } from './upstream.ts';
 
 /** How long a record is kept (24 h): long enough for any client's retries, as Stripe keeps keys. */
@@ -890,11 +890,14 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     const header = c.req.header(KEY_HEADER);
     if (header === undefined) {
       if (!required) return next();
-      return problemResponse({
-        status: 400,
-        title: 'Bad Request',
-        detail: `${c.req.method} requests here need an Idempotency-Key header, e.g. "${EXAMPLE_KEY}".`,
-      });
+      return answer(
+        c,
+        problemResponse({
+          status: 400,
+          title: 'Bad Request',
+          detail: `${c.req.method} requests here need an Idempotency-Key header, e.g. "${EXAMPLE_KEY}".`,
+        }),
+      );
     }
     const key = parseKey(header);
     const refused =
@@ -906,17 +909,20 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
             ? `must be at most ${MAX_KEY_CHARS} characters long`
             : undefined;
     if (refused !== undefined) {
-      return problemResponse({
-        status: 400,
-        title: 'Bad Request',
-        detail: `Idempotency-Key ${refused}`,
-      });
+      return answer(
+        c,
+        problemResponse({
+          status: 400,
+          title: 'Bad Request',
+          detail: `Idempotency-Key ${refused}`,
+        }),
+      );
     }
 
     const declared = Number(c.req.header('content-length'));
-    if (declared > maxBodyBytes) return tooLarge();
+    if (declared > maxBodyBytes) return answer(c, tooLarge());
     const body = await requestBody(c);
-    if (body === undefined) return tooLarge();
+    if (body === undefined) return answer(c, tooLarge());
 
     const namespace = scope === undefined ? DEFAULT_SCOPE : await scope(c);
     if (typeof namespace !== 'string') {
@@ -944,22 +950,25 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     };
 
     let holder: IdempotencyRecord | undefined = claims.get(recordKey);
-    if (holder !== undefined) return answerRepeat(holder, print);
+    if (holder !== undefined) return answer(c, answerRepeat(holder, print));
     try {
       holder = await claim(recordKey, running);
     } catch {
-      return problemResponse(
-        {
-          status: 503,
-          title: 'Service Unavailable',
-          detail:
-            'The idempotency store did not answer, so the key could not be checked: not run. Retry with the same key.',
-        },
-        STORE_RETRY_MS,
-        NOT_RUN,
+      return answer(
+        c,
+        problemResponse(
+          {
+            status: 503,
+            title: 'Service Unavailable',
+            detail:
+              'The idempotency store did not answer, so the key could not be checked: not run. Retry with the same key.',
+          },
+          STORE_RETRY_MS,
+          NOT_RUN,
+        ),
       );
     }
-    if (holder !== undefined) return answerRepeat(holder, print);
+    if (holder !== undefined) return answer(c, answerRepeat(holder, print));
     claims.set(recordKey, running);
     const forget = (): void => {
       if (claims.get(recordKey) === running) claims.delete(recordKey);

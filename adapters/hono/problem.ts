@@ -49,6 +49,31 @@ export function exposeClientHeaders(c: Context, names: string | null = CLIENT_HE
   }
 }
 
+/**
+ * `response` with the headers it lacks of those the middlewares in front set for this
+ * exchange (`c.header()` before `next()`: hono/request-id's X-Request-Id, a trace id), as
+ * Hono's own `c.json()` answers have them. Returned bare, a response loses them (Hono
+ * merges only a `c.res` already made), so the 429s and 503s an operator looks up had no
+ * request id, nor had a proxied answer. Its own headers win; a cookie it already sets is
+ * not added twice, so a second pass adds nothing. `c.newResponse()` reads them without
+ * making `c.res`, which would change how Hono merges a handler's answer.
+ */
+export function answer(c: Context, response: Response): Response {
+  const { headers } = response;
+  let merged: Headers | undefined;
+  for (const [name, value] of c.newResponse(null).headers) {
+    if (name === 'set-cookie' ? headers.getSetCookie().includes(value) : headers.has(name)) continue;
+    merged ??= new Headers(headers);
+    merged.append(name, value);
+  }
+  return merged === undefined
+    ? response
+    : new Response(response.body, {
+        status: response.status,
+        statusText: response.statusText,
+        headers: merged,
+      });
+}
 /** The media type of RFC 9457 problem details. */
 export const PROBLEM_JSON = 'application/problem+json';
 

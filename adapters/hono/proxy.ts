@@ -26,7 +26,7 @@ import {
 } from '../../src/options.ts';
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { MAX_DELAY_MS, retryDelay } from '../../src/timing.ts';
-import { exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
+import { answer, exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
 import { errorResponses, mayHaveRun, RUN_TO_END, refusal, sortFailures } from './upstream.ts';
 
 /**
@@ -338,7 +338,8 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
   // first request: workerd allows no random values at module scope, where proxy() runs.
   let via: string | undefined;
 
-  return async function proxy(c) {
+  /** The answer to `c`: the upstream's, or a problem in its stead. */
+  async function forward(c: Context): Promise<Response> {
     exposeClientHeaders(c);
     via ??= `1.1 breakwater-${crypto.randomUUID().slice(0, 8)}`;
     if (c.req.header('via')?.includes(via)) {
@@ -585,5 +586,10 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       }
       throw error;
     }
+  }
+
+  return async function proxy(c) {
+    // Headers set in front (a request id) reach what it answers, as a c.json() answer's do.
+    return answer(c, await forward(c));
   };
 }

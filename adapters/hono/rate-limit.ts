@@ -14,7 +14,7 @@ import { functionOption, isFunction, validate } from '../../src/options.ts';
 import { memoryStore, type Store } from '../../src/store.ts';
 import { MAX_DELAY_MS, retryDelay } from '../../src/timing.ts';
 import { sha256Hex } from './digest.ts';
-import { exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
+import { answer, exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
 
 /**
  * The policy name the headers used for every unnamed limiter before names came from
@@ -301,11 +301,15 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
     exposeClientHeaders(c);
     const given = await identity(c);
     if (given === undefined) {
-      return problemResponse({
-        status: 400,
-        title: 'Bad Request',
-        detail: header === undefined ? 'no client identity' : `no usable client identity header "${header}"`,
-      });
+      return answer(
+        c,
+        problemResponse({
+          status: 400,
+          title: 'Bad Request',
+          detail:
+            header === undefined ? 'no client identity' : `no usable client identity header "${header}"`,
+        }),
+      );
     }
 
     // Short ids skip the digest (and its await): the common case stays as fast as before.
@@ -337,28 +341,34 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
         await next();
         return;
       }
-      return problemResponse(
-        {
-          status: 503,
-          title: 'Service Unavailable',
-          detail: 'the rate limit store is unreachable; not processed',
-        },
-        STORE_DOWN_RETRY_AFTER_MS,
-        { 'x-should-retry': 'true' },
+      return answer(
+        c,
+        problemResponse(
+          {
+            status: 503,
+            title: 'Service Unavailable',
+            detail: 'the rate limit store is unreachable; not processed',
+          },
+          STORE_DOWN_RETRY_AFTER_MS,
+          { 'x-should-retry': 'true' },
+        ),
       );
     }
 
     let resetSeconds = retryAfterSeconds(resetMs);
     const remaining = Math.max(0, limit - count);
     if (count > limit) {
-      return problemResponse(
-        {
-          status: 429,
-          title: 'Too Many Requests',
-          detail: `quota of ${limit} requests per ${windowMs / MS_PER_SECOND} s used up; retry in ${resetSeconds} s`,
-        },
-        resetMs,
-        { 'ratelimit-policy': policyHeader, ratelimit: `${quotedName};r=0;t=${resetSeconds}` },
+      return answer(
+        c,
+        problemResponse(
+          {
+            status: 429,
+            title: 'Too Many Requests',
+            detail: `quota of ${limit} requests per ${windowMs / MS_PER_SECOND} s used up; retry in ${resetSeconds} s`,
+          },
+          resetMs,
+          { 'ratelimit-policy': policyHeader, ratelimit: `${quotedName};r=0;t=${resetSeconds}` },
+        ),
       );
     }
     await next();

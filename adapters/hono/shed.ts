@@ -8,11 +8,11 @@
  * admitted, instead of letting every request slow down together.
  */
 
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import { validate } from '../../src/options.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
-import { CLIENT_CLOSED_STATUS, exposeClientHeaders, problemResponse } from './problem.ts';
+import { answer, CLIENT_CLOSED_STATUS, exposeClientHeaders, problemResponse } from './problem.ts';
 
 /** Requests that may wait for a slot by default: none (refuse at once when full). */
 const DEFAULT_MAX_QUEUE = 0;
@@ -123,8 +123,11 @@ export function shed(options: ShedOptions): MiddlewareHandler {
     });
   }
 
-  function refuse(detail: string): Response {
-    return problemResponse({ status: 503, title: 'Service Unavailable', detail }, retryAfterMs, NOT_RUN);
+  function refuse(c: Context, detail: string): Response {
+    return answer(
+      c,
+      problemResponse({ status: 503, title: 'Service Unavailable', detail }, retryAfterMs, NOT_RUN),
+    );
   }
 
   return async function shed(c, next) {
@@ -135,22 +138,25 @@ export function shed(options: ShedOptions): MiddlewareHandler {
       // The slot is handed over by release(), already counted.
       const outcome = await wait(c.req.raw.signal);
       if (outcome === 'timeout') {
-        return refuse(`no capacity freed up within ${queueTimeoutMs} ms; not processed`);
+        return refuse(c, `no capacity freed up within ${queueTimeoutMs} ms; not processed`);
       }
       if (outcome === 'gone') {
-        return problemResponse(
-          {
-            status: CLIENT_CLOSED_STATUS,
-            title: 'Client Closed Request',
-            detail: 'the client went away while queued; not processed',
-          },
-          undefined,
-          // Never ran: an idempotency record in front must not keep this answer for the key.
-          NOT_RUN,
+        return answer(
+          c,
+          problemResponse(
+            {
+              status: CLIENT_CLOSED_STATUS,
+              title: 'Client Closed Request',
+              detail: 'the client went away while queued; not processed',
+            },
+            undefined,
+            // Never ran: an idempotency record in front must not keep this answer for the key.
+            NOT_RUN,
+          ),
         );
       }
     } else {
-      return refuse(`at capacity (${maxInFlight} requests in flight); not processed`);
+      return refuse(c, `at capacity (${maxInFlight} requests in flight); not processed`);
     }
     try {
       await next();

@@ -43,7 +43,13 @@ import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from '../../src/retry.ts';
 import { statusError, statusesSchema } from '../../src/status.ts';
 import { MAX_DELAY_MS, shouldRetryHeader } from '../../src/timing.ts';
-import { CLIENT_CLOSED_STATUS, exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
+import {
+  answer,
+  CLIENT_CLOSED_STATUS,
+  exposeClientHeaders,
+  problemResponse,
+  retryAfterSeconds,
+} from './problem.ts';
 
 /** The statuses whose server delay an upstream answer passes on to our client as a 503 with `Retry-After`. */
 const DELAY_STATUSES: ReadonlySet<number> = new Set([429, 503]);
@@ -463,7 +469,7 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
     valid.maxRetryAfterMs ?? valid.policy?.resolved.retry.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
   const fallback = valid.fallback;
 
-  return function errorResponse(err: Error, c: Context): Response | Promise<Response> {
+  function respond(err: Error, c: Context): Response | Promise<Response> {
     if (hasResponse(err)) return err.getResponse();
     const { raw } = c.req;
     const incoming = raw.signal;
@@ -496,5 +502,10 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
     }
     if (fallback !== undefined) return fallback(err, c);
     return problemResponse({ status: 500, title: 'Internal Server Error' });
+  }
+
+  return async function errorResponse(err: Error, c: Context): Promise<Response> {
+    // Headers set in front (a request id) reach the error's answer, as a c.json() answer's do.
+    return answer(c, await respond(err, c));
   };
 }
