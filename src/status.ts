@@ -109,13 +109,30 @@ const CHARSET = /;\s*charset="?([^";]*)"?/i;
  * Read as UTF-8 always, an Apache or old Java error page's `iso-8859-1` 'é' was U+FFFD,
  * and a Windows service's UTF-16 JSON error had a NUL after every letter and no message.
  * (`text()` reads UTF-8 only.)
+ *
+ * UTF-16 only when the body's first bytes (`head`) show it: a byte-order mark, or a NUL in
+ * either of the first two bytes (any ASCII character, as JSON's `{` or HTML's `<`, starts a
+ * UTF-16 text so). It is the one charset a decoder knows in which ASCII bytes do not read as
+ * themselves: a UTF-8 body mislabelled `charset=utf-16` that quotes the API key back reads as
+ * CJK characters that neither `hideSent()` nor redaction can find, and that give the key back
+ * to anyone who encodes them again. Read as UTF-8, the key is found and hidden.
  */
-export function charsetDecoder(type: string | null): TextDecoder {
+export function charsetDecoder(type: string | null, head: Uint8Array): TextDecoder {
   try {
-    return new TextDecoder(CHARSET.exec(type as string)?.[1]);
+    const decoder = new TextDecoder(CHARSET.exec(type as string)?.[1]);
+    const [first, second] = head;
+    if (
+      !decoder.encoding.startsWith('utf-16') ||
+      first === 0 ||
+      second === 0 ||
+      (first === 0xff && second === 0xfe) ||
+      (first === 0xfe && second === 0xff)
+    )
+      return decoder;
   } catch {
-    return new TextDecoder();
+    // A label no decoder knows: UTF-8.
   }
+  return new TextDecoder();
 }
 
 /**
@@ -133,7 +150,8 @@ export function utf8Type(type: string): string {
  * the other, and a short body must not read otherwise than a long one.
  */
 export async function bodyText(response: Response): Promise<string> {
-  return charsetDecoder(response.headers.get('content-type')).decode(await response.arrayBuffer());
+  const bytes = new Uint8Array(await response.arrayBuffer());
+  return charsetDecoder(response.headers.get('content-type'), bytes).decode(bytes);
 }
 
 /** Where JSON error bodies keep their message, in the order they are tried. */
@@ -201,7 +219,8 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
   const signal = call.signal;
   if (signal?.aborted) return gone(response, signal);
   const reader = (response.clone().body as ReadableStream<Uint8Array>).getReader();
-  const decoder = charsetDecoder(type);
+  // Chosen by the first chunk's bytes (see charsetDecoder).
+  let decoder: TextDecoder | undefined;
   let size = 0;
   let next: ReadableStreamReadResult<Uint8Array> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -218,6 +237,7 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
     while (size < bytes) {
       next = await Promise.race([reader.read(), ended]);
       if (next === undefined || next.done) break;
+      decoder ??= charsetDecoder(type, next.value);
       text += decoder.decode(next.value.subarray(0, bytes - size), { stream: true });
       size += next.value.byteLength;
     }
@@ -237,7 +257,7 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
   // split (`%2`, `\u00`) stands for nothing, and would end a credential's start that
   // hideSent() reads as the escape (`s1gn%2` of `s1gn%2Fatur3`) before it: left out.
   return next?.done
-    ? text + decoder.decode()
+    ? text + (decoder?.decode() ?? '')
     : withoutCutUrl(text.replace(/(?:%[\da-f]?|\\(?:u[\da-f]{0,3})?)$/i, ''));
 }
 

@@ -228,6 +228,51 @@ test('a failure body in the charset its Content-Type names (ISO-8859-1, UTF-16),
   assert.equal(long.body, 'é'.repeat(1024));
 });
 
+/** `text`'s UTF-16 code units written out again as bytes, little- and big-endian, read one character a byte. */
+const bytesOfUtf16 = (text: string): string[] =>
+  [0, 8].map((low) =>
+    Array.from(text, (c) =>
+      String.fromCharCode((c.charCodeAt(0) >> low) & 0xff, (c.charCodeAt(0) >> (8 - low)) & 0xff),
+    ).join(''),
+  );
+
+test('a UTF-8 body mislabelled charset=utf-16 that quotes the API key back reads as UTF-8, so the key is hidden: read as UTF-16 it was CJK characters that encoded again gave the key back', async () => {
+  const key = 'sk-live-ABCDEFGHIJKLMNOPQRSTUVWX1234';
+  for (const charset of ['utf-16', 'utf-16le', 'UTF-16BE']) {
+    await withServer(
+      (req) => ({
+        status: 401,
+        headers: { 'content-type': `application/json; charset=${charset}` },
+        body: JSON.stringify({ error: { message: `Invalid API key: ${req.headers.authorization}` } }),
+      }),
+      async (server) => {
+        const fetch = createFetch({ use: [throwOnStatus()] });
+        const error = await fetch(server.origin, { headers: { authorization: `Bearer ${key}` } }).catch(
+          (e: unknown) => e,
+        );
+        assert.ok(error instanceof HttpStatusError, String(error));
+        assert.equal(error.serverMessage, 'Invalid API key: [redacted]', charset);
+        // No reading of what was shown holds the key: as it is, or encoded again in UTF-16.
+        for (const shown of [error.body, error.serverMessage, error.message]) {
+          for (const text of [shown, ...bytesOfUtf16(String(shown))]) {
+            assert.ok(!text?.includes(key), `${charset}: ${text}`);
+          }
+        }
+      },
+    );
+  }
+  // A body that is UTF-16 (a NUL in its first two bytes, or a byte-order mark) is read so.
+  const bom = new Uint8Array([0xff, 0xfe, ...utf16le('Modèle surchargé')]);
+  for (const body of [utf16le('Modèle surchargé'), bom]) {
+    const error = await thrownBy({
+      status: 503,
+      headers: { 'content-type': 'text/plain; charset=utf-16' },
+      body,
+    });
+    assert.equal(error.body, 'Modèle surchargé');
+  }
+});
+
 test('a charset no decoder knows, another parameter ending in charset, or a hostile Content-Type (kilobytes of quotes, backslashes and parameters) reads as UTF-8, never throwing or stalling', async () => {
   const hostile = `text/plain; charset="${'\\"; charset=;'.repeat(400)}`;
   for (const type of ['text/plain; charset=x-no-such-charset', 'text/plain; x-charset=iso-8859-1', hostile]) {
@@ -243,7 +288,7 @@ test('a charset no decoder knows, another parameter ending in charset, or a host
     `; charset=${'; charset= '.repeat(1e5)}`,
     `${'; charset=\\'.repeat(1e5)}"`,
   ])
-    assert.equal(charsetDecoder(type).encoding, 'utf-8');
+    assert.equal(charsetDecoder(type, new Uint8Array()).encoding, 'utf-8');
   const took = performance.now() - started;
   assert.ok(took < 2000, `took ${Math.round(took)} ms`);
 });
