@@ -2752,3 +2752,34 @@ test("its answers in the handler's stead (409 while running, 422, 400) carry the
     assert.deepEqual([done.status, done.headers.get('x-request-id')], [201, 'first']);
   });
 });
+
+test("a replay carries the repeat's own headers set in front (hono/request-id's X-Request-Id), not the first request's; the handler's own headers, one overriding a header set in front included, replay as they were, over a real server", async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use(requestId());
+  app.use(async (c, next) => {
+    c.header('cache-control', 'no-store');
+    await next();
+  });
+  app.use('/orders', idempotency());
+  app.post('/orders', (c) => {
+    runs++;
+    c.header('cache-control', 'private, max-age=60');
+    return c.json({ id: `order-${runs}` }, 201, { 'x-order-run': String(runs) });
+  });
+  await withApp(app, async ({ origin }) => {
+    const send = async (id: string): Promise<Response> => {
+      const res = await fetch(`${origin}/orders`, post('{"item":"kettle"}', KEY, { 'x-request-id': id }));
+      await res.text();
+      return res;
+    };
+    const first = await send('first');
+    const repeat = await send('repeat');
+    assert.equal(runs, 1);
+    assert.equal(repeat.headers.get(REPLAYED_HEADER), 'true');
+    const seen = (res: Response): (string | null)[] =>
+      ['x-request-id', 'x-order-run', 'cache-control'].map((name) => res.headers.get(name));
+    assert.deepEqual(seen(first), ['first', '1', 'private, max-age=60']);
+    assert.deepEqual(seen(repeat), ['repeat', '1', 'private, max-age=60']);
+  });
+});

@@ -436,15 +436,20 @@ function fromBase64(text: string): Uint8Array<ArrayBuffer> {
   return bytes;
 }
 
-/** The response headers a replay may repeat, in order. */
-function storableHeaders(headers: Headers): [string, string][] {
+/**
+ * The response headers a replay may repeat, in order. Not those the middlewares in front
+ * set for this exchange (`outer`, as they were before the handler ran: hono/request-id's
+ * X-Request-Id, a trace id): a repeat's own go out with its replay (see `answer()`), and
+ * kept, the first request's id went out with every replay, in place of the repeat's.
+ */
+function storableHeaders(headers: Headers, outer: Headers): [string, string][] {
   // Headers named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
   const nominated = new Set(
     (headers.get('connection') ?? '').split(',').map((name) => name.trim().toLowerCase()),
   );
   const kept: [string, string][] = [];
   for (const [name, value] of headers) {
-    if (UNSTORED_HEADERS.test(name) || nominated.has(name)) continue;
+    if (UNSTORED_HEADERS.test(name) || nominated.has(name) || outer.get(name) === value) continue;
     kept.push([name, value]);
   }
   return kept;
@@ -453,12 +458,12 @@ function storableHeaders(headers: Headers): [string, string][] {
 /**
  * The record of a response whose whole body was `chunks` (joined through a Blob, which
  * copies them: they may be views into a larger, shared buffer): as text when it is
- * UTF-8, else base64.
+ * UTF-8, else base64. `headers` as {@link storableHeaders} keeps them.
  */
 async function doneRecord(
   print: Print,
   status: number,
-  headers: Headers,
+  headers: [string, string][],
   chunks: BlobPart[],
 ): Promise<DoneRecord> {
   const bytes = new Uint8Array(await new Blob(chunks).arrayBuffer());
@@ -470,7 +475,7 @@ async function doneRecord(
     body = toBase64(bytes);
     encoding = 'base64';
   }
-  return { state: 'done', ...print, status, headers: storableHeaders(headers), body, encoding };
+  return { state: 'done', ...print, status, headers, body, encoding };
 }
 
 /**
@@ -591,7 +596,8 @@ function answerRepeat(record: IdempotencyRecord, print: Print): Response {
  *   `Retry-After: 1` and `x-should-retry: true` (it did not run: resend it).
  * - **What is stored**: the response the client got, whatever its status (a 500 from
  *   a handler that threw is stored and replayed: it may have had effects), minus
- *   hop-by-hop headers, `set-cookie` and `content-length`. A response that says the
+ *   hop-by-hop headers, `set-cookie`, `content-length` and the headers middlewares in front
+ *   set for the request (a request id: a replay carries the repeat's own). A response that says the
  *   request did not run (401, 403, 407, 408, 429, or `x-should-retry: true`) releases
  *   the key instead, so a retry runs the handler. `text/event-stream` responses and
  *   bodies over `maxBodyBytes` are sent but not stored: repeats get 409 "not
@@ -771,21 +777,23 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
    * passes the limit. The body is read ahead of the client (at most `maxBodyBytes`
    * queued), so the record is saved even when nobody reads the response (the
    * connection dropped); a client that cancels has the rest read for it, so its retry
-   * finds the whole response.
+   * finds the whole response. `outer`: the headers set in front (see {@link storableHeaders}).
    */
   async function capture(
     response: Response,
     print: Print,
     save: (record: DoneRecord | UnreplayableRecord) => Promise<unknown>,
+    outer: Headers,
   ): Promise<Response> {
     const { status, headers, body } = response;
+    const stored = storableHeaders(headers, outer);
     const unreplayable = (reason: UnreplayableRecord['reason']): Promise<unknown> =>
       save({ state: 'unreplayable', ...print, status, reason });
     // An event stream may run for minutes, and a replay could not reproduce its timing anyway.
     const events = headers.get('content-type')?.toLowerCase().startsWith('text/event-stream');
     if (body === null || events || Number(headers.get('content-length')) > maxBodyBytes) {
       await (body === null
-        ? save(await doneRecord(print, status, headers, []))
+        ? save(await doneRecord(print, status, stored, []))
         : unreplayable(events ? 'stream' : 'too-large'));
       return response;
     }
@@ -801,7 +809,7 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
         // (read to its end here, so it is saved before the client sees the break). The
         // copy goes first: a drain timer firing during that write must leave the 500 be.
         kept = undefined;
-        await (await capture(internalError(), print, save)).arrayBuffer();
+        await (await capture(internalError(), print, save, outer)).arrayBuffer();
         throw error;
       }
       if (kept === undefined) return chunk;
@@ -810,7 +818,7 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
         // fires meanwhile must find the body ended, not record it as unreplayable.
         const whole = kept;
         kept = undefined;
-        await save(await doneRecord(print, status, headers, whole));
+        await save(await doneRecord(print, status, stored, whole));
       } else {
         kept.push(chunk.value);
         size += chunk.value.byteLength;
@@ -979,6 +987,9 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     // Its upstream calls run to their end even if the client leaves: the retry is coming for the answer.
     RUN_TO_END.add(c.req.raw);
     const letGo = keepClaim(recordKey, running);
+    // What the middlewares in front set so far, to be left out of the record: a copy, as
+    // @hono/node-server's Response may hold the very Headers the handler goes on to set.
+    const outer = new Headers(c.newResponse(null).headers);
     let response: Response;
     try {
       await next();
@@ -1019,10 +1030,10 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     };
     let sent: Response;
     try {
-      sent = await capture(response, print, save);
+      sent = await capture(response, print, save, outer);
     } catch {
       // Its body could not be read at all (already used): the client, and repeats, get a 500.
-      sent = await capture(internalError(), print, save);
+      sent = await capture(internalError(), print, save, outer);
     }
     setResponse(c, sent);
   };
