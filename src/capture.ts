@@ -14,6 +14,7 @@
 
 import * as z from 'zod/mini';
 import { ATTACH, type Call, type FetchLike, type Middleware, type Next, readable } from './call.ts';
+import { HttpStatusError } from './errors.ts';
 import { MAX_BODY_BYTES, MAX_BODY_WAIT_MS, MAX_KEYS, MAX_SCOPE_SNAPSHOTS } from './limits.ts';
 import { validate } from './options.ts';
 import { redactText, redactUrl, safeHeaders } from './redact.ts';
@@ -75,24 +76,40 @@ export interface CaptureScope {
 }
 
 /**
- * What is left at `now` (epoch ms, on the caller's clock) of the wait a failure `response`
- * asked for (see `retryDelay`), in ms, counted from when its headers arrived.
+ * What is left at `now` (epoch ms, on the caller's clock) of the wait a failure asked for
+ * (see `retryDelay`), in ms, counted from when its headers arrived: `answer` is the
+ * response, or the `HttpStatusError` built of it (by `throwOnStatus()`, `statusError()`,
+ * `wrapHttpError()`).
  *
  * `captureStatus()` reads the start of a failure's body (up to `bodyWaitMs`, 1 s by
- * default) before the layers above see the answer: `Retry-After: 1` read by retry() or
- * the breaker after that read was a wait from the read's end, so the resend, or the end
- * of the key's pause, came up to a second later than the server asked. The snapshot's
- * `at` is when the headers arrived: the headers are read as of then (on the caller's
- * clock: that less the time since, as `Date.now()` counts it), and the time since is
- * taken off: never more than the longest read ({@link MAX_BODY_WAIT_MS}), so a clock stepped
- * forward meanwhile (NTP) cuts the wait short by no more than that. A response no capture
- * saw is read as of `now`.
+ * default) before the layers above see the answer, and so does `throwOnStatus()` before
+ * it throws: `Retry-After: 1` read by retry() or the breaker after that read was a wait
+ * from the read's end, so the resend, or the end of the key's pause, came up to a second
+ * later than the server asked. The snapshot's `at` is when the headers arrived: the
+ * headers are read as of then (on the caller's clock: that less the time since, as
+ * `Date.now()` counts it), and the time since is taken off: never more than the longest
+ * read ({@link MAX_BODY_WAIT_MS}), so a clock stepped forward meanwhile (NTP) cuts the
+ * wait short by no more than that. A response no capture saw is read as of `now`. An
+ * error's wait was read when its headers arrived, its `at`. An error built by hand may
+ * carry anything: NaN or a negative wait names none (Infinity is kept: every use caps it).
  */
-export function waitLeft(response: Response, now: number): number | undefined {
-  const at = (response as Snapshotted)[SNAPSHOT]?.at;
-  const sinceMs = at === undefined ? 0 : Math.min(MAX_BODY_WAIT_MS, Math.max(0, Date.now() - at));
-  const ms = retryDelay(response.headers, now - sinceMs);
+export function waitLeft(answer: Response | HttpStatusError, now: number): number | undefined {
+  if (answer instanceof HttpStatusError) {
+    const ms = answer.retryAfterMs ?? -1;
+    return ms >= 0 ? Math.max(0, ms - sinceHeaders(answer.at)) : undefined;
+  }
+  const sinceMs = sinceHeaders((answer as Snapshotted)[SNAPSHOT]?.at);
+  const ms = retryDelay(answer.headers, now - sinceMs);
   return ms === undefined ? ms : Math.max(0, ms - sinceMs);
+}
+
+/**
+ * The ms since `at` (epoch ms: when an answer's headers arrived), at most
+ * {@link MAX_BODY_WAIT_MS}; 0 when unknown (no snapshot, an error of an older copy of
+ * breakwater, an `at` that is no time).
+ */
+function sinceHeaders(at: number | undefined): number {
+  return Math.min(MAX_BODY_WAIT_MS, Math.max(0, Date.now() - (at as number))) || 0;
 }
 
 /** The `captureStatus()` middleware, with its readers. */

@@ -206,6 +206,11 @@ export interface HttpStatusErrorInit extends BreakwaterErrorOptions {
   retryable?: boolean | undefined;
   /** The server's requested wait, from its timing headers. */
   retryAfterMs?: number | undefined;
+  /**
+   * When the response's headers arrived, epoch ms (a capture snapshot's `at`): the wait
+   * counts from then. Default: now.
+   */
+  at?: number | undefined;
   /** The start of the body, decoded; kept on one line and cut to at most 2 KiB. */
   body?: string | undefined;
   /** The message from a JSON error body, when the server sent one. */
@@ -248,6 +253,16 @@ export class HttpStatusError extends BreakwaterError {
    */
   declare readonly retryAfterMs: number | undefined;
   /**
+   * When the response's headers arrived, epoch ms (as a capture snapshot's `at`): the
+   * server's wait (`retryAfterMs`) counts from then, not from the throw. Where breakwater
+   * built the error (`throwOnStatus()`, `retry()`), that is before it read the body's start
+   * for `body` (up to `bodyWaitMs`, 1 s by default); from a snapshot (`wrapHttpError()`),
+   * its `at`. `retry()` waits only what is left of `retryAfterMs` since then (see
+   * `waitLeft`): counted from the throw, `Retry-After: 1` was waited out up to a second late.
+   * When the error was built, where whoever built it passed none.
+   */
+  declare readonly at: number;
+  /**
    * The start of the response body, decoded, on one line (whitespace runs collapsed), cut
    * on a character boundary to at most 2 KiB of UTF-8 (`capture.bodyBytes` may read less).
    * Redacted: URLs lose userinfo and query values, and where breakwater built the error
@@ -283,6 +298,7 @@ export class HttpStatusError extends BreakwaterError {
     this.statusText = statusText;
     this.retryable = init.retryable ?? false;
     this.retryAfterMs = init.retryAfterMs;
+    this.at = init.at ?? Date.now();
     // The body kept: on one line and at most MAX_BODY_BYTES UTF-8 bytes, cut on a
     // character boundary (whoever builds the error may pass more). `stream: true` holds
     // back a character cut in half instead of emitting a 3-byte U+FFFD; a body within the

@@ -22,7 +22,13 @@ import {
 import { abortReason, type Call, dropBody, hasOneShotBody, type Middleware, type Next, RAN } from './call.ts';
 import { waitLeft } from './capture.ts';
 import { classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
-import { BreakwaterError, RetryAfterTooLongError, requestSummary, TimeoutError } from './errors.ts';
+import {
+  BreakwaterError,
+  HttpStatusError,
+  RetryAfterTooLongError,
+  requestSummary,
+  TimeoutError,
+} from './errors.ts';
 import type { GiveUpReason } from './events.ts';
 import { DEFAULT_ATTEMPTS, DEFAULT_MAX_RETRY_AFTER_MS, MAX_ATTEMPTS, MAX_BUDGET_KEYS } from './limits.ts';
 import { validate } from './options.ts';
@@ -408,9 +414,13 @@ export function retry(options: RetryOptions = {}): Retry {
       // not one. Any other failed attempt takes a token, whether or not it is retried
       // (gRPC throttling).
       // What is left of the server's wait, counted from when the answer's headers arrived: a
-      // captureStatus() below has read its body's start since (see waitLeft).
+      // captureStatus() or throwOnStatus() below has read its body's start since (see
+      // waitLeft), for an answer and an HttpStatusError alike.
+      const answer = 'response' in outcome ? outcome.response : outcome.error;
       const serverDelay =
-        'response' in outcome ? waitLeft(outcome.response, Date.now()) : verdict.retryAfterMs;
+        'response' in outcome || answer instanceof HttpStatusError
+          ? waitLeft(answer as Response | HttpStatusError, Date.now())
+          : verdict.retryAfterMs;
       // Invited: the server named a delay (429/503 + Retry-After), whatever of it the read of
       // the body took. A delay of 0 invites no pause, so it is no invitation: 1,000 calls
       // answered `Retry-After: 0` would otherwise resend at once. A refusal is outside the

@@ -529,7 +529,11 @@ export async function statusError(
   cause?: unknown,
   statuses?: readonly number[],
 ): Promise<HttpStatusError> {
-  const said = (response as Snapshotted)[SNAPSHOT] ?? (await readSaid(call, response));
+  const snapshot = (response as Snapshotted)[SNAPSHOT];
+  // When the headers arrived: the snapshot's, else now, before the body's start is read (up
+  // to bodyWaitMs): the server's wait counts from then (HttpStatusError.at).
+  const at = snapshot?.at ?? Date.now();
+  const said = snapshot ?? (await readSaid(call, response));
   dropBody(response);
   const { status, headers } = response;
   return new HttpStatusError({
@@ -540,6 +544,7 @@ export async function statusError(
     statusText: hideSent(call, response.statusText),
     retryable: isRetryableStatus(status, headers, statuses),
     retryAfterMs: said.retryAfterMs,
+    at,
     body: said.body,
     serverMessage: said.serverMessage,
     headers,
@@ -598,13 +603,18 @@ export function wrapHttpError(
   validate(statusSchema, status, 'wrapHttpError(status)');
   const snapshot = isSnapshot(source);
   const headers = snapshot ? new Headers(source.headers) : toHeaders(source);
+  // When the headers arrived, for the error's `at`: a snapshot's (spread below), a
+  // response's that a capture saw (the SDK has read its body since), else now.
+  const at = (source as Snapshotted | undefined)?.[SNAPSHOT]?.at ?? Date.now();
   return new HttpStatusError({
-    // A snapshot gives what the server said and the request; other sources, what their headers say.
+    // A snapshot gives what the server said (its wait read as of its `at`) and the request;
+    // other sources, what their headers say.
     ...(snapshot
       ? { ...source, request: requestSummary(source.key, source.method, source.url) }
       : {
           statusText: source instanceof Response ? source.statusText : '',
-          retryAfterMs: headers && retryDelay(headers),
+          retryAfterMs: headers && retryDelay(headers, at),
+          at,
         }),
     status,
     retryable: isRetryableStatus(status, headers),

@@ -7,6 +7,7 @@ import {
   createFetch,
   definePolicy,
   type FetchLike,
+  HttpStatusError,
   retry,
   type StatusSnapshot,
   timeout,
@@ -531,4 +532,21 @@ test('waitLeft() counts a server’s wait from when the headers arrived, as the 
   // A clock stepped forward by 10 minutes meanwhile takes off no more than the longest read.
   assert.equal(waitLeft(answer({ 'retry-after': '3600' }, 600_000), now), 3_600_000 - MAX_BODY_WAIT_MS);
   assert.equal(waitLeft(answer({}, 400), now), undefined);
+});
+
+test('waitLeft() counts an HttpStatusError’s wait from its at, when its headers arrived, not from the throw', () => {
+  const now = Date.now();
+  const error = (retryAfterMs: number, ageMs: number) =>
+    new HttpStatusError({ status: 503, retryAfterMs, at: Date.now() - ageMs });
+  assert.equal(waitLeft(error(1_000, 0), now), 1_000);
+  const left = waitLeft(error(1_000, 400), now) as number;
+  assert.ok(left >= 590 && left <= 600, `${left} ms left of 1,000 after 400`);
+  assert.equal(waitLeft(error(250, 400), now), 0, 'a wait over before the throw is none left, not negative');
+  // A clock stepped forward by 10 minutes meanwhile takes off no more than the longest read.
+  assert.equal(waitLeft(error(3_600_000, 600_000), now), 3_600_000 - MAX_BODY_WAIT_MS);
+  // One built by hand may carry anything: NaN or a negative wait names none, Infinity stays.
+  assert.equal(waitLeft(error(Number.NaN, 0), now), undefined);
+  assert.equal(waitLeft(error(-5, 0), now), undefined);
+  assert.equal(waitLeft(error(Number.POSITIVE_INFINITY, 400), now), Number.POSITIVE_INFINITY);
+  assert.equal(waitLeft(new HttpStatusError({ status: 404 }), now), undefined);
 });

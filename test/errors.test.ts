@@ -332,6 +332,7 @@ test('JSON.stringify(HttpStatusError) shows name, code, message, request and eve
     body: '{"error":{"message":"overloaded"}}',
     serverMessage: 'overloaded',
     headers: new Headers({ 'retry-after': '7', authorization: 'Bearer sk-secret' }),
+    at: 1_795_971_600_000,
     request: INFO,
     cause: new Error('SSE stream disconnected'),
   });
@@ -344,6 +345,7 @@ test('JSON.stringify(HttpStatusError) shows name, code, message, request and eve
     statusText: 'Service Unavailable',
     retryable: true,
     retryAfterMs: 7_000,
+    at: 1_795_971_600_000,
     body: '{"error":{"message":"overloaded"}}',
     serverMessage: 'overloaded',
     headers: { 'retry-after': '7' },
@@ -352,16 +354,33 @@ test('JSON.stringify(HttpStatusError) shows name, code, message, request and eve
 });
 
 test('toJSON leaves out fields that are undefined', () => {
-  assert.deepEqual(new HttpStatusError({ status: 404 }).toJSON(), {
+  const error = new HttpStatusError({ status: 404 });
+  assert.deepEqual(error.toJSON(), {
     name: 'HttpStatusError',
     code: 'HTTP_STATUS',
     message: 'request failed with HTTP 404',
     status: 404,
     statusText: '',
     retryable: false,
+    at: error.at,
     body: '',
     headers: {},
   });
+});
+
+test('an HttpStatusError says when its response arrived (at), by default when it was built: its retryAfterMs counts from then', () => {
+  const before = Date.now();
+  const error = new HttpStatusError({ status: 503, retryAfterMs: 1_000 });
+  assert.ok(error.at >= before && error.at <= Date.now(), `at ${error.at} is when it was built`);
+  assert.equal(
+    new HttpStatusError({ status: 503, retryAfterMs: 1_000, at: 1_795_971_600_000 }).at,
+    1_795_971_600_000,
+  );
+  // The wait stays what the server asked: the time since is not taken off it.
+  assert.equal(
+    new HttpStatusError({ status: 503, retryAfterMs: 1_000, at: before - 400 }).retryAfterMs,
+    1_000,
+  );
 });
 
 test('JSON.stringify(NetworkError) shows its code, phase, sent state and request', () => {

@@ -75,6 +75,45 @@ test('a Retry-After: 1 whose body trickles is resent 1 s after the headers arriv
   assert.ok((wait?.delayMs ?? 0) <= 600, `the retry event's wait is what was left: ${wait?.delayMs} ms`);
 });
 
+test('a Retry-After: 1 whose body trickles, thrown as an HttpStatusError by throwOnStatus(), is resent 1 s after the headers arrived, not 1 s after the body read', async () => {
+  // No capture: throwOnStatus() reads the body's start itself, for its default bodyWaitMs
+  // (1 s), then throws. The error's retryAfterMs was waited out in full from its throw.
+  const events: BreakwaterEvent[] = [];
+  const { headersSent, later } = await withTrickledAnswer(503, async (origin) => {
+    const fetch = createFetch({
+      use: [retry(), throwOnStatus([503])],
+      onEvent: (event) => events.push(event),
+    });
+    const res = await fetch(origin);
+    assert.equal(await res.text(), 'ok');
+  });
+  assert.equal(later.length, 1, 'one resend');
+  const gap = (later[0] as number) - headersSent;
+  assert.ok(gap >= 990, `resent ${gap.toFixed(0)} ms after the headers: sooner than asked`);
+  assert.ok(
+    gap < 1_450,
+    `resent ${gap.toFixed(0)} ms after the headers, not about 1,000 (2,000: after the read)`,
+  );
+  const wait = events.find((e): e is RetryEvent => e.type === 'retry');
+  assert.equal(wait?.delaySource, 'server');
+  assert.ok((wait?.delayMs ?? 1_000) <= 100, `the retry event's wait is what was left: ${wait?.delayMs} ms`);
+});
+
+test('an HttpStatusError built from a capture snapshot below is resent counting from the snapshot’s headers, not from the throw', async () => {
+  const { headersSent, later } = await withTrickledAnswer(429, async (origin) => {
+    const fetch = createFetch({ use: [retry(), throwOnStatus(), captureStatus({ bodyWaitMs: 500 })] });
+    const res = await fetch(origin);
+    assert.equal(await res.text(), 'ok');
+  });
+  assert.equal(later.length, 1, 'one resend');
+  const gap = (later[0] as number) - headersSent;
+  assert.ok(gap >= 990, `resent ${gap.toFixed(0)} ms after the headers: sooner than asked`);
+  assert.ok(
+    gap < 1_350,
+    `resent ${gap.toFixed(0)} ms after the headers, not about 1,000 (1,500: after the read)`,
+  );
+});
+
 test('a Retry-After beyond the cap fails at once with RetryAfterTooLongError after one request', async () => {
   await withServer(
     always({ status: 503, headers: { 'retry-after': '3600' }, body: 'maintenance' }),

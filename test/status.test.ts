@@ -5,17 +5,24 @@ import { test } from 'node:test';
 import { auth } from '../src/auth.ts';
 import { circuitBreaker } from '../src/breaker.ts';
 import type { Call } from '../src/call.ts';
-import { captureStatus } from '../src/capture.ts';
+import { captureStatus, type StatusSnapshot } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
 import { CircuitOpenError, HttpStatusError, RetryAfterTooLongError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
-import { charsetDecoder, readSaid, sdkFailureBody, throwOnStatus, wrapHttpError } from '../src/status.ts';
+import {
+  charsetDecoder,
+  readSaid,
+  SNAPSHOT,
+  sdkFailureBody,
+  throwOnStatus,
+  wrapHttpError,
+} from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
 import { nodeFetchOverHttp, nodeFetchShaped } from './helpers/node-fetch.ts';
 import { withReasonPhrase } from './helpers/reason-phrase.ts';
 import { always, type Behaviour, withServer } from './helpers/server.ts';
-import { abortWhileFailureBodyRead } from './helpers/trickle.ts';
+import { abortWhileFailureBodyRead, withTrickledAnswer } from './helpers/trickle.ts';
 
 const utf8Bytes = (text: string): number => new TextEncoder().encode(text).byteLength;
 
@@ -350,6 +357,60 @@ test('throwOnStatus() outside captureStatus() reuses its snapshot', async () => 
     assert.equal(error.serverMessage, snapshot?.serverMessage);
     assert.equal(error.body, snapshot?.body);
   });
+});
+
+test('throwOnStatus()’s error says its answer’s headers arrived (at) before it read the body’s start, so its wait counts from then', async () => {
+  // The body trickles and never ends: throwOnStatus() reads its start for a second
+  // (bodyWaitMs) before it throws. Its retryAfterMs is the server's, counted from `at`.
+  const wall = Date.now() - performance.now();
+  let error: unknown;
+  let thrownAt = Number.NaN;
+  const { headersSent } = await withTrickledAnswer(503, async (origin) => {
+    error = await createFetch({ use: [throwOnStatus()] })(origin).catch((thrown: unknown) => thrown);
+    thrownAt = performance.now();
+  });
+  assert.ok(error instanceof HttpStatusError, String(error));
+  assert.equal(error.retryAfterMs, 1_000, 'the wait the server asked for');
+  assert.ok(
+    thrownAt - headersSent >= 900,
+    `thrown ${(thrownAt - headersSent).toFixed(0)} ms after the headers`,
+  );
+  const late = error.at - (wall + headersSent);
+  assert.ok(late > -50 && late < 250, `at is ${late.toFixed(0)} ms after the headers went, not the throw`);
+});
+
+test('wrapHttpError() says when the answer’s headers arrived: a snapshot’s at, or a captured response’s, not when the SDK failed', async () => {
+  const at = Date.now() - 700;
+  const said: StatusSnapshot = {
+    key: 'mcp',
+    method: 'POST',
+    url: 'https://mcp.example/rpc',
+    status: 503,
+    statusText: '',
+    retryAfterMs: 1_000,
+    body: '',
+    serverMessage: undefined,
+    headers: { 'retry-after': '1' },
+    at,
+  };
+  const wrapped = wrapHttpError(503, said);
+  assert.equal(wrapped.at, at);
+  assert.equal(wrapped.retryAfterMs, 1_000, 'the wait the server asked for');
+  // A response a capture saw: its wait read as of then (an HTTP-date 30 s after `at`).
+  const response = new Response(null, {
+    status: 503,
+    headers: { 'retry-after': new Date(Math.ceil((at + 30_000) / 1000) * 1000).toUTCString() },
+  });
+  Reflect.set(response, SNAPSHOT, { at });
+  const error = wrapHttpError(503, response);
+  assert.equal(error.at, at);
+  assert.ok(
+    (error.retryAfterMs ?? 0) >= 30_000 && (error.retryAfterMs ?? 0) <= 31_000,
+    `${error.retryAfterMs} ms from when the headers came, not from now`,
+  );
+  // Headers alone say nothing of when they came: now.
+  const before = Date.now();
+  assert.ok(wrapHttpError(503, new Headers({ 'retry-after': '1' })).at >= before, 'now');
 });
 
 test('a base fetch whose body is a Node stream (node-fetch v2, v3): captureStatus() snapshots the 503 and its Retry-After, throwOnStatus() throws its HttpStatusError, no body read', async () => {
