@@ -220,9 +220,20 @@ const LOCAL_REFUSAL =
  * How fetch says (its message and then its cause's, `|` between) that the server
  * answered a redirect whose `Location` does not parse (`http://[::1`): Bun's
  * `RedirectURLInvalid: ...`, Deno's `Invalid URL: '<Location>' with base '<the hop's URL>'`
- * (a URL given to fetch itself has no base), undici's `fetch failed` with a cause `Invalid
- * URL` (a URL given to fetch itself fails as `Failed to parse URL from ...`), and the chain's
- * own follower's `redirect 303 not followed: bad Location` (Bun). See {@link fetchFailure}.
+ * (see below), undici's `fetch failed` with a cause `Invalid URL` (a URL given to fetch
+ * itself fails as `Failed to parse URL from ...`), and the chain's own follower's `redirect
+ * 303 not followed: bad Location` (Bun). See {@link fetchFailure}.
+ *
+ * Run with `--location`, Deno reads a fetch's own URL against the page's location, and
+ * refuses one that does not parse in the same words, the location as the base: that call
+ * never left, and as BAD_REDIRECT it read as a redirect the server never sent, marked as
+ * may-have-run. So Deno's words are a redirect's unless both hold: the call's URL (as the
+ * chain read it) does not parse, and the base is the location. Neither tells alone. The base
+ * is the location for a redirect too when the call (or a hop) was to the location's own URL.
+ * And a call whose URL does not parse for the chain can still be sent by the caller's own
+ * `fetch` (one that reads `/api/x` against an origin of its own), whose hop's bad Location
+ * names that hop as the base. The runtime's fetch parses the call's URL before it sends a
+ * byte: a call whose URL does not parse, refused against the location, was never sent.
  */
 const BAD_LOCATION =
   /^(?:redirecturlinvalid|invalid url: .* with base |fetch failed\|invalid url$|redirect \d+ not followed: bad location\|)/i;
@@ -674,6 +685,8 @@ export function fetchFailure(
   sentTo?: string,
   hide?: (text: string) => string,
 ): unknown {
+  // Read before the redaction below changes them in place: the location is looked for there.
+  const said = `${readString(error, 'message')}|${readString(read(error, 'cause'), 'message')}`;
   const safe = redactedError(error, undefined, hide);
   const failure = normalizeNetworkError(error, request, stage, sentTo);
   // Classified by the error as thrown, kept as the redacted one: a copy when the original
@@ -685,7 +698,10 @@ export function fetchFailure(
   // typed): one error, alike on every runtime, which the chain marks as may-have-run.
   return (
     failure ??
-    (BAD_LOCATION.test(`${readString(error, 'message')}|${readString(read(error, 'cause'), 'message')}`)
+    // Deno's refusal of the call's own URL against the location is no redirect (see BAD_LOCATION).
+    (BAD_LOCATION.test(said.slice(0, MAX_TEXT_CHARS)) &&
+    (URL.canParse(request.url) ||
+      !said.includes(` with base '${readString(read(globalThis, 'location'), 'href')}'|`))
       ? new BreakwaterError(
           `${request.method} ${request.url} (server "${request.key}") failed: redirect not followed: bad Location`,
           'BAD_REDIRECT',

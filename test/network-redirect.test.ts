@@ -14,6 +14,7 @@ import { BreakwaterError, NetworkError, requestSummary } from '../src/errors.ts'
 import { idempotencyKey } from '../src/idempotency-key.ts';
 import { fetchFailure, normalizeNetworkError } from '../src/network.ts';
 import { retry } from '../src/retry.ts';
+import { DENO, start } from './helpers/runtime-process.ts';
 import { always, closedPort, withServer } from './helpers/server.ts';
 
 /** Which runtime runs the suite (read from globals by name only). */
@@ -214,6 +215,82 @@ test("each runtime's words for a Location that does not parse are BAD_REDIRECT; 
   const denoOwn = new TypeError("Invalid URL: 'http://[::1'");
   const bunOwn = Object.assign(new TypeError('fetch() URL is invalid'), { code: 'ERR_INVALID_URL' });
   for (const error of [nodeOwn, denoOwn, bunOwn]) assert.equal(code(fetchFailure(error, request)), 'none');
+});
+
+test('under deno --location, a call whose own URL does not parse fails as fetch refuses it (never sent), not as a redirect the server never sent; a relative URL and the location itself answered with a bad Location are BAD_REDIRECT', async () => {
+  // Deno reads a fetch's URL against the location and refuses one that does not parse as it
+  // refuses a redirect's Location read against the hop's URL: `Invalid URL: '<x>' with base
+  // '<y>'`. Both read as BAD_REDIRECT, marked as may-have-run. One child process, from any runtime.
+  await withServer(always({ status: 302, headers: { location: 'http://[::1' } }), async (server) => {
+    const page = `${server.origin}/orders`;
+    const child = start(
+      DENO,
+      [
+        'run',
+        '--no-lock',
+        `--location=${page}`,
+        '--allow-net=127.0.0.1',
+        '--allow-read',
+        '--import-map=test/deno-import-map.json',
+        'test/helpers/deno-location.ts',
+      ],
+      {},
+    );
+    try {
+      assert.equal((await child.closed).code, 0, child.output());
+    } finally {
+      await child.stop();
+    }
+    const line = /^\{.*\}$/m.exec(child.output())?.[0];
+    assert.ok(line, child.output());
+    const refused = { name: 'TypeError', ran: false, secret: false };
+    const redirect = {
+      name: 'BreakwaterError',
+      code: 'BAD_REDIRECT',
+      key: server.origin,
+      ran: true,
+      secret: false,
+    };
+    assert.deepEqual(JSON.parse(line), {
+      'http://[::1': refused,
+      '//[::1/x': refused,
+      '/orders?token=s3cret': { ...redirect, url: `${page}?token=[redacted]` },
+      [page]: { ...redirect, url: page },
+    });
+    assert.deepEqual(
+      server.requests.map((request) => request.url),
+      ['/orders?token=s3cret', '/orders'],
+    );
+  });
+});
+
+test("Deno's Invalid URL with a base is the call's own only when its URL does not parse and the base is the page's location: a bad Location read against the location's own URL, or against a hop of the caller's own fetch, is BAD_REDIRECT", () => {
+  const code = (error: unknown) => (error instanceof BreakwaterError ? error.code : 'none');
+  const deno = (base: string) => new TypeError(`Invalid URL: 'http://[::1' with base '${base}'`);
+  const own = Object.getOwnPropertyDescriptor(globalThis, 'location');
+  const onPage = (location: PropertyDescriptor) => Object.defineProperty(globalThis, 'location', location);
+  try {
+    onPage({ value: { href: 'http://127.0.0.1:1/orders' }, configurable: true });
+    const page = deno('http://127.0.0.1:1/orders');
+    assert.equal(code(fetchFailure(page, requestSummary('k', 'GET', 'http://[::1'))), 'none');
+    assert.equal(
+      code(fetchFailure(page, requestSummary('k', 'GET', 'http://127.0.0.1:1/orders'))),
+      'BAD_REDIRECT',
+    );
+    assert.equal(
+      code(fetchFailure(deno('http://api.test/x'), requestSummary('k', 'GET', '/x'))),
+      'BAD_REDIRECT',
+    );
+    // Deno 1 without --location: reading location throws.
+    onPage({ get: () => assert.fail('no location'), configurable: true });
+    assert.equal(
+      code(fetchFailure(deno('http://api.test/x'), requestSummary('k', 'GET', '/x'))),
+      'BAD_REDIRECT',
+    );
+  } finally {
+    if (own) Object.defineProperty(globalThis, 'location', own);
+    else delete (globalThis as { location?: unknown }).location;
+  }
 });
 
 test('a POST answered 307 to a host that does not resolve reaches the server once, and its error says maybe sent', async () => {
