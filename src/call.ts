@@ -296,10 +296,13 @@ const CANONICAL_ORIGIN =
 const UNPARSEABLE_KEY = '(unparseable URL)';
 
 /**
- * A URL with a scheme (as the URL parser's scheme state reads one), which fetch reads
- * without a base. Anything else may be relative (`/api/x`, `api/x`, `//host/x`).
+ * A URL with a scheme and `//` (as the URL parser's scheme state reads one), which fetch
+ * reads without a base: nearly every URL a call is given. Anything else may be relative
+ * (`/api/x`, `api/x`, `//host/x`), and so may a special scheme without `//` (WHATWG URL's
+ * "special relative or authority state"): on a page at `https://h/a/b`, `https:x` is
+ * `https://h/a/x`, while `http:x` is `http://x/`. Those are read against the page.
  */
-const ABSOLUTE = /^[a-z][a-z\d+.-]*:/i;
+const ABSOLUTE = /^[a-z][a-z\d+.-]*:\/\//i;
 
 /**
  * `init` as fetch reads it, with every member an own property. A plain object (nearly

@@ -570,6 +570,10 @@ test('a relative URL is read against the page for href, url and the key (a key f
     assert.equal(call('//cdn.example:8443/x').key, 'https://cdn.example:8443');
     assert.equal(call('/x').key, 'https://app.example');
     assert.equal(call('/x', (url) => url.host).key, 'app.example');
+    // A special scheme without `//`: relative when the page has the same scheme, else not.
+    assert.equal(call('https:x').href, 'https://app.example/a/x');
+    assert.equal(call('https:x').key, 'https://app.example');
+    assert.equal(call('http:x').key, 'http://x');
     // Not made canonical: an absolute URL is the caller's own spelling.
     assert.equal(call('HTTP://Example.COM:80/x').href, 'HTTP://Example.COM:80/x');
     assert.equal(call('HTTP://Example.COM:80/x').key, 'http://example.com');
