@@ -418,7 +418,8 @@ test("constructed: workerd's Network connection lost, a plain Error, is ENETWORK
   // workerd 1.20261117 throws exactly this (an Error, not a TypeError, with an own
   // `retryable: true`) from fetch() for a refused connect, a reset before or after the
   // request was read and a close without a response, and from reading the body for a
-  // reset mid-body: provoked on 127.0.0.1 through `workerd serve`.
+  // reset mid-body: provoked on 127.0.0.1 through `workerd serve` in
+  // test/network-workerd.test.ts, which runs the normaliser on workerd itself.
   const lost = () => Object.assign(new Error('Network connection lost.'), { retryable: true });
   assertNetwork(lost(), { code: 'ENETWORK', phase: 'send', sent: 'maybe' });
   assertNetwork(lost(), { code: 'ENETWORK', phase: 'response', sent: 'maybe' }, 'body');
