@@ -59,12 +59,20 @@ const TWO_DIGIT_YEAR_FUTURE_WINDOW = 50;
 const MAX_FRACTION_DIGITS = 13;
 
 /**
- * The most comma-separated pieces of a `Retry-After` or `retry-after-ms` value read (an
- * IMF-fixdate is two). Copies come from the origin and a proxy or two, so a handful is
- * every real case; past this a value is hostile or broken, and its further pieces are
- * not read: the work per value stays a few dozen anchored matches, whatever it holds.
+ * The most comma-separated pieces of a timing value read (`Retry-After`, `retry-after-ms`,
+ * a quota's reset or remaining count; an IMF-fixdate is two). Copies come from the origin
+ * and a proxy or two, so a handful is every real case; past this a value is hostile or
+ * broken, and its further pieces are not read: the work per value stays a few dozen
+ * anchored matches, whatever it holds.
  */
 const MAX_DELAY_PIECES = 32;
+
+/**
+ * A rate-limit value that may read 0 (see mentionsRateLimit): a copy that starts with `0`,
+ * or a `RateLimit` member's `r=0`. Each start tries a comma (or the value's start) and the
+ * whitespace after it once: linear.
+ */
+const USED_UP = /(?:^|,)[\t ]*0|r=0/;
 
 /** Capture groups of a bare item in SF_ITEM and SF_PARAMETER (see SF_BARE_ITEM). */
 const SF_INTEGER = 2;
@@ -102,7 +110,8 @@ export type QuotaField = 'limit' | 'remaining' | 'reset';
  * A family of per-quota headers: its quota names, the header name of each field of a
  * quota, and how its reset reads (as the wait from `now` in ms, NaN when unreadable)
  * from the value as held: untrimmed, of any length (over {@link MAX_HEADER_CHARS}
- * only the legacy family reads one, as its delay too long to read), or `undefined`.
+ * only the legacy family reads one, as its delay too long to read), or `undefined`. A
+ * reset sent more than once reads as its longest readable copy (see longestCopy).
  */
 export type QuotaHeaders = readonly [
   names: readonly string[],
@@ -119,12 +128,13 @@ export type QuotaHeaders = readonly [
 const LEGACY_QUOTAS: QuotaHeaders = [
   ['ratelimit', 'x-ratelimit', 'x-rate-limit'],
   (prefix, field) => `${prefix}-${field}`,
-  (value, now) => {
-    const reset = readDelayNumber(DIGITS, value);
-    return reset >= EPOCH_RESET_THRESHOLD_SECONDS * 1000
-      ? reset - now
-      : reset * 1000 - (reset >= EPOCH_RESET_THRESHOLD_SECONDS ? now : 0);
-  },
+  (value, now) =>
+    longestCopy(value, now, (copy) => {
+      const reset = readDelayNumber(DIGITS, copy);
+      return reset >= EPOCH_RESET_THRESHOLD_SECONDS * 1000
+        ? reset - now
+        : reset * 1000 - (reset >= EPOCH_RESET_THRESHOLD_SECONDS ? now : 0);
+    }),
 ];
 
 /**
@@ -132,11 +142,15 @@ const LEGACY_QUOTAS: QuotaHeaders = [
  * and Anthropic's `anthropic-ratelimit-<quota>-<field>` (RFC 3339 timestamps).
  */
 export const PROVIDER_QUOTAS: readonly QuotaHeaders[] = [
-  [['requests', 'tokens'], (name, field) => `x-ratelimit-${field}-${name}`, parseGoDuration],
+  [
+    ['requests', 'tokens'],
+    (name, field) => `x-ratelimit-${field}-${name}`,
+    (value, now) => longestCopy(value, now, parseGoDuration),
+  ],
   [
     ['requests', 'tokens', 'input-tokens', 'output-tokens'],
     (name, field) => `anthropic-ratelimit-${name}-${field}`,
-    parseRfc3339,
+    (value, now) => longestCopy(value, now, parseRfc3339),
   ],
 ];
 
@@ -193,7 +207,8 @@ export interface RateLimitInfo {
  * 2. `Retry-After`: delay-seconds or an HTTP-date (RFC 9110 §10.2.3); past dates give 0.
  *    For both, and for 4., digits past {@link MAX_HEADER_CHARS} read as the longest wait, not none.
  *    Either sent more than once (`Retry-After: 30, 120`: fetch joins repeated lines with
- *    `, `) reads as its longest readable copy.
+ *    `, `) reads as its longest readable copy; so does a reset of 4. to 6., and a
+ *    remaining count sent more than once as its fewest.
  * 3. `RateLimit`: the largest `t` among policies with `r=0` (draft-ietf-httpapi-ratelimit-headers).
  * 4. `RateLimit-Reset`, `X-RateLimit-Reset`, `X-Rate-Limit-Reset`: delay seconds, or epoch
  *    seconds when ≥ 2024-01-01, or epoch milliseconds when ≥ 2024-01-01 in ms; skipped when the matching `-Remaining` says quota is left.
@@ -214,8 +229,10 @@ export interface RateLimitInfo {
  */
 export function retryDelay(headers: HeadersLike, now: number = Date.now()): number | undefined {
   return (
-    clampDelay(longestDelay(readRawHeader(headers, 'retry-after-ms'), now, 1)) ??
-    clampDelay(longestDelay(readRawHeader(headers, 'retry-after'), now, 1000)) ??
+    clampDelay(
+      longestCopy(readRawHeader(headers, 'retry-after-ms'), now, (copy) => readDelayNumber(DECIMAL, copy)),
+    ) ??
+    clampDelay(longestCopy(readRawHeader(headers, 'retry-after'), now, fromRetryAfter)) ??
     fromQuotas(headers, now, rateLimitFieldQuotas) ??
     fromQuotas(headers, now, legacyQuotas) ??
     fromQuotas(headers, now, openaiQuotas) ??
@@ -292,9 +309,9 @@ function mentionsRateLimit(headers: HeadersLike, usedUpOnly: boolean): boolean {
       headers.forEach((value, name) => {
         found ||=
           (name.includes('ratelimit') || name.includes('rate-limit')) &&
-          // value[0], not value === '0': a proxy adding its own copy sends `0, 0` (fetch
-          // joins repeated lines); a false alarm ("0.5", "05") only costs the full read.
-          (!usedUpOnly || value[0] === '0' || value.includes('r=0'));
+          // Any copy, not value === '0': a proxy adding its own copy sends `0, 0` or `7, 0`
+          // (fetch joins repeated lines); a false alarm ("0.5", "05") only costs the full read.
+          (!usedUpOnly || USED_UP.test(value));
       });
     }
   } catch {
@@ -354,48 +371,69 @@ export function parseRateLimit(headers: HeadersLike): RateLimitInfo | undefined 
 // `undefined` on the way out.
 
 /**
- * The longest wait a `Retry-After` (`unitMs` 1000: RFC 9110 §10.2.3 `HTTP-date /
- * delay-seconds`) or `retry-after-ms` (`unitMs` 1: decimal ms) value asks for, from
- * `now`, in ms; NaN when it names none.
+ * The longest wait a timing `value` asks for, from `now`, in ms, each comma-separated
+ * copy read by `read` (which takes a value as held, as {@link QuotaHeaders}' resets do);
+ * NaN when it names none.
  *
- * Both are singletons, yet a proxy that adds its own copy to the origin's sends two field
- * lines, and fetch joins them with `, ` (RFC 9110 §5.3; an intermediary may write `30,30`
- * or `30 , 30`). Copies that differ (`30, 120`: the origin's and the proxy's, each asking
- * for a wait) read as the longest: only that one honours both, where reading none sent
- * the resend on retry's own backoff, sooner than either asked. An IMF-fixdate or
- * rfc850-date holds a comma after its weekday (`Wed, 21 Oct 2015 07:28:00 GMT`), so a
- * piece that is no value on its own is read again joined to the next one, as a date.
+ * `Retry-After`, `retry-after-ms` and the quota resets are singletons, yet a proxy that
+ * adds its own copy to the origin's (or its own quota's reset beside the origin's) sends
+ * two field lines, and fetch joins them with `, ` (RFC 9110 §5.3; an intermediary may
+ * write `30,30` or `30 , 30`). Copies that differ (`30, 120`: the origin's and the
+ * proxy's, each asking for a wait) read as the longest: only that one honours both, where
+ * reading none sent the resend on retry's own backoff, sooner than either asked. An
+ * IMF-fixdate or rfc850-date holds a comma after its weekday (`Wed, 21 Oct 2015 07:28:00
+ * GMT`), so a piece that is no value on its own is read again joined to the next one, as
+ * a date. (None of the other forms holds a comma: a join is never one of them. The
+ * structured `RateLimit` field is a List, whose copies are its members: see sfMembers.)
  *
  * A copy that is no value at all (`30, soon`, an empty piece) is passed over, not taken
  * to spoil the others: it says nothing about them, and the value read as absent would
  * again resend sooner than the readable copy asked (a wait too long fails fast under
  * `maxRetryAfterMs`, one too short earns another refusal). A copy meant as a longer wait
- * in a form not read here (a date in `UTC`) is not waited out either way. Only the first
- * {@link MAX_DELAY_PIECES} pieces are read. Each piece is matched by anchored patterns
- * at most four times (as a number and a date alone, then joined to the piece before and
- * to the one after), so the read is linear.
+ * in a form not read here (a date in `UTC`) is not waited out either way. A value without
+ * a comma, or over {@link MAX_HEADER_CHARS}, is one copy (read as `read` reads an over-long
+ * one: absent, or a delay too long to read). Only the first {@link MAX_DELAY_PIECES}
+ * pieces are read, each by `read` at most three times (alone, joined to the piece before
+ * and to the one after), and `read` is linear, so the read is too.
  */
-function longestDelay(value: string | undefined, now: number, unitMs: number): number {
-  const pattern = unitMs > 1 ? DIGITS : DECIMAL;
-  // Over the length cap: absent, or a delay too long to read (see readDelayNumber).
-  if (value === undefined || value.length > MAX_HEADER_CHARS) return readDelayNumber(pattern, value);
+function longestCopy(
+  value: string | undefined,
+  now: number,
+  read: (copy: string | undefined, now: number) => number,
+): number {
+  if (value === undefined || value.length > MAX_HEADER_CHARS || !value.includes(',')) return read(value, now);
   const pieces = value.split(',', MAX_DELAY_PIECES);
   let longest = -Infinity;
   for (let at = 0; at < pieces.length; at++) {
-    const piece = trimHttp(pieces[at] as string);
-    let ms = parseNumber(pattern, piece) * unitMs;
-    if (unitMs > 1 && Number.isNaN(ms)) {
-      ms = httpDateMs(piece, now);
-      // Not a value alone: perhaps the weekday of a date that goes on past the comma (past
-      // the last piece, `undefined` joins it: no date either).
-      if (Number.isNaN(ms)) {
-        ms = httpDateMs(trimHttp(`${piece},${pieces[at + 1]}`), now);
-        if (!Number.isNaN(ms)) at++;
-      }
+    let ms = read(pieces[at], now);
+    // Not a value alone: perhaps the weekday of a date that goes on past the comma (past
+    // the last piece, `undefined` joins it: no date either).
+    if (Number.isNaN(ms)) {
+      ms = read(`${pieces[at]},${pieces[at + 1]}`, now);
+      if (!Number.isNaN(ms)) at++;
     }
     if (ms > longest) longest = ms;
   }
   return longest > -Infinity ? longest : NaN;
+}
+
+/**
+ * The fewest a quota's remaining count `value` says are left: its least readable copy, or
+ * NaN. Copies that differ (`5, 0`: a proxy's quota and the origin's) read as the fewest,
+ * the tightest quota, as a reset reads as its longest copy (see {@link longestCopy}, whose
+ * read this is, negated): a layer at 0 asks for its reset whatever the other has left.
+ */
+function fewestLeft(value: string | undefined): number {
+  return -longestCopy(value, 0, (copy) => -parseNumber(DIGITS, boundedHeader(copy)));
+}
+
+/**
+ * RFC 9110 §10.2.3 `Retry-After = HTTP-date / delay-seconds` as the wait from `now`, in
+ * ms, or NaN.
+ */
+function fromRetryAfter(value: string | undefined, now: number): number {
+  const seconds = readDelayNumber(DIGITS, value);
+  return Number.isNaN(seconds) ? httpDateMs(boundedHeader(value) ?? '', now) : seconds * 1000;
 }
 
 /**
@@ -486,7 +524,7 @@ const quotasOf =
       // failure without rate-limit headers costs one lookup per quota, not two.
       const remaining = Number.isNaN(resetMs)
         ? NaN
-        : parseNumber(DIGITS, readHeader(headers, header(name, 'remaining')));
+        : fewestLeft(readRawHeader(headers, header(name, 'remaining')));
       // How many calls fit in what is left of a token quota is unknown: it counts only
       // once used up (5 tokens left is not 5 calls).
       return [remaining > 0 && name.includes('tokens') ? Infinity : remaining, resetMs];
@@ -538,7 +576,8 @@ export function readHeader(headers: HeadersLike, name: string): string | undefin
  * origin's gives `30, 30`, which read as no wait, so retry resent into the window the
  * server asked us to keep quiet. RFC 9110 §8.6 lets a recipient read a `Content-Length`
  * repeated with one value the same way; differing copies (`1, 2`) stay unreadable
- * (`Retry-After` and `retry-after-ms` read their longest copy instead: see longestDelay).
+ * (the timing values read their longest copy instead, and remaining counts their fewest:
+ * see longestCopy and fewestLeft).
  * The comma may have optional whitespace either side (§5.3, §5.6.1): fetch writes `", "`,
  * an intermediary that combines lines itself may write `30,30` or `30 , 30`. So the
  * value is cut at its commas, each piece trimmed, and the shortest run of pieces that

@@ -519,6 +519,116 @@ test('a copy of Retry-After that cannot be read is passed over: the readable cop
   assert.equal(delay({ 'retry-after-ms': 'soon, later' }), undefined);
 });
 
+test('the RateLimit-Reset family, OpenAI’s and Anthropic’s resets sent twice with different values read as the longest: each layer’s quota is restored only then', async () => {
+  // Real field lines on a real socket: each runtime's fetch joins them with ", ".
+  const iso = (s: number) => new Date(NOW + s * 1000).toISOString();
+  const epoch = (s: number) => String((NOW + s * 1000) / 1000);
+  const lines: Array<[Record<string, string[]>, number]> = [
+    [{ 'x-ratelimit-reset': ['30', '60'], 'x-ratelimit-remaining': ['0', '0'] }, 60_000],
+    [{ 'ratelimit-reset': ['60', '30'], 'ratelimit-remaining': ['0'] }, 60_000],
+    [{ 'x-rate-limit-reset': [epoch(45), '30'], 'x-rate-limit-remaining': ['0'] }, 45_000],
+    [{ 'x-ratelimit-reset': ['soon', '30'], 'x-ratelimit-remaining': ['0'] }, 30_000],
+    [{ 'x-ratelimit-reset-requests': ['1s', '6m0s'], 'x-ratelimit-remaining-requests': ['0', '0'] }, 360_000],
+    [{ 'x-ratelimit-reset-tokens': ['20ms', 'soon', '1.5s'], 'x-ratelimit-remaining-tokens': ['0'] }, 1_500],
+    [
+      {
+        'anthropic-ratelimit-requests-reset': [iso(40), iso(20)],
+        'anthropic-ratelimit-requests-remaining': ['0', '0'],
+      },
+      40_000,
+    ],
+  ];
+  for (const [headers, expected] of lines) {
+    await withServer(always({ status: 429, headers }), async (server) => {
+      const res = await fetch(server.origin);
+      await res.body?.cancel();
+      assert.equal(retryDelay(res.headers, NOW), expected, JSON.stringify(headers));
+    });
+  }
+});
+
+test('a -Remaining sent twice with different values reads as the fewest left: one layer’s quota used up asks for its reset, one left in every layer vetoes it', async () => {
+  const lines: Array<[Record<string, string[]>, number | undefined]> = [
+    [{ 'x-ratelimit-reset-requests': ['2s'], 'x-ratelimit-remaining-requests': ['12', '0'] }, 2_000],
+    [
+      {
+        'anthropic-ratelimit-tokens-reset': [new Date(NOW + 9_000).toISOString()],
+        'anthropic-ratelimit-tokens-remaining': ['0', '5000'],
+      },
+      9_000,
+    ],
+    [{ 'x-ratelimit-reset': ['30'], 'x-ratelimit-remaining': ['5', '0'] }, 30_000],
+    // GitHub's reset comes on every answer: quota left in both layers is no wait for a 502.
+    [{ 'x-ratelimit-reset': ['3600'], 'x-ratelimit-remaining': ['4999', '4998'] }, undefined],
+  ];
+  for (const [headers, expected] of lines) {
+    await withServer(always({ status: 502, headers }), async (server) => {
+      const res = await fetch(server.origin);
+      await res.body?.cancel();
+      assert.equal(retryDelay(res.headers, NOW), expected, JSON.stringify(headers));
+    });
+  }
+  // The breaker asks only for a quota at 0, and finds one whichever copy says it.
+  await withServer(
+    always({
+      status: 200,
+      headers: { 'x-ratelimit-remaining-requests': ['7', '0'], 'x-ratelimit-reset-requests': ['2s', '1s'] },
+    }),
+    async (server) => {
+      const res = await fetch(server.origin);
+      await res.body?.cancel();
+      assert.deepEqual(quotaLeft(res.headers, NOW, true), { remaining: 0, resetMs: 2_000 });
+    },
+  );
+});
+
+test('RateLimit sent twice is one List of both copies’ members (RFC 8941): the longest t among those at r=0', async () => {
+  const lines: Array<[string[], number | undefined]> = [
+    [['"a";r=0;t=30', '"a";r=0;t=60'], 60_000],
+    [['"a";r=0;t=30', '"b";r=5;t=90'], 30_000],
+    [['"a";r=3;t=30', '"a";r=0;t=10'], 10_000],
+    [['"a";r=3;t=30', '"b";r=1;t=90'], undefined],
+  ];
+  for (const [ratelimit, expected] of lines) {
+    await withServer(always({ status: 429, headers: { ratelimit } }), async (server) => {
+      const res = await fetch(server.origin);
+      await res.body?.cancel();
+      assert.equal(retryDelay(res.headers, NOW), expected, JSON.stringify(ratelimit));
+      assert.equal(parseRateLimit(res.headers)?.limits.length, 2);
+    });
+  }
+});
+
+test('a reset or remaining value of thousands of pieces under the length cap reads in well under 50 ms, from its first 32 pieces', () => {
+  const names = [
+    ['x-ratelimit-reset', 'x-ratelimit-remaining'],
+    ['x-ratelimit-reset-requests', 'x-ratelimit-remaining-requests'],
+    ['anthropic-ratelimit-requests-reset', 'anthropic-ratelimit-requests-remaining'],
+  ];
+  for (const value of [
+    ' ,'.repeat(MAX_HEADER_CHARS / 2),
+    `${'9,'.repeat(MAX_HEADER_CHARS / 2 - 1)}9`,
+    'x,'.repeat(2048),
+  ]) {
+    const started = process.cpuUsage();
+    for (let i = 0; i < 10; i++)
+      for (const [reset, remaining] of names) {
+        retryDelay({ [reset as string]: value, [remaining as string]: value }, NOW);
+        quotaLeft({ [reset as string]: value, [remaining as string]: value }, NOW);
+      }
+    const used = process.cpuUsage(started);
+    const elapsed = (used.user + used.system) / 1000 / 10;
+    assert.ok(
+      elapsed < 50,
+      `${JSON.stringify(value.slice(0, 8))} x ${value.length} took ${elapsed.toFixed(1)} ms`,
+    );
+  }
+  // A copy past the 32nd piece is not read.
+  const remaining = { 'x-ratelimit-remaining-requests': '0' };
+  assert.equal(delay({ ...remaining, 'x-ratelimit-reset-requests': `${'1s,'.repeat(32)}60s` }), 1_000);
+  assert.equal(delay({ ...remaining, 'x-ratelimit-reset-requests': `${'1s,'.repeat(31)}60s` }), 60_000);
+});
+
 test('a Retry-After of 100,000 commas, or of thousands of pieces under the length cap, reads in well under 50 ms, from its first 32 pieces', () => {
   retryDelay({ 'retry-after': '1, 2' }, NOW); // warm up
   for (const value of [
