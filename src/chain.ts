@@ -29,7 +29,7 @@ import {
 } from './call.ts';
 import { BreakwaterError, isAbort, NetworkError, type RequestSummary, requestSummary } from './errors.ts';
 import type { BreakwaterEvent } from './events.ts';
-import { fetchFailure, redactedError } from './network.ts';
+import { fetchFailure, isBadRedirect, redactedError } from './network.ts';
 import { functionOption, keyOptionSchema, onEventSchema, validate } from './options.ts';
 import { REDACTED, redactText, redactUrl, SECRET_HEADERS, SECRET_QUERY_NAME } from './redact.ts';
 import { follow } from './redirect.ts';
@@ -229,7 +229,7 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       // A hop's failure, refused or not, came after the server had the request; so did a
       // redirect whose Location does not parse, and what a breakwater fetch below ended its
       // call with after a pass may have run: maybe sent.
-      if (ran || (typed as BreakwaterError | null)?.code === 'BAD_REDIRECT') {
+      if (ran || isBadRedirect(typed)) {
         call.bag.set(RAN, 1);
         if (typed instanceof NetworkError && typed.sent === 'no')
           typed = new NetworkError({ ...typed, phase: 'send', sent: 'maybe', cause: typed.cause });

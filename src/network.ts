@@ -669,6 +669,14 @@ function copyOf(error: object, cause: unknown, hide: (text: string) => string): 
 }
 
 /**
+ * Whether `error` is {@link fetchFailure}'s `BAD_REDIRECT`: its `code` read as any field of
+ * what fetch threw is, which may be a revoked Proxy or have a throwing getter.
+ */
+export function isBadRedirect(error: unknown): boolean {
+  return readString(error, 'code') === 'BAD_REDIRECT';
+}
+
+/**
  * What a failure of `fetch()` (or of reading its body: `stage`) goes up the chain as: the
  * {@link NetworkError} it normalises to, a `BreakwaterError` of code `BAD_REDIRECT` for a
  * redirect whose `Location` does not parse (see {@link BAD_LOCATION}), or else the error
