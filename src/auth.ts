@@ -32,6 +32,8 @@ import {
   hasOneShotBody,
   type Middleware,
   type Next,
+  NO_RESEND,
+  RAN,
   STAMPED,
 } from './call.ts';
 import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
@@ -299,6 +301,8 @@ type Stamp = [token: string, generation: number];
  *   for any 401), so the next call goes with the new token. So is a 401 reached through
  *   a redirect that made a request that is not idempotent a GET (a POST answered 303 has
  *   run): through fetch's own redirects, any redirect (only the last answer is seen).
+ *   Under a `retry({ resend: 'never' })`, so is any 401 after a pass that may have run
+ *   (a redirect), idempotent or not.
  * - If `refresh()` throws or returns an invalid token, the call rejects with a
  *   `BreakwaterError` with code `AUTH_REFRESH_FAILED` (its `cause` is refresh's
  *   error), and an `auth-refresh` event with `outcome: 'failed'` is emitted; every
@@ -546,8 +550,12 @@ export function auth(options: AuthOptions): Middleware {
     // made it a GET: it answers that GET, and the first request may have run (a POST
     // answered 303 See Other, whose GET then met the expired token). follow() knows (a
     // 307 / 308 moves the request, which did not run); of fetch's own, only the last
-    // answer is seen, so any redirect counts.
-    const oneShot = hasOneShotBody(call) || (foreign === false && !call.isIdempotent);
+    // answer is seen, so any redirect counts. Nor, under a retry({ resend: 'never' }), a
+    // request that may have run, idempotent or not (the 303 above, a GET's included).
+    const oneShot =
+      hasOneShotBody(call) ||
+      (foreign === false && !call.isIdempotent) ||
+      (call.bag.has(NO_RESEND) && call.bag.has(RAN));
     // A 401 that is resent is dropped either way now: its connection freed before waiting on
     // a refresh, not waited for (that held up the refresh and the caller's abort).
     if (!oneShot) dropBody(response);

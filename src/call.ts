@@ -91,6 +91,14 @@ export const STAMPED: unique symbol = Symbol();
 export const RAN: unique symbol = Symbol();
 
 /**
+ * Set in the call's bag by a `retry({ resend: 'never' })` it passes: once a pass may have
+ * run it ({@link RAN}), no layer sends it again, not even one that resends on its own
+ * (`auth()` after a 401 and its refresh: a GET answered 303 ran, and its hop's 401 sent it
+ * again, keyed POST alike).
+ */
+export const NO_RESEND: unique symbol = Symbol();
+
+/**
  * Where a signal keeps the controllers that follow it (see {@link follow}). The one
  * symbol here with a description: it lands on the caller's own `AbortSignal`, where a
  * person inspecting it should see whose it is. The others mark breakwater's own objects

@@ -19,7 +19,16 @@ import {
   type Jitter,
   withDefaults,
 } from './backoff.ts';
-import { abortReason, type Call, dropBody, hasOneShotBody, type Middleware, type Next, RAN } from './call.ts';
+import {
+  abortReason,
+  type Call,
+  dropBody,
+  hasOneShotBody,
+  type Middleware,
+  type Next,
+  NO_RESEND,
+  RAN,
+} from './call.ts';
 import { waitLeft } from './capture.ts';
 import { classify, DEFAULT_RETRYABLE_STATUSES, type Outcome } from './classify.ts';
 import {
@@ -89,7 +98,8 @@ export interface RetryOptions {
   budget?: { tokens?: number | undefined; refund?: number | undefined } | false | undefined;
   /**
    * `'safe'` (default) resends only what cannot run twice; `'never'` never resends
-   * anything that may have reached the server; `'always'` resends whatever is
+   * anything that may have reached the server, nor lets an `auth()` in the chain resend
+   * it after a 401 (a GET answered 303 ran); `'always'` resends whatever is
    * retryable, even a POST that may have run (only for operations you know are safe).
    */
   resend?: ResendRule | undefined;
@@ -349,6 +359,8 @@ export function retry(options: RetryOptions = {}): Retry {
     // above it may start a new pass with a new signal: waiting on this one ends such a
     // leftover at once, with no timer held for the delay and no resend in the new pass.
     const signal = call.signal;
+    // A layer that resends on its own (auth() after a 401) honours 'never' too.
+    if (resend === 'never') call.bag.set(NO_RESEND, 1);
     if (config.replayBodyBytes !== undefined && call.attempt === 1)
       await bufferBody(call, config.replayBodyBytes);
     let previousDelay: number | undefined;
