@@ -627,10 +627,10 @@ function walk(error: unknown, seen: Map<unknown, unknown>, hide: (text: string) 
  * changes, anywhere util.inspect or JSON.stringify reach (own enumerable fields, and an
  * error's message, stack, cause and errors). Read, never changed. An error
  * {@link redactedError} has walked and left as it was is clean, and so is one it is walking
- * (the error itself, a cause looping back): its own fields are checked there. An object that
- * is not plain data (a `Request`, `Headers`, a socket: util.inspect prints its headers) is
- * not vouched for, nor more than MAX_ERROR_FIELDS values (a cycle, a deep tree), nor a field
- * that throws.
+ * (the error itself, a cause looping back): its own fields are checked there. A `Date` with
+ * no fields of its own is plain data (a number: breakwater's own `retryAt`). Any other object that is not (a
+ * `Request`, `Headers`, a socket: util.inspect prints its headers) is not vouched for, nor
+ * more than MAX_ERROR_FIELDS values (a cycle, a deep tree), nor a field that throws.
  */
 function quotes(value: unknown, hide: (text: string) => string, seen: Map<unknown, unknown>): boolean {
   const queue = [value];
@@ -640,6 +640,7 @@ function quotes(value: unknown, hide: (text: string) => string, seen: Map<unknow
       if (typeof item !== 'object' || item === null || (seen.has(item) && (seen.get(item) ?? item) === item))
         continue;
       const proto = Object.getPrototypeOf(item);
+      if (proto === Date.prototype && keysOf(item).length === 0) continue;
       if (proto !== Object.prototype && proto !== Array.prototype && proto && !(item instanceof Error))
         return true;
       for (const key of ['message', 'stack', 'cause', 'errors', ...keysOf(item)])

@@ -6,12 +6,15 @@ import {
   BreakwaterError,
   backoff,
   type Call,
+  CircuitOpenError,
+  circuitBreaker,
   createFetch,
   type FetchLike,
   HttpStatusError,
   idempotencyKey,
   type Middleware,
   NetworkError,
+  RetryAfterTooLongError,
   retry,
   throwOnStatus,
   timeout,
@@ -426,6 +429,26 @@ test('a breakwater fetch under another passes the inner one’s typed errors up 
     const error = await outer(`${server.origin}/v1/things`).catch((e: unknown) => e);
     assert.ok(error instanceof HttpStatusError, String(error));
     assert.equal(error.status, 503);
+  });
+});
+
+test('a breakwater fetch under another passes up the inner one’s errors that carry a Date (CircuitOpenError, RetryAfterTooLongError) unchanged, retryAt and all', async () => {
+  // A Date field was taken for an object that might quote a secret: the outer chain made a
+  // plain TypeError of the error, its class and retryAt lost (an outer retry could not wait).
+  await withServer(always({ status: 503, headers: { 'retry-after': '3600' } }), async (server) => {
+    const open = createFetch({
+      fetch: createFetch({ use: [circuitBreaker({ consecutiveFailures: 1 })] }),
+      use: [],
+    });
+    await (await open(server.origin)).text();
+    const refused = await open(server.origin).catch((e: unknown) => e);
+    assert.ok(refused instanceof CircuitOpenError, String(refused));
+    assert.ok(refused.retryAt instanceof Date, 'retryAt');
+    const tooLong = await createFetch({ fetch: createFetch({ use: [retry()] }), use: [] })(
+      server.origin,
+    ).catch((e: unknown) => e);
+    assert.ok(tooLong instanceof RetryAfterTooLongError, String(tooLong));
+    assert.equal(tooLong.retryAfterMs, 3_600_000);
   });
 });
 
