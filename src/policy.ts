@@ -347,7 +347,10 @@ export function definePolicy(config: PolicyConfig | PolicyJson = {}, options?: P
   const { store } = validate(policyOptionsSchema, options, 'definePolicy(config, options)') ?? {};
 
   const { retry: retryConfig, timeout: deadlines } = resolved;
-  const retries: Retry | undefined = retryConfig.attempts > 1 ? retry(retryConfig) : undefined;
+  // One attempt needs no retry(), but `resend: 'never'` must still bind auth()'s resend after
+  // a 401 (a GET answered 303 ran): retry() marks the call so (NO_RESEND), and resends nothing.
+  const retries: Retry | undefined =
+    retryConfig.attempts > 1 || retryConfig.resend === 'never' ? retry(retryConfig) : undefined;
   const breaker: CircuitBreaker | undefined =
     resolved.breaker === false
       ? undefined
@@ -381,7 +384,11 @@ export function definePolicy(config: PolicyConfig | PolicyJson = {}, options?: P
       return createFetch({ use, fetch: base, key: valid.key ?? resolved.name, onEvent: valid.onEvent });
     },
     stats(key: string): PolicyStats {
-      return { retry: retries?.stats(key), breaker: breaker?.stats(key), lastFailure: capture.last(key) };
+      return {
+        retry: retryConfig.attempts > 1 ? retries?.stats(key) : undefined,
+        breaker: breaker?.stats(key),
+        lastFailure: capture.last(key),
+      };
     },
     toJSON(): PolicyConfig {
       return valid;

@@ -210,6 +210,24 @@ test("resend: 'never' holds for auth() too: a GET answered 303 ran, and its hop'
   );
 });
 
+test("resend: 'never' holds for auth() with a single attempt too, where the policy builds no retry()", async () => {
+  await withServer(
+    sequence({ status: 303, headers: { location: '/hop' } }, { status: 401 }, { status: 200 }),
+    async (server) => {
+      const fetch = definePolicy({ retry: { attempts: 1, resend: 'never' } }).fetch(undefined, {
+        auth: { token: 'token-0', refresh: async () => 'token-1' },
+      });
+      const res = await fetch(`${server.origin}/orders/run`);
+      assert.equal(res.status, 401);
+      await res.body?.cancel();
+      assert.deepEqual(
+        server.requests.map((r) => `${r.method} ${r.url}`),
+        ['GET /orders/run', 'GET /hop'],
+      );
+    },
+  );
+});
+
 test("resend: 'never' holds for a keyed POST too: answered 303 it ran, and auth() does not send it again after its hop's 401", async () => {
   await withServer(
     sequence({ status: 303, headers: { location: '/hop' } }, { status: 401 }, { status: 200 }),
