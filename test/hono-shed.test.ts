@@ -1,8 +1,17 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+// @ts-types="@modelcontextprotocol/sdk/client/index"
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+// @ts-types="@modelcontextprotocol/sdk/client/streamableHttp"
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+// @ts-types="@modelcontextprotocol/sdk/server/mcp"
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+// @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
+import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
 import { Hono } from 'hono';
 import { cors } from 'hono/cors';
 import { requestId } from 'hono/request-id';
+import { streamSSE } from 'hono/streaming';
 import { shed } from '../adapters/hono/shed.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -414,5 +423,371 @@ test("a refusal carries the headers set in front for this request (hono/request-
     assert.deepEqual([done.status, done.headers.get('x-request-id')], [200, 'admitted']);
     assert.deepEqual([refused.status, refused.headers.get('x-request-id')], [503, 'refused']);
     assert.equal(refused.headers.get('x-should-retry'), 'true', 'its own headers stay');
+  });
+});
+
+/**
+ * An app behind `shed(options)` whose answers stream. `/sse?id=X` (GET or POST) is
+ * Hono's streamSSE(): it sends `open`, waits until the test calls `finish(X)`, then
+ * sends `end`; `aborted(X)` resolves when streamSSE's onAbort heard the client go.
+ * `/broken?id=X` sends `first`, then errors when the test calls `finish(X)`. `/ok`
+ * answers at once, `/empty` 204, `/not-modified` 304: each a probe of a free slot.
+ */
+function streamingApp(options: Parameters<typeof shed>[0]): {
+  app: Hono;
+  finish: (id: string) => void;
+  aborted: (id: string) => Promise<void>;
+  finishAll: () => void;
+} {
+  const gates = new Map<string, ReturnType<typeof deferred>>();
+  const aborts = new Map<string, ReturnType<typeof deferred>>();
+  const once = (map: Map<string, ReturnType<typeof deferred>>, id: string) => {
+    let d = map.get(id);
+    if (d === undefined) {
+      d = deferred();
+      map.set(id, d);
+    }
+    return d;
+  };
+  const app = new Hono();
+  app.use(shed(options));
+  app.on(['GET', 'POST'], '/sse', (c) => {
+    const id = c.req.query('id') ?? '';
+    return streamSSE(c, async (stream) => {
+      stream.onAbort(() => once(aborts, id).resolve());
+      await stream.writeSSE({ data: 'open' });
+      await once(gates, id).promise;
+      await stream.writeSSE({ data: 'end' });
+    });
+  });
+  app.get('/broken', (c) => {
+    const gate = once(gates, c.req.query('id') ?? '').promise;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode('first\n'));
+        gate.then(() => controller.error(new Error('the body broke')));
+      },
+    });
+    return new Response(body, { headers: { 'content-type': 'text/plain' } });
+  });
+  app.get('/ok', (c) => c.text('ok'));
+  app.get('/empty', (c) => c.body(null, 204));
+  app.get('/not-modified', (c) => c.body(null, 304));
+  return {
+    app,
+    finish: (id) => once(gates, id).resolve(),
+    aborted: (id) => once(aborts, id).promise,
+    finishAll: () => {
+      for (const gate of gates.values()) gate.resolve();
+    },
+  };
+}
+
+const decoder = new TextDecoder();
+
+/** Reads `reader` until what it has read includes `text`; the text read. */
+async function readUntil(reader: ReadableStreamDefaultReader<Uint8Array>, text: string): Promise<string> {
+  let read = '';
+  while (!read.includes(text)) {
+    const chunk = await within(reader.read(), `"${text}" in the body`);
+    if (chunk.done) throw new Error(`the body ended before "${text}": ${read}`);
+    read += decoder.decode(chunk.value, { stream: true });
+  }
+  return read;
+}
+
+/** Reads `reader` to its end; the text read. */
+async function readToEnd(reader: ReadableStreamDefaultReader<Uint8Array>): Promise<string> {
+  let read = '';
+  for (;;) {
+    const chunk = await within(reader.read(), 'the end of the body');
+    if (chunk.done) return read;
+    read += decoder.decode(chunk.value, { stream: true });
+  }
+}
+
+/** Sends a request for `path` to the app under test: over a real server, or through `app.request()`. */
+type Send = (path: string, init?: RequestInit) => Promise<Response>;
+
+/** {@link Send} over the server at `origin`. */
+const over =
+  (origin: string): Send =>
+  (path, init) =>
+    fetch(`${origin}${path}`, init);
+
+/** The status of one request for `path`, its body read. */
+async function statusOf(send: Send, path: string, init?: RequestInit): Promise<number> {
+  const res = await send(path, init);
+  await res.arrayBuffer();
+  return res.status;
+}
+
+/**
+ * The status of the first request for `path` that shed() does not refuse, asking every
+ * 10 ms for at most 5 s (then the last 503): a server hears of a client's abort a moment after it.
+ */
+async function admittedWithin(send: Send, path: string): Promise<number> {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const status = await statusOf(send, path);
+    if (status !== 503 || Date.now() > deadline) return status;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Opens `/sse?id=` and reads until its first event: a stream the server still sends. */
+async function openStream(
+  send: Send,
+  id: string,
+  init?: RequestInit,
+): Promise<ReadableStreamDefaultReader<Uint8Array>> {
+  const res = await send(`/sse?id=${id}`, init);
+  assert.equal(res.status, 200, `stream ${id} admitted`);
+  assert.equal(res.headers.get('content-type'), 'text/event-stream');
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  await readUntil(reader, 'data: open');
+  return reader;
+}
+
+/**
+ * With maxInFlight 1 and the slot free: a new stream takes it, and only it (a probe is
+ * refused until the stream ends). Fails if an earlier release ran twice (two would fit).
+ */
+async function assertOneSlot(t: ReturnType<typeof streamingApp>, send: Send, id: string): Promise<void> {
+  const reader = await openStream(send, id);
+  assert.equal(await statusOf(send, '/ok'), 503, 'a single slot, held by the new stream');
+  t.finish(id);
+  assert.match(await readToEnd(reader), /data: end/);
+  assert.equal(await statusOf(send, '/ok'), 200, 'the slot came back when the stream ended');
+}
+
+test('with holdUntilBodyEnds, a request that arrives while an SSE answer is still streaming is shed with 503 + Retry-After, and the next one after the stream ended is admitted', async () => {
+  const t = streamingApp({ maxInFlight: 1, holdUntilBodyEnds: true });
+  await withApp(t.app, async ({ origin }) => {
+    const send = over(origin);
+    try {
+      const reader = await openStream(send, 'a');
+      const refused = await send('/ok');
+      await refused.text();
+      assert.equal(refused.status, 503, 'the open stream holds the only slot');
+      assert.equal(refused.headers.get('retry-after'), '1');
+      assert.equal(refused.headers.get('x-should-retry'), 'true');
+      t.finish('a');
+      assert.match(await readToEnd(reader), /data: end/, 'the stream carried the rest');
+      assert.equal(await statusOf(send, '/ok'), 200, 'the slot came back when the stream ended');
+      await assertOneSlot(t, send, 'b');
+    } finally {
+      t.finishAll();
+    }
+  });
+});
+
+test('with holdUntilBodyEnds, a client that aborts mid-stream gives the slot back, exactly once, and streamSSE hears the abort', async () => {
+  const t = streamingApp({ maxInFlight: 1, holdUntilBodyEnds: true });
+  await withApp(t.app, async ({ origin }) => {
+    const send = over(origin);
+    try {
+      const controller = new AbortController();
+      const reader = await openStream(send, 'a', { signal: controller.signal });
+      assert.equal(await statusOf(send, '/ok'), 503, 'the open stream holds the only slot');
+      controller.abort();
+      await reader.closed.catch(() => {});
+      await within(t.aborted('a'), "streamSSE's onAbort");
+      assert.equal(await admittedWithin(send, '/ok'), 200, 'the slot came back after the abort');
+      await assertOneSlot(t, send, 'b');
+    } finally {
+      t.finishAll();
+    }
+  });
+});
+
+test('with holdUntilBodyEnds, a body that errors mid-stream gives the slot back, exactly once', async () => {
+  const t = streamingApp({ maxInFlight: 1, holdUntilBodyEnds: true });
+  await withApp(t.app, async ({ origin }) => {
+    const send = over(origin);
+    try {
+      const res = await send('/broken?id=a');
+      assert.equal(res.status, 200);
+      const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+      await readUntil(reader, 'first');
+      assert.equal(await statusOf(send, '/ok'), 503, 'the open body holds the only slot');
+      t.finish('a');
+      await assert.rejects(within(readToEnd(reader), 'the broken body'), 'the client sees the body break');
+      assert.equal(await admittedWithin(send, '/ok'), 200, 'the slot came back after the error');
+      await assertOneSlot(t, send, 'b');
+    } finally {
+      t.finishAll();
+    }
+  });
+});
+
+test('with holdUntilBodyEnds, an answer without a body (204, 304) and a HEAD (whose body Hono drops unread) give the slot back at once', async () => {
+  const t = streamingApp({ maxInFlight: 1, holdUntilBodyEnds: true });
+  await withApp(t.app, async ({ origin }) => {
+    const send = over(origin);
+    try {
+      assert.equal(await statusOf(send, '/empty'), 204);
+      assert.equal(await statusOf(send, '/ok'), 200, 'after a 204');
+      assert.equal(await statusOf(send, '/not-modified'), 304);
+      assert.equal(await statusOf(send, '/ok'), 200, 'after a 304');
+      // The GET handler behind it streams until finished; the HEAD answer ends at once.
+      assert.equal(await statusOf(send, '/sse?id=head', { method: 'HEAD' }), 200);
+      assert.equal(await statusOf(send, '/ok'), 200, 'after a HEAD');
+      await assertOneSlot(t, send, 'b');
+    } finally {
+      t.finishAll();
+    }
+  });
+});
+
+test('with holdUntilBodyEnds: (c) => c.req.method === "POST", an open POST stream holds its slot and an open GET stream (an MCP notification stream) does not', async () => {
+  const t = streamingApp({ maxInFlight: 1, holdUntilBodyEnds: (c) => c.req.method === 'POST' });
+  await withApp(t.app, async ({ origin }) => {
+    const send = over(origin);
+    try {
+      const get = await openStream(send, 'get');
+      assert.equal(
+        await statusOf(send, '/ok'),
+        200,
+        'the GET stream freed its slot when its handler returned',
+      );
+      const post = await openStream(send, 'post', { method: 'POST' });
+      assert.equal(await statusOf(send, '/ok'), 503, 'the POST stream holds the only slot');
+      t.finish('post');
+      await readToEnd(post);
+      assert.equal(await statusOf(send, '/ok'), 200, 'until it ends');
+      t.finish('get');
+      await readToEnd(get);
+    } finally {
+      t.finishAll();
+    }
+  });
+});
+
+test('without holdUntilBodyEnds (the default), an open SSE stream does not hold its slot: the next request is admitted', async () => {
+  const t = streamingApp({ maxInFlight: 1 });
+  await withApp(t.app, async ({ origin }) => {
+    const send = over(origin);
+    try {
+      const reader = await openStream(send, 'a');
+      assert.equal(await statusOf(send, '/ok'), 200, 'the slot came back when the handler returned');
+      const second = await openStream(send, 'b');
+      t.finish('a');
+      t.finish('b');
+      assert.match(await readToEnd(reader), /data: end/);
+      assert.match(await readToEnd(second), /data: end/);
+    } finally {
+      t.finishAll();
+    }
+  });
+});
+
+test('shed() rejects a holdUntilBodyEnds that is neither a boolean nor a function', () => {
+  assert.throws(
+    () => shed({ maxInFlight: 1, holdUntilBodyEnds: 'yes' as never }),
+    (e: unknown) => e instanceof TypeError && e.message.includes('shed().holdUntilBodyEnds'),
+  );
+});
+
+test('with holdUntilBodyEnds and no server in between (app.request()), cancelling the body and a body that errors each give the slot back at once, exactly once', async () => {
+  const t = streamingApp({ maxInFlight: 1, holdUntilBodyEnds: true });
+  const send: Send = async (path, init) => t.app.request(path, init);
+  try {
+    const reader = await openStream(send, 'a');
+    assert.equal(await statusOf(send, '/ok'), 503, 'the open stream holds the only slot');
+    await reader.cancel();
+    await within(t.aborted('a'), "streamSSE's onAbort");
+    assert.equal(await statusOf(send, '/ok'), 200, 'the slot came back when the body was cancelled');
+    const broken = (await send('/broken?id=b')).body as ReadableStream<Uint8Array>;
+    const brokenReader = broken.getReader();
+    await readUntil(brokenReader, 'first');
+    assert.equal(await statusOf(send, '/ok'), 503, 'the open body holds the only slot');
+    t.finish('b');
+    await assert.rejects(readToEnd(brokenReader), /the body broke/);
+    assert.equal(await statusOf(send, '/ok'), 200, 'the slot came back when the body errored');
+    await assertOneSlot(t, send, 'c');
+  } finally {
+    t.finishAll();
+  }
+});
+
+test("with holdUntilBodyEnds, a client that goes away gives the slot back even where the server only aborts the request's signal and never cancels the body (Bun.serve before 1.2)", async () => {
+  const t = streamingApp({ maxInFlight: 1, holdUntilBodyEnds: true });
+  const send: Send = async (path, init) => t.app.request(path, init);
+  try {
+    const client = new AbortController();
+    await openStream(send, 'a', { signal: client.signal });
+    assert.equal(await statusOf(send, '/ok'), 503, 'the open stream holds the only slot');
+    client.abort(); // the body is left as it is: neither read on nor cancelled
+    assert.equal(await statusOf(send, '/ok'), 200, 'the slot came back when the client went away');
+    await assertOneSlot(t, send, 'b');
+  } finally {
+    t.finishAll();
+  }
+});
+
+test('with holdUntilBodyEnds for POSTs, a real MCP server (Streamable HTTP, tool calls answered over SSE) is shed while a tool call streams its progress, and admits again once the result was sent', async () => {
+  const running = deferred();
+  const finish = deferred();
+  /** A stateless MCP server per request whose tool `work` reports progress, then waits for the test. */
+  const mcp = async (request: Request): Promise<Response> => {
+    const server = new McpServer({ name: 'work', version: '1.0.0' });
+    server.registerTool('work', { description: 'work' }, async (extra) => {
+      const progressToken = extra._meta?.progressToken as string | number;
+      await extra.sendNotification({
+        method: 'notifications/progress',
+        params: { progressToken, progress: 1 },
+      });
+      await finish.promise;
+      return { content: [{ type: 'text' as const, text: 'done' }] };
+    });
+    const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: false });
+    await server.connect(transport);
+    const response = await transport.handleRequest(request);
+    if (response.body === null) {
+      await server.close();
+      return response;
+    }
+    // The SSE answer is handed out before the tool has run: the server closes once it carried everything.
+    const closing = new TransformStream<Uint8Array, Uint8Array>({ flush: () => server.close() });
+    return new Response(response.body.pipeThrough(closing), response);
+  };
+  const app = new Hono();
+  app.use('/mcp', shed({ maxInFlight: 1, holdUntilBodyEnds: (c) => c.req.method === 'POST' }));
+  app.post('/mcp', (c) => mcp(c.req.raw));
+  app.get('/mcp', (c) => c.body(null, 405, { allow: 'POST' }));
+  await withApp(app, async ({ origin }) => {
+    const client = new Client({ name: 'shed-test', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${origin}/mcp`)));
+    try {
+      const call = client.callTool({ name: 'work', arguments: {} }, undefined, {
+        onprogress: () => running.resolve(),
+      });
+      await within(running.promise, 'the progress notification');
+      // The tool call's SSE answer is open: its handler returned long ago.
+      const refused = await fetch(`${origin}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'ping' }),
+      });
+      await refused.text();
+      assert.equal(refused.status, 503, 'the streaming tool call holds the only slot');
+      assert.equal(refused.headers.get('retry-after'), '1');
+      assert.equal(refused.headers.get('x-should-retry'), 'true');
+      finish.resolve();
+      assert.deepEqual((await within(call, 'the tool call')).content, [{ type: 'text', text: 'done' }]);
+      assert.equal(
+        await admittedWithin(over(origin), '/mcp'),
+        405,
+        'the slot came back when the answer ended',
+      );
+      assert.deepEqual(
+        (await within(client.callTool({ name: 'work', arguments: {} }), 'a second call')).content,
+        [{ type: 'text', text: 'done' }],
+      );
+    } finally {
+      finish.resolve();
+      await client.close();
+    }
   });
 });

@@ -5,12 +5,14 @@
  * is refused at once with a 503 that says when to come back (`Retry-After`) and that
  * resending is safe (`x-should-retry: true`): the handler never ran, so even a POST
  * can be sent again. Refusing early keeps latency bounded for the requests that are
- * admitted, instead of letting every request slow down together.
+ * admitted, instead of letting every request slow down together. With
+ * `holdUntilBodyEnds`, a streamed answer (an MCP tool call answered over SSE) keeps its
+ * slot until its body has been sent.
  */
 
 import type { Context, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
-import { validate } from '../../src/options.ts';
+import { functionOption, validate } from '../../src/options.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { answer, CLIENT_CLOSED_STATUS, exposeClientHeaders, problemResponse } from './problem.ts';
 
@@ -24,9 +26,27 @@ export interface ShedOptions {
   /**
    * Handlers that may run at once (an integer ≥ 1). Required. A slot is held from
    * the moment the request is admitted until its handler returns or throws (not
-   * while a streamed body is still being sent).
+   * while a streamed body is still being sent, unless `holdUntilBodyEnds` says so).
    */
   maxInFlight: number;
+  /**
+   * Which requests keep their slot until the response body has been sent, not just
+   * until the handler returns: `true` for all, or `(c) => boolean`, asked once the
+   * handler has returned (so it can read `c.res` as well as `c.req`). The slot then
+   * comes back, exactly once, when the body ends, when the client cancels it or goes
+   * away, or when it errors; at once for an answer with no body and for a HEAD (whose
+   * body Hono drops unread). The body is passed through chunk by chunk as the server
+   * reads it, never buffered.
+   *
+   * Default `false`: a streaming handler (SSE, a model's token stream, an MCP
+   * Streamable HTTP POST answered `text/event-stream`) returns its Response at once,
+   * so by default `shed()` limits how many streams start, not how many are open.
+   * Holding every stream instead would let long-lived ones that mostly idle (the MCP
+   * GET notification stream, open for a whole session) take every slot and refuse all
+   * work, so say which to hold: `(c) => c.req.method === 'POST'` holds MCP tool calls
+   * but not the GET stream.
+   */
+  holdUntilBodyEnds?: boolean | ((c: Context) => boolean) | undefined;
   /**
    * Requests that may wait for a slot, first come first served (an integer ≥ 0).
    * Default 0: refuse at once when every slot is taken. A queued request whose
@@ -54,6 +74,7 @@ const msSchema = wholeSchema.check(z.maximum(MAX_DELAY_MS));
 
 const optionsSchema = z.strictObject({
   maxInFlight: wholeSchema.check(z.minimum(1)),
+  holdUntilBodyEnds: z.optional(z.union([z.boolean(), functionOption<(c: Context) => boolean>()])),
   maxQueue: z.optional(wholeSchema.check(z.minimum(0))),
   retryAfterMs: z.optional(msSchema.check(z.minimum(0))),
   queueTimeoutMs: z.optional(msSchema.check(z.minimum(1))),
@@ -65,8 +86,9 @@ type QueueOutcome = 'admitted' | 'timeout' | 'gone';
 /**
  * Load shedding: at most `maxInFlight` handlers at once, `maxQueue` more waiting in
  * FIFO order, and a 503 problem+json with `Retry-After` and `x-should-retry: true`
- * for the rest. A slot is released when the handler returns or throws; a freed slot
- * goes straight to the oldest waiter, so a newcomer cannot overtake the queue.
+ * for the rest. A slot is released when the handler returns or throws (with
+ * `holdUntilBodyEnds`, when the response body ends); a freed slot goes straight to
+ * the oldest waiter, so a newcomer cannot overtake the queue.
  *
  * @example
  * ```ts
@@ -76,6 +98,8 @@ type QueueOutcome = 'admitted' | 'timeout' | 'gone';
  * const app = new Hono();
  * // 8 model calls at once, 16 more may wait up to 5 s, the rest come back in 2 s.
  * app.use('/v1/chat/*', shed({ maxInFlight: 8, maxQueue: 16, queueTimeoutMs: 5000, retryAfterMs: 2000 }));
+ * // 4 MCP tool calls at once, each until its SSE answer ends; the GET notification stream is not held.
+ * app.use('/mcp', shed({ maxInFlight: 4, holdUntilBodyEnds: (c) => c.req.method === 'POST' }));
  * ```
  */
 export function shed(options: ShedOptions): MiddlewareHandler {
@@ -83,6 +107,9 @@ export function shed(options: ShedOptions): MiddlewareHandler {
   const { maxInFlight, queueTimeoutMs } = valid;
   const maxQueue = valid.maxQueue ?? DEFAULT_MAX_QUEUE;
   const retryAfterMs = valid.retryAfterMs ?? DEFAULT_RETRY_AFTER_MS;
+  const { holdUntilBodyEnds } = valid;
+  /** Whether a request keeps its slot until its body ends; undefined: none does (the default). */
+  const holds = holdUntilBodyEnds === true ? () => true : holdUntilBodyEnds || undefined;
 
   let inFlight = 0;
   /**
@@ -123,6 +150,58 @@ export function shed(options: ShedOptions): MiddlewareHandler {
     });
   }
 
+  /**
+   * Hands the slot to `c.res`'s body when `holds(c)` says so: the body is replaced by a
+   * pass-through that releases it once, when the body ends, errors or is cancelled, or
+   * when the request's signal aborts (the client went away: Bun's own server before
+   * 1.2 never cancelled a streamed body then, as hono's streamSSE() notes). It pulls a
+   * chunk only when the server asks for one (highWaterMark 0), so the server's
+   * backpressure reaches the handler's stream as before. False: the caller releases.
+   */
+  function holdBody(c: Context, holds: (c: Context) => boolean): boolean {
+    // HEAD: Hono answers it with the GET handler's Response minus its body, which it
+    // drops unread and uncancelled, so a held slot would never come back. holds(c) comes
+    // before reading c.res.body: that read turns @hono/node-server's light Response into
+    // a full one, a cost a predicate on c.res's content type spares a JSON answer.
+    if (c.req.method === 'HEAD' || !holds(c)) return false;
+    const res = c.res;
+    const body = res.body;
+    const signal = c.req.raw.signal;
+    if (body === null || signal.aborted) return false;
+    const reader = body.getReader();
+    let holding = true;
+    const end = (): void => {
+      if (!holding) return;
+      holding = false;
+      signal.removeEventListener('abort', end);
+      release();
+    };
+    signal.addEventListener('abort', end, { once: true });
+    const passThrough = new ReadableStream<Uint8Array>(
+      {
+        async pull(controller) {
+          try {
+            const chunk = await reader.read();
+            if (chunk.done) {
+              end();
+              controller.close();
+            } else controller.enqueue(chunk.value);
+          } catch (error) {
+            end();
+            controller.error(error);
+          }
+        },
+        cancel(reason) {
+          end();
+          return reader.cancel(reason);
+        },
+      },
+      { highWaterMark: 0 },
+    );
+    c.res = new Response(passThrough, res);
+    return true;
+  }
+
   function refuse(c: Context, detail: string): Response {
     return answer(
       c,
@@ -158,10 +237,12 @@ export function shed(options: ShedOptions): MiddlewareHandler {
     } else {
       return refuse(c, `at capacity (${maxInFlight} requests in flight); not processed`);
     }
+    let held = false;
     try {
       await next();
+      held = holds !== undefined && holdBody(c, holds);
     } finally {
-      release();
+      if (!held) release();
     }
   };
 }
