@@ -870,16 +870,15 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
   // -- outcomes -------------------------------------------------------------------
 
   /**
-   * The server's requested delay: read from a response's headers (what is left of it,
-   * counted from when they arrived, as retry() counts it: a captureStatus() below may
-   * have read the body's start since), or the one an `HttpStatusError` carries. An error
-   * built by hand may carry anything: NaN or a negative wait names none (NaN made the
-   * open time NaN: open, yet letting every call through). Infinity is kept: every use caps it at `maxRetryAfterMs`.
+   * What is left of the server's requested delay, counted from when the answer's headers
+   * arrived, as retry() counts it (a captureStatus() or a throwOnStatus() below may have
+   * read the body's start since): read from a response's headers, or the one an
+   * `HttpStatusError` carries. An error built by hand may carry anything: NaN or a negative
+   * wait names none (NaN made the open time NaN: open, yet letting every call through).
+   * Infinity is kept: every use caps it at `maxRetryAfterMs`.
    */
   function delayOf(answer: Answer): number | undefined {
-    if (!(answer instanceof HttpStatusError)) return waitLeft(answer, now());
-    const ms = answer.retryAfterMs ?? -1;
-    return ms >= 0 ? ms : undefined;
+    return waitLeft(answer, now());
   }
 
   /**

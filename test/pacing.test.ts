@@ -9,6 +9,7 @@ import { CircuitOpenError, HttpStatusError, NetworkError, TimeoutError } from '.
 import type { BreakwaterEvent, PacedEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
+import { throwOnStatus } from '../src/status.ts';
 import { timeout } from '../src/timeout.ts';
 import { countedSignal } from './helpers/counted-signal.ts';
 import { assertNoToken, refusedAfter, withReasonPhrase } from './helpers/reason-phrase.ts';
@@ -2038,4 +2039,20 @@ test('a 429 with Retry-After: 1 whose body trickles pauses the key until 1 s aft
   assert.ok(gap < 1_350, `sent ${gap.toFixed(0)} ms after the 429's headers, not about 1,000`);
   const start = events.find((e): e is PacedEvent => e.type === 'paced' && e.phase === 'start');
   assert.ok((start?.delayMs ?? 0) <= 600, `the pause is what was left of the wait: ${start?.delayMs} ms`);
+});
+
+test('a 429 with Retry-After: 1 whose body trickles, thrown by a throwOnStatus() below the breaker, pauses the key until 1 s after its headers arrived, not 1 s after the throw', async () => {
+  const { headersSent, later } = await withTrickledAnswer(429, async (origin) => {
+    const fetch = createFetch({ use: [circuitBreaker(), throwOnStatus()], key: 'model' });
+    const refused = await fetch(origin).catch((e: unknown) => e);
+    assert.ok(refused instanceof HttpStatusError, String(refused));
+    // Sent at once: it waits out the key's pause, then goes.
+    assert.equal(await send(fetch, origin), 200);
+  });
+  assert.equal(later.length, 1, 'the second call went once');
+  const gap = (later[0] as number) - headersSent;
+  // throwOnStatus() read the body's start for a second (bodyWaitMs) before it threw: the
+  // pause was a full second from the throw, 2,000 ms after the headers.
+  assert.ok(gap >= 990, `sent ${gap.toFixed(0)} ms after the 429's headers: inside its window`);
+  assert.ok(gap < 1_500, `sent ${gap.toFixed(0)} ms after the 429's headers, not about 1,000`);
 });
