@@ -332,6 +332,7 @@ export function retry(options: RetryOptions = {}): Retry {
   function refusal(
     call: Call,
     serverDelay: number | undefined,
+    askedMs: number | undefined,
     budget: Budget,
     delay: number,
     cap: number,
@@ -347,7 +348,10 @@ export function retry(options: RetryOptions = {}): Retry {
     // No pointless sleep: a wait past the cap or the deadline fails at once. The cap is on
     // the server's (or, after a refusal, the breaker's) say-so, never on retry's own backoff
     // step, which backoff.maxMs caps: a refusal for 5 ms met at a 40 s step is waited out.
-    if (serverDelay !== undefined && (serverDelay > cap || serverDelay > remaining))
+    // The cap is on the wait asked (`askedMs`), not on what is left of it after a read of
+    // the body's start (DESIGN §6: honoured when the server's delay is ≤ maxRetryAfterMs);
+    // the deadline, on what is left.
+    if (serverDelay !== undefined && ((askedMs ?? serverDelay) > cap || serverDelay > remaining))
       return 'retry-after-too-long';
     return delay >= remaining ? 'deadline' : undefined;
   }
@@ -460,6 +464,7 @@ export function retry(options: RetryOptions = {}): Retry {
           ? refusal(
               call,
               serverDelay,
+              verdict.retryAfterMs,
               budget,
               delay,
               refused ? refusalMs : maxRetryAfterMs,

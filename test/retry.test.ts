@@ -114,6 +114,18 @@ test('an HttpStatusError built from a capture snapshot below is resent counting 
   );
 });
 
+test('a Retry-After past maxRetryAfterMs fails at once even when what is left of it after the body read is within the cap', async () => {
+  // Retry-After: 1 under a cap of 800 ms, 500 ms of which the capture spent reading the
+  // body: what was left (500 ms) was within the cap, and the call slept and resent.
+  const { later } = await withTrickledAnswer(503, async (origin) => {
+    const fetch = createFetch({ use: [retry({ maxRetryAfterMs: 800 }), captureStatus({ bodyWaitMs: 500 })] });
+    const error = await fetch(origin).catch((e: unknown) => e);
+    assert.ok(error instanceof RetryAfterTooLongError, String(error));
+    assert.equal(error.retryAfterMs, 1_000);
+  });
+  assert.equal(later.length, 0, 'not resent');
+});
+
 test('a Retry-After beyond the cap fails at once with RetryAfterTooLongError after one request', async () => {
   await withServer(
     always({ status: 503, headers: { 'retry-after': '3600' }, body: 'maintenance' }),
