@@ -279,7 +279,13 @@ function breakwaterClient(url: URL): AgentClient {
   let step = 'connect';
   /** Resends this turn: each step's failure (`search HTTP 503`) with the waits before its resends. */
   const resends = new Map<string, string[]>();
+  /**
+   * The wait the last failure asked for: a retry event's delayMs is what was left of it once
+   * the failure's body had been read (a few ms less).
+   */
+  let asked: number | undefined;
   const onEvent = (event: BreakwaterEvent) => {
+    if (event.type === 'captured') asked = event.snapshot.retryAfterMs;
     if (event.type === 'retry') {
       const what = `${step} ${event.reason}`;
       if (!resends.has(what)) {
@@ -287,7 +293,9 @@ function breakwaterClient(url: URL): AgentClient {
         notes.push(what);
       }
       const wait =
-        event.delaySource === 'server' ? `${event.delayMs} ms, as the server asked` : `${event.delayMs} ms`;
+        event.delaySource === 'server'
+          ? `${asked ?? event.delayMs} ms, as the server asked`
+          : `${event.delayMs} ms`;
       resends.get(what)?.push(wait);
     } else if (event.type === 'give-up' && event.why === 'unsafe-to-resend') {
       notes.push('not resent: it may have run');
