@@ -51,7 +51,12 @@ export interface RetryEvent {
    * number, and it used none of `retry()`'s `attempts`.
    */
   attempt: number;
-  /** How long retry waits before the next attempt, in ms (0: at once); the wait ends at once on abort. */
+  /**
+   * How long retry waits before the next attempt, in ms (0: at once); the wait ends at once
+   * on abort. For `'server'`, what is left of the server's wait, counted from when its answer's
+   * headers arrived: a capture that read the body's start since took that off (the wait asked
+   * is the captured snapshot's or the error's `retryAfterMs`).
+   */
   delayMs: number;
   /**
    * Where the wait comes from: `'server'` (`Retry-After` and friends), `'backoff'` (a
