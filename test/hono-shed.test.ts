@@ -8,10 +8,12 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 // @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { cors } from 'hono/cors';
+import { HTTPException } from 'hono/http-exception';
 import { requestId } from 'hono/request-id';
 import { streamSSE } from 'hono/streaming';
+import { timeout } from 'hono/timeout';
 import { shed } from '../adapters/hono/shed.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -790,4 +792,49 @@ test('with holdUntilBodyEnds for POSTs, a real MCP server (Streamable HTTP, tool
       await client.close();
     }
   });
+});
+
+test("with holdUntilBodyEnds behind hono's timeout(), a handler that returns after the 504 was sent gives its slot back, quietly: only the timeout reaches onError", async () => {
+  // The 504 as Hono's own onError answers it (its body a stream the server reads), and as
+  // the exception's own Response (a string @hono/node-server writes without reading a stream).
+  const answers: [string, (error: HTTPException, c: Context) => Response][] = [
+    ['as the default onError', (error, c) => c.newResponse(error.getResponse().body, error.getResponse())],
+    ["as the exception's own Response", (error) => error.getResponse()],
+  ];
+  for (const [name, answer] of answers) {
+    const late = deferred();
+    const errors: unknown[] = [];
+    const app = new Hono();
+    app.use(timeout(50));
+    app.use(shed({ maxInFlight: 1, holdUntilBodyEnds: true }));
+    app.get('/slow', async (c) => {
+      await late.promise;
+      return c.text('too late');
+    });
+    app.get('/ok', (c) => c.text('ok'));
+    app.onError((error, c) => {
+      errors.push(error);
+      return error instanceof HTTPException ? answer(error, c) : c.text('error', 500);
+    });
+    await withApp(app, async ({ origin }) => {
+      const send = over(origin);
+      try {
+        assert.equal(await statusOf(send, '/slow'), 504, name);
+        assert.equal(
+          await statusOf(send, '/ok'),
+          503,
+          `${name}: the late handler still runs in the only slot`,
+        );
+        late.resolve();
+        assert.equal(await admittedWithin(send, '/ok'), 200, `${name}: the slot came back when it returned`);
+        assert.deepEqual(
+          errors.map((error) => (error instanceof HTTPException ? error.status : String(error))),
+          [504],
+          name,
+        );
+      } finally {
+        late.resolve();
+      }
+    });
+  }
 });

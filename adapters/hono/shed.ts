@@ -34,9 +34,10 @@ export interface ShedOptions {
    * until the handler returns: `true` for all, or `(c) => boolean`, asked once the
    * handler has returned (so it can read `c.res` as well as `c.req`). The slot then
    * comes back, exactly once, when the body ends, when the client cancels it or goes
-   * away, or when it errors; at once for an answer with no body and for a HEAD (whose
-   * body Hono drops unread). The body is passed through chunk by chunk as the server
-   * reads it, never buffered.
+   * away, or when it errors; at once for an answer with no body, for a HEAD (whose
+   * body Hono drops unread), for one whose body is already being read, and for one
+   * `app.onError` gave (a `timeout()` in front may have sent it while the handler ran).
+   * The body is passed through chunk by chunk as the server reads it, never buffered.
    *
    * Default `false`: a streaming handler (SSE, a model's token stream, an MCP
    * Streamable HTTP POST answered `text/event-stream`) returns its Response at once,
@@ -79,6 +80,18 @@ const optionsSchema = z.strictObject({
   retryAfterMs: z.optional(msSchema.check(z.minimum(0))),
   queueTimeoutMs: z.optional(msSchema.check(z.minimum(1))),
 });
+
+/**
+ * `res`'s body, or undefined when it cannot be had: @hono/node-server's Response throws
+ * for a body its server has already read.
+ */
+function bodyOf(res: Response | undefined): ReadableStream<Uint8Array> | null | undefined {
+  try {
+    return res?.body;
+  } catch {
+    return undefined;
+  }
+}
 
 /** How a wait in the queue ended. */
 type QueueOutcome = 'admitted' | 'timeout' | 'gone';
@@ -165,9 +178,10 @@ export function shed(options: ShedOptions): MiddlewareHandler {
     // a full one, a cost a predicate on c.res's content type spares a JSON answer.
     if (c.req.method === 'HEAD' || !holds(c)) return false;
     const res = c.res;
-    const body = res.body;
+    const body = bodyOf(res);
     const signal = c.req.raw.signal;
-    if (body === null || signal.aborted) return false;
+    // A body already read, or being read, is its reader's to end.
+    if (!body || body.locked || res.bodyUsed || signal.aborted) return false;
     const reader = body.getReader();
     let holding = true;
     const end = (): void => {
@@ -238,9 +252,13 @@ export function shed(options: ShedOptions): MiddlewareHandler {
       return refuse(c, `at capacity (${maxInFlight} requests in flight); not processed`);
     }
     let held = false;
+    const error = c.error;
     try {
       await next();
-      held = holds !== undefined && holdBody(c, holds);
+      // An answer app.onError gave while the handler ran is not held: it may be one given
+      // in its stead by a middleware in front that stopped waiting (hono/timeout's 504),
+      // which the server sent long ago, so a body held in its place would never be read.
+      held = holds !== undefined && c.error === error && holdBody(c, holds);
     } finally {
       if (!held) release();
     }
