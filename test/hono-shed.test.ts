@@ -8,12 +8,14 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 // @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { type Context, Hono } from 'hono';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
+import { compress } from 'hono/compress';
 import { cors } from 'hono/cors';
 import { HTTPException } from 'hono/http-exception';
 import { requestId } from 'hono/request-id';
 import { streamSSE } from 'hono/streaming';
 import { timeout } from 'hono/timeout';
+import { appendTrailingSlash, trimTrailingSlash } from 'hono/trailing-slash';
 import { shed } from '../adapters/hono/shed.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -834,6 +836,113 @@ test("with holdUntilBodyEnds behind hono's timeout(), a handler that returns aft
         );
       } finally {
         late.resolve();
+      }
+    });
+  }
+});
+
+/**
+ * An app whose `front` middleware sits before `shed({ maxInFlight: 1, holdUntilBodyEnds:
+ * true })`. `/stream?status=N` answers N with a text/plain body that sends `first`, then
+ * ends when the test calls `finish()`; `cancelled` resolves when that body was cancelled.
+ * `/dir/` and `/ok` answer at once.
+ */
+function frontedApp(front: MiddlewareHandler): {
+  app: Hono;
+  finish: () => void;
+  cancelled: Promise<void>;
+} {
+  const gate = deferred();
+  const cancelled = deferred();
+  const app = new Hono();
+  app.use(front);
+  app.use(shed({ maxInFlight: 1, holdUntilBodyEnds: true }));
+  app.get('/stream', (c) => {
+    let sent = false;
+    const body = new ReadableStream<Uint8Array>({
+      async pull(controller) {
+        if (!sent) {
+          sent = true;
+          controller.enqueue(new TextEncoder().encode('first\n'));
+          return;
+        }
+        await gate.promise;
+        controller.close();
+      },
+      cancel: () => cancelled.resolve(),
+    });
+    return c.body(body, Number(c.req.query('status') ?? 200) as 200, { 'content-type': 'text/plain' });
+  });
+  app.get('/dir/', (c) => c.text('dir'));
+  app.get('/ok', (c) => c.text('ok'));
+  app.onError((_, c) => c.text('internal', 500));
+  return { app, finish: gate.resolve, cancelled: cancelled.promise };
+}
+
+test('with holdUntilBodyEnds, an answer a middleware in front drops for another after shed() returned gives its slot back and has its body cancelled: hono/trailing-slash redirects, a c.res = … after next(), the onError answer to a throw after next()', async () => {
+  const cases: [string, MiddlewareHandler, string, number][] = [
+    ['appendTrailingSlash()', appendTrailingSlash(), '/dir', 301],
+    ['trimTrailingSlash()', trimTrailingSlash(), '/ok/', 301],
+    [
+      'a c.res = … after next()',
+      async (c, next) => {
+        await next();
+        if (c.res.status >= 500) c.res = c.json({ error: 'internal' }, 500);
+      },
+      '/stream?status=502',
+      500,
+    ],
+    [
+      'a throw after next()',
+      async (c, next) => {
+        await next();
+        if (c.req.path === '/stream') throw new Error('after next()');
+      },
+      '/stream',
+      500,
+    ],
+  ];
+  for (const [name, front, path, status] of cases) {
+    const t = frontedApp(front);
+    await withApp(t.app, async ({ origin }) => {
+      const send = over(origin);
+      try {
+        assert.equal(await statusOf(send, path, { redirect: 'manual' }), status, name);
+        if (path.startsWith('/stream')) await within(t.cancelled, `${name}: the dropped body's cancel`);
+        assert.equal(await statusOf(send, '/dir/'), 200, `${name}: the slot came back`);
+        assert.equal(await statusOf(send, '/dir/'), 200, `${name}: and stays free`);
+      } finally {
+        t.finish();
+      }
+    });
+  }
+});
+
+test('with holdUntilBodyEnds, an answer a middleware in front sends on in another Response (new Response(c.res.body, c.res), hono/compress) keeps its slot until its body ends', async () => {
+  const cases: [string, MiddlewareHandler][] = [
+    [
+      'new Response(c.res.body, c.res)',
+      async (c, next) => {
+        await next();
+        c.res = new Response(c.res.body, c.res);
+        c.res.headers.set('x-front', 'yes');
+      },
+    ],
+    ['compress()', compress({ encoding: 'gzip' })],
+  ];
+  for (const [name, front] of cases) {
+    const t = frontedApp(front);
+    await withApp(t.app, async ({ origin }) => {
+      const send = over(origin);
+      try {
+        const res = await send('/stream', { headers: { 'accept-encoding': 'gzip' } });
+        assert.equal(res.status, 200, name);
+        assert.equal(await statusOf(send, '/ok'), 503, `${name}: the open body holds the only slot`);
+        t.finish();
+        assert.equal(await within(res.text(), `${name}: the body`), 'first\n', name);
+        assert.equal(await admittedWithin(send, '/ok'), 200, `${name}: the slot came back when it ended`);
+      } finally {
+        t.finish();
       }
     });
   }

@@ -15,6 +15,7 @@ import * as z from 'zod/mini';
 import { functionOption, validate } from '../../src/options.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { answer, CLIENT_CLOSED_STATUS, exposeClientHeaders, problemResponse } from './problem.ts';
+import { watchResponse } from './response-watch.ts';
 
 /** Requests that may wait for a slot by default: none (refuse at once when full). */
 const DEFAULT_MAX_QUEUE = 0;
@@ -34,10 +35,20 @@ export interface ShedOptions {
    * until the handler returns: `true` for all, or `(c) => boolean`, asked once the
    * handler has returned (so it can read `c.res` as well as `c.req`). The slot then
    * comes back, exactly once, when the body ends, when the client cancels it or goes
-   * away, or when it errors; at once for an answer with no body, for a HEAD (whose
-   * body Hono drops unread), for one whose body is already being read, and for one
-   * `app.onError` gave (a `timeout()` in front may have sent it while the handler ran).
-   * The body is passed through chunk by chunk as the server reads it, never buffered.
+   * away, or when it errors, or when a middleware in front drops the answer for another
+   * (hono/trailing-slash's redirect, a `c.res = …` after `next()`, app.onError's answer
+   * to a throw after `next()`), whose body is then cancelled; at once for an answer with
+   * no body, for a HEAD (whose body Hono drops unread), for one whose body is already
+   * being read, and for one `app.onError` gave (a `timeout()` in front may have sent it
+   * while the handler ran). The body is passed through chunk by chunk as the server
+   * reads it, never buffered.
+   *
+   * Not heard, so the slot stays taken (@hono/node-server aborts no signal for an answer
+   * sent whole): a middleware in front that starts reading the body (a read, a
+   * `clone()`, a pipe) and drops it unfinished and uncancelled; a throw after `next()`
+   * of something that is not an `Error`, or from `app.onError` itself (Hono hands it to
+   * the server without setting `c.res`); a middleware in front that sets an answer of
+   * its own while the handler still runs, without throwing.
    *
    * Default `false`: a streaming handler (SSE, a model's token stream, an MCP
    * Streamable HTTP POST answered `text/event-stream`) returns its Response at once,
@@ -167,9 +178,10 @@ export function shed(options: ShedOptions): MiddlewareHandler {
    * Hands the slot to `c.res`'s body when `holds(c)` says so: the body is replaced by a
    * pass-through that releases it once, when the body ends, errors or is cancelled, or
    * when the request's signal aborts (the client went away: Bun's own server before
-   * 1.2 never cancelled a streamed body then, as hono's streamSSE() notes). It pulls a
-   * chunk only when the server asks for one (highWaterMark 0), so the server's
-   * backpressure reaches the handler's stream as before. False: the caller releases.
+   * 1.2 never cancelled a streamed body then, as hono's streamSSE() notes), or when a
+   * middleware in front drops the answer for another. It pulls a chunk only when the
+   * server asks for one (highWaterMark 0), so the server's backpressure reaches the
+   * handler's stream as before. False: the caller releases.
    */
   function holdBody(c: Context, holds: (c: Context) => boolean): boolean {
     // HEAD: Hono answers it with the GET handler's Response minus its body, which it
@@ -184,10 +196,12 @@ export function shed(options: ShedOptions): MiddlewareHandler {
     if (!body || body.locked || res.bodyUsed || signal.aborted) return false;
     const reader = body.getReader();
     let holding = true;
+    let unwatch = (): void => {};
     const end = (): void => {
       if (!holding) return;
       holding = false;
       signal.removeEventListener('abort', end);
+      unwatch();
       release();
     };
     signal.addEventListener('abort', end, { once: true });
@@ -213,6 +227,16 @@ export function shed(options: ShedOptions): MiddlewareHandler {
       { highWaterMark: 0 },
     );
     c.res = new Response(passThrough, res);
+    // A middleware in front may still drop this answer for another once shed() returned:
+    // hono/trailing-slash's redirect, a `c.res = …` after next(), app.onError's answer to
+    // a throw after next(). The body would then never be read nor cancelled, and
+    // @hono/node-server aborts the request's signal only for an answer cut short, so the
+    // slot would never come back: it is cancelled. Not when the new answer sends it on
+    // (`new Response(c.res.body, c.res)`) or it is being read (compress()'s
+    // pipeThrough(), a clone()): its reader ends or cancels it.
+    unwatch = watchResponse(c, (next) => {
+      if (!passThrough.locked && bodyOf(next) !== passThrough) passThrough.cancel().catch(() => {});
+    });
     return true;
   }
 
