@@ -1655,3 +1655,41 @@ test("a proxied answer and a problem in its stead carry the headers set in front
     });
   });
 });
+
+test("a proxied answer carries the cookies set in front before the upstream's own, as a c.json() answer carries them before the handler's: of two cookies of one name, a browser keeps the last, the upstream's", async () => {
+  await withServer(
+    always({ body: 'up', headers: { 'set-cookie': 'sid=upstream; Path=/', 'content-type': 'text/plain' } }),
+    async (up) => {
+      const app = new Hono();
+      app.use(async (c, next) => {
+        c.header('set-cookie', 'sid=front; Path=/', { append: true });
+        c.header('set-cookie', 'theme=dark; Path=/', { append: true });
+        await next();
+      });
+      app.get(
+        '/p',
+        proxy(`${up.origin}/x`, { policy: definePolicy({ name: 'up', retry: { attempts: 1 } }) }),
+      );
+      app.get('/json', (c) => {
+        c.header('set-cookie', 'sid=handler; Path=/', { append: true });
+        return c.json({ ok: true });
+      });
+      await withApp(app, async ({ origin }) => {
+        const json = await fetch(`${origin}/json`);
+        await json.text();
+        const proxied = await fetch(`${origin}/p`);
+        assert.equal(await proxied.text(), 'up');
+        assert.deepEqual(json.headers.getSetCookie(), [
+          'sid=front; Path=/',
+          'theme=dark; Path=/',
+          'sid=handler; Path=/',
+        ]);
+        assert.deepEqual(proxied.headers.getSetCookie(), [
+          'sid=front; Path=/',
+          'theme=dark; Path=/',
+          'sid=upstream; Path=/',
+        ]);
+      });
+    },
+  );
+});

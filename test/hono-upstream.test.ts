@@ -983,3 +983,28 @@ test("errorResponses()' answer carries the headers set in front for this request
     assert.deepEqual([thrown.status, thrown.headers.get('x-request-id')], [418, 'thrown']);
   });
 });
+
+test("errorResponses()' answer leaves out the headers that describe another body (content-length, content-encoding, content-range, transfer-encoding, content-type) which the handler set before it threw, so the client reads the problem whole, over a real server", async () => {
+  const app = new Hono();
+  app.use(requestId());
+  app.get('/file', (c) => {
+    c.header('content-length', '5000');
+    c.header('content-encoding', 'gzip');
+    c.header('content-range', 'bytes 0-4999/10000');
+    c.header('content-type', 'application/octet-stream');
+    throw new Error('ENOENT: the file went away');
+  });
+  app.onError(errorResponses());
+  await withApp(app, async ({ origin }) => {
+    const res = await fetch(`${origin}/file`, { headers: { 'x-request-id': 'file' } });
+    const problem = await problemOf(res);
+    assert.equal(problem.status, 500);
+    assert.deepEqual(
+      ['content-encoding', 'content-range', 'content-type', 'x-request-id'].map((name) =>
+        res.headers.get(name),
+      ),
+      [null, null, 'application/problem+json', 'file'],
+    );
+    assert.notEqual(res.headers.get('content-length'), '5000');
+  });
+});

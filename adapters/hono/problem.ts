@@ -50,30 +50,47 @@ export function exposeClientHeaders(c: Context, names: string | null = CLIENT_HE
 }
 
 /**
+ * The headers that describe a body, which a handler may have set for its own before it
+ * threw: put on another answer, they misdescribe it (a Content-Length longer than the
+ * body: the client's read fails). Content-Type is left alone as Hono's `c.res` setter
+ * leaves it.
+ */
+const BODY_HEADERS = /^(?:content-(?:length|encoding|range|type)|transfer-encoding)$/;
+
+/**
  * `response` with the headers it lacks of those the middlewares in front set for this
  * exchange (`c.header()` before `next()`: hono/request-id's X-Request-Id, a trace id), as
  * Hono's own `c.json()` answers have them. Returned bare, a response loses them (Hono
  * merges only a `c.res` already made), so the 429s and 503s an operator looks up had no
- * request id, nor had a proxied answer. Its own headers win; a cookie it already sets is
- * not added twice, so a second pass adds nothing. `c.newResponse()` reads them without
- * making `c.res`, which would change how Hono merges a handler's answer.
+ * request id, nor had a proxied answer. Its own headers win, and those that describe a
+ * body ({@link BODY_HEADERS}) are never taken. Cookies set in front go before its own, as
+ * `c.json()` orders them, so of two of one name a browser keeps its own (the last); one
+ * it already sets is not added twice, so a second pass adds nothing. `c.newResponse()`
+ * reads them without making `c.res`, which would change how Hono merges a handler's answer.
  */
 export function answer(c: Context, response: Response): Response {
   const { headers } = response;
+  const cookies = headers.getSetCookie();
   let merged: Headers | undefined;
   for (const [name, value] of c.newResponse(null).headers) {
-    if (name === 'set-cookie' ? headers.getSetCookie().includes(value) : headers.has(name)) continue;
-    merged ??= new Headers(headers);
+    if (BODY_HEADERS.test(name) || (name === 'set-cookie' ? cookies.includes(value) : headers.has(name))) {
+      continue;
+    }
+    if (merged === undefined) {
+      merged = new Headers(headers);
+      merged.delete('set-cookie');
+    }
     merged.append(name, value);
   }
-  return merged === undefined
-    ? response
-    : new Response(response.body, {
-        status: response.status,
-        statusText: response.statusText,
-        headers: merged,
-      });
+  if (merged === undefined) return response;
+  for (const cookie of cookies) merged.append('set-cookie', cookie);
+  return new Response(response.body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: merged,
+  });
 }
+
 /** The media type of RFC 9457 problem details. */
 export const PROBLEM_JSON = 'application/problem+json';
 
