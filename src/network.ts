@@ -211,10 +211,13 @@ const WORKERD_LOST = /^network connection lost/;
  * So does a redirect to a URL with credentials (`Location: http://user:pass@host/`):
  * undici's `cross origin not allowed for request mode "cors"` (Deno and Bun follow it).
  * So does a redirect whose `Location` does not parse: undici's cause `Invalid URL` (see
- * {@link BAD_LOCATION}).
+ * {@link BAD_LOCATION}). So does a 307 or 308 to a request with a byte body (a typed array,
+ * an `ArrayBuffer`) on Node 20: undici sends the bytes again from a buffer it detached,
+ * `Cannot perform ArrayBuffer.prototype.slice on a detached ArrayBuffer`, on every try
+ * (Deno and Bun follow it).
  */
 const LOCAL_REFUSAL =
-  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url|headers overflow|message head is too large|unexpected redirect|redirect mode|integrity mismatch|redeliver|cross origin|invalid url/;
+  /bad port|unknown scheme|url scheme must be a http\(s\) scheme|redirect count exceeded|requests to port|maximum number of redirects|can not redirect to a non http\(s\) url|headers overflow|message head is too large|unexpected redirect|redirect mode|integrity mismatch|redeliver|cross origin|invalid url|detached arraybuffer/;
 
 /**
  * How fetch says (its message and then its cause's, `|` between) that the server
