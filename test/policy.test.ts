@@ -187,82 +187,63 @@ test('middleware given to policy.fetch({ use }) runs outside retry: a POST it ma
   });
 });
 
-test("resend: 'never' holds for auth() too: a GET answered 303 ran, and its hop's 401 is not sent again after the refresh", async () => {
-  // Found by test/policy-properties.test.ts: auth() resent an idempotent call after a 401
-  // reached through a redirect, whatever retry's resend rule said.
-  await withServer(
+/**
+ * One call through `definePolicy(config).fetch()` with auth() (token-0, refreshed to token-1,
+ * token-2, ...) to a server that answers 303 to /hop, then 401 there, then 200: the status,
+ * each request the server read (`METHOD url authorization`) and the refreshes made.
+ */
+async function afterHop401(
+  config: PolicyConfig,
+  init: RequestInit = {},
+): Promise<{ status: number; requests: string[]; refreshes: number }> {
+  return withServer(
     sequence({ status: 303, headers: { location: '/hop' } }, { status: 401 }, { status: 200 }),
     async (server) => {
       let refreshes = 0;
-      const fetch = definePolicy({ retry: { backoff: fast, resend: 'never' } }).fetch(undefined, {
+      const fetch = definePolicy(config).fetch(undefined, {
         auth: { token: 'token-0', refresh: async () => `token-${++refreshes}` },
       });
-      const res = await fetch(`${server.origin}/orders/run`);
-      assert.equal(res.status, 401);
+      const res = await fetch(`${server.origin}/orders${init.method === 'POST' ? '' : '/run'}`, init);
       await res.body?.cancel();
-      assert.deepEqual(
-        server.requests.map((r) => `${r.method} ${r.url}`),
-        ['GET /orders/run', 'GET /hop'],
-      );
-      // The token is refreshed all the same: the next call goes with the new one.
-      assert.equal(refreshes, 1);
+      const requests = server.requests.map((r) => `${r.method} ${r.url} ${r.headers.authorization}`);
+      return { status: res.status, requests, refreshes };
     },
   );
+}
+
+test("resend: 'never' holds for auth() too: a GET answered 303 ran, and its hop's 401 is not sent again after the refresh", async () => {
+  // Found by test/policy-properties.test.ts: auth() resent an idempotent call after a 401
+  // reached through a redirect, whatever retry's resend rule said.
+  const { status, requests, refreshes } = await afterHop401({ retry: { backoff: fast, resend: 'never' } });
+  assert.equal(status, 401);
+  assert.deepEqual(requests, ['GET /orders/run Bearer token-0', 'GET /hop Bearer token-0']);
+  // The token is refreshed all the same: the next call goes with the new one.
+  assert.equal(refreshes, 1);
 });
 
 test("resend: 'never' holds for auth() with a single attempt too, where the policy builds no retry()", async () => {
-  await withServer(
-    sequence({ status: 303, headers: { location: '/hop' } }, { status: 401 }, { status: 200 }),
-    async (server) => {
-      const fetch = definePolicy({ retry: { attempts: 1, resend: 'never' } }).fetch(undefined, {
-        auth: { token: 'token-0', refresh: async () => 'token-1' },
-      });
-      const res = await fetch(`${server.origin}/orders/run`);
-      assert.equal(res.status, 401);
-      await res.body?.cancel();
-      assert.deepEqual(
-        server.requests.map((r) => `${r.method} ${r.url}`),
-        ['GET /orders/run', 'GET /hop'],
-      );
-    },
-  );
+  const { status, requests } = await afterHop401({ retry: { attempts: 1, resend: 'never' } });
+  assert.equal(status, 401);
+  assert.deepEqual(requests, ['GET /orders/run Bearer token-0', 'GET /hop Bearer token-0']);
 });
 
 test("resend: 'never' holds for a keyed POST too: answered 303 it ran, and auth() does not send it again after its hop's 401", async () => {
-  await withServer(
-    sequence({ status: 303, headers: { location: '/hop' } }, { status: 401 }, { status: 200 }),
-    async (server) => {
-      const fetch = definePolicy({ retry: { backoff: fast, resend: 'never' }, idempotencyKeys: true }).fetch(
-        undefined,
-        { auth: { token: 'token-0', refresh: async () => 'token-1' } },
-      );
-      const res = await fetch(`${server.origin}/orders`, { method: 'POST', body: '{"item":"book"}' });
-      assert.equal(res.status, 401);
-      await res.body?.cancel();
-      assert.deepEqual(
-        server.requests.map((r) => `${r.method} ${r.url}`),
-        ['POST /orders', 'GET /hop'],
-      );
-    },
+  const { status, requests } = await afterHop401(
+    { retry: { backoff: fast, resend: 'never' }, idempotencyKeys: true },
+    { method: 'POST', body: '{"item":"book"}' },
   );
+  assert.equal(status, 401);
+  assert.deepEqual(requests, ['POST /orders Bearer token-0', 'GET /hop Bearer token-0']);
 });
 
 test("with resend: 'safe' auth() still resends a GET whose hop met a 401, with the new token", async () => {
-  await withServer(
-    sequence({ status: 303, headers: { location: '/hop' } }, { status: 401 }, { status: 200 }),
-    async (server) => {
-      const fetch = definePolicy({ retry: { backoff: fast } }).fetch(undefined, {
-        auth: { token: 'token-0', refresh: async () => 'token-1' },
-      });
-      const res = await fetch(`${server.origin}/orders/run`);
-      assert.equal(res.status, 200);
-      await res.body?.cancel();
-      assert.deepEqual(
-        server.requests.map((r) => `${r.method} ${r.url} ${r.headers.authorization}`),
-        ['GET /orders/run Bearer token-0', 'GET /hop Bearer token-0', 'GET /orders/run Bearer token-1'],
-      );
-    },
-  );
+  const { status, requests } = await afterHop401({ retry: { backoff: fast } });
+  assert.equal(status, 200);
+  assert.deepEqual(requests, [
+    'GET /orders/run Bearer token-0',
+    'GET /hop Bearer token-0',
+    'GET /orders/run Bearer token-1',
+  ]);
 });
 
 test('policy.fetch({ use }) that is not a list of functions is a TypeError naming each bad entry', () => {
