@@ -12,7 +12,7 @@ import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/ups
 import { definePolicy } from '../src/policy.ts';
 import { type JsonValue, memoryStore, type Store } from '../src/store.ts';
 import { withApp } from './helpers/hono-server.ts';
-import { closedPort } from './helpers/server.ts';
+import { always, closedPort, withServer } from './helpers/server.ts';
 
 const KEY = '"8e03978e-40d5-43e8-bc93-6894a57f9324"';
 
@@ -2782,4 +2782,71 @@ test("a replay carries the repeat's own headers set in front (hono/request-id's 
     assert.deepEqual(seen(first), ['first', '1', 'private, max-age=60']);
     assert.deepEqual(seen(repeat), ['repeat', '1', 'private, max-age=60']);
   });
+});
+
+test("a header the handler sets to the value a middleware in front set (c.header(), c.json()'s headers, a Response of its own, a proxied upstream's) replays as the handler set it; one only the front set is the repeat's own, over a real server", async () => {
+  await withServer(
+    always({ status: 201, body: '{"id":"up"}', headers: { 'content-language': 'en' } }),
+    async (up) => {
+      let runs = 0;
+      const app = new Hono();
+      app.use(requestId());
+      // The front negotiates a language for the exchange; every handler here speaks English only.
+      app.use(async (c, next) => {
+        c.header('content-language', c.req.header('accept-language') === 'de' ? 'de' : 'en');
+        await next();
+      });
+      app.use('/orders/*', idempotency());
+      app.post('/orders/header', (c) => {
+        runs++;
+        c.header('content-language', 'en');
+        return c.json({ id: 'header' }, 201);
+      });
+      app.post('/orders/json', (c) => {
+        runs++;
+        return c.json({ id: 'json' }, 201, { 'content-language': 'en' });
+      });
+      app.post('/orders/own', () => {
+        runs++;
+        return new Response('{"id":"own"}', {
+          status: 201,
+          headers: { 'content-type': 'application/json', 'content-language': 'en' },
+        });
+      });
+      app.post('/orders/proxied', proxy(`${up.origin}/`, { policy: definePolicy({ name: 'up' }) }));
+      app.post('/orders/front', (c) => {
+        runs++;
+        return c.json({ id: 'front' }, 201);
+      });
+      await withApp(app, async ({ origin }) => {
+        const send = async (path: string, language: string, id: string): Promise<(string | null)[]> => {
+          const res = await fetch(
+            `${origin}/orders/${path}`,
+            post('{"item":"kettle"}', KEY, { 'accept-language': language, 'x-request-id': id }),
+          );
+          await res.text();
+          return [
+            String(res.status),
+            res.headers.get(REPLAYED_HEADER),
+            res.headers.get('content-language'),
+            res.headers.get('x-request-id'),
+          ];
+        };
+        for (const path of ['header', 'json', 'own', 'proxied']) {
+          // Hono sends a Response of the handler's own without the headers set in front.
+          const id = path === 'own' ? null : 'first';
+          assert.deepEqual(await send(path, 'en', 'first'), ['201', null, 'en', id], path);
+          assert.deepEqual(await send(path, 'de', 'repeat'), ['201', 'true', 'en', 'repeat'], path);
+        }
+        assert.deepEqual(await send('front', 'en', 'first'), ['201', null, 'en', 'first']);
+        assert.deepEqual(
+          await send('front', 'de', 'repeat'),
+          ['201', 'true', 'de', 'repeat'],
+          'set in front only',
+        );
+        assert.equal(runs, 4);
+        assert.equal(up.requests.length, 1);
+      });
+    },
+  );
 });

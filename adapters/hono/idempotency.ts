@@ -20,7 +20,7 @@ import { functionOption, validate } from '../../src/options.ts';
 import { type JsonValue, memoryStore, type Store, storeSchema } from '../../src/store.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { sha256Hex } from './digest.ts';
-import { answer, exposeClientHeaders, problemResponse } from './problem.ts';
+import { answer, exposeClientHeaders, problemResponse, TAKEN_FROM_FRONT } from './problem.ts';
 import { NOT_RUN_REQUESTS, NOT_RUN_STATUSES, RUN_TO_END } from './upstream.ts';
 
 /** How long a record is kept (24 h): long enough for any client's retries, as Stripe keeps keys. */
@@ -437,22 +437,60 @@ function fromBase64(text: string): Uint8Array<ArrayBuffer> {
 }
 
 /**
- * The response headers a replay may repeat, in order. Not those the middlewares in front
- * set for this exchange (`outer`, as they were before the handler ran: hono/request-id's
- * X-Request-Id, a trace id): a repeat's own go out with its replay (see `answer()`), and
- * kept, the first request's id went out with every replay, in place of the repeat's.
+ * The response headers a replay may repeat, in order. Not those only the middlewares in
+ * front set for this exchange (`fromFront`: hono/request-id's X-Request-Id, a trace id): a
+ * repeat's own go out with its replay (see `answer()`), and kept, the first request's id
+ * went out with every replay, in place of the repeat's.
  */
-function storableHeaders(headers: Headers, outer: Headers): [string, string][] {
+function storableHeaders(
+  headers: Headers,
+  fromFront: (name: string, value: string) => boolean,
+): [string, string][] {
   // Headers named in Connection are hop-by-hop too (RFC 9110 §7.6.1).
   const nominated = new Set(
     (headers.get('connection') ?? '').split(',').map((name) => name.trim().toLowerCase()),
   );
   const kept: [string, string][] = [];
   for (const [name, value] of headers) {
-    if (UNSTORED_HEADERS.test(name) || nominated.has(name) || outer.get(name) === value) continue;
+    if (UNSTORED_HEADERS.test(name) || nominated.has(name) || fromFront(name, value)) continue;
     kept.push([name, value]);
   }
   return kept;
+}
+
+/**
+ * The context methods through which a handler sets headers: `c.header()` (and so
+ * `c.redirect()`), and those that build an answer from the headers set so far and the
+ * ones passed to them.
+ */
+const SETTERS = ['header', 'body', 'text', 'json', 'html', 'newResponse'] as const;
+
+/**
+ * Runs `next`, noting in `names` each header name set behind this middleware meanwhile
+ * through one of the {@link SETTERS}. Such a header is the handler's own even when its
+ * value is the one set in front (a Content-Language it always sends, which the front
+ * negotiated to the same for the first request): replayed, it must stay its own.
+ */
+async function noteHeaders(c: Context, names: Set<string>, next: () => Promise<void>): Promise<void> {
+  const methods = c as unknown as Record<string, ((...args: unknown[]) => unknown) | undefined>;
+  const saved = SETTERS.map((name) => methods[name]);
+  SETTERS.forEach((name, i) => {
+    methods[name] = (...args) => {
+      // c.header(name, value, options); c.json(data, status | init, headers).
+      const given = i ? [(args[1] as ResponseInit | undefined)?.headers, args[2]] : [[[args[0], '']]];
+      for (const headers of given) {
+        if (headers) for (const key of new Headers(headers as ResponseInit['headers']).keys()) names.add(key);
+      }
+      return saved[i]?.(...args);
+    };
+  });
+  try {
+    await next();
+  } finally {
+    SETTERS.forEach((name, i) => {
+      methods[name] = saved[i];
+    });
+  }
 }
 
 /**
@@ -596,8 +634,12 @@ function answerRepeat(record: IdempotencyRecord, print: Print): Response {
  *   `Retry-After: 1` and `x-should-retry: true` (it did not run: resend it).
  * - **What is stored**: the response the client got, whatever its status (a 500 from
  *   a handler that threw is stored and replayed: it may have had effects), minus
- *   hop-by-hop headers, `set-cookie`, `content-length` and the headers middlewares in front
- *   set for the request (a request id: a replay carries the repeat's own). A response that says the
+ *   hop-by-hop headers, `set-cookie`, `content-length` and the headers only middlewares in
+ *   front set for the request (a request id: a replay carries the repeat's own). A header
+ *   set behind this middleware (`c.header()`, the headers given to `c.json()` and the
+ *   like, those of a Response the handler made itself or proxy() passed on) is kept,
+ *   even with the value set in front; one written straight into `c.res.headers` with
+ *   that value is taken for the front's. A response that says the
  *   request did not run (401, 403, 407, 408, 429, or `x-should-retry: true`) releases
  *   the key instead, so a retry runs the handler. `text/event-stream` responses and
  *   bodies over `maxBodyBytes` are sent but not stored: repeats get 409 "not
@@ -777,16 +819,16 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
    * passes the limit. The body is read ahead of the client (at most `maxBodyBytes`
    * queued), so the record is saved even when nobody reads the response (the
    * connection dropped); a client that cancels has the rest read for it, so its retry
-   * finds the whole response. `outer`: the headers set in front (see {@link storableHeaders}).
+   * finds the whole response. `fromFront`: see {@link storableHeaders}.
    */
   async function capture(
     response: Response,
     print: Print,
     save: (record: DoneRecord | UnreplayableRecord) => Promise<unknown>,
-    outer: Headers,
+    fromFront: (name: string, value: string) => boolean,
   ): Promise<Response> {
     const { status, headers, body } = response;
-    const stored = storableHeaders(headers, outer);
+    const stored = storableHeaders(headers, fromFront);
     const unreplayable = (reason: UnreplayableRecord['reason']): Promise<unknown> =>
       save({ state: 'unreplayable', ...print, status, reason });
     // An event stream may run for minutes, and a replay could not reproduce its timing anyway.
@@ -809,7 +851,7 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
         // (read to its end here, so it is saved before the client sees the break). The
         // copy goes first: a drain timer firing during that write must leave the 500 be.
         kept = undefined;
-        await (await capture(internalError(), print, save, outer)).arrayBuffer();
+        await (await capture(internalError(), print, save, fromFront)).arrayBuffer();
         throw error;
       }
       if (kept === undefined) return chunk;
@@ -990,15 +1032,23 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     // What the middlewares in front set so far, to be left out of the record: a copy, as
     // @hono/node-server's Response may hold the very Headers the handler goes on to set.
     const outer = new Headers(c.newResponse(null).headers);
+    const ownNames = new Set<string>();
     let response: Response;
     try {
-      await next();
+      await noteHeaders(c, ownNames, next);
       response = c.res;
     } catch {
       // Hono's compose turns a thrown Error into the app's onError response before it
       // reaches here; anything else thrown (a string, say) ends up here.
       response = internalError();
     }
+    // An answer that lacks a header set in front was made without them (a Response of the
+    // handler's own, an upstream's): its headers are its maker's, even one whose value is
+    // the front's, but for those answer() took from the front.
+    const taken = TAKEN_FROM_FRONT.get(response);
+    const made = taken !== undefined || [...outer.keys()].some((name) => !response.headers.has(name));
+    const fromFront = (name: string, value: string): boolean =>
+      outer.get(name) === value && !ownNames.has(name) && (!made || taken?.has(name) === true);
 
     if (saysNotRun(response, c.req.raw)) {
       await letGo();
@@ -1030,10 +1080,10 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     };
     let sent: Response;
     try {
-      sent = await capture(response, print, save, outer);
+      sent = await capture(response, print, save, fromFront);
     } catch {
       // Its body could not be read at all (already used): the client, and repeats, get a 500.
-      sent = await capture(internalError(), print, save, outer);
+      sent = await capture(internalError(), print, save, fromFront);
     }
     setResponse(c, sent);
   };

@@ -71,6 +71,7 @@ const BODY_HEADERS = /^(?:content-(?:length|encoding|range|type)|transfer-encodi
 export function answer(c: Context, response: Response): Response {
   const { headers } = response;
   const cookies = headers.getSetCookie();
+  const taken = new Set<string>();
   let merged: Headers | undefined;
   for (const [name, value] of c.newResponse(null).headers) {
     if (BODY_HEADERS.test(name) || (name === 'set-cookie' ? cookies.includes(value) : headers.has(name))) {
@@ -81,15 +82,24 @@ export function answer(c: Context, response: Response): Response {
       merged.delete('set-cookie');
     }
     merged.append(name, value);
+    taken.add(name);
   }
   if (merged === undefined) return response;
   for (const cookie of cookies) merged.append('set-cookie', cookie);
-  return new Response(response.body, {
+  const out = new Response(response.body, {
     status: response.status,
     statusText: response.statusText,
     headers: merged,
   });
+  TAKEN_FROM_FRONT.set(out, taken);
+  return out;
 }
+
+/**
+ * The names {@link answer} took from the headers set in front, for each answer it added
+ * some to: idempotency() keeps them out of its record, and keeps the answer's own.
+ */
+export const TAKEN_FROM_FRONT: WeakMap<Response, ReadonlySet<string>> = new WeakMap();
 
 /** The media type of RFC 9457 problem details. */
 export const PROBLEM_JSON = 'application/problem+json';
