@@ -16,6 +16,7 @@ import { requestId } from 'hono/request-id';
 import { streamSSE } from 'hono/streaming';
 import { timeout } from 'hono/timeout';
 import { appendTrailingSlash, trimTrailingSlash } from 'hono/trailing-slash';
+import { idempotency } from '../adapters/hono/idempotency.ts';
 import { shed } from '../adapters/hono/shed.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { definePolicy } from '../src/policy.ts';
@@ -845,7 +846,7 @@ test("with holdUntilBodyEnds behind hono's timeout(), a handler that returns aft
  * An app whose `front` middleware sits before `shed({ maxInFlight: 1, holdUntilBodyEnds:
  * true })`. `/stream?status=N` answers N with a text/plain body that sends `first`, then
  * ends when the test calls `finish()`; `cancelled` resolves when that body was cancelled.
- * `/dir/` and `/ok` answer at once.
+ * A POST to `/stream` answers the same. `/dir/` and `/ok` answer at once.
  */
 function frontedApp(front: MiddlewareHandler): {
   app: Hono;
@@ -857,7 +858,7 @@ function frontedApp(front: MiddlewareHandler): {
   const app = new Hono();
   app.use(front);
   app.use(shed({ maxInFlight: 1, holdUntilBodyEnds: true }));
-  app.get('/stream', (c) => {
+  app.on(['GET', 'POST'], '/stream', (c) => {
     let sent = false;
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {
@@ -879,7 +880,7 @@ function frontedApp(front: MiddlewareHandler): {
   return { app, finish: gate.resolve, cancelled: cancelled.promise };
 }
 
-test('with holdUntilBodyEnds, an answer a middleware in front drops for another after shed() returned gives its slot back and has its body cancelled: hono/trailing-slash redirects, a c.res = … after next(), the onError answer to a throw after next()', async () => {
+test('with holdUntilBodyEnds, an answer a middleware in front drops for another after shed() returned gives its slot back and has its body cancelled: hono/trailing-slash redirects, a c.res = … after next() (after a c.res = undefined too, or that alone), the onError answer to a throw after next()', async () => {
   const cases: [string, MiddlewareHandler, string, number][] = [
     ['appendTrailingSlash()', appendTrailingSlash(), '/dir', 301],
     ['trimTrailingSlash()', trimTrailingSlash(), '/ok/', 301],
@@ -901,6 +902,26 @@ test('with holdUntilBodyEnds, an answer a middleware in front drops for another 
       '/stream',
       500,
     ],
+    [
+      'a c.res = undefined, then a new answer',
+      async (c, next) => {
+        await next();
+        if (c.req.path !== '/stream') return;
+        c.res = undefined;
+        c.res = new Response('replaced', { status: 500 });
+      },
+      '/stream',
+      500,
+    ],
+    [
+      'a c.res = undefined left so (Hono then answers an empty 200)',
+      async (c, next) => {
+        await next();
+        if (c.req.path === '/stream') c.res = undefined;
+      },
+      '/stream',
+      200,
+    ],
   ];
   for (const [name, front, path, status] of cases) {
     const t = frontedApp(front);
@@ -918,7 +939,7 @@ test('with holdUntilBodyEnds, an answer a middleware in front drops for another 
   }
 });
 
-test('with holdUntilBodyEnds, an answer a middleware in front sends on in another Response (new Response(c.res.body, c.res), hono/compress) keeps its slot until its body ends', async () => {
+test('with holdUntilBodyEnds, an answer a middleware in front sends on in another Response (new Response(c.res.body, c.res), hono/compress, c.res = undefined then a Response of the same body, idempotency()) keeps its slot until its body ends', async () => {
   const cases: [string, MiddlewareHandler][] = [
     [
       'new Response(c.res.body, c.res)',
@@ -929,13 +950,29 @@ test('with holdUntilBodyEnds, an answer a middleware in front sends on in anothe
       },
     ],
     ['compress()', compress({ encoding: 'gzip' })],
+    [
+      // Hono's documented way to replace an answer's headers.
+      'c.res = undefined; c.res = new Response(body, …)',
+      async (c, next) => {
+        await next();
+        const { body, status, headers } = c.res;
+        c.res = undefined;
+        c.res = new Response(body, { status, headers: { ...Object.fromEntries(headers), 'x-front': 'yes' } });
+      },
+    ],
+    // A keyed POST: idempotency() sets c.res = undefined, then its answer with the same body.
+    ['idempotency()', idempotency()],
   ];
   for (const [name, front] of cases) {
     const t = frontedApp(front);
     await withApp(t.app, async ({ origin }) => {
       const send = over(origin);
       try {
-        const res = await send('/stream', { headers: { 'accept-encoding': 'gzip' } });
+        const init: RequestInit = { headers: { 'accept-encoding': 'gzip' } };
+        if (name === 'idempotency()') {
+          Object.assign(init, { method: 'POST', body: '{}', headers: { 'idempotency-key': '"k1"' } });
+        }
+        const res = await send('/stream', init);
         assert.equal(res.status, 200, name);
         assert.equal(await statusOf(send, '/ok'), 503, `${name}: the open body holds the only slot`);
         t.finish();

@@ -10,8 +10,14 @@
 
 import type { Context } from 'hono';
 
-/** Told what `c.res` is about to become, before Hono sets it (so `c.res` is still the old one). */
-export type ResponseWatcher = (next: Response | undefined) => void;
+/**
+ * Told what `c.res` is about to become, before Hono sets it (so `c.res` is still the old
+ * one). A set to `undefined` is no answer yet: Hono's documented way to replace headers
+ * is `c.res = undefined; c.res = new Response(c.res.body, …)`, and idempotency() does the
+ * same, so the watchers hear the next set instead, or, if `c.res` is read first, the
+ * answer Hono's getter makes then.
+ */
+export type ResponseWatcher = (next: Response) => void;
 
 /** The watchers of each watched context (one `res` accessor per context, however many watch). */
 const watched = new WeakMap<Context, Set<ResponseWatcher>>();
@@ -36,11 +42,20 @@ export function watchResponse(c: Context, watcher: ResponseWatcher): () => void 
     const all = new Set<ResponseWatcher>();
     watchers = all;
     watched.set(c, all);
+    let unset = false;
     Object.defineProperty(c, 'res', {
       configurable: true,
-      get: () => get.call(c),
+      get() {
+        const res: Response = get.call(c);
+        if (unset) {
+          unset = false;
+          for (const each of all) each(res);
+        }
+        return res;
+      },
       set(value: Response | undefined) {
-        for (const each of all) each(value);
+        unset = value === undefined;
+        if (value !== undefined) for (const each of all) each(value);
         set.call(c, value);
       },
     });

@@ -232,8 +232,9 @@ export function shed(options: ShedOptions): MiddlewareHandler {
     // a throw after next(). The body would then never be read nor cancelled, and
     // @hono/node-server aborts the request's signal only for an answer cut short, so the
     // slot would never come back: it is cancelled. Not when the new answer sends it on
-    // (`new Response(c.res.body, c.res)`) or it is being read (compress()'s
-    // pipeThrough(), a clone()): its reader ends or cancels it.
+    // (`new Response(c.res.body, c.res)`, also after a `c.res = undefined`, which
+    // watchResponse() never passes on) or it is being read (compress()'s pipeThrough(),
+    // a clone()): its reader ends or cancels it.
     unwatch = watchResponse(c, (next) => {
       if (!passThrough.locked && bodyOf(next) !== passThrough) passThrough.cancel().catch(() => {});
     });
