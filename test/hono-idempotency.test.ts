@@ -2850,3 +2850,30 @@ test("a header the handler sets to the value a middleware in front set (c.header
     },
   );
 });
+
+test("a handler that removes one header set in front (c.header(name, undefined)) still has a replay carry the repeat's own X-Request-Id, not the first request's, over a real server", async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use(requestId());
+  app.use(async (c, next) => {
+    c.header('x-served-by', 'edge-1');
+    c.header('cache-control', 'no-store');
+    await next();
+  });
+  app.use(idempotency());
+  app.post('/orders', (c) => {
+    runs++;
+    c.header('cache-control', undefined);
+    return c.json({ id: 'o1' }, 201);
+  });
+  await withApp(app, async ({ origin }) => {
+    const send = async (id: string): Promise<(string | null)[]> => {
+      const res = await fetch(`${origin}/orders`, post('{"item":"kettle"}', KEY, { 'x-request-id': id }));
+      await res.text();
+      return [String(res.status), res.headers.get(REPLAYED_HEADER), res.headers.get('x-request-id')];
+    };
+    assert.deepEqual(await send('first'), ['201', null, 'first']);
+    assert.deepEqual(await send('repeat'), ['201', 'true', 'repeat'], "the repeat's own id");
+    assert.equal(runs, 1);
+  });
+});

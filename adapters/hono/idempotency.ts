@@ -471,11 +471,13 @@ const SETTERS = ['header', 'body', 'text', 'json', 'html', 'newResponse'] as con
  * value is the one set in front (a Content-Language it always sends, which the front
  * negotiated to the same for the first request): replayed, it must stay its own.
  */
-async function noteHeaders(c: Context, names: Set<string>, next: () => Promise<void>): Promise<void> {
+async function noteHeaders(c: Context, names: Set<string>, next: () => Promise<void>): Promise<boolean> {
   const methods = c as unknown as Record<string, ((...args: unknown[]) => unknown) | undefined>;
   const saved = SETTERS.map((name) => methods[name]);
+  let built = false;
   SETTERS.forEach((name, i) => {
     methods[name] = (...args) => {
+      built ||= i > 0;
       // c.header(name, value, options); c.json(data, status | init, headers).
       const given = i ? [(args[1] as ResponseInit | undefined)?.headers, args[2]] : [[[args[0], '']]];
       for (const headers of given) {
@@ -491,6 +493,7 @@ async function noteHeaders(c: Context, names: Set<string>, next: () => Promise<v
       methods[name] = saved[i];
     });
   }
+  return built;
 }
 
 /**
@@ -637,9 +640,9 @@ function answerRepeat(record: IdempotencyRecord, print: Print): Response {
  *   hop-by-hop headers, `set-cookie`, `content-length` and the headers only middlewares in
  *   front set for the request (a request id: a replay carries the repeat's own). A header
  *   set behind this middleware (`c.header()`, the headers given to `c.json()` and the
- *   like, those of a Response the handler made itself or proxy() passed on) is kept,
- *   even with the value set in front; one written straight into `c.res.headers` with
- *   that value is taken for the front's. A response that says the
+ *   like, those of a Response the handler made itself, without `c`, or proxy() passed
+ *   on) is kept, even with the value set in front; one written straight into
+ *   `c.res.headers` with that value is taken for the front's. A response that says the
  *   request did not run (401, 403, 407, 408, 429, or `x-should-retry: true`) releases
  *   the key instead, so a retry runs the handler. `text/event-stream` responses and
  *   bodies over `maxBodyBytes` are sent but not stored: repeats get 409 "not
@@ -1034,19 +1037,23 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     const outer = new Headers(c.newResponse(null).headers);
     const ownNames = new Set<string>();
     let response: Response;
+    let built = true;
     try {
-      await noteHeaders(c, ownNames, next);
+      built = await noteHeaders(c, ownNames, next);
       response = c.res;
     } catch {
       // Hono's compose turns a thrown Error into the app's onError response before it
       // reaches here; anything else thrown (a string, say) ends up here.
       response = internalError();
     }
-    // An answer that lacks a header set in front was made without them (a Response of the
-    // handler's own, an upstream's): its headers are its maker's, even one whose value is
-    // the front's, but for those answer() took from the front.
+    // An answer the handler built with none of c.body(), c.json() and the like, lacking a
+    // header set in front, was made without them (a Response of its own, an upstream's):
+    // its headers are its maker's, even one whose value is the front's, but for those
+    // answer() took from the front. One built through c lacks a front header only where
+    // the handler removed it (c.header(name, undefined)), which says nothing of the others.
     const taken = TAKEN_FROM_FRONT.get(response);
-    const made = taken !== undefined || [...outer.keys()].some((name) => !response.headers.has(name));
+    const made =
+      taken !== undefined || (!built && [...outer.keys()].some((name) => !response.headers.has(name)));
     const fromFront = (name: string, value: string): boolean =>
       outer.get(name) === value && !ownNames.has(name) && (!made || taken?.has(name) === true);
 
