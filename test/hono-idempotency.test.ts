@@ -2877,3 +2877,31 @@ test("a handler that removes one header set in front (c.header(name, undefined))
     assert.equal(runs, 1);
   });
 });
+
+test('a replay keeps the Content-Type the first answer had, when a middleware in front set it and the handler answered c.body(bytes), over a real server', async () => {
+  let runs = 0;
+  const app = new Hono();
+  app.use(async (c, next) => {
+    c.header('content-type', 'text/html');
+    await next();
+  });
+  app.use(idempotency());
+  app.post('/pages', (c) => {
+    runs++;
+    return c.body(new TextEncoder().encode('<p>made</p>'), 201);
+  });
+  await withApp(app, async ({ origin }) => {
+    const send = async (): Promise<(string | null)[]> => {
+      const res = await fetch(`${origin}/pages`, post('{"item":"kettle"}'));
+      return [
+        String(res.status),
+        res.headers.get(REPLAYED_HEADER),
+        res.headers.get('content-type'),
+        await res.text(),
+      ];
+    };
+    assert.deepEqual(await send(), ['201', null, 'text/html', '<p>made</p>']);
+    assert.deepEqual(await send(), ['201', 'true', 'text/html', '<p>made</p>'], 'the replay');
+    assert.equal(runs, 1);
+  });
+});

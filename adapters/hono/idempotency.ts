@@ -20,7 +20,7 @@ import { functionOption, validate } from '../../src/options.ts';
 import { type JsonValue, memoryStore, type Store, storeSchema } from '../../src/store.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 import { sha256Hex } from './digest.ts';
-import { answer, exposeClientHeaders, problemResponse, TAKEN_FROM_FRONT } from './problem.ts';
+import { answer, BODY_HEADERS, exposeClientHeaders, problemResponse, TAKEN_FROM_FRONT } from './problem.ts';
 import { NOT_RUN_REQUESTS, NOT_RUN_STATUSES, RUN_TO_END } from './upstream.ts';
 
 /** How long a record is kept (24 h): long enough for any client's retries, as Stripe keeps keys. */
@@ -1054,8 +1054,14 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     const taken = TAKEN_FROM_FRONT.get(response);
     const made =
       taken !== undefined || (!built && [...outer.keys()].some((name) => !response.headers.has(name)));
+    // The headers that describe the body are the answer's whoever set them: answer()
+    // never puts the repeat's on a replay, so one left out (a front's Content-Type over
+    // the handler's c.body()) would be lost.
     const fromFront = (name: string, value: string): boolean =>
-      outer.get(name) === value && !ownNames.has(name) && (!made || taken?.has(name) === true);
+      !BODY_HEADERS.test(name) &&
+      outer.get(name) === value &&
+      !ownNames.has(name) &&
+      (!made || taken?.has(name) === true);
 
     if (saysNotRun(response, c.req.raw)) {
       await letGo();

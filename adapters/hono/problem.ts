@@ -55,7 +55,7 @@ export function exposeClientHeaders(c: Context, names: string | null = CLIENT_HE
  * body: the client's read fails). Content-Type is left alone as Hono's `c.res` setter
  * leaves it.
  */
-const BODY_HEADERS = /^(?:content-(?:length|encoding|range|type)|transfer-encoding)$/;
+export const BODY_HEADERS: RegExp = /^(?:content-(?:length|encoding|range|type)|transfer-encoding)$/;
 
 /**
  * `response` with the headers it lacks of those the middlewares in front set for this
