@@ -984,15 +984,8 @@ test("errorResponses()' answer carries the headers set in front for this request
   });
 });
 
-test("errorResponses()' answer leaves out the headers that describe another body (content-length, content-encoding, content-range, transfer-encoding, content-type) which the handler set before it threw, so the client reads the problem whole, with cors() in front too (it makes c.res early, whose headers Hono's c.res setter copies), over a real server", async () => {
-  for (const withCors of [false, true]) {
-    await problemWithoutBodyHeaders(withCors);
-  }
-});
-
-async function problemWithoutBodyHeaders(withCors: boolean): Promise<void> {
+test("errorResponses()' answer leaves out the headers that describe another body (content-length, content-encoding, content-range, transfer-encoding, content-type) which the handler set before it threw, so the client reads the problem whole, over a real server", async () => {
   const app = new Hono();
-  if (withCors) app.use(cors());
   app.use(requestId());
   app.get('/file', (c) => {
     c.header('content-length', '5000');
@@ -1011,9 +1004,7 @@ async function problemWithoutBodyHeaders(withCors: boolean): Promise<void> {
         res.headers.get(name),
       ),
       [null, null, 'application/problem+json', 'file'],
-      `cors: ${withCors}`,
     );
     assert.notEqual(res.headers.get('content-length'), '5000');
-    assert.equal(res.headers.get('access-control-allow-origin'), withCors ? '*' : null);
   });
-}
+});

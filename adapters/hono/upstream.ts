@@ -506,12 +506,6 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
 
   return async function errorResponse(err: Error, c: Context): Promise<Response> {
     // Headers set in front (a request id) reach the error's answer, as a c.json() answer's do.
-    const response = answer(c, await respond(err, c));
-    // Hono's compose sets this answer as c.res, and its setter copies onto it the headers of
-    // a c.res already made (cors() makes it before next()), those that describe the
-    // handler's body too (a content-length, a content-encoding it set before it threw): the
-    // client's read of the problem then failed. answer() took what the front set from it.
-    c.res = undefined;
-    return response;
+    return answer(c, await respond(err, c));
   };
 }
