@@ -760,7 +760,11 @@ function checkCall(
       continue;
     }
     // Which layer sent it: an inner call's first attempt after the first send is the outer policy's resend.
-    const outer = !aborted && sent > 0 && attempts[sent]?.attempt === 1;
+    // The k-th request is the k-th attempt's for an aborted call too: an attempt whose request
+    // never arrived can only be the last (nothing is sent after the abort). Skipping this for
+    // aborted calls took an outer resend made before the abort for the same pass (a new key
+    // for a PATCH answered 429, under load on Bun).
+    const outer = sent > 0 && attempts[sent]?.attempt === 1;
     if (outer) passStart = index;
     sent++;
     // 6. One Idempotency-Key for every send of a call: the caller's, or one the chain stamped.
