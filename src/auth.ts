@@ -36,7 +36,7 @@ import {
   RAN,
   STAMPED,
 } from './call.ts';
-import { BreakwaterError, requestSummary, TimeoutError } from './errors.ts';
+import { BreakwaterError, describeRequest, requestSummary, TimeoutError } from './errors.ts';
 import { DEFAULT_REFRESH_TIMEOUT_MS } from './limits.ts';
 import { redactedError } from './network.ts';
 import { functionOption, isFunction, validate } from './options.ts';
@@ -186,7 +186,7 @@ function failure(call: Call, code: string, what: string, tokens: string[], cause
   // is cut past MAX_TEXT_CHARS, and past MAX_HIDDEN_CHARS read in all: what is hidden is
   // searched for at each character, and a waiter's failure must not hold up the process.
   const request = requestSummary(call.key, call.method, call.href);
-  const where = `${request.method} ${request.url} (server "${request.key}")`;
+  const where = describeRequest(request);
   // One pass for them all: each its own header, named a credential.
   const headers = tokens.map((token, i): [string, string] => [`x-${i}`, token]);
   const held = new Call('x:', { headers }, '', undefined);

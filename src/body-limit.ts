@@ -9,7 +9,7 @@
 
 import * as z from 'zod/mini';
 import { abortReason, type Call } from './call.ts';
-import { BreakwaterError, requestSummary } from './errors.ts';
+import { BreakwaterError, describeRequest, requestSummary } from './errors.ts';
 import { CR, DEFAULT_MAX_RESPONSE_BYTES, LF, MAX_FAILURE_BODY_BYTES } from './limits.ts';
 import { fetchFailure } from './network.ts';
 
@@ -172,7 +172,7 @@ export function limitedBody(response: Response, maxBytes: number, call: Call, en
         reader.cancel().catch(() => {});
         const request = requestSummary(call.key, call.method, call.href);
         const error = new BreakwaterError(
-          `${request.method} ${request.url} (server "${request.key}") failed: ${sse ? 'an event of the response stream' : 'the response body'} is over the ${maxBytes}-byte limit (maxResponseBytes)`,
+          `${describeRequest(request)} failed: ${sse ? 'an event of the response stream' : 'the response body'} is over the ${maxBytes}-byte limit (maxResponseBytes)`,
           'RESPONSE_TOO_LARGE',
           { request },
         );

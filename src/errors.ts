@@ -45,8 +45,11 @@ export function requestSummary(key: string, method: string, url: string | URL): 
   return { key, method: method.toUpperCase(), url: redactUrl(url) };
 }
 
-/** How a message names the request of `options`: method, redacted URL and server, or just "request". */
-function describe({ request }: BreakwaterErrorOptions): string {
+/**
+ * How a message names `request`: method, redacted URL and server (`GET https://h/x (server
+ * "h")`), or just "request". Every error message about a request starts so.
+ */
+export function describeRequest(request: RequestSummary | undefined): string {
   return request ? `${request.method} ${request.url} (server "${request.key}")` : 'request';
 }
 
@@ -288,7 +291,7 @@ export class HttpStatusError extends BreakwaterError {
     // it on as written), and whoever builds this error may pass it on as it came.
     const statusText = redactText(init.statusText ?? '');
     super(
-      `${describe(init)} failed with ${statusLine(init.status, statusText)}${message ? `: ${message}` : ''}${
+      `${describeRequest(init.request)} failed with ${statusLine(init.status, statusText)}${message ? `: ${message}` : ''}${
         init.retryAfterMs === undefined ? '' : `; server asked to retry after ${init.retryAfterMs} ms`
       }`,
       'HTTP_STATUS',
@@ -353,7 +356,7 @@ export class NetworkError extends BreakwaterError {
 
   constructor(init: NetworkErrorInit) {
     super(
-      `${describe(init)} failed: network error ${init.code} during ${init.phase} (${init.sent === 'no' ? 'not sent' : 'may have reached the server'})`,
+      `${describeRequest(init.request)} failed: network error ${init.code} during ${init.phase} (${init.sent === 'no' ? 'not sent' : 'may have reached the server'})`,
       init.code,
       init,
     );
@@ -385,7 +388,11 @@ export class TimeoutError extends BreakwaterError {
   declare readonly ms: number;
 
   constructor(init: BreakwaterErrorOptions & { scope: TimeoutScope; ms: number }) {
-    super(`${describe(init)} timed out: ${init.scope} deadline of ${init.ms} ms passed`, 'TIMEOUT', init);
+    super(
+      `${describeRequest(init.request)} timed out: ${init.scope} deadline of ${init.ms} ms passed`,
+      'TIMEOUT',
+      init,
+    );
     this.scope = init.scope;
     this.ms = init.ms;
   }
@@ -470,7 +477,7 @@ export class RetryAfterTooLongError extends BreakwaterError {
 
   constructor(init: BreakwaterErrorOptions & { retryAfterMs: number; limitMs: number; now?: number }) {
     super(
-      `${describe(init)}: server asked to wait ${init.retryAfterMs} ms, longer than the ${init.limitMs} ms allowed; not waiting`,
+      `${describeRequest(init.request)}: server asked to wait ${init.retryAfterMs} ms, longer than the ${init.limitMs} ms allowed; not waiting`,
       'RETRY_AFTER_TOO_LONG',
       init,
     );

@@ -28,7 +28,13 @@
  * non-Error throwables).
  */
 
-import { BreakwaterError, NetworkError, type RequestSummary, type SentState } from './errors.ts';
+import {
+  BreakwaterError,
+  describeRequest,
+  NetworkError,
+  type RequestSummary,
+  type SentState,
+} from './errors.ts';
 import { MAX_CHAIN_ERRORS } from './limits.ts';
 import { redactText } from './redact.ts';
 
@@ -715,7 +721,7 @@ export function fetchFailure(
     (URL.canParse(request.url) ||
       !said.includes(` with base '${readString(read(globalThis, 'location'), 'href')}'|`))
       ? new BreakwaterError(
-          `${request.method} ${request.url} (server "${request.key}") failed: redirect not followed: bad Location`,
+          `${describeRequest(request)} failed: redirect not followed: bad Location`,
           'BAD_REDIRECT',
           { cause: safe, request },
         )
