@@ -67,22 +67,42 @@ export const BODY_HEADERS: RegExp = /^(?:content-(?:length|encoding|range|type)|
  * `c.json()` orders them, so of two of one name a browser keeps its own (the last); one
  * it already sets is not added twice, so a second pass adds nothing. `c.newResponse()`
  * reads them without making `c.res`, which would change how Hono merges a handler's answer.
+ *
+ * Those it leaves out are also removed from where they were set: Hono's `c.res` setter
+ * copies every header of a `c.res` already made (`cors()` makes it before `next()`) over
+ * the answer set next (but Content-Type), so a Content-Length or Content-Encoding the
+ * handler set before it threw misdescribed errorResponses()' problem (undici 'terminated',
+ * Deno 'Invalid gzip header', Bun ZlibError), a front's Cache-Control replaced the answer's
+ * own and its cookies dropped the answer's. `c.header(name, undefined)`, not
+ * `c.res = undefined`: that marks the context finalized, and Hono's compose then ignores
+ * the answer a handler returns (c87c1f6: a proxied 503 went out as an empty 200).
  */
 export function answer(c: Context, response: Response): Response {
   const { headers } = response;
   const cookies = headers.getSetCookie();
   const taken = new Set<string>();
   let merged: Headers | undefined;
+  const shadowed: string[] = [];
   for (const [name, value] of c.newResponse(null).headers) {
-    if (BODY_HEADERS.test(name) || (name === 'set-cookie' ? cookies.includes(value) : headers.has(name))) {
-      continue;
+    const body = BODY_HEADERS.test(name);
+    if (body || (name === 'set-cookie' ? cookies.length > 0 : headers.has(name))) {
+      shadowed.push(name);
     }
+    if (body || (name === 'set-cookie' ? cookies.includes(value) : headers.has(name))) continue;
     if (merged === undefined) {
       merged = new Headers(headers);
       merged.delete('set-cookie');
     }
     merged.append(name, value);
     taken.add(name);
+  }
+  for (const name of shadowed) {
+    try {
+      c.header(name, undefined);
+    } catch {
+      // A c.res with immutable headers (a fetch()'s, its body read: Hono's c.header()
+      // throws there too) keeps them.
+    }
   }
   if (merged === undefined) return response;
   for (const cookie of cookies) merged.append('set-cookie', cookie);
