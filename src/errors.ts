@@ -3,7 +3,9 @@
  * breakwater's typed errors. Every one extends {@link BreakwaterError}, carries a
  * stable string `code`, keeps the underlying failure as `cause`, and has a message a
  * person can act on: it names the server (key), the method and a redacted URL.
- * Messages, fields and `toJSON()` never contain credentials (see `redact.ts`).
+ * Messages, fields, `toJSON()` and what a console prints never contain credentials (see
+ * `redact.ts`): a `cause` is printed redacted (the inspect hook `network.ts` installs), and
+ * kept as it was handed.
  *
  * User aborts are not wrapped: the caller's own `signal.reason` comes back as is.
  */
@@ -91,7 +93,13 @@ function isInstance(this: { prototype: unknown; name: string }, value: unknown):
   return false;
 }
 
-/** The base of every breakwater error: catch this to catch them all. */
+/**
+ * The base of every breakwater error: catch this to catch them all. Its `cause` is the
+ * failure it was handed, unchanged (an SDK's error given to `wrapHttpError()` keeps its
+ * class and fields); `console.log`, `console.error` and `util.inspect` print that cause
+ * redacted on Node, Deno and Bun, and `toJSON()` summarises it redacted. A logger that reads
+ * `cause` itself (pino's error serializer) sees it as it is.
+ */
 export class BreakwaterError extends Error {
   /**
    * Each class spells its name out, and the constructor names an error after it

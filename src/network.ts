@@ -561,6 +561,9 @@ export function normalizeNetworkError(
  *   quoting it put it in every log printing the cause, looking like no key).
  * @param textChars, errorChars the cut: each text, and all of them together (`auth()`
  *   cuts shorter, its hiding costing more a character).
+ * @param copy change nothing: each error that quotes a secret goes up as its redacted copy
+ *   (see {@link copyOf}), as a `BreakwaterError` prints the cause it was handed (its
+ *   inspect hook): the caller's error, still its `cause`, stays as it was.
  */
 export function redactedError(
   error: unknown,
@@ -568,19 +571,69 @@ export function redactedError(
   hide: (text: string) => string = redactText,
   textChars: number = MAX_TEXT_CHARS,
   errorChars: number = MAX_ERROR_CHARS,
+  copy?: boolean,
 ): unknown {
   let left = errorChars;
-  return walk(error, seen, (text) => {
-    const room = Math.min(left, textChars);
-    const cut = text.length > room;
-    const read = cut ? text.slice(0, Math.max(0, room - CUT.length)) : text;
-    left -= read.length;
-    return hide(read) + (cut ? CUT : '');
-  });
+  return walk(
+    error,
+    seen,
+    (text) => {
+      const room = Math.min(left, textChars);
+      const cut = text.length > room;
+      const read = cut ? text.slice(0, Math.max(0, room - CUT.length)) : text;
+      left -= read.length;
+      return hide(read) + (cut ? CUT : '');
+    },
+    copy,
+  );
 }
 
+/**
+ * The hook util.inspect calls to print an object: Node's `console.log` and `console.error`
+ * print through it, and Deno's and Bun's consoles and `node:util` call it too.
+ */
+const INSPECT = Symbol.for('nodejs.util.inspect.custom');
+
+/** The copy of an error the inspect hook (below) printed last: printed as it is. */
+let shown: unknown;
+
+/**
+ * What `console.log(error)`, `console.error(error)` and `util.inspect(error)` print of a
+ * `BreakwaterError` on Node, Deno and Bun: the error as it is, but for its `cause`, printed
+ * redacted as {@link redactedError} would redact it, copied, not changed (URLs without
+ * userinfo or query values, credentials after `Bearer` or a secret's name; each cause
+ * below it too). `cause` itself stays what the error was handed: an SDK's error given to
+ * `wrapHttpError()` or what a gate's `fn` threw may quote an API key, a bearer token or a
+ * URL with `?api_key=`, and its caller may still need it whole (`error.cause instanceof
+ * StreamableHTTPError`). Printed is a copy of the error (a real `Error`: Deno and Bun print
+ * no other as one), which the hook, called on it in turn, gives back as it is. Installed
+ * here, beside the walk it needs, not in `errors.ts`: a bundle that builds no fetch chain
+ * (the Hono adapter, ky's options) makes no error with a foreign cause, and would carry the
+ * walk for nothing (1.3 KB gzip); a method would fail `isolatedDeclarations` too (`deno
+ * publish`).
+ */
+Object.defineProperty(BreakwaterError.prototype, INSPECT, {
+  value(this: BreakwaterError): unknown {
+    // An error with no cause prints as it is, as does the copy printed in its place.
+    if (this === shown || !('cause' in this)) return this;
+    const copy = new Error(this.message, {
+      cause: redactedError(this.cause, undefined, undefined, undefined, undefined, true),
+    });
+    // `stack` assigned: Deno's V8 keeps it as an accessor that reads the error it is on.
+    shown = Object.assign(Object.setPrototypeOf(copy, Object.getPrototypeOf(this)), this, {
+      stack: this.stack,
+    });
+    return shown;
+  },
+});
+
 /** {@link redactedError}'s walk, each text read through `hide` (bounded there). */
-function walk(error: unknown, seen: Map<unknown, unknown>, hide: (text: string) => string): unknown {
+function walk(
+  error: unknown,
+  seen: Map<unknown, unknown>,
+  hide: (text: string) => string,
+  copy?: boolean,
+): unknown {
   // A thrown string (`throw \`failed for ${url}\``) is printed as it is.
   if (typeof error === 'string') return hide(error);
   if (typeof error !== 'object' || error === null) return error;
@@ -595,7 +648,7 @@ function walk(error: unknown, seen: Map<unknown, unknown>, hide: (text: string) 
   const replace = (owner: object, key: PropertyKey, value: unknown, safe: unknown): void => {
     if (safe === value) return;
     try {
-      (owner as Record<PropertyKey, unknown>)[key] = safe;
+      if (!copy) (owner as Record<PropertyKey, unknown>)[key] = safe;
     } catch {
       // Frozen, or a getter only: told by reading it back.
     }
@@ -606,13 +659,13 @@ function walk(error: unknown, seen: Map<unknown, unknown>, hide: (text: string) 
     if (Array.isArray(members)) {
       const list = members.length > MAX_CHAIN_ERRORS ? members.slice(0, MAX_CHAIN_ERRORS) : members;
       replace(error, 'errors', members, list);
-      for (const [i, member] of list.entries()) replace(list, i, member, walk(member, seen, hide));
+      for (const [i, member] of list.entries()) replace(list, i, member, walk(member, seen, hide, copy));
     }
   } catch {
     // A hostile Proxy: what was reached before it is redacted.
   }
   const cause = read(error, 'cause');
-  const safe = walk(cause, seen, hide);
+  const safe = walk(cause, seen, hide, copy);
   replace(error, 'cause', cause, safe);
   // Its text, and every own enumerable field: loggers print those too (pino, util.inspect,
   // JSON.stringify). Bun's `path`, Node's `input` and an app's `url` are such fields, and an
@@ -663,13 +716,14 @@ function quotes(value: unknown, hide: (text: string) => string, seen: Map<unknow
 
 /**
  * What an error that keeps a secret goes up as: a TypeError saying the same redacted, with
- * its name, its code, `cause` and its own fields that hold a string, number or boolean
- * (a `status`), strings redacted (see {@link redactedError}).
+ * its name, its code, its stack (where it was thrown, not where it was copied), `cause` and
+ * its own fields that hold a string, number or boolean (a `status`), strings redacted (see
+ * {@link redactedError}).
  */
 function copyOf(error: object, cause: unknown, hide: (text: string) => string): TypeError {
   const copy = new TypeError(hide(readString(error, 'message')), { cause }) as TypeError &
     Record<PropertyKey, unknown>;
-  for (const field of ['name', 'code', ...keysOf(error)]) {
+  for (const field of ['name', 'code', 'stack', ...keysOf(error)]) {
     const value = read(error, field);
     // A cause or stack of its own is text at most here: the same, redacted.
     if (typeof value !== 'object' && typeof value !== 'function')

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { inspect } from 'node:util';
 import {
   BreakwaterError,
   CircuitOpenError,
@@ -10,6 +11,8 @@ import {
   requestSummary,
   TimeoutError,
 } from '../src/errors.ts';
+// From the package's entry, as an app imports it: it loads the inspect hook (src/network.ts).
+import { wrapHttpError } from '../src/index.ts';
 import { withBundle } from './helpers/bundle.ts';
 import { always, withServer } from './helpers/server.ts';
 
@@ -588,6 +591,87 @@ test('an error whose cause is a revoked Proxy (every operation throws, reading i
     const json = JSON.parse(JSON.stringify(error)) as { cause?: unknown };
     assert.deepEqual(json.cause, { name: '', message: '' });
   }
+});
+
+// --- printing (util.inspect, console.log, console.error) ---
+
+/** An SDK's error that quotes credentials in its message, its fields and its own cause. */
+class SdkError extends Error {
+  readonly url = 'https://user:pw-sdk-S3cret9@api.example.com/v1/mcp?api_key=sk-sdk-S3cret9';
+  readonly detail = 'sent Authorization: Bearer sk-sdk-S3cret9';
+  constructor() {
+    super('Error POSTing to https://api.example.com/v1/mcp?api_key=sk-sdk-S3cret9 (HTTP 429)', {
+      cause: new TypeError('fetch failed for https://api.example.com/?token=sk-sdk-S3cret9'),
+    });
+    this.name = 'SdkError';
+  }
+}
+
+/** What Node's `console.error` / `console.log` print (Deno's and Bun's use the same hook). */
+function printed(value: unknown): string {
+  return inspect(value, { depth: Number.POSITIVE_INFINITY });
+}
+
+test('util.inspect (what console.log and console.error print) of every error shows its cause redacted, and the cause stays the caller’s error, unchanged', () => {
+  for (const error of everyError(new SdkError())) {
+    const shown = printed(error);
+    assert.equal(shown.includes('sk-sdk-S3cret9'), false, `${error.name} printed: ${shown}`);
+    assert.equal(shown.includes('pw-sdk-S3cret9'), false, `${error.name} printed: ${shown}`);
+    assert.match(shown, /api_key=\[redacted\] \(HTTP 429\)/, error.name);
+    assert.ok(error.cause instanceof SdkError, `${error.name}: its cause is the SDK's error`);
+    assert.match(error.cause.message, /api_key=sk-sdk-S3cret9/, 'the cause is not changed');
+    assert.match(error.cause.url, /pw-sdk-S3cret9/, 'the cause’s fields are not changed');
+  }
+});
+
+test('wrapHttpError() keeps the SDK’s error as cause (instanceof holds), and printing the HttpStatusError shows no secret of it', () => {
+  const cause = new SdkError();
+  const error = wrapHttpError(429, { 'retry-after': '3' }, cause);
+  assert.equal(error.cause, cause);
+  for (const shown of [printed(error), printed({ failures: [error] }), String(error)]) {
+    assert.equal(shown.includes('sk-sdk-S3cret9'), false, shown);
+    assert.equal(shown.includes('pw-sdk-S3cret9'), false, shown);
+  }
+  // Printed as the error it is: its stack, its fields, then the cause's redacted stack.
+  const shown = printed(error);
+  assert.match(shown, /^HttpStatusError: request failed with HTTP 429/, shown);
+  assert.match(shown, /retryAfterMs: 3000/, shown);
+  // Node prints the redacted copy as `TypeError [SdkError]: ...`, Deno and Bun as `SdkError: ...`.
+  assert.match(
+    shown,
+    /SdkError\]?: Error POSTing to https:\/\/api\.example\.com\/v1\/mcp\?api_key=\[redacted\]/,
+    shown,
+  );
+});
+
+test('printing an error whose cause is a breakwater error with a secret cause of its own shows no secret', () => {
+  const status = wrapHttpError(503, undefined, new SdkError());
+  const open = new CircuitOpenError({
+    key: 'openai',
+    retryAt: RETRY_AT,
+    reason: 'after 5 failures',
+    now: NOW,
+    cause: status,
+  });
+  const shown = printed(open);
+  assert.equal(shown.includes('sk-sdk-S3cret9'), false, shown);
+  assert.equal(open.cause, status);
+});
+
+test('printing an error whose cause has no secret shows that cause as it is, and an error without a cause shows none', () => {
+  const cause = new TypeError('fetch failed');
+  const shown = printed(new NetworkError({ code: 'ECONNREFUSED', phase: 'connect', sent: 'no', cause }));
+  assert.ok(shown.includes(printed(cause).split('\n')[0] as string), shown);
+  assert.equal(printed(new TimeoutError({ scope: 'total', ms: 1 })).includes('[cause]'), false);
+});
+
+test('printing an error whose cause is a string or a frozen error shows no secret, and leaves the frozen error as it was', () => {
+  const frozen = Object.freeze(new Error('failed https://h.example/?key=sk-frozen-S3cret9'));
+  for (const cause of ['GET https://h.example/?key=sk-string-S3cret9 failed', frozen]) {
+    const shown = printed(new GateClosedError({ key: 'g', retryAt: RETRY_AT, now: NOW, cause }));
+    assert.equal(/S3cret9/.test(shown), false, shown);
+  }
+  assert.match(frozen.message, /sk-frozen-S3cret9/, 'the frozen cause is as it was');
 });
 
 test('every error keeps its class name in a bundle minified as apps ship it (esbuild --minify renames classes)', async () => {

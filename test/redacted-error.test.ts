@@ -444,3 +444,34 @@ test('a plain object field of 200,000 keys is read no further than the walk’s 
   assertNoSecret(await failureOf(() => Object.assign(new Error('failed'), { data })), 'a wide object', 1_000);
   assert.ok(described < 1_000, `${described} keys described`);
 });
+
+test('a frozen error that quotes a secret goes up as a copy whose stack is the original’s, redacted: where it was thrown, not where it was copied', async () => {
+  function throwSite(): Error {
+    return Object.freeze(new Error(`failed ${URL_WITH_SECRET}`));
+  }
+  const thrown = throwSite();
+  const cause = (await failureOf(() => thrown)).cause as Error;
+  assert.notEqual(cause, thrown, 'a frozen error cannot be redacted in place: it is copied');
+  assert.match(cause.stack ?? '', /throwSite/, `the copy’s stack: ${cause.stack}`);
+  assertNoSecret(cause, 'the copy');
+});
+
+test('redactedError(error, ..., copy: true) changes nothing: every error that quotes a secret goes up as a redacted copy, the original as it was', () => {
+  const inner = new TypeError(`connect failed for ${URL_WITH_SECRET}`);
+  const member = Object.assign(new Error('member'), { url: URL_WITH_SECRET });
+  const outer = new AggregateError([member], `all failed: ${URL_WITH_SECRET}`, { cause: inner });
+  const clean = new Error('no secret here');
+  const safe = redactedError(outer, undefined, undefined, undefined, undefined, true);
+  assert.notEqual(safe, outer);
+  assertNoSecret(safe, 'the copy');
+  for (const [text, what] of [
+    [outer.message, 'the message'],
+    [inner.message, 'the cause’s message'],
+    [member.url, 'the member’s field'],
+  ] as const) {
+    assert.ok(text.includes(SECRET), `${what} is as it was: ${text}`);
+  }
+  assert.equal(outer.cause, inner);
+  assert.equal(outer.errors[0], member);
+  assert.equal(redactedError(clean, undefined, undefined, undefined, undefined, true), clean);
+});
