@@ -984,3 +984,137 @@ test('with holdUntilBodyEnds, an answer a middleware in front sends on in anothe
     });
   }
 });
+
+/**
+ * Front middleware that drop the answer behind them in ways shed() cannot hear from the
+ * context, each only for a request with `?drop`: the server then sends another answer
+ * whole, and only the server's own end of the exchange says the held body will never be read.
+ */
+const unheardDrops: [string, MiddlewareHandler, number][] = [
+  [
+    'a throw after next() of something that is not an Error (Hono hands it to the server, which answers 500)',
+    async (c, next) => {
+      await next();
+      if (c.req.query('drop') !== undefined) throw 'not an Error';
+    },
+    500,
+  ],
+  [
+    'a middleware in front that reads the body partly and drops it for another answer',
+    async (c, next) => {
+      await next();
+      if (c.req.query('drop') === undefined) return;
+      const reader = (c.res.body as ReadableStream<Uint8Array>).getReader();
+      await reader.read();
+      c.res = new Response('replaced', { status: 202 });
+    },
+    202,
+  ],
+];
+
+test('with holdUntilBodyEnds over @hono/node-server, an answer dropped where shed() cannot hear it (a non-Error thrown after next(), a body read partly and dropped) gives its slot back, exactly once, when the server has sent its own', async () => {
+  for (const [name, front, status] of unheardDrops) {
+    const t = frontedApp(front);
+    await withApp(t.app, async ({ origin }) => {
+      const send = over(origin);
+      try {
+        assert.equal(await statusOf(send, '/stream?drop'), status, name);
+        assert.equal(await admittedWithin(send, '/ok'), 200, `${name}: the slot came back`);
+        // One slot, not two: a stream held now takes it alone.
+        const res = await send('/stream');
+        assert.equal(res.status, 200, name);
+        assert.equal(await statusOf(send, '/ok'), 503, `${name}: the open body holds the only slot`);
+        t.finish();
+        assert.equal(await within(res.text(), `${name}: the body`), 'first\n', name);
+        assert.equal(await admittedWithin(send, '/ok'), 200, `${name}: the slot came back when it ended`);
+      } finally {
+        t.finish();
+      }
+    });
+  }
+});
+
+test('with holdUntilBodyEnds over @hono/node-server, an unread answer dropped by a non-Error thrown after next() has its body cancelled, so the handler hears its answer is not wanted', async () => {
+  const t = frontedApp(unheardDrops[0]?.[1] as MiddlewareHandler);
+  await withApp(t.app, async ({ origin }) => {
+    try {
+      assert.equal(await statusOf(over(origin), '/stream?drop'), 500);
+      await within(t.cancelled, "the dropped body's cancel");
+    } finally {
+      t.finish();
+    }
+  });
+});
+
+test('with holdUntilBodyEnds over @hono/node-server, an answer dropped because app.onError itself threw gives its slot back once the server answered 500', async () => {
+  const t = frontedApp(async (c, next) => {
+    await next();
+    if (c.req.query('drop') !== undefined) throw new Error('after next()');
+  });
+  t.app.onError((error) => {
+    throw new Error(`onError failed on: ${error.message}`);
+  });
+  await withApp(t.app, async ({ origin }) => {
+    const send = over(origin);
+    try {
+      assert.equal(await statusOf(send, '/stream?drop'), 500);
+      await within(t.cancelled, "the dropped body's cancel");
+      assert.equal(await admittedWithin(send, '/ok'), 200, 'the slot came back');
+      assert.equal(await statusOf(send, '/ok'), 200, 'and stays free');
+    } finally {
+      t.finish();
+    }
+  });
+});
+
+test('with holdUntilBodyEnds over @hono/node-server, a handler that returns after a middleware in front answered in its stead (without throwing) gives its slot back when it returns', async () => {
+  const entered = deferred();
+  const late = deferred();
+  const app = new Hono();
+  // A hand-written deadline: answers 202 once the handler is running, and lets it run on.
+  app.use(async (c, next) => {
+    if (c.req.path !== '/slow') return next();
+    next().catch(() => {});
+    await entered.promise;
+    return c.text('accepted', 202);
+  });
+  app.use(shed({ maxInFlight: 1, holdUntilBodyEnds: true }));
+  app.get('/slow', async (c) => {
+    entered.resolve();
+    await late.promise;
+    return c.text('too late');
+  });
+  app.get('/ok', (c) => c.text('ok'));
+  await withApp(app, async ({ origin }) => {
+    const send = over(origin);
+    try {
+      assert.equal(await statusOf(send, '/slow'), 202);
+      assert.equal(await statusOf(send, '/ok'), 503, 'the handler still runs in the only slot');
+      late.resolve();
+      assert.equal(await admittedWithin(send, '/ok'), 200, 'the slot came back when it returned');
+      assert.equal(await statusOf(send, '/ok'), 200, 'and stays free');
+    } finally {
+      late.resolve();
+    }
+  });
+});
+
+test("with holdUntilBodyEnds under a server that tells the end of an exchange by a `completed` promise (Deno.serve()'s handler info, as Deno drops its abort of the request's signal), an answer dropped unheard gives its slot back, and has its body cancelled, once the exchange completed", async () => {
+  const t = frontedApp(unheardDrops[0]?.[1] as MiddlewareHandler);
+  const completed = deferred();
+  try {
+    await assert.rejects(
+      async () => t.app.request('/stream?drop', {}, { completed: completed.promise }),
+      (thrown: unknown) => thrown === 'not an Error',
+      'Hono hands the server what was thrown',
+    );
+    const probe = (): Promise<number> => statusOf(async (path) => t.app.request(path), '/ok');
+    assert.equal(await probe(), 503, 'held until the server says the exchange is over');
+    completed.resolve();
+    await within(t.cancelled, "the dropped body's cancel");
+    assert.equal(await probe(), 200, 'the slot came back');
+    assert.equal(await probe(), 200, 'and stays free');
+  } finally {
+    t.finish();
+  }
+});

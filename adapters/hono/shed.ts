@@ -43,12 +43,17 @@ export interface ShedOptions {
    * while the handler ran). The body is passed through chunk by chunk as the server
    * reads it, never buffered.
    *
-   * Not heard, so the slot stays taken (@hono/node-server aborts no signal for an answer
-   * sent whole): a middleware in front that starts reading the body (a read, a
-   * `clone()`, a pipe) and drops it unfinished and uncancelled; a throw after `next()`
-   * of something that is not an `Error`, or from `app.onError` itself (Hono hands it to
-   * the server without setting `c.res`); a middleware in front that sets an answer of
-   * its own while the handler still runs, without throwing.
+   * Some drops no middleware can hear: a throw after `next()` of something that is not
+   * an `Error`, or from `app.onError` itself (Hono hands it to the server without
+   * setting `c.res`); a middleware in front that starts reading the body (a read, a
+   * `clone()`, a pipe) and drops it unfinished; one that answers while the handler still
+   * runs, without throwing. For those the server's word is the backstop: once it has
+   * finished the exchange (sent whatever it sent whole, or lost the connection), a slot
+   * still held comes back and a body nobody reads is cancelled. @hono/node-server (on
+   * Node, Deno and Bun) tells it by `c.env.outgoing`'s `close`, Deno's serve() by the
+   * request's signal (or, once Deno drops that, `c.env.completed`). Bun's serve(),
+   * workerd and `app.request()` tell no such thing, so there those drops keep the slot
+   * for good: run such middleware behind `shed()`, or serve through @hono/node-server.
    *
    * Default `false`: a streaming handler (SSE, a model's token stream, an MCP
    * Streamable HTTP POST answered `text/event-stream`) returns its Response at once,
@@ -102,6 +107,36 @@ function bodyOf(res: Response | undefined): ReadableStream<Uint8Array> | null | 
   } catch {
     return undefined;
   }
+}
+
+/**
+ * What shed() uses of the server's `c.env`: @hono/node-server's (on Node, and on Deno's
+ * and Bun's node:http alike) hands node:http's ServerResponse as `outgoing`, Deno's serve()
+ * its handler info, with `completed`.
+ */
+interface ServerEnv {
+  outgoing?: { writableEnded?: boolean; once?: (event: 'close', listener: () => void) => unknown };
+  completed?: unknown;
+}
+
+/**
+ * Calls `over` once the server has finished this request's exchange (sent an answer
+ * whole, or lost the connection), where the server tells: @hono/node-server's
+ * `c.env.outgoing` emits 'close', Deno's serve()'s `c.env.completed` settles (Deno is
+ * dropping its abort of the request's signal after a whole answer). An answer shed()
+ * holds a slot on has ended by then if it was the one sent, so a slot still held is
+ * one no server will read for: its answer was dropped by something shed() cannot hear
+ * (a throw of a non-Error after `next()`, `app.onError` throwing, a middleware in front
+ * that answered while the handler ran). False when the exchange is already over;
+ * elsewhere (Bun's serve(), workerd, `app.request()`) nothing is heard.
+ */
+function onExchangeEnd(c: Context, over: () => void): boolean {
+  const { outgoing, completed } = (c.env ?? {}) as ServerEnv;
+  if (outgoing?.once) {
+    if (outgoing.writableEnded) return false;
+    outgoing.once('close', over);
+  } else if (completed instanceof Promise) completed.then(over, over);
+  return true;
 }
 
 /** How a wait in the queue ended. */
@@ -178,8 +213,9 @@ export function shed(options: ShedOptions): MiddlewareHandler {
    * Hands the slot to `c.res`'s body when `holds(c)` says so: the body is replaced by a
    * pass-through that releases it once, when the body ends, errors or is cancelled, or
    * when the request's signal aborts (the client went away: Bun's own server before
-   * 1.2 never cancelled a streamed body then, as hono's streamSSE() notes), or when a
-   * middleware in front drops the answer for another. It pulls a chunk only when the
+   * 1.2 never cancelled a streamed body then, as hono's streamSSE() notes), when a
+   * middleware in front drops the answer for another, or when the server says the
+   * exchange is over (see {@link onExchangeEnd}). It pulls a chunk only when the
    * server asks for one (highWaterMark 0), so the server's backpressure reaches the
    * handler's stream as before. False: the caller releases.
    */
@@ -194,6 +230,16 @@ export function shed(options: ShedOptions): MiddlewareHandler {
     const signal = c.req.raw.signal;
     // A body already read, or being read, is its reader's to end.
     if (!body || body.locked || res.bodyUsed || signal.aborted) return false;
+    // The exchange is over and the slot still held: the server sent another answer, so
+    // this one is cancelled if nobody reads it. Already over: a middleware in front
+    // answered while the handler ran, and that was sent.
+    if (
+      !onExchangeEnd(c, () => {
+        if (holding && !passThrough.locked) passThrough.cancel().catch(() => {});
+        end();
+      })
+    )
+      return false;
     const reader = body.getReader();
     let holding = true;
     let unwatch = (): void => {};
