@@ -2905,3 +2905,57 @@ test('a replay keeps the Content-Type the first answer had, when a middleware in
     assert.equal(runs, 1);
   });
 });
+
+test("a handler that echoes the request's id set in front (hono/request-id: c.header(), c.json()'s headers, a Response of its own) has a replay carry the repeat's own X-Request-Id, not the first request's, while another header it set to the value set in front (Content-Language) replays as set, over a real server", async () => {
+  let runs = 0;
+  const app = new Hono<{ Variables: { requestId: string } }>();
+  app.use(requestId());
+  // A header the front sets that the handler's own Response lacks: it is then taken as made without them.
+  app.use(async (c, next) => {
+    c.header('cache-control', 'no-store');
+    c.header('content-language', c.req.header('accept-language') === 'de' ? 'de' : 'en');
+    await next();
+  });
+  app.use('/orders/*', idempotency());
+  app.post('/orders/header', (c) => {
+    runs++;
+    c.header('x-request-id', c.var.requestId);
+    c.header('content-language', 'en');
+    return c.json({ id: 'header' }, 201);
+  });
+  app.post('/orders/json', (c) => {
+    runs++;
+    return c.json({ id: 'json' }, 201, { 'x-request-id': c.var.requestId, 'content-language': 'en' });
+  });
+  app.post('/orders/own', (c) => {
+    runs++;
+    return new Response('{"id":"own"}', {
+      status: 201,
+      headers: {
+        'content-type': 'application/json',
+        'x-request-id': c.var.requestId,
+        'content-language': 'en',
+      },
+    });
+  });
+  await withApp(app, async ({ origin }) => {
+    const send = async (path: string, language: string, id: string): Promise<(string | null)[]> => {
+      const res = await fetch(
+        `${origin}/orders/${path}`,
+        post('{"item":"kettle"}', KEY, { 'accept-language': language, 'x-request-id': id }),
+      );
+      await res.text();
+      return [
+        String(res.status),
+        res.headers.get(REPLAYED_HEADER),
+        res.headers.get('x-request-id'),
+        res.headers.get('content-language'),
+      ];
+    };
+    for (const path of ['header', 'json', 'own']) {
+      assert.deepEqual(await send(path, 'en', 'first'), ['201', null, 'first', 'en'], path);
+      assert.deepEqual(await send(path, 'de', 'repeat'), ['201', 'true', 'repeat', 'en'], path);
+    }
+    assert.equal(runs, 3);
+  });
+});

@@ -88,6 +88,12 @@ export const MAX_KEY_CHARS = 255;
  * client cannot make records of any size through its Content-Type.
  */
 const MAX_MEDIA_TYPE_CHARS = 255;
+/**
+ * The context variable in which hono/request-id keeps the request's id (`c.var.requestId`):
+ * a header set in front to it names the exchange, not the answer, so a replay carries the
+ * repeat's own.
+ */
+const REQUEST_ID_VARIABLE = 'requestId';
 /** The header that marks a replayed response (Stripe's name, which clients already know). */
 export const REPLAYED_HEADER = 'Idempotent-Replayed';
 /** The request header carrying the key (draft-ietf-httpapi-idempotency-key-header §2). */
@@ -642,7 +648,10 @@ function answerRepeat(record: IdempotencyRecord, print: Print): Response {
  *   set behind this middleware (`c.header()`, the headers given to `c.json()` and the
  *   like, those of a Response the handler made itself, without `c`, or proxy() passed
  *   on) is kept, even with the value set in front; one written straight into
- *   `c.res.headers` with that value is taken for the front's. A response that says the
+ *   `c.res.headers` with that value is taken for the front's (nothing tells the two
+ *   writes apart), and so is one with the request's id hono/request-id set in front
+ *   (`c.var.requestId`), even echoed by the handler: a replay carries the repeat's own
+ *   id. A response that says the
  *   request did not run (401, 403, 407, 408, 429, or `x-should-retry: true`) releases
  *   the key instead, so a retry runs the handler. `text/event-stream` responses and
  *   bodies over `maxBodyBytes` are sent but not stored: repeats get 409 "not
@@ -1035,6 +1044,8 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     // What the middlewares in front set so far, to be left out of the record: a copy, as
     // @hono/node-server's Response may hold the very Headers the handler goes on to set.
     const outer = new Headers(c.newResponse(null).headers);
+    // hono/request-id's id for this exchange (its documented variable), whatever its header's name.
+    const exchangeId = (c.get as (key: string) => unknown)(REQUEST_ID_VARIABLE);
     const ownNames = new Set<string>();
     let response: Response;
     let built = true;
@@ -1056,12 +1067,13 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
       taken !== undefined || (!built && [...outer.keys()].some((name) => !response.headers.has(name)));
     // The headers that describe the body are the answer's whoever set them: answer()
     // never puts the repeat's on a replay, so one left out (a front's Content-Type over
-    // the handler's c.body()) would be lost.
+    // the handler's c.body()) would be lost. A header the front set to this exchange's
+    // request id is the front's even where the handler set it too: echoing the id, it
+    // said "this request's", and kept, a repeat went out with the first request's id.
     const fromFront = (name: string, value: string): boolean =>
       !BODY_HEADERS.test(name) &&
       outer.get(name) === value &&
-      !ownNames.has(name) &&
-      (!made || taken?.has(name) === true);
+      (value === exchangeId || (!ownNames.has(name) && (!made || taken?.has(name) === true)));
 
     if (saysNotRun(response, c.req.raw)) {
       await letGo();
