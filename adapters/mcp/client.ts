@@ -82,6 +82,8 @@ export interface McpTransportLike {
   /**
    * The server's session id (`Mcp-Session-Id`), once `initialize` was answered with one;
    * undefined before, and for a server or transport without sessions (then no DELETE ends it).
+   * A transport without this member (the legacy `SSEClientTransport`) names its session in
+   * its endpoint's URL: a 404 to its POST, or its stream reopened, ends that session.
    */
   readonly sessionId?: string | undefined;
 }
@@ -226,12 +228,15 @@ const optionsSchema = z.strictObject({
  *   lost. Answers may arrive in any order: once a listing's first page is asked for,
  *   answers to the listings asked for before it only forget.
  * - Errors from requests (`client.callTool()`, ...) and from connect come out as
- *   breakwater errors: the SDK's `StreamableHTTPError` becomes an `HttpStatusError`
- *   (status, `retryAfterMs`, `serverMessage`) with the SDK's error as `cause`.
+ *   breakwater errors: the SDK's `StreamableHTTPError` (and the SSE transport's failed
+ *   POST) becomes an `HttpStatusError` (status, `retryAfterMs`, `serverMessage`) with the
+ *   SDK's error as `cause`, and a retryable one arms the gate.
  * - A 404 for a request in a session means the server ended it (MCP spec): that
  *   request fails with the 404, and the next `connect()` closes the client and
  *   initializes a new session. So does a 404 to the SDK's GET stream (its reconnect
- *   after the server dropped it), which fails no request. Each new session starts
+ *   after the server dropped it), which fails no request. With the legacy
+ *   `SSEClientTransport` (no `Mcp-Session-Id`), a 404 to a request's POST does, and so
+ *   does its stream reopened (its server gives each stream a new, uninitialized session). Each new session starts
  *   without learned hints (the server may have restarted with other tools): list its
  *   tools again.
  * - A request the SDK cancels (its caller aborted, or it timed out) is let go: never sent
@@ -313,8 +318,14 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
    * Routes the transport's failures through `toError()` and its `tools/list` answers to
    * `learn()`; returns what to call when the server answers 404 (the session is gone), or,
    * with `true`, when notifications may have been lost. `late()`: whether its connect timed out.
+   * `legacy`: the transport names its session in its endpoint's URL, not by header (see {@link open}).
    */
-  function wire(transport: Wired, sent: () => void, late: () => boolean): (missed?: boolean) => void {
+  function wire(
+    transport: Wired,
+    sent: () => void,
+    late: () => boolean,
+    legacy: boolean,
+  ): (missed?: boolean) => void {
     // A new session may list other tools (a restarted server, a new version): what the
     // last one taught no longer holds, and its server will send no list_changed for it.
     fetch.learn([]);
@@ -378,7 +389,11 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         return await sending;
       } catch (error) {
         // With the message: its id picks the failure that answered it among concurrent ones.
-        throw fetch.toError(error, message);
+        const failure = fetch.toError(error, message);
+        // The SSE transport's POSTs go to the endpoint its server named for the session: a
+        // 404 there ("session not found", a restarted server) is the session gone too.
+        if (legacy && (failure as { status?: unknown }).status === SESSION_GONE) lose();
+        throw failure;
       }
     };
     // The SDK's Protocol keeps a handler set before connect() and calls it first.
@@ -394,15 +409,19 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         fetch.learn(result as McpToolsList, cursor as string);
       }
     };
+    /**
+     * The server no longer knows the session (MCP spec), and the next connect() starts a new
+     * one. Not closed here: closing now would fail the request as "Connection closed" instead
+     * of with the 404, and every other in flight.
+     */
+    function lose(): void {
+      lost = true;
+      if (current === (transport as unknown)) current = undefined;
+    }
     return (missed) => {
       if (missed) return forget();
-      // A 404 for a request in the session: the server no longer knows it (MCP spec), and
-      // the next connect() starts a new one. Not closed here: closing now would fail the
-      // request as "Connection closed" instead of with the 404, and every other in flight.
-      if (transport.sessionId) {
-        lost = true;
-        if (current === (transport as unknown)) current = undefined;
-      }
+      // A 404 for a request in the session, or the SSE transport's stream reopened.
+      if (transport.sessionId || legacy) lose();
     };
   }
 
@@ -423,6 +442,15 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     let gone: (missed?: boolean) => void = () => {};
     /** Whether the server opened a GET stream in this session. */
     let streamed = false;
+    /**
+     * Whether the transport names its session in its endpoint's URL, not by `Mcp-Session-Id`:
+     * the legacy `SSEClientTransport` (MCP 2024-11-05, HTTP with SSE), which has no `sessionId`.
+     * Its server opens a new session for each GET of its stream, and its `endpoint` event
+     * moves the transport's POSTs there, uninitialized: once the stream was open, its
+     * reopening (the SDK's EventSource does so by itself, after the stream ended) is the
+     * session gone, and so is a 404 to a POST.
+     */
+    let legacy = false;
     // The session's DELETE (sent only while closing) goes once, past the policy: its retry
     // resent a refused DELETE (a refused connect counts as not sent) until closeTimeoutMs,
     // so close() against a server that is down took all of it. So does a cancellation (sent
@@ -439,16 +467,23 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
     const transport = build(
       Object.assign((input: string | URL | Request, init?: RequestInit) => {
         const method = init?.method;
-        const session = new Headers(init?.headers).get(SESSION_HEADER);
+        const headers = new Headers(init?.headers);
+        const session = headers.get(SESSION_HEADER);
+        // The SSE transport's stream (not a GET of its OAuth discovery), which its EventSource
+        // asks for without a method.
+        const stream =
+          legacy && (method ?? 'GET') === 'GET' && !!headers.get('accept')?.includes('text/event-stream');
         // A GET once the session's stream was open: the SDK reopens a stream that ended, and
         // what the server sent meanwhile (a tools/list_changed) is lost unless it replays it.
-        if (streamed && method === 'GET') gone(true);
+        // The SSE transport's stream reopened: a new session (see `legacy`).
+        if (streamed && (stream || method === 'GET')) gone(!stream);
         const deleting = method === 'DELETE';
         // The session ends (closing): a request waiting out a 429 or a 503 must not be sent
         // again while the DELETE is awaited, only to fail once the transport closes.
         if (deleting) letGo(`${input} ${session}`, undefined, closedError());
         return fetch(input, deleting ? past(init) : init).then((response) => {
           const get = method === 'GET';
+          if (stream && response.ok) streamed = true;
           if ((response.status === SESSION_GONE || (get && response.ok)) && session !== null) {
             if (response.ok) streamed = true;
             else if (streamed || !get) gone();
@@ -457,6 +492,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         });
       }, fetch),
     );
+    legacy = !('sessionId' in transport);
     let sending = false;
     gone = wire(
       transport as unknown as Wired,
@@ -464,6 +500,7 @@ export function resilientMcpClient<C extends McpClientLike, T extends McpTranspo
         sending = true;
       },
       late,
+      legacy,
     );
     const connected = client.connect(transport as never);
     // Waited for only once it has sent: before, it is in the transport's start, which may

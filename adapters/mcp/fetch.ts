@@ -5,8 +5,9 @@
  * and gives back what the SDK's errors lose.
  *
  * The SDK turns a failure response into `StreamableHTTPError` with the status as
- * `code` and the body in the message: Retry-After, the other headers and the
- * server's own message are gone, and so is which request it answered. This fetch
+ * `code` and the body in the message (its legacy `SSEClientTransport`, a failed POST
+ * into a plain `Error` with both in the message): Retry-After, the other headers and
+ * the server's own message are gone, and so is which request it answered. This fetch
  * keeps the last failure responses it handed out, each with the JSON-RPC ids of its
  * request, and `toError()` rebuilds a breakwater `HttpStatusError` from the one that
  * answered the request (by id, when the caller passes the message it sent), with the
@@ -74,7 +75,9 @@ export interface McpFetch extends FetchLike {
   learn(list: McpToolsList | readonly McpToolInfo[], cursor?: string): void;
   /**
    * The breakwater error for an error the MCP SDK threw after a failure response
-   * through this fetch (`StreamableHTTPError`, whose `code` is the status): an
+   * through this fetch (`StreamableHTTPError` or `SseError`, whose `code` is the status;
+   * the `SSEClientTransport`'s plain `Error('Error POSTing to endpoint (HTTP 503): …')`,
+   * whose message starts with it): an
    * `HttpStatusError` with the status, the server's delay (`retryAfterMs`), its
    * message, the body's start and safe headers, and the SDK's error as `cause`. The
    * `McpError` of a request whose SSE answer this fetch cut past `maxResponseBytes`
@@ -247,12 +250,29 @@ const optionsSchema = z.optional(
   }),
 );
 
-/** The HTTP status an MCP SDK transport error carries as `code` (`StreamableHTTPError`, `SseError`), if any. */
+/**
+ * The message the legacy `SSEClientTransport` throws, as a plain `Error` without `code`,
+ * when its POST fails: `Error POSTing to endpoint (HTTP 503): <body>`. Anchored, no
+ * backtracking: linear in the message.
+ */
+const SSE_POST_FAILED = /^Error POSTing to endpoint \(HTTP ([45]\d\d)\)/;
+
+/**
+ * The HTTP status an MCP SDK transport error carries, if any: as `code`
+ * (`StreamableHTTPError`, `SseError` of the SSE transport's GET), or, for the SSE
+ * transport's failed POST (a plain `Error`), in its message (see {@link SSE_POST_FAILED}).
+ */
 function sdkStatus(error: unknown): number | undefined {
   if (!(error instanceof Error) || error.name === 'McpError') return undefined;
   // McpError's code is a JSON-RPC code; a transport's is the response status; a
   // breakwater error's is a string (`HTTP_STATUS`, `ECONNRESET`), never a status.
-  const code = (error as { code?: unknown }).code;
+  let code = (error as { code?: unknown }).code;
+  if (code === undefined && error.name === 'Error') {
+    // A message that is not a string, or throws when read, names no status.
+    try {
+      code = Number(SSE_POST_FAILED.exec(error.message)?.[1]);
+    } catch {}
+  }
   return (code as number) >= 400 && (code as number) <= 599 && Number.isInteger(code)
     ? (code as number)
     : undefined;
@@ -278,8 +298,9 @@ function sdkStatus(error: unknown): number | undefined {
  *   waiting or with its answer still streaming, is kept.
  * - Streams (`text/event-stream`) are never buffered, and only the wait for their
  *   headers is timed, as everywhere in breakwater.
- * - `toError(error)` turns the SDK's `StreamableHTTPError` back into an
- *   `HttpStatusError` with Retry-After and the server's message.
+ * - `toError(error)` turns the SDK's `StreamableHTTPError` (and the legacy SSE
+ *   transport's failed POST) back into an `HttpStatusError` with Retry-After and the
+ *   server's message.
  * - A failure response reaches the SDK with at most 64 KiB of its body, ended at the
  *   policy's `capture.bodyWaitMs` (default 1 s) if it stalls: the SDK reads it whole
  *   into its error message, and an endless or stalled one would never let go. Its
