@@ -112,17 +112,25 @@ export const backoffSchema: z.ZodMiniType<BackoffOptions> = /* @__PURE__ */ (() 
       initialMs: msSchema,
       factor: z.optional(z.number().check(z.minimum(1))),
       maxMs: msSchema,
+      // A refinement, not z.custom(): a custom type's failure stops the object's own
+      // checks (maxMs against initialMs), so a bad config would not list every path.
       jitter: z.optional(
-        z.custom<Jitter>(
-          isJitter,
-          `must be 'full', 'equal', 'decorrelated', 'none' or '+x%' (0 <= x <= ${MAX_SPREAD_PERCENT})`,
-        ),
+        z
+          .unknown()
+          .check(
+            z.refine(
+              isJitter,
+              `must be 'full', 'equal', 'decorrelated', 'none' or '+x%' (0 <= x <= ${MAX_SPREAD_PERCENT})`,
+            ),
+          ) as z.ZodMiniType<Jitter>,
       ),
     })
     .check(
       z.refine(
         (o) => typeof o.initialMs !== 'number' || typeof o.maxMs !== 'number' || o.maxMs >= o.initialMs,
-        { message: 'must be at least initialMs', path: ['maxMs'] },
+        // Checked even when a sibling failed on its type (zod skips an object's refinements
+        // then), so a bad config's one TypeError names every offending path.
+        { message: 'must be at least initialMs', path: ['maxMs'], when: (p) => p.value instanceof Object },
       ),
     ))();
 

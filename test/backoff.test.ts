@@ -218,6 +218,26 @@ test('maxMs below initialMs is a TypeError naming maxMs', () => {
   );
 });
 
+test('maxMs below initialMs is named beside a sibling that fails on its type: a bad jitter, factor or unknown option', () => {
+  const bad = [{ jitter: 'ful' }, { factor: '2' }, { intialMs: 5 }];
+  for (const extra of bad) {
+    assert.throws(
+      () => backoff({ initialMs: 1000, maxMs: 10, ...extra } as never),
+      /maxMs: must be at least initialMs \(got 10\)/,
+      JSON.stringify(extra),
+    );
+  }
+  assert.throws(
+    () => definePolicy({ breaker: { open: { initialMs: 1000, maxMs: 10, jitter: '+30' as Jitter } } }),
+    (error: unknown) => {
+      assert.ok(error instanceof TypeError, 'error instanceof TypeError');
+      assert.match(error.message, /breaker\.open\.jitter: must be 'full'/);
+      assert.match(error.message, /breaker\.open\.maxMs: must be at least initialMs/);
+      return true;
+    },
+  );
+});
+
 test('unknown options and non-numbers are rejected', () => {
   assert.throws(() => backoff({ initialMS: 100 } as never), /unknown option "initialMS"/);
   assert.throws(() => backoff({ factor: '2' } as never), /backoff\(\)\.factor: .*\(got "2"\)/);
