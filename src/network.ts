@@ -52,7 +52,8 @@ import { redactText } from './redact.ts';
  * - `EPIPE`: writing the request hit a connection the peer had closed.
  * - `ECLOSED`: the peer closed the connection cleanly without (a complete) response.
  * - `ENETWORK`: a network failure the runtime does not describe further (browsers,
- *   workerd, unreachable hosts, unknown causes of `fetch failed`).
+ *   workerd, whose DNS failure too says only `internal error`; unreachable hosts, unknown
+ *   causes of `fetch failed`).
  */
 export type NetworkErrorCode =
   | 'ECONNREFUSED'
@@ -187,11 +188,16 @@ const FETCH_FAILURE =
   /^(?:fetch(?:\(\))? failed|terminated|error sending request|error reading a body from connection|client error \(|connection error|failed to fetch|networkerror when attempting to fetch resource|load failed|the network connection was lost|the internet connection appears to be offline|network (?:error|request failed))/;
 
 /**
- * workerd's one message (lower-case prefix) for a refused connect, a reset, a close
- * without a response and a broken body, in a plain `Error` (with `retryable: true`),
- * not a `TypeError`.
+ * workerd's messages (lower-case prefixes) for a failed fetch, in a plain `Error`, not a
+ * `TypeError`: `Network connection lost.` (with `retryable: true`) for a refused connect, a
+ * reset, a close without a response and a broken body; `internal error; reference = <id>`
+ * for a name that does not resolve, where what failed (`failed to lookup address
+ * information: Name or service not known`) goes to workerd's log alone. That message is
+ * workerd's for any fault inside it (a fetch of `https:` where the outbound service has no
+ * TLS configuration says the same), so it names no DNS failure and no step: ENETWORK,
+ * maybe sent, as the lost connection (measured on workerd 1.20261117, 2026-12-02).
  */
-const WORKERD_LOST = /^network connection lost/;
+const WORKERD_LOST = /^(?:network connection lost|internal error; reference = )/;
 
 /**
  * Causes (lower case) with which `fetch` refuses a request itself, by the Fetch
@@ -389,7 +395,7 @@ function readString(value: unknown, key: string): string {
  *
  * Recognises undici's `TypeError('fetch failed')` with a `cause.code` (including
  * nested causes and `AggregateError`s), Deno's `error sending request ... (Connect)`
- * messages, Bun's `code`s, workerd's `Network connection lost` and the browsers'
+ * messages, Bun's `code`s, workerd's `Network connection lost` and `internal error` and the browsers'
  * `Failed to fetch` family. See the module docs for phases and the README for the
  * per-runtime table.
  *

@@ -47,7 +47,7 @@ const probe :Workerd.Worker = (
  * that sends one {@link Probe}; workerd is stopped and its directory removed afterwards.
  */
 async function withProbe(
-  use: (send: (probe: Probe) => Promise<ProbeResult>) => Promise<void>,
+  use: (send: (probe: Probe) => Promise<ProbeResult>, log: () => string) => Promise<void>,
 ): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'breakwater-workerd-'));
   try {
@@ -57,12 +57,15 @@ async function withProbe(
       (port) =>
         start(WORKERD, ['serve', join(dir, 'config.capnp'), '--socket-addr', `http=127.0.0.1:${port}`], {}),
       (origin, child) =>
-        use(async (probe) => {
-          const response = await fetch(`${origin}/probe`, { method: 'POST', body: JSON.stringify(probe) });
-          const text = await response.text();
-          assert.equal(response.status, 200, `${text}\n${child.output()}`);
-          return JSON.parse(text) as ProbeResult;
-        }),
+        use(
+          async (probe) => {
+            const response = await fetch(`${origin}/probe`, { method: 'POST', body: JSON.stringify(probe) });
+            const text = await response.text();
+            assert.equal(response.status, 200, `${text}\n${child.output()}`);
+            return JSON.parse(text) as ProbeResult;
+          },
+          () => child.output(),
+        ),
     );
   } finally {
     await rm(dir, { recursive: true, force: true });
@@ -165,5 +168,32 @@ test('on workerd, a POST refused or reset before its answer is tried once and fa
         );
       }
     }
+  });
+});
+
+/**
+ * A name under `.invalid` (RFC 6761 §6.4): guaranteed never to resolve. The probe's outbound
+ * reaches loopback only, so nothing but the one lookup leaves the machine.
+ */
+const UNRESOLVABLE_URL = 'http://breakwater-test.invalid/';
+
+test("workerd's fetch of a name that does not resolve throws only `internal error; reference = …` (the lookup failure is in workerd's log alone), which breakwater reads as ENETWORK, maybe sent: a POST is tried once", async () => {
+  // Two lookups of a .invalid name, which fail at once (as test/network.test.ts's one).
+  await withProbe(async (send, log) => {
+    const seen = await send({ target: UNRESOLVABLE_URL, method: 'POST', through: 'fetch' });
+    assert.equal(seen.stage, 'headers');
+    assert.equal(seen.thrown?.name, 'Error');
+    assert.match(seen.thrown?.message ?? '', /^internal error; reference = \w+$/);
+    assert.equal(seen.thrown?.retryable, undefined, 'workerd does not call it retryable');
+    // workerd did look the name up: its log says so, and nothing else does.
+    assert.match(
+      log(),
+      /failed to lookup address information|DNS lookup failed/,
+      'workerd looked the name up',
+    );
+    assert.deepEqual(fields(seen.normalized), MAYBE_SENT_IN_SEND);
+    const chained = await send({ target: UNRESOLVABLE_URL, method: 'POST', through: 'chain' });
+    assert.equal(chained.attempts, 1, 'a POST that may have been sent is not resent');
+    assert.deepEqual(fields(chained.thrown), MAYBE_SENT_IN_SEND);
   });
 });

@@ -428,6 +428,19 @@ test("constructed: workerd's Network connection lost, a plain Error, is ENETWORK
   assert.equal(normalizeNetworkError(custom), undefined);
 });
 
+test("constructed: workerd's `internal error; reference = <id>`, what its fetch throws for a name that does not resolve, is ENETWORK during send, maybe sent (it names no DNS failure)", () => {
+  // workerd 1.20261117 logs `failed to lookup address information: Name or service not
+  // known` and throws only this (an Error with no code, no cause, no `retryable`): provoked
+  // with breakwater-test.invalid in test/network-workerd.test.ts. It says the same of other
+  // faults inside workerd, so it is no proof that nothing was sent.
+  const internal = () => new Error('internal error; reference = d8vmlhfeggcknivi19nsoa91');
+  assertNetwork(internal(), { code: 'ENETWORK', phase: 'send', sent: 'maybe' });
+  assertNetwork(internal(), { code: 'ENETWORK', phase: 'response', sent: 'maybe' }, 'body');
+  // Not from fetch: another class, or the words elsewhere in a message.
+  assert.equal(normalizeNetworkError(new TypeError('internal error; reference = abc')), undefined);
+  assert.equal(normalizeNetworkError(new Error('an internal error; reference = abc')), undefined);
+});
+
 test('constructed: undici timeouts are ETIMEDOUT, not sent only when the connect timed out', () => {
   const connect = systemError(
     'Connect Timeout Error (attempted address: api.example.com:443, timeout: 10000ms)',
