@@ -5,7 +5,7 @@ import { cors } from 'hono/cors';
 import { requestId } from 'hono/request-id';
 import { idempotency, REPLAYED_HEADER } from '../adapters/hono/idempotency.ts';
 import { proxy } from '../adapters/hono/proxy.ts';
-import { errorResponses } from '../adapters/hono/upstream.ts';
+import { errorResponses, type UpstreamEnv, upstream } from '../adapters/hono/upstream.ts';
 import { definePolicy } from '../src/policy.ts';
 import { withApp } from './helpers/hono-server.ts';
 import { always, withServer } from './helpers/server.ts';
@@ -129,4 +129,126 @@ test("a proxied answer keeps its own cookies and headers with cors() in front: H
       }
     },
   );
+});
+
+/** The headers the 500 must not take from a handler that set them before it threw. */
+const HANDLER_HEADERS = [
+  'cache-control',
+  'etag',
+  'last-modified',
+  'location',
+  'content-disposition',
+  'x-trace',
+];
+
+/** cors(), requestId(), a front that sets a cookie, `cache-control: no-store` and `x-trace`, then errorResponses() mounted. */
+function frontedApp(errors: ReturnType<typeof errorResponses>): Hono<UpstreamEnv> {
+  const app = new Hono<UpstreamEnv>();
+  app.use(cors());
+  app.use(requestId());
+  app.use(async (c, next) => {
+    c.header('set-cookie', 'theme=dark; Path=/', { append: true });
+    await next();
+  });
+  app.use(errors);
+  app.onError(errors);
+  return app;
+}
+
+test("errorResponses(), mounted with app.use() too, answers a handler that set Cache-Control, ETag, Last-Modified, Location, Content-Disposition and a Set-Cookie before it threw with a 500 carrying none of them, and the request id, cors()'s headers and the cookie set in front, over a real server", async () => {
+  let ran = false;
+  const errors = errorResponses();
+  const app = frontedApp(errors);
+  app.post('/login', (c) => {
+    ran = true;
+    c.header('cache-control', 'public, max-age=3600');
+    c.header('etag', '"v1"');
+    c.header('last-modified', 'Wed, 02 Dec 2026 12:00:00 GMT');
+    c.header('location', '/home');
+    c.header('content-disposition', 'attachment; filename="a.json"');
+    c.header('x-trace', 'handler');
+    c.header('set-cookie', 'sid=half-done; Path=/; HttpOnly', { append: true });
+    throw new Error('the session store went away');
+  });
+  await withApp(app, async ({ origin }) => {
+    const res = await fetch(`${origin}/login`, {
+      method: 'POST',
+      headers: { origin: 'https://page.example', 'x-request-id': 'login-1' },
+    });
+    assert.equal(ran, true, 'the handler ran');
+    assert.deepEqual(await readProblem(res), [
+      500,
+      ['application/problem+json', null, null, '*', 'login-1'],
+      500,
+    ]);
+    assert.deepEqual(
+      [HANDLER_HEADERS.map((name) => res.headers.get(name)), res.headers.getSetCookie()],
+      [HANDLER_HEADERS.map(() => null), ['theme=dark; Path=/']],
+    );
+  });
+});
+
+test("errorResponses() mounted puts back the front's value of a header the handler overwrote or removed before it threw (its Cache-Control: no-store over the handler's public), without cors() in front too, over a real server", async () => {
+  for (const withCors of [false, true]) {
+    let ran = false;
+    const errors = errorResponses();
+    const app = new Hono();
+    if (withCors) app.use(cors());
+    app.use(async (c, next) => {
+      c.header('cache-control', 'no-store');
+      c.header('x-trace', 'front');
+      c.header('set-cookie', 'theme=dark; Path=/', { append: true });
+      await next();
+    });
+    app.use(errors);
+    app.onError(errors);
+    app.get('/page', (c) => {
+      ran = true;
+      c.header('cache-control', 'public, max-age=3600');
+      c.header('x-trace', undefined);
+      c.header('set-cookie', 'sid=half-done; Path=/', { append: true });
+      throw new Error('render failed');
+    });
+    await withApp(app, async ({ origin }) => {
+      const res = await fetch(`${origin}/page`);
+      await res.text();
+      assert.deepEqual(
+        [
+          res.status,
+          res.headers.get('cache-control'),
+          res.headers.get('x-trace'),
+          res.headers.getSetCookie(),
+        ],
+        [500, 'no-store', 'front', ['theme=dark; Path=/']],
+        `cors: ${withCors}`,
+      );
+      assert.equal(ran, true, 'the handler ran');
+    });
+  }
+});
+
+test("errorResponses() mounted in front of upstream() keeps the Access-Control-Expose-Headers upstream() adds, so a page on another origin reads the 503's Retry-After, over a real server", async () => {
+  await withServer(always({ status: 429, headers: { 'retry-after': '5' } }), async (up) => {
+    const policy = definePolicy({ name: 'up', retry: { attempts: 1 } });
+    const errors = errorResponses({ policy });
+    const app = frontedApp(errors);
+    app.use(upstream(policy, { throwOnStatus: true }));
+    app.get('/tool', async (c) => {
+      c.header('cache-control', 'public, max-age=3600');
+      return c.json(await (await c.var.fetch(`${up.origin}/x`)).json());
+    });
+    await withApp(app, async ({ origin }) => {
+      const res = await fetch(`${origin}/tool`, { headers: { origin: 'https://page.example' } });
+      await res.text();
+      assert.deepEqual(
+        [
+          res.status,
+          res.headers.get('retry-after'),
+          res.headers.get('access-control-expose-headers')?.includes('retry-after'),
+          res.headers.get('cache-control'),
+        ],
+        [503, '5', true, null],
+      );
+    });
+  });
 });

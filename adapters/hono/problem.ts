@@ -26,7 +26,8 @@ export const CLIENT_CLOSED_STATUS = 499;
  */
 const CLIENT_HEADERS =
   'retry-after, retry-after-ms, ratelimit, ratelimit-policy, x-should-retry, idempotent-replayed';
-const EXPOSE = 'access-control-expose-headers';
+/** The header that names the response headers a page on another origin may read (Fetch standard). */
+export const EXPOSE = 'access-control-expose-headers';
 
 /**
  * Adds `names` ({@link CLIENT_HEADERS} by default) to `Access-Control-Expose-Headers`

@@ -8,7 +8,7 @@
  * 502. Bodies name the upstream by its key, never its URL or credentials.
  */
 
-import type { Context, ErrorHandler, MiddlewareHandler } from 'hono';
+import type { Context, ErrorHandler, MiddlewareHandler, Next } from 'hono';
 import * as z from 'zod/mini';
 import type { AuthOptions } from '../../src/auth.ts';
 import {
@@ -46,6 +46,7 @@ import { MAX_DELAY_MS, shouldRetryHeader } from '../../src/timing.ts';
 import {
   answer,
   CLIENT_CLOSED_STATUS,
+  EXPOSE,
   exposeClientHeaders,
   problemResponse,
   retryAfterSeconds,
@@ -441,6 +442,16 @@ function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Re
  *
  * Every `Retry-After` is delay-seconds, rounded up, and at most `maxRetryAfterMs`.
  *
+ * Each answer carries the headers set for the request, as a `c.json()` answer does (a
+ * request id, `cors()`'s), but those that describe another body. Mounted with
+ * `app.use()` too (the same function), after the middlewares whose headers the answers
+ * keep, it notes the headers set in front of it, and an answer to a throw behind it
+ * carries those only, as they were: a header the handler set or changed before it threw
+ * (`Cache-Control: public, max-age=3600`, an ETag, a Location, a half-done login's
+ * Set-Cookie) is removed, a front's value it overwrote or removed put back. But
+ * Access-Control-Expose-Headers, which `upstream()` behind it adds for a page on another
+ * origin to read `Retry-After`. Not mounted, it cannot tell them apart and keeps them all.
+ *
  * For a keyed request under `idempotency()`, the answer for a `c.var.fetch` call that
  * never left (an open circuit or a paused key, a refused connection: 503, 502) or that
  * the upstream refused unrun (a 429 or 408, or `x-should-retry: true`; not one fetch
@@ -457,14 +468,19 @@ function breakwaterProblem(err: BreakwaterError, capMs: number, now: number): Re
  * @example
  * ```ts
  * const policy = definePolicy({ name: 'github-mcp' });
- * app.onError(errorResponses({ policy }));
+ * const errors = errorResponses({ policy });
+ * app.use(cors(), requestId(), errors); // the 500 keeps these headers, not the handler's
+ * app.onError(errors);
  * // { "type": "about:blank", "status": 503, "title": "Service Unavailable",
  * //   "detail": "upstream \"github-mcp\" is not accepting requests right now; retry in 4 s",
  * //   "code": "CIRCUIT_OPEN", "upstream": "github-mcp" }   + Retry-After: 4
  * ```
  */
-export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
+export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler & MiddlewareHandler {
   const valid = validate(errorResponsesSchema, options, 'errorResponses()') ?? {};
+  // The headers set in front of the mount, per request: a copy, as @hono/node-server's
+  // Response may hold the very Headers the handler goes on to set.
+  const fronts = new WeakMap<Context, Headers>();
   const capMs =
     valid.maxRetryAfterMs ?? valid.policy?.resolved.retry.maxRetryAfterMs ?? DEFAULT_MAX_RETRY_AFTER_MS;
   const fallback = valid.fallback;
@@ -504,8 +520,39 @@ export function errorResponses(options?: ErrorResponsesOptions): ErrorHandler {
     return problemResponse({ status: 500, title: 'Internal Server Error' });
   }
 
-  return async function errorResponse(err: Error, c: Context): Promise<Response> {
+  return async function errorResponse(
+    err: Error | Context,
+    c: Context | Next,
+  ): Promise<Response | undefined> {
+    if (typeof c === 'function') {
+      fronts.set(err as Context, new Headers((err as Context).newResponse(null).headers));
+      await c();
+      return;
+    }
+    const front = fronts.get(c);
+    if (front !== undefined) keepFront(c, front);
     // Headers set in front (a request id) reach the error's answer, as a c.json() answer's do.
-    return answer(c, await respond(err, c));
-  };
+    return answer(c, await respond(err as Error, c));
+  } as ErrorHandler & MiddlewareHandler;
+}
+
+/**
+ * Puts the headers set for `c` back as they were in `front`: those the handler set or
+ * changed before it threw are removed (a `Cache-Control: public, max-age=3600`, an ETag,
+ * a Location, a half-done login's Set-Cookie would have a CDN cache the 500, a client keep
+ * a cookie of a request that failed), a front's value it overwrote or removed is the
+ * front's again (its `Cache-Control: no-store` over the handler's `public`). But
+ * Access-Control-Expose-Headers: upstream() and rateLimit() behind the mount add the names
+ * a page on another origin needs to read these answers' Retry-After.
+ */
+function keepFront(c: Context, front: Headers): void {
+  try {
+    // Names first: @hono/node-server's Response may hold the very Headers c.header() sets.
+    for (const name of new Set(c.newResponse(null).headers.keys())) {
+      if (name !== EXPOSE) c.header(name, undefined);
+    }
+    for (const [name, value] of front) if (name !== EXPOSE) c.header(name, value, { append: true });
+  } catch {
+    // A c.res with immutable headers keeps them (see answer()).
+  }
 }
