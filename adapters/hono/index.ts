@@ -16,10 +16,12 @@
  * const app = new Hono<UpstreamEnv>();
  * app.use('*', rateLimit({ limit: 100, windowMs: 60_000, trustedHeader: 'cf-connecting-ip' }));
  * app.use('*', shed({ maxInFlight: 64 }));
+ * const errors = errorResponses({ policy });
+ * app.use('*', errors);
  * app.use('/orders', idempotency());
  * app.use('*', upstream(policy));
  * app.post('/orders', async (c) => c.json(await (await c.var.fetch('https://inventory.internal/reserve')).json()));
- * app.onError(errorResponses({ policy }));
+ * app.onError(errors);
  * ```
  */
 

@@ -68,6 +68,11 @@ export function createApp(inventoryUrl: string): Hono<UpstreamEnv> {
 
   const app = new Hono<UpstreamEnv>();
 
+  // Mounted as a middleware too, so an error's answer keeps the headers set in front
+  // of it and drops those a failing handler set (a Cache-Control a CDN would keep).
+  const errors = errorResponses({ policy: inventory });
+  app.use(errors);
+
   app.get('/health', (c) => c.text('ok'));
 
   app.use(
@@ -120,7 +125,7 @@ export function createApp(inventoryUrl: string): Hono<UpstreamEnv> {
     return c.json({ order, reservation }, 201);
   });
 
-  app.onError(errorResponses({ policy: inventory }));
+  app.onError(errors);
   return app;
 }
 
