@@ -192,7 +192,11 @@ export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions
     return verdict('transient', false, true, call, Math.max(0, Number(retryAt) - Date.now()) || 0);
   }
   if (code === 'RETRY_AFTER_TOO_LONG') {
-    return verdict('rate-limited', false, true, call, (error as RetryAfterTooLongError).retryAfterMs);
+    // Whether it ran is what the answer behind it says: a 429 was refused before running,
+    // a 503 may have run (DESIGN §5). Without a cause, nothing was sent.
+    const { cause, retryAfterMs } = error as RetryAfterTooLongError;
+    const notRun = cause === undefined || classify({ error: cause }, call, options).notRun;
+    return verdict('rate-limited', false, notRun, call, retryAfterMs);
   }
   return settled('fatal');
 }

@@ -13,6 +13,7 @@ import {
   type SentState,
   TimeoutError,
 } from '../src/errors.ts';
+import { retry } from '../src/retry.ts';
 import { wrapHttpError } from '../src/status.ts';
 import { always, withServer } from './helpers/server.ts';
 
@@ -685,6 +686,36 @@ test('attempt and total timeouts are not notRun, even on a GET that is safe to r
     assert.equal(verdict.notRun, false, scope);
     assert.equal(verdict.safeToResend, true, scope);
   }
+});
+
+test('a RetryAfterTooLongError is notRun as its answer says: not after a 503, which may have run; after a 429, which did not', () => {
+  const after = (status: number) =>
+    new RetryAfterTooLongError({
+      retryAfterMs: 120_000,
+      limitMs: 60_000,
+      cause: wrapHttpError(status, new Headers({ 'retry-after': '120' })),
+    });
+  assert.deepEqual(classify({ error: after(503) }, post()), {
+    kind: 'rate-limited',
+    retryable: false,
+    notRun: false,
+    safeToResend: false,
+    retryAfterMs: 120_000,
+  });
+  assert.equal(classify({ error: after(503) }, get()).safeToResend, true, 'a GET is idempotent');
+  assert.equal(classify({ error: after(429) }, post()).notRun, true, 'a 429 was refused before it ran');
+});
+
+test('a POST answered 503 with a Retry-After past the cap gives up with an error that says it may have run', async () => {
+  await withServer(always({ status: 503, headers: { 'retry-after': '120' } }), async ({ origin, requests }) => {
+    const fetch = createFetch({ use: [retry({ resend: 'always', maxRetryAfterMs: 1_000 })] });
+    const error = await fetch(origin, { method: 'POST', body: 'charge' }).catch((e: unknown) => e);
+    assert.ok(error instanceof RetryAfterTooLongError, String(error));
+    assert.equal(requests.length, 1);
+    const verdict = classify({ error }, callWith({ method: 'POST' }, origin));
+    assert.equal(verdict.notRun, false);
+    assert.equal(verdict.safeToResend, false);
+  });
 });
 
 test('CircuitOpenError, GateClosedError and RetryAfterTooLongError are notRun: nothing was sent', () => {
