@@ -127,6 +127,8 @@ const SHOULD_RETRY = 'x-should-retry';
 const NOT_RUN = { [SHOULD_RETRY]: 'true' };
 /** What `x-should-retry` says on answers a resend with the same key would only repeat. */
 const FINAL = { [SHOULD_RETRY]: 'false' };
+/** Ends the connection after this answer (RFC 9112 §9.6). */
+const CLOSE = { connection: 'close' };
 /**
  * Response headers never stored: hop-by-hop ones (RFC 9110 §7.6.1, `proxy-*` too), `set-cookie` (a
  * replay must not hand out a session), and `content-length` (recomputed on replay).
@@ -785,13 +787,17 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     };
   }
 
-  function tooLarge(): Response {
-    return problemResponse({
-      status: 413,
-      title: 'Content Too Large',
-      detail: `A keyed request's body may be at most ${maxBodyBytes} bytes.`,
-      maxBodyBytes,
-    });
+  function tooLarge(headers?: typeof CLOSE): Response {
+    return problemResponse(
+      {
+        status: 413,
+        title: 'Content Too Large',
+        detail: `A keyed request's body may be at most ${maxBodyBytes} bytes.`,
+        maxBodyBytes,
+      },
+      undefined,
+      headers,
+    );
   }
 
   /** The request body, or `undefined` when it is over the limit. The handler can still read it. */
@@ -984,7 +990,10 @@ export function idempotency<E extends Env = any>(options?: IdempotencyOptions<E>
     const declared = Number(c.req.header('content-length'));
     if (declared > maxBodyBytes) return answer(c, tooLarge());
     const body = await requestBody(c);
-    if (body === undefined) return answer(c, tooLarge());
+    // Its body read in part, @hono/node-server kills the connection unannounced once the
+    // answer is sent, and the client's next request on it failed ('other side closed'):
+    // closing it openly makes the client open another (as nginx does on its own 413).
+    if (body === undefined) return answer(c, tooLarge(CLOSE));
 
     const namespace = scope === undefined ? DEFAULT_SCOPE : await scope(c);
     if (typeof namespace !== 'string') {
