@@ -122,11 +122,11 @@ test('the MCP SDK on breakwater’s fetch: a 503 with x-should-retry before init
     assert.deepEqual(result.content, [{ type: 'text', text: '5' }]);
 
     // The resend waited the server's delay, not a backoff step: what was left of its 50 ms
-    // once the capture had read the 503's body (a few ms, or tens under load: the whole
+    // once the capture had read the 503's body (a few ms, or all of it under load: the whole
     // wait, from the headers, is checked above).
     const retries = events.filter((event) => event.type === 'retry');
     const delayMs = retries[0]?.delayMs ?? -1;
-    assert.ok(delayMs > 0 && delayMs <= 50, `waited ${delayMs} ms of the server's 50`);
+    assert.ok(delayMs >= 0 && delayMs <= 50, `waited ${delayMs} ms of the server's 50`);
     assert.deepEqual(retries, [
       { type: 'retry', key: 'mcp-test', attempt: 1, delayMs, delaySource: 'server', reason: 'HTTP 503' },
     ]);
