@@ -2,7 +2,9 @@
  * @module
  * Following redirects as fetch does, one hop at a time, each hop a call of its own: for
  * `auth()` (a token in a header fetch would carry to another origin) and for the end of
- * the chain where the runtime's own following hides which hop failed (Bun).
+ * the chain, where the runtime's own following hides which hop failed (Bun's refusal names
+ * the request's URL; Node's and Deno's name a hop within the origin by the request's own
+ * address): see src/chain.ts, send().
  */
 
 import { Call, CREDENTIAL_HEADER, dropBody, hasOneShotBody, type Next } from './call.ts';
