@@ -286,10 +286,10 @@ const IP_HOST = /^\[|^[\d.]+$/;
  *   names resolve anywhere, and a unix-socket dispatcher's `address` is its path.
  * - Deno: the URL in its message (`error sending request for url (<url>): ...`, in the
  *   lower-cased `words`), by origin.
- * Bun's refusal names nothing (its `path` is the URL it was called with, after any hop):
- * there the chain follows the redirects of a call given as a URL (or a GET or HEAD
- * `Request`) to the runtime's fetch itself, and knows a hop's failure for one (src/chain.ts,
- * HIDES_HOPS).
+ * Bun's refusal names nothing (its `path` is the URL it was called with, after any hop),
+ * and a hop within the origin shares the request's address everywhere: for the calls
+ * where that matters (not idempotent, or under `resend: 'never'`) the chain follows
+ * redirects itself and knows a hop's failure for one (src/chain.ts, SEES_REDIRECTS).
  */
 function elsewhere(link: unknown, words: string[], url: URL): boolean {
   const host = url.hostname;

@@ -125,6 +125,20 @@ test('a POST answered 303 within the origin, whose GET finds the server gone, ru
   }
 });
 
+test('a POST to a URL object (as the MCP SDK sends its JSON-RPC) answered 303, whose GET finds the server gone, runs once', async () => {
+  const server = await goneAfterRedirect(303, '/result');
+  try {
+    const fetch = createFetch({ use: [quickRetry(), backBeforeResend(server)] });
+    const result = await failure(
+      fetch(new URL('/charge', server.origin), { method: 'POST', body: '{"amount":100}' }),
+    );
+    assert.deepEqual(result, MAYBE_RAN);
+    assert.deepEqual(server.requests, ['POST /charge']);
+  } finally {
+    await server.close();
+  }
+});
+
 test('the same POST through definePolicy({}).fetch() is not resent, and fails as maybe sent', async () => {
   const server = await goneAfterRedirect(303, '/result');
   try {
