@@ -25,6 +25,7 @@ import {
   readSaid,
   SNAPSHOT,
   type Snapshotted,
+  sentHider,
 } from './status.ts';
 import { retryDelay } from './timing.ts';
 
@@ -59,7 +60,10 @@ export interface StatusSnapshot {
    * undefined when empty. Redacted as `body` is.
    */
   readonly serverMessage: string | undefined;
-  /** Allowlisted headers only: timing, rate limits, request ids, content type. */
+  /**
+   * Allowlisted headers only: timing, rate limits, request ids, content type,
+   * `WWW-Authenticate`; their values redacted as `body` is (a 401 may quote the token there).
+   */
   readonly headers: Readonly<Record<string, string>>;
   /** When the response arrived, epoch ms. */
   readonly at: number;
@@ -223,7 +227,8 @@ export function captureStatus(options?: CaptureStatusOptions): CaptureStatus {
       // written, and an old app server may quote the credential there (`401 Invalid token Bearer eyJ…`).
       statusText: redactText(hideSent(call, response.statusText)),
       ...said,
-      headers: Object.freeze(safeHeaders(response.headers)),
+      // Hidden and redacted too: a 401's WWW-Authenticate may quote the token it refused.
+      headers: Object.freeze(safeHeaders(response.headers, sentHider(call))),
       at,
     });
     remember(snapshot);

@@ -288,7 +288,12 @@ export class HttpStatusError extends BreakwaterError {
    * empty or not read, or whoever built the error had none (from headers alone, say).
    */
   declare readonly serverMessage: string | undefined;
-  /** Allowlisted response headers (timing, rate limits, request ids, content type). */
+  /**
+   * Allowlisted response headers (timing, rate limits, request ids, content type,
+   * `WWW-Authenticate`), their values redacted as `body` is: where breakwater built the
+   * error from a call, that call's credentials are hidden there too (a 401's
+   * `WWW-Authenticate` may quote the token it refused).
+   */
   declare readonly headers: Readonly<Record<string, string>>;
 
   constructor(init: HttpStatusErrorInit) {

@@ -107,14 +107,21 @@ export function isSafeHeader(name: string): boolean {
 }
 
 /**
- * The allowlisted subset of `headers`, values cut to a bounded length. A `Headers` gives its
- * names lower-cased (the Fetch standard's iteration), as the allowlist has them: no
- * {@link isSafeHeader} and its `toLowerCase()` per name.
+ * The allowlisted subset of `headers`, values cut to a bounded length, passed through `hide`
+ * (where the call is known: the credentials it sent, `hideSent()` in status.ts) and redacted
+ * as text ({@link redactText}): a server quotes the request back in a kept header too (a
+ * 401's `WWW-Authenticate: Bearer error_description="token <it> expired"`, an
+ * `x-request-id` echoing the Authorization line, a `resource_metadata` URL's query). A
+ * `Headers` gives its names lower-cased (the Fetch standard's iteration), as the allowlist
+ * has them: no {@link isSafeHeader} and its `toLowerCase()` per name.
  */
-export function safeHeaders(headers: Headers | undefined): Record<string, string> {
+export function safeHeaders(
+  headers: Headers | undefined,
+  hide: (value: string) => string = String,
+): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, value] of headers || []) {
-    if (SAFE_HEADER.test(name)) out[name] = value.slice(0, MAX_HEADER_VALUE_CHARS);
+    if (SAFE_HEADER.test(name)) out[name] = redactText(hide(value.slice(0, MAX_HEADER_VALUE_CHARS)));
   }
   return out;
 }

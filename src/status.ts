@@ -27,7 +27,14 @@ import type { StatusSnapshot } from './capture.ts';
 import { isRetryableStatus } from './classify.ts';
 import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
 import { validate } from './options.ts';
-import { endsUrl, redactText, SCHEME_SEPARATOR, SECRET_HEADERS, SECRET_QUERY_NAME } from './redact.ts';
+import {
+  endsUrl,
+  redactText,
+  SCHEME_SEPARATOR,
+  SECRET_HEADERS,
+  SECRET_QUERY_NAME,
+  safeHeaders,
+} from './redact.ts';
 import { type HeadersLike, retryDelay } from './timing.ts';
 
 /** Body bytes read from a failure response by default (DESIGN.md §4: 2 KiB). */
@@ -254,11 +261,11 @@ async function readPrefix(call: Call, response: Response, bytes: number, waitMs:
   // UTF-8 sequence: stream mode held the partial character back instead of adding a
   // replacement character. Only a body read to its end is flushed: a chunk that ends
   // exactly at the limit may still be in the middle of a character. An escape the cut
-  // split (`%2`, `\u00`) stands for nothing, and would end a credential's start that
+  // split (`%2`, `\u00`, `&#4`, `&plu`) stands for nothing, and would end a credential's start that
   // hideSent() reads as the escape (`s1gn%2` of `s1gn%2Fatur3`) before it: left out.
   return next?.done
     ? text + (decoder?.decode() ?? '')
-    : withoutCutUrl(text.replace(/(?:%[\da-f]?|\\(?:u[\da-f]{0,3})?)$/i, ''));
+    : withoutCutUrl(text.replace(/(?:%[\da-f]?|\\(?:u[\da-f]{0,3})?|&#?x?[\da-z]{0,7})$/i, ''));
 }
 
 /**
@@ -291,13 +298,14 @@ function withoutCutUrl(text: string): string {
  * names otherwise, {@link CREDENTIAL_HEADER}, and those it replaced to resend the call,
  * {@link REPLACED}), whole and then after its scheme (the
  * token of `Bearer <token>`; a Basic one decoded, and its password), but not a scheme
- * alone nor a token that is a placeholder ({@link NO_SECRET}); each cookie value and each query value of the request URL
+ * alone nor a token that is a placeholder ({@link NO_SECRET}); the request URL's userinfo (`user:password`, the
+ * password, or a user name alone); each cookie value and each query value of the request URL
  * named as a credential ({@link SECRET_QUERY_NAME}) or random-looking
  * ({@link RANDOM_QUERY_VALUE}); each also base64-encoded, alone or at any byte offset in a
  * longer base64 text ({@link withBase64}). Looked for in
  * the text with JSON's and URLs' escapes read ({@link readPieces}), so a credential is found
  * as written or with any character escaped (`\/` from PHP's `json_encode`, `\u002B` from
- * .NET's `System.Text.Json`, `%2F` from `encodeURIComponent`), without base64's padding, in
+ * .NET's `System.Text.Json`, `%2F` from `encodeURIComponent`, `&#43;` from Go's html/template), without base64's padding, in
  * either base64 alphabet, and hidden as the server wrote it; a short one only as
  * {@link MIN_CREDENTIAL_CHARS} says. A credential's start of at least {@link MIN_CREDENTIAL_CHARS}
  * characters that ends the text goes too: the body snippet is cut at `bodyBytes`, maybe
@@ -306,6 +314,15 @@ function withoutCutUrl(text: string): string {
  * Also run on the reason phrase, which Node's and Bun's fetch keep as the server wrote it.
  */
 export function hideSent(call: Call, text: string): string {
+  return sentHider(call)(text);
+}
+
+/**
+ * {@link hideSent} for `call`, what it sent read once: a failure's headers are several short
+ * texts, and reading the credentials (each in base64 at every offset) costs far more than
+ * looking for them in a header value.
+ */
+export function sentHider(call: Call): (text: string) => string {
   const sent: string[] = [];
   const named = call.bag.get(CREDENTIAL_HEADER) as Set<string> | undefined;
   const values = [...SECRET_HEADERS, ...(named ?? [])].map((name) => call.header(name));
@@ -321,11 +338,27 @@ export function hideSent(call: Call, text: string): string {
     // is quoted back as UTF-8 text, so it is decoded so too (a stray byte as U+FFFD).
     try {
       const binary = /^basic\s/i.test(value) ? atob(token) : '';
-      const utf8 = new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0)));
-      for (const decoded of [binary, utf8]) sent.push(decoded, decoded.slice(decoded.indexOf(':') + 1));
+      for (const decoded of [binary, utf8(binary)])
+        sent.push(decoded, decoded.slice(decoded.indexOf(':') + 1));
     } catch {
       // Not base64: nothing more to hide.
     }
+  }
+  // The URL's userinfo: Deno and Bun send it as Basic (Node's fetch refuses such a URL), and
+  // a server quotes it back decoded, `user:password` or the password alone; a user name
+  // alone (`https://<token>@github.com`) is the credential itself. Hidden at any length, as a header's.
+  let url: URL | undefined;
+  try {
+    url = call.url;
+    // Percent-decoded as UTF-8, as WHATWG URL decodes (a stray `%`, `50%off`, stays).
+    const [user = '', password = ''] = [url.username, url.password].map((part) =>
+      utf8(
+        part.replace(/%([\da-f]{2})/gi, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16))),
+      ),
+    );
+    if (user || password) sent.push(password || user, `${user}:${password}`);
+  } catch {
+    // Not an absolute URL: a browser's relative one.
   }
   // Those are a header's credentials: secrets at any length (see MIN_CREDENTIAL_CHARS).
   const words = sent.length;
@@ -333,23 +366,15 @@ export function hideSent(call: Call, text: string): string {
   // its name or its look: URLs shown lose every value, and a body quoting one of these alone
   // does too. The others stay: a server quotes them to say what was wrong (Azure's "The
   // api-version '2024-13-01' is invalid"), and a date hidden blanks it everywhere in the
-  // message. A relative URL (a browser's) has none to read here.
-  try {
-    for (const [name, value] of call.url.searchParams)
-      if (SECRET_QUERY_NAME.test(name) || RANDOM_QUERY_VALUE.test(value)) sent.push(value);
-  } catch {
-    // Not an absolute URL.
-  }
+  // message.
+  for (const [name, value] of url?.searchParams ?? [])
+    if (SECRET_QUERY_NAME.test(name) || RANDOM_QUERY_VALUE.test(value)) sent.push(value);
   // Headers joins repeated fields with ', ': a cookie value holds neither ',' nor ';' (RFC 6265 §4.1.1).
   // A quoted value (`sid="…"`) is hidden without its quotes: servers read it, and quote it back, so.
   for (const pair of call.header('cookie')?.split(/[;,]/) ?? [])
     sent.push(pair.slice(pair.indexOf('=') + 1).replace(/^[\s"]+|[\s"]+$/g, ''));
-  const pieces = readPieces(text);
-  const read = pieces.map((piece) => piece[1]).join('');
-  // Characters are marked rather than replaced, so a credential that holds another (a
-  // signed cookie `<id>.<signature>`, the id sent as a token too) is hidden whole.
-  const hidden = pieces.map(() => false);
   // Each as sent and in base64: a server may quote it encoded, alone or in a blob.
+  const credentials: [string, boolean][] = [];
   for (const [i, value] of sent.entries())
     for (const written of withBase64(value)) {
       // Read as the text is: a cookie sent percent-encoded (express's `s%3A<id>.<signature>`)
@@ -360,7 +385,15 @@ export function hideSent(call: Call, text: string): string {
         .join('')
         .replace(/=+$/, '');
       const short = credential.length < MIN_CREDENTIAL_CHARS;
-      if (short && (credential.length < MIN_WORD_CHARS || i >= words)) continue;
+      if (!short || (credential.length >= MIN_WORD_CHARS && i < words)) credentials.push([credential, short]);
+    }
+  return (text) => {
+    const pieces = readPieces(text);
+    const read = pieces.map((piece) => piece[1]).join('');
+    // Characters are marked rather than replaced, so a credential that holds another (a
+    // signed cookie `<id>.<signature>`, the id sent as a token too) is hidden whole.
+    const hidden = pieces.map(() => false);
+    for (const [credential, short] of credentials) {
       for (let at = read.indexOf(credential); at >= 0; at = read.indexOf(credential, at + credential.length))
         if (!short || !/[\w+]/.test(read.charAt(at - 1) + read.charAt(at + credential.length)))
           hidden.fill(true, at, at + credential.length);
@@ -370,7 +403,13 @@ export function hideSent(call: Call, text: string): string {
       while (at >= 0 && !credential.startsWith(read.slice(at))) at = read.indexOf(head, at + 1);
       if (at >= 0) hidden.fill(true, at);
     }
-  return pieces.map(([written], i) => (hidden[i] ? (hidden[i - 1] ? '' : HIDDEN) : written)).join('');
+    return pieces.map(([written], i) => (hidden[i] ? (hidden[i - 1] ? '' : HIDDEN) : written)).join('');
+  };
+}
+
+/** `binary` (bytes as Latin-1 characters) read as UTF-8, a stray byte as U+FFFD. */
+function utf8(binary: string): string {
+  return new TextDecoder().decode(Uint8Array.from(binary, (c) => c.charCodeAt(0)));
 }
 
 /**
@@ -393,21 +432,52 @@ function withBase64(value: string): string[] {
 }
 
 /**
+ * Named character references a server may write a credential's punctuation as (HTML5's
+ * `&plus;`, `&sol;`, `&equals;`, ...: each an ASCII character; `&hyphen;` is U+2010, not `-`).
+ */
+const NAMED_REFS: Record<string, string> = {
+  plus: '+',
+  sol: '/',
+  equals: '=',
+  amp: '&',
+  quot: '"',
+  apos: "'",
+  lt: '<',
+  gt: '>',
+  colon: ':',
+  period: '.',
+  comma: ',',
+  lowbar: '_',
+};
+
+/**
  * `text` in pieces, each one character as written and as read: a `\uXXXX` or `\x` JSON
  * escape, a `%XX` percent escape (a server quoting a credential in a URL or a form encodes
- * its `/`, `+` and `=`: `encodeURIComponent`, in either case), or a character as it is (a
- * cut escape, `\u00` or `%2`, reads as itself). base64url's `-` and `_` read as base64's
- * `+` and `/`: a credential is found in either alphabet.
+ * its `/`, `+` and `=`: `encodeURIComponent`, in either case), an HTML or XML character
+ * reference (an error page's: Go's html/template writes `+` as `&#43;`; `&#x2F;`, and the
+ * {@link NAMED_REFS}), or a character as it is (a cut escape, `\u00`, `%2` or `&#4`, reads as
+ * itself). A reference past U+FFFD reads as U+FFFD: one piece, one UTF-16 unit, so a match's
+ * place in the text read is its place in the pieces. base64url's `-` and `_` read as base64's
+ * `+` and `/`: a credential is found in either alphabet. Each alternative starts with its
+ * own literal and is bounded: linear time.
  */
 function readPieces(text: string): string[][] {
-  return [...text.matchAll(/\\u([\da-f]{4})|%([\da-f]{2})|\\?([\s\S])/gi)].map(
-    ([written, hex, percent, c]) => [
-      written,
-      (c ?? String.fromCharCode(Number.parseInt((hex ?? percent) as string, 16)))
-        .replace('-', '+')
-        .replace('_', '/'),
-    ],
-  );
+  return [
+    ...text.matchAll(
+      /\\u([\da-f]{4})|%([\da-f]{2})|&#(?:x([\da-f]{1,6})|(\d{1,7}));|&(plus|sol|equals|amp|quot|apos|lt|gt|colon|period|comma|lowbar);|\\?([\s\S])/gi,
+    ),
+  ].map(([written, hex, percent, ref, decimal, name, c]) => [
+    written,
+    (
+      c ??
+      NAMED_REFS[name?.toLowerCase() as string] ??
+      String.fromCharCode(
+        Math.min(decimal ? +decimal : Number.parseInt((hex ?? percent ?? ref) as string, 16), 0xfffd),
+      )
+    )
+      .replace('-', '+')
+      .replace('_', '/'),
+  ]);
 }
 
 /** What a failure response said, as `captureStatus()` snapshots it and `statusError()` reports it. */
@@ -428,7 +498,8 @@ export async function readSaid(
   const retryAfterMs = retryDelay(response.headers, now);
   // Servers quote the credential back ("invalid token Bearer eyJ…", "Incorrect API key
   // provided: sk-…"): hidden here, where the call that sent it is known (DESIGN.md §4).
-  const text = hideSent(call, await readPrefix(call, response, bodyBytes, bodyWaitMs));
+  const hide = sentHider(call);
+  const text = hide(await readPrefix(call, response, bodyBytes, bodyWaitMs));
   // Servers quote the request URL back: a snapshot is redacted like an error. The JSON
   // is read first, from the text as sent: redaction rewrites escaped URLs
   // (`https:\/\/...`) and query values, and the message is what the server wrote.
@@ -439,7 +510,7 @@ export async function readSaid(
     // Not JSON: the message is the text itself.
   }
   // The message once more: JSON may spell a credential with any `\u` escape.
-  const message = oneLine(redactText(hideSent(call, errorMessageOf(parsed) ?? text)));
+  const message = oneLine(redactText(hide(errorMessageOf(parsed) ?? text)));
   return {
     retryAfterMs,
     body: oneLine(redactText(text)),
@@ -547,7 +618,9 @@ export async function statusError(
     at,
     body: said.body,
     serverMessage: said.serverMessage,
-    headers,
+    // Those shown, with the credentials the call sent hidden (a 401's WWW-Authenticate may
+    // quote its token); the snapshot's are so already.
+    headers: new Headers(snapshot?.headers ?? safeHeaders(headers, sentHider(call))),
     request: requestSummary(call.key, call.method, call.href),
     cause,
   });
