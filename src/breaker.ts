@@ -55,10 +55,10 @@ import {
 } from './errors.ts';
 import type { PacedEvent } from './events.ts';
 import { functionOption, validate } from './options.ts';
-import { redactText } from './redact.ts';
+import { redactText, safeHeaders } from './redact.ts';
 // The longest wait, in ms, a server may impose on its word alone, by default: the same as retry()'s.
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
-import { hideSent } from './status.ts';
+import { hideSent, sentHider } from './status.ts';
 import { type JsonValue, type Store, storeSchema } from './store.ts';
 import { MAX_DELAY_MS, quotaLeft, readHeader } from './timing.ts';
 
@@ -638,12 +638,15 @@ function replayed(answer: Answer): boolean {
 function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined): Error {
   if (failure instanceof Error) return failure;
   const { status, headers } = failure;
+  const hide = sentHider(call);
   return new HttpStatusError({
     status,
-    statusText: hideSent(call, failure.statusText), // and redacted by HttpStatusError
+    statusText: hide(failure.statusText), // and redacted by HttpStatusError
     retryable: isRetryableStatus(status, headers),
     retryAfterMs,
-    headers,
+    // The kept headers without what the call sent, should the server echo it (a request
+    // id or WWW-Authenticate quoting the token); HttpStatusError redacts them again.
+    headers: new Headers(safeHeaders(headers, hide)),
     request: requestSummary(call.key, call.method, call.href),
   });
 }

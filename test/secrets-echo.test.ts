@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { inspect } from 'node:util';
+import { circuitBreaker } from '../src/breaker.ts';
 import { Call } from '../src/call.ts';
 import { captureStatus, type StatusSnapshot } from '../src/capture.ts';
 import { createFetch } from '../src/chain.ts';
-import { HttpStatusError } from '../src/errors.ts';
+import { CircuitOpenError, HttpStatusError } from '../src/errors.ts';
 import type { BreakwaterEvent } from '../src/events.ts';
 import { safeHeaders } from '../src/redact.ts';
 import { readSaid, throwOnStatus, wrapHttpError } from '../src/status.ts';
@@ -199,4 +200,30 @@ test('character references are read in linear time: 100k characters of near-refe
     const took = performance.now() - started;
     assert.ok(took < 2500, `${unit}: took ${Math.round(took)} ms`);
   }
+});
+
+test("a breaker opened by a 503 whose x-request-id quotes the call's bare API key shows the key in none of its CircuitOpenError's cause", async () => {
+  const key = 'k7Qw93ZpLm2XvB8nRt4Y';
+  await withServer(
+    (request) => ({
+      status: 503,
+      headers: { 'x-request-id': `req ${request.headers['x-api-key']}` },
+      body: 'down',
+    }),
+    async (server) => {
+      const fetch = createFetch({ use: [circuitBreaker({ consecutiveFailures: 1 })] });
+      const init = { headers: { 'x-api-key': key } };
+      const first = await fetch(server.origin, init);
+      await first.body?.cancel();
+      assert.equal(first.status, 503);
+      const error = await fetch(server.origin, init).then(
+        () => assert.fail('expected the open circuit to refuse'),
+        (caught: unknown) => caught,
+      );
+      assert.ok(error instanceof CircuitOpenError, String(error));
+      const cause = error.cause as HttpStatusError;
+      assert.equal(cause.headers['x-request-id'], 'req [redacted]');
+      for (const text of shown(error)) assert.ok(!text.includes(key), text);
+    },
+  );
 });
