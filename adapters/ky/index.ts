@@ -83,6 +83,19 @@ function isReplayable(body: unknown): body is BodyInit {
 }
 
 /**
+ * What a `Request` says that fetch's init can say again (Fetch standard, RequestInit):
+ * kyOptions' fetch copies these from the Request ky built into the init it sends the
+ * request's URL with. Not `body` (the one remembered goes instead), `duplex` (for a stream
+ * body only) nor `window`. Spelled out: `Request.prototype` is not the runtime's own where
+ * a server library replaced the global (@hono/node-server does), and a for...in over it
+ * costs 5 µs a call on Node 20.
+ */
+const REQUEST_FIELDS =
+  'method headers signal credentials redirect cache integrity keepalive mode referrer referrerPolicy'.split(
+    ' ',
+  );
+
+/**
  * ky options that send every request through `policy`: pass them to `ky.create()`
  * or `ky.extend()`. ky's own `retry` is set to `{ limit: 0 }` and its `timeout` to
  * `false`; the policy retries (safe resends only, server delays honoured, breaker and
@@ -138,6 +151,7 @@ export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
    * Per ky options object, the request ky's hooks last saw: ky hands each call's
    * `beforeRequest` hooks and its `HTTPError` the same options object (a new one only
    * after a hook replaces the request), but not the same request (the error's is a clone).
+   * Per init kyFetch sent a request's URL with (see there), that request.
    */
   const requests = new WeakMap<object, Request>();
   /** Per request sent, the chain's call: with the headers as sent, the policy's credentials included. */
@@ -148,7 +162,9 @@ export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
       errors === 'breakwater'
         ? [
             function rememberCall(call, next) {
-              if (call.input instanceof Request) calls.set(call.input, call);
+              // The outermost middleware, on the first pass: the init is still kyFetch's own.
+              const request = requests.get(call.init as object) ?? call.input;
+              if (request instanceof Request) calls.set(request, call);
               return next(call);
             },
           ]
@@ -166,22 +182,36 @@ export function kyOptions(policy: Policy, options?: KyPolicyOptions): Options {
     // Bytes and URLSearchParams can change under us: ky copied them into the Request
     // when the call started (fetch's "extract a body" copies), but this hook runs a
     // microtask later, after a caller that reuses its buffer or params for the next
-    // call may have changed them. Those are resent as ky built them: read back.
+    // call may have changed them. Those are resent as ky built them: read back as bytes
+    // (the Request's headers already say their type: URLSearchParams' form encoding).
     bodies.set(
       request,
-      typeof body === 'string' || body instanceof Blob
-        ? body
-        : body instanceof URLSearchParams
-          ? new URLSearchParams(await request.clone().text())
-          : await request.clone().arrayBuffer(),
+      typeof body === 'string' || body instanceof Blob ? body : await request.clone().arrayBuffer(),
     );
   };
 
   const fetch: FetchLike = function kyFetch(input, init) {
-    const body = input instanceof Request ? bodies.get(input) : undefined;
-    // fetch(request, { body }) sends the request with the given body instead of its
-    // stream (Fetch §5.4, Request constructor); ky cancels the unread stream afterwards.
-    return chained(input, body === undefined ? init : { ...init, body });
+    // A WeakMap gives undefined for a key that is no object (a URL string), as for one it lacks.
+    const body = bodies.get(input as Request);
+    if (body === undefined) return chained(input, init);
+    // The request goes with the body remembered instead of its stream. To the runtime's
+    // fetch, as its URL with an init that says all ky put in it (REQUEST_FIELDS: ky's
+    // headers, its signal, the caller's and ky's own, `credentials`, `redirect` and the
+    // rest as ky set them; ky's `init` holds only options a Request has not). So the chain's end follows itself the redirects of a call that a
+    // hop's failure, read as "never sent", would have resent (a method that is not
+    // idempotent; any under `resend: 'never'`): a POST answered 303 whose GET finds the
+    // server gone (a deploy, a crash: refused at the POST's own address) is not run twice.
+    // It does so for a URL, not for a Request of such a method, whose body is a stream
+    // that goes once; this one can go again. About 1 µs a call. To a fetch of the caller's
+    // own, as the Request: fetch(request, { body }) sends it with the given body instead of
+    // its stream (Fetch §5.4, Request constructor), and the chain leaves its redirects to
+    // it. ky cancels the unread stream afterwards.
+    const sent: Record<string, unknown> = {};
+    if (!base)
+      for (const name of REQUEST_FIELDS) sent[name] = (input as unknown as Record<string, unknown>)[name];
+    Object.assign(sent, init, { body });
+    requests.set(sent, input as Request);
+    return chained(base ? input : (input as Request).url, sent);
   };
 
   const hooks: NonNullable<Options['hooks']> = { beforeRequest: [rememberBody] };
