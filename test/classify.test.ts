@@ -707,15 +707,18 @@ test('a RetryAfterTooLongError is notRun as its answer says: not after a 503, wh
 });
 
 test('a POST answered 503 with a Retry-After past the cap gives up with an error that says it may have run', async () => {
-  await withServer(always({ status: 503, headers: { 'retry-after': '120' } }), async ({ origin, requests }) => {
-    const fetch = createFetch({ use: [retry({ resend: 'always', maxRetryAfterMs: 1_000 })] });
-    const error = await fetch(origin, { method: 'POST', body: 'charge' }).catch((e: unknown) => e);
-    assert.ok(error instanceof RetryAfterTooLongError, String(error));
-    assert.equal(requests.length, 1);
-    const verdict = classify({ error }, callWith({ method: 'POST' }, origin));
-    assert.equal(verdict.notRun, false);
-    assert.equal(verdict.safeToResend, false);
-  });
+  await withServer(
+    always({ status: 503, headers: { 'retry-after': '120' } }),
+    async ({ origin, requests }) => {
+      const fetch = createFetch({ use: [retry({ resend: 'always', maxRetryAfterMs: 1_000 })] });
+      const error = await fetch(origin, { method: 'POST', body: 'charge' }).catch((e: unknown) => e);
+      assert.ok(error instanceof RetryAfterTooLongError, String(error));
+      assert.equal(requests.length, 1);
+      const verdict = classify({ error }, callWith({ method: 'POST' }, origin));
+      assert.equal(verdict.notRun, false);
+      assert.equal(verdict.safeToResend, false);
+    },
+  );
 });
 
 test('CircuitOpenError, GateClosedError and RetryAfterTooLongError are notRun: nothing was sent', () => {
