@@ -1321,7 +1321,9 @@ test('50 callers waiting on a key whose server answers every call 429 are each w
     assert.deepEqual(statuses, Array(50).fill(429), 'each went once, as a pace probe, and got its 429');
     assert.equal(server.requests.length, 51);
     const waits = events.filter((e) => e.type === 'paced' && e.phase === 'wait').length;
-    assert.ok(waits <= 150, `50 callers reported ${waits} waits`);
+    // A few each: 100 to 150 on an idle machine, 159 in a loaded fresh-clone run (late
+    // timers end more pauses under a waiter); the quadratic wake-up made 1,000.
+    assert.ok(waits <= 300, `50 callers reported ${waits} waits`);
   });
 });
 
