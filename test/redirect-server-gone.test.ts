@@ -8,80 +8,12 @@
  */
 
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
 import { test } from 'node:test';
 import type { Middleware } from '../src/call.ts';
 import { createFetch } from '../src/chain.ts';
-import { NetworkError } from '../src/errors.ts';
 import { definePolicy } from '../src/policy.ts';
 import { retry } from '../src/retry.ts';
-
-/** Loopback only. */
-const HOST = '127.0.0.1';
-
-/** A server that goes away after its first answer, and comes back when asked. */
-interface GoneServer {
-  origin: string;
-  /** `METHOD path` of every request it got, in order. */
-  requests: string[];
-  /** Listens again on the same port (once; later calls wait for the same). */
-  back(): Promise<void>;
-  close(): Promise<void>;
-}
-
-/**
- * Answers its first request with `status` to `location` and `Connection: close`, then stops
- * listening at once (in the same tick: the client, in this process, cannot connect before),
- * so the hop is refused. Any later request gets `200 result`. Nothing waits on a timer:
- * the server comes back only through {@link GoneServer.back}, which a middleware below
- * retry() calls before a resend, so a resend is sure to reach it.
- */
-async function goneAfterRedirect(status: number, location: string): Promise<GoneServer> {
-  const requests: string[] = [];
-  const sockets = new Set<Socket>();
-  const handler = (req: IncomingMessage, res: ServerResponse) => {
-    req.resume();
-    req.on('end', () => {
-      requests.push(`${req.method} ${req.url}`);
-      if (requests.length > 1) {
-        res.end('result');
-        return;
-      }
-      res.writeHead(status, { location, connection: 'close' });
-      res.end();
-      server.close();
-    });
-  };
-  const listen = (port: number) =>
-    new Promise<Server>((resolve, reject) => {
-      const next = createServer(handler);
-      next.on('connection', (socket: Socket) => {
-        sockets.add(socket);
-        socket.on('close', () => sockets.delete(socket));
-      });
-      next.once('error', reject);
-      next.listen(port, HOST, () => resolve(next));
-    });
-  let server = await listen(0);
-  const { port } = server.address() as AddressInfo;
-  let coming: Promise<void> | undefined;
-  return {
-    origin: `http://${HOST}:${port}`,
-    requests,
-    back() {
-      coming ??= listen(port).then((again) => {
-        server = again;
-      });
-      return coming;
-    },
-    async close() {
-      await coming?.catch(() => {});
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => (server.listening ? server.close(() => resolve()) : resolve()));
-    },
-  };
-}
+import { failure, type GoneServer, goneAfterRedirect, MAYBE_RAN } from './helpers/gone-server.ts';
 
 /** Brings the server back before any resend: one that happens reaches it, and counts. */
 function backBeforeResend(server: GoneServer): Middleware {
@@ -95,47 +27,20 @@ function backBeforeResend(server: GoneServer): Middleware {
 const quickRetry = (resend?: 'never') =>
   retry({ attempts: 3, backoff: { initialMs: 1, maxMs: 1, jitter: 'none' }, ...(resend ? { resend } : {}) });
 
-/** What `call` rejected with, as the fields a caller judges a resend on. */
-async function failure(
-  call: Promise<Response>,
-): Promise<{ name: string; code?: string; sent?: string; phase?: string }> {
-  try {
-    const response = await call;
-    return { name: `answered ${response.status}` };
-  } catch (error) {
-    if (!(error instanceof NetworkError)) return { name: String(error) };
-    return { name: error.name, code: error.code, sent: error.sent, phase: error.phase };
-  }
-}
-
-/** The hop's refusal, after the request ran: maybe sent. */
-const MAYBE_RAN = { name: 'NetworkError', code: 'ECONNREFUSED', sent: 'maybe', phase: 'send' };
-
-test('a POST answered 303 within the origin, whose GET finds the server gone, runs once and fails as maybe sent', async () => {
-  const server = await goneAfterRedirect(303, '/result');
-  try {
-    const fetch = createFetch({ use: [quickRetry(), backBeforeResend(server)] });
-    const result = await failure(
-      fetch(`${server.origin}/charge`, { method: 'POST', body: '{"amount":100}' }),
-    );
-    assert.deepEqual(result, MAYBE_RAN);
-    assert.deepEqual(server.requests, ['POST /charge']);
-  } finally {
-    await server.close();
-  }
-});
-
-test('a POST to a URL object (as the MCP SDK sends its JSON-RPC) answered 303, whose GET finds the server gone, runs once', async () => {
-  const server = await goneAfterRedirect(303, '/result');
-  try {
-    const fetch = createFetch({ use: [quickRetry(), backBeforeResend(server)] });
-    const result = await failure(
-      fetch(new URL('/charge', server.origin), { method: 'POST', body: '{"amount":100}' }),
-    );
-    assert.deepEqual(result, MAYBE_RAN);
-    assert.deepEqual(server.requests, ['POST /charge']);
-  } finally {
-    await server.close();
+test('a POST answered 303 within the origin, whose GET finds the server gone, runs once and fails as maybe sent: to a URL string, or a URL object (as the MCP SDK sends its JSON-RPC)', async () => {
+  for (const url of [
+    (origin: string) => `${origin}/charge`,
+    (origin: string) => new URL('/charge', origin),
+  ]) {
+    const server = await goneAfterRedirect(303, '/result');
+    try {
+      const fetch = createFetch({ use: [quickRetry(), backBeforeResend(server)] });
+      const result = await failure(fetch(url(server.origin), { method: 'POST', body: '{"amount":100}' }));
+      assert.deepEqual(result, MAYBE_RAN, String(url(server.origin)));
+      assert.deepEqual(server.requests, ['POST /charge {"amount":100}']);
+    } finally {
+      await server.close();
+    }
   }
 });
 
@@ -149,7 +54,7 @@ test('the same POST through definePolicy({}).fetch() is not resent, and fails as
       fetch(`${server.origin}/charge`, { method: 'POST', body: '{"amount":100}' }),
     );
     assert.deepEqual(result, MAYBE_RAN);
-    assert.deepEqual(server.requests, ['POST /charge']);
+    assert.deepEqual(server.requests, ['POST /charge {"amount":100}']);
   } finally {
     await server.close();
   }
@@ -161,7 +66,7 @@ test('a POST answered 307 within the origin, whose hop finds the server gone, ru
     const fetch = createFetch({ use: [quickRetry(), backBeforeResend(server)] });
     const result = await failure(fetch(`${server.origin}/charge`, { method: 'POST', body: 'x' }));
     assert.deepEqual(result, MAYBE_RAN);
-    assert.deepEqual(server.requests, ['POST /charge']);
+    assert.deepEqual(server.requests, ['POST /charge x']);
   } finally {
     await server.close();
   }
