@@ -2,8 +2,10 @@
 //
 // Contenders: raw fetch; `definePolicy({}).fetch()` (the full chain: total timeout →
 // retry → idempotency key → auth → breaker/pacing → attempt timeout → capture, with
-// the default 30 s / 120 s timeouts on); ky 1.14 with its default retry; cockatiel 3
-// retry (2 attempts, exponential backoff) wrapped around a consecutive breaker;
+// the default 30 s / 120 s timeouts on); the same with `timeout: false`; ky 1.14 with
+// its default retry; cockatiel 3 retry (2 attempts, exponential backoff) wrapped around
+// a consecutive breaker, alone and with cockatiel's own 30 s timeout inside (the like
+// for like of breakwater's default chain: each attempt gets its own AbortSignal);
 // ofetch 1.5.
 //
 // 1. Per-call overhead over a stub fetch (nothing touches the network).
@@ -24,7 +26,16 @@
 //   BENCH_SECONDS=N  length of each throughput round (default 1.5)
 //   BENCH_ROUNDS=N   throughput rounds (default 6)
 
-import { ConsecutiveBreaker, circuitBreaker, ExponentialBackoff, handleAll, retry, wrap } from 'cockatiel';
+import {
+  ConsecutiveBreaker,
+  circuitBreaker,
+  ExponentialBackoff,
+  handleAll,
+  retry,
+  TimeoutStrategy,
+  timeout,
+  wrap,
+} from 'cockatiel';
 import ky from 'ky';
 import { createFetch as createOfetch, ofetch } from 'ofetch';
 import { definePolicy, type FetchLike } from '../src/index.ts';
@@ -47,11 +58,29 @@ interface Contender {
 
 const HEADERS = { 'content-type': 'application/json' };
 
+/** breakwater's default chain without its timeouts: the like for like of cockatiel's retry+breaker. */
+const UNTIMED = 'breakwater, timeout: false';
+/** cockatiel's retry+breaker with a timeout: the like for like of breakwater's default chain. */
+const TIMED = 'cockatiel + timeout';
+
 /** cockatiel: retry (2 attempts) around a breaker that opens after 5 consecutive failures. */
 function cockatielPolicy() {
   return wrap(
     retry(handleAll, { maxAttempts: 2, backoff: new ExponentialBackoff() }),
     circuitBreaker(handleAll, { halfOpenAfter: 10_000, breaker: new ConsecutiveBreaker(5) }),
+  );
+}
+
+/**
+ * The same with cockatiel's timeout innermost (30 s, as breakwater's default attempt
+ * timeout), whose signal each attempt hands to fetch. `abortOnReturn: false`: its
+ * default aborts the signal once fetch returns, which would cut the body being read.
+ */
+function cockatielTimedPolicy() {
+  return wrap(
+    retry(handleAll, { maxAttempts: 2, backoff: new ExponentialBackoff() }),
+    circuitBreaker(handleAll, { halfOpenAfter: 10_000, breaker: new ConsecutiveBreaker(5) }),
+    timeout(30_000, { strategy: TimeoutStrategy.Aggressive, abortOnReturn: false }),
   );
 }
 
@@ -132,12 +161,10 @@ async function perCall(
   return result;
 }
 
-async function overhead(): Promise<{
-  fresh: number;
-  ready: number;
-  cockatielFresh: number;
-  cockatielReady: number;
-}> {
+/** Overhead in µs by contender name: a fresh Response read, and a ready one. */
+type Overheads = { fresh: (name: string) => number; ready: (name: string) => number };
+
+async function overhead(): Promise<Overheads> {
   const url = 'http://127.0.0.1:9/v1/things';
   const body = '{"a":1}';
   const init: RequestInit = { method: 'POST', body, headers: HEADERS };
@@ -145,7 +172,9 @@ async function overhead(): Promise<{
   // a. Fresh Response per call, body read as text.
   const freshStub: FetchLike = () => Promise.resolve(new Response('ok'));
   const bwFresh = definePolicy({}).fetch(freshStub);
+  const bwFreshUntimed = definePolicy({ timeout: false }).fetch(freshStub);
   const cockFresh = cockatielPolicy();
+  const cockFreshTimed = cockatielTimedPolicy();
   const kyFresh = ky.create({ fetch: freshStub });
   const ofFresh = createOfetch({ fetch: freshStub as typeof fetch });
   const fresh = await perCall(
@@ -153,9 +182,15 @@ async function overhead(): Promise<{
     [
       { name: 'raw stub', run: async () => (await freshStub(url, init)).text() },
       { name: 'breakwater', run: async () => (await bwFresh(url, init)).text() },
+      { name: UNTIMED, run: async () => (await bwFreshUntimed(url, init)).text() },
       {
         name: 'cockatiel',
         run: async () => (await cockFresh.execute(() => freshStub(url, init))).text(),
+      },
+      {
+        name: TIMED,
+        run: async () =>
+          (await cockFreshTimed.execute(({ signal }) => freshStub(url, { ...init, signal }))).text(),
       },
       { name: 'ky', run: () => kyFresh.post(url, { body, headers: HEADERS }).text() },
       {
@@ -171,37 +206,49 @@ async function overhead(): Promise<{
   const ready = new Response('ok');
   const readyStub: FetchLike = () => Promise.resolve(ready);
   const bwReady = definePolicy({}).fetch(readyStub);
+  const bwReadyUntimed = definePolicy({ timeout: false }).fetch(readyStub);
   const cockReady = cockatielPolicy();
+  const cockReadyTimed = cockatielTimedPolicy();
   console.log();
   const reused = await perCall(
     'per-call cost over a stub fetch: one ready 200 Response reused, body not read (POST, JSON body)',
     [
       { name: 'raw stub', run: () => readyStub(url, init) },
       { name: 'breakwater', run: () => bwReady(url, init) },
+      { name: UNTIMED, run: () => bwReadyUntimed(url, init) },
       { name: 'cockatiel', run: () => cockReady.execute(() => readyStub(url, init)) },
+      { name: TIMED, run: () => cockReadyTimed.execute(({ signal }) => readyStub(url, { ...init, signal })) },
     ],
   );
   return {
-    fresh: fresh.get('breakwater')?.overhead as number,
-    cockatielFresh: fresh.get('cockatiel')?.overhead as number,
-    ready: reused.get('breakwater')?.overhead as number,
-    cockatielReady: reused.get('cockatiel')?.overhead as number,
+    fresh: (name) => fresh.get(name)?.overhead as number,
+    ready: (name) => reused.get(name)?.overhead as number,
   };
 }
 
-async function throughput(): Promise<{ mean: number; median: number }> {
+/** Loopback ratios to raw fetch by contender name: of the means, and the median of rounds. */
+type Rates = (name: string) => { mean: number; median: number };
+
+async function throughput(): Promise<Rates> {
   const server = await startServer();
   const url = `${server.origin}/v1/things`;
   const body = JSON.stringify({ model: 'm', input: 'x'.repeat(200) });
   const init = (): RequestInit => ({ method: 'POST', body, headers: { 'content-type': 'application/json' } });
 
   const bw = definePolicy({}).fetch();
+  const bwUntimed = definePolicy({ timeout: false }).fetch();
   const cock = cockatielPolicy();
+  const cockTimed = cockatielTimedPolicy();
   const kyClient = ky.create({});
   const contenders: Contender[] = [
     { name: 'raw fetch', run: async () => (await fetch(url, init())).text() },
     { name: 'breakwater', run: async () => (await bw(url, init())).text() },
+    { name: UNTIMED, run: async () => (await bwUntimed(url, init())).text() },
     { name: 'cockatiel', run: async () => (await cock.execute(() => fetch(url, init()))).text() },
+    {
+      name: TIMED,
+      run: async () => (await cockTimed.execute(({ signal }) => fetch(url, { ...init(), signal }))).text(),
+    },
     {
       name: 'ky',
       run: () => kyClient.post(url, { body, headers: { 'content-type': 'application/json' } }).text(),
@@ -263,7 +310,10 @@ async function throughput(): Promise<{ mean: number; median: number }> {
     const bwRates = rates.get('breakwater') as number[];
     const bwRatios = bwRates.map((v, i) => v / (raw[i] as number));
     console.log(`  breakwater / raw per round: [${bwRatios.map((p) => p.toFixed(3)).join(', ')}]`);
-    return { mean: mean(bwRates) / rawMean, median: median(bwRatios) };
+    return (name) => {
+      const own = rates.get(name) as number[];
+      return { mean: mean(own) / rawMean, median: median(own.map((v, i) => v / (raw[i] as number))) };
+    };
   } finally {
     server.close();
   }
@@ -278,11 +328,22 @@ console.log();
 const rate = await throughput();
 console.log();
 console.log('targets');
+const full = rate('breakwater');
+const cockTimed = rate(TIMED);
 console.log(
-  `  full chain ≥ 0.95 of raw fetch req/s: ${rate.mean.toFixed(3)} (means), ${rate.median.toFixed(3)} (median of rounds) → ${rate.mean >= 0.95 ? 'met' : 'NOT met'}`,
+  `  full chain ≥ 0.95 of raw fetch req/s: ${full.mean.toFixed(3)} (means), ${full.median.toFixed(3)} (median of rounds) → ${full.mean >= 0.95 ? 'met' : 'NOT met'}` +
+    ` (cockatiel + timeout: ${cockTimed.mean.toFixed(3)}; breakwater, timeout: false: ${rate(UNTIMED).mean.toFixed(3)})`,
 );
-console.log(
-  `  less per-call overhead than cockatiel retry+breaker: ${costs.ready.toFixed(3)} vs ${costs.cockatielReady.toFixed(3)} µs (ready Response), ` +
-    `${costs.fresh.toFixed(3)} vs ${costs.cockatielFresh.toFixed(3)} µs (fresh Response) → ` +
-    `${costs.ready < costs.cockatielReady && costs.fresh < costs.cockatielFresh ? 'met' : 'NOT met'}`,
-);
+/** Whether `ours` costs less per call than `theirs`, with a ready and with a fresh Response. */
+function cheaper(ours: string, theirs: string): string {
+  const ready = [costs.ready(ours), costs.ready(theirs)] as const;
+  const fresh = [costs.fresh(ours), costs.fresh(theirs)] as const;
+  const met = ready[0] < ready[1] && fresh[0] < fresh[1];
+  return (
+    `${ready[0].toFixed(3)} vs ${ready[1].toFixed(3)} µs (ready Response), ` +
+    `${fresh[0].toFixed(3)} vs ${fresh[1].toFixed(3)} µs (fresh Response) → ${met ? 'met' : 'NOT met'}`
+  );
+}
+console.log(`  less per-call overhead than cockatiel, like for like:`);
+console.log(`    breakwater (default timeouts) vs cockatiel + timeout: ${cheaper('breakwater', TIMED)}`);
+console.log(`    breakwater, timeout: false vs cockatiel retry+breaker: ${cheaper(UNTIMED, 'cockatiel')}`);
