@@ -20,6 +20,7 @@ import {
   type RetryAfterTooLongError,
   type TimeoutError,
 } from './errors.ts';
+import { describeValue } from './options.ts';
 import { type HeadersLike, retryDelay, shouldRetryHeader } from './timing.ts';
 
 /**
@@ -161,6 +162,11 @@ function fromStatus(
  * ```
  */
 export function classify(outcome: Outcome, call?: Call, options: ClassifyOptions = {}): Classification {
+  // `in` on null or a string threw "Cannot use 'in' operator to search for 'response'".
+  if (Object(outcome) !== outcome)
+    throw new TypeError(
+      `classify(outcome): must be { response } or { error } (got ${describeValue(outcome)})`,
+    );
   const statuses = options.statuses ?? DEFAULT_RETRYABLE_STATUSES;
   if ('response' in outcome) {
     const { response } = outcome;

@@ -806,3 +806,20 @@ test('an error whose name cannot be read (a revoked Proxy, a throwing getter) is
     assert.ok(thrown === error, 'thrown === error');
   }
 });
+
+test('an outcome that is no object (null, a string) is a TypeError naming the argument', () => {
+  // `'response' in null` threw "Cannot use 'in' operator to search for 'response' in null".
+  for (const [outcome, got] of [
+    [null, 'null'],
+    [undefined, 'undefined'],
+    ['x', '"x"'],
+  ] as const) {
+    assert.throws(
+      () => classify(outcome as never),
+      (e: unknown) =>
+        e instanceof TypeError &&
+        e.message === `classify(outcome): must be { response } or { error } (got ${got})`,
+      `classify(${got}) names the argument`,
+    );
+  }
+});
