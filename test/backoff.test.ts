@@ -266,3 +266,20 @@ test('a maxMs below the default initialMs brings initialMs down with it: retry()
   assert.deepEqual(withDefaults(schedule, 'none'), { initialMs: 100, factor: 2, maxMs: 100, jitter: 'none' });
   assert.equal(backoff(schedule, fixed(0.5))(1), 100);
 });
+
+test('a random source that is no function is a TypeError at once, naming the argument', () => {
+  // It was accepted, and the first delay threw "random is not a function".
+  for (const [random, got] of [
+    ['x', '"x"'],
+    [5, '5'],
+    [null, 'null'],
+  ] as const) {
+    assert.throws(
+      () => backoff({}, random as never),
+      (e: unknown) =>
+        e instanceof TypeError &&
+        e.message === `backoff(options, random): random must be a function (got ${got})`,
+      `backoff({}, ${got}) throws at once`,
+    );
+  }
+});
