@@ -884,3 +884,21 @@ test('a user’s abort of fn never arms the gate, a TimeoutError DOMException do
   assert.equal(gate.state().armed, true);
   assert.equal(gate.state().retryAt?.getTime(), START + 500);
 });
+
+test('run() with no function is a TypeError naming the argument, armed or not, and takes no probe slot', async () => {
+  // It was "fn is not a function" from inside the run, or a GateClosedError while armed.
+  const { clock, gate, attempt } = fixture();
+  const notAFunction = (e: unknown) =>
+    e instanceof TypeError && e.message === 'gate.run(fn): fn must be a function (got "x")';
+  await assert.rejects(gate.run('x' as never), notAFunction, 'a clear gate: TypeError');
+  await assert.rejects(attempt(refused()), NetworkError);
+  await assert.rejects(
+    gate.run('x' as never),
+    notAFunction,
+    'inside the window: TypeError, not GateClosedError',
+  );
+  clock.t += 500;
+  await assert.rejects(gate.run('x' as never), notAFunction, 'after the window: TypeError');
+  assert.equal(gate.state().probing, false, 'no probe in flight for it');
+  assert.equal(await attempt(), 'connected', 'the next run is the probe');
+});
