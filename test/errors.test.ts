@@ -799,3 +799,76 @@ test('breakwater loads and its errors keep their names where class fields are as
     assert.equal(error instanceof assigned.NetworkError, false);
   });
 });
+
+/** A check that `fn` throws a TypeError whose message holds each of `parts`. */
+function rejectsInit(fn: () => unknown, parts: string[]): void {
+  assert.throws(
+    fn,
+    (e: unknown) => e instanceof TypeError && parts.every((part) => e.message.includes(part)),
+    `a TypeError naming ${parts.join(', ')}`,
+  );
+}
+
+test('each error built by hand without its init is a TypeError naming the class and init, not "Cannot read properties of undefined"', () => {
+  const classes = {
+    HttpStatusError,
+    NetworkError,
+    TimeoutError,
+    CircuitOpenError,
+    GateClosedError,
+    RetryAfterTooLongError,
+  } as Record<string, new (init?: unknown) => unknown>;
+  for (const [name, Class] of Object.entries(classes)) {
+    rejectsInit(() => new Class(), [`new ${name}(init): must be an object (got undefined)`]);
+  }
+});
+
+test('new HttpStatusError() checks its status: a number, an integer from 100 to 599', () => {
+  // { status: 'x' } made the message "request failed with HTTP x".
+  const build = (status: unknown) => () => new HttpStatusError({ status: status as number });
+  rejectsInit(build('x'), ['new HttpStatusError(init).status: must be a number (got "x")']);
+  rejectsInit(build(undefined), ['new HttpStatusError(init).status: must be a number (got undefined)']);
+  rejectsInit(build(42), ['new HttpStatusError(init).status: must be at least 100 (got 42)']);
+  rejectsInit(build(600), ['new HttpStatusError(init).status: must be at most 599 (got 600)']);
+  rejectsInit(build(503.5), ['new HttpStatusError(init).status:', '(got 503.5)']);
+  assert.equal(new HttpStatusError({ status: 418 }).status, 418, 'a valid status is taken');
+});
+
+test('the other errors check their required fields, naming each that is wrong and its value', () => {
+  const at = new Date(NOW);
+  rejectsInit(
+    () => new NetworkError({ code: 'ECONNRESET', phase: 'connected', sent: 'yes' } as never),
+    [
+      'new NetworkError(init).phase: must be "connect" or "send" or "response" (got "connected")',
+      'new NetworkError(init).sent: must be "no" or "maybe" (got "yes")',
+    ],
+  );
+  rejectsInit(() => new NetworkError({ phase: 'connect', sent: 'no' } as never), ['.code: must be a string']);
+  rejectsInit(
+    () => new TimeoutError({ scope: 'request', ms: '5s' } as never),
+    [
+      'new TimeoutError(init).scope: must be "attempt" or "total" (got "request")',
+      'new TimeoutError(init).ms: must be a number, at least 0 (got "5s")',
+    ],
+  );
+  rejectsInit(
+    () => new CircuitOpenError({ key: 'api', retryAt: NOW, reason: 'open' } as never),
+    [`new CircuitOpenError(init).retryAt: must be a date (got ${NOW})`],
+  );
+  // An Invalid Date is no time to print: its toISOString() threw a RangeError.
+  rejectsInit(
+    () => new GateClosedError({ key: 'mcp', retryAt: new Date(Number.NaN) }),
+    ['new GateClosedError(init).retryAt: must be a date'],
+  );
+  rejectsInit(
+    () => new GateClosedError({ retryAt: at } as never),
+    ['.key: must be a string (got undefined)'],
+  );
+  rejectsInit(
+    () => new RetryAfterTooLongError({ retryAfterMs: Number.NaN, limitMs: -1 }),
+    [
+      'new RetryAfterTooLongError(init).retryAfterMs: must be a number, at least 0 (got NaN)',
+      '.limitMs: must be a number, at least 0 (got -1)',
+    ],
+  );
+});
