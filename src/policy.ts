@@ -190,9 +190,10 @@ export interface PolicyClientOptions extends Omit<PolicyFetchOptions, 'use'> {
 /** What a policy knows about one server right now. */
 export interface PolicyStats {
   /**
-   * The key's retry budget and counters. Undefined when the policy does not retry
-   * (`retry: false`, `attempts: 1`), or no call to the key has failed yet, or its
-   * counters were forgotten (retry keeps the 1000 keys that failed most recently).
+   * The key's retry budget and counters. Undefined only when the policy does not retry
+   * (`retry: false`, `attempts: 1`). A key with no failure yet (or never seen, or whose
+   * counters were forgotten: retry keeps the 1000 keys that failed most recently) has its
+   * full budget and no counts: `{ tokens: 10, retries: 0, giveUps: 0 }` by default.
    */
   retry: RetryStats | undefined;
   /**

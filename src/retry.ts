@@ -114,8 +114,12 @@ export interface RetryOptions {
 
 /** A retry middleware, with its per-server budget readable. */
 export interface Retry extends Middleware {
-  /** The server's budget state, or undefined when it has none yet. */
-  stats(key: string): RetryStats | undefined;
+  /**
+   * The server's budget and counters. A key with no failure yet (or never seen, or
+   * forgotten: the 1000 that failed most recently are kept) has a full budget and no
+   * counts: a bucket is made, full, at a key's first failure.
+   */
+  stats(key: string): RetryStats;
 }
 
 /** Counters for one server. */
@@ -293,10 +297,12 @@ export function retry(options: RetryOptions = {}): Retry {
   const refundMilli =
     config.budget === false ? 0 : Math.round((config.budget?.refund ?? DEFAULT_BUDGET.refund) * TOKEN_SCALE);
   const budgets = new Map<string, Budget>();
+  /** A key's budget until it fails: full, nothing counted. */
+  const fresh = (): Budget => ({ milliTokens: budgetMilli, retries: 0, giveUps: 0 });
 
   /** The server's budget, moved to the most recently used end of the registry. */
   function budgetFor(key: string): Budget {
-    const budget = budgets.get(key) ?? { milliTokens: budgetMilli, retries: 0, giveUps: 0 };
+    const budget = budgets.get(key) ?? fresh();
     budgets.delete(key);
     budgets.set(key, budget);
     if (budgets.size > MAX_BUDGET_KEYS) budgets.delete(budgets.keys().next().value as string);
@@ -541,16 +547,16 @@ export function retry(options: RetryOptions = {}): Retry {
   } as Retry;
 
   middleware.stats = (key) => {
-    const budget = budgets.get(key);
+    // A key that only succeeded read as undefined, as if retry had no budget for it: it
+    // has its full one (the happy path makes no bucket, so a key not here has never failed).
+    const budget = budgets.get(key) ?? fresh();
     // No bucket (budget: false) reads as none, not as an empty one (0 tokens: no retries).
     // An integer of thousandths over 1000 is the nearest double to the decimal: 9.9, not 9.899999999999999.
-    return (
-      budget && {
-        tokens: budgetMilli ? budget.milliTokens / TOKEN_SCALE : undefined,
-        retries: budget.retries,
-        giveUps: budget.giveUps,
-      }
-    );
+    return {
+      tokens: budgetMilli ? budget.milliTokens / TOKEN_SCALE : undefined,
+      retries: budget.retries,
+      giveUps: budget.giveUps,
+    };
   };
   return middleware;
 }

@@ -589,13 +589,45 @@ test('stats(key) after a known sequence: two calls, two retries, one give-up; ea
         'not-retryable',
         'HTTP 400',
       ]);
+      // A key never seen: no circuit, no failure; retry's budget for it is full (see below).
       assert.deepEqual(policy.stats('never-seen'), {
-        retry: undefined,
+        retry: { tokens: 10, retries: 0, giveUps: 0 },
         breaker: undefined,
         lastFailure: undefined,
       });
     },
   );
+});
+
+test('stats(key) of a key whose calls all succeeded reports its full retry budget, not undefined', async () => {
+  // Three OK calls read { breaker: {...} } without retry, which is also how a policy that
+  // does not retry reads, and budget: false's tokens.
+  await withServer(always({ status: 200, body: 'ok' }), async (server) => {
+    const policy = definePolicy({ name: 'svc' });
+    const fetch = policy.fetch();
+    for (let i = 0; i < 3; i++) await (await fetch(server.origin)).text();
+    const stats = policy.stats('svc');
+    assert.deepEqual(stats.retry, { tokens: 10, retries: 0, giveUps: 0 });
+    assert.equal(stats.breaker?.windowTotal, 3, 'the breaker saw the three calls');
+    assert.equal(stats.lastFailure, undefined);
+    const sized = definePolicy({ name: 'svc', retry: { budget: { tokens: 4 } } });
+    assert.deepEqual(
+      sized.stats('svc').retry,
+      { tokens: 4, retries: 0, giveUps: 0 },
+      'the budget as configured',
+    );
+    const unbudgeted = definePolicy({ name: 'svc', retry: { budget: false } });
+    assert.deepEqual(
+      unbudgeted.stats('svc').retry,
+      { tokens: undefined, retries: 0, giveUps: 0 },
+      'no budget',
+    );
+    assert.equal(
+      definePolicy({ retry: false }).stats('svc').retry,
+      undefined,
+      'a policy that does not retry',
+    );
+  });
 });
 
 test('an adapter given its options in the policy’s place ({ fetch } alone) says it wants a policy from definePolicy(), not "Cannot read properties of undefined"', () => {
