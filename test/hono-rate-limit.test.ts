@@ -297,14 +297,20 @@ test("a key function that returns something other than a string (a numeric user 
   assert.equal(ran(), 0);
 });
 
-test('rateLimit() without key or trustedHeader throws a TypeError (no silent global bucket)', () => {
+test('rateLimit() without key or trustedHeader throws a TypeError saying one is required (no silent global bucket); with both, saying not both', () => {
+  // Neither was given: the message said "…, not both".
   assert.throws(
     () => rateLimit({ limit: 10, windowMs: 60_000 }),
-    (e: unknown) => e instanceof TypeError && /key .*or trustedHeader/.test(e.message),
+    (e: unknown) =>
+      e instanceof TypeError &&
+      /key \(a function of the request\) or trustedHeader \(e\.g\. "cf-connecting-ip"\) is required$/.test(
+        e.message,
+      ) &&
+      !/both/.test(e.message),
   );
   assert.throws(
     () => rateLimit({ limit: 10, windowMs: 60_000, key: () => 'x', trustedHeader: 'x-real-ip' }),
-    (e: unknown) => e instanceof TypeError && /not both/.test(e.message),
+    (e: unknown) => e instanceof TypeError && /set key or trustedHeader, not both$/.test(e.message),
   );
 });
 

@@ -24,8 +24,6 @@ import { answer, exposeClientHeaders, problemResponse, retryAfterSeconds } from 
  * @deprecated Name the policy (`policyName`) or let the quota name it.
  */
 export const DEFAULT_POLICY_NAME = 'default';
-/** What a store failure does by default: let the request through (availability over strictness). */
-const DEFAULT_ON_STORE_ERROR = 'open';
 /**
  * How long the store may take to count a request (1 s) before it counts as failed
  * (`onStoreError`). A Redis-like store answers in milliseconds; one that hangs (a
@@ -164,13 +162,12 @@ const PRINTABLE_ASCII = /^[\x20-\x7e]+$/;
 
 const optionsSchema = z.strictObject({
   limit: z.number().check(z.int('must be a whole number'), z.minimum(1), z.maximum(MAX_LIMIT)),
-  windowMs: z
-    .number()
-    .check(
-      z.minimum(MS_PER_SECOND),
-      z.maximum(MAX_DELAY_MS),
-      z.multipleOf(MS_PER_SECOND, 'must be a whole number of seconds (RateLimit w and t are integers)'),
-    ),
+  windowMs: z.number().check(
+    z.minimum(MS_PER_SECOND),
+    z.maximum(MAX_DELAY_MS),
+    // RateLimit's w and t are integers.
+    z.multipleOf(MS_PER_SECOND, 'must be a whole number of seconds'),
+  ),
   key: z.optional(functionOption<(c: Context) => string | undefined | Promise<string | undefined>>()),
   trustedHeader: z.optional(z.string().check(z.regex(FIELD_NAME, 'must be a header name'))),
   store: z.optional(
@@ -184,17 +181,6 @@ const optionsSchema = z.strictObject({
   storeTimeoutMs: z.optional(z.number().check(z.gt(0), z.maximum(MAX_DELAY_MS))),
   now: z.optional(functionOption<() => number>()),
 });
-
-/** An RFC 8941 sf-string: quoted, with `\` and `"` escaped. */
-function sfString(value: string): string {
-  return `"${value.replace(/[\\"]/g, (c) => `\\${c}`)}"`;
-}
-
-/** The first entry of a comma-separated header (`x-forwarded-for: client, proxy1`), trimmed. */
-function firstEntry(value: string): string {
-  const comma = value.indexOf(',');
-  return (comma === -1 ? value : value.slice(0, comma)).trim();
-}
 
 /**
  * The /64 an IPv6 address (RFC 4291 §2.2 text, any case or compression) belongs to,
@@ -220,15 +206,6 @@ function clientNetwork(id: string): string {
   // ::/64 (loopback, IPv4-mapped and -compatible) and NAT64's 64:ff9b:: (RFC 6052, 8215)
   // hold IPv4 clients, or none: one bucket per address there.
   return EMBEDS_IPV4.test(network) ? host : `${network}/64`;
-}
-
-/**
- * A long id as it goes into store keys: `sha256:` and the hex SHA-256 of its JSON text.
- * JSON, not the id as UTF-8: UTF-8 writes every lone surrogate as U+FFFD, so two ids
- * differing only there would share a bucket; JSON escapes them (ES2019).
- */
-async function digestId(id: string): Promise<string> {
-  return DIGEST_PREFIX + (await sha256Hex(JSON.stringify(id)));
 }
 
 /**
@@ -263,38 +240,45 @@ async function digestId(id: string): Promise<string> {
  */
 export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
   const valid = validate(optionsSchema, options, 'rateLimit()');
-  // Without a client identity every client would share one bucket.
+  // Without a client identity every client would share one bucket; with two, which counts?
   if ((valid.key === undefined) === (valid.trustedHeader === undefined)) {
     throw new TypeError(
-      'invalid options for rateLimit():\n  - set key (a function of the request) or trustedHeader (e.g. "cf-connecting-ip"), not both',
+      `invalid options for rateLimit():\n  - ${valid.key ? 'set key or trustedHeader, not both' : 'key (a function of the request) or trustedHeader (e.g. "cf-connecting-ip") is required'}`,
     );
   }
   const { limit } = valid;
   // multipleOf allows for floating-point error (0.29 * 3_600_000 is 1043999.9999999999):
   // taken as the whole seconds it means, or the name, w and window starts would carry the error.
-  const windowMs = Math.round(valid.windowMs / MS_PER_SECOND) * MS_PER_SECOND;
+  const windowSeconds = Math.round(valid.windowMs / MS_PER_SECOND);
+  const windowMs = windowSeconds * MS_PER_SECOND;
   const keyOf = valid.key;
   const header = valid.trustedHeader?.toLowerCase();
   const store = valid.store ?? memoryStore();
-  const name = valid.policyName ?? `${limit}-per-${windowMs / MS_PER_SECOND}s`;
-  const failClosed = (valid.onStoreError ?? DEFAULT_ON_STORE_ERROR) === 'closed';
+  const name = valid.policyName ?? `${limit}-per-${windowSeconds}s`;
+  // Unset is 'open' (availability over strictness): only 'closed' refuses.
+  const failClosed = valid.onStoreError === 'closed';
   const storeTimeoutMs = valid.storeTimeoutMs ?? DEFAULT_STORE_TIMEOUT_MS;
   const now = valid.now ?? Date.now;
-  const quotedName = sfString(name);
-  const policyHeader = `${quotedName};q=${limit};w=${windowMs / MS_PER_SECOND}`;
+  // An RFC 9651 sf-string: quoted, `\` and `"` escaped. For printable ASCII (a policyName
+  // is checked to be; a quota's name is) that is what JSON.stringify writes.
+  const quotedName = JSON.stringify(name);
+  const policyHeader = `${quotedName};q=${limit};w=${windowSeconds}`;
 
   async function identity(c: Context): Promise<string | undefined> {
-    if (keyOf !== undefined) {
+    if (keyOf) {
       const id: unknown = await keyOf(c);
       // Anything else (a numeric user id) is the app's bug: told as one, not as a 400 that
       // blames every client ("no client identity") while the limiter refuses them all.
       if (id == null || typeof id === 'string') return id || undefined;
       throw new TypeError(`rateLimit(): key() must return a string (got ${typeof id})`);
     }
-    const value = c.req.raw.headers.get(header as string);
-    if (value === null) return undefined;
-    const id = firstEntry(value).replace(WITH_PORT, '$1$2');
-    return id === '' || id.length > MAX_IDENTITY_CHARS ? undefined : clientNetwork(id);
+    // The first entry of a list (`x-forwarded-for: client, proxy1`), trimmed; none when absent.
+    const id = c.req.raw.headers
+      .get(header as string)
+      ?.split(',', 1)[0]
+      ?.trim()
+      .replace(WITH_PORT, '$1$2');
+    return !id || id.length > MAX_IDENTITY_CHARS ? undefined : clientNetwork(id);
   }
 
   return async function rateLimit(c, next) {
@@ -306,18 +290,22 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
         problemResponse({
           status: 400,
           title: 'Bad Request',
-          detail:
-            header === undefined ? 'no client identity' : `no usable client identity header "${header}"`,
+          detail: keyOf ? 'no client identity' : `no usable client identity header "${header}"`,
         }),
       );
     }
 
     // Short ids skip the digest (and its await): the common case stays as fast as before.
-    const id = given.length > MAX_PLAIN_ID_CHARS ? await digestId(given) : given;
+    // A long one goes into store keys as `sha256:` and the hex SHA-256 of its JSON text.
+    // JSON, not the id as UTF-8: UTF-8 writes every lone surrogate as U+FFFD, so two ids
+    // differing only there would share a bucket; JSON escapes them (ES2019).
+    const id =
+      given.length > MAX_PLAIN_ID_CHARS ? DIGEST_PREFIX + (await sha256Hex(JSON.stringify(given))) : given;
     const at = now();
     const windowStart = Math.floor(at / windowMs) * windowMs;
     const resetMs = windowStart + windowMs - at;
-    let count = Number.NaN;
+    // 0 until the store counts: no count is a failure, as below.
+    let count = 0;
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
       // Number(): a count as text (a Redis reply) is still a count.
@@ -364,7 +352,7 @@ export function rateLimit(options: RateLimitOptions): MiddlewareHandler {
           {
             status: 429,
             title: 'Too Many Requests',
-            detail: `quota of ${limit} requests per ${windowMs / MS_PER_SECOND} s used up; retry in ${resetSeconds} s`,
+            detail: `quota of ${limit} requests per ${windowSeconds} s used up; retry in ${resetSeconds} s`,
           },
           resetMs,
           { 'ratelimit-policy': policyHeader, ratelimit: `${quotedName};r=0;t=${resetSeconds}` },
