@@ -44,3 +44,22 @@ test('problemResponse takes a detail passed through as undefined (exactOptionalP
   const res = problemResponse({ status: 502, title: 'Bad Gateway', detail: failure.message });
   assert.deepEqual(await res.json(), { type: 'about:blank', status: 502, title: 'Bad Gateway' });
 });
+
+test('problemResponse refuses a status that is not an error status (an integer 400 to 599) with a TypeError naming it', () => {
+  // 999 was a 200 with no status in its body; 'x' a RangeError from the Response constructor.
+  for (const status of [999, 200, 399, 600, 404.5, Number.NaN, 'x', '503', undefined, null]) {
+    assert.throws(
+      () => problemResponse({ status, title: 'Oops' } as never),
+      (e: unknown) =>
+        e instanceof TypeError &&
+        /^problemResponse\(\): status must be a whole number from 400 to 599 \(got /.test(e.message),
+      String(status),
+    );
+  }
+  // A bare status instead of a problem is shown as itself.
+  assert.throws(() => problemResponse(999 as never), { name: 'TypeError', message: /\(got 999\)/ });
+  assert.throws(() => problemResponse(null as never), { name: 'TypeError', message: /\(got null\)/ });
+  for (const status of [400, 499, 599]) {
+    assert.equal(problemResponse({ status, title: 'x' }).status, status);
+  }
+});

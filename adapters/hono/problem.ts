@@ -7,6 +7,7 @@
  */
 
 import type { Context } from 'hono';
+import { describeValue } from '../../src/options.ts';
 import { MAX_DELAY_MS } from '../../src/timing.ts';
 
 /**
@@ -158,15 +159,25 @@ export interface Problem {
  * A `Response` carrying problem details, with `Retry-After` when `retryAfterMs` is
  * given (and any extra headers). `headers` is typed as `ResponseInit`'s: `HeadersInit`
  * is a DOM name that a Node program without the DOM library cannot resolve.
+ *
+ * `problem.status` must be a whole number from 400 to 599, else a `TypeError`: a problem
+ * is an error, and `new Response()` took 999 as a 200 with no status in the body (it
+ * drops a `status` it cannot send) and threw a RangeError for `'x'`.
  */
 export function problemResponse(
   problem: Problem,
   retryAfterMs?: number,
   headers?: ResponseInit['headers'],
 ): Response {
+  // A bare status (`problemResponse(503)`) is shown as itself.
+  const status = problem?.status ?? (problem as unknown as number);
+  if (!(status >= 400 && status < 600 && Number.isInteger(status))) {
+    throw new TypeError(
+      `problemResponse(): status must be a whole number from 400 to 599 (got ${describeValue(status)})`,
+    );
+  }
   const out = new Headers(headers);
   out.set('content-type', PROBLEM_JSON);
   if (retryAfterMs !== undefined) out.set('retry-after', retryAfterSeconds(retryAfterMs));
-  const body = { type: 'about:blank', ...problem };
-  return new Response(JSON.stringify(body), { status: problem.status, headers: out });
+  return new Response(JSON.stringify({ type: 'about:blank', ...problem }), { status, headers: out });
 }
