@@ -26,15 +26,22 @@ import {
 } from '../../src/options.ts';
 import type { Policy, PolicyFetchOptions } from '../../src/policy.ts';
 import { MAX_DELAY_MS, retryDelay } from '../../src/timing.ts';
-import { answer, exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
-import { errorResponses, mayHaveRun, RUN_TO_END, refusal, sortFailures } from './upstream.ts';
+import { answer, EXPOSE, exposeClientHeaders, problemResponse, retryAfterSeconds } from './problem.ts';
+import {
+  errorResponses,
+  mayHaveRun,
+  NOT_RUN_REQUESTS,
+  RUN_TO_END,
+  refusal,
+  sortFailures,
+} from './upstream.ts';
 
 /**
  * The incoming `Host` is not forwarded: the upstream's comes from its URL (the incoming
  * one names this server, and would break a virtual-hosted upstream). Dropped before
  * `headers` is applied, so an app may still set one.
  */
-const DROPPED_REQUEST_HEADERS = ['host'];
+const DROPPED_REQUEST_HEADER = 'host';
 
 /**
  * Request headers that never pass this hop, dropped after `headers` is applied too: a
@@ -113,7 +120,7 @@ const TOLD_BY_BYTES = new Map<string, CompressionFormat>([
  */
 const URL_HEADERS = ['location', 'content-location'];
 /** Tokens that name no coding: Bun decodes a list around them, Node and Deno do not. */
-const NO_CODING = ['identity', ''];
+const NO_CODING = [IDENTITY, ''];
 /**
  * What the 502 for a coding it cannot pass on tells a client when the upstream's answer
  * was not one to retry (a 200, a 404): do not resend. The upstream ran the request and
@@ -131,7 +138,10 @@ const URLENCODED = /^application\/x-www-form-urlencoded/i;
 /** What `headers`, or what its function returns, must be. */
 const HEADERS_RULE = 'a plain record of header changes fetch can send';
 
-/** Where to send a request: a fixed URL, or one built from the request. */
+/**
+ * Where to send a request: a fixed URL, or one built from the request. Either is an
+ * absolute `http:` or `https:` URL without userinfo (see {@link proxy}).
+ */
 export type ProxyTarget = string | URL | ((c: Context) => string | URL | Promise<string | URL>);
 
 /** Header changes: a value sets the header, `undefined` (or `null`) removes it. */
@@ -238,9 +248,30 @@ const optionsSchema = z.strictObject({
   ),
 });
 
+/**
+ * What a target must be. Credentials in the URL: the Fetch standard refuses a Request built
+ * on one, and Node's fetch does, with a TypeError quoting the URL, password and all, which
+ * Hono's default onError prints; Deno's and Bun's take it, so a proxy would work on one
+ * runtime and fail on another. A scheme other than http: or https: (ftp:, file:, data:)
+ * names no upstream that fetch reaches on every runtime.
+ */
+const TARGET_RULE = 'must be an http(s) URL without userinfo';
+
+/** Whether `url` is what {@link TARGET_RULE} says. */
+function usable(url: unknown): boolean {
+  try {
+    // Read from the URL as serialised: its scheme, then an authority with no `@` (userinfo
+    // always ends with one there; one in a password is escaped, and so is a `/`).
+    return /^https?:\/\/[^@/]+\//.test(new URL(url as string).href);
+  } catch {
+    return false;
+  }
+}
+
+// Shown redacted when refused (describeValue: no userinfo, no query values).
 const targetSchema = z.custom<ProxyTarget>(
-  (v) => (typeof v === 'string' ? URL.canParse(v) : v instanceof URL || isFunction(v)),
-  'must be an absolute URL or a function',
+  (v) => isFunction(v) || usable(v),
+  `${TARGET_RULE}, or a function`,
 );
 
 /**
@@ -270,6 +301,10 @@ const targetSchema = z.custom<ProxyTarget>(
  *   upstream (the policy resent it after a 503, on its own `Idempotency-Key` or
  *   `resend: 'always'`): that answer says `x-should-retry: false`. Passes that ran nothing
  *   (refused connections, 429s) count for nothing.
+ * - The target is an absolute `http:` or `https:` URL without userinfo: a fixed one that is
+ *   not throws a `TypeError` here (its message shows no userinfo or query values); one a
+ *   target function returns that is not gets a 500 problem naming neither it nor its
+ *   credentials, and nothing is sent.
  * - Each forwarded request carries this proxy's `Via` entry; a request that comes
  *   back with it (a target that resolves to this server) gets a 508 problem instead
  *   of being forwarded again.
@@ -350,11 +385,25 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       });
     }
     const url = typeof target === 'function' ? await target(c) : target;
+    // What a target function returned, checked before hono/proxy or any log sees it. Not
+    // thrown to app.onError: Node's own error quoted the URL there, password and all, and
+    // the app's handler may print what it gets. A 500 (no upstream answered: not 502), naming
+    // the fault and not the URL, which is internal; `x-should-retry: false`, for a resend
+    // meets the same target until it is fixed; and nothing ran, so an idempotency() in front
+    // frees the key rather than replaying this for the key's lifetime (NOT_RUN_REQUESTS).
+    if (url !== target && !usable(url)) {
+      NOT_RUN_REQUESTS.add(c.req.raw);
+      return problemResponse(
+        { status: 500, title: 'Internal Server Error', detail: `the upstream URL ${TARGET_RULE}` },
+        undefined,
+        NOT_RETRYABLE,
+      );
+    }
     const edits = typeof changes === 'function' ? await changes(c) : changes;
     // What the function returned (the fixed form was checked once), named by its kind
     // only: its values may be credentials.
     if (edits !== changes && edits !== undefined && !headerChanges(edits)) {
-      const kind = edits && typeof edits === 'object' && Object.getPrototypeOf(edits)?.constructor?.name;
+      const kind = edits && typeof edits === 'object' && edits.constructor?.name;
       throw new TypeError(
         `proxy({ headers }): the function returned ${kind || (edits === null ? 'null' : typeof edits)}, not ${HEADERS_RULE}`,
       );
@@ -379,14 +428,12 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     /** hono/proxy built the request (hop-by-hop headers gone); send it on through the policy. */
     async function send(request: Request): Promise<Response> {
       const headers = new Headers(request.headers);
-      for (const name of DROPPED_REQUEST_HEADERS) headers.delete(name);
+      headers.delete(DROPPED_REQUEST_HEADER);
       headers.append('via', via as string);
-      if (edits !== undefined) {
-        for (const [name, value] of Object.entries(edits)) {
-          // null removes too, as in hono/proxy (it would otherwise be sent as "null").
-          if (value == null) headers.delete(name);
-          else headers.set(name, value);
-        }
+      for (const [name, value] of Object.entries(edits ?? {})) {
+        // null removes too, as in hono/proxy (it would otherwise be sent as "null").
+        if (value == null) headers.delete(name);
+        else headers.set(name, value);
       }
       for (const name of HOP_HEADERS) headers.delete(name);
       // hono/proxy removed the client's Accept-Encoding: any value here is `headers`' own
@@ -543,7 +590,7 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
       // the proxy's answers (read with the proxy origin's cookies) to every page. Only the
       // names the upstream exposes stay, added to the front's list (cors()'s, breakwater's,
       // which Hono sets over this response's) when the front lets this origin read.
-      const exposed = headers.get('access-control-expose-headers');
+      const exposed = headers.get(EXPOSE);
       for (const name of [...headers.keys()]) {
         if (name.startsWith('access-control-')) headers.delete(name);
       }
@@ -552,7 +599,6 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
     } catch (error) {
       if (error instanceof BreakwaterError || isAbort(error, c.req.raw.signal)) {
         const response = await respond(error as Error, c);
-        const sent = (error as NetworkError | undefined)?.sent;
         // A resend is safe when the upstream did not get it (an open circuit, a refused
         // connection), or when the policy would have resent it itself but for a wait too long
         // to wait out (it resends only what is safe, and earlier attempts likewise): an
@@ -570,7 +616,11 @@ export function proxy(target: ProxyTarget, options: ProxyOptions): MiddlewareHan
         const verdict =
           !ran && refusal(error)
             ? 'true'
-            : once && (ran || error instanceof TimeoutError || sent === 'maybe') && 'false';
+            : once &&
+              (ran ||
+                error instanceof TimeoutError ||
+                (error as NetworkError | undefined)?.sent === 'maybe') &&
+              'false';
         if (verdict) response.headers.set('x-should-retry', verdict);
         return response;
       }
