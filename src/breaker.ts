@@ -733,8 +733,9 @@ function causeOf(call: Call, failure: Failure, retryAfterMs: number | undefined)
  *   await fetch('https://mcp.example.com/mcp', { method: 'POST', body: '{}' });
  * } catch (error) {
  *   if (error instanceof CircuitOpenError) {
- *     // error.message: circuit "github-mcp" is open after 5 consecutive failures
- *     // (last: HTTP 503 Service Unavailable); next attempt at ... (in 4.2 s)
+ *     // error.message: POST https://mcp.example.com/mcp (server "github-mcp") not sent,
+ *     // circuit open after 5 consecutive failures (last: HTTP 503 Service Unavailable);
+ *     // next attempt at ... (in 4.2 s)
  *     return { unavailableUntil: error.retryAt };
  *   }
  * }
@@ -1469,14 +1470,14 @@ export function circuitBreaker(options?: CircuitBreakerOptions): CircuitBreaker 
         if (signal?.aborted) throw abortReason(signal);
         const t = rebase(c);
         if (c.state === 'open' && t < c.retryAtMs) {
-          throw fastFail(c, call, `after ${c.openReason}`, c.cause, c.retryAtMs);
+          throw fastFail(c, call, `circuit open after ${c.openReason}`, c.cause, c.retryAtMs);
         }
         // Half-open, a probe holds the slot until it settles or its lease ends (retryAtMs).
         if (c.state === 'half-open' && c.probe && t < c.retryAtMs) {
           throw fastFail(
             c,
             call,
-            `while its probe is in flight, after ${c.openReason}`,
+            `circuit half-open while its probe is in flight, after ${c.openReason}`,
             c.cause,
             comeBack(t, c.retryAtMs, c.lastOpenMs as number),
           );

@@ -443,7 +443,10 @@ function until(retryAt: Date, now = Date.now()): string {
 
 const circuitInit = /* @__PURE__ */ (() => z.object({ key: text, retryAt: z.date(), reason: text }))();
 
-/** A server's circuit is open (or server-paced): the call failed fast, nothing was sent. */
+/**
+ * A server's circuit is open, its half-open probe is in flight, or the server paced its
+ * calls: the call failed fast, nothing was sent.
+ */
 export class CircuitOpenError extends BreakwaterError {
   /**
    * `'CircuitOpenError'`, spelled out so `error.name` survives minifying (see {@link BreakwaterError.name}).
@@ -461,10 +464,25 @@ export class CircuitOpenError extends BreakwaterError {
    */
   declare readonly retryAt: Date;
 
-  constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; reason: string; now?: number }) {
+  constructor(
+    init: BreakwaterErrorOptions & {
+      key: string;
+      retryAt: Date;
+      /**
+       * Why the call was not sent, with the state it met, as the message gives it after the
+       * request: `circuit open after 5 consecutive failures (last: HTTP 503)`, `circuit
+       * half-open while its probe is in flight, after …`, `paced: the server asked to wait …`.
+       */
+      reason: string;
+      /** The clock the message's "in N s" counts from, epoch ms. Default: now. */
+      now?: number;
+    },
+  ) {
     validate(circuitInit, init, 'new CircuitOpenError(init)');
+    // The request, as every message about one starts (DESIGN §4), then the state it met: it
+    // read `circuit "svc" is open paced: …` for a key only paced, naming the key alone.
     super(
-      `circuit "${init.key}" is open ${init.reason}${until(init.retryAt, init.now)}`,
+      `${init.request ? describeRequest(init.request) : `request (server "${init.key}")`} not sent, ${init.reason}${until(init.retryAt, init.now)}`,
       'CIRCUIT_OPEN',
       init,
     );

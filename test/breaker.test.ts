@@ -142,8 +142,8 @@ test('the CircuitOpenError names the key and the last failure, with retryAt and 
       assert.equal(e.retryAt.getTime(), START + 100);
       assert.equal(
         e.message,
-        'circuit "github-mcp" is open after 5 consecutive failures (last: HTTP 503 Service Unavailable); ' +
-          'next attempt at 2026-11-29T17:03:00.100Z (in 0.1 s)',
+        `GET ${server.origin}/mcp (server "github-mcp") not sent, circuit open after 5 consecutive failures ` +
+          '(last: HTTP 503 Service Unavailable); next attempt at 2026-11-29T17:03:00.100Z (in 0.1 s)',
       );
       assert.ok(e.cause instanceof HttpStatusError, 'e.cause instanceof HttpStatusError');
       assert.equal(e.cause.status, 503);
@@ -180,7 +180,10 @@ test('callers that arrive while the probe is in flight fail fast, naming the pro
     assert.equal(breaker.stats(server.origin)?.state, 'half-open');
     await assert.rejects(fetch(server.origin), (e: unknown) => {
       assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
-      assert.match(e.message, /is open while its probe is in flight, after 1 consecutive failures/);
+      assert.match(
+        e.message,
+        /^GET http:\/\/127\.0\.0\.1:\d+\/ \(server "http:\/\/127\.0\.0\.1:\d+"\) not sent, circuit half-open while its probe is in flight, after 1 consecutive failures/,
+      );
       return true;
     });
     assert.equal(await probe, 200);
@@ -206,7 +209,10 @@ test('a failed probe opens the circuit again for twice as long', async () => {
     assert.equal(stats?.retryAt?.getTime(), clock.t + 400);
     await assert.rejects(fetch(server.origin), (e: unknown) => {
       assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
-      assert.match(e.message, /is open after a failed probe \(last: HTTP 500 Internal Server Error\)/);
+      assert.match(
+        e.message,
+        /not sent, circuit open after a failed probe \(last: HTTP 500 Internal Server Error\)/,
+      );
       return true;
     });
     assert.equal(server.requests.length, 5);
@@ -426,7 +432,7 @@ test('the circuit opens when the failure ratio over the window reaches failureRa
         assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
         assert.match(
           e.message,
-          /is open after 5 of the last 10 calls failed \(last: HTTP 500 Internal Server Error\)/,
+          /not sent, circuit open after 5 of the last 10 calls failed \(last: HTTP 500 Internal Server Error\)/,
         );
         return true;
       });
@@ -1276,5 +1282,47 @@ test('a replayed 200 whose stored headers say a quota was used up pauses nothing
     assert.equal(replay.headers.get('idempotent-replayed'), 'true');
     assert.equal(runs, 1);
     assert.equal(breaker.stats('model')?.pausedUntil, undefined);
+  });
+});
+
+test('a CircuitOpenError names the method and redacted URL, and the state the call met: open, half-open, or paced (not "open")', async () => {
+  // A paced key read `circuit "svc" is open paced: the server asked to wait (HTTP 429 …)`:
+  // "open" for a key only paced, and the key alone, where DESIGN §4 asks for the request.
+  const refusal = async (fetch: FetchLike, url: string, init?: RequestInit): Promise<string> => {
+    try {
+      await fetch(url, init);
+    } catch (error) {
+      assert.ok(error instanceof CircuitOpenError, 'a CircuitOpenError');
+      return error.message;
+    }
+    return assert.fail('not refused');
+  };
+  await withServer(always({ status: 429, headers: { 'retry-after': '3600' } }), async (server) => {
+    const fetch = createFetch({ use: [circuitBreaker()], key: 'svc' });
+    assert.equal(await send(fetch, `${server.origin}/a`), 429);
+    const message = await refusal(fetch, `${server.origin}/v1/chat?api_key=sk-live-123`, { method: 'POST' });
+    assert.ok(
+      message.startsWith(
+        `POST ${server.origin}/v1/chat?api_key=[redacted] (server "svc") not sent, paced: the server asked to wait (HTTP 429 Too Many Requests)`,
+      ),
+      message,
+    );
+    assert.ok(!message.includes('open') && !message.includes('sk-live-123'), message);
+  });
+  await withServer(sequence({ status: 503 }, { status: 200, delayMs: 50 }), async (server) => {
+    const { clock, breaker } = clocked({ consecutiveFailures: 1 });
+    const fetch = createFetch({ use: [breaker], key: 'svc' });
+    await send(fetch, server.origin);
+    assert.match(
+      await refusal(fetch, `${server.origin}/x`),
+      /^GET http:\/\/127\.0\.0\.1:\d+\/x \(server "svc"\) not sent, circuit open after 1 consecutive failures \(last: HTTP 503 Service Unavailable\); next attempt at /,
+    );
+    clock.t += 100;
+    const probe = send(fetch, server.origin);
+    assert.match(
+      await refusal(fetch, `${server.origin}/y`, { method: 'DELETE' }),
+      /^DELETE http:\/\/127\.0\.0\.1:\d+\/y \(server "svc"\) not sent, circuit half-open while its probe is in flight, after 1 consecutive failures/,
+    );
+    assert.equal(await probe, 200);
   });
 });

@@ -195,12 +195,12 @@ test('a CircuitOpenError message says why, when and how long until the next atte
   const error = new CircuitOpenError({
     key: 'github-mcp',
     retryAt: RETRY_AT,
-    reason: 'after 5 consecutive failures (last: HTTP 503 Service Unavailable)',
+    reason: 'circuit open after 5 consecutive failures (last: HTTP 503 Service Unavailable)',
     now: NOW,
   });
   assert.equal(
     error.message,
-    'circuit "github-mcp" is open after 5 consecutive failures (last: HTTP 503 Service Unavailable); ' +
+    'request (server "github-mcp") not sent, circuit open after 5 consecutive failures (last: HTTP 503 Service Unavailable); ' +
       'next attempt at 2026-11-29T17:03:12.000Z (in 4.2 s)',
   );
   assert.equal(error.key, 'github-mcp');

@@ -176,7 +176,7 @@ test('a pause the server wants longer than maxRetryAfterMs fails the next call f
       assert.equal(e.retryAt.getTime(), pausedUntil?.getTime(), 'retryAt is the end of the (capped) pause');
       assert.match(
         e.message,
-        /^circuit "model" is open paced: the server asked to wait \(HTTP 429 Too Many Requests\): 5000 ms is longer than the 200 ms allowed; next attempt at /,
+        /^GET http:\/\/127\.0\.0\.1:\d+\/ \(server "model"\) not sent, paced: the server asked to wait \(HTTP 429 Too Many Requests\): 5000 ms is longer than the 200 ms allowed; next attempt at /,
       );
       assert.ok(e.cause instanceof HttpStatusError, 'e.cause instanceof HttpStatusError');
       assert.equal(e.cause.status, 429);
@@ -196,7 +196,7 @@ test('a pause longer than the call’s remaining deadline fails the call fast', 
       assert.ok(e instanceof CircuitOpenError, 'e instanceof CircuitOpenError');
       assert.match(
         e.message,
-        /is open paced: the server asked to wait \(HTTP 429 Too Many Requests\), past this call's deadline;/,
+        /not sent, paced: the server asked to wait \(HTTP 429 Too Many Requests\), past this call's deadline;/,
       );
       assert.ok(e.retryAt.getTime() - Date.now() > 300, 'e.retryAt.getTime() - Date.now() > 300');
       return true;
