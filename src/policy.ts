@@ -62,7 +62,12 @@ export interface PolicyConfig {
   retry?: RetryOptions | false | undefined;
   /** Breaker and pacing options, or `false` for none. Default: opens after 5 failures in a row or 50% of 20+ calls in 30 s. */
   breaker?: BreakerConfig | false | undefined;
-  /** Deadlines for response headers, or `false` for none. Default: 30 s per attempt, 120 s in all. */
+  /**
+   * Deadlines for response headers, or `false` for none. Default: 30 s per attempt, 120 s
+   * in all. An `attemptMs` longer than `totalMs` is no error (`{ totalMs: 10_000 }` alone
+   * keeps the 30 s default): each attempt is also bounded by the time the total leaves it,
+   * which then ends it (`TimeoutError`, scope `'total'`).
+   */
   timeout?: TimeoutOptions | false | undefined;
   /**
    * Stamp an `Idempotency-Key` on POST and PATCH. Default `false`. Only for servers

@@ -378,6 +378,25 @@ test('the policy’s total deadline bounds each attempt and names itself when it
   });
 });
 
+test('an attemptMs longer than totalMs, or the default one above a smaller totalMs, is no config error: the total deadline ends the attempt', async () => {
+  // Decided, not overlooked: each attempt is bounded by the time the total leaves it, so the
+  // combination is harmless, and `{ totalMs }` alone (or providerConfig()'s 5-minute attempt
+  // under a totalMs of your own) must not throw.
+  assert.deepEqual(definePolicy({ timeout: { attemptMs: 5_000, totalMs: 1_000 } }).resolved.timeout, {
+    attemptMs: 5_000,
+    totalMs: 1_000,
+  });
+  const policy = definePolicy({ retry: false, timeout: { totalMs: 60 } });
+  assert.deepEqual(policy.resolved.timeout, { attemptMs: 30_000, totalMs: 60 });
+  await withServer(always({ hang: true }), async (server) => {
+    await assert.rejects(
+      policy.fetch()(server.origin),
+      (error: unknown) => error instanceof TimeoutError && error.scope === 'total' && error.ms === 60,
+      'the total deadline ends the attempt',
+    );
+  });
+});
+
 test('a breaker option given as undefined is left out, as JSON leaves it out: the breaker still takes retry.maxRetryAfterMs', async () => {
   await withServer(always({ status: 429, headers: { 'retry-after': '1' } }), async (server) => {
     // A config built in code passes optional fields as undefined; its own JSON drops them.
