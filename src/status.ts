@@ -29,6 +29,7 @@ import { HttpStatusError, oneLine, requestSummary } from './errors.ts';
 import { validate } from './options.ts';
 import {
   endsUrl,
+  REDACTED,
   redactText,
   SCHEME_SEPARATOR,
   SECRET_HEADERS,
@@ -64,8 +65,6 @@ const MIN_WORD_CHARS = 4;
  * what is missing with ("Bearer token required"), or every `null` of a JSON body.
  */
 const NO_SECRET = /^(?:basic|bearer|dpop|token|undefined|null)$/i;
-/** What a hidden credential reads as (as a redacted URL part does). */
-const HIDDEN = '[redacted]';
 /**
  * A query value that looks random under any name: 16 or more characters of a token's
  * alphabet mixing capitals, small letters and digits (base64, `sk-…`), or hex mixing
@@ -127,14 +126,10 @@ const CHARSET = /;\s*charset="?([^";]*)"?/i;
 export function charsetDecoder(type: string | null, head: Uint8Array): TextDecoder {
   try {
     const decoder = new TextDecoder(CHARSET.exec(type as string)?.[1]);
-    const [first, second] = head;
-    if (
-      !decoder.encoding.startsWith('utf-16') ||
-      first === 0 ||
-      second === 0 ||
-      (first === 0xff && second === 0xfe) ||
-      (first === 0xfe && second === 0xff)
-    )
+    // Past a short chunk's end, undefined: neither a NUL nor half a mark (their sum is NaN).
+    const [first, second] = head as unknown as [number, number];
+    // A NUL in either byte, or a byte-order mark (FF FE, FE FF: the only two bytes that add up to 509).
+    if (!decoder.encoding.startsWith('utf-16') || [first, second].includes(0) || first + second === 0x1fd)
       return decoder;
   } catch {
     // A label no decoder knows: UTF-8.
@@ -180,10 +175,7 @@ export function errorMessageOf(parsed: unknown): string | undefined {
   const description = (body as { error_description?: unknown } | null)?.error_description;
   for (const path of MESSAGE_PATHS) {
     let value = body;
-    for (const step of path) {
-      value =
-        value !== null && typeof value === 'object' ? (value as Record<string, unknown>)[step] : undefined;
-    }
+    for (const step of path) value = (value as Record<string, unknown> | null | undefined)?.[step];
     if (typeof value === 'string' && value.length > 0)
       return path === MESSAGE_PATHS[1] && typeof description === 'string' && description
         ? `${value}: ${description}`
@@ -294,8 +286,8 @@ function withoutCutUrl(text: string): string {
 
 /**
  * `text` without the credentials `call` sent, each run of hidden characters shown as
- * {@link HIDDEN}: each value of {@link SECRET_HEADERS} (and of the headers `auth()`
- * names otherwise, {@link CREDENTIAL_HEADER}, and those it replaced to resend the call,
+ * {@link REDACTED} (as a redacted URL part is): each value of {@link SECRET_HEADERS} (and
+ * of the headers `auth()` names otherwise, {@link CREDENTIAL_HEADER}, and those it replaced to resend the call,
  * {@link REPLACED}), whole and then after its scheme (the
  * token of `Bearer <token>`; a Basic one decoded, and its password), but not a scheme
  * alone nor a token that is a placeholder ({@link NO_SECRET}); the request URL's userinfo (`user:password`, the
@@ -303,7 +295,7 @@ function withoutCutUrl(text: string): string {
  * named as a credential ({@link SECRET_QUERY_NAME}) or random-looking
  * ({@link RANDOM_QUERY_VALUE}); each also base64-encoded, alone or at any byte offset in a
  * longer base64 text ({@link withBase64}). Looked for in
- * the text with JSON's and URLs' escapes read ({@link readPieces}), so a credential is found
+ * the text with JSON's and URLs' escapes read ({@link readText}), so a credential is found
  * as written or with any character escaped (`\/` from PHP's `json_encode`, `\u002B` from
  * .NET's `System.Text.Json`, `%2F` from `encodeURIComponent`, `&#43;` from Go's html/template), without base64's padding, in
  * either base64 alphabet, and hidden as the server wrote it; a short one only as
@@ -374,36 +366,45 @@ export function sentHider(call: Call): (text: string) => string {
   for (const pair of call.header('cookie')?.split(/[;,]/) ?? [])
     sent.push(pair.slice(pair.indexOf('=') + 1).replace(/^[\s"]+|[\s"]+$/g, ''));
   // Each as sent and in base64: a server may quote it encoded, alone or in a blob.
-  const credentials: [string, boolean][] = [];
+  const credentials: string[] = [];
   for (const [i, value] of sent.entries())
     for (const written of withBase64(value)) {
       // Read as the text is: a cookie sent percent-encoded (express's `s%3A<id>.<signature>`)
       // is found where the server quotes it back decoded, and as it was sent; without base64's
       // `=` padding, which a server may drop (what it pads stays shown).
-      const credential = readPieces(written)
-        .map((piece) => piece[1])
-        .join('')
-        .replace(/=+$/, '');
-      const short = credential.length < MIN_CREDENTIAL_CHARS;
-      if (!short || (credential.length >= MIN_WORD_CHARS && i < words)) credentials.push([credential, short]);
+      const credential = readText(written).replace(/=+$/, '');
+      if (credential.length >= (i < words ? MIN_WORD_CHARS : MIN_CREDENTIAL_CHARS))
+        credentials.push(credential);
     }
   return (text) => {
-    const pieces = readPieces(text);
-    const read = pieces.map((piece) => piece[1]).join('');
+    const lengths = new Uint8Array(text.length);
+    const read = readText(text, lengths);
     // Characters are marked rather than replaced, so a credential that holds another (a
     // signed cookie `<id>.<signature>`, the id sent as a token too) is hidden whole.
-    const hidden = pieces.map(() => false);
-    for (const [credential, short] of credentials) {
+    const hidden = new Uint8Array(read.length);
+    for (const credential of credentials) {
       for (let at = read.indexOf(credential); at >= 0; at = read.indexOf(credential, at + credential.length))
-        if (!short || !/[\w+]/.test(read.charAt(at - 1) + read.charAt(at + credential.length)))
-          hidden.fill(true, at, at + credential.length);
+        if (
+          credential.length >= MIN_CREDENTIAL_CHARS ||
+          !/[\w+]/.test(read.charAt(at - 1) + read.charAt(at + credential.length))
+        )
+          hidden.fill(1, at, at + credential.length);
       // Only a start shorter than the credential may end the text: a full one is found above.
       const head = credential.slice(0, MIN_CREDENTIAL_CHARS);
       let at = read.indexOf(head, read.length - credential.length + 1);
       while (at >= 0 && !credential.startsWith(read.slice(at))) at = read.indexOf(head, at + 1);
-      if (at >= 0) hidden.fill(true, at);
+      if (at >= 0) hidden.fill(1, at);
     }
-    return pieces.map(([written], i) => (hidden[i] ? (hidden[i - 1] ? '' : HIDDEN) : written)).join('');
+    // Each run of hidden characters as one REDACTED, the rest as the server wrote it: the
+    // character read at i was written at w.
+    let out = '';
+    let done = 0;
+    for (let i = 0, w = 0; i <= read.length; w += lengths[i++] || 1)
+      if (!hidden[i] !== !hidden[i - 1]) {
+        if (hidden[i]) out += text.slice(done, w) + REDACTED;
+        else done = w;
+      }
+    return out + text.slice(done);
   };
 }
 
@@ -433,51 +434,67 @@ function withBase64(value: string): string[] {
 
 /**
  * Named character references a server may write a credential's punctuation as (HTML5's
- * `&plus;`, `&sol;`, `&equals;`, ...: each an ASCII character; `&hyphen;` is U+2010, not `-`).
+ * `&plus;`, `&sol;`, `&equals;`, ...: each an ASCII character; `&hyphen;` is U+2010, not `-`),
+ * each name followed by the character it stands for. A name is looked up where it first
+ * occurs, so none may occur before its own place (in another's name, or across one's end).
  */
-const NAMED_REFS: Record<string, string> = {
-  plus: '+',
-  sol: '/',
-  equals: '=',
-  amp: '&',
-  quot: '"',
-  apos: "'",
-  lt: '<',
-  gt: '>',
-  colon: ':',
-  period: '.',
-  comma: ',',
-  lowbar: '_',
-};
+const NAMED_REFS = `plus+sol/equals=amp&quot"apos'lt<gt>colon:period.comma,lowbar_`;
 
 /**
- * `text` in pieces, each one character as written and as read: a `\uXXXX` or `\x` JSON
- * escape, a `%XX` percent escape (a server quoting a credential in a URL or a form encodes
- * its `/`, `+` and `=`: `encodeURIComponent`, in either case), an HTML or XML character
- * reference (an error page's: Go's html/template writes `+` as `&#43;`; `&#x2F;`, and the
- * {@link NAMED_REFS}), or a character as it is (a cut escape, `\u00`, `%2` or `&#4`, reads as
- * itself). A reference past U+FFFD reads as U+FFFD: one piece, one UTF-16 unit, so a match's
- * place in the text read is its place in the pieces. base64url's `-` and `_` read as base64's
- * `+` and `/`: a credential is found in either alphabet. Each alternative starts with its
- * own literal and is bounded: linear time.
+ * A character a server may write escaped: a `\uXXXX` or `\x` JSON escape, a `%XX` percent
+ * escape (a server quoting a credential in a URL or a form encodes its `/`, `+` and `=`:
+ * `encodeURIComponent`, in either case), an HTML or XML character reference (an error page's:
+ * Go's html/template writes `+` as `&#43;`; `&#x2F;`, and the {@link NAMED_REFS}). Each
+ * alternative starts with its own literal and is bounded: linear time.
  */
-function readPieces(text: string): string[][] {
-  return [
-    ...text.matchAll(
-      /\\u([\da-f]{4})|%([\da-f]{2})|&#(?:x([\da-f]{1,6})|(\d{1,7}));|&(plus|sol|equals|amp|quot|apos|lt|gt|colon|period|comma|lowbar);|\\?([\s\S])/gi,
-    ),
-  ].map(([written, hex, percent, ref, decimal, name, c]) => [
-    written,
-    (
-      c ??
-      NAMED_REFS[name?.toLowerCase() as string] ??
-      String.fromCharCode(
-        Math.min(decimal ? +decimal : Number.parseInt((hex ?? percent ?? ref) as string, 16), 0xfffd),
-      )
+const ESCAPED = /* @__PURE__ */ (() =>
+  RegExp(
+    String.raw`\\u([\da-f]{4})|%([\da-f]{2})|&#(?:x([\da-f]{1,6})|(\d{1,7}));|&(${(NAMED_REFS.match(/[a-z]+/g) as string[]).join('|')});|\\([\s\S])`,
+    'gi',
+  ))();
+
+/**
+ * `text` as read, each {@link ESCAPED} character as the one it stands for, any other as it
+ * is (a cut escape, `\u00`, `%2` or `&#4`, reads as itself); and at each place in it that
+ * an escape was read, how long the escape was (else 0: one character as it is). A reference
+ * past U+FFFD reads as U+FFFD: one character written, one UTF-16 unit read. base64url's `-`
+ * and `_` read as base64's `+` and `/`: a credential is found in either alphabet. One native
+ * pass that calls back only at escapes, and one byte per character: a match object and two
+ * arrays per character (pieces, as written and as read) made a 64 KiB failure body cost 50
+ * to 100 ms on Node 20 and Bun, and as much again in garbage collection.
+ */
+function readText(text: string, lengths: Uint8Array | number[] = []): string {
+  let shift = 0;
+  return text
+    .replace(
+      ESCAPED,
+      (
+        written,
+        hex?: string,
+        percent?: string,
+        ref?: string,
+        decimal?: string,
+        name?: string,
+        c?: string,
+        at = 0,
+      ) => {
+        lengths[at - shift] = written.length;
+        shift += written.length - 1;
+        return (
+          c ??
+          (name
+            ? (NAMED_REFS[NAMED_REFS.indexOf(name.toLowerCase()) + name.length] as string)
+            : String.fromCharCode(
+                Math.min(
+                  +(decimal as string) || Number.parseInt((hex ?? percent ?? ref) as string, 16),
+                  0xfffd,
+                ),
+              ))
+        );
+      },
     )
-      .replace('-', '+')
-      .replace('_', '/'),
-  ]);
+    .replaceAll('-', '+')
+    .replaceAll('_', '/');
 }
 
 /** What a failure response said, as `captureStatus()` snapshots it and `statusError()` reports it. */
@@ -509,11 +526,15 @@ export async function readSaid(
   } catch {
     // Not JSON: the message is the text itself.
   }
-  // The message once more: JSON may spell a credential with any `\u` escape.
-  const message = oneLine(redactText(hide(errorMessageOf(parsed) ?? text)));
+  // The message once more: JSON may spell a credential with any `\u` escape. A message that
+  // is the text (no JSON message) is the body: redacted once (a hostile 64 KiB body of
+  // encoded URLs costs tens of milliseconds to redact).
+  const body = oneLine(redactText(text));
+  let message = hide(errorMessageOf(parsed) ?? text);
+  message = message === text ? body : oneLine(redactText(message));
   return {
     retryAfterMs,
-    body: oneLine(redactText(text)),
+    body,
     // Cut between characters, not inside one: half an emoji's surrogate pair logs as U+FFFD.
     serverMessage:
       message.length > MAX_MESSAGE_CHARS
