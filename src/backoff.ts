@@ -19,7 +19,7 @@ import {
   DEFAULT_MAX_MS,
   MAX_SPREAD_PERCENT,
 } from './limits.ts';
-import { describeValue, isFunction, validate } from './options.ts';
+import { functionOption, validate } from './options.ts';
 import { MAX_DELAY_MS } from './timing.ts';
 
 /** Jitter by default (retry's default; the breaker and the start gate pass `'+30%'`). */
@@ -154,8 +154,7 @@ export const backoffSchema: z.ZodMiniType<BackoffOptions> = /* @__PURE__ */ (() 
  */
 export function backoff(options?: BackoffOptions, random: () => number = Math.random): BackoffSchedule {
   // Checked here, not at the first draw ("random is not a function"), as circuitBreaker() checks its own.
-  if (!isFunction(random))
-    throw new TypeError(`backoff(options, random): random must be a function (got ${describeValue(random)})`);
+  validate(functionOption(), random, 'backoff(options, random)');
   const valid = options === undefined ? undefined : validate(backoffSchema, options, 'backoff()');
   // An explicit maxMs is checked by the schema; a missing one follows initialMs (see withDefaults).
   const { initialMs, factor, maxMs, jitter } = withDefaults(valid, DEFAULT_JITTER);

@@ -313,7 +313,7 @@ export class HttpStatusError extends BreakwaterError {
   declare readonly headers: Readonly<Record<string, string>>;
 
   constructor(init: HttpStatusErrorInit) {
-    validate(statusInit, init, 'new HttpStatusError(init)');
+    validate(statusInit, init, `new ${new.target.name}(init)`);
     // Servers quote the request URL back ("invalid URL https://..."): what they said
     // is redacted like everything else shown.
     const message = init.serverMessage && redactText(init.serverMessage);
@@ -388,7 +388,7 @@ export class NetworkError extends BreakwaterError {
   declare readonly sent: SentState;
 
   constructor(init: NetworkErrorInit) {
-    validate(networkInit, init, 'new NetworkError(init)');
+    validate(networkInit, init, `new ${new.target.name}(init)`);
     super(
       `${describeRequest(init.request)} failed: network error ${init.code} during ${init.phase} (${init.sent === 'no' ? 'not sent' : 'may have reached the server'})`,
       init.code,
@@ -424,7 +424,7 @@ export class TimeoutError extends BreakwaterError {
   declare readonly ms: number;
 
   constructor(init: BreakwaterErrorOptions & { scope: TimeoutScope; ms: number }) {
-    validate(timeoutInit, init, 'new TimeoutError(init)');
+    validate(timeoutInit, init, `new ${new.target.name}(init)`);
     super(
       `${describeRequest(init.request)} timed out: ${init.scope} deadline of ${init.ms} ms passed`,
       'TIMEOUT',
@@ -478,7 +478,7 @@ export class CircuitOpenError extends BreakwaterError {
       now?: number;
     },
   ) {
-    validate(circuitInit, init, 'new CircuitOpenError(init)');
+    validate(circuitInit, init, `new ${new.target.name}(init)`);
     // The request, as every message about one starts (DESIGN §4), then the state it met: it
     // read `circuit "svc" is open paced: …` for a key only paced, naming the key alone.
     super(
@@ -511,7 +511,7 @@ export class GateClosedError extends BreakwaterError {
   declare readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { key: string; retryAt: Date; now?: number }) {
-    validate(gateInit, init, 'new GateClosedError(init)');
+    validate(gateInit, init, `new ${new.target.name}(init)`);
     const after = causeMessage(init.cause);
     super(
       `start gate "${init.key}" is closed${after === undefined ? '' : ` after: ${after}`}${until(init.retryAt, init.now)}`,
@@ -539,7 +539,7 @@ export class RetryAfterTooLongError extends BreakwaterError {
   declare readonly retryAt: Date;
 
   constructor(init: BreakwaterErrorOptions & { retryAfterMs: number; limitMs: number; now?: number }) {
-    validate(tooLongInit, init, 'new RetryAfterTooLongError(init)');
+    validate(tooLongInit, init, `new ${new.target.name}(init)`);
     super(
       `${describeRequest(init.request)}: server asked to wait ${init.retryAfterMs} ms, longer than the ${init.limitMs} ms allowed; not waiting`,
       'RETRY_AFTER_TOO_LONG',

@@ -32,7 +32,7 @@ import {
   TimeoutError,
 } from './errors.ts';
 import type { GateEvent } from './events.ts';
-import { describeValue, functionOption, isFunction, validate } from './options.ts';
+import { functionOption, validate } from './options.ts';
 import { DEFAULT_MAX_RETRY_AFTER_MS } from './retry.ts';
 
 /** The gate's name in errors and state, by default. */
@@ -327,8 +327,7 @@ export function createGate(options?: GateOptions): Gate {
   return {
     async run<T>(fn: () => Promise<T>): Promise<T> {
       // Before the gate is looked at: an armed gate refused it, a probe took the slot for it.
-      if (!isFunction(fn))
-        throw new TypeError(`gate.run(fn): fn must be a function (got ${describeValue(fn)})`);
+      validate(functionOption(), fn, 'gate.run(fn)');
       /** This run's probe token, when it is the one attempt allowed after a window. */
       let mine: symbol | undefined;
       if (failures > 0) {

@@ -278,7 +278,7 @@ test('a random source that is no function is a TypeError at once, naming the arg
       () => backoff({}, random as never),
       (e: unknown) =>
         e instanceof TypeError &&
-        e.message === `backoff(options, random): random must be a function (got ${got})`,
+        e.message.endsWith(`\n  - backoff(options, random): must be a function (got ${got})`),
       `backoff({}, ${got}) throws at once`,
     );
   }

@@ -889,7 +889,7 @@ test('run() with no function is a TypeError naming the argument, armed or not, a
   // It was "fn is not a function" from inside the run, or a GateClosedError while armed.
   const { clock, gate, attempt } = fixture();
   const notAFunction = (e: unknown) =>
-    e instanceof TypeError && e.message === 'gate.run(fn): fn must be a function (got "x")';
+    e instanceof TypeError && e.message.endsWith('\n  - gate.run(fn): must be a function (got "x")');
   await assert.rejects(gate.run('x' as never), notAFunction, 'a clear gate: TypeError');
   await assert.rejects(attempt(refused()), NetworkError);
   await assert.rejects(
