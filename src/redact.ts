@@ -223,7 +223,7 @@ const RELATIVE_URL =
  * is before an encoded `=`.
  */
 const ENCODED_PATH =
-  /(?:\/|%(?:25){0,3}2F)(?:[\w.!~*'()+=&:@?$-]|\\u0026)*%(?:(?:[\w.!~*'()%+/=&:@?$-]|\\u0026)*[\w!~*(%+/=&@$-])?/gi;
+  /(?:\/|%(?:25){0,3}2F)(?:[\w.!~*'()+=&:@?$-]|\\u0026)*%(?:[\w.!~*'()%+/=&:@?$-]*(?:\\u0026[\w.!~*'()%+/=&:@?$-]*)*[\w!~*(%+/=&@$-])?/gi;
 
 /**
  * `run` ({@link ENCODED_PATH}) without its fragment and with each query value shown as
