@@ -11,8 +11,8 @@ import { Call, CREDENTIAL_HEADER, dropBody, hasOneShotBody, type Next } from './
 import { MAX_REDIRECTS } from './limits.ts';
 import { SNAPSHOT, type Snapshotted } from './status.ts';
 
-/** The statuses fetch follows as redirects (Fetch standard, "redirect status"). */
-const REDIRECT_STATUSES = [301, 302, 303, 307, 308];
+/** The statuses fetch follows as redirects (Fetch standard, "redirect status"): 301, 302, 303, 307, 308. */
+const REDIRECT_STATUS = /^30[12378]$/;
 /**
  * What fetch drops on a redirect to another origin: the Fetch standard names
  * Authorization; Node (undici), Deno and Bun drop Cookie and Proxy-Authorization too.
@@ -20,6 +20,12 @@ const REDIRECT_STATUSES = [301, 302, 303, 307, 308];
 const CROSS_ORIGIN_HEADERS = ['authorization', 'cookie', 'proxy-authorization'];
 /** What describes a body, dropped with it when a redirect makes a GET (Fetch standard, "request-body-header name"). */
 const BODY_HEADERS = ['content-encoding', 'content-language', 'content-location', 'content-type'];
+/**
+ * The most bytes of a `Request`'s own body {@link follow} keeps to send it again after a 307
+ * or 308: a JSON call or a form is far below it; a larger body (a relayed upload) is sent once,
+ * and its 307 fails as fetch fails one whose body is a stream. Bounds what one call holds.
+ */
+const MAX_KEPT_BYTES = 1e6;
 /** The bag of a request {@link follow} sends to follow a redirect holds this: `auth()`s below pass it on as is. */
 export const REDIRECTED: unique symbol = Symbol();
 /**
@@ -44,19 +50,43 @@ const ORIGINAL = Symbol();
  * origin, and on from there, without {@link CROSS_ORIGIN_HEADERS} nor the credential
  * headers `named`. 303, and 301 / 302 after a POST, go on as a GET without a body.
  *
+ * A `Request`'s own body is a stream to JS, though fetch sends one made from text, bytes, a
+ * Blob or a form again from that "source"; no Web-standard means tells them apart. So a clone
+ * of it is read as the request goes, up to {@link MAX_KEPT_BYTES}, and a 307 or 308 sends that
+ * copy: a short stream goes again too, where fetch would fail (its bytes are the ones sent). An
+ * init's stream body, or a `Request`'s past the cap, is not sent again: a 307 or 308 for it is
+ * a redirect it cannot follow. A copy still being read when a 307 comes (the server answered
+ * before reading the body) is waited for, until the body's source ends, errs or passes the cap.
+ *
  * A redirect it cannot follow (a `Location` that does not parse, a one-shot body to send
  * again, more than {@link MAX_REDIRECTS}) is returned as is for `auth()` (which names its
  * headers, `named`: fetch would carry a token in `x-api-key` to any host the API redirects
  * to, a storage or CDN host); without `named` (the chain's end) it rejects, as fetch does.
  */
 export async function follow(call: Call, next: Next, named?: Set<string>): Promise<Response> {
+  // A string's `body` is undefined; an init's body is sent instead of the Request's. The clone
+  // is made before `next` sends the request, which takes its body; read past the cap, it is
+  // cancelled (the loop's return). The headers are kept as given: Bun's fetch takes a form's
+  // Content-Type (its boundary) off the Request it sends, and off a clone being read.
+  const input = call.input as Request;
+  const given = !call.init?.body && input.body && new Headers(input.headers);
+  const kept =
+    given &&
+    (async (copy = input.clone(), chunks: BlobPart[] = [], bytes = 0) => {
+      for await (const chunk of copy.body as unknown as AsyncIterable<Uint8Array<ArrayBuffer>>) {
+        bytes += chunk.length;
+        if (bytes > MAX_KEPT_BYTES) return;
+        chunks.push(chunk);
+      }
+      return new Blob(chunks);
+    })().catch(() => {});
   let response = await next(call);
   let at = call;
-  let foreign = false;
-  let ran = false;
+  /** Its {@link FOLLOWED} record: true once a hop went to another origin, false once one became a GET. */
+  let followed: boolean | undefined;
   for (let hops = 0; ; hops++) {
     const { status } = response;
-    const location = REDIRECT_STATUSES.includes(status) && response.headers.get('location');
+    const location = REDIRECT_STATUS.test(status as unknown as string) && response.headers.get('location');
     if (!location) break;
     let url: URL | undefined;
     try {
@@ -64,15 +94,16 @@ export async function follow(call: Call, next: Next, named?: Set<string>): Promi
       // UTF-8 (Node, Bun, browsers), so a raw /café goes to /caf%C3%A9, not /caf%C3%83%C2%A9.
       url = new URL(new TextDecoder().decode(Uint8Array.from(location, (c) => c.charCodeAt(0))), at.url);
     } catch {}
-    let { method } = at;
-    let body = at.body ?? null;
+    let { method, body } = at;
     // After `auth()` stamped its header, the call's init holds a Headers of its own; without
     // one, a Request's (fetch's init replaces them whole). A URL string has none.
-    const headers = new Headers(at.init?.headers ?? (at.input as Request).headers);
+    const headers = new Headers(at.init?.headers ?? (given || (at.input as Request).headers));
     // 303 (but for GET and HEAD), and 301 / 302 after a POST, go on as a GET without a
     // body; others resend method and body (Fetch standard, HTTP-redirect fetch).
     const get = status === 303 ? method !== 'GET' && method !== 'HEAD' : status < 303 && method === 'POST';
-    if (!url || hops === MAX_REDIRECTS || (!get && hasOneShotBody(at))) {
+    // Only the call's own body can be one-shot (a hop's is the one kept, or none).
+    // biome-ignore lint/suspicious/noAssignInExpressions: the kept copy is awaited only when needed; 7 B gzip less.
+    if (!url || hops === MAX_REDIRECTS || (!get && hasOneShotBody(at) && !(body = (await kept) as Blob))) {
       if (named) break;
       // A stream body a 307 / 308 needs again: Bun's own fetch rejects ("cannot be
       // replayed"), as the Fetch standard says; so do Node's and Deno's.
@@ -84,23 +115,23 @@ export async function follow(call: Call, next: Next, named?: Set<string>): Promi
     if (get) {
       method = 'GET';
       body = null;
-      ran = true;
+      followed ||= false;
       for (const name of BODY_HEADERS) headers.delete(name);
     }
     // Once dropped, a credential stays off every later hop, back on its origin too.
     if (url.origin !== at.url.origin) {
       for (const name of [...CROSS_ORIGIN_HEADERS, ...(named ?? [])]) headers.delete(name);
-      foreign = true;
+      followed = true;
     }
     dropBody(response);
     // Fetch fails a redirect to any scheme but http(s) (Fetch standard, HTTP-redirect
     // fetch): fetch() itself would read a data: URL, and on Deno and Bun a file: one (a
     // local file). Any other scheme starting so, fetch rejects.
     if (!url.protocol.startsWith('http')) throw new TypeError(`redirect to ${url.protocol}`);
-    // `redirect: 'manual'` comes with the init.
+    // `redirect: 'manual'` comes with the init (auth()'s), or from `next` (the chain's end).
     const hop = new Call(
       url,
-      { ...at.init, method, body, headers, signal: at.signal ?? null },
+      { ...at.init, method, body, headers, signal: at.signal } as RequestInit,
       call.key,
       call.onEvent,
     );
@@ -112,7 +143,7 @@ export async function follow(call: Call, next: Next, named?: Set<string>): Promi
   }
   // Followed here, the answer says so as fetch's own would: a layer above judges a resend
   // on it (retry(): a POST answered 303 ran, whatever the GET after it was answered).
-  return at === call ? response : marked(response, foreign || (ran ? false : undefined));
+  return at === call ? response : marked(response, followed);
 }
 
 /**
