@@ -18,15 +18,24 @@ import process from 'node:process';
 import { test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { UsageError } from '../examples/cli.ts';
-import { makeClient } from '../examples/demo/clients.ts';
-import { type RunSummary, reportHtml } from '../examples/demo/report.ts';
+import { makeClient, wire } from '../examples/demo/clients.ts';
+import {
+  failedAttempts,
+  failuresOf,
+  formatFailures,
+  type RunSummary,
+  reportHtml,
+} from '../examples/demo/report.ts';
 import { parseSettings } from '../examples/demo/settings.ts';
 import {
   CALL_HEADER,
+  RETRY_AFTER_GRACE_MS,
   SENT_AT_HEADER,
   type StormScript,
   startStorm,
   stormScript,
+  TOLD_UNTIL_HEADER,
+  WINDOW_UNTIL_HEADER,
 } from '../examples/demo/storm.ts';
 import { type ExampleRun, runExample } from './helpers/example.ts';
 import { type Behaviour, type Handler, withServer } from './helpers/server.ts';
@@ -575,7 +584,10 @@ test('the HTML report keeps every figure on one line and nothing wider than the 
   const runs = [
     wideRun('plain fetch', undefined),
     wideRun('naive retry', undefined),
-    wideRun('breakwater', 0),
+    {
+      ...wideRun('breakwater', 0),
+      gaveUp: { why: { attempts: 3 }, attempts: { '429 429 429': 2, '503 429 ECONNRESET': 1 } },
+    },
   ];
   const page = reportHtml(runs, stormScript(1, 4500), { calls: 600, concurrency: 32 });
   // Before: "1381 ms" and "9876 ms" broke after their number, at 1280 px too, and the
@@ -587,34 +599,113 @@ test('the HTML report keeps every figure on one line and nothing wider than the 
   ]);
 });
 
-test('the storm counts a call resent inside the Retry-After its own 503 named, however soon it comes (the grace is for other calls’ requests already on their way)', async () => {
-  const overloaded: StormScript = {
-    seed: 7,
-    stormMs: 2000,
-    phases: [{ name: 'overloaded', fromMs: 0, toMs: Number.POSITIVE_INFINITY, what: 'overloaded' }],
-  };
-  const storm = await startStorm(overloaded);
+/** A storm that sheds with 503 + `Retry-After: 1` from the start (9 requests in 10). */
+const OVERLOADED: StormScript = {
+  seed: 7,
+  stormMs: 2000,
+  phases: [{ name: 'overloaded', fromMs: 0, toMs: Number.POSITIVE_INFINITY, what: 'overloaded' }],
+};
+
+const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+test('the storm counts a request inside a Retry-After window when its client had read the 503, however late the answer reached it, and a resend of the refused call however soon it comes', async () => {
+  const storm = await startStorm(OVERLOADED);
   try {
     storm.begin();
-    const send = async (call: number): Promise<number> => {
-      const response = await fetch(`${storm.origin}/items/${call}`, {
-        headers: { [CALL_HEADER]: String(call), [SENT_AT_HEADER]: String(Date.now()) },
+    const send = async (call: number, toldUntil?: string): Promise<Response> => {
+      const headers: Record<string, string> = {
+        [CALL_HEADER]: String(call),
+        [SENT_AT_HEADER]: String(Date.now()),
+      };
+      if (toldUntil !== undefined) headers[TOLD_UNTIL_HEADER] = toldUntil;
+      const response = await fetch(`${storm.origin}/items/${call}`, { headers });
+      await response.body?.cancel();
+      return response;
+    };
+    let call = 0;
+    let shed = await send(call);
+    while (shed.status !== 503) shed = await send(++call);
+    const until = shed.headers.get(WINDOW_UNTIL_HEADER);
+    assert.ok(until !== null && Number(until) > Date.now(), `the 503 names its window's end: ${until}`);
+    const before = storm.ledger.inWindow;
+    // Another call well past the old fixed 100 ms of grace, from a client that had not
+    // read the 503 yet (on a starved machine the answer took 400 ms to reach it).
+    await pause(RETRY_AFTER_GRACE_MS + 50);
+    await send(call + 1000);
+    assert.equal(storm.ledger.inWindow, before, 'a client not yet told of the window is not counted');
+    // Another call from a client that had read it: it ignored what it had been told.
+    await send(call + 2000, until);
+    assert.equal(storm.ledger.inWindow, before + 1, 'a client told of the window is counted');
+    // The same call again at once: a loop that ignored `Retry-After: 1` (it read the 503).
+    await send(call);
+    assert.equal(storm.ledger.inWindow, before + 2, 'the resend of the call told to wait is counted');
+  } finally {
+    await storm.close();
+  }
+});
+
+test('the demo’s wire tells the server of a window from the grace after it read the answer, and notes each attempt’s status under its call', async () => {
+  const storm = await startStorm(OVERLOADED);
+  try {
+    storm.begin();
+    const attempts = new Map<string, string[]>();
+    // The wire's own clock, so that "at once" is at once on a loaded machine too.
+    let clock = Date.now();
+    const send = wire(attempts, () => clock);
+    const get = async (call: number): Promise<number> => {
+      const response = await send(`${storm.origin}/items/${call}`, {
+        headers: { [CALL_HEADER]: String(call) },
       });
       await response.body?.cancel();
       return response.status;
     };
     let call = 0;
-    while ((await send(call)) !== 503) call++;
+    while ((await get(call)) !== 503) call++;
     const before = storm.ledger.inWindow;
-    // Another call right after the 503: it may have left before the answer was read.
-    await send(call + 1000);
-    assert.equal(storm.ledger.inWindow, before, 'another call within the grace is not counted');
-    // The same call again at once: a loop that ignored `Retry-After: 1` (it read the 503).
-    await send(call);
-    assert.equal(storm.ledger.inWindow, before + 1, 'the resend of the call told to wait is counted');
+    // Another call at once: it may have passed the client's own checks before the 503 came in.
+    await get(call + 1000);
+    assert.equal(storm.ledger.inWindow, before, 'within the grace after reading the 503');
+    clock += RETRY_AFTER_GRACE_MS;
+    await get(call + 2000);
+    assert.equal(storm.ledger.inWindow, before + 1, 'past the grace, the client had been told');
+    assert.deepEqual(attempts.get(String(call)), ['503'], 'the call that was shed, as the wire saw it');
   } finally {
     await storm.close();
   }
+});
+
+test('the demo says why breakwater lost a call: each failed call’s attempts as the wire saw them and retry()’s give-up reason (three faults in a row use its 3 attempts)', async () => {
+  // As in the storm on a loaded machine: a call's attempts land in three phases in turn.
+  const answers: Behaviour[] = [
+    { status: 503, headers: { 'retry-after-ms': '20' } },
+    { status: 429, headers: { 'retry-after-ms': '20' } },
+    { status: 503, headers: { 'retry-after-ms': '20' } },
+  ];
+  await withServer(
+    (_req, index) => answers[index] ?? { status: 200, body: 'ok' },
+    async (server) => {
+      const client = makeClient('breakwater', BURST_CALLS);
+      const response = await client.fetch(`${server.origin}/items/1`, { headers: { [CALL_HEADER]: '0' } });
+      await response.body?.cancel();
+      assert.equal(response.status, 503, 'the last answer goes back to the caller');
+      const log = client.retryLog();
+      assert.ok(log !== undefined, 'the breakwater client keeps a retry log');
+      const results = [{ ok: false, latencyMs: 100, outcome: String(response.status) }];
+      const run: RunSummary = {
+        ...wideRun('breakwater', 0),
+        failures: failuresOf(results),
+        gaveUp: { why: log.gaveUp, attempts: failedAttempts(results, (i) => log.attempts.get(String(i))) },
+      };
+      assert.equal(
+        formatFailures([run]),
+        [
+          'breakwater  failed calls: 503 x1',
+          '            their attempts: 503 429 503 x1',
+          '            why retry() stopped (give-up events): attempts x1',
+        ].join('\n'),
+      );
+    },
+  );
 });
 
 /** Calls the demo's breakwater client makes in one burst below, as the demo has by default. */

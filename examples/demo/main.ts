@@ -16,8 +16,9 @@ import { unlinkSync } from 'node:fs';
 import { type FileHandle, open } from 'node:fs/promises';
 import process from 'node:process';
 import { EXIT_USAGE, UsageError } from '../cli.ts';
-import { CLIENT_ABOUT, CLIENT_NAMES, makeClient } from './clients.ts';
+import { CLIENT_ABOUT, CLIENT_NAMES, type DemoClient, makeClient } from './clients.ts';
 import {
+  failedAttempts,
   failuresOf,
   formatClients,
   formatFailures,
@@ -81,12 +82,13 @@ function actProgress(name: string, quiet: boolean) {
 /** One run's figures: the server's counts, and the latencies the caller measured. */
 function summarize(
   client: string,
-  breakerOpens: number | undefined,
+  { breakerOpens, retryLog }: DemoClient,
   results: readonly CallResult[],
   ledger: Ledger,
   durationMs: number,
 ): RunSummary {
   const latencies = results.map((r) => r.latencyMs);
+  const log = retryLog();
   return {
     client,
     calls: results.length,
@@ -97,10 +99,16 @@ function summarize(
     duplicates: duplicateExecutions(ledger),
     p50Ms: percentile(latencies, 50),
     p99Ms: percentile(latencies, 99),
-    breakerOpens,
+    breakerOpens: breakerOpens(),
     durationMs,
     arrivals: ledger.arrivals,
     failures: failuresOf(results),
+    ...(log && {
+      gaveUp: {
+        why: log.gaveUp,
+        attempts: failedAttempts(results, (index) => log.attempts.get(String(index))),
+      },
+    }),
   };
 }
 
@@ -220,7 +228,7 @@ async function runStorm(settings: Settings, report: ReportFile | undefined): Pro
       );
       const durationMs = Date.now() - startedAt;
       progress.done(last);
-      runs.push(summarize(name, client.breakerOpens(), results, storm.ledger, durationMs));
+      runs.push(summarize(name, client, results, storm.ledger, durationMs));
     } finally {
       await storm.close();
     }

@@ -34,6 +34,11 @@ export interface RunSummary {
   arrivals: number[];
   /** How the failed calls ended (`503`, `ECONNRESET`, `CIRCUIT_OPEN`, ...), with counts. */
   failures: Record<string, number>;
+  /**
+   * For breakwater: why `retry()` gave up on the failed calls (`give-up` events' `why`),
+   * and the failed calls' attempts as the wire saw them (`503 429 ECONNRESET`), with counts.
+   */
+  gaveUp?: { why: Record<string, number>; attempts: Record<string, number> };
 }
 
 /** Nearest-rank percentile of `values` (`p` in 0..100); 0 for none. */
@@ -44,11 +49,38 @@ export function percentile(values: readonly number[], p: number): number {
   return sorted[rank - 1] as number;
 }
 
+/** Counts of each distinct text in `texts`, most frequent first in the output of {@link counted}. */
+function tally(texts: Iterable<string>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const text of texts) out[text] = (out[text] ?? 0) + 1;
+  return out;
+}
+
+/** `503 x120, ECONNRESET x14`: most frequent first. */
+function counted(counts: Record<string, number>): string {
+  return Object.entries(counts)
+    .sort((a, b) => b[1] - a[1])
+    .map(([what, n]) => `${what} x${n}`)
+    .join(', ');
+}
+
+/**
+ * The failed calls' attempts (`attemptsOf(index)`: each attempt's status or error code,
+ * in order), joined as `503 429 ECONNRESET`, with counts.
+ */
+export function failedAttempts(
+  results: readonly CallResult[],
+  attemptsOf: (index: number) => readonly string[] | undefined,
+): Record<string, number> {
+  const failed = results.flatMap((r, index) =>
+    r.ok ? [] : [(attemptsOf(index) ?? []).join(' ') || 'none sent'],
+  );
+  return tally(failed);
+}
+
 /** Failed calls by how they ended. */
 export function failuresOf(results: readonly CallResult[]): Record<string, number> {
-  const out: Record<string, number> = {};
-  for (const r of results) if (!r.ok) out[r.outcome] = (out[r.outcome] ?? 0) + 1;
-  return out;
+  return tally(results.filter((r) => !r.ok).map((r) => r.outcome));
 }
 
 /** Requests per {@link BUCKET_MS} at the server, from 0 to `untilMs`. */
@@ -115,10 +147,11 @@ export function formatNotes(concurrency: number): string {
     'calls ok            calls that ended with a 2xx, as the caller saw them',
     'requests at server  every request that reached the server, counted there (x = per call: load amplification)',
     'inside Retry-After  requests sent while a Retry-After the server had given was still running, counted by',
-    '                    the server from the send time each request carries (stamped as it was handed to',
-    `                    fetch, the same for every client); other calls' requests sent within ${RETRY_AFTER_GRACE_MS} ms of`,
-    "                    the 503/429 do not count (the answer was still on its way); the refused call's own",
-    '                    resend counts however soon it comes',
+    '                    the server from what each request carries, stamped as it was handed to fetch (the',
+    '                    same for every client): its send time, and the windows its client had read by then;',
+    `                    a window counts against other calls from ${RETRY_AFTER_GRACE_MS} ms after the client read it (until then`,
+    "                    its answer was still on its way); the refused call's own resend counts however soon",
+    '                    it comes',
     'duplicate orders    POST /orders executions beyond the first per order id, counted by the order handler',
     `p50, p99            per call, from its planned start to its end (waiting for one of ${concurrency} slots included;`,
     "                    a call that waits out the server's Retry-After is slower, and more likely to succeed)",
@@ -127,15 +160,24 @@ export function formatNotes(concurrency: number): string {
   ].join('\n');
 }
 
-/** One paragraph per run on how its calls failed, e.g. `503 x120, ECONNRESET x14`. */
+/**
+ * One paragraph per run on how its calls failed, e.g. `503 x120, ECONNRESET x14`; for
+ * breakwater's failed calls, also what each one's attempts met and why `retry()` did not
+ * send it again (`attempts`: all of them used; `budget`, `deadline`, `unsafe-to-resend`, ...).
+ */
 export function formatFailures(runs: readonly RunSummary[]): string {
   const width = Math.max(...runs.map((r) => r.client.length));
+  const indent = ' '.repeat(width + 2);
   return runs
     .map((r) => {
-      const parts = Object.entries(r.failures)
-        .sort((a, b) => b[1] - a[1])
-        .map(([outcome, n]) => `${outcome} x${n}`);
-      return `${r.client.padEnd(width)}  failed calls: ${parts.length === 0 ? 'none' : parts.join(', ')}`;
+      const failed = counted(r.failures);
+      const lines = [`${r.client.padEnd(width)}  failed calls: ${failed === '' ? 'none' : failed}`];
+      if (failed !== '' && r.gaveUp !== undefined) {
+        lines.push(`${indent}their attempts: ${counted(r.gaveUp.attempts)}`);
+        const why = counted(r.gaveUp.why);
+        lines.push(`${indent}why retry() stopped (give-up events): ${why === '' ? 'none' : why}`);
+      }
+      return lines.join('\n');
     })
     .join('\n');
 }

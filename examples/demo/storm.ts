@@ -41,12 +41,32 @@ export const SENT_AT_HEADER = 'x-demo-sent-at';
  */
 export const CALL_HEADER = 'x-demo-call';
 /**
- * Requests sent this soon after the server produced a 503 / 429 with a delay are not
- * counted as inside its window: the answer was on its way, not yet read, and no client
- * could have held them back. Loopback takes well under a millisecond; 100 ms is
- * generous on purpose, so that a count above zero means a client ignored what it had
- * been told. A resend of the very call that got the 503 / 429 has no grace: it was
- * sent after that answer was read.
+ * Every 503 / 429 with a delay carries this header: the epoch ms at which the window it
+ * opens ends (when the server produced it, plus the delay it names).
+ */
+export const WINDOW_UNTIL_HEADER = 'x-demo-window-until';
+/**
+ * The wire layer stamps each request with the latest end ({@link WINDOW_UNTIL_HEADER})
+ * of the windows its client had been told of, by answers it had read at least
+ * {@link RETRY_AFTER_GRACE_MS} before sending: below every retry loop and middleware,
+ * the same for all clients, as {@link SENT_AT_HEADER} is. The server counts a request
+ * as sent inside a window when it was sent before that end: a client is blamed for
+ * what it had been told, not for what was still on its way to it. Judged from when the
+ * server produced the answer instead (with a fixed 100 ms of grace), a starved machine
+ * blamed breakwater: in 2 of 12 default runs on a 2-core machine at load 11-12, an
+ * overloaded 503 took 400 ms from the server's handler to the client's fetch, and
+ * requests of other calls sent before it arrived were counted (5 and 17; the demo
+ * exited 1).
+ */
+export const TOLD_UNTIL_HEADER = 'x-demo-told-until';
+/**
+ * A window counts against a client from this long after its wire read the answer:
+ * requests that had already passed the client's own checks (its pacing, its retry
+ * loop) on their way to the wire when the answer came in could not be held back.
+ * In-process that takes well under a millisecond; 100 ms is generous on purpose, so
+ * that a count above zero means a client ignored what it had been told. A resend of
+ * the very call that got the 503 / 429 has no grace: it was sent after that answer
+ * was read.
  */
 export const RETRY_AFTER_GRACE_MS = 100;
 /** The wait an overloaded server asks for: `Retry-After: 1` (RFC 9110 §10.2.3 delay-seconds). */
@@ -171,9 +191,10 @@ export interface Ledger {
   /** Arrival time of every request, in ms since the run began (chart and load). */
   arrivals: number[];
   /**
-   * Requests sent inside a Retry-After window the server had opened: at or after the
-   * 503 / 429 plus {@link RETRY_AFTER_GRACE_MS} (at once for a resend of the call that
-   * got it), and before the delay it named ran out.
+   * Requests sent inside a Retry-After window the server had opened and the client had
+   * been told of: its wire had read the 503 / 429 {@link RETRY_AFTER_GRACE_MS} before
+   * (see {@link TOLD_UNTIL_HEADER}), or it is a resend of the call that got it; and
+   * before the delay it named ran out.
    */
   inWindow: number;
   /** How requests were answered. */
@@ -202,6 +223,13 @@ function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
+/** A stamp of epoch ms from the wire layer, or undefined when absent or malformed. */
+export function epochMs(stamp: string | null | undefined): number | undefined {
+  if (stamp === null || stamp === undefined || stamp === '') return undefined;
+  const ms = Number(stamp);
+  return Number.isSafeInteger(ms) ? ms : undefined;
+}
+
 /**
  * The upstream as a Hono app, writing into `ledger`. `startedAt()` is the epoch ms the
  * client's run began. Order of middleware: the storm (faults, outermost, as a load
@@ -216,47 +244,34 @@ export function stormApp(
 ): Hono<{ Bindings: HttpBindings }> {
   /** Requests seen per call (by {@link CALL_HEADER}). */
   const requestsOf = new Map<string, number>();
-  // Every Retry-After window opened, in order: when the answer was produced (never
-  // decreasing), and the latest end of any window opened up to then.
-  const openedAt: number[] = [];
-  const coveredUntil: number[] = [];
+  /** The latest end of any window opened so far: no client can have been told of a later one. */
+  let latestEnd = 0;
   /** Per call: when the window its own last 503 / 429 named ends. */
   const ownWindowEnd = new Map<string, number>();
   let limitWindow = -1;
   let limitUsed = 0;
 
   /**
-   * Whether a request sent at `sentAt` was sent inside a window: one opened at least
-   * the grace before it that had not ended yet (binary search over the openings).
-   */
-  function insideWindow(sentAt: number): boolean {
-    let lo = 0;
-    let hi = openedAt.length; // openings [0, lo) are old enough; [hi, end) are too recent
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if ((openedAt[mid] as number) + RETRY_AFTER_GRACE_MS <= sentAt) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo > 0 && sentAt < (coveredUntil[lo - 1] as number);
-  }
-
-  /**
    * Counts an arrival of `call`; the send time comes from the wire layer's stamp (else
-   * the arrival). A call's next request follows its previous answer, so it is inside
-   * the window that answer named whenever it was sent before its end, grace or not.
+   * the arrival), and so does what the client had been told (else nothing). A call's
+   * next request follows its previous answer, so it is inside the window that answer
+   * named whenever it was sent before its end, grace or not.
    */
-  function arrive(t: number, stamp: string | undefined, call: string): void {
+  function arrive(t: number, sent: string | undefined, told: string | undefined, call: string): void {
     ledger.arrivals.push(t - startedAt());
-    const stamped = Number(stamp);
-    const sentAt = Number.isSafeInteger(stamped) && stamped <= t ? stamped : t;
-    if (insideWindow(sentAt) || sentAt < (ownWindowEnd.get(call) ?? 0)) ledger.inWindow++;
+    const stamped = epochMs(sent);
+    const sentAt = stamped !== undefined && stamped <= t ? stamped : t;
+    // Never past a window this server opened: a client cannot have been told of more.
+    const toldUntil = Math.min(epochMs(told) ?? 0, latestEnd);
+    if (sentAt < toldUntil || sentAt < (ownWindowEnd.get(call) ?? 0)) ledger.inWindow++;
   }
 
-  function openWindow(delayMs: number, call: string): void {
-    const at = Math.max(Date.now(), openedAt.at(-1) ?? 0);
-    openedAt.push(at);
-    coveredUntil.push(Math.max(at + delayMs, coveredUntil.at(-1) ?? 0));
-    ownWindowEnd.set(call, at + delayMs);
+  /** Opens a window of `delayMs` for `call`'s answer; returns the header that announces its end. */
+  function openWindow(delayMs: number, call: string): Record<string, string> {
+    const end = Date.now() + delayMs;
+    latestEnd = Math.max(latestEnd, end);
+    ownWindowEnd.set(call, end);
+    return { [WINDOW_UNTIL_HEADER]: String(end) };
   }
 
   const app = new Hono<{ Bindings: HttpBindings }>();
@@ -264,7 +279,7 @@ export function stormApp(
   app.use(async function storm(c, next) {
     const t = Date.now();
     const call = c.req.header(CALL_HEADER) ?? `arrival ${ledger.arrivals.length + 1}`;
-    arrive(t, c.req.header(SENT_AT_HEADER), call);
+    arrive(t, c.req.header(SENT_AT_HEADER), c.req.header(TOLD_UNTIL_HEADER), call);
     const phase = phaseAt(script, t - startedAt()).name;
     // This request's draws: the same for the same call's n-th request in every run.
     const nth = (requestsOf.get(call) ?? 0) + 1;
@@ -276,10 +291,10 @@ export function stormApp(
 
     if (phase === 'overloaded' && draw < OVERLOADED_SHED_RATIO) {
       ledger.answers.shed503++;
-      openWindow(OVERLOADED_RETRY_AFTER_MS, call);
       return problemResponse(
         { status: 503, title: 'Service Unavailable', detail: 'overloaded, shedding load' },
         OVERLOADED_RETRY_AFTER_MS,
+        openWindow(OVERLOADED_RETRY_AFTER_MS, call),
       );
     }
     if (phase === 'rate-limited') {
@@ -291,10 +306,10 @@ export function stormApp(
       if (++limitUsed > RATE_LIMIT_QUOTA) {
         const waitMs = (window + 1) * RATE_LIMIT_WINDOW_MS - t;
         ledger.answers.limited429++;
-        openWindow(waitMs, call);
         // retry-after-ms: the millisecond form OpenAI and Anthropic send.
         return problemResponse({ status: 429, title: 'Too Many Requests' }, undefined, {
           'retry-after-ms': String(waitMs),
+          ...openWindow(waitMs, call),
         });
       }
     }

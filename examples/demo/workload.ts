@@ -64,7 +64,7 @@ function sleep(ms: number): Promise<void> {
 }
 
 /** A short name for what a call threw: breakwater's `code`, a cause's code, or the error's name. */
-function errorName(error: unknown): string {
+export function errorName(error: unknown): string {
   const e = error as { code?: unknown; cause?: { code?: unknown }; name?: unknown } | null;
   if (typeof e?.code === 'string') return e.code;
   if (typeof e?.cause?.code === 'string') return e.cause.code;
