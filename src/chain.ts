@@ -213,9 +213,14 @@ export function createFetch(options: CreateFetchOptions): FetchLike {
       // follow() keeps up to 1 MB of its body for a 307 or 308 (see there). Not the caller's
       // own fetch, which may not hand back a redirect; a breakwater fetch there follows for its
       // own calls (the outer one's hops would pass its auth() as calls of their own, token and all).
+      // And any call whose body is bytes (a typed array, an ArrayBuffer: what has a byteLength),
+      // which Node 20's fetch cannot send again after a 307 or 308 (it slices a buffer it has
+      // detached) where Deno's and Bun's do: here the bytes go again as given.
       response = await (SEES_REDIRECTS &&
       !base &&
-      (!IDEMPOTENT_METHODS.has(call.method) || call.bag.has(NO_RESEND)) &&
+      (!IDEMPOTENT_METHODS.has(call.method) ||
+        call.bag.has(NO_RESEND) ||
+        (call.init?.body as ArrayBuffer | undefined)?.byteLength != null) &&
       (call.init?.redirect ?? (call.input as Request).redirect ?? 'follow') === 'follow'
         ? follow(call, (at) =>
             // Object.assign, not a spread with `redirect` after it: that costs 1.8 µs on Node 20;
