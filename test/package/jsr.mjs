@@ -17,7 +17,11 @@ for (const [specifier, target] of Object.entries(deno.imports)) {
   const match = /^npm:\/?((?:@[^/@]+\/)?[^/@]+)@([^/]+)/.exec(target);
   if (match === null || !(match[1] in ranges)) continue;
   checked++;
-  if (match[2] !== ranges[match[1]]) {
+  // A union in package.json (ky `^1.7.0 || ^2.0.0`) cannot be written in deno.json: Deno
+  // refuses `npm:ky@^1.7.0 || ^2.0.0`, `^1.7.0||^2.0.0` and `>=1.7.0` alike ("Invalid
+  // package specifier", Deno 2.9). There its first range stands for it.
+  const wanted = ranges[match[1]].split(' || ')[0];
+  if (match[2] !== wanted) {
     mismatches.push(`${specifier}: deno.json ${match[2]}, package.json ${ranges[match[1]]}`);
   }
 }
