@@ -18,15 +18,23 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 // @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
 import { WebStandardStreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js';
-import { type BreakwaterEvent, createGate, definePolicy, GateClosedError, HttpStatusError } from 'breakwater';
+import {
+  type BreakwaterEvent,
+  createGate,
+  definePolicy,
+  type FetchLike,
+  GateClosedError,
+  HttpStatusError,
+  retryDelay,
+} from 'breakwater';
 import { resilientMcpClient } from 'breakwater/mcp';
 import { Hono } from 'hono';
 import * as z from 'zod';
-import { listen } from '../loopback.ts';
+import { listen, stampedFetch } from '../loopback.ts';
 
 const TURNS = 12;
 /** The agent's "thinking" between turns (a model call, in a real agent). */
-const THINK_MS = 100;
+const THINK_MS = 120;
 /** Turns on which the agent asks for a ticket. */
 const TICKET_TURNS = [2, 5, 10, 12];
 
@@ -34,15 +42,53 @@ const TICKET_TURNS = [2, 5, 10, 12];
 const OVERLOAD_TURN = 3;
 const SEARCH_FAULT_TURN = 4;
 const TICKET_FAULT_TURN = 5;
-/** The server is down from this turn to that one, both included. */
-const DOWN_FROM = 6;
-const DOWN_TO = 8;
+/** The MCP process crashes as this turn starts ... */
+const CRASH_TURN = 6;
+/**
+ * ... and is back this many ms later: an outage lasts a time, as the start gate's
+ * window does. Keyed by turns alone (down for turns 6 to 8), it ended whenever the
+ * agent reached turn 9: on a loaded machine (load 6-14 on 2 cores) turns 7 and 8 took
+ * longer than the gate's window (then 250 ms), turn 8's connect met the server still
+ * down, its resends opened the breaker (5 failures in a row) and the gate re-armed for
+ * twice as long: the recovered turns 9 to 12 were refused, and with them the tickets of
+ * turns 10 and 12 (6 runs in 16 at load 8-12). Unloaded, the naive loop's turns 6, 7
+ * and 8 fall inside it (each about 180 ms: 3 tries, then the thinking).
+ */
+const DOWN_MS = 470;
+/**
+ * ... and not before this turn: the naive loop meets the outage on two turns at least
+ * however slowly its turns go (on a loaded machine its turn 6 alone took more than
+ * 470 ms in 5 runs of 16), so the two clients' requests while it is down always compare
+ * a loop that tries again each turn with one that does not.
+ */
+const BACK_TURN = 8;
 /** While overloaded, the server sheds everything for this long, and says so in `retry-after-ms`. */
 const OVERLOAD_MS = 100;
-/** The delay the server names on the 503 it sends after create_ticket ran. */
-const TICKET_RETRY_AFTER_MS = 50;
+/**
+ * The delay the server names on the 503 it sends after create_ticket ran. Long next to
+ * the naive loop's 20 ms before its resend, so that the resend comes inside it however
+ * slowly the loop goes: at 50 ms (with 100 or 150 ms for the overload on turn 3), a
+ * loaded machine (load 6-14) held the naive loop so long between reading a 503 and
+ * resending (over 125 ms) that it sent nothing inside a window in 6 runs of 36. breakwater does not
+ * resend the ticket, and holds its next request (turn 6's connect, after a turn's
+ * thinking) until the wait is over: the whole key is paced.
+ */
+const TICKET_RETRY_AFTER_MS = 300;
 /** A request this close to the end of a window is not counted as inside it (timers are not exact). */
 const WINDOW_GRACE_MS = 5;
+/**
+ * The wire under each client (below the naive loop, and below breakwater's retry and
+ * pacing) stamps each request with when it was sent, and with when the last wait its
+ * client had read runs out: the `retry-after-ms` of a 503, counted from when the answer
+ * reached the client, as RFC 9110 §10.2.3 counts delay-seconds ("after the response is
+ * received"). The server counts a request inside a Retry-After window when it was sent
+ * before that. Counted from when the server produced the 503 instead, a loaded machine
+ * hid the naive loop's resends: its 503 took more than 80 ms to reach it, so a resend
+ * sent 20 ms after reading it came after the window (0 inside in 18 runs of 26 at load
+ * 4-12).
+ */
+const SENT_AT_HEADER = 'x-agent-sent-at';
+const TOLD_UNTIL_HEADER = 'x-agent-told-until';
 
 /** The naive loop: every operation tried up to this many times, this far apart. */
 const NAIVE_TRIES = 3;
@@ -53,11 +99,15 @@ const CLIP_CHARS = 64;
 /** breakwater: short backoffs so the example is quick (the defaults start at 500 ms). */
 const BACKOFF = { initialMs: 10, maxMs: 40, jitter: 'none' } as const;
 /**
- * The start gate's first window after a failed connect. Between two and three turns'
- * thinking, with 50 ms to spare on each side: it covers the two turns after the first
- * down turn and lets the first recovered turn through.
+ * The start gate's first window after a failed connect. It outlasts {@link DOWN_MS}
+ * counted from that connect's failure, which comes after its two resends' backoffs
+ * (10 + 20 ms), so the connect it lets through finds the server back on turn 8 or later:
+ * turn 7 starts one turn's thinking (120 ms) into the window, within 190 ms in 32 runs at
+ * load 7-11, where it would take 460. And it is shorter than four turns' thinking, so the
+ * first ticket turn after the outage (turn 10) is never refused, however slowly the
+ * turns go.
  */
-const GATE_MS = 250;
+const GATE_MS = 460;
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -69,7 +119,10 @@ export interface Ledger {
   requests: number;
   /** Requests that arrived while the script had the server down. */
   whileDown: number;
-  /** Requests that arrived inside a Retry-After window the server had given. */
+  /**
+   * Requests sent inside a Retry-After window: before the wait named by an answer their
+   * client had read ran out (see {@link TOLD_UNTIL_HEADER}).
+   */
   insideRetryAfter: number;
   /** Tool handler executions. */
   runs: { search: number; create_ticket: number };
@@ -110,10 +163,13 @@ function mcpServer(ledger: Ledger): McpServer {
   return server;
 }
 
-/** The flaky server: the MCP server behind a fault layer that follows the script. */
-function flakyApp(ledger: Ledger, turn: () => number): Hono {
-  /** The latest Retry-After window the server gave, and whether it sheds load inside it. */
-  let window = { endsAt: 0, shed: false };
+/**
+ * The flaky server: the MCP server behind a fault layer that follows the script.
+ * `turn()` is the agent's turn; `down()` says whether the MCP process is gone.
+ */
+function flakyApp(ledger: Ledger, turn: () => number, down: () => boolean): Hono {
+  /** While overloaded, the server sheds every request until then (performance.now() ms). */
+  let shedUntil = 0;
   /** Faults already fired, as `${turn} ${what}`: each fires for the first such request of its turn. */
   const fired = new Set<string>();
   function once(what: string): boolean {
@@ -126,7 +182,10 @@ function flakyApp(ledger: Ledger, turn: () => number): Hono {
   const app = new Hono();
   app.use('/mcp', async (c, next) => {
     ledger.requests++;
-    if (turn() >= DOWN_FROM && turn() <= DOWN_TO) {
+    const sentAt = Number(c.req.header(SENT_AT_HEADER));
+    const toldUntil = Number(c.req.header(TOLD_UNTIL_HEADER));
+    if (sentAt < toldUntil - WINDOW_GRACE_MS) ledger.insideRetryAfter++;
+    if (down()) {
       // The MCP process is gone; the proxy in front of it answers.
       ledger.whileDown++;
       return c.text('no healthy upstream', 503);
@@ -137,10 +196,8 @@ function flakyApp(ledger: Ledger, turn: () => number): Hono {
   app.get('/mcp', (c) => c.body(null, 405, { allow: 'POST' }));
   app.post('/mcp', async (c) => {
     const now = performance.now();
-    const inside = now < window.endsAt - WINDOW_GRACE_MS;
-    if (inside) ledger.insideRetryAfter++;
-    if (inside && window.shed) {
-      const leftMs = Math.ceil(window.endsAt - now);
+    if (now < shedUntil) {
+      const leftMs = Math.ceil(shedUntil - now);
       return failure(503, 'overloaded', { 'retry-after-ms': String(leftMs) });
     }
     const text = await c.req.text();
@@ -153,7 +210,7 @@ function flakyApp(ledger: Ledger, turn: () => number): Hono {
     }
 
     if (turn() === OVERLOAD_TURN && what === 'tools/list' && once(what)) {
-      window = { endsAt: now + OVERLOAD_MS, shed: true };
+      shedUntil = now + OVERLOAD_MS;
       return failure(503, 'overloaded', { 'retry-after-ms': String(OVERLOAD_MS) });
     }
 
@@ -176,7 +233,6 @@ function flakyApp(ledger: Ledger, turn: () => number): Hono {
     }
     if (turn() === TICKET_FAULT_TURN && what === 'tools/call:create_ticket' && once(what)) {
       await response.body?.cancel();
-      window = { endsAt: performance.now() + TICKET_RETRY_AFTER_MS, shed: false };
       return failure(503, 'ticket queue overloaded', { 'retry-after-ms': String(TICKET_RETRY_AFTER_MS) });
     }
     return response;
@@ -202,13 +258,20 @@ async function startServer(): Promise<FlakyServer> {
     tickets: new Map(),
   };
   let current = 0;
-  const app = flakyApp(ledger, () => current);
+  /** When the MCP process is back (performance.now() ms) once it has crashed, if the agent has reached {@link BACK_TURN}. */
+  let downUntil = 0;
+  const app = flakyApp(
+    ledger,
+    () => current,
+    () => current >= CRASH_TURN && (current < BACK_TURN || performance.now() < downUntil),
+  );
   const server = await listen(app);
   return {
     url: new URL(`${server.origin}/mcp`),
     ledger,
     turn(n) {
       current = n;
+      if (n === CRASH_TURN) downUntil = performance.now() + DOWN_MS;
     },
     close: server.close,
   };
@@ -232,8 +295,27 @@ interface AgentClient {
   notes(): string[];
 }
 
+/**
+ * The wire under one client: the runtime's fetch, stamping each request with when it
+ * was sent and with when the longest wait its client had read runs out (see
+ * {@link TOLD_UNTIL_HEADER}), both epoch ms.
+ */
+function toldWire(): FetchLike {
+  const send = stampedFetch(SENT_AT_HEADER);
+  let waitUntil = 0;
+  return async function told(input, init) {
+    const headers = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+    headers.set(TOLD_UNTIL_HEADER, String(waitUntil));
+    const response = await send(input, { ...init, headers });
+    const waitMs = retryDelay(response.headers);
+    if (waitMs !== undefined) waitUntil = Math.max(waitUntil, Date.now() + waitMs);
+    return response;
+  };
+}
+
 /** The SDK on plain fetch, every operation tried up to 3 times, 20 ms apart; a new connection each turn. */
 function naiveClient(url: URL): AgentClient {
+  const fetch = toldWire();
   let client: Client | undefined;
   const notes: string[] = [];
   async function run<T>(step: string, op: () => Promise<T>): Promise<T> {
@@ -260,7 +342,7 @@ function naiveClient(url: URL): AgentClient {
     connect: () =>
       run('connect', async () => {
         const fresh = new Client({ name: 'naive-agent', version: '1.0.0' });
-        await fresh.connect(new StreamableHTTPClientTransport(url));
+        await fresh.connect(new StreamableHTTPClientTransport(url, { fetch }));
         client = fresh;
         return fresh;
       }),
@@ -309,6 +391,7 @@ function breakwaterClient(url: URL): AgentClient {
     client: new Client({ name: 'breakwater-agent', version: '1.0.0' }),
     transport: (fetch) => new StreamableHTTPClientTransport(url, { fetch }),
     policy: definePolicy({ name: 'tickets-mcp', retry: { backoff: BACKOFF } }),
+    fetch: toldWire(),
     gate: createGate({
       key: 'tickets-mcp',
       schedule: { initialMs: GATE_MS, maxMs: 4 * GATE_MS, jitter: 'none' },
@@ -460,7 +543,7 @@ export async function runMcpAgent(): Promise<McpAgentComparison> {
 export function formatSummary(): string[] {
   return [
     `An agent runs ${TURNS} turns (connect, list tools, search, sometimes create_ticket) against a local MCP`,
-    `server that sheds load, loses answers after tools ran, and is down for turns ${DOWN_FROM}-${DOWN_TO}.`,
+    `server that sheds load, loses answers after tools ran, and goes down on turn ${CRASH_TURN} for ${DOWN_MS} ms or more.`,
     `naive: the SDK with a ${NAIVE_TRIES}-tries loop; breakwater: resilientMcpClient() with a start gate.`,
   ];
 }
@@ -474,8 +557,8 @@ lists tools, searches, and on turns ${TICKET_TURNS.join(', ')} opens a ticket. T
 ${when(`turn ${OVERLOAD_TURN}`)}overloaded: tools/list gets 503 retry-after-ms: ${OVERLOAD_MS}, and so does all else for ${OVERLOAD_MS} ms
 ${when(`turn ${SEARCH_FAULT_TURN}`)}search runs, then its answer is replaced by a 503
 ${when(`turn ${TICKET_FAULT_TURN}`)}create_ticket runs, then its answer is replaced by a 503 retry-after-ms: ${TICKET_RETRY_AFTER_MS}
-${when(`turns ${DOWN_FROM}-${DOWN_TO}`)}down: a proxy answers every request 503 "no healthy upstream"
-${when(`turns ${DOWN_TO + 1}-${TURNS}`)}recovered`.split('\n');
+${when(`turn ${CRASH_TURN}`)}down: a proxy answers every request 503 "no healthy upstream" for ${DOWN_MS} ms,
+${when('')}and at least until turn ${BACK_TURN}; then recovered`.split('\n');
 }
 
 /** Each client's turn log: the turns that failed or needed a resend, and why. */
@@ -495,11 +578,7 @@ export function formatTable({ naive, breakwater }: McpAgentComparison): string[]
   return [
     row('counted by the server', 'naive', 'breakwater'),
     row('requests received', naive.ledger.requests, breakwater.ledger.requests),
-    row(
-      `requests while down (turns ${DOWN_FROM}-${DOWN_TO})`,
-      naive.ledger.whileDown,
-      breakwater.ledger.whileDown,
-    ),
+    row(`requests while down (from turn ${CRASH_TURN})`, naive.ledger.whileDown, breakwater.ledger.whileDown),
     row(
       'requests inside a Retry-After window',
       naive.ledger.insideRetryAfter,
